@@ -1,0 +1,138 @@
+//! Communication methods: the one interface every transport fills in.
+//!
+//! A method is initialised once per context ([`MethodInfo::init`]), publishes a
+//! descriptor (its address on this host), decides whether it can reach a
+//! remote descriptor ([`Method::reachable`]), opens links on demand
+//! ([`Method::connect`]), and delivers whole messages from [`Method::poll`].
+//! Methods know nothing of endpoints or handlers: they move opaque messages
+//! between contexts. Adding a method means one new module and one row in
+//! [`registry`]; nothing else changes.
+
+use crate::error::Result;
+use crate::params::{Params, ParamDecl};
+use std::io::IoSlice;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+
+pub mod self_method;
+pub mod shm;
+pub mod tcp;
+
+/// What a method needs to know about the job and this process.
+#[derive(Debug, Clone)]
+pub struct JobInfo {
+    /// This context's id (the PMI rank).
+    pub ctx_id: u32,
+    /// Number of contexts in the job (the PMI size).
+    pub size: u32,
+    /// Job identifier; names shared-memory segments so the launcher can remove them.
+    pub job_id: String,
+    /// Host identity (hostname + boot id, or the emulated host set by the launcher).
+    pub host_id: String,
+    /// The job secret (32 bytes) for authenticating connections.
+    pub secret: [u8; 32],
+    /// Diagnostic level from `GW_VERBOSE`.
+    pub verbose: u8,
+}
+
+/// Everything a method's `init` gets.
+pub struct MethodEnv<'a> {
+    pub job: &'a JobInfo,
+    pub params: &'a Params,
+}
+
+/// One built-in method: its name, parameters and constructor.
+pub struct MethodInfo {
+    pub name: &'static str,
+    /// One line for `gwinfo`.
+    pub summary: &'static str,
+    pub params: &'static [ParamDecl],
+    /// Initialises the method for this context. `Ok(None)` = not available here
+    /// (e.g. shared memory cannot be created); the method is then left out of
+    /// the descriptor table.
+    pub init: fn(&MethodEnv) -> Result<Option<Arc<dyn Method>>>,
+}
+
+/// The built-in methods, fastest first: the default order of descriptor tables.
+pub fn registry() -> &'static [MethodInfo] {
+    static REG: &[MethodInfo] = &[self_method::INFO, shm::INFO, tcp::INFO];
+    REG
+}
+
+/// How often the progress engine polls a method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollClass {
+    /// Cheap (a memory load): every progress iteration.
+    EveryIteration,
+    /// Costs a system call: every `skip_poll` iterations.
+    Expensive,
+}
+
+/// A method's own performance estimate, for selection policies and `gwinfo`.
+#[derive(Debug, Clone, Copy)]
+pub struct Cost {
+    pub latency_ns: u64,
+    pub bandwidth_mb_s: u64,
+}
+
+/// Receives what a method's poll produced.
+pub trait Sink {
+    /// A whole message from context `src` (the bytes the sender's iovecs held, concatenated).
+    fn deliver(&mut self, src: u32, msg: &[u8]);
+    /// The link from `src` broke (peer died or sent garbage). The context records it.
+    fn link_failed(&mut self, src: u32, reason: String);
+}
+
+/// Lets a link that cannot proceed drive the progress engine while it waits.
+pub trait Waiter {
+    /// Runs one round of progress (receives, flushes). Returns `false` when the
+    /// caller must not wait (it is inside a handler, or progress is owned by a
+    /// thread that is waiting on us): the link must then queue the message and
+    /// return instead of blocking.
+    fn progress(&self) -> bool;
+}
+
+/// A transport. See the module documentation.
+pub trait Method: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// This context's address for the method, published in the descriptor table.
+    fn descriptor(&self) -> Vec<u8>;
+    /// Human-readable form of a descriptor (for `gwinfo` and verbose output).
+    fn describe(&self, descriptor: &[u8]) -> String;
+    /// Whether a context with `remote` descriptor can be reached by this method
+    /// (shm: same host identity; tcp: an address we can route to).
+    fn reachable(&self, remote: &[u8]) -> bool;
+    /// Opens (or reuses) a link to context `peer`. Called only when `reachable`.
+    fn connect(&self, peer: u32, remote: &[u8]) -> Result<Arc<dyn Link>>;
+    /// Receives whatever has arrived and flushes queued output; returns the
+    /// number of messages delivered.
+    fn poll(&self, sink: &mut dyn Sink) -> Result<usize>;
+    fn poll_class(&self) -> PollClass;
+    /// A file descriptor that becomes readable when `poll` has work, for idle blocking.
+    fn wait_fd(&self) -> Option<RawFd> {
+        None
+    }
+    /// Whether `poll` has output still queued (the context must keep polling).
+    fn has_pending_output(&self) -> bool {
+        false
+    }
+    fn cost(&self) -> Cost;
+    /// Closes links and releases resources (segments, sockets).
+    fn shutdown(&self);
+}
+
+/// A connection to one remote context over one method.
+pub trait Link: Send + Sync {
+    fn method(&self) -> &'static str;
+    /// Sends one message made of `iov` (all slices, in order). When it returns
+    /// the caller may reuse the buffers. A link that cannot proceed calls
+    /// `waiter.progress()`; if that returns `false` it copies what is left and
+    /// queues it, to be flushed by its method's `poll`. Messages on one link
+    /// are delivered in the order they were sent.
+    fn send(&self, iov: &[IoSlice<'_>], waiter: &dyn Waiter) -> Result<()>;
+}
+
+/// Total length of an iovec list.
+pub fn iov_len(iov: &[IoSlice<'_>]) -> usize {
+    iov.iter().map(|s| s.len()).sum()
+}

@@ -1,0 +1,3 @@
+//! placeholder
+use super::MethodInfo;
+pub const INFO: MethodInfo = MethodInfo { name: "shm", summary: "", params: &[], init: |_| Ok(None) };

@@ -1,0 +1,295 @@
+//! Parameters as data: every knob of the runtime is one [`ParamDecl`] row,
+//! declared beside the code it tunes, collected in [`all_decls`], read from
+//! the environment with the one prefix `GW_`, validated, and listed by `gwinfo`.
+//!
+//! Reading happens once, when a [`Params`] is built; the hot path looks values
+//! up in a small vector, never in the environment.
+
+use crate::error::{Error, Result};
+use std::collections::HashMap;
+
+/// The prefix of every environment variable the runtime reads.
+pub const PREFIX: &str = "GW_";
+
+/// What kind of value a parameter holds; decides parsing and validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An unsigned integer in `min..=max`.
+    UInt { min: u64, max: u64 },
+    /// A byte size; accepts suffixes `k`, `m`, `g` (powers of 1024).
+    Size { min: u64, max: u64 },
+    /// `0/1`, `yes/no`, `true/false`, `on/off`.
+    Bool,
+    /// One of a fixed set of words.
+    Choice(&'static [&'static str]),
+    /// Free text (validated by the code that uses it).
+    Text,
+}
+
+/// One row of the parameter table.
+#[derive(Debug, Clone, Copy)]
+pub struct ParamDecl {
+    /// Name without prefix, upper case: `TCP_SNDBUF` is read from `GW_TCP_SNDBUF`.
+    pub name: &'static str,
+    /// Default, written as a user would write it.
+    pub default: &'static str,
+    pub kind: Kind,
+    pub help: &'static str,
+}
+
+impl ParamDecl {
+    /// The environment variable this parameter is read from.
+    pub fn var(&self) -> String {
+        format!("{PREFIX}{}", self.name)
+    }
+}
+
+/// Parameters of the runtime itself (methods declare theirs in their own modules).
+pub const CORE_PARAMS: &[ParamDecl] = &[
+    ParamDecl {
+        name: "METHODS",
+        default: "",
+        kind: Kind::Text,
+        help: "Comma-separated communication methods to use, in order of preference \
+               (e.g. `tcp` or `tcp,shm`). Empty = every built-in method, fastest first.",
+    },
+    ParamDecl {
+        name: "SKIP_POLL",
+        default: "0",
+        kind: Kind::UInt { min: 0, max: 1_000_000 },
+        help: "Poll expensive methods (sockets) only every N progress iterations; shared memory \
+               is polled every iteration. 0 = adaptive (grows while sockets are quiet).",
+    },
+    ParamDecl {
+        name: "SPIN_ITERS",
+        default: "2000",
+        kind: Kind::UInt { min: 0, max: 100_000_000 },
+        help: "Idle progress iterations spent spinning before a waiting thread blocks \
+               (yields, then sleeps on the sockets), so oversubscribed jobs do not starve.",
+    },
+    ParamDecl {
+        name: "HOST_ID",
+        default: "",
+        kind: Kind::Text,
+        help: "Host identity used for shared-memory applicability. Empty = hostname plus boot id. \
+               Set by `gwrun --emulate-hosts` to place ranks on emulated hosts.",
+    },
+    ParamDecl {
+        name: "JOB_SECRET",
+        default: "",
+        kind: Kind::Text,
+        help: "Hex job secret for connection authentication, set by the launcher. \
+               Empty = derived from the PMI kvs name (weak; a warning is printed).",
+    },
+    ParamDecl {
+        name: "JOB_ID",
+        default: "",
+        kind: Kind::Text,
+        help: "Job identifier used to name shared-memory segments (so the launcher can remove them). \
+               Empty = derived from the PMI kvs name.",
+    },
+    ParamDecl {
+        name: "VERBOSE",
+        default: "0",
+        kind: Kind::UInt { min: 0, max: 3 },
+        help: "Diagnostics on stderr: 1 = method selection per peer, 2 = connections, 3 = everything.",
+    },
+];
+
+/// Every parameter table built in, in the order `gwinfo` lists them.
+pub fn all_decls() -> Vec<&'static ParamDecl> {
+    let mut v: Vec<&'static ParamDecl> = CORE_PARAMS.iter().collect();
+    for m in crate::method::registry() {
+        v.extend(m.params.iter());
+    }
+    v
+}
+
+/// Parsed values of every declared parameter.
+#[derive(Debug, Clone)]
+pub struct Params {
+    values: HashMap<&'static str, Value>,
+    /// Which values came from the environment rather than the default (for `gwinfo`).
+    from_env: Vec<&'static str>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Num(u64),
+    Bool(bool),
+    Text(String),
+}
+
+impl Params {
+    /// Reads and validates every declared parameter from the process environment.
+    pub fn from_env() -> Result<Self> {
+        Self::from_lookup(|var| std::env::var(var).ok())
+    }
+
+    /// Reads parameters through `lookup` (tests pass a map instead of the environment).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let mut values = HashMap::new();
+        let mut from_env = Vec::new();
+        for d in all_decls() {
+            let var = d.var();
+            let (raw, env) = match lookup(&var) {
+                Some(v) => (v, true),
+                None => (d.default.to_string(), false),
+            };
+            let v = parse(d, &raw).map_err(|reason| Error::BadParam {
+                var: var.clone(),
+                value: raw.clone(),
+                reason,
+            })?;
+            if env {
+                from_env.push(d.name);
+            }
+            values.insert(d.name, v);
+        }
+        Ok(Params { values, from_env })
+    }
+
+    fn get(&self, name: &str) -> &Value {
+        self.values
+            .get(name)
+            .unwrap_or_else(|| panic!("parameter {name} is not declared in any table (programming error)"))
+    }
+
+    /// A numeric (`UInt` or `Size`) parameter.
+    pub fn num(&self, name: &str) -> u64 {
+        match self.get(name) {
+            Value::Num(n) => *n,
+            other => panic!("parameter {name} is not numeric: {other:?} (programming error)"),
+        }
+    }
+
+    /// A boolean parameter.
+    pub fn flag(&self, name: &str) -> bool {
+        match self.get(name) {
+            Value::Bool(b) => *b,
+            other => panic!("parameter {name} is not boolean: {other:?} (programming error)"),
+        }
+    }
+
+    /// A text or choice parameter.
+    pub fn text(&self, name: &str) -> &str {
+        match self.get(name) {
+            Value::Text(s) => s,
+            other => panic!("parameter {name} is not text: {other:?} (programming error)"),
+        }
+    }
+
+    /// Whether the value came from the environment.
+    pub fn is_set(&self, name: &str) -> bool {
+        self.from_env.contains(&name)
+    }
+
+    /// The value formatted for display.
+    pub fn display(&self, name: &str) -> String {
+        match self.get(name) {
+            Value::Num(n) => n.to_string(),
+            Value::Bool(b) => if *b { "1" } else { "0" }.to_string(),
+            Value::Text(s) => s.clone(),
+        }
+    }
+}
+
+fn parse(d: &ParamDecl, raw: &str) -> std::result::Result<Value, String> {
+    let s = raw.trim();
+    match d.kind {
+        Kind::UInt { min, max } => {
+            let n: u64 = s.parse().map_err(|_| "expected an unsigned integer".to_string())?;
+            check_range(n, min, max).map(Value::Num)
+        }
+        Kind::Size { min, max } => {
+            let n = parse_size(s)?;
+            check_range(n, min, max).map(Value::Num)
+        }
+        Kind::Bool => match s.to_ascii_lowercase().as_str() {
+            "1" | "yes" | "true" | "on" => Ok(Value::Bool(true)),
+            "0" | "no" | "false" | "off" => Ok(Value::Bool(false)),
+            _ => Err("expected one of 0/1, yes/no, true/false, on/off".into()),
+        },
+        Kind::Choice(words) => {
+            if words.contains(&s) {
+                Ok(Value::Text(s.to_string()))
+            } else {
+                Err(format!("expected one of: {}", words.join(", ")))
+            }
+        }
+        Kind::Text => Ok(Value::Text(s.to_string())),
+    }
+}
+
+fn check_range(n: u64, min: u64, max: u64) -> std::result::Result<u64, String> {
+    if n < min || n > max {
+        Err(format!("must be between {min} and {max}"))
+    } else {
+        Ok(n)
+    }
+}
+
+/// Parses `4096`, `64k`, `4M`, `1g` (powers of 1024).
+pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let s = s.trim();
+    let (digits, mult) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_lowercase() {
+                'k' => 1u64 << 10,
+                'm' => 1 << 20,
+                'g' => 1 << 30,
+                _ => return Err(format!("unknown size suffix {c:?} (use k, m or g)")),
+            };
+            (&s[..i], m)
+        }
+        _ => (s, 1),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| "expected a byte size such as 65536, 64k or 4m".to_string())?;
+    n.checked_mul(mult).ok_or_else(|| "size overflows 64 bits".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(pairs: &[(&str, &str)]) -> Result<Params> {
+        let map: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Params::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_parse() {
+        let p = with(&[]).unwrap();
+        assert_eq!(p.num("SKIP_POLL"), 0);
+        assert!(!p.is_set("SKIP_POLL"));
+    }
+
+    #[test]
+    fn env_overrides_and_sizes() {
+        let p = with(&[("GW_SKIP_POLL", "7"), ("GW_TCP_SNDBUF", "64k")]).unwrap();
+        assert_eq!(p.num("SKIP_POLL"), 7);
+        assert_eq!(p.num("TCP_SNDBUF"), 65536);
+        assert!(p.is_set("TCP_SNDBUF"));
+    }
+
+    #[test]
+    fn bad_value_names_the_variable() {
+        let e = with(&[("GW_SKIP_POLL", "lots")]).unwrap_err().to_string();
+        assert!(e.contains("GW_SKIP_POLL"), "{e}");
+        assert!(e.contains("lots"), "{e}");
+        let e = with(&[("GW_SPIN_ITERS", "999999999999")]).unwrap_err().to_string();
+        assert!(e.contains("between"), "{e}");
+    }
+
+    #[test]
+    fn size_suffixes() {
+        assert_eq!(parse_size("4M").unwrap(), 4 << 20);
+        assert_eq!(parse_size("1g").unwrap(), 1 << 30);
+        assert!(parse_size("4x").is_err());
+        assert!(parse_size("").is_err());
+    }
+}

@@ -1,0 +1,1 @@
+//! Self-describing records (placeholder until the wire work lands).
