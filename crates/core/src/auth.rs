@@ -1,0 +1,135 @@
+//! Challenge-response authentication of connections with the job secret.
+//!
+//! Both sides prove knowledge of the secret without sending it: each sends a
+//! fresh nonce and answers the other's with an HMAC-SHA256 over both nonces,
+//! a direction label and both context ids. Binding the context ids means a
+//! proof cannot be replayed to impersonate another rank, and fresh nonces on
+//! both sides mean a recorded handshake cannot be replayed at all.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+/// Length of a nonce and of a proof.
+pub const NONCE_LEN: usize = 16;
+pub const PROOF_LEN: usize = 32;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Which side of the handshake computes a proof; part of the MAC input so the
+/// acceptor's proof cannot be reflected back as the connector's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Acceptor,
+    Connector,
+}
+
+/// A fresh random nonce.
+pub fn nonce() -> [u8; NONCE_LEN] {
+    let mut n = [0u8; NONCE_LEN];
+    // getrandom only fails if the OS has no entropy source at all; a runtime
+    // without one cannot authenticate anything, so that is a fatal setup error.
+    getrandom::getrandom(&mut n).expect("the operating system provides no random numbers");
+    n
+}
+
+/// The proof a `role` sends: MAC(secret, label | own nonce | other nonce | own id | other id).
+pub fn proof(
+    secret: &[u8; 32],
+    role: Role,
+    own_nonce: &[u8; NONCE_LEN],
+    other_nonce: &[u8; NONCE_LEN],
+    own_id: u32,
+    other_id: u32,
+) -> [u8; PROOF_LEN] {
+    mac_for(secret, role, own_nonce, other_nonce, own_id, other_id)
+        .finalize()
+        .into_bytes()
+        .into()
+}
+
+/// Checks a proof received from the other side in constant time.
+pub fn verify(
+    secret: &[u8; 32],
+    their_role: Role,
+    their_nonce: &[u8; NONCE_LEN],
+    our_nonce: &[u8; NONCE_LEN],
+    their_id: u32,
+    our_id: u32,
+    proof: &[u8],
+) -> bool {
+    mac_for(secret, their_role, their_nonce, our_nonce, their_id, our_id)
+        .verify_slice(proof)
+        .is_ok()
+}
+
+fn mac_for(
+    secret: &[u8; 32],
+    role: Role,
+    a_nonce: &[u8; NONCE_LEN],
+    b_nonce: &[u8; NONCE_LEN],
+    a_id: u32,
+    b_id: u32,
+) -> HmacSha256 {
+    let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes keys of any length");
+    mac.update(match role {
+        Role::Acceptor => b"gridwire-acceptor",
+        Role::Connector => b"gridwire-connector",
+    });
+    mac.update(a_nonce);
+    mac.update(b_nonce);
+    mac.update(&a_id.to_le_bytes());
+    mac.update(&b_id.to_le_bytes());
+    mac
+}
+
+/// Parses a 64-hex-digit secret.
+pub fn parse_secret(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// Derives a secret from public job data (used only when no launcher secret
+/// exists, e.g. under a foreign launcher; it keeps unrelated jobs apart but is
+/// not a secret from local users, and the runtime says so when verbose).
+pub fn derive_secret(material: &str) -> [u8; 32] {
+    use sha2::Digest;
+    let mut h = Sha256::new();
+    h.update(b"gridwire-derived-secret");
+    h.update(material.as_bytes());
+    h.finalize().into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proofs_verify_only_with_same_secret_role_and_ids() {
+        let s = [7u8; 32];
+        let (na, nb) = (nonce(), nonce());
+        let p = proof(&s, Role::Acceptor, &na, &nb, 1, 2);
+        assert!(verify(&s, Role::Acceptor, &na, &nb, 1, 2, &p));
+        assert!(!verify(&[8u8; 32], Role::Acceptor, &na, &nb, 1, 2, &p), "wrong secret");
+        assert!(!verify(&s, Role::Connector, &na, &nb, 1, 2, &p), "reflected role");
+        assert!(!verify(&s, Role::Acceptor, &na, &nb, 3, 2, &p), "other identity");
+        assert!(!verify(&s, Role::Acceptor, &nb, &na, 1, 2, &p), "swapped nonces");
+        assert!(!verify(&s, Role::Acceptor, &na, &nb, 1, 2, &p[..31]), "truncated");
+    }
+
+    #[test]
+    fn secret_hex_parsing() {
+        let hex = "00ff".repeat(16);
+        let s = parse_secret(&hex).unwrap();
+        assert_eq!(s[0], 0);
+        assert_eq!(s[1], 0xff);
+        assert!(parse_secret("abc").is_none());
+        assert!(parse_secret(&"zz".repeat(32)).is_none());
+    }
+}

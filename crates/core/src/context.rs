@@ -1,0 +1,866 @@
+//! The context: one per process. It owns the initialised methods, its own
+//! descriptor table, the handler and endpoint tables, the links to peers
+//! (opened on demand by the selection policy) and the progress engine.
+//!
+//! Threads: every public method takes `&self` and may be called from several
+//! threads at once. Sends lock only the link they use; progress is owned by
+//! one thread at a time (`try_lock`), and a thread that finds it taken lets
+//! the owner work and re-checks its own condition.
+//!
+//! Handlers run inside progress, on the thread that polled. They must not
+//! block; a send from a handler that cannot complete at once is queued by its
+//! link instead of waiting (see [`Waiter`]).
+
+use crate::bootstrap::pmi::Pmi;
+use crate::descriptor::{DescriptorTable, Entry};
+use crate::error::{Error, Result};
+use crate::method::{self, JobInfo, Link, Method, MethodEnv, PollClass, Sink, Waiter};
+use crate::params::Params;
+use crate::select::{FirstApplicable, SelectionPolicy};
+use crate::startpoint::Startpoint;
+use std::cell::Cell;
+use std::collections::HashSet;
+use std::io::IoSlice;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
+
+/// What a handler receives.
+pub struct Request<'a> {
+    /// The context that sent the request.
+    pub src: u32,
+    /// The endpoint it was addressed to (0 = the context's default endpoint).
+    pub endpoint: u32,
+    pub payload: &'a [u8],
+}
+
+/// A handler: runs inside progress when a request for it arrives.
+pub type Handler = Arc<dyn Fn(&Context, Request<'_>) + Send + Sync>;
+
+/// The id of every context's default endpoint, which exists from the start.
+pub const DEFAULT_ENDPOINT: u32 = 0;
+
+/// Size of the header the context puts in front of every payload:
+/// handler id, endpoint id (both `u32` little-endian).
+pub(crate) const RSR_HEADER: usize = 8;
+
+/// Per-link counters, as reported by [`Context::link_stats`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkStats {
+    pub peer: u32,
+    /// Method of the link this context opened to the peer ("" if it never sent).
+    pub method: String,
+    pub sent_msgs: u64,
+    pub sent_bytes: u64,
+    pub recv_msgs: u64,
+    pub recv_bytes: u64,
+}
+
+#[derive(Default)]
+struct Peer {
+    /// The peer's descriptor table, once known (from a startpoint or the bootstrap).
+    table: OnceLock<DescriptorTable>,
+    link: OnceLock<Arc<dyn Link>>,
+    /// Serialises connection establishment to this peer.
+    connecting: Mutex<()>,
+    /// Why the link broke, if it did; sends then fail with this reason.
+    failed: Mutex<Option<String>>,
+    /// Contexts whose tables we already sent to this peer inside startpoints.
+    tables_sent: Mutex<HashSet<u32>>,
+    /// How we learned the table (for reports and tests): 1 = startpoint, 2 = bootstrap.
+    table_source: AtomicU32,
+    sent_msgs: AtomicU64,
+    sent_bytes: AtomicU64,
+    recv_msgs: AtomicU64,
+    recv_bytes: AtomicU64,
+}
+
+/// Where a peer's descriptor table came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableSource {
+    Unknown,
+    /// Attached to a startpoint that reached us.
+    Startpoint,
+    /// Looked up in the bootstrap's key-value space.
+    Bootstrap,
+}
+
+struct ProgressState {
+    iter: u64,
+    /// Current interval between polls of expensive methods.
+    skip: u64,
+    next_expensive: u64,
+}
+
+struct Inner {
+    job: JobInfo,
+    params: Params,
+    methods: Vec<Arc<dyn Method>>,
+    cheap: Vec<usize>,
+    expensive: Vec<usize>,
+    wait_fds: Vec<RawFd>,
+    table: DescriptorTable,
+    peers: Vec<Peer>,
+    policy: Box<dyn SelectionPolicy>,
+    handlers: RwLock<Vec<Option<Handler>>>,
+    endpoints: RwLock<HashSet<u32>>,
+    next_endpoint: AtomicU32,
+    progress: Mutex<ProgressState>,
+    pmi: Mutex<Pmi>,
+    skip_param: u64,
+    spin_iters: u64,
+    dropped: AtomicU64,
+    finalized: AtomicBool,
+}
+
+/// A process's runtime. Cloning is cheap and shares the same context.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<Inner>,
+}
+
+thread_local! {
+    /// Set while this thread runs a handler: sends must not wait then.
+    static IN_HANDLER: Cell<bool> = const { Cell::new(false) };
+}
+
+impl Context {
+    /// Initialises the runtime: reads parameters, bootstraps through PMI
+    /// (or runs as a singleton without a launcher), initialises the methods,
+    /// publishes the descriptor table and waits for every rank to do so.
+    pub fn init() -> Result<Context> {
+        let params = Params::from_env()?;
+        let pmi = Pmi::from_env()?;
+        Self::with(params, pmi)
+    }
+
+    /// Initialises with explicit parameters and bootstrap.
+    pub fn with(params: Params, mut pmi: Pmi) -> Result<Context> {
+        let rank = pmi.rank();
+        let size = pmi.size();
+        let job = job_info(&params, &pmi, rank, size);
+        let chosen = methods_from_params(&params)?;
+        let env = MethodEnv { job: &job, params: &params };
+        let mut methods: Vec<Arc<dyn Method>> = Vec::new();
+        for info in chosen {
+            match (info.init)(&env)? {
+                Some(m) => methods.push(m),
+                None if params.is_set("METHODS") => {
+                    return Err(Error::BadParam {
+                        var: "GW_METHODS".into(),
+                        value: params.text("METHODS").into(),
+                        reason: format!("method {} is not available on this host", info.name),
+                    })
+                }
+                None => {}
+            }
+        }
+        let table = DescriptorTable {
+            entries: methods.iter().map(|m| Entry { method: m.name().into(), descriptor: m.descriptor() }).collect(),
+        };
+        pmi.put(&desc_key(rank), &table.to_hex())?;
+        pmi.commit()?;
+        pmi.barrier()?;
+        let mut cheap = Vec::new();
+        let mut expensive = Vec::new();
+        for (i, m) in methods.iter().enumerate() {
+            match m.poll_class() {
+                PollClass::EveryIteration => cheap.push(i),
+                PollClass::Expensive => expensive.push(i),
+            }
+        }
+        let wait_fds = methods.iter().filter_map(|m| m.wait_fd()).collect();
+        let mut peers = Vec::with_capacity(size as usize);
+        peers.resize_with(size as usize, Peer::default);
+        let _ = peers[rank as usize].table.set(table.clone());
+        let skip_param = params.num("SKIP_POLL");
+        let spin_iters = params.num("SPIN_ITERS");
+        let inner = Inner {
+            job,
+            methods,
+            cheap,
+            expensive,
+            wait_fds,
+            table,
+            peers,
+            policy: Box::new(FirstApplicable),
+            handlers: RwLock::new(Vec::new()),
+            endpoints: RwLock::new(HashSet::from([DEFAULT_ENDPOINT])),
+            next_endpoint: AtomicU32::new(1),
+            progress: Mutex::new(ProgressState { iter: 0, skip: skip_param.max(1), next_expensive: 0 }),
+            pmi: Mutex::new(pmi),
+            skip_param,
+            spin_iters,
+            dropped: AtomicU64::new(0),
+            finalized: AtomicBool::new(false),
+            params,
+        };
+        Ok(Context { inner: Arc::new(inner) })
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.inner.job.ctx_id
+    }
+
+    pub fn size(&self) -> u32 {
+        self.inner.job.size
+    }
+
+    /// The host identity used for shared-memory applicability.
+    pub fn host_id(&self) -> &str {
+        &self.inner.job.host_id
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.inner.params
+    }
+
+    /// This context's descriptor table.
+    pub fn table(&self) -> &DescriptorTable {
+        &self.inner.table
+    }
+
+    /// Names of the methods this context initialised, in table order.
+    pub fn method_names(&self) -> Vec<&'static str> {
+        self.inner.methods.iter().map(|m| m.name()).collect()
+    }
+
+    /// Registers `handler` under `id`, replacing any earlier one.
+    pub fn register_handler(&self, id: u32, handler: impl Fn(&Context, Request<'_>) + Send + Sync + 'static) {
+        let mut h = self.inner.handlers.write().unwrap_or_else(|e| e.into_inner());
+        let i = id as usize;
+        if h.len() <= i {
+            h.resize_with(i + 1, || None);
+        }
+        h[i] = Some(Arc::new(handler));
+    }
+
+    /// Creates a new endpoint and returns a startpoint bound to it.
+    pub fn create_endpoint(&self) -> Startpoint {
+        let id = self.inner.next_endpoint.fetch_add(1, Ordering::Relaxed);
+        self.inner.endpoints.write().unwrap_or_else(|e| e.into_inner()).insert(id);
+        Startpoint { ctx: self.rank(), endpoint: id }
+    }
+
+    /// Destroys an endpoint; requests that arrive for it later are dropped and counted.
+    pub fn destroy_endpoint(&self, sp: &Startpoint) {
+        if sp.endpoint != DEFAULT_ENDPOINT {
+            self.inner.endpoints.write().unwrap_or_else(|e| e.into_inner()).remove(&sp.endpoint);
+        }
+    }
+
+    /// A startpoint to the default endpoint of context `rank`.
+    pub fn startpoint(&self, rank: u32) -> Result<Startpoint> {
+        self.peer(rank)?;
+        Ok(Startpoint { ctx: rank, endpoint: DEFAULT_ENDPOINT })
+    }
+
+    fn peer(&self, rank: u32) -> Result<&Peer> {
+        self.inner.peers.get(rank as usize).ok_or_else(|| Error::BadStartpoint(format!(
+            "context {rank} does not exist (the job has {} contexts)",
+            self.size()
+        )))
+    }
+
+    /// Issues a remote service request: runs handler `handler` on the
+    /// startpoint's endpoint with `payload`. Returns when `payload` may be reused.
+    pub fn rsr(&self, sp: &Startpoint, handler: u32, payload: &[u8]) -> Result<()> {
+        self.rsr_v(sp, handler, &[IoSlice::new(payload)])
+    }
+
+    /// Like [`rsr`](Self::rsr) with a gathered payload (no copy to join the parts).
+    pub fn rsr_v(&self, sp: &Startpoint, handler: u32, payload: &[IoSlice<'_>]) -> Result<()> {
+        let peer = self.peer(sp.ctx)?;
+        let link = match peer.link.get() {
+            Some(l) => l,
+            None => self.connect(sp.ctx)?,
+        };
+        let mut hdr = [0u8; RSR_HEADER];
+        hdr[..4].copy_from_slice(&handler.to_le_bytes());
+        hdr[4..].copy_from_slice(&sp.endpoint.to_le_bytes());
+        let waiter = ProgressWaiter { ctx: self };
+        let len = method::iov_len(payload);
+        let res = if payload.len() < 8 {
+            let mut iov = [IoSlice::new(&[]); 8];
+            iov[0] = IoSlice::new(&hdr);
+            iov[1..=payload.len()].copy_from_slice(payload);
+            link.send(&iov[..=payload.len()], &waiter)
+        } else {
+            let mut iov = Vec::with_capacity(payload.len() + 1);
+            iov.push(IoSlice::new(&hdr));
+            iov.extend_from_slice(payload);
+            link.send(&iov, &waiter)
+        };
+        if let Err(e) = res {
+            if let Some(why) = peer.failed.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+                return Err(Error::LinkFailed { peer: sp.ctx, method: link.method(), reason: why });
+            }
+            return Err(e);
+        }
+        peer.sent_msgs.fetch_add(1, Ordering::Relaxed);
+        peer.sent_bytes.fetch_add((len + RSR_HEADER) as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Opens the link to `rank` with the selection policy (once; later callers reuse it).
+    fn connect(&self, rank: u32) -> Result<&Arc<dyn Link>> {
+        let peer = self.peer(rank)?;
+        let _guard = peer.connecting.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = peer.link.get() {
+            return Ok(l);
+        }
+        if let Some(why) = peer.failed.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Err(Error::LinkFailed { peer: rank, method: "none", reason: why });
+        }
+        let table = self.table_of(rank)?;
+        let (mi, entry) = self
+            .inner
+            .policy
+            .select(&self.inner.methods, &table)
+            .ok_or_else(|| Error::NoMethod { peer: rank, offered: table.names() })?;
+        let m = &self.inner.methods[mi];
+        let link = m.connect(rank, &table.entries[entry].descriptor)?;
+        if self.inner.job.verbose >= 1 {
+            eprintln!(
+                "gw[{}]: context {rank} reached by {} ({})",
+                self.rank(),
+                m.name(),
+                m.describe(&table.entries[entry].descriptor)
+            );
+        }
+        let _ = peer.link.set(link);
+        Ok(peer.link.get().expect("just set"))
+    }
+
+    /// The descriptor table of `rank`: cached, or looked up in the bootstrap.
+    fn table_of(&self, rank: u32) -> Result<DescriptorTable> {
+        let peer = self.peer(rank)?;
+        if let Some(t) = peer.table.get() {
+            return Ok(t.clone());
+        }
+        let hex = self
+            .inner
+            .pmi
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&desc_key(rank))?
+            .ok_or_else(|| Error::Bootstrap(format!("context {rank} published no descriptor table")))?;
+        let t = DescriptorTable::from_hex(&hex)?;
+        if peer.table.set(t.clone()).is_ok() {
+            peer.table_source.store(2, Ordering::Relaxed);
+        }
+        Ok(peer.table.get().cloned().unwrap_or(t))
+    }
+
+    /// Where this context learned `rank`'s descriptor table.
+    pub fn table_source(&self, rank: u32) -> TableSource {
+        match self.peer(rank).map(|p| p.table_source.load(Ordering::Relaxed)) {
+            Ok(1) => TableSource::Startpoint,
+            Ok(2) => TableSource::Bootstrap,
+            _ => TableSource::Unknown,
+        }
+    }
+
+    /// Serialises `sp` to travel to context `dest`. The endpoint's descriptor
+    /// table is attached the first time a startpoint of that context goes to
+    /// `dest`, and omitted after (the peer caches it).
+    pub fn pack_startpoint(&self, sp: &Startpoint, dest: u32) -> Result<Vec<u8>> {
+        let to = self.peer(dest)?;
+        let mut out = Vec::with_capacity(64);
+        out.extend_from_slice(&sp.ctx.to_le_bytes());
+        out.extend_from_slice(&sp.endpoint.to_le_bytes());
+        let first = dest != sp.ctx && to.tables_sent.lock().unwrap_or_else(|e| e.into_inner()).insert(sp.ctx);
+        if first {
+            let table = self.table_of(sp.ctx)?;
+            out.push(1);
+            out.extend_from_slice(&table.encode());
+        } else {
+            out.push(0);
+        }
+        Ok(out)
+    }
+
+    /// Reads a startpoint packed by [`pack_startpoint`](Self::pack_startpoint),
+    /// caching an attached descriptor table. Returns the startpoint and the bytes used.
+    pub fn unpack_startpoint(&self, buf: &[u8]) -> Result<(Startpoint, usize)> {
+        let bad = |w: &str| Error::BadStartpoint(w.into());
+        let head = buf.get(..9).ok_or_else(|| bad("truncated"))?;
+        let ctx = u32::from_le_bytes(head[..4].try_into().unwrap());
+        let endpoint = u32::from_le_bytes(head[4..8].try_into().unwrap());
+        let peer = self.peer(ctx)?;
+        match head[8] {
+            0 => Ok((Startpoint { ctx, endpoint }, 9)),
+            1 => {
+                let (table, used) = DescriptorTable::decode(&buf[9..])?;
+                if peer.table.set(table).is_ok() {
+                    peer.table_source.store(1, Ordering::Relaxed);
+                }
+                Ok((Startpoint { ctx, endpoint }, 9 + used))
+            }
+            _ => Err(bad("bad table flag")),
+        }
+    }
+
+    /// The method of the link to `rank`, if one was opened.
+    pub fn method_to(&self, rank: u32) -> Option<&'static str> {
+        self.peer(rank).ok()?.link.get().map(|l| l.method())
+    }
+
+    /// The method the selection policy would choose to reach `rank` (without connecting).
+    pub fn would_select(&self, rank: u32) -> Result<&'static str> {
+        let table = self.table_of(rank)?;
+        self.inner
+            .policy
+            .select(&self.inner.methods, &table)
+            .map(|(mi, _)| self.inner.methods[mi].name())
+            .ok_or_else(|| Error::NoMethod { peer: rank, offered: table.names() })
+    }
+
+    /// Per-link statistics, one row per peer this context exchanged messages with.
+    pub fn link_stats(&self) -> Vec<LinkStats> {
+        self.inner
+            .peers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                let s = LinkStats {
+                    peer: i as u32,
+                    method: p.link.get().map(|l| l.method().to_string()).unwrap_or_default(),
+                    sent_msgs: p.sent_msgs.load(Ordering::Relaxed),
+                    sent_bytes: p.sent_bytes.load(Ordering::Relaxed),
+                    recv_msgs: p.recv_msgs.load(Ordering::Relaxed),
+                    recv_bytes: p.recv_bytes.load(Ordering::Relaxed),
+                };
+                (s.sent_msgs + s.recv_msgs > 0 || !s.method.is_empty()).then_some(s)
+            })
+            .collect()
+    }
+
+    /// Requests dropped because their endpoint or handler did not exist.
+    pub fn dropped_requests(&self) -> u64 {
+        self.inner.dropped.load(Ordering::Relaxed)
+    }
+
+    /// One round of progress. Returns the number of messages delivered, or 0
+    /// if another thread is progressing right now.
+    pub fn progress(&self) -> usize {
+        let Ok(mut st) = self.inner.progress.try_lock() else {
+            return 0;
+        };
+        st.iter += 1;
+        let mut sink = Dispatch { ctx: self };
+        let mut n = 0;
+        for &i in &self.inner.cheap {
+            n += self.poll_method(i, &mut sink);
+        }
+        if st.iter >= st.next_expensive && !self.inner.expensive.is_empty() {
+            let mut got = 0;
+            for &i in &self.inner.expensive {
+                got += self.poll_method(i, &mut sink);
+            }
+            n += got;
+            // Adaptive skip_poll: sockets quiet -> poll them less often (up to
+            // every 64 iterations); traffic -> every iteration again.
+            if self.inner.skip_param == 0 {
+                st.skip = if got > 0 || n > 0 { 1 } else { (st.skip * 2).min(64) };
+            }
+            st.next_expensive = st.iter + st.skip;
+        }
+        n
+    }
+
+    fn poll_method(&self, i: usize, sink: &mut Dispatch<'_>) -> usize {
+        match self.inner.methods[i].poll(sink) {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!("gw[{}]: {} poll failed: {e}", self.rank(), self.inner.methods[i].name());
+                0
+            }
+        }
+    }
+
+    /// Drives progress until `done()` holds. Spins for `GW_SPIN_ITERS` idle
+    /// iterations, then yields, then sleeps on the sockets in short slices,
+    /// so oversubscribed jobs do not burn the cores their peers need.
+    pub fn wait(&self, mut done: impl FnMut() -> bool) {
+        let mut idle: u64 = 0;
+        while !done() {
+            let in_handler = IN_HANDLER.with(|c| c.get());
+            if in_handler {
+                // Cannot recurse into progress from a handler: the caller
+                // asked to block where blocking is forbidden.
+                panic!("Context::wait called from inside a handler (handlers must not block)");
+            }
+            if self.progress() > 0 {
+                idle = 0;
+                continue;
+            }
+            idle += 1;
+            if idle < self.inner.spin_iters {
+                std::hint::spin_loop();
+            } else if idle < self.inner.spin_iters + 200 {
+                std::thread::yield_now();
+            } else {
+                self.block_briefly();
+            }
+        }
+    }
+
+    /// Like [`wait`](Self::wait) with a deadline; returns false on timeout.
+    pub fn wait_timeout(&self, timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+        let end = std::time::Instant::now() + timeout;
+        let mut timed_out = false;
+        self.wait(|| {
+            if done() {
+                return true;
+            }
+            timed_out = std::time::Instant::now() >= end;
+            timed_out
+        });
+        !timed_out
+    }
+
+    /// Sleeps until a socket is readable or a short slice passes (shared
+    /// memory has no file descriptor, so the slice bounds its extra latency).
+    fn block_briefly(&self) {
+        let mut fds: Vec<libc::pollfd> =
+            self.inner.wait_fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+        let slice_ms = if self.inner.cheap.len() > 1 { 1 } else { 20 };
+        // SAFETY: `fds` is a live array of pollfd of the length passed.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, slice_ms) };
+        // A readable socket must be polled at once, whatever skip_poll says.
+        if let Ok(mut st) = self.inner.progress.try_lock() {
+            st.next_expensive = 0;
+        }
+    }
+
+    /// Collective shutdown: flushes queued output, publishes this context's
+    /// statistics to the launcher, waits for every rank, and releases methods.
+    pub fn finalize(&self) -> Result<()> {
+        if self.inner.finalized.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let ok = self.wait_timeout(Duration::from_secs(60), || {
+            !self.inner.methods.iter().any(|m| m.has_pending_output())
+        });
+        if !ok {
+            eprintln!("gw[{}]: finalize: output still queued after 60 s; giving up on it", self.rank());
+        }
+        let stats = self.stats_json();
+        let mut pmi = self.inner.pmi.lock().unwrap_or_else(|e| e.into_inner());
+        // Statistics are a courtesy to the launcher; a launcher that refuses
+        // the value (e.g. a small vallen_max) must not fail the job.
+        let _ = pmi.put(&format!("gw.stats.{}", self.rank()), &stats);
+        let _ = pmi.commit();
+        pmi.barrier()?;
+        pmi.finalize()?;
+        drop(pmi);
+        for m in &self.inner.methods {
+            m.shutdown();
+        }
+        Ok(())
+    }
+
+    /// This context's statistics as the compact JSON the launcher reads.
+    pub fn stats_json(&self) -> String {
+        let links: Vec<serde_json::Value> = self
+            .link_stats()
+            .into_iter()
+            .map(|s| {
+                serde_json::json!({
+                    "peer": s.peer, "method": s.method,
+                    "sent_msgs": s.sent_msgs, "sent_bytes": s.sent_bytes,
+                    "recv_msgs": s.recv_msgs, "recv_bytes": s.recv_bytes,
+                })
+            })
+            .collect();
+        serde_json::json!({ "rank": self.rank(), "host": self.inner.job.host_id, "links": links }).to_string()
+    }
+
+    /// Aborts the whole job through the bootstrap.
+    pub fn abort(&self, code: i32, msg: &str) -> ! {
+        let _ = self.inner.pmi.lock().unwrap_or_else(|e| e.into_inner()).abort(code, msg);
+        std::process::exit(code);
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Without finalize (an error path), still release segments and sockets.
+        for m in &self.methods {
+            m.shutdown();
+        }
+    }
+}
+
+/// Delivers polled messages to handlers.
+struct Dispatch<'a> {
+    ctx: &'a Context,
+}
+
+impl Sink for Dispatch<'_> {
+    fn deliver(&mut self, src: u32, msg: &[u8]) {
+        let inner = &self.ctx.inner;
+        let Some(peer) = inner.peers.get(src as usize) else {
+            inner.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        peer.recv_msgs.fetch_add(1, Ordering::Relaxed);
+        peer.recv_bytes.fetch_add(msg.len() as u64, Ordering::Relaxed);
+        if msg.len() < RSR_HEADER {
+            inner.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let handler = u32::from_le_bytes(msg[..4].try_into().unwrap());
+        let endpoint = u32::from_le_bytes(msg[4..8].try_into().unwrap());
+        let h = inner
+            .handlers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(handler as usize)
+            .and_then(|h| h.clone());
+        let known = endpoint == DEFAULT_ENDPOINT
+            || inner.endpoints.read().unwrap_or_else(|e| e.into_inner()).contains(&endpoint);
+        match h {
+            Some(h) if known => {
+                let was = IN_HANDLER.with(|c| c.replace(true));
+                h(self.ctx, Request { src, endpoint, payload: &msg[RSR_HEADER..] });
+                IN_HANDLER.with(|c| c.set(was));
+            }
+            _ => {
+                inner.dropped.fetch_add(1, Ordering::Relaxed);
+                if inner.job.verbose >= 1 {
+                    eprintln!(
+                        "gw[{}]: dropped request from {src} for handler {handler} on endpoint {endpoint} (not registered)",
+                        self.ctx.rank()
+                    );
+                }
+            }
+        }
+    }
+
+    fn link_failed(&mut self, src: u32, reason: String) {
+        let inner = &self.ctx.inner;
+        if let Some(peer) = inner.peers.get(src as usize) {
+            *peer.failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.clone());
+        }
+        if !inner.finalized.load(Ordering::Relaxed) {
+            eprintln!("gw[{}]: link from context {src} failed: {reason}", self.ctx.rank());
+        }
+    }
+}
+
+/// Lets a blocked link drive progress, except inside handlers.
+struct ProgressWaiter<'a> {
+    ctx: &'a Context,
+}
+
+impl Waiter for ProgressWaiter<'_> {
+    fn progress(&self) -> bool {
+        if IN_HANDLER.with(|c| c.get()) {
+            return false;
+        }
+        if self.ctx.progress() == 0 {
+            std::thread::yield_now();
+        }
+        true
+    }
+}
+
+fn desc_key(rank: u32) -> String {
+    format!("gw.desc.{rank}")
+}
+
+/// The methods to initialise, in order: `GW_METHODS` if set, else all built in.
+pub fn methods_from_params(params: &Params) -> Result<Vec<&'static method::MethodInfo>> {
+    let reg = method::registry();
+    let spec = params.text("METHODS").trim().to_ascii_lowercase();
+    if spec.is_empty() {
+        return Ok(reg.iter().collect());
+    }
+    let mut out: Vec<&'static method::MethodInfo> = Vec::new();
+    for name in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let info = reg.iter().find(|m| m.name == name).ok_or_else(|| Error::UnknownMethod {
+            var: "GW_METHODS".into(),
+            name: name.into(),
+            valid: reg.iter().map(|m| m.name).collect::<Vec<_>>().join(", "),
+        })?;
+        if !out.iter().any(|m| m.name == name) {
+            out.push(info);
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::BadParam {
+            var: "GW_METHODS".into(),
+            value: spec,
+            reason: "names no method".into(),
+        });
+    }
+    Ok(out)
+}
+
+/// The host identity: `GW_HOST_ID`, or hostname plus boot id (so two
+/// containers with the same hostname on different kernels are told apart).
+pub fn host_identity(params: &Params) -> String {
+    let set = params.text("HOST_ID");
+    if !set.is_empty() {
+        return set.to_string();
+    }
+    real_host_identity()
+}
+
+/// hostname:boot-id of this machine.
+pub fn real_host_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    format!("{}:{}", host.trim(), boot.trim())
+}
+
+fn job_info(params: &Params, pmi: &Pmi, rank: u32, size: u32) -> JobInfo {
+    let verbose = params.num("VERBOSE") as u8;
+    let kvs = pmi.kvsname().to_string();
+    let job_id = match params.text("JOB_ID") {
+        "" => {
+            // Under a foreign launcher: derive a file-name-safe id from the kvs
+            // name, which every rank of the job shares.
+            let safe: String = kvs.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+            if safe.is_empty() { format!("single{}", std::process::id()) } else { safe }
+        }
+        s => s.to_string(),
+    };
+    let secret = match crate::auth::parse_secret(params.text("JOB_SECRET")) {
+        Some(s) => s,
+        None => {
+            if verbose >= 1 && rank == 0 {
+                eprintln!("gw[0]: no GW_JOB_SECRET from the launcher; deriving one from the job name (weak)");
+            }
+            crate::auth::derive_secret(&kvs)
+        }
+    };
+    JobInfo { ctx_id: rank, size, job_id, host_id: host_identity(params), secret, verbose }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn params(pairs: &[(&str, &str)]) -> Result<Params> {
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Params::from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn gw_methods_restricts_orders_and_rejects_unknown_names() {
+        let all = methods_from_params(&params(&[]).unwrap()).unwrap();
+        assert_eq!(all.iter().map(|m| m.name).collect::<Vec<_>>(), ["self", "shm", "tcp"]);
+        let p = params(&[("GW_METHODS", "tcp, shm,tcp")]).unwrap();
+        let v = methods_from_params(&p).unwrap();
+        assert_eq!(v.iter().map(|m| m.name).collect::<Vec<_>>(), ["tcp", "shm"]);
+        let p = params(&[("GW_METHODS", "tcp,infiniband")]).unwrap();
+        let e = methods_from_params(&p).err().unwrap().to_string();
+        assert!(e.contains("infiniband") && e.contains("self, shm, tcp") && e.contains("GW_METHODS"), "{e}");
+    }
+
+    fn singleton(pairs: &[(&str, &str)]) -> Context {
+        let mut all = vec![("GW_JOB_ID", "unit"), ("GW_JOB_SECRET", "")];
+        all.extend_from_slice(pairs);
+        let job_id = format!("unit{}x{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+        all[0].1 = Box::leak(job_id.into_boxed_str());
+        Context::with(params(&all).unwrap(), Pmi::singleton()).unwrap()
+    }
+
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+    fn roundtrip(ctx: &Context, expect_method: &str) {
+        let got = Arc::new(Mutex::new(Vec::<(u32, u32, Vec<u8>)>::new()));
+        let g = got.clone();
+        ctx.register_handler(3, move |_, req| g.lock().unwrap().push((req.src, req.endpoint, req.payload.to_vec())));
+        let ep = ctx.create_endpoint();
+        for i in 0..100u32 {
+            ctx.rsr(&ep, 3, &i.to_le_bytes()).unwrap();
+        }
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        ctx.rsr(&ctx.startpoint(0).unwrap(), 3, &big).unwrap();
+        assert!(ctx.wait_timeout(Duration::from_secs(20), || got.lock().unwrap().len() == 101));
+        let got = got.lock().unwrap();
+        for (i, (src, endpoint, payload)) in got.iter().take(100).enumerate() {
+            assert_eq!((*src, *endpoint), (0, ep.endpoint));
+            assert_eq!(payload.as_slice(), (i as u32).to_le_bytes(), "in order");
+        }
+        assert_eq!(got[100].2, big);
+        assert_eq!(ctx.method_to(0), Some(expect_method));
+        let st = ctx.link_stats();
+        assert_eq!(st.len(), 1);
+        assert_eq!((st[0].sent_msgs, st[0].recv_msgs), (101, 101));
+        assert_eq!(st[0].sent_bytes, st[0].recv_bytes);
+    }
+
+    #[test]
+    fn singleton_requests_to_self_use_the_self_method() {
+        let ctx = singleton(&[]);
+        roundtrip(&ctx, "self");
+        ctx.finalize().unwrap();
+    }
+
+    #[test]
+    fn forced_tcp_connects_to_itself_authenticated() {
+        let ctx = singleton(&[("GW_METHODS", "tcp"), ("GW_TCP_MAX_QUEUED", "64k")]);
+        assert_eq!(ctx.method_names(), ["tcp"]);
+        roundtrip(&ctx, "tcp");
+        ctx.finalize().unwrap();
+    }
+
+    #[test]
+    fn unknown_endpoint_and_handler_are_dropped_and_counted() {
+        let ctx = singleton(&[]);
+        let hits = Arc::new(AtomicU32::new(0));
+        let h = hits.clone();
+        ctx.register_handler(1, move |_, _| {
+            h.fetch_add(1, Ordering::Relaxed);
+        });
+        let ep = ctx.create_endpoint();
+        ctx.destroy_endpoint(&ep);
+        ctx.rsr(&ep, 1, b"x").unwrap();
+        ctx.rsr(&ctx.startpoint(0).unwrap(), 99, b"x").unwrap();
+        ctx.rsr(&ctx.startpoint(0).unwrap(), 1, b"x").unwrap();
+        assert!(ctx.wait_timeout(Duration::from_secs(5), || hits.load(Ordering::Relaxed) == 1));
+        assert_eq!(ctx.dropped_requests(), 2);
+        assert!(ctx.startpoint(5).is_err(), "rank out of range is an error");
+    }
+
+    #[test]
+    fn handlers_may_send_without_blocking() {
+        // A handler that forwards to itself: exercises sends from inside progress.
+        let ctx = singleton(&[]);
+        let n = Arc::new(AtomicU32::new(0));
+        let c = n.clone();
+        ctx.register_handler(2, move |ctx, req| {
+            let v = u32::from_le_bytes(req.payload.try_into().unwrap());
+            c.store(v, Ordering::Relaxed);
+            if v < 1000 {
+                ctx.rsr(&ctx.startpoint(0).unwrap(), 2, &(v + 1).to_le_bytes()).unwrap();
+            }
+        });
+        ctx.rsr(&ctx.startpoint(0).unwrap(), 2, &0u32.to_le_bytes()).unwrap();
+        assert!(ctx.wait_timeout(Duration::from_secs(10), || n.load(Ordering::Relaxed) == 1000));
+    }
+
+    #[test]
+    fn startpoints_carry_the_table_once() {
+        let ctx = singleton(&[]);
+        let ep = ctx.create_endpoint();
+        // To ourselves the table is never attached (we know it).
+        let packed = ctx.pack_startpoint(&ep, 0).unwrap();
+        assert_eq!(packed.len(), 9);
+        let (sp, used) = ctx.unpack_startpoint(&packed).unwrap();
+        assert_eq!((sp, used), (ep, 9));
+        for cut in 0..9 {
+            assert!(ctx.unpack_startpoint(&packed[..cut]).is_err());
+        }
+        let mut bad = packed.clone();
+        bad[8] = 7;
+        assert!(ctx.unpack_startpoint(&bad).is_err());
+    }
+}
