@@ -1,1 +1,31 @@
-//! Self-describing records (placeholder until the wire work lands).
+//! Self-describing records for gridwire: natural data representation with
+//! receiver-side conversion by field name (after PBIO).
+//!
+//! A sender ships its in-memory bytes as they are, tagged with a [`FormatId`]
+//! (a content hash of the layout's canonical description). A receiver states
+//! the layout it wants; if the ids are equal it reads the bytes in place
+//! ([`decode::view`]), otherwise a [`Plan`] matched by field name (byte swaps,
+//! widening/narrowing, f32↔f64, defaults, ignored extras, nested records and
+//! arrays, merged moves) is built once per pair of formats and reused.
+//!
+//! Module map: [`format`] (model, builder, ABI layouts), [`meta`] (canonical
+//! metadata and ids), [`record`] (framing, gather encode), [`plan`]
+//! (conversion), [`decode`] (registry, views), [`value`] (reflection, JSON,
+//! foreign writer), [`file`] (record files).
+
+pub mod decode;
+pub mod error;
+pub mod file;
+pub mod format;
+pub mod limits;
+pub mod meta;
+pub mod plan;
+pub mod record;
+pub mod value;
+
+pub use decode::{view, view_bytes, Decoded, Registry, WireRecord};
+pub use error::{Result, WireError};
+pub use format::{Arch, ByteOrder, CType, Field, FieldType, Format, FormatBuilder, FormatId};
+pub use plan::{OverflowPolicy, Plan};
+pub use record::{Encoder, RecordRef, HEADER_LEN};
+pub use value::Value;

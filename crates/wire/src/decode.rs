@@ -1,0 +1,175 @@
+//! Receiving records: a registry of known formats and cached plans, the
+//! in-place view for identical layouts, and conversion otherwise.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::error::{Result, WireError};
+use crate::format::{Format, FormatId};
+use crate::plan::{OverflowPolicy, Plan};
+use crate::record::{slot_range, var_slots, RecordRef, VarSlot};
+
+/// A Rust type whose memory is exactly a record of `format()`.
+///
+/// # Safety
+/// Implementors must be `#[repr(C)]`, have size `format().size()`, contain
+/// no references/pointers, and be valid for *every* bit pattern (integers,
+/// floats, arrays and nested `WireRecord`s only; no `bool`, `char`, enums).
+/// The derive macro in `gridwire-wire-derive` checks this.
+pub unsafe trait WireRecord: Sized + 'static {
+    fn format() -> Arc<Format>;
+}
+
+/// The result of a decode: the record in the receiver's layout (fixed part +
+/// its own tail, variable slots holding offsets), borrowed from the input when
+/// no conversion was needed.
+#[derive(Debug, Clone)]
+pub struct Decoded<'a> {
+    pub format: Arc<Format>,
+    pub bytes: Cow<'a, [u8]>,
+}
+
+impl<'a> Decoded<'a> {
+    /// True if the record is used in place (no copy, no conversion).
+    pub fn is_borrowed(&self) -> bool {
+        matches!(self.bytes, Cow::Borrowed(_))
+    }
+    /// The bytes of a variable-length field by (dotted) path, e.g. `name` or `inner.tags`.
+    pub fn var_bytes(&self, path: &str) -> Result<&[u8]> {
+        let slots = var_slots(&self.format)?;
+        let slot = slots.iter().find(|s| s.path == path).ok_or_else(|| WireError::Usage(format!("no variable field `{path}`")))?;
+        let r = slot_range(slot, &self.bytes, self.format.size() as usize)?;
+        Ok(&self.bytes[r])
+    }
+}
+
+/// View `payload` in place as `T`. Fails (instead of copying) when the
+/// format differs, the payload is short, or the address is misaligned.
+pub fn view<'a, T: WireRecord>(rec: &RecordRef<'a>) -> Result<&'a T> {
+    let f = T::format();
+    if rec.id != f.id() {
+        return Err(WireError::NotViewable(format!("record format {} is not {} ({})", rec.id, f.id(), f.name())));
+    }
+    view_bytes::<T>(rec.payload)
+}
+
+/// View raw native-layout bytes (e.g. `Decoded::bytes`) as `T`.
+pub fn view_bytes<T: WireRecord>(bytes: &[u8]) -> Result<&T> {
+    if bytes.len() < std::mem::size_of::<T>() {
+        return Err(WireError::NotViewable("payload shorter than the type".into()));
+    }
+    if (bytes.as_ptr() as usize) % std::mem::align_of::<T>() != 0 {
+        return Err(WireError::NotViewable("payload is misaligned for the type".into()));
+    }
+    // SAFETY: length and alignment are checked above; `WireRecord` guarantees
+    // that T is repr(C), pointer-free and valid for every bit pattern, so any
+    // initialised bytes of the right size are a valid T. The lifetime ties the
+    // reference to the borrowed bytes.
+    Ok(unsafe { &*(bytes.as_ptr() as *const T) })
+}
+
+/// Known formats (learned from metadata or registered locally) and the plans
+/// built between them. One per receiver; plans are built once per
+/// (wire id, native id) pair and reused.
+#[derive(Default)]
+pub struct Registry {
+    formats: HashMap<FormatId, Arc<Format>>,
+    plans: HashMap<(FormatId, FormatId), Arc<Plan>>,
+    slots: HashMap<FormatId, Arc<Vec<VarSlot>>>,
+    policy: OverflowPolicy,
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn with_policy(policy: OverflowPolicy) -> Self {
+        Registry { policy, ..Default::default() }
+    }
+    /// Remember a format (and, recursively, nothing else: nested formats are inline).
+    pub fn register(&mut self, f: Arc<Format>) -> FormatId {
+        let id = f.id();
+        self.formats.entry(id).or_insert(f);
+        id
+    }
+    /// Parse metadata received from a peer and remember the format.
+    pub fn learn(&mut self, meta: &[u8]) -> Result<Arc<Format>> {
+        let f = crate::meta::parse(meta)?;
+        self.register(f.clone());
+        Ok(f)
+    }
+    pub fn get(&self, id: FormatId) -> Option<&Arc<Format>> {
+        self.formats.get(&id)
+    }
+    /// Whether metadata must be requested before records of `id` can be read.
+    pub fn knows(&self, id: FormatId) -> bool {
+        self.formats.contains_key(&id)
+    }
+
+    /// The cached plan for (wire, native), building it on first use.
+    pub fn plan(&mut self, wire: &Format, native: &Format) -> Result<Arc<Plan>> {
+        let key = (wire.id(), native.id());
+        if let Some(p) = self.plans.get(&key) {
+            return Ok(p.clone());
+        }
+        let p = Arc::new(Plan::compile(wire, native, self.policy)?);
+        self.plans.insert(key, p.clone());
+        Ok(p)
+    }
+
+    /// Decode a record into the `native` layout: in place when the record was
+    /// written in exactly that format, else through the cached plan.
+    pub fn decode<'a>(&mut self, rec: &RecordRef<'a>, native: &Arc<Format>) -> Result<Decoded<'a>> {
+        let wire = self.formats.get(&rec.id).cloned().ok_or(WireError::UnknownFormat(rec.id))?;
+        rec.check_format(&wire)?;
+        if rec.id == native.id() {
+            if wire.has_var() {
+                // O(number of slots), not O(size): only the slots are checked.
+                let slots = match self.slots.get(&wire.id()) {
+                    Some(s) => s.clone(),
+                    None => {
+                        let s = Arc::new(var_slots(&wire)?);
+                        self.slots.insert(wire.id(), s.clone());
+                        s
+                    }
+                };
+                for s in slots.iter() {
+                    slot_range(s, rec.payload, wire.size() as usize)?;
+                }
+            }
+            return Ok(Decoded { format: native.clone(), bytes: Cow::Borrowed(rec.payload) });
+        }
+        let plan = self.plan(&wire, native)?;
+        let mut out = Vec::new();
+        plan.run(rec.payload, &mut out)?;
+        Ok(Decoded { format: native.clone(), bytes: Cow::Owned(out) })
+    }
+
+    /// Decode into a caller-owned buffer (reused across records, no allocation
+    /// after warm-up). Always copies, even for identical layouts.
+    pub fn decode_into(&mut self, rec: &RecordRef<'_>, native: &Arc<Format>, out: &mut Vec<u8>) -> Result<()> {
+        let wire = self.formats.get(&rec.id).cloned().ok_or(WireError::UnknownFormat(rec.id))?;
+        rec.check_format(&wire)?;
+        let plan = self.plan(&wire, native)?;
+        plan.run(rec.payload, out)
+    }
+
+    /// Decode and copy into a `T` (for converting decodes of typed records).
+    pub fn decode_as<T: WireRecord + Copy>(&mut self, rec: &RecordRef<'_>) -> Result<T> {
+        let native = T::format();
+        let d = self.decode(rec, &native)?;
+        let mut out = std::mem::MaybeUninit::<T>::uninit();
+        let n = std::mem::size_of::<T>();
+        if d.bytes.len() < n {
+            return Err(WireError::NotViewable("decoded record shorter than the type".into()));
+        }
+        // SAFETY: `out` has room for n bytes; source has at least n bytes; T
+        // is valid for any bit pattern (WireRecord contract), so after the
+        // copy it is initialised.
+        unsafe {
+            std::ptr::copy_nonoverlapping(d.bytes.as_ptr(), out.as_mut_ptr() as *mut u8, n);
+            Ok(out.assume_init())
+        }
+    }
+}

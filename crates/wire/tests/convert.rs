@@ -1,0 +1,246 @@
+//! Format model, ids, metadata, encode/decode and conversion plans.
+
+use std::sync::Arc;
+
+use gridwire_wire::value::{read_value, write_value};
+use gridwire_wire::*;
+
+fn mixed(arch: Arch) -> Arc<Format> {
+    FormatBuilder::with_arch("mixed", arch)
+        .c_field("i", CType::Int)
+        .c_field("l", CType::Long)
+        .c_field("d", CType::Double)
+        .c_field("c", CType::Char)
+        .c_array("a", CType::Double, 3)
+        .c_field("s", CType::Short)
+        .build()
+        .unwrap()
+}
+
+fn mixed_value() -> Value {
+    Value::Struct(vec![
+        ("i".into(), Value::I(-7)),
+        ("l".into(), Value::I(-(1 << 30) - 7)),
+        ("d".into(), Value::F(2.5)),
+        ("c".into(), Value::Char(b'x')),
+        ("a".into(), Value::Array(vec![Value::F(1.0), Value::F(-2.0), Value::F(0.125)])),
+        ("s".into(), Value::I(-300)),
+    ])
+}
+
+fn decode_via(wire: &Arc<Format>, native: &Arc<Format>, payload: &[u8], policy: OverflowPolicy) -> Result<Vec<u8>> {
+    let framed = record::frame(wire, payload)?;
+    let (rec, _) = RecordRef::parse(&framed)?;
+    let mut reg = Registry::with_policy(policy);
+    reg.learn(&meta::serialize(wire))?;
+    Ok(reg.decode(&rec, native)?.bytes.into_owned())
+}
+
+#[test]
+fn layout_follows_arch_rules() {
+    let n = mixed(Arch::X86_64);
+    assert_eq!(n.field("l").unwrap().offset, 8);
+    assert_eq!(n.field("d").unwrap().offset, 16);
+    assert_eq!(n.size(), 64);
+    let b = mixed(Arch::BE32);
+    assert_eq!(b.field("l").unwrap().offset, 4);
+    assert_eq!(b.field("d").unwrap().offset, 8);
+    assert_eq!(b.field("a").unwrap().offset, 20);
+    assert_eq!(b.size(), 48);
+    assert_eq!(b.byte_order(), ByteOrder::Big);
+}
+
+#[test]
+fn ids_are_content_hashes() {
+    let a = mixed(Arch::X86_64);
+    let b = mixed(Arch::X86_64);
+    assert_eq!(a.id(), b.id());
+    assert_ne!(a.id(), mixed(Arch::BE64).id(), "byte order is part of the id");
+    assert_ne!(a.id(), mixed(Arch::I386).id());
+    // Declaration order does not matter, layout does.
+    let x = FormatBuilder::new("p").field_at("a", FieldType::I32, 0).field_at("b", FieldType::I32, 4).build().unwrap();
+    let y = FormatBuilder::new("p").field_at("b", FieldType::I32, 4).field_at("a", FieldType::I32, 0).build().unwrap();
+    assert_eq!(x.id(), y.id());
+    let z = FormatBuilder::new("p").field_at("a", FieldType::I32, 4).field_at("b", FieldType::I32, 0).build().unwrap();
+    assert_ne!(x.id(), z.id());
+}
+
+#[test]
+fn metadata_round_trips_and_is_canonical() {
+    let inner = mixed(Arch::BE32);
+    let f = FormatBuilder::with_arch("outer", Arch::BE32)
+        .field("n", FieldType::U16)
+        .field("inner", FieldType::Nested(inner.clone()))
+        .field("many", FieldType::array(FieldType::Nested(inner), 2))
+        .field("name", FieldType::VarString)
+        .field("xs", FieldType::var_array(FieldType::F32))
+        .build()
+        .unwrap();
+    let m = meta::serialize(&f);
+    let g = meta::parse(&m).unwrap();
+    assert_eq!(g.id(), f.id());
+    assert_eq!(meta::serialize(&g), m);
+    let mut bad = m.clone();
+    bad.push(0);
+    assert_eq!(meta::parse(&bad).unwrap_err(), WireError::NotCanonical);
+}
+
+#[test]
+fn invalid_formats_are_rejected() {
+    let overlap = FormatBuilder::new("o").field_at("a", FieldType::I32, 0).field_at("b", FieldType::I32, 2).build();
+    assert!(matches!(overlap, Err(WireError::InvalidFormat { .. })), "{overlap:?}");
+    let past_end = FormatBuilder::new("o").field_at("a", FieldType::I64, 0).size(4).build();
+    assert!(matches!(past_end, Err(WireError::InvalidFormat { .. })));
+    let dup = FormatBuilder::new("o").field("a", FieldType::I32).field("a", FieldType::I32).build();
+    assert!(matches!(dup, Err(WireError::InvalidFormat { .. })));
+    let odd = FormatBuilder::new("o").field("a", FieldType::Int { size: 3, signed: true }).build();
+    assert!(matches!(odd, Err(WireError::InvalidFormat { .. })));
+}
+
+#[test]
+fn same_layout_is_borrowed_in_place() {
+    let f = mixed(Arch::NATIVE);
+    let payload = write_value(&f, &mixed_value()).unwrap();
+    let mut enc = Encoder::new(f.clone()).unwrap();
+    let framed = enc.encode_to_vec(&payload, &[]).unwrap();
+    let (rec, n) = RecordRef::parse(&framed).unwrap();
+    assert_eq!(n, framed.len());
+    let mut reg = Registry::new();
+    reg.register(f.clone());
+    let d = reg.decode(&rec, &f).unwrap();
+    assert!(d.is_borrowed());
+    assert_eq!(d.bytes.as_ptr(), framed[HEADER_LEN..].as_ptr(), "no copy");
+}
+
+#[test]
+fn gather_encode_borrows_fixed_part_and_var_parts() {
+    let f = FormatBuilder::new("v").field("n", FieldType::I32).field("xs", FieldType::var_array(FieldType::F64)).field("s", FieldType::VarString).build().unwrap();
+    let fixed = vec![0u8; f.size() as usize];
+    let xs: Vec<u8> = [1.0f64, 2.0, 3.0].iter().flat_map(|x| x.to_ne_bytes()).collect();
+    let s = b"hello".to_vec();
+    let mut enc = Encoder::new(f.clone()).unwrap();
+    let iov = enc.encode(&fixed, &[&xs, &s]).unwrap();
+    // header, fixed copy (slots rewritten), xs (aligned, no pad needed), s
+    assert!(iov.iter().any(|v| v.as_ptr() == xs.as_ptr()), "var data is gathered, not copied");
+    let bytes = enc.encode_to_vec(&fixed, &[&xs, &s]).unwrap();
+    let (rec, _) = RecordRef::parse(&bytes).unwrap();
+    let v = read_value(&f, rec.payload).unwrap();
+    assert_eq!(v.get("xs"), Some(&Value::Array(vec![Value::F(1.0), Value::F(2.0), Value::F(3.0)])));
+    assert_eq!(v.get("s"), Some(&Value::Str("hello".into())));
+    // No-var formats borrow the fixed part itself.
+    let g = mixed(Arch::NATIVE);
+    let p = vec![0u8; g.size() as usize];
+    let mut e2 = Encoder::new(g).unwrap();
+    let iov = e2.encode(&p, &[]).unwrap();
+    assert_eq!(iov.len(), 2);
+    assert_eq!(iov[1].as_ptr(), p.as_ptr());
+}
+
+#[test]
+fn foreign_writers_convert_to_native() {
+    let native = mixed(Arch::NATIVE);
+    for arch in [Arch::BE32, Arch::BE64, Arch::I386] {
+        let wire = mixed(arch);
+        let payload = write_value(&wire, &mixed_value()).unwrap();
+        let out = decode_via(&wire, &native, &payload, OverflowPolicy::Error).unwrap();
+        assert_eq!(read_value(&native, &out).unwrap(), read_value(&wire, &payload).unwrap(), "{}", arch.name);
+        assert_eq!(read_value(&native, &out).unwrap(), mixed_value());
+    }
+}
+
+#[test]
+fn narrowing_follows_policy() {
+    let wire = FormatBuilder::new("w").field("x", FieldType::I64).field("y", FieldType::F64).build().unwrap();
+    let native = FormatBuilder::new("n").field("x", FieldType::I16).field("y", FieldType::F32).build().unwrap();
+    let big = write_value(&wire, &Value::Struct(vec![("x".into(), Value::I(100_000)), ("y".into(), Value::F(0.1))])).unwrap();
+    let e = decode_via(&wire, &native, &big, OverflowPolicy::Error).unwrap_err();
+    assert!(matches!(e, WireError::Overflow { ref field, .. } if field == "x"), "{e:?}");
+    let out = decode_via(&wire, &native, &big, OverflowPolicy::Saturate).unwrap();
+    let v = read_value(&native, &out).unwrap();
+    assert_eq!(v.get("x"), Some(&Value::I(i16::MAX as i64)));
+    assert_eq!(v.get("y"), Some(&Value::F(0.1f32 as f64)));
+    let neg = write_value(&wire, &Value::Struct(vec![("x".into(), Value::I(-5))])).unwrap();
+    let unsigned = FormatBuilder::new("u").field("x", FieldType::U32).build().unwrap();
+    assert!(decode_via(&wire, &unsigned, &neg, OverflowPolicy::Error).is_err());
+    let out = decode_via(&wire, &unsigned, &neg, OverflowPolicy::Saturate).unwrap();
+    assert_eq!(read_value(&unsigned, &out).unwrap().get("x"), Some(&Value::U(0)));
+}
+
+#[test]
+fn missing_fields_get_defaults_and_extra_fields_are_ignored() {
+    let wire = FormatBuilder::new("w").field("extra", FieldType::F64).field("a", FieldType::I32).build().unwrap();
+    let native = FormatBuilder::new("n").field("a", FieldType::I64).field("b", FieldType::I32).default(42.0).field("c", FieldType::F64).default(1.5).field("z", FieldType::I32).build().unwrap();
+    let p = write_value(&wire, &Value::Struct(vec![("extra".into(), Value::F(9.0)), ("a".into(), Value::I(-3))])).unwrap();
+    let out = decode_via(&wire, &native, &p, OverflowPolicy::Error).unwrap();
+    let v = read_value(&native, &out).unwrap();
+    assert_eq!(v, Value::Struct(vec![("a".into(), Value::I(-3)), ("b".into(), Value::I(42)), ("c".into(), Value::F(1.5)), ("z".into(), Value::I(0))]));
+}
+
+#[test]
+fn reordered_fields_nested_and_arrays_convert_by_name() {
+    let pt_w = FormatBuilder::new("pt").field("x", FieldType::F64).field("y", FieldType::F64).field("tag", FieldType::I32).build().unwrap();
+    let pt_n = FormatBuilder::new("pt").field("tag", FieldType::I64).field("y", FieldType::F64).field("x", FieldType::F64).build().unwrap();
+    let wire = FormatBuilder::with_arch("poly", Arch::BE64).field("n", FieldType::I32).field("pts", FieldType::array(FieldType::Nested(pt_w.clone()), 3)).build().unwrap();
+    // pt_w for BE64 needs its own arch; rebuild so nested byte order matches the writer.
+    let pt_wb = FormatBuilder::with_arch("pt", Arch::BE64).field("x", FieldType::F64).field("y", FieldType::F64).field("tag", FieldType::I32).build().unwrap();
+    let wire_b = FormatBuilder::with_arch("poly", Arch::BE64).field("n", FieldType::I32).field("pts", FieldType::array(FieldType::Nested(pt_wb), 3)).build().unwrap();
+    let native = FormatBuilder::new("poly").field("pts", FieldType::array(FieldType::Nested(pt_n), 2)).field("n", FieldType::I16).build().unwrap();
+    let pts = |k: i64| Value::Struct(vec![("x".into(), Value::F(k as f64)), ("y".into(), Value::F(-(k as f64))), ("tag".into(), Value::I(k * 10))]);
+    let v = Value::Struct(vec![("n".into(), Value::I(3)), ("pts".into(), Value::Array(vec![pts(1), pts(2), pts(3)]))]);
+    for w in [&wire, &wire_b] {
+        let p = write_value(w, &v).unwrap();
+        let out = decode_via(w, &native, &p, OverflowPolicy::Error).unwrap();
+        let got = read_value(&native, &out).unwrap();
+        let want_pt = |k: i64| Value::Struct(vec![("tag".into(), Value::I(k * 10)), ("y".into(), Value::F(-(k as f64))), ("x".into(), Value::F(k as f64))]);
+        assert_eq!(got, Value::Struct(vec![("pts".into(), Value::Array(vec![want_pt(1), want_pt(2)])), ("n".into(), Value::I(3))]));
+    }
+}
+
+#[test]
+fn variable_fields_convert() {
+    let wire = FormatBuilder::with_arch("v", Arch::BE32).field("s", FieldType::VarString).field("xs", FieldType::var_array(FieldType::I32)).build().unwrap();
+    let native = FormatBuilder::new("v").field("xs", FieldType::var_array(FieldType::I64)).field("s", FieldType::VarString).build().unwrap();
+    let v = Value::Struct(vec![("s".into(), Value::Str("héllo".into())), ("xs".into(), Value::Array(vec![Value::I(1), Value::I(-2), Value::I(3)]))]);
+    let p = write_value(&wire, &v).unwrap();
+    let framed = record::frame(&wire, &p).unwrap();
+    let (rec, _) = RecordRef::parse(&framed).unwrap();
+    let mut reg = Registry::new();
+    reg.register(wire.clone());
+    let d = reg.decode(&rec, &native).unwrap();
+    assert_eq!(d.var_bytes("s").unwrap(), "héllo".as_bytes());
+    let got = read_value(&native, &d.bytes).unwrap();
+    assert_eq!(got.get("xs"), v.get("xs"));
+    assert_eq!(got.get("s"), v.get("s"));
+}
+
+#[test]
+fn moves_are_merged() {
+    // Same layout except one trailing field's type: everything before it is one copy.
+    let a = FormatBuilder::new("m").field("a", FieldType::I32).field("b", FieldType::F64).field("c", FieldType::array(FieldType::I16, 5)).field("d", FieldType::I32).build().unwrap();
+    let b = FormatBuilder::new("m").field("a", FieldType::I32).field("b", FieldType::F64).field("c", FieldType::array(FieldType::I16, 5)).field("d", FieldType::I64).build().unwrap();
+    let p = Plan::compile(&a, &b, OverflowPolicy::Error).unwrap();
+    assert_eq!(p.op_count(), 2, "{p:?}");
+    // Identical layouts under another name collapse to one move.
+    let c = FormatBuilder::new("other").field("a", FieldType::I32).field("b", FieldType::F64).field("c", FieldType::array(FieldType::I16, 5)).field("d", FieldType::I32).build().unwrap();
+    assert!(Plan::compile(&a, &c, OverflowPolicy::Error).unwrap().is_single_copy());
+    // All-double foreign record: one merged swap.
+    let be = FormatBuilder::with_arch("s", Arch::BE64).field("x", FieldType::F64).field("y", FieldType::F64).field("z", FieldType::array(FieldType::F64, 8)).build().unwrap();
+    let le = FormatBuilder::with_arch("s", Arch::X86_64).field("x", FieldType::F64).field("y", FieldType::F64).field("z", FieldType::array(FieldType::F64, 8)).build().unwrap();
+    assert_eq!(Plan::compile(&be, &le, OverflowPolicy::Error).unwrap().op_count(), 1);
+}
+
+#[test]
+fn incompatible_types_are_an_error() {
+    let a = FormatBuilder::new("m").field("a", FieldType::F64).build().unwrap();
+    let b = FormatBuilder::new("m").field("a", FieldType::VarString).build().unwrap();
+    assert!(matches!(Plan::compile(&a, &b, OverflowPolicy::Error), Err(WireError::TypeMismatch { .. })));
+}
+
+#[test]
+fn unknown_format_is_reported() {
+    let f = mixed(Arch::NATIVE);
+    let framed = record::frame(&f, &vec![0u8; f.size() as usize]).unwrap();
+    let (rec, _) = RecordRef::parse(&framed).unwrap();
+    let mut reg = Registry::new();
+    assert_eq!(reg.decode(&rec, &f).unwrap_err(), WireError::UnknownFormat(f.id()));
+}
