@@ -22,6 +22,7 @@ pub mod meta;
 pub mod plan;
 pub mod record;
 pub mod value;
+pub mod vectors;
 
 pub use decode::{view, view_bytes, Decoded, Registry, WireRecord};
 pub use error::{Result, WireError};
