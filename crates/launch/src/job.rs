@@ -1,0 +1,560 @@
+//! Running one job: spawn the ranks, serve PMI, forward output, watch for
+//! failures, and clean up — all in one single-threaded `poll(2)` loop, so
+//! there are no locks and every event (output, PMI, a child exiting, a
+//! signal to `gwrun`, a timer) is handled in one place and in order.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use gridwire_core::bootstrap::pmi_wire::LineBuffer;
+
+use crate::placement::Placement;
+use crate::server::{Notice, Server};
+use crate::stats;
+use crate::sys::{self, Exit};
+
+/// Exit status of `gwrun` when `--timeout` expires (as `timeout(1)`).
+pub const EXIT_TIMEOUT: i32 = 124;
+/// How long ranks get between SIGTERM and SIGKILL during a teardown.
+const KILL_GRACE: Duration = Duration::from_millis(1000);
+/// How long a rank that exited 0 without PMI finalize is given before it
+/// counts as failed (others may just be exiting at the same moment).
+const FINALIZE_GRACE: Duration = Duration::from_millis(500);
+/// How long to wait for output after every rank exited (a grandchild may
+/// hold a pipe open).
+const DRAIN_GRACE: Duration = Duration::from_millis(1000);
+/// Partial lines longer than this are forwarded without waiting for `\n`.
+const MAX_PARTIAL_LINE: usize = 64 * 1024;
+
+/// Everything the command line decided.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    pub n: usize,
+    pub program: String,
+    pub args: Vec<String>,
+    pub placement: Placement,
+    pub real_host_id: String,
+    pub tag_output: bool,
+    pub timeout: Option<Duration>,
+    pub stats: bool,
+}
+
+/// Prints one of gwrun's own messages (always on stderr, always prefixed).
+pub fn say(msg: &str) {
+    let mut s = String::with_capacity(msg.len() + 8);
+    for l in msg.lines() {
+        s.push_str("gwrun: ");
+        s.push_str(l);
+        s.push('\n');
+    }
+    sys::write_all_blocking(2, s.as_bytes());
+}
+
+/// A fresh job secret: 32 random bytes as 64 hex characters.
+fn job_secret() -> io::Result<String> {
+    let mut b = [0u8; 32];
+    getrandom::getrandom(&mut b).map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// A job id unique on this host and safe in file names: `<pid>x<8 hex>`.
+fn job_id() -> io::Result<String> {
+    let mut b = [0u8; 4];
+    getrandom::getrandom(&mut b).map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(format!("{}x{}", std::process::id(), b.iter().map(|x| format!("{x:02x}")).collect::<String>()))
+}
+
+struct Rank {
+    pid: i32,
+    pmi: Option<OwnedFd>,
+    pmi_in: LineBuffer,
+    pmi_out: Vec<u8>,
+    exit: Option<Exit>,
+    inited: bool,
+    finalized: bool,
+}
+
+struct Stream {
+    rank: usize,
+    fd: Option<OwnedFd>,
+    /// 1 = stdout, 2 = stderr: where the lines go.
+    to: RawFd,
+    buf: Vec<u8>,
+}
+
+impl Stream {
+    /// Forwards every complete line (and an over-long partial one) as one
+    /// write, so lines of different ranks never interleave.
+    fn emit(&mut self, tag: bool, at_eof: bool) {
+        let mut out = Vec::new();
+        let prefix = format!("[{}] ", self.rank);
+        while let Some(nl) = self.buf.iter().position(|&b| b == b'\n') {
+            if tag {
+                out.extend_from_slice(prefix.as_bytes());
+            }
+            out.extend(self.buf.drain(..=nl));
+        }
+        if !self.buf.is_empty() && (at_eof || self.buf.len() > MAX_PARTIAL_LINE) {
+            if tag {
+                out.extend_from_slice(prefix.as_bytes());
+            }
+            out.append(&mut self.buf);
+            if tag {
+                out.push(b'\n');
+            }
+        }
+        if !out.is_empty() {
+            sys::write_all_blocking(self.to, &out);
+        }
+    }
+}
+
+/// The job while it runs.
+struct Job {
+    spec: JobSpec,
+    job_id: String,
+    ranks: Vec<Rank>,
+    streams: Vec<Stream>,
+    server: Server,
+    /// The exit status decided by the first event that ended the job.
+    outcome: Option<i32>,
+    term_sent: Option<Instant>,
+    kill_sent: bool,
+    suspects: Vec<(usize, Instant)>,
+}
+
+/// Runs the job to the end; returns `gwrun`'s exit status.
+pub fn run(spec: JobSpec) -> i32 {
+    let (job_id, secret) = match (job_id(), job_secret()) {
+        (Ok(j), Ok(s)) => (j, s),
+        (Err(e), _) | (_, Err(e)) => {
+            say(&format!("cannot get random bytes for the job secret: {e}"));
+            return 1;
+        }
+    };
+    let sigfd = match sys::signal_pipe() {
+        Ok(fd) => fd,
+        Err(e) => {
+            say(&format!("cannot install signal handlers: {e}"));
+            return 1;
+        }
+    };
+    sys::become_subreaper();
+    let kvsname = format!("kvs_{job_id}");
+    let server = Server::new(spec.n, kvsname, spec.placement.process_mapping());
+    let mut job = Job {
+        spec,
+        job_id,
+        ranks: Vec::new(),
+        streams: Vec::new(),
+        server,
+        outcome: None,
+        term_sent: None,
+        kill_sent: false,
+        suspects: Vec::new(),
+    };
+    for r in 0..job.spec.n {
+        if let Err((code, msg)) = job.spawn(r, &secret) {
+            say(&msg);
+            job.outcome = Some(code);
+            job.teardown(libc::SIGTERM);
+            break;
+        }
+    }
+    job.event_loop(sigfd.as_raw_fd());
+    job.finish()
+}
+
+impl Job {
+    fn spawn(&mut self, r: usize, secret: &str) -> Result<(), (i32, String)> {
+        let spec = &self.spec;
+        let (ours, theirs) = sys::socketpair().map_err(|e| (1, format!("socketpair for rank {r}: {e}")))?;
+        let child_fd = theirs.as_raw_fd();
+        let mut cmd = Command::new(&spec.program);
+        cmd.args(&spec.args);
+        // Forget what an outer launcher may have told *us*.
+        for v in ["PMI_ID", "PMI_PORT", "PMI_HOSTNAME", "PMI_SPAWNED", "HYDI_CONTROL_FD", "GW_HOST_ID"] {
+            cmd.env_remove(v);
+        }
+        let (local, nlocal) = spec.placement.local_rank(r);
+        cmd.env("PMI_FD", child_fd.to_string())
+            .env("PMI_RANK", r.to_string())
+            .env("PMI_SIZE", spec.n.to_string())
+            .env("MPI_LOCALRANKID", local.to_string())
+            .env("MPI_LOCALNRANKS", nlocal.to_string())
+            .env("GW_JOB_SECRET", secret)
+            .env("GW_JOB_ID", &self.job_id);
+        if let Some(h) = spec.placement.host_id(&spec.real_host_id, r) {
+            cmd.env("GW_HOST_ID", h);
+        }
+        // Rank 0 gets gwrun's stdin when it is a file or pipe; a terminal is
+        // not passed on because a rank in its own process group reading
+        // from the terminal would be stopped (SIGTTIN).
+        // SAFETY: isatty only inspects descriptor 0.
+        let stdin_is_tty = unsafe { libc::isatty(0) } == 1;
+        cmd.stdin(if r == 0 && !stdin_is_tty { Stdio::inherit() } else { Stdio::null() });
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        // Own process group: a teardown signal reaches the rank's children too.
+        cmd.process_group(0);
+        // SAFETY: runs in the child between fork and exec and only calls
+        // fcntl(2), which is async-signal-safe, to make the PMI socket
+        // inheritable across exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::fcntl(child_fd, libc::F_SETFD, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().map_err(|e| {
+            let code = if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
+            (code, format!("cannot execute '{}': {}", spec.program, sys::os_message(&e)))
+        })?;
+        drop(theirs);
+        let pid = child.id() as i32;
+        for (fd, to) in [(child.stdout.take().map(OwnedFd::from), 1), (child.stderr.take().map(OwnedFd::from), 2)] {
+            if let Some(fd) = fd {
+                let _ = sys::set_nonblocking(fd.as_raw_fd());
+                self.streams.push(Stream { rank: r, fd: Some(fd), to, buf: Vec::new() });
+            }
+        }
+        // The child is reaped by waitpid(-1) in the loop, not through `child`.
+        drop(child);
+        let _ = sys::set_nonblocking(ours.as_raw_fd());
+        self.ranks.push(Rank {
+            pid,
+            pmi: Some(ours),
+            pmi_in: LineBuffer::new(),
+            pmi_out: Vec::new(),
+            exit: None,
+            inited: false,
+            finalized: false,
+        });
+        Ok(())
+    }
+
+    /// Sends `sig` to every rank's process group (exited ranks too: their
+    /// children may still run in the group).
+    fn teardown(&mut self, sig: libc::c_int) {
+        for r in &self.ranks {
+            sys::kill_group(r.pid, sig);
+        }
+        if sig == libc::SIGKILL {
+            self.kill_sent = true;
+        } else if self.term_sent.is_none() {
+            self.term_sent = Some(Instant::now());
+        }
+    }
+
+    /// Records the first failure, says why, and starts the teardown.
+    fn fail(&mut self, rank: usize, code: i32, why: &str) {
+        if self.outcome.is_some() {
+            return;
+        }
+        let pid = self.ranks.get(rank).map_or(0, |r| r.pid);
+        let others = self.ranks.iter().enumerate().any(|(i, r)| i != rank && r.exit.is_none());
+        let tail = if others { "; terminating the job" } else { "" };
+        say(&format!("rank {rank} (pid {pid}) {why}{tail}"));
+        self.outcome = Some(if code == 0 { 1 } else { code });
+        self.teardown(libc::SIGTERM);
+    }
+
+    fn running(&self) -> usize {
+        self.ranks.iter().filter(|r| r.exit.is_none()).count()
+    }
+
+    fn event_loop(&mut self, sigfd: RawFd) {
+        let start = Instant::now();
+        let deadline = self.spec.timeout.map(|t| start + t);
+        let mut all_exited_at: Option<Instant> = None;
+        let mut pmi_index: HashMap<RawFd, usize> = HashMap::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let now = Instant::now();
+            if self.running() == 0 {
+                let t = *all_exited_at.get_or_insert_with(|| {
+                    // Nothing of the job may outlive it.
+                    self.teardown(libc::SIGKILL);
+                    now
+                });
+                let open_streams = self.streams.iter().any(|s| s.fd.is_some());
+                if !open_streams || now.duration_since(t) >= DRAIN_GRACE {
+                    break;
+                }
+            }
+
+            // Build the poll set: signals, PMI sockets, output pipes.
+            let mut fds = vec![libc::pollfd { fd: sigfd, events: libc::POLLIN, revents: 0 }];
+            pmi_index.clear();
+            for (i, r) in self.ranks.iter().enumerate() {
+                if let Some(fd) = &r.pmi {
+                    let mut ev = libc::POLLIN;
+                    if !r.pmi_out.is_empty() {
+                        ev |= libc::POLLOUT;
+                    }
+                    pmi_index.insert(fd.as_raw_fd(), i);
+                    fds.push(libc::pollfd { fd: fd.as_raw_fd(), events: ev, revents: 0 });
+                }
+            }
+            let first_stream = fds.len();
+            let mut stream_of = Vec::new();
+            for (i, s) in self.streams.iter().enumerate() {
+                if let Some(fd) = &s.fd {
+                    fds.push(libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+                    stream_of.push(i);
+                }
+            }
+            let mut wait = Duration::from_millis(200);
+            let mut timers: Vec<Instant> = self.suspects.iter().map(|s| s.1).collect();
+            timers.extend(deadline.filter(|_| self.outcome.is_none()));
+            timers.extend(self.term_sent.filter(|_| !self.kill_sent).map(|t| t + KILL_GRACE));
+            for t in timers {
+                wait = wait.min(t.saturating_duration_since(now));
+            }
+            if let Err(e) = sys::poll(&mut fds, wait.as_millis().min(1000) as i32 + 1) {
+                say(&format!("poll failed: {e}; terminating the job"));
+                self.outcome.get_or_insert(1);
+                self.teardown(libc::SIGKILL);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+
+            // Signals to gwrun itself.
+            if fds[0].revents != 0 {
+                for sig in sys::read_signals(sigfd) {
+                    if sig == libc::SIGCHLD {
+                        continue;
+                    }
+                    if self.outcome.is_none() {
+                        say(&format!("received {}; forwarding it to all ranks and terminating the job", sys::signal_name(sig)));
+                        self.outcome = Some(128 + sig);
+                        self.teardown(sig);
+                    } else if !self.kill_sent {
+                        // A second request: stop waiting politely.
+                        self.teardown(libc::SIGKILL);
+                    }
+                }
+            }
+
+            // PMI traffic.
+            for pfd in &fds[1..first_stream] {
+                if pfd.revents == 0 {
+                    continue;
+                }
+                let Some(&r) = pmi_index.get(&pfd.fd) else { continue };
+                if pfd.revents & libc::POLLOUT != 0 {
+                    self.flush_pmi(r);
+                }
+                if pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+                    self.read_pmi(r, &mut buf);
+                }
+            }
+
+            // Output of the ranks.
+            for (k, pfd) in fds[first_stream..].iter().enumerate() {
+                if pfd.revents == 0 {
+                    continue;
+                }
+                let s = &mut self.streams[stream_of[k]];
+                let Some(fd) = s.fd.as_ref().map(|f| f.as_raw_fd()) else { continue };
+                match sys::read(fd, &mut buf) {
+                    Ok(0) => {
+                        s.emit(self.spec.tag_output, true);
+                        s.fd = None;
+                    }
+                    Ok(n) => {
+                        s.buf.extend_from_slice(&buf[..n]);
+                        s.emit(self.spec.tag_output, false);
+                    }
+                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+                    Err(_) => {
+                        s.emit(self.spec.tag_output, true);
+                        s.fd = None;
+                    }
+                }
+            }
+
+            // Children that exited.
+            self.reap();
+
+            // Timers.
+            let now = Instant::now();
+            let due: Vec<usize> = self.suspects.iter().filter(|s| s.1 <= now).map(|s| s.0).collect();
+            self.suspects.retain(|s| s.1 > now);
+            for r in due {
+                if self.running() > 0 {
+                    self.fail(r, 1, "exited with status 0 without calling PMI finalize while other ranks were still running");
+                }
+            }
+            if let Some(d) = deadline {
+                if now >= d && self.outcome.is_none() {
+                    let secs = self.spec.timeout.map_or(0.0, |t| t.as_secs_f64());
+                    say(&format!("job timed out after {secs} s; terminating the job"));
+                    self.outcome = Some(EXIT_TIMEOUT);
+                    self.teardown(libc::SIGTERM);
+                }
+            }
+            if let Some(t) = self.term_sent {
+                if !self.kill_sent && now.duration_since(t) >= KILL_GRACE && self.running() > 0 {
+                    self.teardown(libc::SIGKILL);
+                }
+            }
+        }
+    }
+
+    fn reap(&mut self) {
+        while let Some((pid, exit)) = sys::reap_one() {
+            let Some(r) = self.ranks.iter().position(|x| x.pid == pid) else {
+                continue; // an orphaned grandchild (we are its subreaper)
+            };
+            self.ranks[r].exit = Some(exit);
+            match exit {
+                Exit::Signal(s) => self.fail(r, 128 + s, &format!("killed by signal {s} ({})", sys::signal_name(s))),
+                Exit::Code(c) if c != 0 => self.fail(r, c, &format!("exited with status {c}")),
+                Exit::Code(_) => {
+                    let rk = &self.ranks[r];
+                    if rk.inited && !rk.finalized && self.outcome.is_none() {
+                        self.suspects.push((r, Instant::now() + FINALIZE_GRACE));
+                    }
+                }
+            }
+        }
+    }
+
+    fn read_pmi(&mut self, r: usize, buf: &mut [u8]) {
+        let Some(fd) = self.ranks[r].pmi.as_ref().map(|f| f.as_raw_fd()) else { return };
+        loop {
+            match sys::read(fd, buf) {
+                Ok(0) => {
+                    self.ranks[r].pmi = None;
+                    break;
+                }
+                Ok(n) => self.ranks[r].pmi_in.push(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    self.ranks[r].pmi = None;
+                    break;
+                }
+            }
+        }
+        while let Some(cmd) = self.ranks[r].pmi_in.next_command() {
+            let out = self.server.handle(r, cmd);
+            for (to, line) in out.replies {
+                if let Some(rk) = self.ranks.get_mut(to) {
+                    rk.pmi_out.extend_from_slice(line.as_bytes());
+                }
+            }
+            for n in out.notices {
+                match n {
+                    Notice::Initialized(x) => self.ranks[x].inited = true,
+                    Notice::Finalized(x) => self.ranks[x].finalized = true,
+                    Notice::Abort { rank, code, msg } => {
+                        let m = if msg.is_empty() { String::new() } else { format!(": {msg}") };
+                        self.fail(rank, code, &format!("called PMI abort with exit code {code}{m}"));
+                    }
+                    Notice::Protocol { rank, what } => say(&format!("rank {rank}: PMI protocol error: {what}")),
+                }
+            }
+        }
+        for i in 0..self.ranks.len() {
+            if !self.ranks[i].pmi_out.is_empty() {
+                self.flush_pmi(i);
+            }
+        }
+    }
+
+    fn flush_pmi(&mut self, r: usize) {
+        let rk = &mut self.ranks[r];
+        let Some(fd) = rk.pmi.as_ref().map(|f| f.as_raw_fd()) else {
+            rk.pmi_out.clear();
+            return;
+        };
+        while !rk.pmi_out.is_empty() {
+            match sys::write(fd, &rk.pmi_out) {
+                Ok(n) => {
+                    rk.pmi_out.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    rk.pmi_out.clear();
+                    rk.pmi = None;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// After the loop: kill stragglers, remove shared memory, print stats.
+    fn finish(&mut self) -> i32 {
+        self.teardown(libc::SIGKILL);
+        kill_orphans();
+        let until = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < until {
+            // SAFETY: waitpid with WNOHANG on any child; status discarded.
+            let pid = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+            if pid < 0 {
+                break; // ECHILD: nobody left
+            }
+            if pid == 0 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        remove_shm(&self.job_id);
+        if self.spec.stats {
+            let records: Vec<Option<String>> =
+                (0..self.spec.n).map(|r| self.server.lookup(&format!("gw.stats.{r}")).map(str::to_string)).collect();
+            let m = stats::build(&records);
+            say(&stats::render(&m, &self.spec.placement.describe()).join("\n"));
+        }
+        self.outcome.unwrap_or(0)
+    }
+}
+
+/// SIGKILLs every process whose parent is `gwrun`: once the ranks are
+/// gone, those can only be descendants that escaped their rank's process
+/// group (e.g. with `setsid`) and were re-parented to us as subreaper.
+fn kill_orphans() {
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else { return };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // Fields after the parenthesised command name: state ppid …
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
+        let ppid = rest.split_whitespace().nth(1).and_then(|s| s.parse::<i32>().ok());
+        if ppid == Some(me) {
+            // SAFETY: kill(2) of one of our own children.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// Removes `/dev/shm/gw-<job id>*`: the runtime's segments, which its own
+/// cleanup cannot remove when a rank is SIGKILLed.
+pub fn remove_shm(job_id: &str) {
+    let prefix = format!("gw-{job_id}");
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else { return };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with(&prefix) {
+            continue;
+        }
+        let path = e.path();
+        let r = match e.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
+        if let Err(err) = r {
+            if err.kind() != io::ErrorKind::NotFound {
+                say(&format!("cannot remove {}: {}", path.display(), sys::os_message(&err)));
+            }
+        }
+    }
+}

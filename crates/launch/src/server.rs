@@ -1,0 +1,237 @@
+//! The PMI-1 server state machine of `gwrun`, free of I/O: it takes one
+//! parsed command from one rank and returns the lines to send and what the
+//! launcher must know (finalize, abort). The event loop in `job` owns the
+//! sockets.
+
+use std::collections::HashMap;
+
+use gridwire_core::bootstrap::pmi_wire::{unescape_value, Command, WireError};
+
+/// Limits `gwrun` advertises. `vallen_max` is large so the runtime can
+/// publish whole descriptor tables and `--stats` records in one value.
+pub const KVSNAME_MAX: usize = 256;
+pub const KEYLEN_MAX: usize = 256;
+pub const VALLEN_MAX: usize = 65536;
+
+/// Something the launcher must act on besides sending replies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// The rank completed `cmd=init`.
+    Initialized(usize),
+    /// The rank sent `cmd=finalize`: its exit will be orderly.
+    Finalized(usize),
+    /// The rank asked to kill the job.
+    Abort { rank: usize, code: i32, msg: String },
+    /// The rank sent something the server cannot use (logged, not fatal).
+    Protocol { rank: usize, what: String },
+}
+
+/// Output of [`Server::handle`].
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Output {
+    /// Lines (newline included) to send, by rank.
+    pub replies: Vec<(usize, String)>,
+    pub notices: Vec<Notice>,
+}
+
+/// One job's PMI-1 state: the key-value space and the barrier.
+#[derive(Debug)]
+pub struct Server {
+    size: usize,
+    kvsname: String,
+    kvs: HashMap<String, String>,
+    in_barrier: Vec<bool>,
+    process_mapping: String,
+}
+
+fn line(c: Command) -> String {
+    // Everything we format comes from validated or generated text; an
+    // unencodable reply would be a bug, answered with a generic failure.
+    c.encode().unwrap_or_else(|_| "cmd=error rc=-1 msg=internal_error\n".to_string())
+}
+
+impl Server {
+    pub fn new(size: usize, kvsname: String, process_mapping: String) -> Self {
+        Server { size, kvsname, kvs: HashMap::new(), in_barrier: vec![false; size], process_mapping }
+    }
+
+    /// A value put by some rank (used for `--stats` at exit).
+    pub fn lookup(&self, key: &str) -> Option<&str> {
+        self.kvs.get(key).map(|s| s.as_str())
+    }
+
+    /// Handles one command (or parse error) from `rank`.
+    pub fn handle(&mut self, rank: usize, cmd: Result<Command, WireError>) -> Output {
+        let mut out = Output::default();
+        let cmd = match cmd {
+            Ok(c) => c,
+            Err(WireError::SpawnUnsupported) => {
+                out.replies.push((rank, line(Command::new("spawn_result").arg("rc", -1).arg("errmsg", "spawn_not_supported_by_gwrun"))));
+                out.notices.push(Notice::Protocol { rank, what: "PMI spawn is not supported".into() });
+                return out;
+            }
+            Err(e) => {
+                out.notices.push(Notice::Protocol { rank, what: e.to_string() });
+                return out;
+            }
+        };
+        let reply = |out: &mut Output, c: Command| out.replies.push((rank, line(c)));
+        match cmd.name.as_str() {
+            "initack" => {
+                reply(&mut out, Command::new("initack"));
+                reply(&mut out, Command::new("set").arg("size", self.size));
+                reply(&mut out, Command::new("set").arg("rank", rank));
+                reply(&mut out, Command::new("set").arg("debug", 0));
+            }
+            "init" => {
+                let v = cmd.get("pmi_version").unwrap_or("1");
+                let rc = if v == "1" { 0 } else { -1 };
+                reply(&mut out, Command::new("response_to_init").arg("pmi_version", 1).arg("pmi_subversion", 1).arg("rc", rc));
+                if rc == 0 {
+                    out.notices.push(Notice::Initialized(rank));
+                }
+            }
+            "get_maxes" => reply(
+                &mut out,
+                Command::new("maxes")
+                    .arg("kvsname_max", KVSNAME_MAX)
+                    .arg("keylen_max", KEYLEN_MAX)
+                    .arg("vallen_max", VALLEN_MAX)
+                    .arg("rc", 0),
+            ),
+            "get_appnum" => reply(&mut out, Command::new("appnum").arg("appnum", 0).arg("rc", 0)),
+            "get_universe_size" => reply(&mut out, Command::new("universe_size").arg("size", self.size).arg("rc", 0)),
+            "get_my_kvsname" => reply(&mut out, Command::new("my_kvsname").arg("kvsname", &self.kvsname).arg("rc", 0)),
+            "put" => {
+                let r = self.put(&cmd);
+                let c = match r {
+                    Ok(()) => Command::new("put_result").arg("rc", 0).arg("msg", "success"),
+                    Err(msg) => Command::new("put_result").arg("rc", -1).arg("msg", msg),
+                };
+                reply(&mut out, c);
+            }
+            "get" => {
+                let c = match self.get(&cmd) {
+                    Ok(v) => Command::new("get_result").arg("rc", 0).arg("msg", "success").arg("value", v),
+                    Err(msg) => Command::new("get_result").arg("rc", -1).arg("msg", msg).arg("value", "unknown"),
+                };
+                reply(&mut out, c);
+            }
+            "barrier_in" => {
+                if rank < self.size && !self.in_barrier[rank] {
+                    self.in_barrier[rank] = true;
+                }
+                if self.in_barrier.iter().all(|&b| b) {
+                    for r in 0..self.size {
+                        out.replies.push((r, line(Command::new("barrier_out").arg("rc", 0))));
+                    }
+                    self.in_barrier.iter_mut().for_each(|b| *b = false);
+                }
+            }
+            "finalize" => {
+                reply(&mut out, Command::new("finalize_ack").arg("rc", 0));
+                out.notices.push(Notice::Finalized(rank));
+            }
+            "abort" => {
+                let code = cmd.get("exitcode").and_then(|v| v.parse::<i32>().ok()).unwrap_or(1);
+                let msg = cmd.get("error_msg").or_else(|| cmd.get("message")).map(unescape_value).unwrap_or_default();
+                out.notices.push(Notice::Abort { rank, code, msg });
+            }
+            other => {
+                out.notices.push(Notice::Protocol { rank, what: format!("unsupported PMI command {other:?}") });
+                reply(&mut out, Command::new(&format!("{other}_result")).arg("rc", -1).arg("msg", "unsupported_command"));
+            }
+        }
+        out
+    }
+
+    fn check_kvsname(&self, cmd: &Command) -> Result<(), String> {
+        match cmd.get("kvsname") {
+            Some(k) if k == self.kvsname => Ok(()),
+            Some(_) => Err("unknown_kvsname".into()),
+            None => Err("missing_kvsname".into()),
+        }
+    }
+
+    fn put(&mut self, cmd: &Command) -> Result<(), String> {
+        self.check_kvsname(cmd)?;
+        let key = cmd.get("key").filter(|k| !k.is_empty()).ok_or("missing_key")?;
+        let value = cmd.get("value").ok_or("missing_value")?;
+        if key.len() >= KEYLEN_MAX {
+            return Err("key_too_long".into());
+        }
+        if value.len() >= VALLEN_MAX {
+            return Err("value_too_long".into());
+        }
+        self.kvs.insert(key.to_string(), value.to_string());
+        Ok(())
+    }
+
+    fn get(&self, cmd: &Command) -> Result<String, String> {
+        self.check_kvsname(cmd)?;
+        let key = cmd.get("key").filter(|k| !k.is_empty()).ok_or("missing_key")?;
+        if let Some(v) = self.kvs.get(key) {
+            return Ok(v.clone());
+        }
+        if key == "PMI_process_mapping" {
+            return Ok(self.process_mapping.clone());
+        }
+        Err(format!("key_{key}_not_found"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gridwire_core::bootstrap::pmi_wire::parse_line;
+
+    fn h(s: &mut Server, rank: usize, l: &str) -> Output {
+        s.handle(rank, parse_line(l.as_bytes()))
+    }
+
+    #[test]
+    fn handshake_and_kvs() {
+        let mut s = Server::new(2, "kvs_x".into(), "(vector,(0,1,2))".into());
+        let o = h(&mut s, 0, "cmd=init pmi_version=1 pmi_subversion=1");
+        assert_eq!(o.replies[0].1, "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n");
+        assert_eq!(o.notices, vec![Notice::Initialized(0)]);
+        let o = h(&mut s, 1, "cmd=get_maxes");
+        assert_eq!(o.replies, vec![(1, "cmd=maxes kvsname_max=256 keylen_max=256 vallen_max=65536 rc=0\n".into())]);
+        assert_eq!(h(&mut s, 0, "cmd=put kvsname=kvs_x key=a value=1=2").replies[0].1, "cmd=put_result rc=0 msg=success\n");
+        assert!(h(&mut s, 0, "cmd=put kvsname=other key=a value=1").replies[0].1.contains("rc=-1"));
+        assert_eq!(h(&mut s, 1, "cmd=get kvsname=kvs_x key=a").replies[0].1, "cmd=get_result rc=0 msg=success value=1=2\n");
+        assert!(h(&mut s, 1, "cmd=get kvsname=kvs_x key=b").replies[0].1.starts_with("cmd=get_result rc=-1 msg=key_b_not_found"));
+        assert!(h(&mut s, 1, "cmd=get kvsname=kvs_x key=PMI_process_mapping").replies[0].1.contains("(vector,(0,1,2))"));
+        assert_eq!(s.lookup("a"), Some("1=2"));
+    }
+
+    #[test]
+    fn barrier_releases_everyone_once() {
+        let mut s = Server::new(3, "k".into(), String::new());
+        assert!(h(&mut s, 0, "cmd=barrier_in").replies.is_empty());
+        assert!(h(&mut s, 0, "cmd=barrier_in").replies.is_empty()); // duplicate is idempotent
+        assert!(h(&mut s, 2, "cmd=barrier_in").replies.is_empty());
+        let o = h(&mut s, 1, "cmd=barrier_in");
+        assert_eq!(o.replies.iter().map(|r| r.0).collect::<Vec<_>>(), vec![0, 1, 2]);
+        // A second barrier starts from scratch.
+        assert!(h(&mut s, 1, "cmd=barrier_in").replies.is_empty());
+    }
+
+    #[test]
+    fn abort_finalize_and_junk() {
+        let mut s = Server::new(1, "k".into(), String::new());
+        let o = h(&mut s, 0, "cmd=abort exitcode=7 error_msg=oh%20no");
+        assert_eq!(o.notices, vec![Notice::Abort { rank: 0, code: 7, msg: "oh no".into() }]);
+        assert!(o.replies.is_empty());
+        let o = h(&mut s, 0, "cmd=finalize");
+        assert_eq!(o.notices, vec![Notice::Finalized(0)]);
+        let o = h(&mut s, 0, "cmd=frobnicate");
+        assert!(matches!(o.notices[0], Notice::Protocol { .. }));
+        let o = s.handle(0, Err(WireError::SpawnUnsupported));
+        assert!(o.replies[0].1.starts_with("cmd=spawn_result rc=-1"));
+        let o = h(&mut s, 0, "garbage");
+        assert!(o.replies.is_empty() && matches!(o.notices[0], Notice::Protocol { .. }));
+        let o = h(&mut s, 0, "cmd=initack pmiid=0");
+        assert_eq!(o.replies.len(), 4);
+    }
+}

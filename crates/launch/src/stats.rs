@@ -1,0 +1,167 @@
+//! `--stats`: the per-pair communication matrix printed at exit.
+//!
+//! Each rank's runtime puts `gw.stats.<rank>` at finalize: compact JSON
+//! `{"rank":0,"links":[{"peer":1,"method":"shm","sent_msgs":…,"sent_bytes":…,
+//! "recv_msgs":…,"recv_bytes":…}]}`. Records may be missing (rank killed) or
+//! garbage (other runtime version); the matrix then shows `?` rather than
+//! failing.
+
+use serde_json::Value;
+
+/// What one sender sent to one receiver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cell {
+    pub method: String,
+    pub msgs: u64,
+    pub bytes: u64,
+}
+
+/// `cells[from][to]`, plus which ranks had a readable record.
+#[derive(Debug)]
+pub struct Matrix {
+    pub cells: Vec<Vec<Option<Cell>>>,
+    pub have: Vec<bool>,
+}
+
+fn num(v: &Value, k: &str) -> u64 {
+    v.get(k).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// Builds the matrix from each rank's record (`None` = no record). The
+/// sender's `sent_*` counts are used; when the sender has no record, the
+/// receiver's `recv_*` counts fill in.
+pub fn build(records: &[Option<String>]) -> Matrix {
+    let n = records.len();
+    let mut cells = vec![vec![None; n]; n];
+    let mut have = vec![false; n];
+    let parsed: Vec<Option<Value>> = records
+        .iter()
+        .map(|r| r.as_deref().and_then(|s| serde_json::from_str::<Value>(s).ok()).filter(|v| v.get("links").map_or(false, Value::is_array)))
+        .collect();
+    let links = |v: &Value| -> Vec<(usize, Value)> {
+        v.get("links")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|l| {
+                        let p = usize::try_from(l.get("peer")?.as_u64()?).ok()?;
+                        (p < n).then(|| (p, l.clone()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for (r, v) in parsed.iter().enumerate() {
+        let Some(v) = v else { continue };
+        have[r] = true;
+        for (p, l) in links(v) {
+            let method = l.get("method").and_then(Value::as_str).unwrap_or("?").to_string();
+            let (msgs, bytes) = (num(&l, "sent_msgs"), num(&l, "sent_bytes"));
+            if msgs > 0 || bytes > 0 {
+                cells[r][p] = Some(Cell { method, msgs, bytes });
+            }
+        }
+    }
+    for (r, v) in parsed.iter().enumerate() {
+        let Some(v) = v else { continue };
+        for (p, l) in links(v) {
+            if have[p] {
+                continue;
+            }
+            let method = l.get("method").and_then(Value::as_str).unwrap_or("?").to_string();
+            let (msgs, bytes) = (num(&l, "recv_msgs"), num(&l, "recv_bytes"));
+            if msgs > 0 || bytes > 0 {
+                cells[p][r] = Some(Cell { method, msgs, bytes });
+            }
+        }
+    }
+    Matrix { cells, have }
+}
+
+fn human(b: u64) -> String {
+    const U: [(u64, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+    for (s, u) in U {
+        if b >= 10 * s {
+            return format!("{}{u}", b / s);
+        }
+    }
+    b.to_string()
+}
+
+/// The lines to print (without the `gwrun: ` prefix).
+pub fn render(m: &Matrix, placement: &str) -> Vec<String> {
+    let n = m.cells.len();
+    let text = |from: usize, to: usize| -> String {
+        match &m.cells[from][to] {
+            Some(c) => format!("{} {}/{}", c.method, c.msgs, human(c.bytes)),
+            None if !m.have[from] && !m.have[to] => "?".into(),
+            None => "-".into(),
+        }
+    };
+    let mut width = 6;
+    for f in 0..n {
+        for t in 0..n {
+            width = width.max(text(f, t).len());
+        }
+    }
+    let head = format!("from\\to");
+    let mut lines = vec!["communication matrix (row = sender, column = receiver)".to_string()];
+    let mut h = format!("{head:>8}");
+    for t in 0..n {
+        h.push_str(&format!("  {:>width$}", t));
+    }
+    lines.push(h);
+    for f in 0..n {
+        let mut l = format!("{f:>8}");
+        for t in 0..n {
+            l.push_str(&format!("  {:>width$}", text(f, t)));
+        }
+        lines.push(l);
+    }
+    lines.push("legend: cell = method msgs/bytes sent (K/M/G = KiB/MiB/GiB); - = no traffic; ? = no statistics from either rank".into());
+    let missing: Vec<String> = (0..n).filter(|&r| !m.have[r]).map(|r| r.to_string()).collect();
+    if !missing.is_empty() {
+        lines.push(format!("no (readable) statistics from rank(s) {}", missing.join(",")));
+    }
+    lines.push(format!("placement: {placement}"));
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matrix_from_records() {
+        let r0 = r#"{"rank":0,"links":[{"peer":1,"method":"shm","sent_msgs":10,"sent_bytes":80,"recv_msgs":3,"recv_bytes":24},{"peer":2,"method":"tcp","sent_msgs":1,"sent_bytes":20480,"recv_msgs":5,"recv_bytes":50}]}"#;
+        let m = build(&[Some(r0.into()), Some("garbage".into()), None]);
+        assert_eq!(m.have, vec![true, false, false]);
+        assert_eq!(m.cells[0][1], Some(Cell { method: "shm".into(), msgs: 10, bytes: 80 }));
+        // Rank 1 and 2 have no record: filled from rank 0's receive counts.
+        assert_eq!(m.cells[1][0], Some(Cell { method: "shm".into(), msgs: 3, bytes: 24 }));
+        assert_eq!(m.cells[2][0], Some(Cell { method: "tcp".into(), msgs: 5, bytes: 50 }));
+        let lines = render(&m, "emu0: ranks 0-1; emu1: ranks 2");
+        let all = lines.join("\n");
+        assert!(all.contains("shm 10/80"), "{all}");
+        assert!(all.contains("tcp 1/20K"), "{all}");
+        assert!(all.contains("?"), "{all}");
+        assert!(all.contains("rank(s) 1,2"), "{all}");
+    }
+
+    #[test]
+    fn tolerates_junk() {
+        let bad = [
+            r#"{"links":"x"}"#,
+            r#"{"links":[{"peer":99,"method":"shm","sent_msgs":1}]}"#,
+            r#"{"links":[{"peer":-1}]}"#,
+            r#"{"links":[{"method":7,"peer":0,"sent_msgs":"x"}]}"#,
+            "",
+            "[]",
+        ];
+        for b in bad {
+            let m = build(&[Some(b.into()), None]);
+            let _ = render(&m, "");
+        }
+        let _ = render(&build(&[]), "");
+    }
+}

@@ -1,0 +1,214 @@
+//! Thin wrappers over the few system calls `gwrun` needs beyond std:
+//! signal delivery through a self-pipe, process groups, reaping, poll.
+//! Every `unsafe` block is a single syscall on values we own.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// Write end of the self-pipe, read by the signal handler.
+static SIG_PIPE_W: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    let fd = SIG_PIPE_W.load(Ordering::Relaxed);
+    if fd >= 0 {
+        let b = sig as u8;
+        // SAFETY: write(2) is async-signal-safe; the buffer is a local byte.
+        // A full pipe (EAGAIN) just drops the byte: a signal of the same
+        // kind is already pending in it.
+        unsafe { libc::write(fd, &b as *const u8 as *const libc::c_void, 1) };
+    }
+}
+
+/// The signals `gwrun` watches: children exiting, and requests to stop.
+pub const WATCHED: [libc::c_int; 5] = [libc::SIGCHLD, libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// Installs handlers that turn the watched signals into bytes on a pipe, so
+/// the poll loop sees them as ordinary readable events. Returns the read end.
+pub fn signal_pipe() -> io::Result<OwnedFd> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 fills the two-element array we pass.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 just created these descriptors; we own them.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // The write end must live as long as the handlers: leak it on purpose.
+    SIG_PIPE_W.store(w.as_raw_fd(), Ordering::SeqCst);
+    std::mem::forget(w);
+    for sig in WATCHED {
+        // SAFETY: a zeroed sigaction is a valid starting point; we set the
+        // handler, an empty mask and flags, then install it.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            sa.sa_flags = libc::SA_RESTART | if sig == libc::SIGCHLD { libc::SA_NOCLDSTOP } else { 0 };
+            if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// Drains the self-pipe: the signals that arrived since the last call.
+pub fn read_signals(fd: RawFd) -> Vec<libc::c_int> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 64];
+    loop {
+        // SAFETY: reading into a local buffer of the given length.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        out.extend(buf[..n as usize].iter().map(|&b| b as libc::c_int));
+    }
+    out
+}
+
+/// Makes `gwrun` the reaper of orphaned descendants, so grandchildren that
+/// outlive their rank are re-parented to us and can be killed and reaped
+/// instead of lingering under init.
+pub fn become_subreaper() {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+}
+
+/// Sends `sig` to the process group `pgid` (ignoring "no such group").
+pub fn kill_group(pgid: i32, sig: libc::c_int) {
+    if pgid > 1 {
+        // SAFETY: kill(2) with a negative pid targets exactly that group.
+        unsafe { libc::kill(-pgid, sig) };
+    }
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+/// Reaps one exited child if any: `Some((pid, exit))`, `None` if none is ready.
+pub fn reap_one() -> Option<(i32, Exit)> {
+    let mut status = 0;
+    // SAFETY: waitpid writes the status into our local.
+    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+    if pid <= 0 {
+        return None;
+    }
+    let exit = if libc::WIFSIGNALED(status) { Exit::Signal(libc::WTERMSIG(status)) } else { Exit::Code(libc::WEXITSTATUS(status)) };
+    Some((pid, exit))
+}
+
+/// `poll(2)` over `fds`, retrying nothing: EINTR returns Ok(0).
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<usize> {
+    // SAFETY: the slice is a valid array of pollfd of the given length.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(n as usize)
+}
+
+/// Puts a descriptor in non-blocking mode (our ends of pipes and sockets).
+pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        if fl < 0 || libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A connected `AF_UNIX` stream pair, both ends close-on-exec (the child's
+/// end is made inheritable only in the child, between fork and exec).
+pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: socketpair fills the two-element array we pass.
+    if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: just created, owned by us.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// `read(2)` into `buf`: Ok(0) at end of file, WouldBlock when empty.
+pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: reading into a buffer of the given length.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// `write(2)` of `buf`: how much was written.
+pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: writing from a buffer of the given length.
+    let n = unsafe { libc::write(fd, buf.as_ptr() as *const libc::c_void, buf.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// Writes all of `buf` to a blocking descriptor (our stdout/stderr),
+/// giving up silently if the reader went away: the job must not die
+/// because nobody reads its output.
+pub fn write_all_blocking(fd: RawFd, mut buf: &[u8]) {
+    while !buf.is_empty() {
+        match write(fd, buf) {
+            Ok(0) => return,
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let mut p = [libc::pollfd { fd, events: libc::POLLOUT, revents: 0 }];
+                let _ = poll(&mut p, 1000);
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// `SIGKILL`, `SIGTERM`, … for messages.
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSYS => "SIGSYS",
+        _ => return format!("SIG{sig}"),
+    };
+    name.to_string()
+}
+
+/// The OS message of an I/O error without Rust's " (os error N)" suffix.
+pub fn os_message(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
