@@ -440,7 +440,7 @@ impl FormatBuilder {
         let a = self.arch.align_of(&ty) as u64;
         let off = self.next.div_ceil(a) * a;
         self.align = self.align.max(a as u32);
-        self.next = off + ty.size(self.arch.pointer_size);
+        self.next = off.saturating_add(ty.size(self.arch.pointer_size));
         self.fields.push(Field { name: name.into(), ty, offset: off.min(u32::MAX as u64) as u32, default: None });
         self
     }
@@ -458,7 +458,7 @@ impl FormatBuilder {
     pub fn field_at(mut self, name: impl Into<String>, ty: FieldType, offset: u32) -> Self {
         let a = self.arch.align_of(&ty);
         self.align = self.align.max(a);
-        self.next = self.next.max(offset as u64 + ty.size(self.arch.pointer_size));
+        self.next = self.next.max((offset as u64).saturating_add(ty.size(self.arch.pointer_size)));
         self.fields.push(Field { name: name.into(), ty, offset, default: None });
         self
     }
