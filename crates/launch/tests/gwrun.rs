@@ -1,0 +1,383 @@
+//! End-to-end tests of `gwrun` with the `pmi_check` example as the rank
+//! program. Every test bounds itself twice: `gwrun --timeout` and a
+//! test-side deadline that kills `gwrun` and fails.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const GWRUN: &str = env!("CARGO_BIN_EXE_gwrun");
+
+/// `cargo test` builds the examples next to the binaries' directory.
+fn pmi_check() -> String {
+    let p = PathBuf::from(GWRUN).parent().unwrap().join("examples").join("pmi_check");
+    assert!(p.exists(), "{} missing: run `cargo test -p gridwire-launch` (it builds the examples)", p.display());
+    p.to_string_lossy().into_owned()
+}
+
+struct Out {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
+impl Out {
+    fn code(&self) -> i32 {
+        self.status.code().unwrap_or(-1)
+    }
+}
+
+fn spawn_reader<R: Read + Send + 'static>(r: R) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+fn wait_bounded(child: &mut Child, limit: Duration) -> ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("gwrun did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn collect(rx: &mpsc::Receiver<String>) -> String {
+    let mut s = String::new();
+    while let Ok(l) = rx.recv_timeout(Duration::from_secs(5)) {
+        s.push_str(&l);
+        s.push('\n');
+    }
+    s
+}
+
+fn run_with(cmd: &mut Command, limit: Duration) -> Out {
+    let start = Instant::now();
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let out_rx = spawn_reader(child.stdout.take().unwrap());
+    let err_rx = spawn_reader(child.stderr.take().unwrap());
+    let status = wait_bounded(&mut child, limit);
+    let elapsed = start.elapsed();
+    Out { status, stdout: collect(&out_rx), stderr: collect(&err_rx), elapsed }
+}
+
+fn gwrun(args: &[&str]) -> Out {
+    let mut c = Command::new(GWRUN);
+    c.args(args);
+    c.env_remove("MPIEXEC_TIMEOUT");
+    run_with(&mut c, Duration::from_secs(60))
+}
+
+/// The numbers after `word` in lines like `rank 1 pid 123`.
+fn values(stdout: &str, word: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.iter().position(|x| *x == word).and_then(|i| w.get(i + 1)).map(|s| s.to_string())
+        })
+        .collect()
+}
+
+fn alive(pid: &str) -> bool {
+    // A zombie would still have /proc/<pid>; gwrun reaps everything, so
+    // after it exits the entry must be gone (or belong to a new process,
+    // which is not a zombie of ours: check the state as well).
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+fn only_rank_output(stdout: &str) {
+    for l in stdout.lines() {
+        assert!(l.starts_with("rank ") || l.starts_with('['), "unexpected stdout line {l:?}");
+        assert!(!l.contains("gwrun"), "gwrun wrote to stdout: {l:?}");
+    }
+}
+
+#[test]
+fn pmi_put_get_barrier_four_ranks() {
+    let p = pmi_check();
+    let o = gwrun(&["-n", "4", "--timeout", "30", &p]);
+    assert_eq!(o.code(), 0, "stderr: {}", o.stderr);
+    assert_eq!(o.stdout.matches("kvs ok").count(), 4, "{}", o.stdout);
+    for r in 0..4 {
+        assert!(o.stdout.contains(&format!("rank {r} of 4: kvs ok")), "{}", o.stdout);
+    }
+    only_rank_output(&o.stdout);
+    assert!(o.stderr.is_empty(), "unexpected stderr: {}", o.stderr);
+}
+
+#[test]
+fn np_alias_and_separator() {
+    let p = pmi_check();
+    let o = gwrun(&["-np", "2", "--timeout", "30", "--", &p]);
+    assert_eq!(o.code(), 0, "stderr: {}", o.stderr);
+    assert_eq!(o.stdout.matches("kvs ok").count(), 2);
+}
+
+#[test]
+fn sigkilled_rank_tears_down_job_and_cleans_up() {
+    let p = pmi_check();
+    let o = gwrun(&["-n", "3", "--timeout", "50", &p, "--pid", "--child", "--shm", "--kill", "1", "9", "--sleep", "40"]);
+    assert_eq!(o.code(), 128 + 9, "stderr: {}", o.stderr);
+    assert!(o.elapsed < Duration::from_secs(10), "teardown took {:?}", o.elapsed);
+    assert!(o.stderr.contains("gwrun: rank 1 (pid "), "{}", o.stderr);
+    assert!(o.stderr.contains("SIGKILL"), "{}", o.stderr);
+    let pids = values(&o.stdout, "pid");
+    let children = values(&o.stdout, "child");
+    assert_eq!(pids.len(), 3, "{}", o.stdout);
+    assert_eq!(children.len(), 3, "{}", o.stdout);
+    for pid in pids.iter().chain(&children) {
+        assert!(!alive(pid), "process {pid} survived the job");
+    }
+    let segs = values(&o.stdout, "shm");
+    assert_eq!(segs.len(), 3);
+    for s in segs {
+        assert!(!std::path::Path::new(&s).exists(), "{s} was not removed");
+    }
+    only_rank_output(&o.stdout);
+}
+
+#[test]
+fn shm_removed_after_success_too() {
+    let p = pmi_check();
+    let o = gwrun(&["-n", "2", "--timeout", "30", &p, "--shm"]);
+    assert_eq!(o.code(), 0, "{}", o.stderr);
+    for s in values(&o.stdout, "shm") {
+        assert!(!std::path::Path::new(&s).exists(), "{s} was not removed");
+    }
+}
+
+#[test]
+fn nonzero_exit_propagates() {
+    let p = pmi_check();
+    let o = gwrun(&["-n", "3", "--timeout", "50", &p, "--exit", "2", "5", "--sleep", "40"]);
+    assert_eq!(o.code(), 5, "stderr: {}", o.stderr);
+    assert!(o.elapsed < Duration::from_secs(10));
+    assert!(o.stderr.contains("rank 2") && o.stderr.contains("status 5"), "{}", o.stderr);
+}
+
+#[test]
+fn exit_zero_without_finalize_is_a_failure() {
+    let p = pmi_check();
+    let o = gwrun(&["-n", "2", "--timeout", "50", &p, "--nofinalize", "0", "--sleep", "40"]);
+    assert_ne!(o.code(), 0);
+    assert!(o.elapsed < Duration::from_secs(10));
+    assert!(o.stderr.contains("rank 0") && o.stderr.contains("without calling PMI finalize"), "{}", o.stderr);
+}
+
+#[test]
+fn pmi_abort_ends_job_with_message() {
+    let p = pmi_check();
+    let o = gwrun(&["-n", "3", "--timeout", "50", &p, "--abort", "1", "7", "--sleep", "40"]);
+    assert_eq!(o.code(), 7, "stderr: {}", o.stderr);
+    assert!(o.elapsed < Duration::from_secs(10));
+    assert!(o.stderr.contains("rank 1") && o.stderr.contains("gives up on purpose"), "{}", o.stderr);
+}
+
+#[test]
+fn timeout_kills_the_job() {
+    let p = pmi_check();
+    let o = gwrun(&["-n", "2", "--timeout", "1", &p, "--pid", "--sleep", "40"]);
+    assert_eq!(o.code(), 124, "stderr: {}", o.stderr);
+    assert!(o.elapsed < Duration::from_secs(8), "{:?}", o.elapsed);
+    assert!(o.stderr.contains("timed out"), "{}", o.stderr);
+    for pid in values(&o.stdout, "pid") {
+        assert!(!alive(&pid));
+    }
+}
+
+#[test]
+fn mpiexec_timeout_env() {
+    let p = pmi_check();
+    let mut c = Command::new(GWRUN);
+    c.args(["-n", "1", &p, "--sleep", "40"]).env("MPIEXEC_TIMEOUT", "1");
+    let o = run_with(&mut c, Duration::from_secs(30));
+    assert_eq!(o.code(), 124, "{}", o.stderr);
+}
+
+#[test]
+fn tag_output_prefixes_rank() {
+    let p = pmi_check();
+    let o = gwrun(&["-n", "3", "--tag-output", "--timeout", "30", &p]);
+    assert_eq!(o.code(), 0, "{}", o.stderr);
+    assert_eq!(o.stdout.lines().count(), 3);
+    for l in o.stdout.lines() {
+        let (tag, rest) = l.split_once("] ").expect("tagged line");
+        let r = tag.trim_start_matches('[');
+        assert!(rest.starts_with(&format!("rank {r} ")), "{l:?}");
+    }
+}
+
+#[test]
+fn long_lines_do_not_interleave() {
+    let p = pmi_check();
+    let o = gwrun(&["-n", "4", "--timeout", "30", &p, "--lines", "200"]);
+    assert_eq!(o.code(), 0, "{}", o.stderr);
+    let mut n = 0;
+    for l in o.stdout.lines() {
+        if l.contains(" line ") {
+            n += 1;
+            assert!(l.ends_with(&"x".repeat(3000)) && l.matches("rank").count() == 1, "mangled line {}", &l[..80.min(l.len())]);
+        }
+    }
+    assert_eq!(n, 800);
+}
+
+#[test]
+fn emulated_hosts_place_ranks_in_blocks() {
+    let p = pmi_check();
+    let o = gwrun(&["-n", "4", "--emulate-hosts", "2", "--timeout", "30", &p, "--env"]);
+    assert_eq!(o.code(), 0, "{}", o.stderr);
+    let mut hosts = vec![String::new(); 4];
+    for l in o.stdout.lines().filter(|l| l.contains(" host ")) {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        hosts[w[1].parse::<usize>().unwrap()] = w[3].to_string();
+    }
+    assert!(hosts[0].ends_with("#emu0") && hosts[1].ends_with("#emu0"), "{hosts:?}");
+    assert!(hosts[2].ends_with("#emu1") && hosts[3].ends_with("#emu1"), "{hosts:?}");
+    let real = hosts[0].split('#').next().unwrap();
+    assert!(real.contains(':'), "host id is hostname:boot_id, got {real}");
+    let jobs = values(&o.stdout, "job");
+    assert!(jobs.iter().all(|j| j == &jobs[0]) && !jobs[0].is_empty() && jobs[0] != "-");
+    assert!(values(&o.stdout, "secret_len").iter().all(|s| s == "64"));
+
+    // Without emulation GW_HOST_ID is left to the runtime.
+    let o = gwrun(&["-n", "2", "--timeout", "30", &p, "--env"]);
+    assert_eq!(values(&o.stdout, "host"), vec!["-", "-"]);
+}
+
+#[test]
+fn hostfile_places_ranks() {
+    let p = pmi_check();
+    let dir = std::env::temp_dir().join(format!("gwrun-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hf = dir.join("hosts");
+    std::fs::write(&hf, "# test\nalpha:1\nbeta slots=2\n").unwrap();
+    let o = gwrun(&["-n", "3", "--hostfile", hf.to_str().unwrap(), "--timeout", "30", &p, "--env"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(o.code(), 0, "{}", o.stderr);
+    let mut hosts = vec![String::new(); 3];
+    for l in o.stdout.lines().filter(|l| l.contains(" host ")) {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        hosts[w[1].parse::<usize>().unwrap()] = w[3].to_string();
+    }
+    assert!(hosts[0].ends_with("#alpha") && hosts[1].ends_with("#beta") && hosts[2].ends_with("#beta"), "{hosts:?}");
+}
+
+#[test]
+fn stats_matrix_on_stderr() {
+    let p = pmi_check();
+    let o = gwrun(&["-n", "4", "--emulate-hosts", "2", "--stats", "--timeout", "30", &p, "--stats"]);
+    assert_eq!(o.code(), 0, "{}", o.stderr);
+    assert!(o.stderr.contains("gwrun: communication matrix"), "{}", o.stderr);
+    assert!(o.stderr.contains("shm 1/8") && o.stderr.contains("tcp 3/24"), "{}", o.stderr);
+    assert!(o.stderr.contains("placement: emu0: ranks 0-1; emu1: ranks 2-3"), "{}", o.stderr);
+    assert!(o.stderr.lines().all(|l| l.starts_with("gwrun: ")), "{}", o.stderr);
+    only_rank_output(&o.stdout);
+    // Ranks that publish nothing: the matrix still prints.
+    let o = gwrun(&["-n", "2", "--stats", "--timeout", "30", &p]);
+    assert_eq!(o.code(), 0);
+    assert!(o.stderr.contains("no (readable) statistics from rank(s) 0,1"), "{}", o.stderr);
+}
+
+#[test]
+fn missing_program_is_a_clear_error() {
+    let o = gwrun(&["-n", "2", "--timeout", "30", "/nonexistent/gw-no-such-program"]);
+    assert_eq!(o.code(), 127);
+    assert!(
+        o.stderr.contains("gwrun: cannot execute '/nonexistent/gw-no-such-program': No such file or directory"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn plain_programs_without_pmi() {
+    let o = gwrun(&["-n", "3", "--timeout", "30", "echo", "hello"]);
+    assert_eq!(o.code(), 0, "{}", o.stderr);
+    assert_eq!(o.stdout, "hello\nhello\nhello\n");
+    let o = gwrun(&["-n", "2", "--timeout", "30", "sh", "-c", "exit 3"]);
+    assert_eq!(o.code(), 3);
+    let o = gwrun(&["-n", "2", "--timeout", "30", "sh", "-c", "kill -SEGV $$"]);
+    assert_eq!(o.code(), 128 + 11);
+    assert!(o.stderr.contains("SIGSEGV"), "{}", o.stderr);
+}
+
+#[test]
+fn sigterm_to_gwrun_is_forwarded() {
+    let p = pmi_check();
+    let mut child = Command::new(GWRUN)
+        .args(["-n", "2", "--timeout", "50", &p, "--pid", "--child", "--sleep", "40"])
+        .env_remove("MPIEXEC_TIMEOUT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = spawn_reader(child.stdout.take().unwrap());
+    let err = spawn_reader(child.stderr.take().unwrap());
+    // Wait until both ranks are up and past the barrier.
+    let mut lines = Vec::new();
+    let start = Instant::now();
+    while lines.iter().filter(|l: &&String| l.contains("kvs ok")).count() < 2 {
+        match out.recv_timeout(Duration::from_secs(1)) {
+            Ok(l) => lines.push(l),
+            Err(_) if start.elapsed() > Duration::from_secs(20) => {
+                let _ = child.kill();
+                panic!("ranks did not start: {lines:?}");
+            }
+            Err(_) => {}
+        }
+    }
+    // SAFETY (test): signal the gwrun we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let t = Instant::now();
+    let status = wait_bounded(&mut child, Duration::from_secs(15));
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    let stderr = collect(&err);
+    assert!(stderr.contains("received SIGTERM"), "{stderr}");
+    let all = lines.join("\n") + "\n";
+    for pid in values(&all, "pid").iter().chain(&values(&all, "child")) {
+        assert!(!alive(pid), "process {pid} survived");
+    }
+}
+
+#[test]
+fn same_program_under_mpich_hydra() {
+    let Ok(path) = which("mpiexec.mpich") else {
+        println!("SKIPPED: mpiexec.mpich not installed (Debian package mpich)");
+        return;
+    };
+    let p = pmi_check();
+    let mut c = Command::new(path);
+    c.args(["-n", "3", &p]).env("MPIEXEC_TIMEOUT", "30");
+    let o = run_with(&mut c, Duration::from_secs(60));
+    assert_eq!(o.code(), 0, "stdout {} stderr {}", o.stdout, o.stderr);
+    assert_eq!(o.stdout.matches("kvs ok").count(), 3, "{}", o.stdout);
+}
+
+fn which(name: &str) -> Result<PathBuf, ()> {
+    let path = std::env::var_os("PATH").ok_or(())?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.exists()).ok_or(())
+}
