@@ -109,7 +109,7 @@ impl Producer {
     /// writable bytes (8-aligned, `cap` a power of two ≥ 64), both valid for
     /// the producer's lifetime, and no other producer may exist for the ring.
     pub unsafe fn new(hdr: *const RingHeader, data: *mut u8, cap: usize) -> Self {
-        assert!(cap.is_power_of_two() && cap >= 64 && data as usize % 8 == 0);
+        assert!(cap.is_power_of_two() && cap >= 64 && (data as usize) & 7 == 0);
         // SAFETY: hdr is valid per the contract.
         let h = unsafe { &*hdr };
         let head = h.head.v.load(Ordering::Relaxed);
@@ -199,7 +199,7 @@ impl Consumer {
     /// As for [`Producer::new`], with `data` readable; no other consumer may
     /// exist for the ring.
     pub unsafe fn new(hdr: *const RingHeader, data: *const u8, cap: usize) -> Self {
-        assert!(cap.is_power_of_two() && cap >= 64 && data as usize % 8 == 0);
+        assert!(cap.is_power_of_two() && cap >= 64 && (data as usize) & 7 == 0);
         // SAFETY: hdr is valid per the contract.
         let h = unsafe { &*hdr };
         let tail = h.tail.v.load(Ordering::Relaxed);
@@ -224,7 +224,7 @@ impl Consumer {
                 }
             }
             let avail = self.cached_head.wrapping_sub(self.tail);
-            if avail > self.cap || avail % 8 != 0 {
+            if avail > self.cap || avail & 7 != 0 {
                 return Err(Corrupt(format!("head {} / tail {} inconsistent", self.cached_head, self.tail)));
             }
             let pos = self.tail & (self.cap - 1);

@@ -1,0 +1,96 @@
+//! The bytes of the two kinds of segments, shared by every process of a job.
+//!
+//! Control segment `gw-<job>-<ctx>`, created by context `ctx` at init and kept
+//! until its shutdown (senders open it by name whenever they connect):
+//!
+//! ```text
+//!   0  CtrlIdent  magic, ctx, size, pid                 (written once at creation)
+//! 128  attach     AtomicU64, bumped by each connecting sender (alone on its line,
+//!                 so the owner's per-poll load stays in its cache until it changes)
+//! 256  slots      [AtomicU32; size]: slot `src` = 1 when `gw-<job>-<src>-to-<ctx>` is ready
+//! ```
+//!
+//! Pair segment `gw-<job>-<src>-to-<dst>`, created by the sender `src` on its
+//! first `connect`, unlinked by the receiver as soon as it has mapped it:
+//!
+//! ```text
+//!    0  PairIdent  magic, src, dst, sender pid, ring capacity, CMA probe address/value
+//!  128  RxState    cma (0 unknown, 1 usable, 2 not), attached, closed — written by the receiver
+//!  256  done       AtomicU64: last rendezvous token the receiver has copied
+//!  384  RingHeader head, tail (one line each)
+//! 4096  ring data  `cap` bytes
+//! ```
+
+use super::ring::RingHeader;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+pub const CTRL_MAGIC: u64 = u64::from_le_bytes(*b"GWSHMCT1");
+pub const PAIR_MAGIC: u64 = u64::from_le_bytes(*b"GWSHMPR1");
+
+/// A value alone on its (pair of) cache line(s).
+#[repr(C, align(128))]
+pub struct Padded<T>(pub T);
+
+#[repr(C)]
+pub struct CtrlIdent {
+    pub magic: u64,
+    pub ctx: u32,
+    pub size: u32,
+    pub pid: u32,
+}
+
+#[repr(C)]
+pub struct CtrlHeader {
+    pub ident: Padded<CtrlIdent>,
+    pub attach: Padded<AtomicU64>,
+    // followed by `size` AtomicU32 slots
+}
+
+pub const CTRL_SLOTS_OFF: usize = std::mem::size_of::<CtrlHeader>();
+
+pub fn ctrl_len(size: u32) -> usize {
+    (CTRL_SLOTS_OFF + 4 * size as usize).next_multiple_of(4096)
+}
+
+#[repr(C)]
+pub struct PairIdent {
+    pub magic: u64,
+    pub src: u32,
+    pub dst: u32,
+    pub pid: u32,
+    pub _r: u32,
+    pub cap: u64,
+    pub probe_addr: u64,
+    pub probe_val: u64,
+}
+
+pub const CMA_UNKNOWN: u32 = 0;
+pub const CMA_OK: u32 = 1;
+pub const CMA_NO: u32 = 2;
+
+#[repr(C)]
+pub struct RxState {
+    pub cma: AtomicU32,
+    pub attached: AtomicU32,
+    pub closed: AtomicU32,
+}
+
+#[repr(C)]
+pub struct PairHeader {
+    pub ident: Padded<PairIdent>,
+    pub rx: Padded<RxState>,
+    pub done: Padded<AtomicU64>,
+    pub ring: RingHeader,
+}
+
+/// Offset of the ring data in a pair segment (page-aligned).
+pub const PAIR_DATA_OFF: usize = 4096;
+const _: () = assert!(std::mem::size_of::<PairHeader>() <= PAIR_DATA_OFF);
+
+pub fn ctrl_name(job: &str, ctx: u32) -> String {
+    format!("gw-{job}-{ctx}")
+}
+
+pub fn pair_name(job: &str, src: u32, dst: u32) -> String {
+    format!("gw-{job}-{src}-to-{dst}")
+}

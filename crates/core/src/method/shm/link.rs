@@ -1,0 +1,433 @@
+//! The sending side of a pair: one [`ShmLink`] per (this context, peer).
+//!
+//! Three ways a message goes, chosen by size:
+//! - up to `eager_max`: one ring record, gathered straight from the caller's iovecs;
+//! - larger, when the receiver proved it can read us (`RxState::cma == CMA_OK`):
+//!   a rendezvous record `{token, total, n, (addr, len)×n}`; the receiver copies
+//!   with `process_vm_readv` and publishes `done = token`; we wait for that
+//!   before returning, because the caller may reuse its buffers;
+//! - otherwise: fragments through the ring (`FIRST {total, data}`, `MORE {data}`…),
+//!   reassembled by the receiver.
+//!
+//! When the ring is full we drive progress and retry; when we may not wait
+//! (`Waiter::progress` returned false: inside a handler), we copy the message
+//! into a per-link FIFO backlog that the method's `poll` flushes. Once a
+//! backlog exists every later message goes behind it, so order per link holds.
+//! A multi-record (fragmented) message owns the producer (`busy`) from its first
+//! fragment to its last, so nothing interleaves with it.
+
+use super::layout::{PairHeader, CMA_OK, CMA_UNKNOWN, PAIR_DATA_OFF};
+use super::ring::Producer;
+use super::segment::Segment;
+use super::{Shared, MAX_RNDV_IOV, TAG_EAGER, TAG_FIRST, TAG_MORE, TAG_RNDV};
+use crate::error::{Error, Result};
+use crate::method::{iov_len, Link, Waiter};
+use std::collections::VecDeque;
+use std::io::IoSlice;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A message we had to copy because we could not wait.
+struct Pending {
+    data: Vec<u8>,
+    /// Bytes of `data` already sent as fragments.
+    off: usize,
+    /// The `FIRST` fragment is out (the rest continues as `MORE`).
+    cont: bool,
+}
+
+struct Out {
+    prod: Producer,
+    backlog: VecDeque<Pending>,
+    /// A fragmented message is being written by a thread that released the lock to wait.
+    busy: bool,
+    next_token: u64,
+    /// Owned buffers of rendezvous the receiver has not copied yet.
+    inflight: VecDeque<(u64, Vec<u8>)>,
+    /// Counted in `Shared::pending_links`.
+    listed: bool,
+}
+
+pub struct ShmLink {
+    peer: u32,
+    /// Receiver's pid, when it is in our pid namespace (for liveness checks).
+    peer_pid: Option<libc::pid_t>,
+    shared: Arc<Shared>,
+    out: Mutex<Out>,
+    // Last: the mapping outlives the producer's pointers into it.
+    seg: Segment,
+}
+
+enum Plan {
+    Cma,
+    Chunked,
+    Queue,
+}
+
+impl ShmLink {
+    /// # Safety
+    /// `seg` must be a freshly created pair segment with an initialised ring
+    /// of `cap` bytes at `PAIR_DATA_OFF`, and no other producer for it.
+    pub(super) unsafe fn new(peer: u32, peer_pid: Option<libc::pid_t>, shared: Arc<Shared>, seg: Segment, cap: usize) -> Self {
+        let base = seg.as_ptr();
+        // SAFETY: per the contract: the header and data are inside the mapping,
+        // which the link keeps alive as long as the producer.
+        let prod = unsafe {
+            Producer::new(&(*(base as *const PairHeader)).ring, base.add(PAIR_DATA_OFF), cap)
+        };
+        ShmLink {
+            peer,
+            peer_pid,
+            shared,
+            out: Mutex::new(Out { prod, backlog: VecDeque::new(), busy: false, next_token: 0, inflight: VecDeque::new(), listed: false }),
+            seg,
+        }
+    }
+
+    fn hdr(&self) -> &PairHeader {
+        // SAFETY: the segment is mapped for our lifetime and starts with a PairHeader.
+        unsafe { &*(self.seg.as_ptr() as *const PairHeader) }
+    }
+
+    pub(super) fn segment_name(&self) -> &str {
+        self.seg.name()
+    }
+
+    /// Whether the receiver ever mapped the pair, and whether it took everything.
+    pub(super) fn attached_or_drained(&self) -> bool {
+        self.hdr().rx.0.attached.load(Ordering::Acquire) != 0 || self.lock().prod.is_drained()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Out> {
+        self.out.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn fail(&self, reason: impl Into<String>) -> Error {
+        Error::LinkFailed { peer: self.peer, method: "shm", reason: reason.into() }
+    }
+
+    /// Cheap state checks (two loads).
+    fn check(&self) -> Result<()> {
+        if self.shared.closed.load(Ordering::Relaxed) {
+            return Err(Error::Shutdown);
+        }
+        if self.hdr().rx.0.closed.load(Ordering::Relaxed) != 0 {
+            return Err(self.fail("the receiver has shut down or dropped the link"));
+        }
+        Ok(())
+    }
+
+    /// The expensive check, every few hundred waits: is the receiver still alive?
+    fn check_alive(&self) -> Result<()> {
+        self.check()?;
+        if let Some(pid) = self.peer_pid {
+            // SAFETY: signal 0 only checks existence/permission.
+            if unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+                return Err(self.fail(format!("receiving process {pid} has exited")));
+            }
+        }
+        Ok(())
+    }
+
+    /// One wait step: drives progress; every 256 steps checks the peer.
+    fn step(&self, n: &mut u32, waiter: &dyn Waiter) -> Result<bool> {
+        *n = n.wrapping_add(1);
+        if *n & 255 == 0 {
+            self.check_alive()?;
+        }
+        Ok(waiter.progress())
+    }
+
+    fn send_eager(&self, iov: &[IoSlice<'_>], waiter: &dyn Waiter) -> Result<()> {
+        let mut n = 0;
+        loop {
+            {
+                let mut g = self.lock();
+                if !g.busy && g.backlog.is_empty() && g.prod.try_push(TAG_EAGER, iov) {
+                    return Ok(());
+                }
+            }
+            if !self.step(&mut n, waiter)? {
+                self.enqueue(concat(iov, 0));
+                return Ok(());
+            }
+        }
+    }
+
+    /// Decides how a large message goes. May drive progress once (to learn
+    /// whether we may wait, before exposing the caller's buffer to the peer).
+    fn plan(&self, iov: &[IoSlice<'_>], waiter: &dyn Waiter) -> Result<Plan> {
+        if !self.shared.cfg.cma || iov.len() > MAX_RNDV_IOV {
+            return Ok(Plan::Chunked);
+        }
+        let mut n = 0;
+        loop {
+            match self.hdr().rx.0.cma.load(Ordering::Acquire) {
+                CMA_OK => {
+                    return Ok(if self.step(&mut n, waiter)? { Plan::Cma } else { Plan::Queue });
+                }
+                CMA_UNKNOWN => {
+                    // The receiver has not attached yet; it will on its next
+                    // poll, which it needs anyway to take this message.
+                    if !self.step(&mut n, waiter)? {
+                        return Ok(Plan::Queue);
+                    }
+                }
+                _ => return Ok(Plan::Chunked),
+            }
+        }
+    }
+
+    fn send_cma(&self, iov: &[IoSlice<'_>], total: usize, waiter: &dyn Waiter) -> Result<()> {
+        let mut rec = rndv_record(0, total, iov.iter().map(|s| (s.as_ptr() as u64, s.len() as u64)));
+        let mut n = 0;
+        let token = loop {
+            {
+                let mut g = self.lock();
+                if !g.busy && g.backlog.is_empty() {
+                    let token = g.next_token + 1;
+                    rec[..8].copy_from_slice(&token.to_le_bytes());
+                    if g.prod.try_push(TAG_RNDV, &[IoSlice::new(&rec)]) {
+                        g.next_token = token;
+                        break token;
+                    }
+                }
+            }
+            if !self.step(&mut n, waiter)? {
+                self.enqueue(concat(iov, 0));
+                return Ok(());
+            }
+        };
+        // The receiver may be reading the caller's buffers now: we must not
+        // return before it is done, even if progress says we should not wait.
+        let done = &self.hdr().done.0;
+        let mut spins = 0u32;
+        while done.load(Ordering::Acquire) < token {
+            if !self.step(&mut n, waiter)? {
+                spins += 1;
+                if spins & 63 == 0 {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn send_chunked(&self, iov: &[IoSlice<'_>], total: usize, waiter: &dyn Waiter) -> Result<()> {
+        let chunk = self.shared.cfg.chunk;
+        let mut n = 0;
+        let mut g = loop {
+            let g = self.lock();
+            if !g.busy && g.backlog.is_empty() {
+                break g;
+            }
+            drop(g);
+            if !self.step(&mut n, waiter)? {
+                self.enqueue(concat(iov, 0));
+                return Ok(());
+            }
+        };
+        g.busy = true;
+        let hdr = (total as u64).to_le_bytes();
+        let mut parts: Vec<IoSlice<'_>> = Vec::with_capacity(iov.len() + 1);
+        let (mut off, mut first) = (0usize, true);
+        loop {
+            while off < total {
+                let len = chunk.min(total - off);
+                parts.clear();
+                if first {
+                    parts.push(IoSlice::new(&hdr));
+                }
+                sub_iov(iov, off, len, &mut parts);
+                if !g.prod.try_push(if first { TAG_FIRST } else { TAG_MORE }, &parts) {
+                    break;
+                }
+                off += len;
+                first = false;
+            }
+            if off == total {
+                g.busy = false;
+                self.flush_locked(&mut g);
+                return Ok(());
+            }
+            drop(g);
+            let r = self.step(&mut n, waiter);
+            g = self.lock();
+            match r {
+                Ok(true) => {}
+                Ok(false) => {
+                    // Goes before anything queued meanwhile: those were sent after us.
+                    g.backlog.push_front(Pending { data: concat(iov, off), off: 0, cont: !first });
+                    g.busy = false;
+                    self.flush_locked(&mut g);
+                    return Ok(());
+                }
+                Err(e) => {
+                    g.busy = false;
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    fn enqueue(&self, data: Vec<u8>) {
+        let mut g = self.lock();
+        g.backlog.push_back(Pending { data, off: 0, cont: false });
+        self.flush_locked(&mut g);
+    }
+
+    /// Flushes what it can of the backlog (called by `poll` too); frees
+    /// rendezvous buffers the receiver has copied.
+    pub(super) fn flush(&self) {
+        if let Ok(mut g) = self.out.try_lock() {
+            self.flush_locked(&mut g);
+        }
+    }
+
+    fn flush_locked(&self, g: &mut Out) {
+        let cfg = &self.shared.cfg;
+        while !g.busy {
+            let Out { prod, backlog, next_token, inflight, .. } = &mut *g;
+            let Some(p) = backlog.front_mut() else { break };
+            let sent = if !p.cont && p.data.len() <= cfg.eager_max {
+                prod.try_push(TAG_EAGER, &[IoSlice::new(&p.data)])
+            } else if !p.cont && cfg.cma && self.hdr().rx.0.cma.load(Ordering::Acquire) == CMA_OK {
+                let token = *next_token + 1;
+                let rec = rndv_record(token, p.data.len(), [(p.data.as_ptr() as u64, p.data.len() as u64)].into_iter());
+                if prod.try_push(TAG_RNDV, &[IoSlice::new(&rec)]) {
+                    *next_token = token;
+                    // The Vec's heap buffer does not move with the Vec.
+                    inflight.push_back((token, std::mem::take(&mut p.data)));
+                    true
+                } else {
+                    false
+                }
+            } else {
+                let total = p.data.len();
+                let hdr = (total as u64).to_le_bytes();
+                loop {
+                    if p.off == total && p.cont {
+                        break true;
+                    }
+                    let len = cfg.chunk.min(total - p.off);
+                    let piece = IoSlice::new(&p.data[p.off..p.off + len]);
+                    let ok = if p.cont {
+                        prod.try_push(TAG_MORE, &[piece])
+                    } else {
+                        prod.try_push(TAG_FIRST, &[IoSlice::new(&hdr), piece])
+                    };
+                    if !ok {
+                        break false;
+                    }
+                    p.off += len;
+                    p.cont = true;
+                }
+            };
+            if !sent {
+                break;
+            }
+            backlog.pop_front();
+        }
+        let done = self.hdr().done.0.load(Ordering::Acquire);
+        while g.inflight.front().is_some_and(|(t, _)| *t <= done) {
+            g.inflight.pop_front();
+        }
+        let want = !g.backlog.is_empty() || !g.inflight.is_empty();
+        if want != g.listed {
+            g.listed = want;
+            if want {
+                self.shared.pending_links.fetch_add(1, Ordering::AcqRel);
+            } else {
+                self.shared.pending_links.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+}
+
+impl Link for ShmLink {
+    fn method(&self) -> &'static str {
+        "shm"
+    }
+
+    fn send(&self, iov: &[IoSlice<'_>], waiter: &dyn Waiter) -> Result<()> {
+        self.check()?;
+        let total = iov_len(iov);
+        if total <= self.shared.cfg.eager_max {
+            return self.send_eager(iov, waiter);
+        }
+        match self.plan(iov, waiter)? {
+            Plan::Cma => self.send_cma(iov, total, waiter),
+            Plan::Chunked => self.send_chunked(iov, total, waiter),
+            Plan::Queue => {
+                self.enqueue(concat(iov, 0));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// `{token, total, n, (addr, len)×n}`, little-endian u64s.
+fn rndv_record(token: u64, total: usize, ranges: impl ExactSizeIterator<Item = (u64, u64)>) -> Vec<u8> {
+    let mut rec = Vec::with_capacity(24 + 16 * ranges.len());
+    rec.extend_from_slice(&token.to_le_bytes());
+    rec.extend_from_slice(&(total as u64).to_le_bytes());
+    rec.extend_from_slice(&(ranges.len() as u64).to_le_bytes());
+    for (a, l) in ranges {
+        rec.extend_from_slice(&a.to_le_bytes());
+        rec.extend_from_slice(&l.to_le_bytes());
+    }
+    rec
+}
+
+/// The bytes of `iov` from offset `from` on, in one owned buffer.
+fn concat(iov: &[IoSlice<'_>], from: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(iov_len(iov) - from);
+    let mut skip = from;
+    for s in iov {
+        if skip >= s.len() {
+            skip -= s.len();
+            continue;
+        }
+        v.extend_from_slice(&s[skip..]);
+        skip = 0;
+    }
+    v
+}
+
+/// Appends to `out` the slices covering bytes `[off, off+len)` of `iov`.
+fn sub_iov<'a>(iov: &'a [IoSlice<'_>], mut off: usize, mut len: usize, out: &mut Vec<IoSlice<'a>>) {
+    for s in iov {
+        if len == 0 {
+            break;
+        }
+        if off >= s.len() {
+            off -= s.len();
+            continue;
+        }
+        let take = (s.len() - off).min(len);
+        out.push(IoSlice::new(&s[off..off + take]));
+        len -= take;
+        off = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iov_helpers() {
+        let a = b"hello ";
+        let b = b"big ";
+        let c = b"world";
+        let iov = [IoSlice::new(a), IoSlice::new(b), IoSlice::new(c)];
+        assert_eq!(concat(&iov, 0), b"hello big world");
+        assert_eq!(concat(&iov, 8), b"g world");
+        let mut out = Vec::new();
+        sub_iov(&iov, 4, 7, &mut out);
+        let got: Vec<u8> = out.iter().flat_map(|s| s.iter().copied()).collect();
+        assert_eq!(got, b"o big w");
+    }
+}
