@@ -12,8 +12,27 @@
 //! metadata and ids), [`record`] (framing, gather encode), [`plan`]
 //! (conversion), [`decode`] (registry, views), [`value`] (reflection, JSON,
 //! foreign writer), [`file`] (record files).
+//!
+//! The derive refuses structs whose in-place view would be unsound:
+//! ```compile_fail
+//! #[derive(gridwire_wire::WireRecord)]
+//! struct NoRepr { x: i32 } // no #[repr(C)]: layout is not defined
+//! ```
+//! ```compile_fail
+//! #[repr(C)]
+//! #[derive(gridwire_wire::WireRecord)]
+//! struct HasBool { b: bool } // bool is not valid for every bit pattern
+//! ```
+//! ```
+//! #[repr(C)]
+//! #[derive(gridwire_wire::WireRecord)]
+//! struct Ok { a: [u8; 3], b: f64 }
+//! use gridwire_wire::WireRecord as _;
+//! assert_eq!(<Ok as gridwire_wire::decode::WireRecord>::format().size(), 16);
+//! ```
 
 pub mod decode;
+pub mod derive_support;
 pub mod error;
 pub mod file;
 pub mod format;
@@ -25,6 +44,8 @@ pub mod value;
 pub mod vectors;
 
 pub use decode::{view, view_bytes, Decoded, Registry, WireRecord};
+/// `#[derive(WireRecord)]` for `#[repr(C)]` structs (see `gridwire-wire-derive`).
+pub use gridwire_wire_derive::WireRecord;
 pub use error::{Result, WireError};
 pub use format::{Arch, ByteOrder, CType, Field, FieldType, Format, FormatBuilder, FormatId};
 pub use plan::{OverflowPolicy, Plan};
