@@ -144,6 +144,7 @@ pub fn run(spec: JobSpec) -> i32 {
         }
     };
     sys::become_subreaper();
+    sys::raise_fd_limit();
     let kvsname = format!("kvs_{job_id}");
     let server = Server::new(spec.n, kvsname, spec.placement.process_mapping());
     let mut job = Job {
@@ -200,14 +201,17 @@ impl Job {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         // Own process group: a teardown signal reaches the rank's children too.
         cmd.process_group(0);
-        // SAFETY: runs in the child between fork and exec and only calls
-        // fcntl(2), which is async-signal-safe, to make the PMI socket
-        // inheritable across exec.
+        // SAFETY: runs in the child between fork and exec and only makes
+        // async-signal-safe system calls: fcntl(2) to make the PMI socket
+        // inheritable across exec, and prctl(2) so that the rank is killed
+        // if gwrun itself dies abruptly (e.g. SIGKILL) instead of running on
+        // unsupervised.
         unsafe {
             cmd.pre_exec(move || {
                 if libc::fcntl(child_fd, libc::F_SETFD, 0) != 0 {
                     return Err(io::Error::last_os_error());
                 }
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
                 Ok(())
             });
         }

@@ -36,7 +36,7 @@ pub fn build(records: &[Option<String>]) -> Matrix {
     let mut have = vec![false; n];
     let parsed: Vec<Option<Value>> = records
         .iter()
-        .map(|r| r.as_deref().and_then(|s| serde_json::from_str::<Value>(s).ok()).filter(|v| v.get("links").map_or(false, Value::is_array)))
+        .map(|r| r.as_deref().and_then(|s| serde_json::from_str::<Value>(s).ok()).filter(|v| v.get("links").is_some_and(Value::is_array)))
         .collect();
     let links = |v: &Value| -> Vec<(usize, Value)> {
         v.get("links")
@@ -104,7 +104,7 @@ pub fn render(m: &Matrix, placement: &str) -> Vec<String> {
             width = width.max(text(f, t).len());
         }
     }
-    let head = format!("from\\to");
+    let head = "from\\to";
     let mut lines = vec!["communication matrix (row = sender, column = receiver)".to_string()];
     let mut h = format!("{head:>8}");
     for t in 0..n {

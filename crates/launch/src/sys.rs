@@ -75,6 +75,20 @@ pub fn become_subreaper() {
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
 }
 
+/// Raises the soft limit on open files to the hard limit: `gwrun` holds
+/// three descriptors per rank, and the common soft limit of 1024 would cap
+/// jobs at about 300 ranks.
+pub fn raise_fd_limit() {
+    // SAFETY: getrlimit/setrlimit on a local struct.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
 /// Sends `sig` to the process group `pgid` (ignoring "no such group").
 pub fn kill_group(pgid: i32, sig: libc::c_int) {
     if pgid > 1 {

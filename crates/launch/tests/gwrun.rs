@@ -381,3 +381,50 @@ fn which(name: &str) -> Result<PathBuf, ()> {
     let path = std::env::var_os("PATH").ok_or(())?;
     std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.exists()).ok_or(())
 }
+
+/// Compatibility the other way round: a real MPICH program (its own PMI-1
+/// client) runs under gwrun, including MPI_Abort.
+#[test]
+fn mpich_program_under_gwrun() {
+    let Ok(mpicc) = which("mpicc.mpich") else {
+        println!("SKIPPED: mpicc.mpich not installed (Debian package libmpich-dev)");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("gwrun-mpich-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("hello.c");
+    std::fs::write(
+        &src,
+        r#"#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    int r, s, sum;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(MPI_COMM_WORLD, &s);
+    MPI_Allreduce(&r, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (argc > 1 && r == atoi(argv[1])) MPI_Abort(MPI_COMM_WORLD, 9);
+    printf("rank %d of %d sum %d\n", r, s, sum);
+    MPI_Finalize();
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.join("hello");
+    let mut cc = Command::new(mpicc);
+    cc.arg("-o").arg(&exe).arg(&src);
+    let o = run_with(&mut cc, Duration::from_secs(120));
+    assert_eq!(o.code(), 0, "mpicc failed: {}", o.stderr);
+    let exe_s = exe.to_str().unwrap().to_string();
+    let o = gwrun(&["-n", "3", "--timeout", "30", &exe_s]);
+    assert_eq!(o.code(), 0, "{}", o.stderr);
+    for r in 0..3 {
+        assert!(o.stdout.contains(&format!("rank {r} of 3 sum 3")), "{}", o.stdout);
+    }
+    let o = gwrun(&["-n", "3", "--timeout", "30", &exe_s, "1"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(o.code(), 9, "{}", o.stderr);
+    assert!(o.stderr.contains("gwrun: rank 1") && o.stderr.contains("PMI abort"), "{}", o.stderr);
+}

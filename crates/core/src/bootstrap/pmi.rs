@@ -484,6 +484,58 @@ mod tests {
         t.join().unwrap();
     }
 
+    /// Hydra's `PMI_ID` start-up: rank and size come from `cmd=set` lines.
+    #[test]
+    fn initack_startup() {
+        use std::io::{BufRead, BufReader};
+        use std::os::unix::net::UnixStream;
+        let (client, server) = UnixStream::pair().unwrap();
+        let t = std::thread::spawn(move || {
+            let mut w = server.try_clone().unwrap();
+            let mut r = BufReader::new(server);
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            assert_eq!(line, "cmd=initack pmiid=5\n");
+            w.write_all(b"cmd=initack\ncmd=set size=8\ncmd=set rank=5\ncmd=set debug=0\n").unwrap();
+            for reply in [
+                "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0",
+                "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024",
+                "cmd=my_kvsname kvsname=kvs_9",
+                "cmd=appnum appnum=2",
+                "cmd=universe_size size=16",
+            ] {
+                line.clear();
+                r.read_line(&mut line).unwrap();
+                w.write_all(format!("{reply}\n").as_bytes()).unwrap();
+            }
+        });
+        let mut p = Pmi::singleton();
+        p.conn = Conn::Wire { file: File::from(std::os::fd::OwnedFd::from(client)), buf: LineBuffer::new() };
+        p.handshake(Start::PmiId("5".into())).unwrap();
+        t.join().unwrap();
+        assert_eq!((p.rank(), p.size(), p.appnum(), p.universe_size()), (5, 8, 2, Some(16)));
+        assert_eq!(p.kvsname(), "kvs_9");
+    }
+
+    /// A server that answers with the wrong command or a bad rank/size.
+    #[test]
+    fn bad_server_replies_are_errors() {
+        use std::os::unix::net::UnixStream;
+        for (start, script) in [
+            (Start::Env { rank: 0, size: 1 }, "cmd=maxes kvsname_max=1\n"),
+            (Start::Env { rank: 3, size: 2 }, ""),
+            (Start::PmiId("1".into()), "cmd=initack\ncmd=set size=x\n"),
+            (Start::Env { rank: 0, size: 1 }, "cmd=response_to_init rc=-1 pmi_version=2\n"),
+        ] {
+            let (client, mut server) = UnixStream::pair().unwrap();
+            server.write_all(script.as_bytes()).unwrap();
+            drop(server);
+            let mut p = Pmi::singleton();
+            p.conn = Conn::Wire { file: File::from(std::os::fd::OwnedFd::from(client)), buf: LineBuffer::new() };
+            assert!(p.handshake(start).is_err());
+        }
+    }
+
     #[test]
     fn closed_connection_is_an_error() {
         use std::os::unix::net::UnixStream;
