@@ -322,3 +322,149 @@ fn corrupt_ring_reports_link_failure() {
     assert!(link.send(&[IoSlice::new(b"more")], &w).is_err());
     finish(a, b, &id);
 }
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
+
+/// The sending half of `across_processes`: does nothing unless started by it.
+#[test]
+fn child_sender_process() {
+    let Ok(spec) = std::env::var("GW_SHM_TEST_CHILD") else { return };
+    let (id, desc) = spec.split_once(':').unwrap();
+    let cma = std::env::var("GW_SHM_CMA").unwrap_or("auto".into());
+    let a = Shm::new(&job(0, id), &params(&[("GW_SHM_CMA", &cma)])).unwrap().unwrap();
+    let link = a.connect(1, &unhex(desc)).unwrap();
+    struct Spin;
+    impl Waiter for Spin {
+        fn progress(&self) -> bool {
+            std::hint::spin_loop();
+            true
+        }
+    }
+    for (i, &len) in SIZES.iter().enumerate() {
+        let data = payload(i as u64 + 1, len);
+        link.send(&[IoSlice::new(&data)], &Spin).unwrap();
+    }
+    a.shutdown();
+}
+
+/// A real second process sends to us: the pair's CMA probe crosses processes,
+/// and messages left in the ring survive the sender's exit.
+fn across_processes(cma: &str) {
+    let id = format!("t{}x{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+    let b = Shm::new(&job(1, &id), &params(&[("GW_SHM_CMA", cma)])).unwrap().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "method::shm::tests::child_sender_process", "--test-threads=1", "--nocapture"])
+        .env("GW_SHM_TEST_CHILD", format!("{id}:{}", hex(&b.descriptor())))
+        .env("GW_SHM_CMA", cma)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut sink = Collect::default();
+    let t0 = std::time::Instant::now();
+    while sink.got.len() < SIZES.len() && sink.failed.is_empty() {
+        b.poll(&mut sink).unwrap();
+        if t0.elapsed().as_secs() > 60 {
+            let _ = child.kill();
+            panic!("timed out with {} of {} messages", sink.got.len(), SIZES.len());
+        }
+    }
+    assert!(child.wait().unwrap().success());
+    assert!(sink.failed.is_empty(), "{:?}", sink.failed);
+    let want: Vec<_> = SIZES.iter().enumerate().map(|(i, &len)| (0u32, len, digest(&payload(i as u64 + 1, len)))).collect();
+    assert_eq!(sink.got, want);
+    if cma == "auto" && cma::probe_self() {
+        // A parent may read its child even under Yama ptrace_scope=1.
+        assert_eq!(cma_state(&b), CMA_OK);
+    }
+    b.shutdown();
+    drop(b);
+    assert_eq!(leftovers(&id), Vec::<String>::new());
+}
+
+#[test]
+fn across_processes_cma() {
+    across_processes("auto");
+}
+
+#[test]
+fn across_processes_chunked() {
+    across_processes("off");
+}
+
+/// Rough numbers for `Method::cost` and the benchmark notes:
+/// `cargo test --release -p gridwire-core shm::tests::bench -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn bench() {
+    struct Spin;
+    impl Waiter for Spin {
+        fn progress(&self) -> bool {
+            true
+        }
+    }
+    struct Count(usize, usize);
+    impl Sink for Count {
+        fn deliver(&mut self, _src: u32, msg: &[u8]) {
+            self.0 += 1;
+            self.1 += msg.len();
+        }
+        fn link_failed(&mut self, src: u32, reason: String) {
+            panic!("{src}: {reason}");
+        }
+    }
+    for cma in ["auto", "off"] {
+        let (a, b, id) = pair(&[("GW_SHM_CMA", cma)]);
+        let (a, b) = (Arc::new(a), Arc::new(b));
+        let ab = a.connect(1, &b.descriptor()).unwrap();
+        let ba = b.connect(0, &a.descriptor()).unwrap();
+        // ping-pong, 8 bytes
+        const ROUNDS: usize = 200_000;
+        let b2 = b.clone();
+        let echo = std::thread::spawn(move || {
+            let mut c = Count(0, 0);
+            while c.0 < ROUNDS {
+                let before = c.0;
+                b2.poll(&mut c).unwrap();
+                for _ in before..c.0 {
+                    ba.send(&[IoSlice::new(&[0u8; 8])], &Spin).unwrap();
+                }
+            }
+        });
+        let mut c = Count(0, 0);
+        let t0 = std::time::Instant::now();
+        for i in 0..ROUNDS {
+            ab.send(&[IoSlice::new(&[1u8; 8])], &Spin).unwrap();
+            while c.0 <= i {
+                a.poll(&mut c).unwrap();
+            }
+        }
+        let lat = t0.elapsed().as_nanos() as f64 / ROUNDS as f64 / 2.0;
+        echo.join().unwrap();
+        // streaming 4 MiB messages
+        const N: usize = 200;
+        let msg = vec![3u8; 4 << 20];
+        let b2 = b.clone();
+        let rx = std::thread::spawn(move || {
+            let mut c = Count(0, 0);
+            while c.0 < N {
+                b2.poll(&mut c).unwrap();
+            }
+        });
+        let t0 = std::time::Instant::now();
+        for _ in 0..N {
+            ab.send(&[IoSlice::new(&msg)], &Spin).unwrap();
+        }
+        rx.join().unwrap();
+        let bw = (N * msg.len()) as f64 / t0.elapsed().as_secs_f64() / 1e6;
+        eprintln!("shm cma={cma}: 8-byte one-way latency {lat:.0} ns, 4 MiB streaming {bw:.0} MB/s");
+        drop(ab);
+        let (a, b) = (Arc::into_inner(a).unwrap(), Arc::into_inner(b).unwrap());
+        finish(a, b, &id);
+    }
+}
