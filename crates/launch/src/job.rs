@@ -385,6 +385,16 @@ impl Job {
             // Children that exited.
             self.reap();
 
+            // A rank that exited without finalize while others wait in a
+            // barrier it will never enter: the job can only hang.
+            if self.outcome.is_none() && self.server.waiting_in_barrier() > 0 {
+                let gone = self.ranks.iter().position(|r| matches!(r.exit, Some(Exit::Code(0))) && !r.finalized);
+                if let Some(r) = gone {
+                    let w = self.server.waiting_in_barrier();
+                    self.fail(r, 1, &format!("exited with status 0 without PMI finalize while {w} rank(s) wait for it in a PMI barrier"));
+                }
+            }
+
             // Timers.
             let now = Instant::now();
             let due: Vec<usize> = self.suspects.iter().filter(|s| s.1 <= now).map(|s| s.0).collect();

@@ -55,6 +55,11 @@ impl Server {
         Server { size, kvsname, kvs: HashMap::new(), in_barrier: vec![false; size], process_mapping }
     }
 
+    /// How many ranks are waiting in the current PMI barrier.
+    pub fn waiting_in_barrier(&self) -> usize {
+        self.in_barrier.iter().filter(|&&b| b).count()
+    }
+
     /// A value put by some rank (used for `--stats` at exit).
     pub fn lookup(&self, key: &str) -> Option<&str> {
         self.kvs.get(key).map(|s| s.as_str())

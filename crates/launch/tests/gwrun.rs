@@ -428,3 +428,15 @@ int main(int argc, char **argv) {
     assert_eq!(o.code(), 9, "{}", o.stderr);
     assert!(o.stderr.contains("gwrun: rank 1") && o.stderr.contains("PMI abort"), "{}", o.stderr);
 }
+
+/// One rank never speaks PMI and exits 0 while the others wait in a PMI
+/// barrier for it: gwrun must see the deadlock instead of hanging.
+#[test]
+fn rank_leaving_without_barrier_is_detected() {
+    let p = pmi_check();
+    let script = format!("if [ \"$PMI_RANK\" = 1 ]; then exit 0; fi; exec {p}");
+    let o = gwrun(&["-n", "3", "--timeout", "50", "sh", "-c", &script]);
+    assert_ne!(o.code(), 0);
+    assert!(o.elapsed < Duration::from_secs(10), "{:?}", o.elapsed);
+    assert!(o.stderr.contains("rank 1") && o.stderr.contains("barrier"), "{}", o.stderr);
+}
