@@ -24,7 +24,12 @@ use gridwire_core::bootstrap::Pmi;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
-    let num = |i: usize| -> i64 { args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| { eprintln!("pmi_check: bad args"); exit(2) }) };
+    let num = |i: usize| -> i64 {
+        args.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            eprintln!("pmi_check: bad args");
+            exit(2)
+        })
+    };
     let (mut env, mut shm, mut child, mut pid, mut stats) = (false, false, false, false, false);
     let (mut kill, mut exitc, mut nofin, mut abort) = (None, None, None, None);
     let (mut sleep, mut lines) = (0.0f64, 0i64);
@@ -35,24 +40,51 @@ fn main() {
             "--child" => child = true,
             "--pid" => pid = true,
             "--stats" => stats = true,
-            "--kill" => { kill = Some((num(i + 1), num(i + 2))); i += 2 }
-            "--exit" => { exitc = Some((num(i + 1), num(i + 2))); i += 2 }
-            "--abort" => { abort = Some((num(i + 1), num(i + 2))); i += 2 }
-            "--nofinalize" => { nofin = Some(num(i + 1)); i += 1 }
-            "--sleep" => { sleep = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(0.0); i += 1 }
-            "--lines" => { lines = num(i + 1); i += 1 }
-            other => { eprintln!("pmi_check: unknown option {other}"); exit(2) }
+            "--kill" => {
+                kill = Some((num(i + 1), num(i + 2)));
+                i += 2
+            }
+            "--exit" => {
+                exitc = Some((num(i + 1), num(i + 2)));
+                i += 2
+            }
+            "--abort" => {
+                abort = Some((num(i + 1), num(i + 2)));
+                i += 2
+            }
+            "--nofinalize" => {
+                nofin = Some(num(i + 1));
+                i += 1
+            }
+            "--sleep" => {
+                sleep = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(0.0);
+                i += 1
+            }
+            "--lines" => {
+                lines = num(i + 1);
+                i += 1
+            }
+            other => {
+                eprintln!("pmi_check: unknown option {other}");
+                exit(2)
+            }
         }
         i += 1;
     }
 
     let mut pmi = match Pmi::from_env() {
         Ok(p) => p,
-        Err(e) => { eprintln!("pmi_check: {e}"); exit(3) }
+        Err(e) => {
+            eprintln!("pmi_check: {e}");
+            exit(3)
+        }
     };
     let (rank, size) = (pmi.rank(), pmi.size());
     let r = rank as i64;
-    let fail = |what: &str, e: gridwire_core::Error| -> ! { eprintln!("pmi_check rank {rank}: {what}: {e}"); exit(4) };
+    let fail = |what: &str, e: gridwire_core::Error| -> ! {
+        eprintln!("pmi_check rank {rank}: {what}: {e}");
+        exit(4)
+    };
 
     if pid {
         println!("rank {rank} pid {}", std::process::id());
@@ -68,44 +100,62 @@ fn main() {
     if shm {
         let job = std::env::var("GW_JOB_ID").unwrap_or_else(|_| "nojob".into());
         let path = format!("/dev/shm/gw-{job}-fake-{rank}");
-        if let Err(e) = std::fs::write(&path, b"x") { eprintln!("pmi_check: {path}: {e}"); exit(5) }
+        if let Err(e) = std::fs::write(&path, b"x") {
+            eprintln!("pmi_check: {path}: {e}");
+            exit(5)
+        }
         println!("rank {rank} shm {path}");
     }
     if child {
         match std::process::Command::new("sleep").arg("300").spawn() {
             Ok(c) => println!("rank {rank} child {}", c.id()),
-            Err(e) => { eprintln!("pmi_check: sleep: {e}"); exit(5) }
+            Err(e) => {
+                eprintln!("pmi_check: sleep: {e}");
+                exit(5)
+            }
         }
     }
     let _ = std::io::stdout().flush();
 
     let val = format!("value-of-{rank}=ok");
-    pmi.put(&format!("check.{rank}"), &val).unwrap_or_else(|e| fail("put", e));
+    pmi.put(&format!("check.{rank}"), &val)
+        .unwrap_or_else(|e| fail("put", e));
     if stats {
         let links: Vec<String> = (0..size).filter(|&p| p != rank).map(|p| {
             format!("{{\"peer\":{p},\"method\":\"{}\",\"sent_msgs\":{},\"sent_bytes\":{},\"recv_msgs\":1,\"recv_bytes\":8}}",
                 if (p / 2) == (rank / 2) { "shm" } else { "tcp" }, rank + 1, 8 * (rank + 1))
         }).collect();
         let rec = format!("{{\"rank\":{rank},\"links\":[{}]}}", links.join(","));
-        pmi.put(&format!("gw.stats.{rank}"), &rec).unwrap_or_else(|e| fail("put stats", e));
+        pmi.put(&format!("gw.stats.{rank}"), &rec)
+            .unwrap_or_else(|e| fail("put stats", e));
     }
     pmi.commit().unwrap_or_else(|e| fail("commit", e));
     pmi.barrier().unwrap_or_else(|e| fail("barrier", e));
     for p in 0..size {
-        let got = pmi.get(&format!("check.{p}")).unwrap_or_else(|e| fail("get", e));
+        let got = pmi
+            .get(&format!("check.{p}"))
+            .unwrap_or_else(|e| fail("get", e));
         if got.as_deref() != Some(format!("value-of-{p}=ok").as_str()) {
             eprintln!("pmi_check rank {rank}: key check.{p} has {got:?}");
             exit(6);
         }
     }
-    if pmi.get("no.such.key").unwrap_or_else(|e| fail("get", e)).is_some() {
+    if pmi
+        .get("no.such.key")
+        .unwrap_or_else(|e| fail("get", e))
+        .is_some()
+    {
         eprintln!("pmi_check rank {rank}: missing key found");
         exit(6);
     }
     for l in 0..lines {
         println!("rank {rank} line {l} {}", "x".repeat(3000));
     }
-    println!("rank {rank} of {size}: kvs ok ({} keys checked, kvsname {})", size, pmi.kvsname());
+    println!(
+        "rank {rank} of {size}: kvs ok ({} keys checked, kvsname {})",
+        size,
+        pmi.kvsname()
+    );
     let _ = std::io::stdout().flush();
 
     if let Some((kr, sig)) = kill {
@@ -116,12 +166,17 @@ fn main() {
         }
     }
     if let Some((er, code)) = exitc {
-        if er == r { exit(code as i32) }
+        if er == r {
+            exit(code as i32)
+        }
     }
-    if nofin == Some(r) { exit(0) }
+    if nofin == Some(r) {
+        exit(0)
+    }
     if let Some((ar, code)) = abort {
         if ar == r {
-            pmi.abort(code as i32, &format!("rank {rank} gives up on purpose")).unwrap_or_else(|e| fail("abort", e));
+            pmi.abort(code as i32, &format!("rank {rank} gives up on purpose"))
+                .unwrap_or_else(|e| fail("abort", e));
             std::thread::sleep(std::time::Duration::from_secs(5));
             exit(code as i32);
         }

@@ -65,7 +65,11 @@ fn job_secret() -> io::Result<String> {
 fn job_id() -> io::Result<String> {
     let mut b = [0u8; 4];
     getrandom::getrandom(&mut b).map_err(|e| io::Error::other(e.to_string()))?;
-    Ok(format!("{}x{}", std::process::id(), b.iter().map(|x| format!("{x:02x}")).collect::<String>()))
+    Ok(format!(
+        "{}x{}",
+        std::process::id(),
+        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+    ))
 }
 
 struct Rank {
@@ -173,12 +177,20 @@ pub fn run(spec: JobSpec) -> i32 {
 impl Job {
     fn spawn(&mut self, r: usize, secret: &str) -> Result<(), (i32, String)> {
         let spec = &self.spec;
-        let (ours, theirs) = sys::socketpair().map_err(|e| (1, format!("socketpair for rank {r}: {e}")))?;
+        let (ours, theirs) =
+            sys::socketpair().map_err(|e| (1, format!("socketpair for rank {r}: {e}")))?;
         let child_fd = theirs.as_raw_fd();
         let mut cmd = Command::new(&spec.program);
         cmd.args(&spec.args);
         // Forget what an outer launcher may have told *us*.
-        for v in ["PMI_ID", "PMI_PORT", "PMI_HOSTNAME", "PMI_SPAWNED", "HYDI_CONTROL_FD", "GW_HOST_ID"] {
+        for v in [
+            "PMI_ID",
+            "PMI_PORT",
+            "PMI_HOSTNAME",
+            "PMI_SPAWNED",
+            "HYDI_CONTROL_FD",
+            "GW_HOST_ID",
+        ] {
             cmd.env_remove(v);
         }
         let (local, nlocal) = spec.placement.local_rank(r);
@@ -197,7 +209,11 @@ impl Job {
         // from the terminal would be stopped (SIGTTIN).
         // SAFETY: isatty only inspects descriptor 0.
         let stdin_is_tty = unsafe { libc::isatty(0) } == 1;
-        cmd.stdin(if r == 0 && !stdin_is_tty { Stdio::inherit() } else { Stdio::null() });
+        cmd.stdin(if r == 0 && !stdin_is_tty {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        });
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         // Own process group: a teardown signal reaches the rank's children too.
         cmd.process_group(0);
@@ -216,15 +232,30 @@ impl Job {
             });
         }
         let mut child = cmd.spawn().map_err(|e| {
-            let code = if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
-            (code, format!("cannot execute '{}': {}", spec.program, sys::os_message(&e)))
+            let code = if e.kind() == io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            (
+                code,
+                format!("cannot execute '{}': {}", spec.program, sys::os_message(&e)),
+            )
         })?;
         drop(theirs);
         let pid = child.id() as i32;
-        for (fd, to) in [(child.stdout.take().map(OwnedFd::from), 1), (child.stderr.take().map(OwnedFd::from), 2)] {
+        for (fd, to) in [
+            (child.stdout.take().map(OwnedFd::from), 1),
+            (child.stderr.take().map(OwnedFd::from), 2),
+        ] {
             if let Some(fd) = fd {
                 let _ = sys::set_nonblocking(fd.as_raw_fd());
-                self.streams.push(Stream { rank: r, fd: Some(fd), to, buf: Vec::new() });
+                self.streams.push(Stream {
+                    rank: r,
+                    fd: Some(fd),
+                    to,
+                    buf: Vec::new(),
+                });
             }
         }
         // The child is reaped by waitpid(-1) in the loop, not through `child`.
@@ -261,7 +292,11 @@ impl Job {
             return;
         }
         let pid = self.ranks.get(rank).map_or(0, |r| r.pid);
-        let others = self.ranks.iter().enumerate().any(|(i, r)| i != rank && r.exit.is_none());
+        let others = self
+            .ranks
+            .iter()
+            .enumerate()
+            .any(|(i, r)| i != rank && r.exit.is_none());
         let tail = if others { "; terminating the job" } else { "" };
         say(&format!("rank {rank} (pid {pid}) {why}{tail}"));
         self.outcome = Some(if code == 0 { 1 } else { code });
@@ -293,7 +328,11 @@ impl Job {
             }
 
             // Build the poll set: signals, PMI sockets, output pipes.
-            let mut fds = vec![libc::pollfd { fd: sigfd, events: libc::POLLIN, revents: 0 }];
+            let mut fds = vec![libc::pollfd {
+                fd: sigfd,
+                events: libc::POLLIN,
+                revents: 0,
+            }];
             pmi_index.clear();
             for (i, r) in self.ranks.iter().enumerate() {
                 if let Some(fd) = &r.pmi {
@@ -302,21 +341,33 @@ impl Job {
                         ev |= libc::POLLOUT;
                     }
                     pmi_index.insert(fd.as_raw_fd(), i);
-                    fds.push(libc::pollfd { fd: fd.as_raw_fd(), events: ev, revents: 0 });
+                    fds.push(libc::pollfd {
+                        fd: fd.as_raw_fd(),
+                        events: ev,
+                        revents: 0,
+                    });
                 }
             }
             let first_stream = fds.len();
             let mut stream_of = Vec::new();
             for (i, s) in self.streams.iter().enumerate() {
                 if let Some(fd) = &s.fd {
-                    fds.push(libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+                    fds.push(libc::pollfd {
+                        fd: fd.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
                     stream_of.push(i);
                 }
             }
             let mut wait = Duration::from_millis(200);
             let mut timers: Vec<Instant> = self.suspects.iter().map(|s| s.1).collect();
             timers.extend(deadline.filter(|_| self.outcome.is_none()));
-            timers.extend(self.term_sent.filter(|_| !self.kill_sent).map(|t| t + KILL_GRACE));
+            timers.extend(
+                self.term_sent
+                    .filter(|_| !self.kill_sent)
+                    .map(|t| t + KILL_GRACE),
+            );
             for t in timers {
                 wait = wait.min(t.saturating_duration_since(now));
             }
@@ -334,7 +385,10 @@ impl Job {
                         continue;
                     }
                     if self.outcome.is_none() {
-                        say(&format!("received {}; forwarding it to all ranks and terminating the job", sys::signal_name(sig)));
+                        say(&format!(
+                            "received {}; forwarding it to all ranks and terminating the job",
+                            sys::signal_name(sig)
+                        ));
                         self.outcome = Some(128 + sig);
                         self.teardown(sig);
                     } else if !self.kill_sent {
@@ -349,7 +403,9 @@ impl Job {
                 if pfd.revents == 0 {
                     continue;
                 }
-                let Some(&r) = pmi_index.get(&pfd.fd) else { continue };
+                let Some(&r) = pmi_index.get(&pfd.fd) else {
+                    continue;
+                };
                 if pfd.revents & libc::POLLOUT != 0 {
                     self.flush_pmi(r);
                 }
@@ -364,7 +420,9 @@ impl Job {
                     continue;
                 }
                 let s = &mut self.streams[stream_of[k]];
-                let Some(fd) = s.fd.as_ref().map(|f| f.as_raw_fd()) else { continue };
+                let Some(fd) = s.fd.as_ref().map(|f| f.as_raw_fd()) else {
+                    continue;
+                };
                 match sys::read(fd, &mut buf) {
                     Ok(0) => {
                         s.emit(self.spec.tag_output, true);
@@ -374,7 +432,11 @@ impl Job {
                         s.buf.extend_from_slice(&buf[..n]);
                         s.emit(self.spec.tag_output, false);
                     }
-                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                        ) => {}
                     Err(_) => {
                         s.emit(self.spec.tag_output, true);
                         s.fd = None;
@@ -388,7 +450,10 @@ impl Job {
             // A rank that exited without finalize while others wait in a
             // barrier it will never enter: the job can only hang.
             if self.outcome.is_none() && self.server.waiting_in_barrier() > 0 {
-                let gone = self.ranks.iter().position(|r| matches!(r.exit, Some(Exit::Code(0))) && !r.finalized);
+                let gone = self
+                    .ranks
+                    .iter()
+                    .position(|r| matches!(r.exit, Some(Exit::Code(0))) && !r.finalized);
                 if let Some(r) = gone {
                     let w = self.server.waiting_in_barrier();
                     self.fail(r, 1, &format!("exited with status 0 without PMI finalize while {w} rank(s) wait for it in a PMI barrier"));
@@ -397,7 +462,12 @@ impl Job {
 
             // Timers.
             let now = Instant::now();
-            let due: Vec<usize> = self.suspects.iter().filter(|s| s.1 <= now).map(|s| s.0).collect();
+            let due: Vec<usize> = self
+                .suspects
+                .iter()
+                .filter(|s| s.1 <= now)
+                .map(|s| s.0)
+                .collect();
             self.suspects.retain(|s| s.1 > now);
             for r in due {
                 if self.running() > 0 {
@@ -407,7 +477,9 @@ impl Job {
             if let Some(d) = deadline {
                 if now >= d && self.outcome.is_none() {
                     let secs = self.spec.timeout.map_or(0.0, |t| t.as_secs_f64());
-                    say(&format!("job timed out after {secs} s; terminating the job"));
+                    say(&format!(
+                        "job timed out after {secs} s; terminating the job"
+                    ));
                     self.outcome = Some(EXIT_TIMEOUT);
                     self.teardown(libc::SIGTERM);
                 }
@@ -427,7 +499,11 @@ impl Job {
             };
             self.ranks[r].exit = Some(exit);
             match exit {
-                Exit::Signal(s) => self.fail(r, 128 + s, &format!("killed by signal {s} ({})", sys::signal_name(s))),
+                Exit::Signal(s) => self.fail(
+                    r,
+                    128 + s,
+                    &format!("killed by signal {s} ({})", sys::signal_name(s)),
+                ),
                 Exit::Code(c) if c != 0 => self.fail(r, c, &format!("exited with status {c}")),
                 Exit::Code(_) => {
                     let rk = &self.ranks[r];
@@ -440,7 +516,9 @@ impl Job {
     }
 
     fn read_pmi(&mut self, r: usize, buf: &mut [u8]) {
-        let Some(fd) = self.ranks[r].pmi.as_ref().map(|f| f.as_raw_fd()) else { return };
+        let Some(fd) = self.ranks[r].pmi.as_ref().map(|f| f.as_raw_fd()) else {
+            return;
+        };
         loop {
             match sys::read(fd, buf) {
                 Ok(0) => {
@@ -468,10 +546,20 @@ impl Job {
                     Notice::Initialized(x) => self.ranks[x].inited = true,
                     Notice::Finalized(x) => self.ranks[x].finalized = true,
                     Notice::Abort { rank, code, msg } => {
-                        let m = if msg.is_empty() { String::new() } else { format!(": {msg}") };
-                        self.fail(rank, code, &format!("called PMI abort with exit code {code}{m}"));
+                        let m = if msg.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {msg}")
+                        };
+                        self.fail(
+                            rank,
+                            code,
+                            &format!("called PMI abort with exit code {code}{m}"),
+                        );
                     }
-                    Notice::Protocol { rank, what } => say(&format!("rank {rank}: PMI protocol error: {what}")),
+                    Notice::Protocol { rank, what } => {
+                        say(&format!("rank {rank}: PMI protocol error: {what}"))
+                    }
                 }
             }
         }
@@ -521,8 +609,13 @@ impl Job {
         }
         remove_shm(&self.job_id);
         if self.spec.stats {
-            let records: Vec<Option<String>> =
-                (0..self.spec.n).map(|r| self.server.lookup(&format!("gw.stats.{r}")).map(str::to_string)).collect();
+            let records: Vec<Option<String>> = (0..self.spec.n)
+                .map(|r| {
+                    self.server
+                        .lookup(&format!("gw.stats.{r}"))
+                        .map(str::to_string)
+                })
+                .collect();
             let m = stats::build(&records);
             say(&stats::render(&m, &self.spec.placement.describe()).join("\n"));
         }
@@ -535,13 +628,24 @@ impl Job {
 /// group (e.g. with `setsid`) and were re-parented to us as subreaper.
 fn kill_orphans() {
     let me = std::process::id() as i32;
-    let Ok(dir) = std::fs::read_dir("/proc") else { return };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return;
+    };
     for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
         // Fields after the parenthesised command name: state ppid …
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
-        let ppid = rest.split_whitespace().nth(1).and_then(|s| s.parse::<i32>().ok());
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let ppid = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse::<i32>().ok());
         if ppid == Some(me) {
             // SAFETY: kill(2) of one of our own children.
             unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -553,7 +657,9 @@ fn kill_orphans() {
 /// cleanup cannot remove when a rank is SIGKILLed.
 pub fn remove_shm(job_id: &str) {
     let prefix = format!("gw-{job_id}");
-    let Ok(dir) = std::fs::read_dir("/dev/shm") else { return };
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return;
+    };
     for e in dir.flatten() {
         let name = e.file_name();
         let Some(name) = name.to_str() else { continue };
@@ -567,7 +673,11 @@ pub fn remove_shm(job_id: &str) {
         };
         if let Err(err) = r {
             if err.kind() != io::ErrorKind::NotFound {
-                say(&format!("cannot remove {}: {}", path.display(), sys::os_message(&err)));
+                say(&format!(
+                    "cannot remove {}: {}",
+                    path.display(),
+                    sys::os_message(&err)
+                ));
             }
         }
     }

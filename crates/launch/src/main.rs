@@ -58,7 +58,12 @@ struct Cli {
     stats: bool,
 
     /// The program and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM [ARGS]...")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM [ARGS]..."
+    )]
     command: Vec<String>,
 }
 
@@ -98,7 +103,9 @@ fn normalize_args(args: Vec<String>) -> Vec<String> {
 fn parse_timeout(s: &str, source: &str) -> Result<Duration, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v > 0.0 && v.is_finite() && v < 1e9 => Ok(Duration::from_secs_f64(v)),
-        _ => Err(format!("bad timeout {s:?} in {source}: expected a positive number of seconds")),
+        _ => Err(format!(
+            "bad timeout {s:?} in {source}: expected a positive number of seconds"
+        )),
     }
 }
 
@@ -119,7 +126,13 @@ fn build_spec(cli: Cli) -> Result<JobSpec, String> {
     let placement = if let Some(k) = cli.emulate_hosts {
         Placement::emulate(n, k as usize).map_err(|e| e.to_string())?
     } else if let Some(path) = &cli.hostfile {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read hostfile {}: {}", path.display(), sys::os_message(&e)))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            format!(
+                "cannot read hostfile {}: {}",
+                path.display(),
+                sys::os_message(&e)
+            )
+        })?;
         Placement::from_hostfile(n, &text).map_err(|e| format!("{}: {e}", path.display()))?
     } else {
         let mut p = Placement::local(n);
@@ -155,14 +168,26 @@ mod tests {
 
     #[test]
     fn np_alias_only_before_program() {
-        assert_eq!(normalize_args(v("gwrun -np 4 prog -np 3")), v("gwrun -n 4 prog -np 3"));
-        assert_eq!(normalize_args(v("gwrun --tag-output -np 2 -- prog")), v("gwrun --tag-output -n 2 -- prog"));
-        assert_eq!(normalize_args(v("gwrun -n 2 -- -np")), v("gwrun -n 2 -- -np"));
+        assert_eq!(
+            normalize_args(v("gwrun -np 4 prog -np 3")),
+            v("gwrun -n 4 prog -np 3")
+        );
+        assert_eq!(
+            normalize_args(v("gwrun --tag-output -np 2 -- prog")),
+            v("gwrun --tag-output -n 2 -- prog")
+        );
+        assert_eq!(
+            normalize_args(v("gwrun -n 2 -- -np")),
+            v("gwrun -n 2 -- -np")
+        );
     }
 
     #[test]
     fn cli_parses() {
-        let c = Cli::try_parse_from(normalize_args(v("gwrun -np 3 --emulate-hosts 2 prog --flag x"))).unwrap();
+        let c = Cli::try_parse_from(normalize_args(v(
+            "gwrun -np 3 --emulate-hosts 2 prog --flag x",
+        )))
+        .unwrap();
         assert_eq!(c.n, 3);
         assert_eq!(c.emulate_hosts, Some(2));
         assert_eq!(c.command, v("prog --flag x"));
@@ -171,6 +196,9 @@ mod tests {
         assert!(Cli::try_parse_from(v("gwrun -n 2 --emulate-hosts 2 --hostfile f prog")).is_err());
         assert!(parse_timeout("-1", "x").is_err());
         assert!(parse_timeout("abc", "x").is_err());
-        assert_eq!(parse_timeout("1.5", "x").unwrap(), Duration::from_millis(1500));
+        assert_eq!(
+            parse_timeout("1.5", "x").unwrap(),
+            Duration::from_millis(1500)
+        );
     }
 }

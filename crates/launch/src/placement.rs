@@ -30,13 +30,19 @@ impl fmt::Display for PlacementError {
 impl Placement {
     /// Everything on the real host; the runtime computes `GW_HOST_ID` itself.
     pub fn local(n: usize) -> Self {
-        Placement { hosts: vec!["localhost".into()], rank_host: vec![0; n], emulated: false }
+        Placement {
+            hosts: vec!["localhost".into()],
+            rank_host: vec![0; n],
+            emulated: false,
+        }
     }
 
     /// `--emulate-hosts K`: blocks of `ceil(n/k)` consecutive ranks per host.
     pub fn emulate(n: usize, k: usize) -> Result<Self, PlacementError> {
         if k == 0 {
-            return Err(PlacementError("--emulate-hosts needs at least 1 host".into()));
+            return Err(PlacementError(
+                "--emulate-hosts needs at least 1 host".into(),
+            ));
         }
         let per = n.div_ceil(k).max(1);
         Ok(Placement {
@@ -57,11 +63,15 @@ impl Placement {
             if line.is_empty() {
                 continue;
             }
-            let bad = |why: &str| PlacementError(format!("hostfile line {}: {why}: {raw:?}", lineno + 1));
+            let bad =
+                |why: &str| PlacementError(format!("hostfile line {}: {why}: {raw:?}", lineno + 1));
             let mut words = line.split_whitespace();
             let first = words.next().unwrap_or("");
             let (name, mut count) = match first.split_once(':') {
-                Some((name, s)) => (name, Some(s.parse::<usize>().map_err(|_| bad("bad slot count"))?)),
+                Some((name, s)) => (
+                    name,
+                    Some(s.parse::<usize>().map_err(|_| bad("bad slot count"))?),
+                ),
                 None => (first, None),
             };
             for w in words {
@@ -104,7 +114,11 @@ impl Placement {
                 break;
             }
         }
-        Ok(Placement { hosts, rank_host, emulated: true })
+        Ok(Placement {
+            hosts,
+            rank_host,
+            emulated: true,
+        })
     }
 
     /// `GW_HOST_ID` for `rank`, `None` when hosts are not emulated.
@@ -112,7 +126,9 @@ impl Placement {
         if !self.emulated {
             return None;
         }
-        self.rank_host.get(rank).map(|&h| format!("{real}#{}", self.hosts[h]))
+        self.rank_host
+            .get(rank)
+            .map(|&h| format!("{real}#{}", self.hosts[h]))
     }
 
     /// `(index of rank on its host, ranks on that host)`, as Hydra's
@@ -142,7 +158,10 @@ impl Placement {
                 _ => blocks.push((node, 1, count)),
             }
         }
-        let parts: Vec<String> = blocks.iter().map(|(s, n, c)| format!("({s},{n},{c})")).collect();
+        let parts: Vec<String> = blocks
+            .iter()
+            .map(|(s, n, c)| format!("({s},{n},{c})"))
+            .collect();
         format!("(vector,{})", parts.join(","))
     }
 
@@ -150,7 +169,9 @@ impl Placement {
     pub fn describe(&self) -> String {
         let mut out = Vec::new();
         for (h, name) in self.hosts.iter().enumerate() {
-            let ranks: Vec<usize> = (0..self.rank_host.len()).filter(|&r| self.rank_host[r] == h).collect();
+            let ranks: Vec<usize> = (0..self.rank_host.len())
+                .filter(|&r| self.rank_host[r] == h)
+                .collect();
             if ranks.is_empty() {
                 continue;
             }
@@ -169,7 +190,11 @@ fn ranges(v: &[usize]) -> String {
         while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
             j += 1;
         }
-        parts.push(if i == j { v[i].to_string() } else { format!("{}-{}", v[i], v[j]) });
+        parts.push(if i == j {
+            v[i].to_string()
+        } else {
+            format!("{}-{}", v[i], v[j])
+        });
         i = j + 1;
     }
     parts.join(",")
@@ -178,8 +203,12 @@ fn ranges(v: &[usize]) -> String {
 /// This machine's identity as the runtime computes it: hostname, `:`, and
 /// the kernel boot id (so a rebooted or cloned machine is a different host).
 pub fn real_host_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "localhost".into());
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map(|s| s.trim().to_string()).unwrap_or_default();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
     format!("{host}:{boot}")
 }
 
@@ -211,7 +240,8 @@ mod tests {
 
     #[test]
     fn hostfile_forms() {
-        let p = Placement::from_hostfile(7, "# comment\na:2\nb slots=3\n\nc # one slot\na\n").unwrap();
+        let p =
+            Placement::from_hostfile(7, "# comment\na:2\nb slots=3\n\nc # one slot\na\n").unwrap();
         assert_eq!(p.hosts, vec!["a", "b", "c"]);
         // a has 3 slots (2 + 1), b 3, c 1.
         assert_eq!(p.rank_host, vec![0, 0, 0, 1, 1, 1, 2]);

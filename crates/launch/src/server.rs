@@ -47,12 +47,19 @@ pub struct Server {
 fn line(c: Command) -> String {
     // Everything we format comes from validated or generated text; an
     // unencodable reply would be a bug, answered with a generic failure.
-    c.encode().unwrap_or_else(|_| "cmd=error rc=-1 msg=internal_error\n".to_string())
+    c.encode()
+        .unwrap_or_else(|_| "cmd=error rc=-1 msg=internal_error\n".to_string())
 }
 
 impl Server {
     pub fn new(size: usize, kvsname: String, process_mapping: String) -> Self {
-        Server { size, kvsname, kvs: HashMap::new(), in_barrier: vec![false; size], process_mapping }
+        Server {
+            size,
+            kvsname,
+            kvs: HashMap::new(),
+            in_barrier: vec![false; size],
+            process_mapping,
+        }
     }
 
     /// How many ranks are waiting in the current PMI barrier.
@@ -71,12 +78,25 @@ impl Server {
         let cmd = match cmd {
             Ok(c) => c,
             Err(WireError::SpawnUnsupported) => {
-                out.replies.push((rank, line(Command::new("spawn_result").arg("rc", -1).arg("errmsg", "spawn_not_supported_by_gwrun"))));
-                out.notices.push(Notice::Protocol { rank, what: "PMI spawn is not supported".into() });
+                out.replies.push((
+                    rank,
+                    line(
+                        Command::new("spawn_result")
+                            .arg("rc", -1)
+                            .arg("errmsg", "spawn_not_supported_by_gwrun"),
+                    ),
+                ));
+                out.notices.push(Notice::Protocol {
+                    rank,
+                    what: "PMI spawn is not supported".into(),
+                });
                 return out;
             }
             Err(e) => {
-                out.notices.push(Notice::Protocol { rank, what: e.to_string() });
+                out.notices.push(Notice::Protocol {
+                    rank,
+                    what: e.to_string(),
+                });
                 return out;
             }
         };
@@ -91,7 +111,13 @@ impl Server {
             "init" => {
                 let v = cmd.get("pmi_version").unwrap_or("1");
                 let rc = if v == "1" { 0 } else { -1 };
-                reply(&mut out, Command::new("response_to_init").arg("pmi_version", 1).arg("pmi_subversion", 1).arg("rc", rc));
+                reply(
+                    &mut out,
+                    Command::new("response_to_init")
+                        .arg("pmi_version", 1)
+                        .arg("pmi_subversion", 1)
+                        .arg("rc", rc),
+                );
                 if rc == 0 {
                     out.notices.push(Notice::Initialized(rank));
                 }
@@ -104,21 +130,42 @@ impl Server {
                     .arg("vallen_max", VALLEN_MAX)
                     .arg("rc", 0),
             ),
-            "get_appnum" => reply(&mut out, Command::new("appnum").arg("appnum", 0).arg("rc", 0)),
-            "get_universe_size" => reply(&mut out, Command::new("universe_size").arg("size", self.size).arg("rc", 0)),
-            "get_my_kvsname" => reply(&mut out, Command::new("my_kvsname").arg("kvsname", &self.kvsname).arg("rc", 0)),
+            "get_appnum" => reply(
+                &mut out,
+                Command::new("appnum").arg("appnum", 0).arg("rc", 0),
+            ),
+            "get_universe_size" => reply(
+                &mut out,
+                Command::new("universe_size")
+                    .arg("size", self.size)
+                    .arg("rc", 0),
+            ),
+            "get_my_kvsname" => reply(
+                &mut out,
+                Command::new("my_kvsname")
+                    .arg("kvsname", &self.kvsname)
+                    .arg("rc", 0),
+            ),
             "put" => {
                 let r = self.put(&cmd);
                 let c = match r {
-                    Ok(()) => Command::new("put_result").arg("rc", 0).arg("msg", "success"),
+                    Ok(()) => Command::new("put_result")
+                        .arg("rc", 0)
+                        .arg("msg", "success"),
                     Err(msg) => Command::new("put_result").arg("rc", -1).arg("msg", msg),
                 };
                 reply(&mut out, c);
             }
             "get" => {
                 let c = match self.get(&cmd) {
-                    Ok(v) => Command::new("get_result").arg("rc", 0).arg("msg", "success").arg("value", v),
-                    Err(msg) => Command::new("get_result").arg("rc", -1).arg("msg", msg).arg("value", "unknown"),
+                    Ok(v) => Command::new("get_result")
+                        .arg("rc", 0)
+                        .arg("msg", "success")
+                        .arg("value", v),
+                    Err(msg) => Command::new("get_result")
+                        .arg("rc", -1)
+                        .arg("msg", msg)
+                        .arg("value", "unknown"),
                 };
                 reply(&mut out, c);
             }
@@ -128,7 +175,8 @@ impl Server {
                 }
                 if self.in_barrier.iter().all(|&b| b) {
                     for r in 0..self.size {
-                        out.replies.push((r, line(Command::new("barrier_out").arg("rc", 0))));
+                        out.replies
+                            .push((r, line(Command::new("barrier_out").arg("rc", 0))));
                     }
                     self.in_barrier.iter_mut().for_each(|b| *b = false);
                 }
@@ -138,13 +186,28 @@ impl Server {
                 out.notices.push(Notice::Finalized(rank));
             }
             "abort" => {
-                let code = cmd.get("exitcode").and_then(|v| v.parse::<i32>().ok()).unwrap_or(1);
-                let msg = cmd.get("error_msg").or_else(|| cmd.get("message")).map(unescape_value).unwrap_or_default();
+                let code = cmd
+                    .get("exitcode")
+                    .and_then(|v| v.parse::<i32>().ok())
+                    .unwrap_or(1);
+                let msg = cmd
+                    .get("error_msg")
+                    .or_else(|| cmd.get("message"))
+                    .map(unescape_value)
+                    .unwrap_or_default();
                 out.notices.push(Notice::Abort { rank, code, msg });
             }
             other => {
-                out.notices.push(Notice::Protocol { rank, what: format!("unsupported PMI command {other:?}") });
-                reply(&mut out, Command::new(&format!("{other}_result")).arg("rc", -1).arg("msg", "unsupported_command"));
+                out.notices.push(Notice::Protocol {
+                    rank,
+                    what: format!("unsupported PMI command {other:?}"),
+                });
+                reply(
+                    &mut out,
+                    Command::new(&format!("{other}_result"))
+                        .arg("rc", -1)
+                        .arg("msg", "unsupported_command"),
+                );
             }
         }
         out
@@ -160,7 +223,10 @@ impl Server {
 
     fn put(&mut self, cmd: &Command) -> Result<(), String> {
         self.check_kvsname(cmd)?;
-        let key = cmd.get("key").filter(|k| !k.is_empty()).ok_or("missing_key")?;
+        let key = cmd
+            .get("key")
+            .filter(|k| !k.is_empty())
+            .ok_or("missing_key")?;
         let value = cmd.get("value").ok_or("missing_value")?;
         if key.len() >= KEYLEN_MAX {
             return Err("key_too_long".into());
@@ -174,7 +240,10 @@ impl Server {
 
     fn get(&self, cmd: &Command) -> Result<String, String> {
         self.check_kvsname(cmd)?;
-        let key = cmd.get("key").filter(|k| !k.is_empty()).ok_or("missing_key")?;
+        let key = cmd
+            .get("key")
+            .filter(|k| !k.is_empty())
+            .ok_or("missing_key")?;
         if let Some(v) = self.kvs.get(key) {
             return Ok(v.clone());
         }
@@ -198,15 +267,40 @@ mod tests {
     fn handshake_and_kvs() {
         let mut s = Server::new(2, "kvs_x".into(), "(vector,(0,1,2))".into());
         let o = h(&mut s, 0, "cmd=init pmi_version=1 pmi_subversion=1");
-        assert_eq!(o.replies[0].1, "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n");
+        assert_eq!(
+            o.replies[0].1,
+            "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n"
+        );
         assert_eq!(o.notices, vec![Notice::Initialized(0)]);
         let o = h(&mut s, 1, "cmd=get_maxes");
-        assert_eq!(o.replies, vec![(1, "cmd=maxes kvsname_max=256 keylen_max=256 vallen_max=65536 rc=0\n".into())]);
-        assert_eq!(h(&mut s, 0, "cmd=put kvsname=kvs_x key=a value=1=2").replies[0].1, "cmd=put_result rc=0 msg=success\n");
-        assert!(h(&mut s, 0, "cmd=put kvsname=other key=a value=1").replies[0].1.contains("rc=-1"));
-        assert_eq!(h(&mut s, 1, "cmd=get kvsname=kvs_x key=a").replies[0].1, "cmd=get_result rc=0 msg=success value=1=2\n");
-        assert!(h(&mut s, 1, "cmd=get kvsname=kvs_x key=b").replies[0].1.starts_with("cmd=get_result rc=-1 msg=key_b_not_found"));
-        assert!(h(&mut s, 1, "cmd=get kvsname=kvs_x key=PMI_process_mapping").replies[0].1.contains("(vector,(0,1,2))"));
+        assert_eq!(
+            o.replies,
+            vec![(
+                1,
+                "cmd=maxes kvsname_max=256 keylen_max=256 vallen_max=65536 rc=0\n".into()
+            )]
+        );
+        assert_eq!(
+            h(&mut s, 0, "cmd=put kvsname=kvs_x key=a value=1=2").replies[0].1,
+            "cmd=put_result rc=0 msg=success\n"
+        );
+        assert!(
+            h(&mut s, 0, "cmd=put kvsname=other key=a value=1").replies[0]
+                .1
+                .contains("rc=-1")
+        );
+        assert_eq!(
+            h(&mut s, 1, "cmd=get kvsname=kvs_x key=a").replies[0].1,
+            "cmd=get_result rc=0 msg=success value=1=2\n"
+        );
+        assert!(h(&mut s, 1, "cmd=get kvsname=kvs_x key=b").replies[0]
+            .1
+            .starts_with("cmd=get_result rc=-1 msg=key_b_not_found"));
+        assert!(
+            h(&mut s, 1, "cmd=get kvsname=kvs_x key=PMI_process_mapping").replies[0]
+                .1
+                .contains("(vector,(0,1,2))")
+        );
         assert_eq!(s.lookup("a"), Some("1=2"));
     }
 
@@ -217,7 +311,10 @@ mod tests {
         assert!(h(&mut s, 0, "cmd=barrier_in").replies.is_empty()); // duplicate is idempotent
         assert!(h(&mut s, 2, "cmd=barrier_in").replies.is_empty());
         let o = h(&mut s, 1, "cmd=barrier_in");
-        assert_eq!(o.replies.iter().map(|r| r.0).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert_eq!(
+            o.replies.iter().map(|r| r.0).collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
         // A second barrier starts from scratch.
         assert!(h(&mut s, 1, "cmd=barrier_in").replies.is_empty());
     }
@@ -226,7 +323,14 @@ mod tests {
     fn abort_finalize_and_junk() {
         let mut s = Server::new(1, "k".into(), String::new());
         let o = h(&mut s, 0, "cmd=abort exitcode=7 error_msg=oh%20no");
-        assert_eq!(o.notices, vec![Notice::Abort { rank: 0, code: 7, msg: "oh no".into() }]);
+        assert_eq!(
+            o.notices,
+            vec![Notice::Abort {
+                rank: 0,
+                code: 7,
+                msg: "oh no".into()
+            }]
+        );
         assert!(o.replies.is_empty());
         let o = h(&mut s, 0, "cmd=finalize");
         assert_eq!(o.notices, vec![Notice::Finalized(0)]);

@@ -36,7 +36,11 @@ pub fn build(records: &[Option<String>]) -> Matrix {
     let mut have = vec![false; n];
     let parsed: Vec<Option<Value>> = records
         .iter()
-        .map(|r| r.as_deref().and_then(|s| serde_json::from_str::<Value>(s).ok()).filter(|v| v.get("links").is_some_and(Value::is_array)))
+        .map(|r| {
+            r.as_deref()
+                .and_then(|s| serde_json::from_str::<Value>(s).ok())
+                .filter(|v| v.get("links").is_some_and(Value::is_array))
+        })
         .collect();
     let links = |v: &Value| -> Vec<(usize, Value)> {
         v.get("links")
@@ -55,10 +59,18 @@ pub fn build(records: &[Option<String>]) -> Matrix {
         let Some(v) = v else { continue };
         have[r] = true;
         for (p, l) in links(v) {
-            let method = l.get("method").and_then(Value::as_str).unwrap_or("?").to_string();
+            let method = l
+                .get("method")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string();
             let (msgs, bytes) = (num(&l, "sent_msgs"), num(&l, "sent_bytes"));
             if msgs > 0 || bytes > 0 {
-                cells[r][p] = Some(Cell { method, msgs, bytes });
+                cells[r][p] = Some(Cell {
+                    method,
+                    msgs,
+                    bytes,
+                });
             }
         }
     }
@@ -68,10 +80,18 @@ pub fn build(records: &[Option<String>]) -> Matrix {
             if have[p] {
                 continue;
             }
-            let method = l.get("method").and_then(Value::as_str).unwrap_or("?").to_string();
+            let method = l
+                .get("method")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string();
             let (msgs, bytes) = (num(&l, "recv_msgs"), num(&l, "recv_bytes"));
             if msgs > 0 || bytes > 0 {
-                cells[p][r] = Some(Cell { method, msgs, bytes });
+                cells[p][r] = Some(Cell {
+                    method,
+                    msgs,
+                    bytes,
+                });
             }
         }
     }
@@ -119,9 +139,15 @@ pub fn render(m: &Matrix, placement: &str) -> Vec<String> {
         lines.push(l);
     }
     lines.push("legend: cell = method msgs/bytes sent (K/M/G = KiB/MiB/GiB); - = no traffic; ? = no statistics from either rank".into());
-    let missing: Vec<String> = (0..n).filter(|&r| !m.have[r]).map(|r| r.to_string()).collect();
+    let missing: Vec<String> = (0..n)
+        .filter(|&r| !m.have[r])
+        .map(|r| r.to_string())
+        .collect();
     if !missing.is_empty() {
-        lines.push(format!("no (readable) statistics from rank(s) {}", missing.join(",")));
+        lines.push(format!(
+            "no (readable) statistics from rank(s) {}",
+            missing.join(",")
+        ));
     }
     lines.push(format!("placement: {placement}"));
     lines
@@ -136,10 +162,31 @@ mod tests {
         let r0 = r#"{"rank":0,"links":[{"peer":1,"method":"shm","sent_msgs":10,"sent_bytes":80,"recv_msgs":3,"recv_bytes":24},{"peer":2,"method":"tcp","sent_msgs":1,"sent_bytes":20480,"recv_msgs":5,"recv_bytes":50}]}"#;
         let m = build(&[Some(r0.into()), Some("garbage".into()), None]);
         assert_eq!(m.have, vec![true, false, false]);
-        assert_eq!(m.cells[0][1], Some(Cell { method: "shm".into(), msgs: 10, bytes: 80 }));
+        assert_eq!(
+            m.cells[0][1],
+            Some(Cell {
+                method: "shm".into(),
+                msgs: 10,
+                bytes: 80
+            })
+        );
         // Rank 1 and 2 have no record: filled from rank 0's receive counts.
-        assert_eq!(m.cells[1][0], Some(Cell { method: "shm".into(), msgs: 3, bytes: 24 }));
-        assert_eq!(m.cells[2][0], Some(Cell { method: "tcp".into(), msgs: 5, bytes: 50 }));
+        assert_eq!(
+            m.cells[1][0],
+            Some(Cell {
+                method: "shm".into(),
+                msgs: 3,
+                bytes: 24
+            })
+        );
+        assert_eq!(
+            m.cells[2][0],
+            Some(Cell {
+                method: "tcp".into(),
+                msgs: 5,
+                bytes: 50
+            })
+        );
         let lines = render(&m, "emu0: ranks 0-1; emu1: ranks 2");
         let all = lines.join("\n");
         assert!(all.contains("shm 10/80"), "{all}");

@@ -21,7 +21,13 @@ extern "C" fn on_signal(sig: libc::c_int) {
 }
 
 /// The signals `gwrun` watches: children exiting, and requests to stop.
-pub const WATCHED: [libc::c_int; 5] = [libc::SIGCHLD, libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+pub const WATCHED: [libc::c_int; 5] = [
+    libc::SIGCHLD,
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+];
 
 /// Installs handlers that turn the watched signals into bytes on a pipe, so
 /// the poll loop sees them as ordinary readable events. Returns the read end.
@@ -43,7 +49,12 @@ pub fn signal_pipe() -> io::Result<OwnedFd> {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as *const () as usize;
             libc::sigemptyset(&mut sa.sa_mask);
-            sa.sa_flags = libc::SA_RESTART | if sig == libc::SIGCHLD { libc::SA_NOCLDSTOP } else { 0 };
+            sa.sa_flags = libc::SA_RESTART
+                | if sig == libc::SIGCHLD {
+                    libc::SA_NOCLDSTOP
+                } else {
+                    0
+                };
             if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -112,7 +123,11 @@ pub fn reap_one() -> Option<(i32, Exit)> {
     if pid <= 0 {
         return None;
     }
-    let exit = if libc::WIFSIGNALED(status) { Exit::Signal(libc::WTERMSIG(status)) } else { Exit::Code(libc::WEXITSTATUS(status)) };
+    let exit = if libc::WIFSIGNALED(status) {
+        Exit::Signal(libc::WTERMSIG(status))
+    } else {
+        Exit::Code(libc::WEXITSTATUS(status))
+    };
     Some((pid, exit))
 }
 
@@ -147,7 +162,15 @@ pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
 pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: socketpair fills the two-element array we pass.
-    if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) } != 0 {
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    } != 0
+    {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: just created, owned by us.
@@ -184,7 +207,11 @@ pub fn write_all_blocking(fd: RawFd, mut buf: &[u8]) {
             Ok(n) => buf = &buf[n..],
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                let mut p = [libc::pollfd { fd, events: libc::POLLOUT, revents: 0 }];
+                let mut p = [libc::pollfd {
+                    fd,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                }];
                 let _ = poll(&mut p, 1000);
             }
             Err(_) => return,

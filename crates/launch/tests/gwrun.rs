@@ -12,8 +12,16 @@ const GWRUN: &str = env!("CARGO_BIN_EXE_gwrun");
 
 /// `cargo test` builds the examples next to the binaries' directory.
 fn pmi_check() -> String {
-    let p = PathBuf::from(GWRUN).parent().unwrap().join("examples").join("pmi_check");
-    assert!(p.exists(), "{} missing: run `cargo test -p gridwire-launch` (it builds the examples)", p.display());
+    let p = PathBuf::from(GWRUN)
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("pmi_check");
+    assert!(
+        p.exists(),
+        "{} missing: run `cargo test -p gridwire-launch` (it builds the examples)",
+        p.display()
+    );
     p.to_string_lossy().into_owned()
 }
 
@@ -69,12 +77,22 @@ fn collect(rx: &mpsc::Receiver<String>) -> String {
 
 fn run_with(cmd: &mut Command, limit: Duration) -> Out {
     let start = Instant::now();
-    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
     let out_rx = spawn_reader(child.stdout.take().unwrap());
     let err_rx = spawn_reader(child.stderr.take().unwrap());
     let status = wait_bounded(&mut child, limit);
     let elapsed = start.elapsed();
-    Out { status, stdout: collect(&out_rx), stderr: collect(&err_rx), elapsed }
+    Out {
+        status,
+        stdout: collect(&out_rx),
+        stderr: collect(&err_rx),
+        elapsed,
+    }
 }
 
 fn gwrun(args: &[&str]) -> Out {
@@ -90,7 +108,10 @@ fn values(stdout: &str, word: &str) -> Vec<String> {
         .lines()
         .filter_map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
-            w.iter().position(|x| *x == word).and_then(|i| w.get(i + 1)).map(|s| s.to_string())
+            w.iter()
+                .position(|x| *x == word)
+                .and_then(|i| w.get(i + 1))
+                .map(|s| s.to_string())
         })
         .collect()
 }
@@ -100,14 +121,22 @@ fn alive(pid: &str) -> bool {
     // after it exits the entry must be gone (or belong to a new process,
     // which is not a zombie of ours: check the state as well).
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
+        Ok(s) => !s
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
         Err(_) => false,
     }
 }
 
 fn only_rank_output(stdout: &str) {
     for l in stdout.lines() {
-        assert!(l.starts_with("rank ") || l.starts_with('['), "unexpected stdout line {l:?}");
+        assert!(
+            l.starts_with("rank ") || l.starts_with('['),
+            "unexpected stdout line {l:?}"
+        );
         assert!(!l.contains("gwrun"), "gwrun wrote to stdout: {l:?}");
     }
 }
@@ -119,7 +148,11 @@ fn pmi_put_get_barrier_four_ranks() {
     assert_eq!(o.code(), 0, "stderr: {}", o.stderr);
     assert_eq!(o.stdout.matches("kvs ok").count(), 4, "{}", o.stdout);
     for r in 0..4 {
-        assert!(o.stdout.contains(&format!("rank {r} of 4: kvs ok")), "{}", o.stdout);
+        assert!(
+            o.stdout.contains(&format!("rank {r} of 4: kvs ok")),
+            "{}",
+            o.stdout
+        );
     }
     only_rank_output(&o.stdout);
     assert!(o.stderr.is_empty(), "unexpected stderr: {}", o.stderr);
@@ -136,9 +169,27 @@ fn np_alias_and_separator() {
 #[test]
 fn sigkilled_rank_tears_down_job_and_cleans_up() {
     let p = pmi_check();
-    let o = gwrun(&["-n", "3", "--timeout", "50", &p, "--pid", "--child", "--shm", "--kill", "1", "9", "--sleep", "40"]);
+    let o = gwrun(&[
+        "-n",
+        "3",
+        "--timeout",
+        "50",
+        &p,
+        "--pid",
+        "--child",
+        "--shm",
+        "--kill",
+        "1",
+        "9",
+        "--sleep",
+        "40",
+    ]);
     assert_eq!(o.code(), 128 + 9, "stderr: {}", o.stderr);
-    assert!(o.elapsed < Duration::from_secs(10), "teardown took {:?}", o.elapsed);
+    assert!(
+        o.elapsed < Duration::from_secs(10),
+        "teardown took {:?}",
+        o.elapsed
+    );
     assert!(o.stderr.contains("gwrun: rank 1 (pid "), "{}", o.stderr);
     assert!(o.stderr.contains("SIGKILL"), "{}", o.stderr);
     let pids = values(&o.stdout, "pid");
@@ -169,28 +220,72 @@ fn shm_removed_after_success_too() {
 #[test]
 fn nonzero_exit_propagates() {
     let p = pmi_check();
-    let o = gwrun(&["-n", "3", "--timeout", "50", &p, "--exit", "2", "5", "--sleep", "40"]);
+    let o = gwrun(&[
+        "-n",
+        "3",
+        "--timeout",
+        "50",
+        &p,
+        "--exit",
+        "2",
+        "5",
+        "--sleep",
+        "40",
+    ]);
     assert_eq!(o.code(), 5, "stderr: {}", o.stderr);
     assert!(o.elapsed < Duration::from_secs(10));
-    assert!(o.stderr.contains("rank 2") && o.stderr.contains("status 5"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("rank 2") && o.stderr.contains("status 5"),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]
 fn exit_zero_without_finalize_is_a_failure() {
     let p = pmi_check();
-    let o = gwrun(&["-n", "2", "--timeout", "50", &p, "--nofinalize", "0", "--sleep", "40"]);
+    let o = gwrun(&[
+        "-n",
+        "2",
+        "--timeout",
+        "50",
+        &p,
+        "--nofinalize",
+        "0",
+        "--sleep",
+        "40",
+    ]);
     assert_ne!(o.code(), 0);
     assert!(o.elapsed < Duration::from_secs(10));
-    assert!(o.stderr.contains("rank 0") && o.stderr.contains("without calling PMI finalize"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("rank 0") && o.stderr.contains("without calling PMI finalize"),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]
 fn pmi_abort_ends_job_with_message() {
     let p = pmi_check();
-    let o = gwrun(&["-n", "3", "--timeout", "50", &p, "--abort", "1", "7", "--sleep", "40"]);
+    let o = gwrun(&[
+        "-n",
+        "3",
+        "--timeout",
+        "50",
+        &p,
+        "--abort",
+        "1",
+        "7",
+        "--sleep",
+        "40",
+    ]);
     assert_eq!(o.code(), 7, "stderr: {}", o.stderr);
     assert!(o.elapsed < Duration::from_secs(10));
-    assert!(o.stderr.contains("rank 1") && o.stderr.contains("gives up on purpose"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("rank 1") && o.stderr.contains("gives up on purpose"),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]
@@ -209,7 +304,8 @@ fn timeout_kills_the_job() {
 fn mpiexec_timeout_env() {
     let p = pmi_check();
     let mut c = Command::new(GWRUN);
-    c.args(["-n", "1", &p, "--sleep", "40"]).env("MPIEXEC_TIMEOUT", "1");
+    c.args(["-n", "1", &p, "--sleep", "40"])
+        .env("MPIEXEC_TIMEOUT", "1");
     let o = run_with(&mut c, Duration::from_secs(30));
     assert_eq!(o.code(), 124, "{}", o.stderr);
 }
@@ -236,7 +332,11 @@ fn long_lines_do_not_interleave() {
     for l in o.stdout.lines() {
         if l.contains(" line ") {
             n += 1;
-            assert!(l.ends_with(&"x".repeat(3000)) && l.matches("rank").count() == 1, "mangled line {}", &l[..80.min(l.len())]);
+            assert!(
+                l.ends_with(&"x".repeat(3000)) && l.matches("rank").count() == 1,
+                "mangled line {}",
+                &l[..80.min(l.len())]
+            );
         }
     }
     assert_eq!(n, 800);
@@ -245,17 +345,35 @@ fn long_lines_do_not_interleave() {
 #[test]
 fn emulated_hosts_place_ranks_in_blocks() {
     let p = pmi_check();
-    let o = gwrun(&["-n", "4", "--emulate-hosts", "2", "--timeout", "30", &p, "--env"]);
+    let o = gwrun(&[
+        "-n",
+        "4",
+        "--emulate-hosts",
+        "2",
+        "--timeout",
+        "30",
+        &p,
+        "--env",
+    ]);
     assert_eq!(o.code(), 0, "{}", o.stderr);
     let mut hosts = vec![String::new(); 4];
     for l in o.stdout.lines().filter(|l| l.contains(" host ")) {
         let w: Vec<&str> = l.split_whitespace().collect();
         hosts[w[1].parse::<usize>().unwrap()] = w[3].to_string();
     }
-    assert!(hosts[0].ends_with("#emu0") && hosts[1].ends_with("#emu0"), "{hosts:?}");
-    assert!(hosts[2].ends_with("#emu1") && hosts[3].ends_with("#emu1"), "{hosts:?}");
+    assert!(
+        hosts[0].ends_with("#emu0") && hosts[1].ends_with("#emu0"),
+        "{hosts:?}"
+    );
+    assert!(
+        hosts[2].ends_with("#emu1") && hosts[3].ends_with("#emu1"),
+        "{hosts:?}"
+    );
     let real = hosts[0].split('#').next().unwrap();
-    assert!(real.contains(':'), "host id is hostname:boot_id, got {real}");
+    assert!(
+        real.contains(':'),
+        "host id is hostname:boot_id, got {real}"
+    );
     let jobs = values(&o.stdout, "job");
     assert!(jobs.iter().all(|j| j == &jobs[0]) && !jobs[0].is_empty() && jobs[0] != "-");
     assert!(values(&o.stdout, "secret_len").iter().all(|s| s == "64"));
@@ -272,7 +390,16 @@ fn hostfile_places_ranks() {
     std::fs::create_dir_all(&dir).unwrap();
     let hf = dir.join("hosts");
     std::fs::write(&hf, "# test\nalpha:1\nbeta slots=2\n").unwrap();
-    let o = gwrun(&["-n", "3", "--hostfile", hf.to_str().unwrap(), "--timeout", "30", &p, "--env"]);
+    let o = gwrun(&[
+        "-n",
+        "3",
+        "--hostfile",
+        hf.to_str().unwrap(),
+        "--timeout",
+        "30",
+        &p,
+        "--env",
+    ]);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(o.code(), 0, "{}", o.stderr);
     let mut hosts = vec![String::new(); 3];
@@ -280,31 +407,74 @@ fn hostfile_places_ranks() {
         let w: Vec<&str> = l.split_whitespace().collect();
         hosts[w[1].parse::<usize>().unwrap()] = w[3].to_string();
     }
-    assert!(hosts[0].ends_with("#alpha") && hosts[1].ends_with("#beta") && hosts[2].ends_with("#beta"), "{hosts:?}");
+    assert!(
+        hosts[0].ends_with("#alpha") && hosts[1].ends_with("#beta") && hosts[2].ends_with("#beta"),
+        "{hosts:?}"
+    );
 }
 
 #[test]
 fn stats_matrix_on_stderr() {
     let p = pmi_check();
-    let o = gwrun(&["-n", "4", "--emulate-hosts", "2", "--stats", "--timeout", "30", &p, "--stats"]);
+    let o = gwrun(&[
+        "-n",
+        "4",
+        "--emulate-hosts",
+        "2",
+        "--stats",
+        "--timeout",
+        "30",
+        &p,
+        "--stats",
+    ]);
     assert_eq!(o.code(), 0, "{}", o.stderr);
-    assert!(o.stderr.contains("gwrun: communication matrix"), "{}", o.stderr);
-    assert!(o.stderr.contains("shm 1/8") && o.stderr.contains("tcp 3/24"), "{}", o.stderr);
-    assert!(o.stderr.contains("placement: emu0: ranks 0-1; emu1: ranks 2-3"), "{}", o.stderr);
-    assert!(o.stderr.lines().all(|l| l.starts_with("gwrun: ")), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("gwrun: communication matrix"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("shm 1/8") && o.stderr.contains("tcp 3/24"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr
+            .contains("placement: emu0: ranks 0-1; emu1: ranks 2-3"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.lines().all(|l| l.starts_with("gwrun: ")),
+        "{}",
+        o.stderr
+    );
     only_rank_output(&o.stdout);
     // Ranks that publish nothing: the matrix still prints.
     let o = gwrun(&["-n", "2", "--stats", "--timeout", "30", &p]);
     assert_eq!(o.code(), 0);
-    assert!(o.stderr.contains("no (readable) statistics from rank(s) 0,1"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("no (readable) statistics from rank(s) 0,1"),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]
 fn missing_program_is_a_clear_error() {
-    let o = gwrun(&["-n", "2", "--timeout", "30", "/nonexistent/gw-no-such-program"]);
+    let o = gwrun(&[
+        "-n",
+        "2",
+        "--timeout",
+        "30",
+        "/nonexistent/gw-no-such-program",
+    ]);
     assert_eq!(o.code(), 127);
     assert!(
-        o.stderr.contains("gwrun: cannot execute '/nonexistent/gw-no-such-program': No such file or directory"),
+        o.stderr.contains(
+            "gwrun: cannot execute '/nonexistent/gw-no-such-program': No such file or directory"
+        ),
         "{}",
         o.stderr
     );
@@ -327,7 +497,17 @@ fn plain_programs_without_pmi() {
 fn sigterm_to_gwrun_is_forwarded() {
     let p = pmi_check();
     let mut child = Command::new(GWRUN)
-        .args(["-n", "2", "--timeout", "50", &p, "--pid", "--child", "--sleep", "40"])
+        .args([
+            "-n",
+            "2",
+            "--timeout",
+            "50",
+            &p,
+            "--pid",
+            "--child",
+            "--sleep",
+            "40",
+        ])
         .env_remove("MPIEXEC_TIMEOUT")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -339,7 +519,12 @@ fn sigterm_to_gwrun_is_forwarded() {
     // Wait until both ranks are up and past the barrier.
     let mut lines = Vec::new();
     let start = Instant::now();
-    while lines.iter().filter(|l: &&String| l.contains("kvs ok")).count() < 2 {
+    while lines
+        .iter()
+        .filter(|l: &&String| l.contains("kvs ok"))
+        .count()
+        < 2
+    {
         match out.recv_timeout(Duration::from_secs(1)) {
             Ok(l) => lines.push(l),
             Err(_) if start.elapsed() > Duration::from_secs(20) => {
@@ -379,7 +564,10 @@ fn same_program_under_mpich_hydra() {
 
 fn which(name: &str) -> Result<PathBuf, ()> {
     let path = std::env::var_os("PATH").ok_or(())?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.exists()).ok_or(())
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.exists())
+        .ok_or(())
 }
 
 /// Compatibility the other way round: a real MPICH program (its own PMI-1
@@ -421,12 +609,20 @@ int main(int argc, char **argv) {
     let o = gwrun(&["-n", "3", "--timeout", "30", &exe_s]);
     assert_eq!(o.code(), 0, "{}", o.stderr);
     for r in 0..3 {
-        assert!(o.stdout.contains(&format!("rank {r} of 3 sum 3")), "{}", o.stdout);
+        assert!(
+            o.stdout.contains(&format!("rank {r} of 3 sum 3")),
+            "{}",
+            o.stdout
+        );
     }
     let o = gwrun(&["-n", "3", "--timeout", "30", &exe_s, "1"]);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(o.code(), 9, "{}", o.stderr);
-    assert!(o.stderr.contains("gwrun: rank 1") && o.stderr.contains("PMI abort"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("gwrun: rank 1") && o.stderr.contains("PMI abort"),
+        "{}",
+        o.stderr
+    );
 }
 
 /// One rank never speaks PMI and exits 0 while the others wait in a PMI
@@ -438,5 +634,9 @@ fn rank_leaving_without_barrier_is_detected() {
     let o = gwrun(&["-n", "3", "--timeout", "50", "sh", "-c", &script]);
     assert_ne!(o.code(), 0);
     assert!(o.elapsed < Duration::from_secs(10), "{:?}", o.elapsed);
-    assert!(o.stderr.contains("rank 1") && o.stderr.contains("barrier"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("rank 1") && o.stderr.contains("barrier"),
+        "{}",
+        o.stderr
+    );
 }

@@ -37,7 +37,11 @@ pub struct Maxes {
 
 impl Maxes {
     /// The values used in singleton mode (those `gwrun` advertises).
-    pub const SINGLETON: Maxes = Maxes { kvsname_max: 256, keylen_max: 256, vallen_max: 65536 };
+    pub const SINGLETON: Maxes = Maxes {
+        kvsname_max: 256,
+        keylen_max: 256,
+        vallen_max: 65536,
+    };
 }
 
 /// How the client learns its rank and size.
@@ -79,11 +83,17 @@ fn env_u32(name: &str) -> Result<Option<u32>> {
             .trim()
             .parse::<u32>()
             .map(Some)
-            .map_err(|_| Error::BadParam { var: name.into(), value: v, reason: "not a non-negative integer".into() }),
+            .map_err(|_| Error::BadParam {
+                var: name.into(),
+                value: v,
+                reason: "not a non-negative integer".into(),
+            }),
         Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => {
-            Err(Error::BadParam { var: name.into(), value: "<not unicode>".into(), reason: "not unicode".into() })
-        }
+        Err(std::env::VarError::NotUnicode(_)) => Err(Error::BadParam {
+            var: name.into(),
+            value: "<not unicode>".into(),
+            reason: "not unicode".into(),
+        }),
     }
 }
 
@@ -104,7 +114,9 @@ impl Pmi {
             return Err(boot(format!("PMI_FD={fd} is not an open file descriptor")));
         }
         if FD_CLAIMED.swap(true, Ordering::SeqCst) {
-            return Err(boot("the PMI connection (PMI_FD) is already in use by another Pmi in this process"));
+            return Err(boot(
+                "the PMI connection (PMI_FD) is already in use by another Pmi in this process",
+            ));
         }
         // Keep the PMI socket out of programs this process may exec.
         // SAFETY: setting FD_CLOEXEC on a descriptor we just checked is open.
@@ -120,13 +132,18 @@ impl Pmi {
             universe_size: None,
             maxes: Maxes::SINGLETON,
             finalized: false,
-            conn: Conn::Wire { file, buf: LineBuffer::new() },
+            conn: Conn::Wire {
+                file,
+                buf: LineBuffer::new(),
+            },
         };
         let start = match std::env::var("PMI_ID") {
             Ok(id) => Start::PmiId(id.trim().to_string()),
             Err(_) => Start::Env {
-                rank: env_u32("PMI_RANK")?.ok_or_else(|| boot("PMI_FD is set but PMI_RANK is not"))?,
-                size: env_u32("PMI_SIZE")?.ok_or_else(|| boot("PMI_FD is set but PMI_SIZE is not"))?,
+                rank: env_u32("PMI_RANK")?
+                    .ok_or_else(|| boot("PMI_FD is set but PMI_RANK is not"))?,
+                size: env_u32("PMI_SIZE")?
+                    .ok_or_else(|| boot("PMI_FD is set but PMI_SIZE is not"))?,
             },
         };
         pmi.handshake(start)?;
@@ -151,35 +168,48 @@ impl Pmi {
         let (rank, size) = match start {
             Start::Env { rank, size } => (rank, size),
             Start::PmiId(id) => {
-            // Hydra's "pmiid" start-up: rank and size arrive as `set` lines.
-            self.send(&Command::new("initack").arg("pmiid", id))?;
-            self.expect("initack")?;
-            let (mut rank, mut size) = (None, None);
-            // The server sends size, rank and debug, in that order.
-            while rank.is_none() || size.is_none() {
+                // Hydra's "pmiid" start-up: rank and size arrive as `set` lines.
+                self.send(&Command::new("initack").arg("pmiid", id))?;
+                self.expect("initack")?;
+                let (mut rank, mut size) = (None, None);
+                // The server sends size, rank and debug, in that order.
+                while rank.is_none() || size.is_none() {
+                    let c = self.expect("set")?;
+                    if let Some(v) = c.get("size") {
+                        size = Some(
+                            v.parse::<u32>()
+                                .map_err(|_| boot(format!("bad size {v:?} from cmd=set")))?,
+                        );
+                    }
+                    if let Some(v) = c.get("rank") {
+                        rank = Some(
+                            v.parse::<u32>()
+                                .map_err(|_| boot(format!("bad rank {v:?} from cmd=set")))?,
+                        );
+                    }
+                }
+                // Consume the trailing `set debug=` line so the stream stays in step.
                 let c = self.expect("set")?;
-                if let Some(v) = c.get("size") {
-                    size = Some(v.parse::<u32>().map_err(|_| boot(format!("bad size {v:?} from cmd=set")))?);
+                if c.get("debug").is_none() {
+                    return Err(boot("expected cmd=set debug=… after rank and size"));
                 }
-                if let Some(v) = c.get("rank") {
-                    rank = Some(v.parse::<u32>().map_err(|_| boot(format!("bad rank {v:?} from cmd=set")))?);
-                }
-            }
-            // Consume the trailing `set debug=` line so the stream stays in step.
-            let c = self.expect("set")?;
-            if c.get("debug").is_none() {
-                return Err(boot("expected cmd=set debug=… after rank and size"));
-            }
-            (rank.unwrap_or(0), size.unwrap_or(0))
+                (rank.unwrap_or(0), size.unwrap_or(0))
             }
         };
         if size == 0 || rank >= size {
-            return Err(boot(format!("inconsistent rank {rank} and size {size} from the launcher")));
+            return Err(boot(format!(
+                "inconsistent rank {rank} and size {size} from the launcher"
+            )));
         }
         self.rank = rank;
         self.size = size;
 
-        let r = self.call(&Command::new("init").arg("pmi_version", 1).arg("pmi_subversion", 1), "response_to_init")?;
+        let r = self.call(
+            &Command::new("init")
+                .arg("pmi_version", 1)
+                .arg("pmi_subversion", 1),
+            "response_to_init",
+        )?;
         if r.rc() != 0 {
             return Err(boot(format!(
                 "the launcher refused PMI version 1.1 (rc={}, it offers {}.{})",
@@ -192,9 +222,16 @@ impl Pmi {
         let r = self.call(&Command::new("get_maxes"), "maxes")?;
         let max = |k: &str| -> Result<usize> {
             let v = r.require_int(k).map_err(boot)?;
-            usize::try_from(v).ok().filter(|&v| v >= 2).ok_or_else(|| boot(format!("unusable {k}={v} from the launcher")))
+            usize::try_from(v)
+                .ok()
+                .filter(|&v| v >= 2)
+                .ok_or_else(|| boot(format!("unusable {k}={v} from the launcher")))
         };
-        self.maxes = Maxes { kvsname_max: max("kvsname_max")?, keylen_max: max("keylen_max")?, vallen_max: max("vallen_max")? };
+        self.maxes = Maxes {
+            kvsname_max: max("kvsname_max")?,
+            keylen_max: max("keylen_max")?,
+            vallen_max: max("vallen_max")?,
+        };
 
         let r = self.call(&Command::new("get_my_kvsname"), "my_kvsname")?;
         self.kvsname = r.require("kvsname").map_err(boot)?.to_string();
@@ -207,7 +244,11 @@ impl Pmi {
 
         let r = self.call(&Command::new("get_universe_size"), "universe_size")?;
         // Hydra answers size=-1 when it does not know.
-        self.universe_size = r.get("size").and_then(|v| v.parse::<i64>().ok()).and_then(|v| u32::try_from(v).ok()).filter(|&v| v > 0);
+        self.universe_size = r
+            .get("size")
+            .and_then(|v| v.parse::<i64>().ok())
+            .and_then(|v| u32::try_from(v).ok())
+            .filter(|&v| v > 0);
         Ok(())
     }
 
@@ -259,10 +300,16 @@ impl Pmi {
 
     fn check_key(&self, key: &str) -> Result<()> {
         if !is_wire_key(key) {
-            return Err(boot(format!("PMI key {key:?} is empty or contains a space, newline or '='")));
+            return Err(boot(format!(
+                "PMI key {key:?} is empty or contains a space, newline or '='"
+            )));
         }
         if key.len() > self.max_key_len() {
-            return Err(boot(format!("PMI key {key:?} is {} bytes, the launcher allows {}", key.len(), self.max_key_len())));
+            return Err(boot(format!(
+                "PMI key {key:?} is {} bytes, the launcher allows {}",
+                key.len(),
+                self.max_key_len()
+            )));
         }
         Ok(())
     }
@@ -282,7 +329,9 @@ impl Pmi {
         self.check_live("put")?;
         self.check_key(key)?;
         if !is_wire_value(value) {
-            return Err(boot(format!("PMI value for key {key:?} contains a space, tab, newline or NUL")));
+            return Err(boot(format!(
+                "PMI value for key {key:?} contains a space, tab, newline or NUL"
+            )));
         }
         if value.len() > self.max_value_len() {
             return Err(boot(format!(
@@ -295,10 +344,16 @@ impl Pmi {
             map.insert(key.to_string(), value.to_string());
             return Ok(());
         }
-        let cmd = Command::new("put").arg("kvsname", &self.kvsname).arg("key", key).arg("value", value);
+        let cmd = Command::new("put")
+            .arg("kvsname", &self.kvsname)
+            .arg("key", key)
+            .arg("value", value);
         let r = self.call(&cmd, "put_result")?;
         if r.rc() != 0 {
-            return Err(boot(format!("PMI put of {key:?} failed: {}", r.get("msg").unwrap_or("no reason given"))));
+            return Err(boot(format!(
+                "PMI put of {key:?} failed: {}",
+                r.get("msg").unwrap_or("no reason given")
+            )));
         }
         Ok(())
     }
@@ -326,7 +381,9 @@ impl Pmi {
         if let Conn::Singleton(map) = &self.conn {
             return Ok(map.get(key).cloned());
         }
-        let cmd = Command::new("get").arg("kvsname", &self.kvsname).arg("key", key);
+        let cmd = Command::new("get")
+            .arg("kvsname", &self.kvsname)
+            .arg("key", key);
         let r = self.call(&cmd, "get_result")?;
         if r.rc() != 0 {
             // Hydra: rc=-1 msg=key_K_not_found value=unknown.
@@ -355,7 +412,9 @@ impl Pmi {
         if self.is_singleton() {
             return Ok(());
         }
-        let cmd = Command::new("abort").arg("exitcode", code).arg("error_msg", escape_value(msg));
+        let cmd = Command::new("abort")
+            .arg("exitcode", code)
+            .arg("error_msg", escape_value(msg));
         self.send(&cmd)
     }
 
@@ -368,7 +427,12 @@ impl Pmi {
             match file.write_all(line.as_bytes()) {
                 Ok(()) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::io(format!("writing PMI command {:?} to the launcher", cmd.name), e)),
+                Err(e) => {
+                    return Err(Error::io(
+                        format!("writing PMI command {:?} to the launcher", cmd.name),
+                        e,
+                    ))
+                }
             }
         }
     }
@@ -394,7 +458,10 @@ impl Pmi {
     fn expect(&mut self, name: &str) -> Result<Command> {
         let r = self.recv()?;
         if r.name != name {
-            return Err(boot(format!("expected cmd={name} from the launcher, got cmd={}", r.name)));
+            return Err(boot(format!(
+                "expected cmd={name} from the launcher, got cmd={}",
+                r.name
+            )));
         }
         Ok(r)
     }
@@ -439,15 +506,30 @@ mod tests {
         use std::os::unix::net::UnixStream;
         let (client, server) = UnixStream::pair().unwrap();
         let script: Vec<(&str, &str)> = vec![
-            ("cmd=init pmi_version=1 pmi_subversion=1", "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0"),
-            ("cmd=get_maxes", "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024"),
+            (
+                "cmd=init pmi_version=1 pmi_subversion=1",
+                "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0",
+            ),
+            (
+                "cmd=get_maxes",
+                "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024",
+            ),
             ("cmd=get_my_kvsname", "cmd=my_kvsname kvsname=kvs_1"),
             ("cmd=get_appnum", "cmd=appnum appnum=0"),
             ("cmd=get_universe_size", "cmd=universe_size size=-1"),
-            ("cmd=put kvsname=kvs_1 key=k value=v=1", "cmd=put_result rc=0 msg=success"),
+            (
+                "cmd=put kvsname=kvs_1 key=k value=v=1",
+                "cmd=put_result rc=0 msg=success",
+            ),
             ("cmd=barrier_in", "cmd=barrier_out"),
-            ("cmd=get kvsname=kvs_1 key=k", "cmd=get_result rc=0 msg=success value=v=1"),
-            ("cmd=get kvsname=kvs_1 key=z", "cmd=get_result rc=-1 msg=key_z_not_found value=unknown"),
+            (
+                "cmd=get kvsname=kvs_1 key=k",
+                "cmd=get_result rc=0 msg=success value=v=1",
+            ),
+            (
+                "cmd=get kvsname=kvs_1 key=z",
+                "cmd=get_result rc=-1 msg=key_z_not_found value=unknown",
+            ),
             ("cmd=finalize", "cmd=finalize_ack"),
         ];
         let t = std::thread::spawn(move || {
@@ -469,7 +551,10 @@ mod tests {
             universe_size: None,
             maxes: Maxes::SINGLETON,
             finalized: false,
-            conn: Conn::Wire { file, buf: LineBuffer::new() },
+            conn: Conn::Wire {
+                file,
+                buf: LineBuffer::new(),
+            },
         };
         p.handshake(Start::Env { rank: 1, size: 2 }).unwrap();
         assert_eq!(p.kvsname(), "kvs_1");
@@ -496,7 +581,8 @@ mod tests {
             let mut line = String::new();
             r.read_line(&mut line).unwrap();
             assert_eq!(line, "cmd=initack pmiid=5\n");
-            w.write_all(b"cmd=initack\ncmd=set size=8\ncmd=set rank=5\ncmd=set debug=0\n").unwrap();
+            w.write_all(b"cmd=initack\ncmd=set size=8\ncmd=set rank=5\ncmd=set debug=0\n")
+                .unwrap();
             for reply in [
                 "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0",
                 "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024",
@@ -510,10 +596,16 @@ mod tests {
             }
         });
         let mut p = Pmi::singleton();
-        p.conn = Conn::Wire { file: File::from(std::os::fd::OwnedFd::from(client)), buf: LineBuffer::new() };
+        p.conn = Conn::Wire {
+            file: File::from(std::os::fd::OwnedFd::from(client)),
+            buf: LineBuffer::new(),
+        };
         p.handshake(Start::PmiId("5".into())).unwrap();
         t.join().unwrap();
-        assert_eq!((p.rank(), p.size(), p.appnum(), p.universe_size()), (5, 8, 2, Some(16)));
+        assert_eq!(
+            (p.rank(), p.size(), p.appnum(), p.universe_size()),
+            (5, 8, 2, Some(16))
+        );
         assert_eq!(p.kvsname(), "kvs_9");
     }
 
@@ -525,13 +617,19 @@ mod tests {
             (Start::Env { rank: 0, size: 1 }, "cmd=maxes kvsname_max=1\n"),
             (Start::Env { rank: 3, size: 2 }, ""),
             (Start::PmiId("1".into()), "cmd=initack\ncmd=set size=x\n"),
-            (Start::Env { rank: 0, size: 1 }, "cmd=response_to_init rc=-1 pmi_version=2\n"),
+            (
+                Start::Env { rank: 0, size: 1 },
+                "cmd=response_to_init rc=-1 pmi_version=2\n",
+            ),
         ] {
             let (client, mut server) = UnixStream::pair().unwrap();
             server.write_all(script.as_bytes()).unwrap();
             drop(server);
             let mut p = Pmi::singleton();
-            p.conn = Conn::Wire { file: File::from(std::os::fd::OwnedFd::from(client)), buf: LineBuffer::new() };
+            p.conn = Conn::Wire {
+                file: File::from(std::os::fd::OwnedFd::from(client)),
+                buf: LineBuffer::new(),
+            };
             assert!(p.handshake(start).is_err());
         }
     }
@@ -543,7 +641,10 @@ mod tests {
         drop(server);
         let file = File::from(std::os::fd::OwnedFd::from(client));
         let mut p = Pmi::singleton();
-        p.conn = Conn::Wire { file, buf: LineBuffer::new() };
+        p.conn = Conn::Wire {
+            file,
+            buf: LineBuffer::new(),
+        };
         let e = p.barrier().unwrap_err();
         assert!(matches!(e, Error::Bootstrap(_) | Error::Io { .. }), "{e}");
     }

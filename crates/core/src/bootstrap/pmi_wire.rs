@@ -50,7 +50,10 @@ impl fmt::Display for WireError {
                 write!(f, "mcmd=spawn (PMI_Spawn_multiple) is not supported")
             }
             WireError::BadChar { what, text } => {
-                write!(f, "PMI {what} {text:?} contains a space, newline or other forbidden character")
+                write!(
+                    f,
+                    "PMI {what} {text:?} contains a space, newline or other forbidden character"
+                )
             }
         }
     }
@@ -75,7 +78,8 @@ pub struct Command {
 
 /// True if `s` can be carried as a PMI-1 value (non-empty is not required).
 pub fn is_wire_value(s: &str) -> bool {
-    !s.bytes().any(|b| b == b' ' || b == b'\n' || b == b'\r' || b == b'\t' || b == 0)
+    !s.bytes()
+        .any(|b| b == b' ' || b == b'\n' || b == b'\r' || b == b'\t' || b == 0)
 }
 
 /// True if `s` can be carried as a PMI-1 key: non-empty, no `=`, and a valid value.
@@ -86,7 +90,10 @@ pub fn is_wire_key(s: &str) -> bool {
 impl Command {
     /// A command with no arguments yet.
     pub fn new(name: &str) -> Self {
-        Command { name: name.to_string(), args: Vec::new() }
+        Command {
+            name: name.to_string(),
+            args: Vec::new(),
+        }
     }
 
     /// Builder: appends `key=value`. Validation happens in [`Command::encode`].
@@ -97,18 +104,23 @@ impl Command {
 
     /// The value of the first argument named `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.args.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.args
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Like [`Command::get`] but missing is an error naming the command.
     pub fn require(&self, key: &str) -> Result<&str, String> {
-        self.get(key).ok_or_else(|| format!("PMI command {:?} lacks {key}=", self.name))
+        self.get(key)
+            .ok_or_else(|| format!("PMI command {:?} lacks {key}=", self.name))
     }
 
     /// Integer argument; missing or unparsable is an error naming the command.
     pub fn require_int(&self, key: &str) -> Result<i64, String> {
         let v = self.require(key)?;
-        v.parse::<i64>().map_err(|_| format!("PMI command {:?}: {key}={v:?} is not an integer", self.name))
+        v.parse::<i64>()
+            .map_err(|_| format!("PMI command {:?}: {key}={v:?} is not an integer", self.name))
     }
 
     /// The `rc=` of a response, 0 if absent (several responses, e.g.
@@ -121,17 +133,32 @@ impl Command {
     /// key or a value cannot be carried on the wire.
     pub fn encode(&self) -> Result<String, WireError> {
         if !is_wire_key(&self.name) {
-            return Err(WireError::BadChar { what: "command name", text: self.name.clone() });
+            return Err(WireError::BadChar {
+                what: "command name",
+                text: self.name.clone(),
+            });
         }
-        let mut out = String::with_capacity(16 + self.args.iter().map(|(k, v)| k.len() + v.len() + 2).sum::<usize>());
+        let mut out = String::with_capacity(
+            16 + self
+                .args
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 2)
+                .sum::<usize>(),
+        );
         out.push_str("cmd=");
         out.push_str(&self.name);
         for (k, v) in &self.args {
             if !is_wire_key(k) {
-                return Err(WireError::BadChar { what: "key", text: k.clone() });
+                return Err(WireError::BadChar {
+                    what: "key",
+                    text: k.clone(),
+                });
             }
             if !is_wire_value(v) {
-                return Err(WireError::BadChar { what: "value", text: v.clone() });
+                return Err(WireError::BadChar {
+                    what: "value",
+                    text: v.clone(),
+                });
             }
             out.push(' ');
             out.push_str(k);
@@ -247,8 +274,14 @@ pub fn unescape_value(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit() {
-            let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && b[i + 1].is_ascii_hexdigit()
+            && b[i + 2].is_ascii_hexdigit()
+        {
+            let hex = std::str::from_utf8(&b[i + 1..i + 3])
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
             if let Some(v) = hex {
                 out.push(v);
                 i += 3;
@@ -291,10 +324,22 @@ mod tests {
     fn rejects_bad_input() {
         assert_eq!(parse_line(b""), Err(WireError::Empty));
         assert_eq!(parse_line(b"   \n"), Err(WireError::Empty));
-        assert!(matches!(parse_line(b"put key=a"), Err(WireError::NoCommand(_))));
-        assert!(matches!(parse_line(b"cmd= key=a"), Err(WireError::NoCommand(_))));
-        assert!(matches!(parse_line(b"cmd=put novalue"), Err(WireError::BadToken(_))));
-        assert!(matches!(parse_line(b"cmd=put =x"), Err(WireError::BadToken(_))));
+        assert!(matches!(
+            parse_line(b"put key=a"),
+            Err(WireError::NoCommand(_))
+        ));
+        assert!(matches!(
+            parse_line(b"cmd= key=a"),
+            Err(WireError::NoCommand(_))
+        ));
+        assert!(matches!(
+            parse_line(b"cmd=put novalue"),
+            Err(WireError::BadToken(_))
+        ));
+        assert!(matches!(
+            parse_line(b"cmd=put =x"),
+            Err(WireError::BadToken(_))
+        ));
         assert_eq!(parse_line(b"cmd=put key=\xff"), Err(WireError::NotUtf8));
         assert_eq!(parse_line(b"mcmd=spawn"), Err(WireError::SpawnUnsupported));
     }
@@ -311,7 +356,10 @@ mod tests {
 
     #[test]
     fn encode_roundtrip() {
-        let c = Command::new("put").arg("kvsname", "k").arg("key", "a.b").arg("value", "{\"x\":1}");
+        let c = Command::new("put")
+            .arg("kvsname", "k")
+            .arg("key", "a.b")
+            .arg("value", "{\"x\":1}");
         let line = c.encode().unwrap();
         assert_eq!(line, "cmd=put kvsname=k key=a.b value={\"x\":1}\n");
         assert_eq!(parse_line(line.as_bytes()).unwrap(), c);
@@ -352,7 +400,10 @@ mod tests {
     fn line_buffer_limits_length() {
         let mut lb = LineBuffer::new();
         lb.push(&vec![b'a'; MAX_LINE + 1]);
-        assert_eq!(lb.next_command().unwrap(), Err(WireError::TooLong(MAX_LINE)));
+        assert_eq!(
+            lb.next_command().unwrap(),
+            Err(WireError::TooLong(MAX_LINE))
+        );
         assert_eq!(lb.pending(), 0);
         lb.push(b"cmd=ok\n");
         assert_eq!(lb.next_command().unwrap().unwrap().name, "ok");
@@ -360,7 +411,16 @@ mod tests {
 
     #[test]
     fn escape_roundtrip() {
-        for s in ["plain", "a b\nc", "100% done", "ünïcode spaced", "", "%", "%4", "%zz"] {
+        for s in [
+            "plain",
+            "a b\nc",
+            "100% done",
+            "ünïcode spaced",
+            "",
+            "%",
+            "%4",
+            "%zz",
+        ] {
             let e = escape_value(s);
             assert!(is_wire_value(&e), "{e:?}");
             assert_eq!(unescape_value(&e), s);
@@ -372,7 +432,9 @@ mod tests {
     #[test]
     fn garbage_never_panics() {
         // A cheap deterministic fuzz: every prefix of a mixed buffer.
-        let junk: Vec<u8> = (0..2000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        let junk: Vec<u8> = (0..2000u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
         for n in 0..junk.len() {
             let _ = parse_line(&junk[..n]);
         }
