@@ -386,8 +386,13 @@ impl Pmi {
             .arg("key", key);
         let r = self.call(&cmd, "get_result")?;
         if r.rc() != 0 {
-            // Hydra: rc=-1 msg=key_K_not_found value=unknown.
-            return Ok(None);
+            // Hydra: rc=-1 msg=key_K_not_found value=unknown. Any other
+            // failure (unknown kvsname, …) is an error, not an absent key.
+            return match r.get("msg") {
+                None => Ok(None),
+                Some(m) if m.contains("not_found") || m.contains("not found") => Ok(None),
+                Some(m) => Err(boot(format!("PMI get of {key:?} failed: {m}"))),
+            };
         }
         Ok(Some(r.get("value").unwrap_or("").to_string()))
     }
@@ -530,6 +535,10 @@ mod tests {
                 "cmd=get kvsname=kvs_1 key=z",
                 "cmd=get_result rc=-1 msg=key_z_not_found value=unknown",
             ),
+            (
+                "cmd=get kvsname=kvs_1 key=y",
+                "cmd=get_result rc=-1 msg=unknown_kvsname",
+            ),
             ("cmd=finalize", "cmd=finalize_ack"),
         ];
         let t = std::thread::spawn(move || {
@@ -565,6 +574,7 @@ mod tests {
         p.barrier().unwrap();
         assert_eq!(p.get("k").unwrap().as_deref(), Some("v=1"));
         assert_eq!(p.get("z").unwrap(), None);
+        assert!(p.get("y").is_err());
         p.finalize().unwrap();
         t.join().unwrap();
     }
