@@ -148,6 +148,8 @@ impl Plan {
                     out.resize(total, 0);
                     if *identity {
                         out[pad..].copy_from_slice(data);
+                    } else if let Some(op) = scaled(ops, n) {
+                        exec(std::slice::from_ref(&op), data, 0, out, pad, self)?;
                     } else {
                         for i in 0..n {
                             exec(ops, data, i * src_elem, out, pad + i * dst_elem, self)?;
@@ -333,7 +335,7 @@ fn merge(ops: Vec<Op>) -> Vec<Op> {
 
 #[inline]
 fn rd(src: &[u8], at: usize, size: u8, swap: bool) -> Result<u64> {
-    let b = src.get(at..at + size as usize).ok_or(WireError::Truncated { at, needed: size as usize, have: src.len().saturating_sub(at) })?;
+    let b = src.get(at..at + size as usize).ok_or_else(|| WireError::Truncated { at, needed: size as usize, have: src.len().saturating_sub(at) })?;
     Ok(match size {
         1 => b[0] as u64,
         2 => {
@@ -360,7 +362,7 @@ fn rd(src: &[u8], at: usize, size: u8, swap: bool) -> Result<u64> {
 #[inline]
 fn wr(dst: &mut [u8], at: usize, size: u8, swap: bool, v: u64) -> Result<()> {
     let have = dst.len();
-    let b = dst.get_mut(at..at + size as usize).ok_or(WireError::Truncated { at, needed: size as usize, have: have.saturating_sub(at) })?;
+    let b = dst.get_mut(at..at + size as usize).ok_or_else(|| WireError::Truncated { at, needed: size as usize, have: have.saturating_sub(at) })?;
     match size {
         1 => b[0] = v as u8,
         2 => b.copy_from_slice(&(if swap { (v as u16).swap_bytes() } else { v as u16 }).to_ne_bytes()),
@@ -397,16 +399,16 @@ fn exec(ops: &[Op], src: &[u8], sb: usize, dst: &mut [u8], db: usize, plan: &Pla
         match op {
             Op::Copy { src: s, dst: d, len } => {
                 let (s, d) = (sb + s, db + d);
-                let from = src.get(s..s + len).ok_or(WireError::Truncated { at: s, needed: *len, have: src.len() })?;
-                let to = dst.get_mut(d..d + len).ok_or(WireError::Usage("plan writes outside output".into()))?;
+                let from = src.get(s..s + len).ok_or_else(|| WireError::Truncated { at: s, needed: *len, have: src.len() })?;
+                let to = dst.get_mut(d..d + len).ok_or_else(out_of_range)?;
                 to.copy_from_slice(from);
             }
             Op::Swap { src: s, dst: d, size, count } => {
                 let z = *size as usize;
                 let (s, d) = (sb + s, db + d);
                 let n = z * count;
-                let from = src.get(s..s + n).ok_or(WireError::Truncated { at: s, needed: n, have: src.len() })?;
-                let to = dst.get_mut(d..d + n).ok_or(WireError::Usage("plan writes outside output".into()))?;
+                let from = src.get(s..s + n).ok_or_else(|| WireError::Truncated { at: s, needed: n, have: src.len() })?;
+                let to = dst.get_mut(d..d + n).ok_or_else(out_of_range)?;
                 match z {
                     2 => swap_chunks::<2>(from, to),
                     4 => swap_chunks::<4>(from, to),
@@ -431,7 +433,7 @@ fn exec(ops: &[Op], src: &[u8], sb: usize, dst: &mut [u8], db: usize, plan: &Pla
             }
             Op::Fill { dst: d, bytes } => {
                 let d = db + d;
-                let to = dst.get_mut(d..d + bytes.len()).ok_or(WireError::Usage("plan writes outside output".into()))?;
+                let to = dst.get_mut(d..d + bytes.len()).ok_or_else(out_of_range)?;
                 to.copy_from_slice(bytes);
             }
             Op::Zero { dst: d, len } => {
@@ -450,11 +452,30 @@ fn exec(ops: &[Op], src: &[u8], sb: usize, dst: &mut [u8], db: usize, plan: &Pla
     Ok(())
 }
 
+#[cold]
+fn out_of_range() -> WireError {
+    WireError::Usage("plan writes outside output".into())
+}
+
+/// A one-element scalar body scaled to `n` elements, so a variable array of
+/// scalars runs as one counted operation instead of `n` interpreted ones.
+fn scaled(ops: &[Op], n: usize) -> Option<Op> {
+    match ops {
+        [Op::Swap { src: 0, dst: 0, size, count: 1 }] => Some(Op::Swap { src: 0, dst: 0, size: *size, count: n }),
+        [Op::Int { src: 0, dst: 0, from, to, count: 1, field }] => Some(Op::Int { src: 0, dst: 0, from: *from, to: *to, count: n, field: *field }),
+        [Op::Float { src: 0, dst: 0, from, from_swap, to, to_swap, count: 1 }] => {
+            Some(Op::Float { src: 0, dst: 0, from: *from, from_swap: *from_swap, to: *to, to_swap: *to_swap, count: n })
+        }
+        _ => None,
+    }
+}
+
 #[inline]
 fn swap_chunks<const N: usize>(from: &[u8], to: &mut [u8]) {
     for (a, b) in from.chunks_exact(N).zip(to.chunks_exact_mut(N)) {
-        for k in 0..N {
-            b[k] = a[N - 1 - k];
-        }
+        let mut x = [0u8; N];
+        x.copy_from_slice(a);
+        x.reverse();
+        b.copy_from_slice(&x);
     }
 }
