@@ -108,6 +108,16 @@ fn human(b: u64) -> String {
     b.to_string()
 }
 
+fn method_meaning(name: &str) -> &'static str {
+    match name {
+        "self" => "within the process",
+        "shm" => "shared memory (same host)",
+        "tcp" => "TCP sockets",
+        "udp" => "reliable UDP",
+        _ => "see gwinfo",
+    }
+}
+
 /// The lines to print (without the `gwrun: ` prefix).
 pub fn render(m: &Matrix, placement: &str) -> Vec<String> {
     let n = m.cells.len();
@@ -139,6 +149,13 @@ pub fn render(m: &Matrix, placement: &str) -> Vec<String> {
         lines.push(l);
     }
     lines.push("legend: cell = method msgs/bytes sent (K/M/G = KiB/MiB/GiB); - = no traffic; ? = no statistics from either rank".into());
+    let mut seen: Vec<&str> = m.cells.iter().flatten().flatten().map(|c| c.method.as_str()).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    if !seen.is_empty() {
+        let described: Vec<String> = seen.iter().map(|name| format!("{name} = {}", method_meaning(name))).collect();
+        lines.push(format!("methods: {}", described.join(", ")));
+    }
     let missing: Vec<String> = (0..n)
         .filter(|&r| !m.have[r])
         .map(|r| r.to_string())
