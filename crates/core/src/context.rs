@@ -45,6 +45,10 @@ pub const DEFAULT_ENDPOINT: u32 = 0;
 /// handler id, endpoint id (both `u32` little-endian).
 pub(crate) const RSR_HEADER: usize = 8;
 
+/// Handler ids from here up belong to the runtime itself.
+pub const FIRST_INTERNAL_HANDLER: u32 = 0xffff_0000;
+const H_BARRIER: u32 = FIRST_INTERNAL_HANDLER + 1;
+
 /// Per-link counters, as reported by [`Context::link_stats`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkStats {
@@ -112,6 +116,9 @@ struct Inner {
     spin_iters: u64,
     dropped: AtomicU64,
     finalized: AtomicBool,
+    barrier_epoch: AtomicU64,
+    /// Barrier messages received, by (epoch, round).
+    barrier_seen: Mutex<std::collections::HashMap<(u64, u32), u32>>,
 }
 
 /// A process's runtime. Cloning is cheap and shares the same context.
@@ -194,6 +201,8 @@ impl Context {
             spin_iters,
             dropped: AtomicU64::new(0),
             finalized: AtomicBool::new(false),
+            barrier_epoch: AtomicU64::new(0),
+            barrier_seen: Mutex::new(std::collections::HashMap::new()),
             params,
         };
         Ok(Context { inner: Arc::new(inner) })
@@ -226,14 +235,27 @@ impl Context {
         self.inner.methods.iter().map(|m| m.name()).collect()
     }
 
-    /// Registers `handler` under `id`, replacing any earlier one.
-    pub fn register_handler(&self, id: u32, handler: impl Fn(&Context, Request<'_>) + Send + Sync + 'static) {
+    /// Registers `handler` under `id`, replacing any earlier one. Ids from
+    /// [`FIRST_INTERNAL_HANDLER`] up are reserved for the runtime.
+    pub fn register_handler(
+        &self,
+        id: u32,
+        handler: impl Fn(&Context, Request<'_>) + Send + Sync + 'static,
+    ) -> Result<()> {
+        if id >= FIRST_INTERNAL_HANDLER || id > 1 << 20 {
+            return Err(Error::BadParam {
+                var: "handler id".into(),
+                value: id.to_string(),
+                reason: "user handler ids must be below 1048576".into(),
+            });
+        }
         let mut h = self.inner.handlers.write().unwrap_or_else(|e| e.into_inner());
         let i = id as usize;
         if h.len() <= i {
             h.resize_with(i + 1, || None);
         }
         h[i] = Some(Arc::new(handler));
+        Ok(())
     }
 
     /// Creates a new endpoint and returns a startpoint bound to it.
@@ -351,6 +373,11 @@ impl Context {
             peer.table_source.store(2, Ordering::Relaxed);
         }
         Ok(peer.table.get().cloned().unwrap_or(t))
+    }
+
+    /// Why the link to `rank` failed, if it did.
+    pub fn link_error(&self, rank: u32) -> Option<String> {
+        self.peer(rank).ok()?.failed.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Where this context learned `rank`'s descriptor table.
@@ -535,6 +562,57 @@ impl Context {
         }
     }
 
+    /// Waits until every context of the job has called `barrier`, driving
+    /// progress meanwhile (a dissemination barrier over remote service
+    /// requests: ceil(log2 n) rounds). Use it after registering handlers, so
+    /// no request can reach a context before its handlers exist.
+    pub fn barrier(&self) -> Result<()> {
+        let n = self.size();
+        let epoch = self.inner.barrier_epoch.fetch_add(1, Ordering::Relaxed);
+        let mut dist = 1u32;
+        let mut round = 0u32;
+        while dist < n {
+            let to = (self.rank() + dist) % n;
+            let mut msg = [0u8; 12];
+            msg[..8].copy_from_slice(&epoch.to_le_bytes());
+            msg[8..].copy_from_slice(&round.to_le_bytes());
+            self.send_internal(to, H_BARRIER, &msg)?;
+            let key = (epoch, round);
+            self.wait(|| {
+                let mut seen = self.inner.barrier_seen.lock().unwrap_or_else(|e| e.into_inner());
+                match seen.get_mut(&key) {
+                    Some(c) => {
+                        *c -= 1;
+                        if *c == 0 {
+                            seen.remove(&key);
+                        }
+                        true
+                    }
+                    None => false,
+                }
+            });
+            if let Some(why) = self.link_error(to) {
+                return Err(Error::LinkFailed { peer: to, method: self.method_to(to).unwrap_or("none"), reason: why });
+            }
+            dist *= 2;
+            round += 1;
+        }
+        Ok(())
+    }
+
+    /// A barrier through the bootstrap (PMI). It does not drive progress, so
+    /// use it only when no requests are in flight — typically once, right
+    /// after registering handlers, before any rank sends. Unlike
+    /// [`barrier`](Self::barrier) it opens no links.
+    pub fn bootstrap_barrier(&self) -> Result<()> {
+        self.wait(|| !self.inner.methods.iter().any(|m| m.has_pending_output()));
+        self.inner.pmi.lock().unwrap_or_else(|e| e.into_inner()).barrier()
+    }
+
+    fn send_internal(&self, to: u32, handler: u32, payload: &[u8]) -> Result<()> {
+        self.rsr(&Startpoint { ctx: to, endpoint: DEFAULT_ENDPOINT }, handler, payload)
+    }
+
     /// Collective shutdown: flushes queued output, publishes this context's
     /// statistics to the launcher, waits for every rank, and releases methods.
     pub fn finalize(&self) -> Result<()> {
@@ -547,6 +625,8 @@ impl Context {
         if !ok {
             eprintln!("gw[{}]: finalize: output still queued after 60 s; giving up on it", self.rank());
         }
+        // Every rank's sends complete before anyone leaves, with progress running.
+        self.barrier()?;
         let stats = self.stats_json();
         let mut pmi = self.inner.pmi.lock().unwrap_or_else(|e| e.into_inner());
         // Statistics are a courtesy to the launcher; a launcher that refuses
@@ -614,6 +694,10 @@ impl Sink for Dispatch<'_> {
         }
         let handler = u32::from_le_bytes(msg[..4].try_into().unwrap());
         let endpoint = u32::from_le_bytes(msg[4..8].try_into().unwrap());
+        if handler >= FIRST_INTERNAL_HANDLER {
+            self.internal(src, handler, &msg[RSR_HEADER..]);
+            return;
+        }
         let h = inner
             .handlers
             .read()
@@ -641,6 +725,28 @@ impl Sink for Dispatch<'_> {
     }
 
     fn link_failed(&mut self, src: u32, reason: String) {
+        self.record_failure(src, reason);
+    }
+}
+
+impl Dispatch<'_> {
+    /// Requests for the runtime's own handlers.
+    fn internal(&mut self, src: u32, handler: u32, payload: &[u8]) {
+        let inner = &self.ctx.inner;
+        match (handler, payload.len()) {
+            (H_BARRIER, 12) => {
+                let epoch = u64::from_le_bytes(payload[..8].try_into().unwrap());
+                let round = u32::from_le_bytes(payload[8..].try_into().unwrap());
+                *inner.barrier_seen.lock().unwrap_or_else(|e| e.into_inner()).entry((epoch, round)).or_insert(0) += 1;
+            }
+            _ => {
+                inner.dropped.fetch_add(1, Ordering::Relaxed);
+                eprintln!("gw[{}]: malformed runtime request {handler:#x} from {src}", self.ctx.rank());
+            }
+        }
+    }
+
+    fn record_failure(&mut self, src: u32, reason: String) {
         let inner = &self.ctx.inner;
         if let Some(peer) = inner.peers.get(src as usize) {
             *peer.failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.clone());
@@ -776,7 +882,7 @@ mod tests {
     fn roundtrip(ctx: &Context, expect_method: &str) {
         let got = Arc::new(Mutex::new(Vec::<(u32, u32, Vec<u8>)>::new()));
         let g = got.clone();
-        ctx.register_handler(3, move |_, req| g.lock().unwrap().push((req.src, req.endpoint, req.payload.to_vec())));
+        ctx.register_handler(3, move |_, req| g.lock().unwrap().push((req.src, req.endpoint, req.payload.to_vec()))).expect("valid handler id");
         let ep = ctx.create_endpoint();
         for i in 0..100u32 {
             ctx.rsr(&ep, 3, &i.to_le_bytes()).unwrap();
@@ -819,7 +925,7 @@ mod tests {
         let h = hits.clone();
         ctx.register_handler(1, move |_, _| {
             h.fetch_add(1, Ordering::Relaxed);
-        });
+        }).expect("valid handler id");
         let ep = ctx.create_endpoint();
         ctx.destroy_endpoint(&ep);
         ctx.rsr(&ep, 1, b"x").unwrap();
@@ -842,7 +948,7 @@ mod tests {
             if v < 1000 {
                 ctx.rsr(&ctx.startpoint(0).unwrap(), 2, &(v + 1).to_le_bytes()).unwrap();
             }
-        });
+        }).expect("valid handler id");
         ctx.rsr(&ctx.startpoint(0).unwrap(), 2, &0u32.to_le_bytes()).unwrap();
         assert!(ctx.wait_timeout(Duration::from_secs(10), || n.load(Ordering::Relaxed) == 1000));
     }

@@ -249,9 +249,14 @@ impl TcpMethod {
             }
             if n == 0 {
                 let clean = inp.end == inp.start && matches!(inp.state, HsState::Ready);
+                // An acceptor closes on us during our handshake when it refuses
+                // our proof (or does not know the secret itself).
+                let refused_us = matches!(inp.state, HsState::AwaitChallenge { .. });
                 let authed = matches!(inp.state, HsState::Ready);
                 drop(inp);
-                if clean || !authed {
+                if refused_us {
+                    self.fail(conn, sink, "the peer closed the connection during authentication (wrong job secret?)".into());
+                } else if clean || !authed {
                     if self.verbose >= 2 {
                         eprintln!("gw[{}]: tcp: connection from {} closed", self.me, conn.peer_name());
                     }

@@ -1,0 +1,42 @@
+# gridwire — the two commands: `make demo` and `make test`. `make bench` measures.
+SHELL := /bin/bash
+CARGO ?= cargo
+RELEASE := target/release
+DEBUG := target/debug
+DEMO_RANKS ?= 4
+
+.PHONY: all deps build build-debug demo test test-rust test-extra bench install clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build --release --workspace --bins --examples
+
+build-debug: deps
+	$(CARGO) build --workspace --bins --examples
+
+## The main job: RSRs over shm and tcp on 2 emulated hosts, startpoint migration, --stats.
+demo: build
+	$(RELEASE)/gwinfo --emulate-hosts 2 --methods-only
+	@echo
+	$(RELEASE)/gwrun -n $(DEMO_RANKS) --emulate-hosts 2 --timeout 120 --stats $(RELEASE)/examples/demo
+
+## Every test: Rust unit and multi-process tests, then each crate's extra test script.
+test: build-debug test-rust test-extra
+
+test-rust:
+	$(CARGO) test --workspace --no-fail-fast
+
+test-extra:
+	@set -e; for f in crates/*/tests/extra.sh; do \
+	  [ -e "$$f" ] || continue; echo "== $$f"; timeout 900 bash "$$f"; done
+
+## Benchmarks (not tests): figures go to bench/out and are summarised in docs/benchmarks.md.
+bench: build
+	bash bench/run.sh
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,145 @@
+//! `gwinfo`: what this build of gridwire has and would do here.
+//!
+//! Lists the built-in communication methods, their descriptors on this host,
+//! the method the selection policy would choose from emulated host 0 to each
+//! emulated host, and every parameter (name, type, default, current value,
+//! help) — the same table the runtime reads, so it cannot go stale.
+
+use gridwire_core::context::{methods_from_params, real_host_identity};
+use gridwire_core::descriptor::{DescriptorTable, Entry};
+use gridwire_core::method::{self, JobInfo, Method, MethodEnv};
+use gridwire_core::params::{all_decls, Kind, Params};
+use gridwire_core::select::{FirstApplicable, SelectionPolicy};
+use std::sync::Arc;
+
+const USAGE: &str = "usage: gwinfo [--emulate-hosts K] [--params-only | --methods-only]
+
+Shows the built-in communication methods, their descriptors on this host,
+which method would be selected between emulated hosts, and every GW_*
+parameter with its default, current value and meaning.";
+
+fn main() {
+    // Behave like a Unix tool when piped into `head`: die quietly on SIGPIPE.
+    // SAFETY: resetting a signal disposition to its default has no memory effects.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let mut hosts = 2u32;
+    let mut params_only = false;
+    let mut methods_only = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--emulate-hosts" => {
+                hosts = match args.next().and_then(|v| v.parse().ok()) {
+                    Some(k) if (1..=64).contains(&k) => k,
+                    _ => fail("--emulate-hosts needs a number between 1 and 64"),
+                }
+            }
+            "--params-only" => params_only = true,
+            "--methods-only" => methods_only = true,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return;
+            }
+            other => fail(&format!("unknown argument {other:?}\n{USAGE}")),
+        }
+    }
+    let params = Params::from_env().unwrap_or_else(|e| fail(&e.to_string()));
+    methods_from_params(&params).unwrap_or_else(|e| fail(&e.to_string()));
+    if !params_only {
+        methods_section(&params, hosts);
+    }
+    if !methods_only {
+        params_section(&params);
+    }
+}
+
+fn fail(msg: &str) -> ! {
+    eprintln!("gwinfo: {msg}");
+    std::process::exit(2);
+}
+
+fn methods_section(params: &Params, hosts: u32) {
+    println!("gridwire {}", env!("CARGO_PKG_VERSION"));
+    println!("\nCommunication methods built in (default table order, fastest first):");
+    for m in method::registry() {
+        println!("  {:<5} {}", m.name, m.summary);
+    }
+    let chosen = methods_from_params(params).unwrap_or_else(|e| fail(&e.to_string()));
+    let real = real_host_identity();
+    let job_id = format!("gwinfo{}", std::process::id());
+    // One set of methods per emulated host, as a rank there would initialise them.
+    let mut per_host: Vec<(Vec<Arc<dyn Method>>, DescriptorTable)> = Vec::new();
+    for h in 0..hosts {
+        let job = JobInfo {
+            ctx_id: h,
+            size: hosts,
+            job_id: job_id.clone(),
+            host_id: if hosts == 1 { real.clone() } else { format!("{real}#emu{h}") },
+            secret: [0; 32],
+            verbose: 0,
+        };
+        let env = MethodEnv { job: &job, params };
+        let mut ms: Vec<Arc<dyn Method>> = Vec::new();
+        for info in &chosen {
+            match (info.init)(&env) {
+                Ok(Some(m)) => ms.push(m),
+                Ok(None) => {}
+                Err(e) => eprintln!("gwinfo: method {} failed to initialise: {e}", info.name),
+            }
+        }
+        let table = DescriptorTable {
+            entries: ms.iter().map(|m| Entry { method: m.name().into(), descriptor: m.descriptor() }).collect(),
+        };
+        per_host.push((ms, table));
+    }
+    let (local, table) = &per_host[0];
+    println!(
+        "\nEnabled here{}: {}",
+        if params.is_set("METHODS") { " (GW_METHODS)" } else { "" },
+        table.names()
+    );
+    println!("Descriptors of a process on this host ({}):", real);
+    for (m, e) in local.iter().zip(&table.entries) {
+        println!("  {:<5} {}", e.method, m.describe(&e.descriptor));
+    }
+    println!("\nSelection from a process on emulated host 0 to a process on each emulated host:");
+    for (h, (_, remote)) in per_host.iter().enumerate() {
+        // Another process on the same host: `self` must not match, so compare
+        // against a table whose self entry belongs to a different context.
+        let remote_other = DescriptorTable {
+            entries: remote.entries.iter().filter(|e| !(h == 0 && e.method == "self")).cloned().collect(),
+        };
+        let pick = FirstApplicable
+            .select(local, &remote_other)
+            .map(|(mi, _)| local[mi].name())
+            .unwrap_or("none applicable");
+        println!("  host 0 -> host {h}: {pick}");
+    }
+    for (ms, _) in &per_host {
+        for m in ms {
+            m.shutdown();
+        }
+    }
+}
+
+fn params_section(params: &Params) {
+    println!("\nParameters (environment variable, type, default, value; * = set in the environment):");
+    for d in all_decls() {
+        let kind = match d.kind {
+            Kind::UInt { .. } => "uint".to_string(),
+            Kind::Size { .. } => "size".to_string(),
+            Kind::Bool => "bool".to_string(),
+            Kind::Choice(w) => w.join("|"),
+            Kind::Text => "text".to_string(),
+        };
+        let mark = if params.is_set(d.name) { "*" } else { " " };
+        println!(
+            "  {mark}{:<24} {:<10} default {:<12} value {}",
+            d.var(),
+            kind,
+            format!("{:?}", d.default),
+            params.display(d.name)
+        );
+        println!("      {}", d.help.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what building and testing gridwire needs on Debian 12, and nothing
+# when it is already there (so repeated `make` runs stay fast and offline).
+#   - Rust (cargo) must already be installed (rustup or Debian's cargo >= 1.80).
+#   - Debian packages: a C compiler and make (C floors, examples), MPICH (the
+#     runtime is tested starting under Hydra's mpiexec; peers for benchmarks),
+#     Open MPI (benchmark peer), numpy (the second, independent record reader),
+#     iproute2 and nftables (network-namespace tests, later).
+set -euo pipefail
+pkgs=(gcc make mpich libmpich-dev openmpi-bin libopenmpi-dev python3 python3-numpy iproute2 nftables procps)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# numpy may come from pip instead of Debian; accept either.
+if printf '%s\n' "${missing[@]}" | grep -qx python3-numpy && python3 -c 'import numpy' 2>/dev/null; then
+  missing=("${missing[@]/python3-numpy}")
+fi
+missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing Debian packages: ${missing[*]}" >&2
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "install-deps: cargo not found; install Rust (rustup, or 'apt-get install cargo' on a recent Debian)" >&2
+  exit 1
+fi
