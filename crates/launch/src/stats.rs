@@ -149,11 +149,20 @@ pub fn render(m: &Matrix, placement: &str) -> Vec<String> {
         lines.push(l);
     }
     lines.push("legend: cell = method msgs/bytes sent (K/M/G = KiB/MiB/GiB); - = no traffic; ? = no statistics from either rank".into());
-    let mut seen: Vec<&str> = m.cells.iter().flatten().flatten().map(|c| c.method.as_str()).collect();
+    let mut seen: Vec<&str> = m
+        .cells
+        .iter()
+        .flatten()
+        .flatten()
+        .map(|c| c.method.as_str())
+        .collect();
     seen.sort_unstable();
     seen.dedup();
     if !seen.is_empty() {
-        let described: Vec<String> = seen.iter().map(|name| format!("{name} = {}", method_meaning(name))).collect();
+        let described: Vec<String> = seen
+            .iter()
+            .map(|name| format!("{name} = {}", method_meaning(name)))
+            .collect();
         lines.push(format!("methods: {}", described.join(", ")));
     }
     let missing: Vec<String> = (0..n)

@@ -481,6 +481,29 @@ fn missing_program_is_a_clear_error() {
     assert!(o.stdout.is_empty());
 }
 
+/// Rank 0 reads gwrun's stdin (when it is not a terminal); the others get /dev/null.
+#[test]
+fn stdin_goes_to_rank_zero() {
+    let mut c = Command::new(GWRUN);
+    c.args(["-n", "2", "--tag-output", "--timeout", "30", "cat"])
+        .env_remove("MPIEXEC_TIMEOUT");
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut i = child.stdin.take().unwrap();
+        i.write_all(b"to rank zero\n").unwrap();
+    }
+    let out = spawn_reader(child.stdout.take().unwrap());
+    let status = wait_bounded(&mut child, Duration::from_secs(30));
+    assert!(status.success());
+    assert_eq!(collect(&out), "[0] to rank zero\n");
+}
+
 #[test]
 fn plain_programs_without_pmi() {
     let o = gwrun(&["-n", "3", "--timeout", "30", "echo", "hello"]);
@@ -495,6 +518,15 @@ fn plain_programs_without_pmi() {
 
 #[test]
 fn sigterm_to_gwrun_is_forwarded() {
+    signal_to_gwrun_is_forwarded(libc::SIGTERM, "SIGTERM");
+}
+
+#[test]
+fn sigint_to_gwrun_is_forwarded() {
+    signal_to_gwrun_is_forwarded(libc::SIGINT, "SIGINT");
+}
+
+fn signal_to_gwrun_is_forwarded(sig: i32, name: &str) {
     let p = pmi_check();
     let mut child = Command::new(GWRUN)
         .args([
@@ -535,13 +567,13 @@ fn sigterm_to_gwrun_is_forwarded() {
         }
     }
     // SAFETY (test): signal the gwrun we started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    unsafe { libc::kill(child.id() as i32, sig) };
     let t = Instant::now();
     let status = wait_bounded(&mut child, Duration::from_secs(15));
     assert!(t.elapsed() < Duration::from_secs(5));
-    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    assert_eq!(status.code(), Some(128 + sig));
     let stderr = collect(&err);
-    assert!(stderr.contains("received SIGTERM"), "{stderr}");
+    assert!(stderr.contains(&format!("received {name}")), "{stderr}");
     let all = lines.join("\n") + "\n";
     for pid in values(&all, "pid").iter().chain(&values(&all, "child")) {
         assert!(!alive(pid), "process {pid} survived");
