@@ -69,14 +69,35 @@ pub fn view_bytes<T: WireRecord>(bytes: &[u8]) -> Result<&T> {
     Ok(unsafe { &*(bytes.as_ptr() as *const T) })
 }
 
+/// Format ids are already SHA-256 prefixes, so hashing them again (SipHash)
+/// only costs time on the per-record look-up path.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = self.0.rotate_left(29) ^ v;
+    }
+}
+
+type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
+
 /// Known formats (learned from metadata or registered locally) and the plans
 /// built between them. One per receiver; plans are built once per
 /// (wire id, native id) pair and reused.
 #[derive(Default)]
 pub struct Registry {
-    formats: HashMap<FormatId, Arc<Format>>,
-    plans: HashMap<(FormatId, FormatId), Arc<Plan>>,
-    slots: HashMap<FormatId, Arc<Vec<VarSlot>>>,
+    formats: IdMap<FormatId, Arc<Format>>,
+    plans: IdMap<(FormatId, FormatId), Arc<Plan>>,
+    slots: IdMap<FormatId, Arc<Vec<VarSlot>>>,
     policy: OverflowPolicy,
 }
 
@@ -149,6 +170,13 @@ impl Registry {
     /// Decode into a caller-owned buffer (reused across records, no allocation
     /// after warm-up). Always copies, even for identical layouts.
     pub fn decode_into(&mut self, rec: &RecordRef<'_>, native: &Arc<Format>, out: &mut Vec<u8>) -> Result<()> {
+        // Hot path: the plan is cached, so one look-up and no Arc clones.
+        if let Some(p) = self.plans.get(&(rec.id, native.id())) {
+            if let Some(w) = self.formats.get(&rec.id) {
+                rec.check_format(w)?;
+            }
+            return p.run(rec.payload, out);
+        }
         let wire = self.formats.get(&rec.id).cloned().ok_or(WireError::UnknownFormat(rec.id))?;
         rec.check_format(&wire)?;
         let plan = self.plan(&wire, native)?;

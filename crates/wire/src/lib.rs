@@ -43,7 +43,7 @@ pub mod record;
 pub mod value;
 pub mod vectors;
 
-pub use decode::{view, view_bytes, Decoded, Registry, WireRecord};
+pub use decode::{view, view_bytes, Decoded, IdHasher, Registry, WireRecord};
 /// `#[derive(WireRecord)]` for `#[repr(C)]` structs (see `gridwire-wire-derive`).
 pub use gridwire_wire_derive::WireRecord;
 pub use error::{Result, WireError};
