@@ -59,7 +59,7 @@ pub fn view_bytes<T: WireRecord>(bytes: &[u8]) -> Result<&T> {
     if bytes.len() < std::mem::size_of::<T>() {
         return Err(WireError::NotViewable("payload shorter than the type".into()));
     }
-    if (bytes.as_ptr() as usize) % std::mem::align_of::<T>() != 0 {
+    if !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) {
         return Err(WireError::NotViewable("payload is misaligned for the type".into()));
     }
     // SAFETY: length and alignment are checked above; `WireRecord` guarantees

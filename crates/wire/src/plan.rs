@@ -318,12 +318,11 @@ fn merge(ops: Vec<Op>) -> Vec<Op> {
                         continue;
                     }
                 }
-                (Op::Swap { src: s1, dst: d1, size: z1, count: c1 }, Op::Swap { src: s2, dst: d2, size: z2, count: c2 }) => {
-                    if z1 == z2 && *s1 + *z1 as usize * *c1 == *s2 && *d1 + *z1 as usize * *c1 == *d2 {
+                (Op::Swap { src: s1, dst: d1, size: z1, count: c1 }, Op::Swap { src: s2, dst: d2, size: z2, count: c2 })
+                    if z1 == z2 && *s1 + *z1 as usize * *c1 == *s2 && *d1 + *z1 as usize * *c1 == *d2 => {
                         *c1 += c2;
                         continue;
                     }
-                }
                 _ => {}
             }
         }
@@ -399,7 +398,7 @@ fn exec(ops: &[Op], src: &[u8], sb: usize, dst: &mut [u8], db: usize, plan: &Pla
         match op {
             Op::Copy { src: s, dst: d, len } => {
                 let (s, d) = (sb + s, db + d);
-                let from = src.get(s..s + len).ok_or_else(|| WireError::Truncated { at: s, needed: *len, have: src.len() })?;
+                let from = src.get(s..s + len).ok_or(WireError::Truncated { at: s, needed: *len, have: src.len() })?;
                 let to = dst.get_mut(d..d + len).ok_or_else(out_of_range)?;
                 to.copy_from_slice(from);
             }
@@ -407,7 +406,7 @@ fn exec(ops: &[Op], src: &[u8], sb: usize, dst: &mut [u8], db: usize, plan: &Pla
                 let z = *size as usize;
                 let (s, d) = (sb + s, db + d);
                 let n = z * count;
-                let from = src.get(s..s + n).ok_or_else(|| WireError::Truncated { at: s, needed: n, have: src.len() })?;
+                let from = src.get(s..s + n).ok_or(WireError::Truncated { at: s, needed: n, have: src.len() })?;
                 let to = dst.get_mut(d..d + n).ok_or_else(out_of_range)?;
                 match z {
                     2 => swap_chunks::<2>(from, to),

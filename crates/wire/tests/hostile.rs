@@ -251,7 +251,7 @@ fn misaligned_payload_cannot_be_viewed() {
     let framed = record::frame(&f, &2.5f64.to_ne_bytes()).unwrap();
     let mut buf = vec![0u8; framed.len() + 8];
     let base = buf.as_ptr() as usize;
-    let shift = if base % 8 == 0 { 1 } else { 0 };
+    let shift = if base.is_multiple_of(8) { 1 } else { 0 };
     buf[shift..shift + framed.len()].copy_from_slice(&framed);
     let (rec, _) = RecordRef::parse(&buf[shift..shift + framed.len()]).unwrap();
     assert!(matches!(view::<P>(&rec), Err(WireError::NotViewable(_))));
