@@ -14,7 +14,9 @@ use proc_macro::{Delimiter, Spacing, TokenStream, TokenTree};
 pub fn derive_wire_record(input: TokenStream) -> TokenStream {
     match expand(input) {
         Ok(ts) => ts,
-        Err(msg) => format!("compile_error!({msg:?});").parse().unwrap_or_default(),
+        Err(msg) => format!("compile_error!({msg:?});")
+            .parse()
+            .unwrap_or_default(),
     }
 }
 
@@ -29,7 +31,12 @@ fn expand(input: TokenStream) -> Result<TokenStream, String> {
             TokenTree::Punct(p) if p.as_char() == '#' => {
                 if let Some(TokenTree::Group(g)) = toks.get(i + 1) {
                     let s = g.stream().to_string().replace(' ', "");
-                    if s.starts_with("repr(") && s.trim_start_matches("repr(").trim_end_matches(')').split(',').any(|x| x == "C") {
+                    if s.starts_with("repr(")
+                        && s.trim_start_matches("repr(")
+                            .trim_end_matches(')')
+                            .split(',')
+                            .any(|x| x == "C")
+                    {
                         repr_c = true;
                     }
                 }
@@ -42,8 +49,12 @@ fn expand(input: TokenStream) -> Result<TokenStream, String> {
                     _ => return Err("expected a struct name".into()),
                 }
                 match toks.get(i + 2) {
-                    Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Brace => body = Some(g.stream()),
-                    Some(TokenTree::Punct(p)) if p.as_char() == '<' => return Err("derive(WireRecord) does not support generic structs".into()),
+                    Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Brace => {
+                        body = Some(g.stream())
+                    }
+                    Some(TokenTree::Punct(p)) if p.as_char() == '<' => {
+                        return Err("derive(WireRecord) does not support generic structs".into())
+                    }
                     _ => return Err("derive(WireRecord) needs a struct with named fields".into()),
                 }
                 break;
@@ -58,7 +69,9 @@ fn expand(input: TokenStream) -> Result<TokenStream, String> {
     let name = name.ok_or("expected a struct")?;
     let body = body.ok_or("expected a struct body")?;
     if !repr_c {
-        return Err(format!("derive(WireRecord) requires #[repr(C)] on `{name}`: the wire layout is the C layout"));
+        return Err(format!(
+            "derive(WireRecord) requires #[repr(C)] on `{name}`: the wire layout is the C layout"
+        ));
     }
     let fields = parse_fields(body)?;
     if fields.is_empty() {
@@ -71,7 +84,9 @@ fn expand(input: TokenStream) -> Result<TokenStream, String> {
         calls.push_str(&format!(
             ".field_at({fname:?}, <{ty} as ::gridwire_wire::derive_support::WireField>::field_type(), ::core::mem::offset_of!({name}, {f}) as u32)"
         ));
-        asserts.push_str(&format!("::gridwire_wire::derive_support::assert_wire_field::<{ty}>();"));
+        asserts.push_str(&format!(
+            "::gridwire_wire::derive_support::assert_wire_field::<{ty}>();"
+        ));
     }
     let code = format!(
         r#"
@@ -95,7 +110,8 @@ fn expand(input: TokenStream) -> Result<TokenStream, String> {
         }}
         "#
     );
-    code.parse().map_err(|e| format!("internal derive error: {e:?}"))
+    code.parse()
+        .map_err(|e| format!("internal derive error: {e:?}"))
 }
 
 /// Split `name: Type, ...` at top-level commas, skipping attributes and visibility.
@@ -131,7 +147,9 @@ fn parse_fields(body: TokenStream) -> Result<Vec<(String, String)>, String> {
         };
         i += 1;
         match toks.get(i) {
-            Some(TokenTree::Punct(p)) if p.as_char() == ':' && p.spacing() == Spacing::Alone => i += 1,
+            Some(TokenTree::Punct(p)) if p.as_char() == ':' && p.spacing() == Spacing::Alone => {
+                i += 1
+            }
             _ => return Err(format!("expected `:` after field `{fname}`")),
         }
         let mut ty = TokenStream::new();

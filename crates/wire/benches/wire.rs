@@ -39,7 +39,17 @@ struct Big {
 }
 
 fn mixed(k: i64) -> Mixed {
-    Mixed { id: k as i32, count: k * 3, temp: 1.5 * k as f64, flag: b'x', label: *b"hello world\0\0\0\0", small: -4, ratio: 0.25, vals: [k as f64; 6], seq: k as u64 }
+    Mixed {
+        id: k as i32,
+        count: k * 3,
+        temp: 1.5 * k as f64,
+        flag: b'x',
+        label: *b"hello world\0\0\0\0",
+        small: -4,
+        ratio: 0.25,
+        vals: [k as f64; 6],
+        seq: k as u64,
+    }
 }
 
 fn bytes_of<T: Copy>(t: &T) -> &[u8] {
@@ -91,7 +101,13 @@ fn relayout(f: &Format, arch: Arch, reverse: bool, extra_first: bool) -> Arc<For
 fn map_type(t: &FieldType, arch: Arch, reverse: bool) -> FieldType {
     match t {
         // The 8-byte signed ints of these structs are C `long`.
-        FieldType::Int { size: 8, signed: true } => FieldType::Int { size: arch.long_size, signed: true },
+        FieldType::Int {
+            size: 8,
+            signed: true,
+        } => FieldType::Int {
+            size: arch.long_size,
+            signed: true,
+        },
         FieldType::Nested(n) => FieldType::Nested(relayout(n, arch, reverse, false)),
         FieldType::Array { elem, count } => FieldType::array(map_type(elem, arch, reverse), *count),
         other => other.clone(),
@@ -120,7 +136,12 @@ fn as_bytes(v: &[u64], n: usize) -> &[u8] {
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, n) }
 }
 
-fn bench_record<T: WireRecord + Copy>(name: &'static str, rec: &T, hand_swap: fn(&[u8], &mut T), rows: &mut Vec<Row>) {
+fn bench_record<T: WireRecord + Copy>(
+    name: &'static str,
+    rec: &T,
+    hand_swap: fn(&[u8], &mut T),
+    rows: &mut Vec<Row>,
+) {
     let native = T::format();
     let bytes = bytes_of(rec);
     let size = bytes.len();
@@ -134,15 +155,38 @@ fn bench_record<T: WireRecord + Copy>(name: &'static str, rec: &T, hand_swap: fn
         let iov = enc.encode(black_box(bytes), &[]).unwrap();
         black_box(iov.len());
     });
-    rows.push(Row { record: name, size, op: "encode (gather iovecs)".into(), ns: e, memcpy, hand: None });
+    rows.push(Row {
+        record: name,
+        size,
+        op: "encode (gather iovecs)".into(),
+        ns: e,
+        memcpy,
+        hand: None,
+    });
 
     let value = read_value(&native, bytes).unwrap();
     let variants: Vec<(&str, Arc<Format>, bool)> = vec![
         ("decode, same layout (in place)", native.clone(), false),
-        ("decode, byte-swapped writer (be64)", relayout(&native, Arch::BE64, false, false), true),
-        ("decode, 4-byte long + 4-byte double align (i386)", relayout(&native, Arch::I386, false, false), false),
-        ("decode, unexpected extra field first", relayout(&native, Arch::X86_64, false, true), false),
-        ("decode, fields in another order (nested too)", relayout(&native, Arch::X86_64, true, false), false),
+        (
+            "decode, byte-swapped writer (be64)",
+            relayout(&native, Arch::BE64, false, false),
+            true,
+        ),
+        (
+            "decode, 4-byte long + 4-byte double align (i386)",
+            relayout(&native, Arch::I386, false, false),
+            false,
+        ),
+        (
+            "decode, unexpected extra field first",
+            relayout(&native, Arch::X86_64, false, true),
+            false,
+        ),
+        (
+            "decode, fields in another order (nested too)",
+            relayout(&native, Arch::X86_64, true, false),
+            false,
+        ),
     ];
     let mut out = Vec::with_capacity(size);
     for (label, wire, is_swap) in variants {
@@ -155,7 +199,10 @@ fn bench_record<T: WireRecord + Copy>(name: &'static str, rec: &T, hand_swap: fn
         let (r, _) = RecordRef::parse(framed).unwrap();
         // Check once that the conversion is right before timing it.
         let d = reg.decode(&r, &native).unwrap();
-        assert!(read_value(&native, &d.bytes).unwrap() == value, "{name}: {label}");
+        assert!(
+            read_value(&native, &d.bytes).unwrap() == value,
+            "{name}: {label}"
+        );
         let ns = if wire.id() == native.id() {
             time(|| {
                 let (r, _) = RecordRef::parse(black_box(framed)).unwrap();
@@ -179,7 +226,14 @@ fn bench_record<T: WireRecord + Copy>(name: &'static str, rec: &T, hand_swap: fn
         } else {
             None
         };
-        rows.push(Row { record: name, size, op: label.into(), ns, memcpy, hand });
+        rows.push(Row {
+            record: name,
+            size,
+            op: label.into(),
+            ns,
+            memcpy,
+            hand,
+        });
     }
 }
 
@@ -194,9 +248,12 @@ fn hand_mixed_at(p: &[u8], base: usize, m: &mut Mixed) {
     m.count = i64::from_be_bytes(p[b + offset_of!(Mixed, count)..][..8].try_into().unwrap());
     m.temp = be_f64(p, b + offset_of!(Mixed, temp));
     m.flag = p[b + offset_of!(Mixed, flag)];
-    m.label.copy_from_slice(&p[b + offset_of!(Mixed, label)..][..15]);
+    m.label
+        .copy_from_slice(&p[b + offset_of!(Mixed, label)..][..15]);
     m.small = i16::from_be_bytes(p[b + offset_of!(Mixed, small)..][..2].try_into().unwrap());
-    m.ratio = f32::from_bits(u32::from_be_bytes(p[b + offset_of!(Mixed, ratio)..][..4].try_into().unwrap()));
+    m.ratio = f32::from_bits(u32::from_be_bytes(
+        p[b + offset_of!(Mixed, ratio)..][..4].try_into().unwrap(),
+    ));
     for i in 0..6 {
         m.vals[i] = be_f64(p, b + offset_of!(Mixed, vals) + 8 * i);
     }
@@ -210,7 +267,11 @@ fn hand_mixed(p: &[u8], m: &mut Mixed) {
 fn hand_ten(p: &[u8], t: &mut Ten) {
     t.n = i32::from_be_bytes(p[..4].try_into().unwrap());
     for i in 0..10 {
-        hand_mixed_at(p, std::mem::offset_of!(Ten, items) + i * std::mem::size_of::<Mixed>(), &mut t.items[i]);
+        hand_mixed_at(
+            p,
+            std::mem::offset_of!(Ten, items) + i * std::mem::size_of::<Mixed>(),
+            &mut t.items[i],
+        );
     }
 }
 
@@ -222,7 +283,11 @@ fn hand_big(p: &[u8], b: &mut Big) {
 }
 
 fn bench_var(rows: &mut Vec<Row>) {
-    let native = FormatBuilder::new("series").field("n", FieldType::I64).field("xs", FieldType::var_array(FieldType::F64)).build().unwrap();
+    let native = FormatBuilder::new("series")
+        .field("n", FieldType::I64)
+        .field("xs", FieldType::var_array(FieldType::F64))
+        .build()
+        .unwrap();
     let xs: Vec<f64> = (0..1000).map(|i| i as f64).collect();
     let xb: Vec<u8> = xs.iter().flat_map(|x| x.to_ne_bytes()).collect();
     let fixed = vec![0u8; native.size() as usize];
@@ -237,7 +302,14 @@ fn bench_var(rows: &mut Vec<Row>) {
         let iov = enc.encode(black_box(&fixed), &[black_box(&xb)]).unwrap();
         black_box(iov.len());
     });
-    rows.push(Row { record: "var f64[1000]", size, op: "encode (gather iovecs)".into(), ns: e, memcpy, hand: None });
+    rows.push(Row {
+        record: "var f64[1000]",
+        size,
+        op: "encode (gather iovecs)".into(),
+        ns: e,
+        memcpy,
+        hand: None,
+    });
     let framed = enc.encode_to_vec(&fixed, &[&xb]).unwrap();
     let buf = aligned_copy(&framed);
     let framed = as_bytes(&buf, framed.len());
@@ -247,8 +319,19 @@ fn bench_var(rows: &mut Vec<Row>) {
         let (r, _) = RecordRef::parse(black_box(framed)).unwrap();
         black_box(reg.decode(&r, &native).unwrap().bytes.len());
     });
-    rows.push(Row { record: "var f64[1000]", size, op: "decode, same layout (in place)".into(), ns, memcpy, hand: None });
-    let be = FormatBuilder::with_arch("series", Arch::BE64).field("n", FieldType::I64).field("xs", FieldType::var_array(FieldType::F64)).build().unwrap();
+    rows.push(Row {
+        record: "var f64[1000]",
+        size,
+        op: "decode, same layout (in place)".into(),
+        ns,
+        memcpy,
+        hand: None,
+    });
+    let be = FormatBuilder::with_arch("series", Arch::BE64)
+        .field("n", FieldType::I64)
+        .field("xs", FieldType::var_array(FieldType::F64))
+        .build()
+        .unwrap();
     let payload = write_value(&be, &read_value(&native, &framed[HEADER_LEN..]).unwrap()).unwrap();
     let bf = record::frame(&be, &payload).unwrap();
     reg.register(be);
@@ -266,7 +349,14 @@ fn bench_var(rows: &mut Vec<Row>) {
         }
         black_box(&hv);
     });
-    rows.push(Row { record: "var f64[1000]", size, op: "decode, byte-swapped writer (be64)".into(), ns, memcpy, hand: Some(hand) });
+    rows.push(Row {
+        record: "var f64[1000]",
+        size,
+        op: "decode, byte-swapped writer (be64)".into(),
+        ns,
+        memcpy,
+        hand: Some(hand),
+    });
 }
 
 fn main() {
@@ -277,11 +367,17 @@ fn main() {
         bench_record("mixed", &mixed(7), hand_mixed, &mut rows);
     }
     if want("ten") {
-        let t = Ten { n: 10, items: std::array::from_fn(|i| mixed(i as i64)) };
+        let t = Ten {
+            n: 10,
+            items: std::array::from_fn(|i| mixed(i as i64)),
+        };
         bench_record("ten mixed (nested array)", &t, hand_ten, &mut rows);
     }
     if want("big") {
-        let mut b = Box::new(Big { n: 5, data: [0.0; 12800] });
+        let mut b = Box::new(Big {
+            n: 5,
+            data: [0.0; 12800],
+        });
         for (i, x) in b.data.iter_mut().enumerate() {
             *x = i as f64 * 0.5;
         }
@@ -293,7 +389,18 @@ fn main() {
     println!("| record | bytes | operation | ns/op | × memcpy | × hand-written |");
     println!("| --- | ---: | --- | ---: | ---: | ---: |");
     for r in rows {
-        let hand = r.hand.map(|h| format!("{:.2} (hand {:.0} ns)", r.ns / h, h)).unwrap_or_else(|| "–".into());
-        println!("| {} | {} | {} | {:.1} | {:.2} | {} |", r.record, r.size, r.op, r.ns, r.ns / r.memcpy, hand);
+        let hand = r
+            .hand
+            .map(|h| format!("{:.2} (hand {:.0} ns)", r.ns / h, h))
+            .unwrap_or_else(|| "–".into());
+        println!(
+            "| {} | {} | {} | {:.1} | {:.2} | {} |",
+            r.record,
+            r.size,
+            r.op,
+            r.ns,
+            r.ns / r.memcpy,
+            hand
+        );
     }
 }

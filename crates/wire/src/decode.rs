@@ -38,7 +38,10 @@ impl<'a> Decoded<'a> {
     /// The bytes of a variable-length field by (dotted) path, e.g. `name` or `inner.tags`.
     pub fn var_bytes(&self, path: &str) -> Result<&[u8]> {
         let slots = var_slots(&self.format)?;
-        let slot = slots.iter().find(|s| s.path == path).ok_or_else(|| WireError::Usage(format!("no variable field `{path}`")))?;
+        let slot = slots
+            .iter()
+            .find(|s| s.path == path)
+            .ok_or_else(|| WireError::Usage(format!("no variable field `{path}`")))?;
         let r = slot_range(slot, &self.bytes, self.format.size() as usize)?;
         Ok(&self.bytes[r])
     }
@@ -49,7 +52,12 @@ impl<'a> Decoded<'a> {
 pub fn view<'a, T: WireRecord>(rec: &RecordRef<'a>) -> Result<&'a T> {
     let f = T::format();
     if rec.id != f.id() {
-        return Err(WireError::NotViewable(format!("record format {} is not {} ({})", rec.id, f.id(), f.name())));
+        return Err(WireError::NotViewable(format!(
+            "record format {} is not {} ({})",
+            rec.id,
+            f.id(),
+            f.name()
+        )));
     }
     view_bytes::<T>(rec.payload)
 }
@@ -57,10 +65,14 @@ pub fn view<'a, T: WireRecord>(rec: &RecordRef<'a>) -> Result<&'a T> {
 /// View raw native-layout bytes (e.g. `Decoded::bytes`) as `T`.
 pub fn view_bytes<T: WireRecord>(bytes: &[u8]) -> Result<&T> {
     if bytes.len() < std::mem::size_of::<T>() {
-        return Err(WireError::NotViewable("payload shorter than the type".into()));
+        return Err(WireError::NotViewable(
+            "payload shorter than the type".into(),
+        ));
     }
     if !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) {
-        return Err(WireError::NotViewable("payload is misaligned for the type".into()));
+        return Err(WireError::NotViewable(
+            "payload is misaligned for the type".into(),
+        ));
     }
     // SAFETY: length and alignment are checked above; `WireRecord` guarantees
     // that T is repr(C), pointer-free and valid for every bit pattern, so any
@@ -106,7 +118,10 @@ impl Registry {
         Self::default()
     }
     pub fn with_policy(policy: OverflowPolicy) -> Self {
-        Registry { policy, ..Default::default() }
+        Registry {
+            policy,
+            ..Default::default()
+        }
     }
     /// Remember a format (and, recursively, nothing else: nested formats are inline).
     pub fn register(&mut self, f: Arc<Format>) -> FormatId {
@@ -142,7 +157,11 @@ impl Registry {
     /// Decode a record into the `native` layout: in place when the record was
     /// written in exactly that format, else through the cached plan.
     pub fn decode<'a>(&mut self, rec: &RecordRef<'a>, native: &Arc<Format>) -> Result<Decoded<'a>> {
-        let wire = self.formats.get(&rec.id).cloned().ok_or(WireError::UnknownFormat(rec.id))?;
+        let wire = self
+            .formats
+            .get(&rec.id)
+            .cloned()
+            .ok_or(WireError::UnknownFormat(rec.id))?;
         rec.check_format(&wire)?;
         if rec.id == native.id() {
             if wire.has_var() {
@@ -159,17 +178,28 @@ impl Registry {
                     slot_range(s, rec.payload, wire.size() as usize)?;
                 }
             }
-            return Ok(Decoded { format: native.clone(), bytes: Cow::Borrowed(rec.payload) });
+            return Ok(Decoded {
+                format: native.clone(),
+                bytes: Cow::Borrowed(rec.payload),
+            });
         }
         let plan = self.plan(&wire, native)?;
         let mut out = Vec::new();
         plan.run(rec.payload, &mut out)?;
-        Ok(Decoded { format: native.clone(), bytes: Cow::Owned(out) })
+        Ok(Decoded {
+            format: native.clone(),
+            bytes: Cow::Owned(out),
+        })
     }
 
     /// Decode into a caller-owned buffer (reused across records, no allocation
     /// after warm-up). Always copies, even for identical layouts.
-    pub fn decode_into(&mut self, rec: &RecordRef<'_>, native: &Arc<Format>, out: &mut Vec<u8>) -> Result<()> {
+    pub fn decode_into(
+        &mut self,
+        rec: &RecordRef<'_>,
+        native: &Arc<Format>,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         // Hot path: the plan is cached, so one look-up and no Arc clones.
         if let Some(p) = self.plans.get(&(rec.id, native.id())) {
             if let Some(w) = self.formats.get(&rec.id) {
@@ -177,7 +207,11 @@ impl Registry {
             }
             return p.run(rec.payload, out);
         }
-        let wire = self.formats.get(&rec.id).cloned().ok_or(WireError::UnknownFormat(rec.id))?;
+        let wire = self
+            .formats
+            .get(&rec.id)
+            .cloned()
+            .ok_or(WireError::UnknownFormat(rec.id))?;
         rec.check_format(&wire)?;
         let plan = self.plan(&wire, native)?;
         plan.run(rec.payload, out)
@@ -190,7 +224,9 @@ impl Registry {
         let mut out = std::mem::MaybeUninit::<T>::uninit();
         let n = std::mem::size_of::<T>();
         if d.bytes.len() < n {
-            return Err(WireError::NotViewable("decoded record shorter than the type".into()));
+            return Err(WireError::NotViewable(
+                "decoded record shorter than the type".into(),
+            ));
         }
         // SAFETY: `out` has room for n bytes; source has at least n bytes; T
         // is valid for any bit pattern (WireRecord contract), so after the

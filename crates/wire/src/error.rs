@@ -8,7 +8,11 @@ use thiserror::Error;
 pub enum WireError {
     /// The input ended before a structure it announced was complete.
     #[error("truncated input: needed {needed} bytes at offset {at}, have {have}")]
-    Truncated { at: usize, needed: usize, have: usize },
+    Truncated {
+        at: usize,
+        needed: usize,
+        have: usize,
+    },
     /// A magic number or version did not match.
     #[error("bad magic or version in {what}")]
     BadMagic { what: &'static str },
@@ -17,7 +21,11 @@ pub enum WireError {
     InvalidFormat { format: String, reason: String },
     /// A limit that bounds memory or time use was exceeded.
     #[error("limit exceeded: {what} ({value} > {limit})")]
-    Limit { what: &'static str, value: u64, limit: u64 },
+    Limit {
+        what: &'static str,
+        value: u64,
+        limit: u64,
+    },
     /// Metadata bytes are not in canonical form (so their hash would not be the id).
     #[error("metadata is not canonical")]
     NotCanonical,
@@ -26,7 +34,11 @@ pub enum WireError {
     UnknownFormat(crate::FormatId),
     /// Two fields of the same name have types that cannot be converted.
     #[error("field `{field}`: cannot convert {from} to {to}")]
-    TypeMismatch { field: String, from: String, to: String },
+    TypeMismatch {
+        field: String,
+        from: String,
+        to: String,
+    },
     /// A narrowing conversion lost information and the policy says error.
     #[error("field `{field}`: value {value} does not fit in the receiver's type")]
     Overflow { field: String, value: String },

@@ -31,10 +31,14 @@ pub struct FileWriter {
 
 impl FileWriter {
     pub fn new() -> Self {
-        FileWriter { buf: FILE_MAGIC.to_vec(), known: HashSet::new() }
+        FileWriter {
+            buf: FILE_MAGIC.to_vec(),
+            known: HashSet::new(),
+        }
     }
     fn chunk(&mut self, kind: u32, data: &[u8]) -> Result<()> {
-        let len = u32::try_from(data.len()).map_err(|_| WireError::Usage("chunk larger than 4 GiB".into()))?;
+        let len = u32::try_from(data.len())
+            .map_err(|_| WireError::Usage("chunk larger than 4 GiB".into()))?;
         self.buf.extend_from_slice(&kind.to_le_bytes());
         self.buf.extend_from_slice(&len.to_le_bytes());
         self.buf.extend_from_slice(data);
@@ -82,12 +86,21 @@ pub struct FileReader<'a> {
 impl<'a> FileReader<'a> {
     pub fn new(buf: &'a [u8]) -> Result<Self> {
         if buf.len() < 8 || &buf[..8] != FILE_MAGIC {
-            return Err(WireError::BadMagic { what: "record file" });
+            return Err(WireError::BadMagic {
+                what: "record file",
+            });
         }
-        Ok(FileReader { buf, pos: 8, failed: false })
+        Ok(FileReader {
+            buf,
+            pos: 8,
+            failed: false,
+        })
     }
     fn next_item(&mut self) -> Result<Item<'a>> {
-        let mut r = meta::Reader { b: self.buf, pos: self.pos };
+        let mut r = meta::Reader {
+            b: self.buf,
+            pos: self.pos,
+        };
         let kind = r.u32()?;
         let len = r.u32()? as usize;
         let data = r.take(len)?;
@@ -97,7 +110,9 @@ impl<'a> FileReader<'a> {
             KIND_RECORD => {
                 let (rec, n) = RecordRef::parse(data)?;
                 if n != data.len() {
-                    return Err(WireError::BadHeader("record chunk length disagrees with record header".into()));
+                    return Err(WireError::BadHeader(
+                        "record chunk length disagrees with record header".into(),
+                    ));
                 }
                 Ok(Item::Record(rec))
             }
@@ -131,12 +146,19 @@ pub fn dump_json(buf: &[u8]) -> Result<String> {
                 reg.register(f);
             }
             Item::Record(r) => {
-                let f = reg.get(r.id).cloned().ok_or(WireError::UnknownFormat(r.id))?;
+                let f = reg
+                    .get(r.id)
+                    .cloned()
+                    .ok_or(WireError::UnknownFormat(r.id))?;
                 r.check_format(&f)?;
                 let v = crate::value::read_value(&f, r.payload)?;
                 let mut s = String::from("{\"format\": ");
                 crate::value::json_str(f.name(), &mut s);
-                s.push_str(&format!(", \"id\": \"{}\", \"value\": {}}}", f.id(), crate::value::to_json(&v)));
+                s.push_str(&format!(
+                    ", \"id\": \"{}\", \"value\": {}}}",
+                    f.id(),
+                    crate::value::to_json(&v)
+                ));
                 records.push(s);
             }
         }

@@ -70,20 +70,47 @@ pub enum FieldType {
 }
 
 impl FieldType {
-    pub const I8: FieldType = FieldType::Int { size: 1, signed: true };
-    pub const I16: FieldType = FieldType::Int { size: 2, signed: true };
-    pub const I32: FieldType = FieldType::Int { size: 4, signed: true };
-    pub const I64: FieldType = FieldType::Int { size: 8, signed: true };
-    pub const U8: FieldType = FieldType::Int { size: 1, signed: false };
-    pub const U16: FieldType = FieldType::Int { size: 2, signed: false };
-    pub const U32: FieldType = FieldType::Int { size: 4, signed: false };
-    pub const U64: FieldType = FieldType::Int { size: 8, signed: false };
+    pub const I8: FieldType = FieldType::Int {
+        size: 1,
+        signed: true,
+    };
+    pub const I16: FieldType = FieldType::Int {
+        size: 2,
+        signed: true,
+    };
+    pub const I32: FieldType = FieldType::Int {
+        size: 4,
+        signed: true,
+    };
+    pub const I64: FieldType = FieldType::Int {
+        size: 8,
+        signed: true,
+    };
+    pub const U8: FieldType = FieldType::Int {
+        size: 1,
+        signed: false,
+    };
+    pub const U16: FieldType = FieldType::Int {
+        size: 2,
+        signed: false,
+    };
+    pub const U32: FieldType = FieldType::Int {
+        size: 4,
+        signed: false,
+    };
+    pub const U64: FieldType = FieldType::Int {
+        size: 8,
+        signed: false,
+    };
     pub const F32: FieldType = FieldType::Float { size: 4 };
     pub const F64: FieldType = FieldType::Float { size: 8 };
 
     /// Fixed array of `count` elements.
     pub fn array(elem: FieldType, count: u32) -> FieldType {
-        FieldType::Array { elem: Box::new(elem), count }
+        FieldType::Array {
+            elem: Box::new(elem),
+            count,
+        }
     }
     /// Variable-length array.
     pub fn var_array(elem: FieldType) -> FieldType {
@@ -97,7 +124,9 @@ impl FieldType {
         match self {
             FieldType::Int { size, .. } | FieldType::Float { size } => *size as u64,
             FieldType::Char | FieldType::Bool => 1,
-            FieldType::Array { elem, count } => elem.size(pointer_size).saturating_mul(*count as u64),
+            FieldType::Array { elem, count } => {
+                elem.size(pointer_size).saturating_mul(*count as u64)
+            }
             FieldType::Nested(f) => f.size as u64,
             FieldType::VarString | FieldType::VarArray(_) => 2 * pointer_size as u64,
         }
@@ -126,7 +155,9 @@ impl FieldType {
     /// Stable, human-readable type name used in JSON dumps (and by the Python reader).
     pub fn type_name(&self) -> String {
         match self {
-            FieldType::Int { size, signed } => format!("{}{}", if *signed { "i" } else { "u" }, *size as u32 * 8),
+            FieldType::Int { size, signed } => {
+                format!("{}{}", if *signed { "i" } else { "u" }, *size as u32 * 8)
+            }
             FieldType::Float { size } => format!("f{}", *size as u32 * 8),
             FieldType::Char => "char".into(),
             FieldType::Bool => "bool".into(),
@@ -223,21 +254,34 @@ impl Format {
         pointer_size: u8,
         mut fields: Vec<Field>,
     ) -> Result<Format> {
-        let bad = |reason: String| WireError::InvalidFormat { format: name.clone(), reason };
+        let bad = |reason: String| WireError::InvalidFormat {
+            format: name.clone(),
+            reason,
+        };
         if name.is_empty() || name.len() > limits::MAX_NAME {
             return Err(bad("format name empty or too long".into()));
         }
         if !(align.is_power_of_two() && align <= 64) {
-            return Err(bad(format!("alignment {align} is not a power of two <= 64")));
+            return Err(bad(format!(
+                "alignment {align} is not a power of two <= 64"
+            )));
         }
         if pointer_size != 4 && pointer_size != 8 {
             return Err(bad(format!("pointer size {pointer_size} is not 4 or 8")));
         }
         if size as u64 > limits::MAX_RECORD_FIXED {
-            return Err(WireError::Limit { what: "record size", value: size as u64, limit: limits::MAX_RECORD_FIXED });
+            return Err(WireError::Limit {
+                what: "record size",
+                value: size as u64,
+                limit: limits::MAX_RECORD_FIXED,
+            });
         }
         if fields.len() > limits::MAX_FIELDS {
-            return Err(WireError::Limit { what: "field count", value: fields.len() as u64, limit: limits::MAX_FIELDS as u64 });
+            return Err(WireError::Limit {
+                what: "field count",
+                value: fields.len() as u64,
+                limit: limits::MAX_FIELDS as u64,
+            });
         }
         fields.sort_by(|a, b| a.offset.cmp(&b.offset).then_with(|| a.name.cmp(&b.name)));
         let mut depth = 1;
@@ -255,31 +299,58 @@ impl Format {
                 depth = depth.max(d + 1);
             }
             if depth > limits::MAX_DEPTH {
-                return Err(WireError::Limit { what: "nesting depth", value: depth as u64, limit: limits::MAX_DEPTH as u64 });
+                return Err(WireError::Limit {
+                    what: "nesting depth",
+                    value: depth as u64,
+                    limit: limits::MAX_DEPTH as u64,
+                });
             }
             if let FieldType::Nested(n) = strip_array(&f.ty) {
                 if n.pointer_size != pointer_size {
-                    return Err(bad(format!("nested field `{}` has a different pointer size", f.name)));
+                    return Err(bad(format!(
+                        "nested field `{}` has a different pointer size",
+                        f.name
+                    )));
                 }
             }
             has_var |= f.ty.has_var();
             let fsize = f.ty.size(pointer_size);
             let end = f.offset as u64 + fsize;
             if end > size as u64 {
-                return Err(bad(format!("field `{}` ends at {} beyond record size {}", f.name, end, size)));
+                return Err(bad(format!(
+                    "field `{}` ends at {} beyond record size {}",
+                    f.name, end, size
+                )));
             }
             if (f.offset as u64) < end_prev {
-                return Err(bad(format!("field `{}` overlaps the previous field", f.name)));
+                return Err(bad(format!(
+                    "field `{}` overlaps the previous field",
+                    f.name
+                )));
             }
             end_prev = end;
         }
-        let mut fmt = Format { name, size, align, byte_order, pointer_size, fields, id: FormatId(0), has_var, depth };
+        let mut fmt = Format {
+            name,
+            size,
+            align,
+            byte_order,
+            pointer_size,
+            fields,
+            id: FormatId(0),
+            has_var,
+            depth,
+        };
         // Nested formats are serialised inline, so a format that reuses a nested
         // format many times at many levels could have exponentially large
         // metadata; refusing it here keeps every accepted format sendable.
         let meta = crate::meta::serialize(&fmt);
         if meta.len() > limits::MAX_META {
-            return Err(WireError::Limit { what: "metadata size", value: meta.len() as u64, limit: limits::MAX_META as u64 });
+            return Err(WireError::Limit {
+                what: "metadata size",
+                value: meta.len() as u64,
+                limit: limits::MAX_META as u64,
+            });
         }
         fmt.id = crate::meta::id_of_bytes(&meta);
         Ok(fmt)
@@ -301,10 +372,17 @@ fn field_depth(t: &FieldType) -> Option<u32> {
 }
 
 fn check_type(t: &FieldType, fmt: &str, field: &str) -> Result<()> {
-    let bad = |reason: &str| WireError::InvalidFormat { format: fmt.to_string(), reason: format!("field `{field}`: {reason}") };
+    let bad = |reason: &str| WireError::InvalidFormat {
+        format: fmt.to_string(),
+        reason: format!("field `{field}`: {reason}"),
+    };
     match t {
-        FieldType::Int { size, .. } if !matches!(size, 1 | 2 | 4 | 8) => Err(bad("integer size must be 1, 2, 4 or 8")),
-        FieldType::Float { size } if !matches!(size, 4 | 8) => Err(bad("float size must be 4 or 8")),
+        FieldType::Int { size, .. } if !matches!(size, 1 | 2 | 4 | 8) => {
+            Err(bad("integer size must be 1, 2, 4 or 8"))
+        }
+        FieldType::Float { size } if !matches!(size, 4 | 8) => {
+            Err(bad("float size must be 4 or 8"))
+        }
         FieldType::Array { elem, count } => {
             if *count == 0 {
                 return Err(bad("array count must be >= 1"));
@@ -360,14 +438,38 @@ pub struct Arch {
 
 impl Arch {
     /// x86-64 / aarch64 Linux (LP64, little-endian, natural alignment).
-    pub const X86_64: Arch = Arch { name: "x86_64", byte_order: ByteOrder::Little, long_size: 8, pointer_size: 8, align8: 8 };
+    pub const X86_64: Arch = Arch {
+        name: "x86_64",
+        byte_order: ByteOrder::Little,
+        long_size: 8,
+        pointer_size: 8,
+        align8: 8,
+    };
     /// i386 System V: ILP32, little-endian, 8-byte scalars 4-aligned in structs.
-    pub const I386: Arch = Arch { name: "i386", byte_order: ByteOrder::Little, long_size: 4, pointer_size: 4, align8: 4 };
+    pub const I386: Arch = Arch {
+        name: "i386",
+        byte_order: ByteOrder::Little,
+        long_size: 4,
+        pointer_size: 4,
+        align8: 4,
+    };
     /// A 32-bit big-endian machine with 4-byte `long` and 4-byte double
     /// alignment (m68k-/old-SPARC-like).
-    pub const BE32: Arch = Arch { name: "be32", byte_order: ByteOrder::Big, long_size: 4, pointer_size: 4, align8: 4 };
+    pub const BE32: Arch = Arch {
+        name: "be32",
+        byte_order: ByteOrder::Big,
+        long_size: 4,
+        pointer_size: 4,
+        align8: 4,
+    };
     /// 64-bit big-endian (ppc64/s390x-like), natural alignment.
-    pub const BE64: Arch = Arch { name: "be64", byte_order: ByteOrder::Big, long_size: 8, pointer_size: 8, align8: 8 };
+    pub const BE64: Arch = Arch {
+        name: "be64",
+        byte_order: ByteOrder::Big,
+        long_size: 8,
+        pointer_size: 8,
+        align8: 8,
+    };
     /// The architecture this code was compiled for (LP64 assumed on 64-bit).
     pub const NATIVE: Arch = Arch {
         name: "native",
@@ -433,7 +535,15 @@ impl FormatBuilder {
         Self::with_arch(name, Arch::NATIVE)
     }
     pub fn with_arch(name: impl Into<String>, arch: Arch) -> Self {
-        FormatBuilder { name: name.into(), arch, fields: Vec::new(), next: 0, align: 1, size: None, explicit_align: None }
+        FormatBuilder {
+            name: name.into(),
+            arch,
+            fields: Vec::new(),
+            next: 0,
+            align: 1,
+            size: None,
+            explicit_align: None,
+        }
     }
     /// Append a field at the next offset aligned for its type on the builder's arch.
     pub fn field(mut self, name: impl Into<String>, ty: FieldType) -> Self {
@@ -441,7 +551,12 @@ impl FormatBuilder {
         let off = self.next.div_ceil(a) * a;
         self.align = self.align.max(a as u32);
         self.next = off.saturating_add(ty.size(self.arch.pointer_size));
-        self.fields.push(Field { name: name.into(), ty, offset: off.min(u32::MAX as u64) as u32, default: None });
+        self.fields.push(Field {
+            name: name.into(),
+            ty,
+            offset: off.min(u32::MAX as u64) as u32,
+            default: None,
+        });
         self
     }
     /// Append a C scalar (its size depends on the arch, e.g. `long`).
@@ -458,8 +573,15 @@ impl FormatBuilder {
     pub fn field_at(mut self, name: impl Into<String>, ty: FieldType, offset: u32) -> Self {
         let a = self.arch.align_of(&ty);
         self.align = self.align.max(a);
-        self.next = self.next.max((offset as u64).saturating_add(ty.size(self.arch.pointer_size)));
-        self.fields.push(Field { name: name.into(), ty, offset, default: None });
+        self.next = self
+            .next
+            .max((offset as u64).saturating_add(ty.size(self.arch.pointer_size)));
+        self.fields.push(Field {
+            name: name.into(),
+            ty,
+            offset,
+            default: None,
+        });
         self
     }
     /// Declare a default for the most recently added field (used by a receiver
@@ -490,8 +612,20 @@ impl FormatBuilder {
             }
         };
         if size > u32::MAX as u64 {
-            return Err(WireError::Limit { what: "record size", value: size, limit: limits::MAX_RECORD_FIXED });
+            return Err(WireError::Limit {
+                what: "record size",
+                value: size,
+                limit: limits::MAX_RECORD_FIXED,
+            });
         }
-        Format::finish(self.name, size as u32, align, self.arch.byte_order, self.arch.pointer_size, self.fields).map(Arc::new)
+        Format::finish(
+            self.name,
+            size as u32,
+            align,
+            self.arch.byte_order,
+            self.arch.pointer_size,
+            self.fields,
+        )
+        .map(Arc::new)
     }
 }

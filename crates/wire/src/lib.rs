@@ -44,10 +44,10 @@ pub mod value;
 pub mod vectors;
 
 pub use decode::{view, view_bytes, Decoded, IdHasher, Registry, WireRecord};
-/// `#[derive(WireRecord)]` for `#[repr(C)]` structs (see `gridwire-wire-derive`).
-pub use gridwire_wire_derive::WireRecord;
 pub use error::{Result, WireError};
 pub use format::{Arch, ByteOrder, CType, Field, FieldType, Format, FormatBuilder, FormatId};
+/// `#[derive(WireRecord)]` for `#[repr(C)]` structs (see `gridwire-wire-derive`).
+pub use gridwire_wire_derive::WireRecord;
 pub use plan::{OverflowPolicy, Plan};
 pub use record::{Encoder, RecordRef, HEADER_LEN};
 pub use value::Value;

@@ -98,11 +98,17 @@ fn write_type(t: &FieldType, out: &mut Vec<u8>) {
 /// trailing bytes, and anything beyond the [`limits`].
 pub fn parse(bytes: &[u8]) -> Result<Arc<Format>> {
     if bytes.len() > limits::MAX_META {
-        return Err(WireError::Limit { what: "metadata size", value: bytes.len() as u64, limit: limits::MAX_META as u64 });
+        return Err(WireError::Limit {
+            what: "metadata size",
+            value: bytes.len() as u64,
+            limit: limits::MAX_META as u64,
+        });
     }
     let mut r = Reader { b: bytes, pos: 0 };
     if r.take(4)? != MAGIC || r.u8()? != VERSION {
-        return Err(WireError::BadMagic { what: "format metadata" });
+        return Err(WireError::BadMagic {
+            what: "format metadata",
+        });
     }
     let f = read_body(&mut r, 0)?;
     if r.pos != bytes.len() {
@@ -121,11 +127,15 @@ pub(crate) struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     pub fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.b.len()).ok_or(WireError::Truncated {
-            at: self.pos,
-            needed: n,
-            have: self.b.len().saturating_sub(self.pos),
-        })?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.b.len())
+            .ok_or(WireError::Truncated {
+                at: self.pos,
+                needed: n,
+                have: self.b.len().saturating_sub(self.pos),
+            })?;
         let s = &self.b[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -144,12 +154,19 @@ impl<'a> Reader<'a> {
     fn name(&mut self) -> Result<String> {
         let n = self.u8()? as usize;
         let s = self.take(n)?;
-        String::from_utf8(s.to_vec()).map_err(|_| WireError::InvalidFormat { format: "?".into(), reason: "name is not UTF-8".into() })
+        String::from_utf8(s.to_vec()).map_err(|_| WireError::InvalidFormat {
+            format: "?".into(),
+            reason: "name is not UTF-8".into(),
+        })
     }
 }
 
 fn depth_err(depth: u32) -> WireError {
-    WireError::Limit { what: "metadata type depth", value: depth as u64, limit: limits::MAX_TYPE_DEPTH as u64 }
+    WireError::Limit {
+        what: "metadata type depth",
+        value: depth as u64,
+        limit: limits::MAX_TYPE_DEPTH as u64,
+    }
 }
 
 fn read_body(r: &mut Reader<'_>, depth: u32) -> Result<Format> {
@@ -162,23 +179,41 @@ fn read_body(r: &mut Reader<'_>, depth: u32) -> Result<Format> {
     let order = match r.u8()? {
         0 => ByteOrder::Little,
         1 => ByteOrder::Big,
-        _ => return Err(WireError::InvalidFormat { format: name, reason: "bad byte order".into() }),
+        _ => {
+            return Err(WireError::InvalidFormat {
+                format: name,
+                reason: "bad byte order".into(),
+            })
+        }
     };
     let ptr = r.u8()?;
     let n = r.u16()? as usize;
     if n > limits::MAX_FIELDS {
-        return Err(WireError::Limit { what: "field count", value: n as u64, limit: limits::MAX_FIELDS as u64 });
+        return Err(WireError::Limit {
+            what: "field count",
+            value: n as u64,
+            limit: limits::MAX_FIELDS as u64,
+        });
     }
     // Each field needs at least 6 bytes, so a lying count is caught before we reserve.
     if n.saturating_mul(6) > r.b.len() - r.pos {
-        return Err(WireError::Truncated { at: r.pos, needed: n * 6, have: r.b.len() - r.pos });
+        return Err(WireError::Truncated {
+            at: r.pos,
+            needed: n * 6,
+            have: r.b.len() - r.pos,
+        });
     }
     let mut fields = Vec::with_capacity(n);
     for _ in 0..n {
         let fname = r.name()?;
         let offset = r.u32()?;
         let ty = read_type(r, depth + 1)?;
-        fields.push(Field { name: fname, ty, offset, default: None });
+        fields.push(Field {
+            name: fname,
+            ty,
+            offset,
+            default: None,
+        });
     }
     Format::finish(name, size, align, order, ptr, fields)
 }
@@ -187,7 +222,10 @@ fn read_type(r: &mut Reader<'_>, depth: u32) -> Result<FieldType> {
     if depth > limits::MAX_TYPE_DEPTH {
         return Err(depth_err(depth));
     }
-    let bad = |reason: &str| WireError::InvalidFormat { format: "?".into(), reason: reason.into() };
+    let bad = |reason: &str| WireError::InvalidFormat {
+        format: "?".into(),
+        reason: reason.into(),
+    };
     Ok(match r.u8()? {
         1 => {
             let size = r.u8()?;
@@ -203,7 +241,10 @@ fn read_type(r: &mut Reader<'_>, depth: u32) -> Result<FieldType> {
         4 => FieldType::Bool,
         5 => {
             let count = r.u32()?;
-            FieldType::Array { elem: Box::new(read_type(r, depth + 1)?), count }
+            FieldType::Array {
+                elem: Box::new(read_type(r, depth + 1)?),
+                count,
+            }
         }
         6 => FieldType::Nested(Arc::new(read_body(r, depth + 1)?)),
         7 => FieldType::VarString,

@@ -51,29 +51,47 @@ pub struct VarSlot {
 impl VarSlot {
     /// Size in bytes of one element (1 for strings).
     pub fn elem_size(&self) -> usize {
-        self.elem.as_ref().map(|e| e.size(self.pointer_size) as usize).unwrap_or(1)
+        self.elem
+            .as_ref()
+            .map(|e| e.size(self.pointer_size) as usize)
+            .unwrap_or(1)
     }
     pub(crate) fn elem_align(&self) -> usize {
-        self.elem.as_ref().map(|e| e.tail_align().clamp(1, 8)).unwrap_or(1)
+        self.elem
+            .as_ref()
+            .map(|e| e.tail_align().clamp(1, 8))
+            .unwrap_or(1)
     }
     /// Read (offset, len) from a fixed part.
     pub(crate) fn read(&self, fixed: &[u8]) -> Result<(u64, u64)> {
         let p = self.pointer_size as usize;
-        let s = fixed.get(self.offset..self.offset + 2 * p).ok_or_else(|| WireError::BadVarField {
-            field: self.path.clone(),
-            reason: "slot outside fixed part".into(),
-        })?;
-        Ok((read_uint(&s[..p], self.order), read_uint(&s[p..], self.order)))
+        let s =
+            fixed
+                .get(self.offset..self.offset + 2 * p)
+                .ok_or_else(|| WireError::BadVarField {
+                    field: self.path.clone(),
+                    reason: "slot outside fixed part".into(),
+                })?;
+        Ok((
+            read_uint(&s[..p], self.order),
+            read_uint(&s[p..], self.order),
+        ))
     }
     pub(crate) fn write(&self, fixed: &mut [u8], off: u64, len: u64) -> Result<()> {
         let p = self.pointer_size as usize;
         if p == 4 && (off > u32::MAX as u64 || len > u32::MAX as u64) {
-            return Err(WireError::Limit { what: "32-bit var slot", value: off.max(len), limit: u32::MAX as u64 });
+            return Err(WireError::Limit {
+                what: "32-bit var slot",
+                value: off.max(len),
+                limit: u32::MAX as u64,
+            });
         }
-        let s = fixed.get_mut(self.offset..self.offset + 2 * p).ok_or_else(|| WireError::BadVarField {
-            field: self.path.clone(),
-            reason: "slot outside fixed part".into(),
-        })?;
+        let s = fixed
+            .get_mut(self.offset..self.offset + 2 * p)
+            .ok_or_else(|| WireError::BadVarField {
+                field: self.path.clone(),
+                reason: "slot outside fixed part".into(),
+            })?;
         write_uint(&mut s[..p], off, self.order);
         write_uint(&mut s[p..], len, self.order);
         Ok(())
@@ -114,17 +132,31 @@ fn collect_slots(f: &Format, base: usize, prefix: &str, out: &mut Vec<VarSlot>) 
         return Ok(());
     }
     for fld in f.fields() {
-        let path = if prefix.is_empty() { fld.name.clone() } else { format!("{prefix}.{}", fld.name) };
+        let path = if prefix.is_empty() {
+            fld.name.clone()
+        } else {
+            format!("{prefix}.{}", fld.name)
+        };
         collect_type(f, &fld.ty, base + fld.offset as usize, &path, out)?;
     }
     Ok(())
 }
 
-fn collect_type(f: &Format, t: &FieldType, off: usize, path: &str, out: &mut Vec<VarSlot>) -> Result<()> {
+fn collect_type(
+    f: &Format,
+    t: &FieldType,
+    off: usize,
+    path: &str,
+    out: &mut Vec<VarSlot>,
+) -> Result<()> {
     match t {
         FieldType::VarString | FieldType::VarArray(_) => {
             if out.len() >= MAX_VAR_SLOTS {
-                return Err(WireError::Limit { what: "variable slots", value: out.len() as u64 + 1, limit: MAX_VAR_SLOTS as u64 });
+                return Err(WireError::Limit {
+                    what: "variable slots",
+                    value: out.len() as u64 + 1,
+                    limit: MAX_VAR_SLOTS as u64,
+                });
             }
             out.push(VarSlot {
                 path: path.to_string(),
@@ -165,7 +197,12 @@ impl Encoder {
         header[..4].copy_from_slice(MAGIC);
         header[8..16].copy_from_slice(&fmt.id().0.to_le_bytes());
         header[16..20].copy_from_slice(&fmt.size().to_le_bytes());
-        Ok(Encoder { fmt, slots, header, scratch: Vec::new() })
+        Ok(Encoder {
+            fmt,
+            slots,
+            header,
+            scratch: Vec::new(),
+        })
     }
     pub fn format(&self) -> &Arc<Format> {
         &self.fmt
@@ -185,10 +222,18 @@ impl Encoder {
     pub fn encode<'a>(&'a mut self, fixed: &'a [u8], var: &[&'a [u8]]) -> Result<Vec<IoSlice<'a>>> {
         let size = self.fmt.size() as usize;
         if fixed.len() != size {
-            return Err(WireError::Usage(format!("fixed part is {} bytes, format `{}` is {size}", fixed.len(), self.fmt.name())));
+            return Err(WireError::Usage(format!(
+                "fixed part is {} bytes, format `{}` is {size}",
+                fixed.len(),
+                self.fmt.name()
+            )));
         }
         if var.len() != self.slots.len() {
-            return Err(WireError::Usage(format!("{} variable parts given, format has {} slots", var.len(), self.slots.len())));
+            return Err(WireError::Usage(format!(
+                "{} variable parts given, format has {} slots",
+                var.len(),
+                self.slots.len()
+            )));
         }
         if self.slots.is_empty() {
             self.header[20..24].copy_from_slice(&0u32.to_le_bytes());
@@ -202,17 +247,28 @@ impl Encoder {
         for (slot, data) in self.slots.iter().zip(var) {
             let es = slot.elem_size();
             if es == 0 || data.len() % es != 0 {
-                return Err(WireError::Usage(format!("variable part `{}` is not a whole number of elements", slot.path)));
+                return Err(WireError::Usage(format!(
+                    "variable part `{}` is not a whole number of elements",
+                    slot.path
+                )));
             }
             let a = slot.elem_align() as u64;
             let aligned = pos.div_ceil(a) * a;
             pads.push((aligned - pos) as usize);
-            slot.write(&mut self.scratch, if data.is_empty() { 0 } else { aligned }, (data.len() / es) as u64)?;
+            slot.write(
+                &mut self.scratch,
+                if data.is_empty() { 0 } else { aligned },
+                (data.len() / es) as u64,
+            )?;
             pos = aligned + data.len() as u64;
         }
         let var_len = pos - size as u64;
         if var_len > limits::MAX_VAR_TAIL.min(u32::MAX as u64) {
-            return Err(WireError::Limit { what: "variable tail", value: var_len, limit: limits::MAX_VAR_TAIL });
+            return Err(WireError::Limit {
+                what: "variable tail",
+                value: var_len,
+                limit: limits::MAX_VAR_TAIL,
+            });
         }
         self.header[20..24].copy_from_slice(&(var_len as u32).to_le_bytes());
         let mut iov = Vec::with_capacity(2 + 2 * var.len());
@@ -244,7 +300,9 @@ impl Encoder {
 pub fn frame(fmt: &Format, payload: &[u8]) -> Result<Vec<u8>> {
     let fixed = fmt.size() as usize;
     if payload.len() < fixed || (payload.len() - fixed) as u64 > u32::MAX as u64 {
-        return Err(WireError::Usage("payload shorter than the format or tail too long".into()));
+        return Err(WireError::Usage(
+            "payload shorter than the format or tail too long".into(),
+        ));
     }
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
     out.extend_from_slice(MAGIC);
@@ -270,7 +328,11 @@ impl<'a> RecordRef<'a> {
     /// number of bytes it occupies in `buf`.
     pub fn parse(buf: &'a [u8]) -> Result<(RecordRef<'a>, usize)> {
         if buf.len() < HEADER_LEN {
-            return Err(WireError::Truncated { at: 0, needed: HEADER_LEN, have: buf.len() });
+            return Err(WireError::Truncated {
+                at: 0,
+                needed: HEADER_LEN,
+                have: buf.len(),
+            });
         }
         if &buf[..4] != MAGIC {
             return Err(WireError::BadMagic { what: "record" });
@@ -284,40 +346,79 @@ impl<'a> RecordRef<'a> {
         let fixed_len = u32_at(16);
         let var_len = u32_at(20);
         if fixed_len as u64 > limits::MAX_RECORD_FIXED || var_len as u64 > limits::MAX_VAR_TAIL {
-            return Err(WireError::Limit { what: "record length", value: fixed_len.max(var_len) as u64, limit: limits::MAX_RECORD_FIXED });
+            return Err(WireError::Limit {
+                what: "record length",
+                value: fixed_len.max(var_len) as u64,
+                limit: limits::MAX_RECORD_FIXED,
+            });
         }
         let total = fixed_len as usize + var_len as usize;
         let have = buf.len() - HEADER_LEN;
         if total > have {
-            return Err(WireError::Truncated { at: HEADER_LEN, needed: total, have });
+            return Err(WireError::Truncated {
+                at: HEADER_LEN,
+                needed: total,
+                have,
+            });
         }
-        Ok((RecordRef { id: FormatId(u64::from_le_bytes(id)), fixed_len, payload: &buf[HEADER_LEN..HEADER_LEN + total] }, HEADER_LEN + total))
+        Ok((
+            RecordRef {
+                id: FormatId(u64::from_le_bytes(id)),
+                fixed_len,
+                payload: &buf[HEADER_LEN..HEADER_LEN + total],
+            },
+            HEADER_LEN + total,
+        ))
     }
 
     /// Check that the header agrees with the format it names.
     pub(crate) fn check_format(&self, f: &Format) -> Result<()> {
         if self.id != f.id() {
-            return Err(WireError::BadHeader(format!("record has id {}, format `{}` is {}", self.id, f.name(), f.id())));
+            return Err(WireError::BadHeader(format!(
+                "record has id {}, format `{}` is {}",
+                self.id,
+                f.name(),
+                f.id()
+            )));
         }
         if self.fixed_len != f.size() {
-            return Err(WireError::BadHeader(format!("fixed length {} but format `{}` has size {}", self.fixed_len, f.name(), f.size())));
+            return Err(WireError::BadHeader(format!(
+                "fixed length {} but format `{}` has size {}",
+                self.fixed_len,
+                f.name(),
+                f.size()
+            )));
         }
         Ok(())
     }
 }
 
 /// Validate a variable slot against a payload; returns the byte range of its data.
-pub(crate) fn slot_range(slot: &VarSlot, payload: &[u8], fixed_len: usize) -> Result<std::ops::Range<usize>> {
+pub(crate) fn slot_range(
+    slot: &VarSlot,
+    payload: &[u8],
+    fixed_len: usize,
+) -> Result<std::ops::Range<usize>> {
     let (off, len) = slot.read(payload)?;
-    let bad = |reason: String| WireError::BadVarField { field: slot.path.clone(), reason };
+    let bad = |reason: String| WireError::BadVarField {
+        field: slot.path.clone(),
+        reason,
+    };
     if len == 0 {
         return Ok(0..0);
     }
     let es = slot.elem_size() as u64;
-    let bytes = len.checked_mul(es.max(1)).ok_or_else(|| bad("length overflows".into()))?;
-    let end = off.checked_add(bytes).ok_or_else(|| bad("offset overflows".into()))?;
+    let bytes = len
+        .checked_mul(es.max(1))
+        .ok_or_else(|| bad("length overflows".into()))?;
+    let end = off
+        .checked_add(bytes)
+        .ok_or_else(|| bad("offset overflows".into()))?;
     if off < fixed_len as u64 || end > payload.len() as u64 {
-        return Err(bad(format!("data {off}..{end} outside the tail {fixed_len}..{}", payload.len())));
+        return Err(bad(format!(
+            "data {off}..{end} outside the tail {fixed_len}..{}",
+            payload.len()
+        )));
     }
     if off % slot.elem_align() as u64 != 0 {
         return Err(bad(format!("offset {off} misaligned")));

@@ -42,7 +42,11 @@ impl Value {
 /// Read a record payload (fixed part + tail) of format `f`.
 pub fn read_value(f: &Format, payload: &[u8]) -> Result<Value> {
     if payload.len() < f.size() as usize {
-        return Err(WireError::Truncated { at: 0, needed: f.size() as usize, have: payload.len() });
+        return Err(WireError::Truncated {
+            at: 0,
+            needed: f.size() as usize,
+            have: payload.len(),
+        });
     }
     read_struct(f, payload, 0, f.size() as usize)
 }
@@ -50,7 +54,14 @@ pub fn read_value(f: &Format, payload: &[u8]) -> Result<Value> {
 fn read_struct(f: &Format, p: &[u8], base: usize, fixed_len: usize) -> Result<Value> {
     let mut out = Vec::with_capacity(f.fields().len());
     for fld in f.fields() {
-        let v = read_type(f, &fld.ty, p, base + fld.offset as usize, fixed_len, &fld.name)?;
+        let v = read_type(
+            f,
+            &fld.ty,
+            p,
+            base + fld.offset as usize,
+            fixed_len,
+            &fld.name,
+        )?;
         out.push((fld.name.clone(), v));
     }
     Ok(Value::Struct(out))
@@ -72,9 +83,20 @@ fn scalar(f: &Format, t: &FieldType, b: &[u8]) -> Value {
     }
 }
 
-fn read_type(f: &Format, t: &FieldType, p: &[u8], off: usize, fixed_len: usize, path: &str) -> Result<Value> {
+fn read_type(
+    f: &Format,
+    t: &FieldType,
+    p: &[u8],
+    off: usize,
+    fixed_len: usize,
+    path: &str,
+) -> Result<Value> {
     let size = t.size(f.pointer_size()) as usize;
-    let b = p.get(off..off + size).ok_or(WireError::Truncated { at: off, needed: size, have: p.len().saturating_sub(off) })?;
+    let b = p.get(off..off + size).ok_or(WireError::Truncated {
+        at: off,
+        needed: size,
+        have: p.len().saturating_sub(off),
+    })?;
     Ok(match t {
         FieldType::Array { elem, count } => {
             let es = elem.size(f.pointer_size()) as usize;
@@ -125,7 +147,10 @@ pub fn write_value(f: &Format, v: &Value) -> Result<Vec<u8>> {
 
 fn write_struct(f: &Format, v: &Value, base: usize, out: &mut Vec<u8>) -> Result<()> {
     let Value::Struct(_) = v else {
-        return Err(WireError::Usage(format!("value for format `{}` is not a struct", f.name())));
+        return Err(WireError::Usage(format!(
+            "value for format `{}` is not a struct",
+            f.name()
+        )));
     };
     for fld in f.fields() {
         if let Some(fv) = v.get(&fld.name) {
@@ -139,14 +164,30 @@ fn put(out: &mut [u8], off: usize, bytes: &[u8]) {
     out[off..off + bytes.len()].copy_from_slice(bytes);
 }
 
-fn write_type(f: &Format, t: &FieldType, v: &Value, off: usize, out: &mut Vec<u8>, path: &str) -> Result<()> {
+fn write_type(
+    f: &Format,
+    t: &FieldType,
+    v: &Value,
+    off: usize,
+    out: &mut Vec<u8>,
+    path: &str,
+) -> Result<()> {
     let order = f.byte_order();
-    let bad = || WireError::Usage(format!("field `{path}`: value {v:?} does not fit {}", t.type_name()));
+    let bad = || {
+        WireError::Usage(format!(
+            "field `{path}`: value {v:?} does not fit {}",
+            t.type_name()
+        ))
+    };
     match t {
         FieldType::Int { size, signed } => {
             let x = v.as_i128().ok_or_else(bad)?;
             let bits = 8 * *size as u32;
-            let (lo, hi) = if *signed { (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1) } else { (0, (1i128 << bits) - 1) };
+            let (lo, hi) = if *signed {
+                (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+            } else {
+                (0, (1i128 << bits) - 1)
+            };
             if x < lo || x > hi {
                 return Err(bad());
             }
@@ -164,7 +205,10 @@ fn write_type(f: &Format, t: &FieldType, v: &Value, off: usize, out: &mut Vec<u8
             }
         }
         FieldType::Char | FieldType::Bool => {
-            let x = v.as_i128().filter(|x| (0..256).contains(x)).ok_or_else(bad)?;
+            let x = v
+                .as_i128()
+                .filter(|x| (0..256).contains(x))
+                .ok_or_else(bad)?;
             out[off] = x as u8;
         }
         FieldType::Array { elem, count } => {
@@ -246,7 +290,11 @@ fn json_float(x: f64, s: &mut String) {
     if x.is_nan() {
         s.push_str("\"NaN\"");
     } else if x.is_infinite() {
-        s.push_str(if x > 0.0 { "\"Infinity\"" } else { "\"-Infinity\"" });
+        s.push_str(if x > 0.0 {
+            "\"Infinity\""
+        } else {
+            "\"-Infinity\""
+        });
     } else if x == x.trunc() && x.abs() < 1e16 {
         // Keep a ".0" so readers see a float, as Python's repr does.
         s.push_str(&format!("{x:.1}"));
@@ -266,8 +314,14 @@ fn json_into(v: &Value, s: &mut String) {
         Value::Char(c) => json_str(&String::from_utf8_lossy(&[*c]), s),
         Value::Bool(b) => s.push_str(if *b { "true" } else { "false" }),
         Value::Str(x) => json_str(x, s),
-        Value::Array(items) if !items.is_empty() && items.iter().all(|i| matches!(i, Value::Char(_))) => {
-            let bytes: Vec<u8> = items.iter().map(|i| if let Value::Char(c) = i { *c } else { 0 }).take_while(|&c| c != 0).collect();
+        Value::Array(items)
+            if !items.is_empty() && items.iter().all(|i| matches!(i, Value::Char(_))) =>
+        {
+            let bytes: Vec<u8> = items
+                .iter()
+                .map(|i| if let Value::Char(c) = i { *c } else { 0 })
+                .take_while(|&c| c != 0)
+                .collect();
             json_str(&String::from_utf8_lossy(&bytes), s);
         }
         Value::Array(items) => {

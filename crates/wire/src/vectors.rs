@@ -38,14 +38,25 @@ fn mixed_value(k: i64) -> Value {
         ("small".into(), Value::I(-300 + k)),
         ("ok".into(), Value::Bool(k % 2 == 0)),
         ("ratio".into(), Value::F(0.1 * k as f64)),
-        ("vals".into(), Value::Array((0..4).map(|i| Value::F(i as f64 * 1.25 - k as f64)).collect())),
+        (
+            "vals".into(),
+            Value::Array(
+                (0..4)
+                    .map(|i| Value::F(i as f64 * 1.25 - k as f64))
+                    .collect(),
+            ),
+        ),
         ("big".into(), Value::U(u64::MAX - k as u64)),
     ])
 }
 
 /// A nested record with an array of structs and variable-length fields.
 pub fn nested(arch: Arch) -> Result<Arc<Format>> {
-    let pt = FormatBuilder::with_arch("point", arch).c_field("x", CType::Double).c_field("y", CType::Float).c_field("tag", CType::Short).build()?;
+    let pt = FormatBuilder::with_arch("point", arch)
+        .c_field("x", CType::Double)
+        .c_field("y", CType::Float)
+        .c_field("tag", CType::Short)
+        .build()?;
     FormatBuilder::with_arch("track", arch)
         .c_field("n", CType::UInt)
         .field("first", FieldType::Nested(pt.clone()))
@@ -57,14 +68,36 @@ pub fn nested(arch: Arch) -> Result<Arc<Format>> {
 }
 
 fn nested_value(k: i64) -> Value {
-    let pt = |i: i64| Value::Struct(vec![("x".into(), Value::F(i as f64 / 4.0)), ("y".into(), Value::F(-(i as f64) * 2.0)), ("tag".into(), Value::I(i - 2))]);
+    let pt = |i: i64| {
+        Value::Struct(vec![
+            ("x".into(), Value::F(i as f64 / 4.0)),
+            ("y".into(), Value::F(-(i as f64) * 2.0)),
+            ("tag".into(), Value::I(i - 2)),
+        ])
+    };
     Value::Struct(vec![
         ("n".into(), Value::U(3 + k as u64)),
         ("first".into(), pt(k)),
-        ("pts".into(), Value::Array((1..=3).map(|i| pt(i * 10 + k)).collect())),
-        ("name".into(), Value::Str(if k == 0 { String::new() } else { format!("track-{k} \"ü\"") })),
-        ("samples".into(), Value::Array((0..k * 2).map(|i| Value::I(i * i - 5)).collect())),
-        ("weights".into(), Value::Array((0..k).map(|i| Value::F(1.0 / (i as f64 + 3.0))).collect())),
+        (
+            "pts".into(),
+            Value::Array((1..=3).map(|i| pt(i * 10 + k)).collect()),
+        ),
+        (
+            "name".into(),
+            Value::Str(if k == 0 {
+                String::new()
+            } else {
+                format!("track-{k} \"ü\"")
+            }),
+        ),
+        (
+            "samples".into(),
+            Value::Array((0..k * 2).map(|i| Value::I(i * i - 5)).collect()),
+        ),
+        (
+            "weights".into(),
+            Value::Array((0..k).map(|i| Value::F(1.0 / (i as f64 + 3.0))).collect()),
+        ),
     ])
 }
 
@@ -102,15 +135,42 @@ fn file_of(items: &[(Arc<Format>, Value)]) -> Result<Vec<u8>> {
 /// (name, file bytes) of every vector.
 pub fn all() -> Result<Vec<(&'static str, Vec<u8>)>> {
     let mut out = Vec::new();
-    for (name, arch) in [("mixed_x86_64", Arch::X86_64), ("mixed_be32", Arch::BE32), ("mixed_i386", Arch::I386), ("mixed_be64", Arch::BE64)] {
+    for (name, arch) in [
+        ("mixed_x86_64", Arch::X86_64),
+        ("mixed_be32", Arch::BE32),
+        ("mixed_i386", Arch::I386),
+        ("mixed_be64", Arch::BE64),
+    ] {
         let f = mixed(arch)?;
-        out.push((name, file_of(&(0..3).map(|k| (f.clone(), mixed_value(k))).collect::<Vec<_>>())?));
+        out.push((
+            name,
+            file_of(
+                &(0..3)
+                    .map(|k| (f.clone(), mixed_value(k)))
+                    .collect::<Vec<_>>(),
+            )?,
+        ));
     }
     for (name, arch) in [("nested_x86_64", Arch::X86_64), ("nested_be32", Arch::BE32)] {
         let f = nested(arch)?;
-        out.push((name, file_of(&(0..3).map(|k| (f.clone(), nested_value(k))).collect::<Vec<_>>())?));
+        out.push((
+            name,
+            file_of(
+                &(0..3)
+                    .map(|k| (f.clone(), nested_value(k)))
+                    .collect::<Vec<_>>(),
+            )?,
+        ));
     }
     let (v1, v2) = (mixed(Arch::BE32)?, evolved(Arch::X86_64)?);
-    out.push(("evolution", file_of(&[(v1.clone(), mixed_value(1)), (v2.clone(), evolved_value(5)), (v1, mixed_value(2)), (v2, evolved_value(6))])?));
+    out.push((
+        "evolution",
+        file_of(&[
+            (v1.clone(), mixed_value(1)),
+            (v2.clone(), evolved_value(5)),
+            (v1, mixed_value(2)),
+            (v2, evolved_value(6)),
+        ])?,
+    ));
     Ok(out)
 }

@@ -23,12 +23,20 @@ fn mixed_value() -> Value {
         ("l".into(), Value::I(-(1 << 30) - 7)),
         ("d".into(), Value::F(2.5)),
         ("c".into(), Value::Char(b'x')),
-        ("a".into(), Value::Array(vec![Value::F(1.0), Value::F(-2.0), Value::F(0.125)])),
+        (
+            "a".into(),
+            Value::Array(vec![Value::F(1.0), Value::F(-2.0), Value::F(0.125)]),
+        ),
         ("s".into(), Value::I(-300)),
     ])
 }
 
-fn decode_via(wire: &Arc<Format>, native: &Arc<Format>, payload: &[u8], policy: OverflowPolicy) -> Result<Vec<u8>> {
+fn decode_via(
+    wire: &Arc<Format>,
+    native: &Arc<Format>,
+    payload: &[u8],
+    policy: OverflowPolicy,
+) -> Result<Vec<u8>> {
     let framed = record::frame(wire, payload)?;
     let (rec, _) = RecordRef::parse(&framed)?;
     let mut reg = Registry::with_policy(policy);
@@ -55,13 +63,29 @@ fn ids_are_content_hashes() {
     let a = mixed(Arch::X86_64);
     let b = mixed(Arch::X86_64);
     assert_eq!(a.id(), b.id());
-    assert_ne!(a.id(), mixed(Arch::BE64).id(), "byte order is part of the id");
+    assert_ne!(
+        a.id(),
+        mixed(Arch::BE64).id(),
+        "byte order is part of the id"
+    );
     assert_ne!(a.id(), mixed(Arch::I386).id());
     // Declaration order does not matter, layout does.
-    let x = FormatBuilder::new("p").field_at("a", FieldType::I32, 0).field_at("b", FieldType::I32, 4).build().unwrap();
-    let y = FormatBuilder::new("p").field_at("b", FieldType::I32, 4).field_at("a", FieldType::I32, 0).build().unwrap();
+    let x = FormatBuilder::new("p")
+        .field_at("a", FieldType::I32, 0)
+        .field_at("b", FieldType::I32, 4)
+        .build()
+        .unwrap();
+    let y = FormatBuilder::new("p")
+        .field_at("b", FieldType::I32, 4)
+        .field_at("a", FieldType::I32, 0)
+        .build()
+        .unwrap();
     assert_eq!(x.id(), y.id());
-    let z = FormatBuilder::new("p").field_at("a", FieldType::I32, 4).field_at("b", FieldType::I32, 0).build().unwrap();
+    let z = FormatBuilder::new("p")
+        .field_at("a", FieldType::I32, 4)
+        .field_at("b", FieldType::I32, 0)
+        .build()
+        .unwrap();
     assert_ne!(x.id(), z.id());
 }
 
@@ -87,13 +111,33 @@ fn metadata_round_trips_and_is_canonical() {
 
 #[test]
 fn invalid_formats_are_rejected() {
-    let overlap = FormatBuilder::new("o").field_at("a", FieldType::I32, 0).field_at("b", FieldType::I32, 2).build();
-    assert!(matches!(overlap, Err(WireError::InvalidFormat { .. })), "{overlap:?}");
-    let past_end = FormatBuilder::new("o").field_at("a", FieldType::I64, 0).size(4).build();
+    let overlap = FormatBuilder::new("o")
+        .field_at("a", FieldType::I32, 0)
+        .field_at("b", FieldType::I32, 2)
+        .build();
+    assert!(
+        matches!(overlap, Err(WireError::InvalidFormat { .. })),
+        "{overlap:?}"
+    );
+    let past_end = FormatBuilder::new("o")
+        .field_at("a", FieldType::I64, 0)
+        .size(4)
+        .build();
     assert!(matches!(past_end, Err(WireError::InvalidFormat { .. })));
-    let dup = FormatBuilder::new("o").field("a", FieldType::I32).field("a", FieldType::I32).build();
+    let dup = FormatBuilder::new("o")
+        .field("a", FieldType::I32)
+        .field("a", FieldType::I32)
+        .build();
     assert!(matches!(dup, Err(WireError::InvalidFormat { .. })));
-    let odd = FormatBuilder::new("o").field("a", FieldType::Int { size: 3, signed: true }).build();
+    let odd = FormatBuilder::new("o")
+        .field(
+            "a",
+            FieldType::Int {
+                size: 3,
+                signed: true,
+            },
+        )
+        .build();
     assert!(matches!(odd, Err(WireError::InvalidFormat { .. })));
 }
 
@@ -114,18 +158,36 @@ fn same_layout_is_borrowed_in_place() {
 
 #[test]
 fn gather_encode_borrows_fixed_part_and_var_parts() {
-    let f = FormatBuilder::new("v").field("n", FieldType::I32).field("xs", FieldType::var_array(FieldType::F64)).field("s", FieldType::VarString).build().unwrap();
+    let f = FormatBuilder::new("v")
+        .field("n", FieldType::I32)
+        .field("xs", FieldType::var_array(FieldType::F64))
+        .field("s", FieldType::VarString)
+        .build()
+        .unwrap();
     let fixed = vec![0u8; f.size() as usize];
-    let xs: Vec<u8> = [1.0f64, 2.0, 3.0].iter().flat_map(|x| x.to_ne_bytes()).collect();
+    let xs: Vec<u8> = [1.0f64, 2.0, 3.0]
+        .iter()
+        .flat_map(|x| x.to_ne_bytes())
+        .collect();
     let s = b"hello".to_vec();
     let mut enc = Encoder::new(f.clone()).unwrap();
     let iov = enc.encode(&fixed, &[&xs, &s]).unwrap();
     // header, fixed copy (slots rewritten), xs (aligned, no pad needed), s
-    assert!(iov.iter().any(|v| v.as_ptr() == xs.as_ptr()), "var data is gathered, not copied");
+    assert!(
+        iov.iter().any(|v| v.as_ptr() == xs.as_ptr()),
+        "var data is gathered, not copied"
+    );
     let bytes = enc.encode_to_vec(&fixed, &[&xs, &s]).unwrap();
     let (rec, _) = RecordRef::parse(&bytes).unwrap();
     let v = read_value(&f, rec.payload).unwrap();
-    assert_eq!(v.get("xs"), Some(&Value::Array(vec![Value::F(1.0), Value::F(2.0), Value::F(3.0)])));
+    assert_eq!(
+        v.get("xs"),
+        Some(&Value::Array(vec![
+            Value::F(1.0),
+            Value::F(2.0),
+            Value::F(3.0)
+        ]))
+    );
     assert_eq!(v.get("s"), Some(&Value::Str("hello".into())));
     // No-var formats borrow the fixed part itself.
     let g = mixed(Arch::NATIVE);
@@ -143,64 +205,182 @@ fn foreign_writers_convert_to_native() {
         let wire = mixed(arch);
         let payload = write_value(&wire, &mixed_value()).unwrap();
         let out = decode_via(&wire, &native, &payload, OverflowPolicy::Error).unwrap();
-        assert_eq!(read_value(&native, &out).unwrap(), read_value(&wire, &payload).unwrap(), "{}", arch.name);
+        assert_eq!(
+            read_value(&native, &out).unwrap(),
+            read_value(&wire, &payload).unwrap(),
+            "{}",
+            arch.name
+        );
         assert_eq!(read_value(&native, &out).unwrap(), mixed_value());
     }
 }
 
 #[test]
 fn narrowing_follows_policy() {
-    let wire = FormatBuilder::new("w").field("x", FieldType::I64).field("y", FieldType::F64).build().unwrap();
-    let native = FormatBuilder::new("n").field("x", FieldType::I16).field("y", FieldType::F32).build().unwrap();
-    let big = write_value(&wire, &Value::Struct(vec![("x".into(), Value::I(100_000)), ("y".into(), Value::F(0.1))])).unwrap();
+    let wire = FormatBuilder::new("w")
+        .field("x", FieldType::I64)
+        .field("y", FieldType::F64)
+        .build()
+        .unwrap();
+    let native = FormatBuilder::new("n")
+        .field("x", FieldType::I16)
+        .field("y", FieldType::F32)
+        .build()
+        .unwrap();
+    let big = write_value(
+        &wire,
+        &Value::Struct(vec![
+            ("x".into(), Value::I(100_000)),
+            ("y".into(), Value::F(0.1)),
+        ]),
+    )
+    .unwrap();
     let e = decode_via(&wire, &native, &big, OverflowPolicy::Error).unwrap_err();
-    assert!(matches!(e, WireError::Overflow { ref field, .. } if field == "x"), "{e:?}");
+    assert!(
+        matches!(e, WireError::Overflow { ref field, .. } if field == "x"),
+        "{e:?}"
+    );
     let out = decode_via(&wire, &native, &big, OverflowPolicy::Saturate).unwrap();
     let v = read_value(&native, &out).unwrap();
     assert_eq!(v.get("x"), Some(&Value::I(i16::MAX as i64)));
     assert_eq!(v.get("y"), Some(&Value::F(0.1f32 as f64)));
     let neg = write_value(&wire, &Value::Struct(vec![("x".into(), Value::I(-5))])).unwrap();
-    let unsigned = FormatBuilder::new("u").field("x", FieldType::U32).build().unwrap();
+    let unsigned = FormatBuilder::new("u")
+        .field("x", FieldType::U32)
+        .build()
+        .unwrap();
     assert!(decode_via(&wire, &unsigned, &neg, OverflowPolicy::Error).is_err());
     let out = decode_via(&wire, &unsigned, &neg, OverflowPolicy::Saturate).unwrap();
-    assert_eq!(read_value(&unsigned, &out).unwrap().get("x"), Some(&Value::U(0)));
+    assert_eq!(
+        read_value(&unsigned, &out).unwrap().get("x"),
+        Some(&Value::U(0))
+    );
 }
 
 #[test]
 fn missing_fields_get_defaults_and_extra_fields_are_ignored() {
-    let wire = FormatBuilder::new("w").field("extra", FieldType::F64).field("a", FieldType::I32).build().unwrap();
-    let native = FormatBuilder::new("n").field("a", FieldType::I64).field("b", FieldType::I32).default(42.0).field("c", FieldType::F64).default(1.5).field("z", FieldType::I32).build().unwrap();
-    let p = write_value(&wire, &Value::Struct(vec![("extra".into(), Value::F(9.0)), ("a".into(), Value::I(-3))])).unwrap();
+    let wire = FormatBuilder::new("w")
+        .field("extra", FieldType::F64)
+        .field("a", FieldType::I32)
+        .build()
+        .unwrap();
+    let native = FormatBuilder::new("n")
+        .field("a", FieldType::I64)
+        .field("b", FieldType::I32)
+        .default(42.0)
+        .field("c", FieldType::F64)
+        .default(1.5)
+        .field("z", FieldType::I32)
+        .build()
+        .unwrap();
+    let p = write_value(
+        &wire,
+        &Value::Struct(vec![
+            ("extra".into(), Value::F(9.0)),
+            ("a".into(), Value::I(-3)),
+        ]),
+    )
+    .unwrap();
     let out = decode_via(&wire, &native, &p, OverflowPolicy::Error).unwrap();
     let v = read_value(&native, &out).unwrap();
-    assert_eq!(v, Value::Struct(vec![("a".into(), Value::I(-3)), ("b".into(), Value::I(42)), ("c".into(), Value::F(1.5)), ("z".into(), Value::I(0))]));
+    assert_eq!(
+        v,
+        Value::Struct(vec![
+            ("a".into(), Value::I(-3)),
+            ("b".into(), Value::I(42)),
+            ("c".into(), Value::F(1.5)),
+            ("z".into(), Value::I(0))
+        ])
+    );
 }
 
 #[test]
 fn reordered_fields_nested_and_arrays_convert_by_name() {
-    let pt_w = FormatBuilder::new("pt").field("x", FieldType::F64).field("y", FieldType::F64).field("tag", FieldType::I32).build().unwrap();
-    let pt_n = FormatBuilder::new("pt").field("tag", FieldType::I64).field("y", FieldType::F64).field("x", FieldType::F64).build().unwrap();
-    let wire = FormatBuilder::with_arch("poly", Arch::BE64).field("n", FieldType::I32).field("pts", FieldType::array(FieldType::Nested(pt_w.clone()), 3)).build().unwrap();
+    let pt_w = FormatBuilder::new("pt")
+        .field("x", FieldType::F64)
+        .field("y", FieldType::F64)
+        .field("tag", FieldType::I32)
+        .build()
+        .unwrap();
+    let pt_n = FormatBuilder::new("pt")
+        .field("tag", FieldType::I64)
+        .field("y", FieldType::F64)
+        .field("x", FieldType::F64)
+        .build()
+        .unwrap();
+    let wire = FormatBuilder::with_arch("poly", Arch::BE64)
+        .field("n", FieldType::I32)
+        .field("pts", FieldType::array(FieldType::Nested(pt_w.clone()), 3))
+        .build()
+        .unwrap();
     // pt_w for BE64 needs its own arch; rebuild so nested byte order matches the writer.
-    let pt_wb = FormatBuilder::with_arch("pt", Arch::BE64).field("x", FieldType::F64).field("y", FieldType::F64).field("tag", FieldType::I32).build().unwrap();
-    let wire_b = FormatBuilder::with_arch("poly", Arch::BE64).field("n", FieldType::I32).field("pts", FieldType::array(FieldType::Nested(pt_wb), 3)).build().unwrap();
-    let native = FormatBuilder::new("poly").field("pts", FieldType::array(FieldType::Nested(pt_n), 2)).field("n", FieldType::I16).build().unwrap();
-    let pts = |k: i64| Value::Struct(vec![("x".into(), Value::F(k as f64)), ("y".into(), Value::F(-(k as f64))), ("tag".into(), Value::I(k * 10))]);
-    let v = Value::Struct(vec![("n".into(), Value::I(3)), ("pts".into(), Value::Array(vec![pts(1), pts(2), pts(3)]))]);
+    let pt_wb = FormatBuilder::with_arch("pt", Arch::BE64)
+        .field("x", FieldType::F64)
+        .field("y", FieldType::F64)
+        .field("tag", FieldType::I32)
+        .build()
+        .unwrap();
+    let wire_b = FormatBuilder::with_arch("poly", Arch::BE64)
+        .field("n", FieldType::I32)
+        .field("pts", FieldType::array(FieldType::Nested(pt_wb), 3))
+        .build()
+        .unwrap();
+    let native = FormatBuilder::new("poly")
+        .field("pts", FieldType::array(FieldType::Nested(pt_n), 2))
+        .field("n", FieldType::I16)
+        .build()
+        .unwrap();
+    let pts = |k: i64| {
+        Value::Struct(vec![
+            ("x".into(), Value::F(k as f64)),
+            ("y".into(), Value::F(-(k as f64))),
+            ("tag".into(), Value::I(k * 10)),
+        ])
+    };
+    let v = Value::Struct(vec![
+        ("n".into(), Value::I(3)),
+        ("pts".into(), Value::Array(vec![pts(1), pts(2), pts(3)])),
+    ]);
     for w in [&wire, &wire_b] {
         let p = write_value(w, &v).unwrap();
         let out = decode_via(w, &native, &p, OverflowPolicy::Error).unwrap();
         let got = read_value(&native, &out).unwrap();
-        let want_pt = |k: i64| Value::Struct(vec![("tag".into(), Value::I(k * 10)), ("y".into(), Value::F(-(k as f64))), ("x".into(), Value::F(k as f64))]);
-        assert_eq!(got, Value::Struct(vec![("pts".into(), Value::Array(vec![want_pt(1), want_pt(2)])), ("n".into(), Value::I(3))]));
+        let want_pt = |k: i64| {
+            Value::Struct(vec![
+                ("tag".into(), Value::I(k * 10)),
+                ("y".into(), Value::F(-(k as f64))),
+                ("x".into(), Value::F(k as f64)),
+            ])
+        };
+        assert_eq!(
+            got,
+            Value::Struct(vec![
+                ("pts".into(), Value::Array(vec![want_pt(1), want_pt(2)])),
+                ("n".into(), Value::I(3))
+            ])
+        );
     }
 }
 
 #[test]
 fn variable_fields_convert() {
-    let wire = FormatBuilder::with_arch("v", Arch::BE32).field("s", FieldType::VarString).field("xs", FieldType::var_array(FieldType::I32)).build().unwrap();
-    let native = FormatBuilder::new("v").field("xs", FieldType::var_array(FieldType::I64)).field("s", FieldType::VarString).build().unwrap();
-    let v = Value::Struct(vec![("s".into(), Value::Str("héllo".into())), ("xs".into(), Value::Array(vec![Value::I(1), Value::I(-2), Value::I(3)]))]);
+    let wire = FormatBuilder::with_arch("v", Arch::BE32)
+        .field("s", FieldType::VarString)
+        .field("xs", FieldType::var_array(FieldType::I32))
+        .build()
+        .unwrap();
+    let native = FormatBuilder::new("v")
+        .field("xs", FieldType::var_array(FieldType::I64))
+        .field("s", FieldType::VarString)
+        .build()
+        .unwrap();
+    let v = Value::Struct(vec![
+        ("s".into(), Value::Str("héllo".into())),
+        (
+            "xs".into(),
+            Value::Array(vec![Value::I(1), Value::I(-2), Value::I(3)]),
+        ),
+    ]);
     let p = write_value(&wire, &v).unwrap();
     let framed = record::frame(&wire, &p).unwrap();
     let (rec, _) = RecordRef::parse(&framed).unwrap();
@@ -216,24 +396,68 @@ fn variable_fields_convert() {
 #[test]
 fn moves_are_merged() {
     // Same layout except one trailing field's type: everything before it is one copy.
-    let a = FormatBuilder::new("m").field("a", FieldType::I32).field("b", FieldType::F64).field("c", FieldType::array(FieldType::I16, 5)).field("d", FieldType::I32).build().unwrap();
-    let b = FormatBuilder::new("m").field("a", FieldType::I32).field("b", FieldType::F64).field("c", FieldType::array(FieldType::I16, 5)).field("d", FieldType::I64).build().unwrap();
+    let a = FormatBuilder::new("m")
+        .field("a", FieldType::I32)
+        .field("b", FieldType::F64)
+        .field("c", FieldType::array(FieldType::I16, 5))
+        .field("d", FieldType::I32)
+        .build()
+        .unwrap();
+    let b = FormatBuilder::new("m")
+        .field("a", FieldType::I32)
+        .field("b", FieldType::F64)
+        .field("c", FieldType::array(FieldType::I16, 5))
+        .field("d", FieldType::I64)
+        .build()
+        .unwrap();
     let p = Plan::compile(&a, &b, OverflowPolicy::Error).unwrap();
     assert_eq!(p.op_count(), 2, "{p:?}");
     // Identical layouts under another name collapse to one move.
-    let c = FormatBuilder::new("other").field("a", FieldType::I32).field("b", FieldType::F64).field("c", FieldType::array(FieldType::I16, 5)).field("d", FieldType::I32).build().unwrap();
-    assert!(Plan::compile(&a, &c, OverflowPolicy::Error).unwrap().is_single_copy());
+    let c = FormatBuilder::new("other")
+        .field("a", FieldType::I32)
+        .field("b", FieldType::F64)
+        .field("c", FieldType::array(FieldType::I16, 5))
+        .field("d", FieldType::I32)
+        .build()
+        .unwrap();
+    assert!(Plan::compile(&a, &c, OverflowPolicy::Error)
+        .unwrap()
+        .is_single_copy());
     // All-double foreign record: one merged swap.
-    let be = FormatBuilder::with_arch("s", Arch::BE64).field("x", FieldType::F64).field("y", FieldType::F64).field("z", FieldType::array(FieldType::F64, 8)).build().unwrap();
-    let le = FormatBuilder::with_arch("s", Arch::X86_64).field("x", FieldType::F64).field("y", FieldType::F64).field("z", FieldType::array(FieldType::F64, 8)).build().unwrap();
-    assert_eq!(Plan::compile(&be, &le, OverflowPolicy::Error).unwrap().op_count(), 1);
+    let be = FormatBuilder::with_arch("s", Arch::BE64)
+        .field("x", FieldType::F64)
+        .field("y", FieldType::F64)
+        .field("z", FieldType::array(FieldType::F64, 8))
+        .build()
+        .unwrap();
+    let le = FormatBuilder::with_arch("s", Arch::X86_64)
+        .field("x", FieldType::F64)
+        .field("y", FieldType::F64)
+        .field("z", FieldType::array(FieldType::F64, 8))
+        .build()
+        .unwrap();
+    assert_eq!(
+        Plan::compile(&be, &le, OverflowPolicy::Error)
+            .unwrap()
+            .op_count(),
+        1
+    );
 }
 
 #[test]
 fn incompatible_types_are_an_error() {
-    let a = FormatBuilder::new("m").field("a", FieldType::F64).build().unwrap();
-    let b = FormatBuilder::new("m").field("a", FieldType::VarString).build().unwrap();
-    assert!(matches!(Plan::compile(&a, &b, OverflowPolicy::Error), Err(WireError::TypeMismatch { .. })));
+    let a = FormatBuilder::new("m")
+        .field("a", FieldType::F64)
+        .build()
+        .unwrap();
+    let b = FormatBuilder::new("m")
+        .field("a", FieldType::VarString)
+        .build()
+        .unwrap();
+    assert!(matches!(
+        Plan::compile(&a, &b, OverflowPolicy::Error),
+        Err(WireError::TypeMismatch { .. })
+    ));
 }
 
 #[test]
@@ -242,5 +466,8 @@ fn unknown_format_is_reported() {
     let framed = record::frame(&f, &vec![0u8; f.size() as usize]).unwrap();
     let (rec, _) = RecordRef::parse(&framed).unwrap();
     let mut reg = Registry::new();
-    assert_eq!(reg.decode(&rec, &f).unwrap_err(), WireError::UnknownFormat(f.id()));
+    assert_eq!(
+        reg.decode(&rec, &f).unwrap_err(),
+        WireError::UnknownFormat(f.id())
+    );
 }

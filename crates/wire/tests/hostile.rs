@@ -14,7 +14,12 @@ fn nested_wire() -> Arc<Format> {
 
 fn sample_record() -> (Arc<Format>, Vec<u8>) {
     let f = nested_wire();
-    let bytes = vectors::all().unwrap().into_iter().find(|(n, _)| *n == "nested_be32").unwrap().1;
+    let bytes = vectors::all()
+        .unwrap()
+        .into_iter()
+        .find(|(n, _)| *n == "nested_be32")
+        .unwrap()
+        .1;
     // Extract the last record's framed bytes from the file.
     let mut last = None;
     for it in FileReader::new(&bytes).unwrap() {
@@ -124,7 +129,10 @@ proptest! {
 fn truncated_record_is_an_error() {
     let (_, framed) = sample_record();
     for n in 0..framed.len() {
-        assert!(RecordRef::parse(&framed[..n]).is_err(), "prefix {n} accepted");
+        assert!(
+            RecordRef::parse(&framed[..n]).is_err(),
+            "prefix {n} accepted"
+        );
     }
 }
 
@@ -140,16 +148,24 @@ fn lying_var_length_is_an_error() {
     let (rec, _) = RecordRef::parse(&b).unwrap();
     let mut reg = Registry::new();
     reg.register(f.clone());
-    let e = reg.decode(&rec, &vectors::nested(Arch::NATIVE).unwrap()).unwrap_err();
+    let e = reg
+        .decode(&rec, &vectors::nested(Arch::NATIVE).unwrap())
+        .unwrap_err();
     assert!(matches!(e, WireError::BadVarField { .. }), "{e:?}");
     // Also on the in-place path (same format).
-    assert!(matches!(reg.decode(&rec, &f), Err(WireError::BadVarField { .. })));
+    assert!(matches!(
+        reg.decode(&rec, &f),
+        Err(WireError::BadVarField { .. })
+    ));
     // An offset pointing back into the fixed part is rejected too.
     let mut c = framed.clone();
     let at = HEADER_LEN + samples.offset;
     c[at..at + 4].copy_from_slice(&0u32.to_be_bytes());
     let (rec, _) = RecordRef::parse(&c).unwrap();
-    assert!(matches!(reg.decode(&rec, &f), Err(WireError::BadVarField { .. })));
+    assert!(matches!(
+        reg.decode(&rec, &f),
+        Err(WireError::BadVarField { .. })
+    ));
 }
 
 #[test]
@@ -168,10 +184,16 @@ fn lying_header_lengths_are_errors() {
 
 #[test]
 fn deep_nesting_is_refused() {
-    let mut f = FormatBuilder::new("leaf").field("x", FieldType::I32).build().unwrap();
+    let mut f = FormatBuilder::new("leaf")
+        .field("x", FieldType::I32)
+        .build()
+        .unwrap();
     let mut err = None;
     for i in 0..40 {
-        match FormatBuilder::new(format!("n{i}")).field("inner", FieldType::Nested(f.clone())).build() {
+        match FormatBuilder::new(format!("n{i}"))
+            .field("inner", FieldType::Nested(f.clone()))
+            .build()
+        {
             Ok(g) => f = g,
             Err(e) => {
                 err = Some(e);
@@ -179,25 +201,56 @@ fn deep_nesting_is_refused() {
             }
         }
     }
-    assert!(matches!(err, Some(WireError::Limit { what: "nesting depth", .. })), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Some(WireError::Limit {
+                what: "nesting depth",
+                ..
+            })
+        ),
+        "{err:?}"
+    );
     // Hand-made metadata nesting deeper than any builder allows.
     let mut m = b"GWFM\x01".to_vec();
     for _ in 0..200 {
-        m.extend_from_slice(&[1, b'a', 8, 0, 0, 0, 8, 0, 0, 0, 0, 8, 1, 0, 1, b'b', 0, 0, 0, 0, 6]);
+        m.extend_from_slice(&[
+            1, b'a', 8, 0, 0, 0, 8, 0, 0, 0, 0, 8, 1, 0, 1, b'b', 0, 0, 0, 0, 6,
+        ]);
     }
-    assert!(matches!(meta::parse(&m), Err(WireError::Limit { .. })), "{:?}", meta::parse(&m));
+    assert!(
+        matches!(meta::parse(&m), Err(WireError::Limit { .. })),
+        "{:?}",
+        meta::parse(&m)
+    );
 }
 
 #[test]
 fn exponential_metadata_is_refused() {
     // Each level holds the previous twice: 2^depth copies inline.
-    let mut f = FormatBuilder::new("l").field("x", FieldType::array(FieldType::I32, 1000)).build().unwrap();
+    let mut f = FormatBuilder::new("l")
+        .field("x", FieldType::array(FieldType::I32, 1000))
+        .build()
+        .unwrap();
     let mut failed = false;
     for i in 0..15 {
-        match FormatBuilder::new(format!("d{i}")).field("a", FieldType::Nested(f.clone())).field("b", FieldType::Nested(f.clone())).build() {
+        match FormatBuilder::new(format!("d{i}"))
+            .field("a", FieldType::Nested(f.clone()))
+            .field("b", FieldType::Nested(f.clone()))
+            .build()
+        {
             Ok(g) => f = g,
             Err(e) => {
-                assert!(matches!(e, WireError::Limit { what: "metadata size", .. }), "{e:?}");
+                assert!(
+                    matches!(
+                        e,
+                        WireError::Limit {
+                            what: "metadata size",
+                            ..
+                        }
+                    ),
+                    "{e:?}"
+                );
                 failed = true;
                 break;
             }
@@ -220,9 +273,15 @@ fn overlapping_or_overflowing_fields_in_metadata_are_refused() {
         m.extend_from_slice(&off.to_le_bytes());
         m.extend_from_slice(&[1, 4, 1]);
     }
-    assert!(matches!(meta::parse(&m), Err(WireError::InvalidFormat { .. })));
+    assert!(matches!(
+        meta::parse(&m),
+        Err(WireError::InvalidFormat { .. })
+    ));
     // An array whose size overflows the record.
-    let big = FormatBuilder::new("b").field_at("a", FieldType::array(FieldType::F64, u32::MAX), 0).size(64).build();
+    let big = FormatBuilder::new("b")
+        .field_at("a", FieldType::array(FieldType::F64, u32::MAX), 0)
+        .size(64)
+        .build();
     assert!(big.is_err());
     // A lying field count with few bytes behind it.
     let mut n = b"GWFM\x01".to_vec();
@@ -244,7 +303,10 @@ fn misaligned_payload_cannot_be_viewed() {
     // SAFETY: repr(C), one f64 (valid for all bit patterns), size 8 = format size.
     unsafe impl WireRecord for P {
         fn format() -> Arc<Format> {
-            FormatBuilder::new("P").field("x", FieldType::F64).build().unwrap()
+            FormatBuilder::new("P")
+                .field("x", FieldType::F64)
+                .build()
+                .unwrap()
         }
     }
     let f = P::format();
@@ -259,7 +321,9 @@ fn misaligned_payload_cannot_be_viewed() {
     let mut aligned: Vec<u64> = vec![0; framed.len().div_ceil(8)];
     // SAFETY: the Vec<u64>'s storage is initialised, exclusively borrowed, and
     // any byte pattern is a valid u64.
-    let bytes = unsafe { std::slice::from_raw_parts_mut(aligned.as_mut_ptr() as *mut u8, aligned.len() * 8) };
+    let bytes = unsafe {
+        std::slice::from_raw_parts_mut(aligned.as_mut_ptr() as *mut u8, aligned.len() * 8)
+    };
     bytes[..framed.len()].copy_from_slice(&framed);
     let (rec, _) = RecordRef::parse(&bytes[..framed.len()]).unwrap();
     assert_eq!(view::<P>(&rec).unwrap().x, 2.5);

@@ -25,12 +25,28 @@ fn vectors_are_reproducible_and_dump_matches() {
             std::fs::write(&bin, &bytes).unwrap();
             std::fs::write(&json, &text).unwrap();
         }
-        assert_eq!(std::fs::read(&bin).unwrap(), bytes, "{name}.bin differs from the writer's output");
-        assert_eq!(std::fs::read_to_string(&json).unwrap(), text, "{name}.json differs from dump");
+        assert_eq!(
+            std::fs::read(&bin).unwrap(),
+            bytes,
+            "{name}.bin differs from the writer's output"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&json).unwrap(),
+            text,
+            "{name}.json differs from dump"
+        );
         // And the CLI prints the same.
-        let out = Command::new(env!("CARGO_BIN_EXE_gwrecord")).arg("dump").arg(&bin).output().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_gwrecord"))
+            .arg("dump")
+            .arg(&bin)
+            .output()
+            .unwrap();
         assert!(out.status.success());
-        assert_eq!(String::from_utf8(out.stdout).unwrap(), text, "gwrecord dump {name}.bin");
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            text,
+            "gwrecord dump {name}.bin"
+        );
     }
 }
 
@@ -47,17 +63,25 @@ fn foreign_vectors_convert_to_native() {
                 }
                 Item::Record(r) => {
                     let wire = reg.get(r.id).unwrap().clone();
-                    let native = if wire.name() == "track" { &native_nested } else { &native_mixed };
+                    let native = if wire.name() == "track" {
+                        &native_nested
+                    } else {
+                        &native_mixed
+                    };
                     let d = reg.decode(&r, native).unwrap();
                     assert_eq!(d.is_borrowed(), wire.id() == native.id(), "{name}");
                     let got = read_value(native, &d.bytes).unwrap();
                     let want = read_value(&wire, r.payload).unwrap();
                     // Every field the receiver has must equal the sender's value
                     // (fields the sender lacks are zero).
-                    let gridwire_wire::Value::Struct(fs) = &got else { panic!() };
+                    let gridwire_wire::Value::Struct(fs) = &got else {
+                        panic!()
+                    };
                     for (fname, v) in fs {
                         match want.get(fname) {
-                            Some(w) => assert_eq!(normalize(v), normalize(w), "{name}: field {fname}"),
+                            Some(w) => {
+                                assert_eq!(normalize(v), normalize(w), "{name}: field {fname}")
+                            }
                             None => assert!(is_zero(v), "{name}: missing {fname} is {v:?}"),
                         }
                     }
@@ -86,7 +110,11 @@ fn normalize(v: &gridwire_wire::Value) -> String {
         U(x) => format!("{}", *x as f64),
         F(x) => format!("{x}"),
         Array(xs) => xs.iter().map(normalize).collect::<Vec<_>>().join(","),
-        Struct(fs) => fs.iter().map(|(n, v)| format!("{n}={}", normalize(v))).collect::<Vec<_>>().join(";"),
+        Struct(fs) => fs
+            .iter()
+            .map(|(n, v)| format!("{n}={}", normalize(v)))
+            .collect::<Vec<_>>()
+            .join(";"),
         other => format!("{other:?}"),
     }
 }
