@@ -2,7 +2,7 @@
 //!
 //! Three ways a message goes, chosen by size:
 //! - up to `eager_max`: one ring record, gathered straight from the caller's iovecs;
-//! - larger, when the receiver proved it can read us (`RxState::cma == CMA_OK`):
+//! - from `cma_min` on, when the receiver proved it can read us (`RxState::cma == CMA_OK`):
 //!   a rendezvous record `{token, total, n, (addr, len)×n}`; the receiver copies
 //!   with `process_vm_readv` and publishes `done = token`; we wait for that
 //!   before returning, because the caller may reuse its buffers;
@@ -157,7 +157,7 @@ impl ShmLink {
     /// Decides how a large message goes. May drive progress once (to learn
     /// whether we may wait, before exposing the caller's buffer to the peer).
     fn plan(&self, iov: &[IoSlice<'_>], waiter: &dyn Waiter) -> Result<Plan> {
-        if !self.shared.cfg.cma || iov.len() > MAX_RNDV_IOV {
+        if !self.shared.cfg.cma || iov_len(iov) < self.shared.cfg.cma_min || iov.len() > MAX_RNDV_IOV {
             return Ok(Plan::Chunked);
         }
         let mut n = 0;
@@ -293,7 +293,11 @@ impl ShmLink {
             let Some(p) = backlog.front_mut() else { break };
             let sent = if !p.cont && p.data.len() <= cfg.eager_max {
                 prod.try_push(TAG_EAGER, &[IoSlice::new(&p.data)])
-            } else if !p.cont && cfg.cma && self.hdr().rx.0.cma.load(Ordering::Acquire) == CMA_OK {
+            } else if !p.cont
+                && cfg.cma
+                && p.data.len() >= cfg.cma_min
+                && self.hdr().rx.0.cma.load(Ordering::Acquire) == CMA_OK
+            {
                 let token = *next_token + 1;
                 let rec = rndv_record(token, p.data.len(), [(p.data.as_ptr() as u64, p.data.len() as u64)].into_iter());
                 if prod.try_push(TAG_RNDV, &[IoSlice::new(&rec)]) {

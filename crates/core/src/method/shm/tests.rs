@@ -77,13 +77,13 @@ impl Sink for Collect {
 
 /// Drives the receiver `b` (the only progress an in-process sender needs), or
 /// refuses to (`can_wait == false`, like a handler).
-struct PollPeer<'a> {
+struct PollPeer<'a, S: Sink = Collect> {
     b: &'a Shm,
-    sink: &'a RefCell<Collect>,
+    sink: &'a RefCell<S>,
     can_wait: bool,
 }
 
-impl Waiter for PollPeer<'_> {
+impl<S: Sink> Waiter for PollPeer<'_, S> {
     fn progress(&self) -> bool {
         if self.can_wait {
             self.b.poll(&mut *self.sink.borrow_mut()).unwrap();
@@ -92,7 +92,10 @@ impl Waiter for PollPeer<'_> {
     }
 }
 
-const SIZES: &[usize] = &[0, 1, 8, 100, 4096, 16 << 10, (16 << 10) + 1, 100_000, 1 << 20, 3, 5 << 20, 64 << 20, 17];
+/// Includes sizes on both sides of every threshold, and a large message after
+/// the largest (reuses the process-wide spare buffer, not empty at that point).
+const SIZES: &[usize] =
+    &[0, 1, 8, 100, 4096, 16 << 10, (16 << 10) + 1, 100_000, 1 << 20, 3, 5 << 20, 64 << 20, 6 << 20, 17];
 
 /// Sends every size in `SIZES` a→b as two iovecs, checks order and content.
 fn roundtrip(a: &Shm, b: &Shm) {
@@ -163,7 +166,7 @@ fn init_through_registry_row() {
 
 #[test]
 fn messages_in_order_with_cma() {
-    let (a, b, id) = pair(&[]);
+    let (a, b, id) = pair(&[("GW_SHM_CMA_MIN", "20k")]);
     roundtrip(&a, &b);
     if cma::probe_self() {
         assert_eq!(cma_state(&b), CMA_OK, "this host permits CMA, the pair should use it");
@@ -182,7 +185,7 @@ fn messages_in_order_chunked() {
 /// A sender that may never wait (inside a handler) with a tiny ring: every
 /// message goes to the backlog, flushed by `poll`, still in order.
 fn backlog(cma: &str) {
-    let (a, b, id) = pair(&[("GW_SHM_CMA", cma), ("GW_SHM_RING_SIZE", "4k")]);
+    let (a, b, id) = pair(&[("GW_SHM_CMA", cma), ("GW_SHM_RING_SIZE", "4k"), ("GW_SHM_CMA_MIN", "40k")]);
     let link = a.connect(1, &b.descriptor()).unwrap();
     let sink = RefCell::new(Collect::default());
     // Let b attach first, so the CMA state of the pair is known.
@@ -418,6 +421,14 @@ fn bench() {
             panic!("{src}: {reason}");
         }
     }
+    let src = vec![5u8; 4 << 20];
+    let mut dst = vec![0u8; 4 << 20];
+    let t0 = std::time::Instant::now();
+    for _ in 0..200 {
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+    }
+    eprintln!("memcpy 4 MiB: {:.0} MB/s", 200.0 * src.len() as f64 / t0.elapsed().as_secs_f64() / 1e6);
     for cma in ["auto", "off"] {
         let (a, b, id) = pair(&[("GW_SHM_CMA", cma)]);
         let (a, b) = (Arc::new(a), Arc::new(b));
@@ -466,5 +477,41 @@ fn bench() {
         drop(ab);
         let (a, b) = (Arc::into_inner(a).unwrap(), Arc::into_inner(b).unwrap());
         finish(a, b, &id);
+    }
+}
+
+#[test]
+#[ignore]
+fn bench_cma_single_thread() {
+    struct N(usize);
+    impl Sink for N {
+        fn deliver(&mut self, _: u32, _: &[u8]) {
+            self.0 += 1;
+        }
+        fn link_failed(&mut self, _: u32, r: String) {
+            panic!("{r}");
+        }
+    }
+    for size in [64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20] {
+        let mut line = format!("{size:>9}");
+        for cma in ["auto", "off"] {
+            let (a, b, id) = pair(&[("GW_SHM_CMA", cma)]);
+            let link = a.connect(1, &b.descriptor()).unwrap();
+            let sink = RefCell::new(N(0));
+            let w = PollPeer { b: &b, sink: &sink, can_wait: true };
+            let msg = vec![3u8; size];
+            link.send(&[IoSlice::new(&msg)], &w).unwrap();
+            let n = (1usize << 30) / size;
+            let t0 = std::time::Instant::now();
+            for _ in 0..n {
+                link.send(&[IoSlice::new(&msg)], &w).unwrap();
+            }
+            while sink.borrow().0 < n + 1 {
+                b.poll(&mut *sink.borrow_mut()).unwrap();
+            }
+            line += &format!("  cma={cma}: {:6.0} MB/s", n as f64 * size as f64 / t0.elapsed().as_secs_f64() / 1e6);
+            finish(a, b, &id);
+        }
+        eprintln!("{line}");
     }
 }
