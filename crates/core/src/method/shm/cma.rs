@@ -39,7 +39,12 @@ pub fn read_u64(pid: libc::pid_t, addr: u64) -> io::Result<u64> {
 /// # Safety
 /// `dst` must be valid for writes of `total` bytes, and `total` must equal the
 /// sum of the lengths.
-pub unsafe fn read(pid: libc::pid_t, remote: &[(u64, u64)], dst: *mut u8, total: usize) -> io::Result<()> {
+pub unsafe fn read(
+    pid: libc::pid_t,
+    remote: &[(u64, u64)],
+    dst: *mut u8,
+    total: usize,
+) -> io::Result<()> {
     let mut done = 0usize;
     let mut idx = 0usize; // first remote range not fully read
     let mut skip = 0u64; // bytes of remote[idx] already read
@@ -48,7 +53,10 @@ pub unsafe fn read(pid: libc::pid_t, remote: &[(u64, u64)], dst: *mut u8, total:
         riov.clear();
         for (i, &(addr, len)) in remote.iter().enumerate().skip(idx).take(1024) {
             let s = if i == idx { skip } else { 0 };
-            riov.push(libc::iovec { iov_base: (addr + s) as *mut libc::c_void, iov_len: (len - s) as usize });
+            riov.push(libc::iovec {
+                iov_base: (addr + s) as *mut libc::c_void,
+                iov_len: (len - s) as usize,
+            });
         }
         let liov = libc::iovec {
             // SAFETY: done < total, inside the caller's buffer.
@@ -57,12 +65,17 @@ pub unsafe fn read(pid: libc::pid_t, remote: &[(u64, u64)], dst: *mut u8, total:
         };
         // SAFETY: the local iovec covers memory the caller lends us; the remote
         // iovecs are only interpreted by the kernel in the other process.
-        let n = unsafe { libc::process_vm_readv(pid, &liov, 1, riov.as_ptr(), riov.len() as libc::c_ulong, 0) };
+        let n = unsafe {
+            libc::process_vm_readv(pid, &liov, 1, riov.as_ptr(), riov.len() as libc::c_ulong, 0)
+        };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "process_vm_readv read nothing"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "process_vm_readv read nothing",
+            ));
         }
         let mut n = n as u64;
         done += n as usize;
@@ -97,15 +110,29 @@ mod tests {
         }
         let a: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
         let b: Vec<u8> = (0..5000u32).map(|i| (i * 3) as u8).collect();
-        let ranges = [(a.as_ptr() as u64, a.len() as u64), (0, 0), (b.as_ptr() as u64, b.len() as u64)];
+        let ranges = [
+            (a.as_ptr() as u64, a.len() as u64),
+            (0, 0),
+            (b.as_ptr() as u64, b.len() as u64),
+        ];
         let mut out = vec![0u8; a.len() + b.len()];
         // SAFETY: out has exactly the sum of the lengths.
-        unsafe { read(std::process::id() as i32, &ranges, out.as_mut_ptr(), out.len()) }.unwrap();
+        unsafe {
+            read(
+                std::process::id() as i32,
+                &ranges,
+                out.as_mut_ptr(),
+                out.len(),
+            )
+        }
+        .unwrap();
         assert_eq!(&out[..a.len()], &a[..]);
         assert_eq!(&out[a.len()..], &b[..]);
         // a bad address is an error, not a crash
         let mut one = [0u8; 8];
         // SAFETY: one has 8 bytes.
-        assert!(unsafe { read(std::process::id() as i32, &[(8, 8)], one.as_mut_ptr(), 8) }.is_err());
+        assert!(
+            unsafe { read(std::process::id() as i32, &[(8, 8)], one.as_mut_ptr(), 8) }.is_err()
+        );
     }
 }

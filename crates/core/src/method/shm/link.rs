@@ -68,18 +68,35 @@ impl ShmLink {
     /// # Safety
     /// `seg` must be a freshly created pair segment with an initialised ring
     /// of `cap` bytes at `PAIR_DATA_OFF`, and no other producer for it.
-    pub(super) unsafe fn new(peer: u32, peer_pid: Option<libc::pid_t>, shared: Arc<Shared>, seg: Segment, cap: usize) -> Self {
+    pub(super) unsafe fn new(
+        peer: u32,
+        peer_pid: Option<libc::pid_t>,
+        shared: Arc<Shared>,
+        seg: Segment,
+        cap: usize,
+    ) -> Self {
         let base = seg.as_ptr();
         // SAFETY: per the contract: the header and data are inside the mapping,
         // which the link keeps alive as long as the producer.
         let prod = unsafe {
-            Producer::new(&(*(base as *const PairHeader)).ring, base.add(PAIR_DATA_OFF), cap)
+            Producer::new(
+                &(*(base as *const PairHeader)).ring,
+                base.add(PAIR_DATA_OFF),
+                cap,
+            )
         };
         ShmLink {
             peer,
             peer_pid,
             shared,
-            out: Mutex::new(Out { prod, backlog: VecDeque::new(), busy: false, next_token: 0, inflight: VecDeque::new(), listed: false }),
+            out: Mutex::new(Out {
+                prod,
+                backlog: VecDeque::new(),
+                busy: false,
+                next_token: 0,
+                inflight: VecDeque::new(),
+                listed: false,
+            }),
             seg,
         }
     }
@@ -103,7 +120,11 @@ impl ShmLink {
     }
 
     fn fail(&self, reason: impl Into<String>) -> Error {
-        Error::LinkFailed { peer: self.peer, method: "shm", reason: reason.into() }
+        Error::LinkFailed {
+            peer: self.peer,
+            method: "shm",
+            reason: reason.into(),
+        }
     }
 
     /// Cheap state checks (two loads).
@@ -122,7 +143,9 @@ impl ShmLink {
         self.check()?;
         if let Some(pid) = self.peer_pid {
             // SAFETY: signal 0 only checks existence/permission.
-            if unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+            if unsafe { libc::kill(pid, 0) } != 0
+                && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+            {
                 return Err(self.fail(format!("receiving process {pid} has exited")));
             }
         }
@@ -157,14 +180,21 @@ impl ShmLink {
     /// Decides how a large message goes. May drive progress once (to learn
     /// whether we may wait, before exposing the caller's buffer to the peer).
     fn plan(&self, iov: &[IoSlice<'_>], waiter: &dyn Waiter) -> Result<Plan> {
-        if !self.shared.cfg.cma || iov_len(iov) < self.shared.cfg.cma_min || iov.len() > MAX_RNDV_IOV {
+        if !self.shared.cfg.cma
+            || iov_len(iov) < self.shared.cfg.cma_min
+            || iov.len() > MAX_RNDV_IOV
+        {
             return Ok(Plan::Chunked);
         }
         let mut n = 0;
         loop {
             match self.hdr().rx.0.cma.load(Ordering::Acquire) {
                 CMA_OK => {
-                    return Ok(if self.step(&mut n, waiter)? { Plan::Cma } else { Plan::Queue });
+                    return Ok(if self.step(&mut n, waiter)? {
+                        Plan::Cma
+                    } else {
+                        Plan::Queue
+                    });
                 }
                 CMA_UNKNOWN => {
                     // The receiver has not attached yet; it will on its next
@@ -179,7 +209,11 @@ impl ShmLink {
     }
 
     fn send_cma(&self, iov: &[IoSlice<'_>], total: usize, waiter: &dyn Waiter) -> Result<()> {
-        let mut rec = rndv_record(0, total, iov.iter().map(|s| (s.as_ptr() as u64, s.len() as u64)));
+        let mut rec = rndv_record(
+            0,
+            total,
+            iov.iter().map(|s| (s.as_ptr() as u64, s.len() as u64)),
+        );
         let mut n = 0;
         let token = loop {
             {
@@ -241,7 +275,10 @@ impl ShmLink {
                     parts.push(IoSlice::new(&hdr));
                 }
                 sub_iov(iov, off, len, &mut parts);
-                if !g.prod.try_push(if first { TAG_FIRST } else { TAG_MORE }, &parts) {
+                if !g
+                    .prod
+                    .try_push(if first { TAG_FIRST } else { TAG_MORE }, &parts)
+                {
                     break;
                 }
                 off += len;
@@ -259,7 +296,11 @@ impl ShmLink {
                 Ok(true) => {}
                 Ok(false) => {
                     // Goes before anything queued meanwhile: those were sent after us.
-                    g.backlog.push_front(Pending { data: concat(iov, off), off: 0, cont: !first });
+                    g.backlog.push_front(Pending {
+                        data: concat(iov, off),
+                        off: 0,
+                        cont: !first,
+                    });
                     g.busy = false;
                     self.flush_locked(&mut g);
                     return Ok(());
@@ -274,7 +315,11 @@ impl ShmLink {
 
     fn enqueue(&self, data: Vec<u8>) {
         let mut g = self.lock();
-        g.backlog.push_back(Pending { data, off: 0, cont: false });
+        g.backlog.push_back(Pending {
+            data,
+            off: 0,
+            cont: false,
+        });
         self.flush_locked(&mut g);
     }
 
@@ -289,7 +334,13 @@ impl ShmLink {
     fn flush_locked(&self, g: &mut Out) {
         let cfg = &self.shared.cfg;
         while !g.busy {
-            let Out { prod, backlog, next_token, inflight, .. } = &mut *g;
+            let Out {
+                prod,
+                backlog,
+                next_token,
+                inflight,
+                ..
+            } = &mut *g;
             let Some(p) = backlog.front_mut() else { break };
             let sent = if !p.cont && p.data.len() <= cfg.eager_max {
                 prod.try_push(TAG_EAGER, &[IoSlice::new(&p.data)])
@@ -299,7 +350,11 @@ impl ShmLink {
                 && self.hdr().rx.0.cma.load(Ordering::Acquire) == CMA_OK
             {
                 let token = *next_token + 1;
-                let rec = rndv_record(token, p.data.len(), [(p.data.as_ptr() as u64, p.data.len() as u64)].into_iter());
+                let rec = rndv_record(
+                    token,
+                    p.data.len(),
+                    [(p.data.as_ptr() as u64, p.data.len() as u64)].into_iter(),
+                );
                 if prod.try_push(TAG_RNDV, &[IoSlice::new(&rec)]) {
                     *next_token = token;
                     // The Vec's heap buffer does not move with the Vec.
@@ -373,7 +428,11 @@ impl Link for ShmLink {
 }
 
 /// `{token, total, n, (addr, len)×n}`, little-endian u64s.
-fn rndv_record(token: u64, total: usize, ranges: impl ExactSizeIterator<Item = (u64, u64)>) -> Vec<u8> {
+fn rndv_record(
+    token: u64,
+    total: usize,
+    ranges: impl ExactSizeIterator<Item = (u64, u64)>,
+) -> Vec<u8> {
     let mut rec = Vec::with_capacity(24 + 16 * ranges.len());
     rec.extend_from_slice(&token.to_le_bytes());
     rec.extend_from_slice(&(total as u64).to_le_bytes());

@@ -188,12 +188,20 @@ impl Desc {
         };
         let host = take()?;
         let job = take()?;
-        Some(Desc { cma: b[1] != 0, pid, pidns, host, job })
+        Some(Desc {
+            cma: b[1] != 0,
+            pid,
+            pidns,
+            host,
+            job,
+        })
     }
 }
 
 fn pid_namespace() -> u64 {
-    std::fs::metadata("/proc/self/ns/pid").map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap_or(0)
+    std::fs::metadata("/proc/self/ns/pid")
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .unwrap_or(0)
 }
 
 /// One incoming ring (from context `src`).
@@ -225,7 +233,14 @@ impl Incoming {
         // SAFETY: see `hdr`; taken as a raw-derived reference so the
         // consumer can be borrowed mutably alongside it.
         let hdr = unsafe { &*(self.seg.as_ptr() as *const PairHeader) };
-        let Incoming { src, pid, cons, buf, expect, .. } = self;
+        let Incoming {
+            src,
+            pid,
+            cons,
+            buf,
+            expect,
+            ..
+        } = self;
         let src = *src;
         let mut n = 0;
         let mut err = None;
@@ -306,7 +321,12 @@ impl Incoming {
 }
 
 /// Performs the copy a rendezvous record asks for; returns its token.
-fn rndv_copy(pid: libc::pid_t, rec: &[u8], buf: &mut Vec<u8>, shared: &Shared) -> std::result::Result<u64, String> {
+fn rndv_copy(
+    pid: libc::pid_t,
+    rec: &[u8],
+    buf: &mut Vec<u8>,
+    shared: &Shared,
+) -> std::result::Result<u64, String> {
     let word = |i: usize| u64::from_le_bytes(rec[8 * i..8 * i + 8].try_into().unwrap());
     if rec.len() < 24 {
         return Err("short rendezvous record".into());
@@ -315,7 +335,9 @@ fn rndv_copy(pid: libc::pid_t, rec: &[u8], buf: &mut Vec<u8>, shared: &Shared) -
     if n > MAX_RNDV_IOV as u64 || rec.len() != 24 + 16 * n as usize {
         return Err("malformed rendezvous record".into());
     }
-    let ranges: Vec<(u64, u64)> = (0..n as usize).map(|i| (word(3 + 2 * i), word(4 + 2 * i))).collect();
+    let ranges: Vec<(u64, u64)> = (0..n as usize)
+        .map(|i| (word(3 + 2 * i), word(4 + 2 * i)))
+        .collect();
     if ranges.iter().map(|r| r.1).sum::<u64>() != total || total > isize::MAX as u64 {
         return Err("rendezvous lengths do not add up".into());
     }
@@ -399,12 +421,23 @@ impl Shm {
         unsafe {
             std::ptr::write(
                 ctrl.as_ptr() as *mut CtrlIdent,
-                CtrlIdent { magic: CTRL_MAGIC, ctx: job.ctx_id, size: job.size, pid },
+                CtrlIdent {
+                    magic: CTRL_MAGIC,
+                    ctx: job.ctx_id,
+                    size: job.size,
+                    pid,
+                },
             )
         };
         Ok(Some(Shm {
             shared: Arc::new(Shared {
-                cfg: Config { cap, eager_max, cma_min, chunk, cma },
+                cfg: Config {
+                    cap,
+                    eager_max,
+                    cma_min,
+                    chunk,
+                    cma,
+                },
                 closed: AtomicBool::new(false),
                 pending_links: AtomicUsize::new(0),
                 spare: Mutex::new(Vec::new()),
@@ -431,24 +464,41 @@ impl Shm {
     }
 
     fn my_desc(&self) -> Desc {
-        Desc { cma: self.shared.cfg.cma, pid: self.pid, pidns: self.pidns, host: self.host_id.clone(), job: self.job_id.clone() }
+        Desc {
+            cma: self.shared.cfg.cma,
+            pid: self.pid,
+            pidns: self.pidns,
+            host: self.host_id.clone(),
+            job: self.job_id.clone(),
+        }
     }
 
     fn fail(&self, peer: u32, reason: String) -> Error {
-        Error::LinkFailed { peer, method: "shm", reason }
+        Error::LinkFailed {
+            peer,
+            method: "shm",
+            reason,
+        }
     }
 
     /// Maps rings announced since the last look. Never blocks: a poll nested
     /// in a handler (which holds the read lock) just tries again later.
     fn attach_new(&self, sink: &mut dyn Sink) {
-        let Ok(_g) = self.attach_lock.try_lock() else { return };
-        let Ok(mut incoming) = self.incoming.try_write() else { return };
+        let Ok(_g) = self.attach_lock.try_lock() else {
+            return;
+        };
+        let Ok(mut incoming) = self.incoming.try_write() else {
+            return;
+        };
         let now = self.ctrl_hdr().attach.0.load(Ordering::Acquire);
         // Recorded before scanning: a bump during the scan triggers another.
         self.seen_attach.store(now, Ordering::Relaxed);
         // SAFETY: the slots follow the header inside our mapping (ctrl_len).
         let slots = unsafe {
-            std::slice::from_raw_parts(self.ctrl.as_ptr().add(CTRL_SLOTS_OFF) as *const AtomicU32, self.size as usize)
+            std::slice::from_raw_parts(
+                self.ctrl.as_ptr().add(CTRL_SLOTS_OFF) as *const AtomicU32,
+                self.size as usize,
+            )
         };
         for (src, slot) in slots.iter().enumerate() {
             if slot.swap(0, Ordering::AcqRel) == 0 {
@@ -473,22 +523,42 @@ impl Shm {
         let hdr = unsafe { &*(seg.as_ptr() as *const PairHeader) };
         let id = &hdr.ident.0;
         let cap = id.cap as usize;
-        if id.magic != PAIR_MAGIC || id.src != src || id.dst != self.ctx || !cap.is_power_of_two() || cap < 64
+        if id.magic != PAIR_MAGIC
+            || id.src != src
+            || id.dst != self.ctx
+            || !cap.is_power_of_two()
+            || cap < 64
             || PAIR_DATA_OFF + cap > seg.len()
         {
             return Err(self.fail(src, format!("{name}: not a valid pair segment")));
         }
         let pid = id.pid as libc::pid_t;
-        let cma_ok = self.shared.cfg.cma && matches!(cma::read_u64(pid, id.probe_addr), Ok(v) if v == id.probe_val);
-        hdr.rx.0.cma.store(if cma_ok { CMA_OK } else { CMA_NO }, Ordering::Release);
+        let cma_ok = self.shared.cfg.cma
+            && matches!(cma::read_u64(pid, id.probe_addr), Ok(v) if v == id.probe_val);
+        hdr.rx
+            .0
+            .cma
+            .store(if cma_ok { CMA_OK } else { CMA_NO }, Ordering::Release);
         hdr.rx.0.attached.store(1, Ordering::Release);
         if self.verbose >= 2 {
-            eprintln!("gridwire[{}]: shm ring from {src} attached (cma={})", self.ctx, if cma_ok { "yes" } else { "no" });
+            eprintln!(
+                "gridwire[{}]: shm ring from {src} attached (cma={})",
+                self.ctx,
+                if cma_ok { "yes" } else { "no" }
+            );
         }
         // SAFETY: header and data are inside the mapping (checked), which the
         // Incoming owns; we are the only consumer of this pair's ring.
         let cons = unsafe { Consumer::new(&hdr.ring, seg.as_ptr().add(PAIR_DATA_OFF), cap) };
-        Ok(Incoming { src, pid, cons, buf: Vec::new(), expect: None, failed: false, seg })
+        Ok(Incoming {
+            src,
+            pid,
+            cons,
+            buf: Vec::new(),
+            expect: None,
+            failed: false,
+            seg,
+        })
     }
 }
 
@@ -503,7 +573,12 @@ impl Method for Shm {
 
     fn describe(&self, descriptor: &[u8]) -> String {
         match Desc::parse(descriptor) {
-            Some(d) => format!("host={} pid={} cma={}", d.host, d.pid, if d.cma { "yes" } else { "no" }),
+            Some(d) => format!(
+                "host={} pid={} cma={}",
+                d.host,
+                d.pid,
+                if d.cma { "yes" } else { "no" }
+            ),
             None => format!("(malformed shm descriptor, {} bytes)", descriptor.len()),
         }
     }
@@ -552,11 +627,17 @@ impl Method for Shm {
             // SAFETY: the mapping holds at least a CtrlHeader (checked).
             let h = unsafe { &*(ctrl.as_ptr() as *const CtrlHeader) };
             let id = &h.ident.0;
-            if id.magic != CTRL_MAGIC || id.ctx != peer || self.ctx >= id.size || ctrl.len() < ctrl_len(id.size) {
+            if id.magic != CTRL_MAGIC
+                || id.ctx != peer
+                || self.ctx >= id.size
+                || ctrl.len() < ctrl_len(id.size)
+            {
                 return Err(self.fail(peer, format!("{cname}: not a valid control segment")));
             }
             // SAFETY: slot `self.ctx` < size lies inside the mapping (ctrl_len checked).
-            let slot = unsafe { &*(ctrl.as_ptr().add(CTRL_SLOTS_OFF + 4 * self.ctx as usize) as *const AtomicU32) };
+            let slot = unsafe {
+                &*(ctrl.as_ptr().add(CTRL_SLOTS_OFF + 4 * self.ctx as usize) as *const AtomicU32)
+            };
             // Release: the pair header written above is visible to whoever sees the slot.
             slot.store(1, Ordering::Release);
             h.attach.0.fetch_add(1, Ordering::Release);
@@ -581,7 +662,9 @@ impl Method for Shm {
             return Ok(0);
         }
         // The one load per iteration that notices new connections.
-        if self.ctrl_hdr().attach.0.load(Ordering::Relaxed) != self.seen_attach.load(Ordering::Relaxed) {
+        if self.ctrl_hdr().attach.0.load(Ordering::Relaxed)
+            != self.seen_attach.load(Ordering::Relaxed)
+        {
             self.attach_new(sink);
         }
         let mut n = 0;
@@ -612,14 +695,18 @@ impl Method for Shm {
     }
 
     fn cost(&self) -> Cost {
-        Cost { latency_ns: 300, bandwidth_mb_s: if self.shared.cfg.cma { 8000 } else { 4000 } }
+        Cost {
+            latency_ns: 300,
+            bandwidth_mb_s: if self.shared.cfg.cma { 8000 } else { 4000 },
+        }
     }
 
     fn shutdown(&self) {
         if self.shared.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        let incoming = std::mem::take(&mut *self.incoming.write().unwrap_or_else(|p| p.into_inner()));
+        let incoming =
+            std::mem::take(&mut *self.incoming.write().unwrap_or_else(|p| p.into_inner()));
         for inc in incoming {
             let g = inc.lock().unwrap_or_else(|p| p.into_inner());
             g.hdr().rx.0.closed.store(1, Ordering::Release);
@@ -635,7 +722,10 @@ impl Method for Shm {
         // Connections announced to us but never attached.
         // SAFETY: as in attach_new.
         let slots = unsafe {
-            std::slice::from_raw_parts(self.ctrl.as_ptr().add(CTRL_SLOTS_OFF) as *const AtomicU32, self.size as usize)
+            std::slice::from_raw_parts(
+                self.ctrl.as_ptr().add(CTRL_SLOTS_OFF) as *const AtomicU32,
+                self.size as usize,
+            )
         };
         for (src, slot) in slots.iter().enumerate() {
             if slot.swap(0, Ordering::AcqRel) != 0 {

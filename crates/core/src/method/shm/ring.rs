@@ -82,7 +82,14 @@ pub unsafe fn init(hdr: *mut RingHeader) {
     unsafe {
         std::ptr::write(
             hdr,
-            RingHeader { head: Line { v: AtomicU64::new(0) }, tail: Line { v: AtomicU64::new(0) } },
+            RingHeader {
+                head: Line {
+                    v: AtomicU64::new(0),
+                },
+                tail: Line {
+                    v: AtomicU64::new(0),
+                },
+            },
         )
     };
 }
@@ -114,7 +121,13 @@ impl Producer {
         let h = unsafe { &*hdr };
         let head = h.head.v.load(Ordering::Relaxed);
         let cached_tail = h.tail.v.load(Ordering::Acquire);
-        Producer { hdr, data, cap: cap as u64, head, cached_tail }
+        Producer {
+            hdr,
+            data,
+            cap: cap as u64,
+            head,
+            cached_tail,
+        }
     }
 
     fn header(&self) -> &RingHeader {
@@ -134,11 +147,18 @@ impl Producer {
     /// could never fit).
     pub fn try_push(&mut self, tag: u32, iov: &[IoSlice<'_>]) -> bool {
         let len: usize = iov.iter().map(|s| s.len()).sum();
-        assert!(len <= self.max_payload(), "record of {len} bytes exceeds the ring's maximum");
+        assert!(
+            len <= self.max_payload(),
+            "record of {len} bytes exceeds the ring's maximum"
+        );
         let total = align8((REC_HDR + len) as u64);
         let pos = self.head & (self.cap - 1);
         let to_end = self.cap - pos;
-        let need = if total <= to_end { total } else { to_end + total };
+        let need = if total <= to_end {
+            total
+        } else {
+            to_end + total
+        };
         if self.cap - (self.head - self.cached_tail) < need {
             self.cached_tail = self.header().tail.v.load(Ordering::Acquire);
             if self.cap - (self.head - self.cached_tail) < need {
@@ -203,7 +223,14 @@ impl Consumer {
         // SAFETY: hdr is valid per the contract.
         let h = unsafe { &*hdr };
         let tail = h.tail.v.load(Ordering::Relaxed);
-        Consumer { hdr, data, cap: cap as u64, tail, cached_head: tail, pending: 0 }
+        Consumer {
+            hdr,
+            data,
+            cap: cap as u64,
+            tail,
+            cached_head: tail,
+            pending: 0,
+        }
     }
 
     fn header(&self) -> &RingHeader {
@@ -225,13 +252,17 @@ impl Consumer {
             }
             let avail = self.cached_head.wrapping_sub(self.tail);
             if avail > self.cap || avail & 7 != 0 {
-                return Err(Corrupt(format!("head {} / tail {} inconsistent", self.cached_head, self.tail)));
+                return Err(Corrupt(format!(
+                    "head {} / tail {} inconsistent",
+                    self.cached_head, self.tail
+                )));
             }
             let pos = self.tail & (self.cap - 1);
             // SAFETY: pos < cap and 8-aligned; the producer published the
             // bytes up to cached_head (Acquire above) and does not touch them
             // until we advance the tail.
-            let word = u64::from_le(unsafe { std::ptr::read(self.data.add(pos as usize) as *const u64) });
+            let word =
+                u64::from_le(unsafe { std::ptr::read(self.data.add(pos as usize) as *const u64) });
             let len = word as u32;
             let tag = (word >> 32) as u32;
             if len == WRAP {
@@ -244,13 +275,20 @@ impl Consumer {
                 continue;
             }
             let total = align8(REC_HDR as u64 + len as u64);
-            if len as usize > max_payload(self.cap as usize) || pos + total > self.cap || total > avail {
-                return Err(Corrupt(format!("record length {len} at offset {pos} does not fit the ring")));
+            if len as usize > max_payload(self.cap as usize)
+                || pos + total > self.cap
+                || total > avail
+            {
+                return Err(Corrupt(format!(
+                    "record length {len} at offset {pos} does not fit the ring"
+                )));
             }
             self.pending = total;
             // SAFETY: [pos+8, pos+8+len) is inside the data area (checked) and
             // published and stable until `pop` (see above).
-            let payload = unsafe { std::slice::from_raw_parts(self.data.add(pos as usize + REC_HDR), len as usize) };
+            let payload = unsafe {
+                std::slice::from_raw_parts(self.data.add(pos as usize + REC_HDR), len as usize)
+            };
             return Ok(Some((tag, payload)));
         }
     }
@@ -293,11 +331,23 @@ mod tests {
         }
         fn producer(&self) -> Producer {
             // SAFETY: region outlives the test's producer; one producer per test.
-            unsafe { Producer::new(self.ptr as *const RingHeader, self.ptr.add(HEADER_BYTES), self.cap) }
+            unsafe {
+                Producer::new(
+                    self.ptr as *const RingHeader,
+                    self.ptr.add(HEADER_BYTES),
+                    self.cap,
+                )
+            }
         }
         fn consumer(&self) -> Consumer {
             // SAFETY: as above, one consumer.
-            unsafe { Consumer::new(self.ptr as *const RingHeader, self.ptr.add(HEADER_BYTES), self.cap) }
+            unsafe {
+                Consumer::new(
+                    self.ptr as *const RingHeader,
+                    self.ptr.add(HEADER_BYTES),
+                    self.cap,
+                )
+            }
         }
     }
     impl Drop for Region {
@@ -321,7 +371,9 @@ mod tests {
     }
 
     fn pattern(seq: u64, len: usize) -> Vec<u8> {
-        (0..len).map(|i| (seq.wrapping_mul(31).wrapping_add(i as u64 * 7)) as u8).collect()
+        (0..len)
+            .map(|i| (seq.wrapping_mul(31).wrapping_add(i as u64 * 7)) as u8)
+            .collect()
     }
 
     #[test]
@@ -329,7 +381,14 @@ mod tests {
         let r = Region::new(256);
         let (mut p, mut c) = (r.producer(), r.consumer());
         assert_eq!(c.peek().unwrap(), None);
-        assert!(p.try_push(7, &[IoSlice::new(b"hello "), IoSlice::new(b""), IoSlice::new(b"world")]));
+        assert!(p.try_push(
+            7,
+            &[
+                IoSlice::new(b"hello "),
+                IoSlice::new(b""),
+                IoSlice::new(b"world")
+            ]
+        ));
         assert!(p.try_push(9, &[]));
         let (tag, rec) = c.peek().unwrap().unwrap();
         assert_eq!((tag, rec), (7, &b"hello world"[..]));
@@ -350,7 +409,10 @@ mod tests {
         assert_eq!(p.max_payload(), 56);
         assert!(p.try_push(1, &[IoSlice::new(&big[..40])])); // 48 bytes
         assert!(p.try_push(2, &[IoSlice::new(&big[..40])])); // 96
-        assert!(!p.try_push(3, &[IoSlice::new(&big[..40])]), "ring should be full");
+        assert!(
+            !p.try_push(3, &[IoSlice::new(&big[..40])]),
+            "ring should be full"
+        );
         c.peek().unwrap().unwrap();
         c.pop();
         // 32 bytes to the end, 48 freed at the start: needs a wrap (32 + 48 = 80 > 80 free? exactly 80)
@@ -384,7 +446,12 @@ mod tests {
         let r = Region::new(128);
         let mut c = r.consumer();
         // SAFETY: as above; the head counter is the first word.
-        unsafe { (*(r.ptr as *const RingHeader)).head.v.store(4096, Ordering::Release) };
+        unsafe {
+            (*(r.ptr as *const RingHeader))
+                .head
+                .v
+                .store(4096, Ordering::Release)
+        };
         assert!(c.peek().is_err());
     }
 
@@ -403,13 +470,19 @@ mod tests {
                     let len = rng.below(p.max_payload() as u64 + 1) as usize;
                     let data = pattern(step, len);
                     let split = rng.below(len as u64 + 1) as usize;
-                    let ok = p.try_push(step as u32, &[IoSlice::new(&data[..split]), IoSlice::new(&data[split..])]);
+                    let ok = p.try_push(
+                        step as u32,
+                        &[IoSlice::new(&data[..split]), IoSlice::new(&data[split..])],
+                    );
                     if ok {
                         model.push_back((step as u32, data));
                         used += 1;
                     } else {
                         // a refusal is only allowed when the ring is not empty
-                        assert!(!model.is_empty(), "refused a record into an empty ring (seed {seed})");
+                        assert!(
+                            !model.is_empty(),
+                            "refused a record into an empty ring (seed {seed})"
+                        );
                     }
                 } else {
                     let got = c.peek().unwrap().map(|(t, d)| (t, d.to_vec()));
@@ -435,7 +508,11 @@ mod tests {
             let mut rng = Rng(0x1234_5678);
             let mut buf = vec![0u8; p.max_payload()];
             for seq in 0..N {
-                let len = 8 + rng.below(if seq % 64 == 0 { p.max_payload() as u64 - 7 } else { 120 }) as usize;
+                let len = 8 + rng.below(if seq % 64 == 0 {
+                    p.max_payload() as u64 - 7
+                } else {
+                    120
+                }) as usize;
                 buf[..8].copy_from_slice(&seq.to_le_bytes());
                 for (i, b) in buf[8..len].iter_mut().enumerate() {
                     *b = (seq as usize ^ i) as u8;
@@ -452,7 +529,11 @@ mod tests {
                 None => std::hint::spin_loop(),
                 Some((sum, rec)) => {
                     assert_eq!(u64::from_le_bytes(rec[..8].try_into().unwrap()), seq);
-                    assert_eq!(rec.iter().map(|&b| b as u32).sum::<u32>(), sum, "checksum of record {seq}");
+                    assert_eq!(
+                        rec.iter().map(|&b| b as u32).sum::<u32>(),
+                        sum,
+                        "checksum of record {seq}"
+                    );
                     c.pop();
                     seq += 1;
                 }

@@ -24,7 +24,12 @@ unsafe impl Send for Segment {}
 unsafe impl Sync for Segment {}
 
 fn c_name(name: &str) -> Result<CString> {
-    CString::new(format!("/{name}")).map_err(|_| Error::io(format!("shm name {name:?}"), io::ErrorKind::InvalidInput.into()))
+    CString::new(format!("/{name}")).map_err(|_| {
+        Error::io(
+            format!("shm name {name:?}"),
+            io::ErrorKind::InvalidInput.into(),
+        )
+    })
 }
 
 impl Segment {
@@ -32,9 +37,18 @@ impl Segment {
     pub fn create(name: &str, len: usize) -> Result<Segment> {
         let c = c_name(name)?;
         // SAFETY: c is a valid NUL-terminated string; the flags/mode are plain ints.
-        let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, 0o600) };
+        let fd = unsafe {
+            libc::shm_open(
+                c.as_ptr(),
+                libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC,
+                0o600,
+            )
+        };
         if fd < 0 {
-            return Err(Error::io(format!("shm_open(/{name}, O_CREAT|O_EXCL)"), io::Error::last_os_error()));
+            return Err(Error::io(
+                format!("shm_open(/{name}, O_CREAT|O_EXCL)"),
+                io::Error::last_os_error(),
+            ));
         }
         // SAFETY: fd is the descriptor we just opened.
         if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
@@ -60,7 +74,10 @@ impl Segment {
         // SAFETY: valid C string.
         let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
         if fd < 0 {
-            return Err(Error::io(format!("shm_open(/{name})"), io::Error::last_os_error()));
+            return Err(Error::io(
+                format!("shm_open(/{name})"),
+                io::Error::last_os_error(),
+            ));
         }
         // SAFETY: an all-zero stat is a valid value to be overwritten by fstat.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -79,11 +96,21 @@ impl Segment {
         if len == 0 {
             // SAFETY: fd is ours.
             unsafe { libc::close(fd) };
-            return Err(Error::io(format!("mmap(/{name})"), io::Error::new(io::ErrorKind::InvalidData, "empty segment")));
+            return Err(Error::io(
+                format!("mmap(/{name})"),
+                io::Error::new(io::ErrorKind::InvalidData, "empty segment"),
+            ));
         }
         // SAFETY: a fresh shared mapping of an fd we own; the kernel picks the address.
         let p = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
         };
         let e = io::Error::last_os_error();
         // SAFETY: fd is ours; the mapping (if any) does not need it.
@@ -91,7 +118,11 @@ impl Segment {
         if p == libc::MAP_FAILED {
             return Err(Error::io(format!("mmap(/{name}, {len})"), e));
         }
-        Ok(Segment { ptr: p as *mut u8, len, name: name.to_string() })
+        Ok(Segment {
+            ptr: p as *mut u8,
+            len,
+            name: name.to_string(),
+        })
     }
 
     pub fn as_ptr(&self) -> *mut u8 {
@@ -131,7 +162,10 @@ mod tests {
     fn create_open_unlink() {
         let name = format!("gw-segtest{}-a", std::process::id());
         let a = Segment::create(&name, 8192).unwrap();
-        assert!(Segment::create(&name, 8192).is_err(), "O_EXCL must refuse an existing name");
+        assert!(
+            Segment::create(&name, 8192).is_err(),
+            "O_EXCL must refuse an existing name"
+        );
         let b = Segment::open(&name).unwrap();
         assert_eq!(b.len(), 8192);
         // SAFETY: both map the same 8192 bytes; single-threaded test.

@@ -10,17 +10,31 @@ use std::sync::atomic::AtomicU32;
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 fn job(ctx: u32, id: &str) -> JobInfo {
-    JobInfo { ctx_id: ctx, size: 2, job_id: id.to_string(), host_id: "h1".into(), secret: [7; 32], verbose: 0 }
+    JobInfo {
+        ctx_id: ctx,
+        size: 2,
+        job_id: id.to_string(),
+        host_id: "h1".into(),
+        secret: [7; 32],
+        verbose: 0,
+    }
 }
 
 fn params(pairs: &[(&str, &str)]) -> Params {
-    let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     Params::from_lookup(|k| map.get(k).cloned()).unwrap()
 }
 
 /// Two contexts (0 = a, 1 = b) of a fresh job; also returns the job id.
 fn pair(pairs: &[(&str, &str)]) -> (Shm, Shm, String) {
-    let id = format!("t{}x{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+    let id = format!(
+        "t{}x{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
     let p = params(pairs);
     let a = Shm::new(&job(0, &id), &p).unwrap().unwrap();
     let b = Shm::new(&job(1, &id), &p).unwrap().unwrap();
@@ -40,7 +54,9 @@ fn digest(b: &[u8]) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64 ^ b.len() as u64;
     let mut it = b.chunks_exact(8);
     for w in &mut it {
-        h = (h ^ u64::from_le_bytes(w.try_into().unwrap())).wrapping_mul(0x1000_0000_01b3).rotate_left(5);
+        h = (h ^ u64::from_le_bytes(w.try_into().unwrap()))
+            .wrapping_mul(0x1000_0000_01b3)
+            .rotate_left(5);
     }
     for &x in it.remainder() {
         h = (h ^ x as u64).wrapping_mul(0x1000_0000_01b3);
@@ -94,19 +110,41 @@ impl<S: Sink> Waiter for PollPeer<'_, S> {
 
 /// Includes sizes on both sides of every threshold, and a large message after
 /// the largest (reuses the process-wide spare buffer, not empty at that point).
-const SIZES: &[usize] =
-    &[0, 1, 8, 100, 4096, 16 << 10, (16 << 10) + 1, 100_000, 1 << 20, 3, 5 << 20, 64 << 20, 6 << 20, 17];
+const SIZES: &[usize] = &[
+    0,
+    1,
+    8,
+    100,
+    4096,
+    16 << 10,
+    (16 << 10) + 1,
+    100_000,
+    1 << 20,
+    3,
+    5 << 20,
+    64 << 20,
+    6 << 20,
+    17,
+];
 
 /// Sends every size in `SIZES` a→b as two iovecs, checks order and content.
 fn roundtrip(a: &Shm, b: &Shm) {
     let link = a.connect(1, &b.descriptor()).unwrap();
     let sink = RefCell::new(Collect::default());
-    let w = PollPeer { b, sink: &sink, can_wait: true };
+    let w = PollPeer {
+        b,
+        sink: &sink,
+        can_wait: true,
+    };
     let mut want = Vec::new();
     for (i, &len) in SIZES.iter().enumerate() {
         let data = payload(i as u64 + 1, len);
         let cut = len / 3;
-        link.send(&[IoSlice::new(&data[..cut]), IoSlice::new(&data[cut..])], &w).unwrap();
+        link.send(
+            &[IoSlice::new(&data[..cut]), IoSlice::new(&data[cut..])],
+            &w,
+        )
+        .unwrap();
         want.push((0u32, len, digest(&data)));
     }
     for _ in 0..1000 {
@@ -136,9 +174,18 @@ fn finish(a: Shm, b: Shm, id: &str) {
 
 #[test]
 fn init_through_registry_row() {
-    let id = format!("t{}x{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+    let id = format!(
+        "t{}x{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
     let p = params(&[]);
-    let m = (INFO.init)(&MethodEnv { job: &job(0, &id), params: &p }).unwrap().expect("shm available");
+    let m = (INFO.init)(&MethodEnv {
+        job: &job(0, &id),
+        params: &p,
+    })
+    .unwrap()
+    .expect("shm available");
     let d = m.descriptor();
     assert!(m.reachable(&d));
     let s = m.describe(&d);
@@ -148,7 +195,12 @@ fn init_through_registry_row() {
     let p2 = params(&[]);
     // A second job on the same process: different job id, not reachable.
     let id2 = format!("{id}b");
-    let m2 = (INFO.init)(&MethodEnv { job: &job(0, &id2), params: &p2 }).unwrap().unwrap();
+    let m2 = (INFO.init)(&MethodEnv {
+        job: &job(0, &id2),
+        params: &p2,
+    })
+    .unwrap()
+    .unwrap();
     assert!(!m.reachable(&m2.descriptor()));
     assert!(!m.reachable(b"garbage"));
     assert_eq!(m.poll_class(), PollClass::EveryIteration);
@@ -158,8 +210,17 @@ fn init_through_registry_row() {
     assert_eq!(leftovers(&id), Vec::<String>::new());
     assert_eq!(leftovers(&id2), Vec::<String>::new());
     // the same job id again is refused while the segment exists
-    let m3 = (INFO.init)(&MethodEnv { job: &job(0, &id), params: &p }).unwrap().unwrap();
-    assert!((INFO.init)(&MethodEnv { job: &job(0, &id), params: &p }).is_err());
+    let m3 = (INFO.init)(&MethodEnv {
+        job: &job(0, &id),
+        params: &p,
+    })
+    .unwrap()
+    .unwrap();
+    assert!((INFO.init)(&MethodEnv {
+        job: &job(0, &id),
+        params: &p
+    })
+    .is_err());
     m3.shutdown();
     let _ = other;
 }
@@ -169,7 +230,11 @@ fn messages_in_order_with_cma() {
     let (a, b, id) = pair(&[("GW_SHM_CMA_MIN", "20k")]);
     roundtrip(&a, &b);
     if cma::probe_self() {
-        assert_eq!(cma_state(&b), CMA_OK, "this host permits CMA, the pair should use it");
+        assert_eq!(
+            cma_state(&b),
+            CMA_OK,
+            "this host permits CMA, the pair should use it"
+        );
     }
     finish(a, b, &id);
 }
@@ -185,12 +250,20 @@ fn messages_in_order_chunked() {
 /// A sender that may never wait (inside a handler) with a tiny ring: every
 /// message goes to the backlog, flushed by `poll`, still in order.
 fn backlog(cma: &str) {
-    let (a, b, id) = pair(&[("GW_SHM_CMA", cma), ("GW_SHM_RING_SIZE", "4k"), ("GW_SHM_CMA_MIN", "40k")]);
+    let (a, b, id) = pair(&[
+        ("GW_SHM_CMA", cma),
+        ("GW_SHM_RING_SIZE", "4k"),
+        ("GW_SHM_CMA_MIN", "40k"),
+    ]);
     let link = a.connect(1, &b.descriptor()).unwrap();
     let sink = RefCell::new(Collect::default());
     // Let b attach first, so the CMA state of the pair is known.
     b.poll(&mut *sink.borrow_mut()).unwrap();
-    let w = PollPeer { b: &b, sink: &sink, can_wait: false };
+    let w = PollPeer {
+        b: &b,
+        sink: &sink,
+        can_wait: false,
+    };
     let mut want = Vec::new();
     for i in 0..300u64 {
         let len = match i % 7 {
@@ -248,7 +321,11 @@ fn concurrent_senders_keep_per_thread_order() {
             let link = link.clone();
             std::thread::spawn(move || {
                 for i in 0..PER {
-                    let len = if i % 100 == 99 { 40_000 } else { 8 + (i as usize % 300) };
+                    let len = if i % 100 == 99 {
+                        40_000
+                    } else {
+                        8 + (i as usize % 300)
+                    };
                     let mut m = vec![t as u8; len];
                     m[..4].copy_from_slice(&i.to_le_bytes());
                     link.send(&[IoSlice::new(&m)], &Spin).unwrap();
@@ -293,7 +370,11 @@ fn closed_receiver_is_an_error_not_a_hang() {
     let sink = RefCell::new(Collect::default());
     b.poll(&mut *sink.borrow_mut()).unwrap();
     b.shutdown();
-    let w = PollPeer { b: &b, sink: &sink, can_wait: true };
+    let w = PollPeer {
+        b: &b,
+        sink: &sink,
+        can_wait: true,
+    };
     let big = vec![1u8; 1 << 20];
     assert!(link.send(&[IoSlice::new(&big)], &w).is_err());
     assert!(link.send(&[IoSlice::new(b"x")], &w).is_err());
@@ -305,16 +386,26 @@ fn corrupt_ring_reports_link_failure() {
     let (a, b, id) = pair(&[]);
     let link = a.connect(1, &b.descriptor()).unwrap();
     let sink = RefCell::new(Collect::default());
-    let w = PollPeer { b: &b, sink: &sink, can_wait: true };
+    let w = PollPeer {
+        b: &b,
+        sink: &sink,
+        can_wait: true,
+    };
     link.send(&[IoSlice::new(b"fine")], &w).unwrap();
     b.poll(&mut *sink.borrow_mut()).unwrap();
     {
         let inc = b.incoming.read().unwrap();
         let g = inc[0].lock().unwrap();
         // Scribble a bogus length over the next record's header, then publish it.
-        link.send(&[IoSlice::new(b"soon garbage")], &w).unwrap_or(());
+        link.send(&[IoSlice::new(b"soon garbage")], &w)
+            .unwrap_or(());
         // SAFETY: test only; the record at the consumer's position is not in use by anyone else.
-        unsafe { std::ptr::write(g.seg.as_ptr().add(PAIR_DATA_OFF + 16) as *mut u64, 0x7fff_0000) };
+        unsafe {
+            std::ptr::write(
+                g.seg.as_ptr().add(PAIR_DATA_OFF + 16) as *mut u64,
+                0x7fff_0000,
+            )
+        };
     }
     b.poll(&mut *sink.borrow_mut()).unwrap();
     let s = sink.borrow();
@@ -331,16 +422,23 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 /// The sending half of `across_processes`: does nothing unless started by it.
 #[test]
 fn child_sender_process() {
-    let Ok(spec) = std::env::var("GW_SHM_TEST_CHILD") else { return };
+    let Ok(spec) = std::env::var("GW_SHM_TEST_CHILD") else {
+        return;
+    };
     let (id, desc) = spec.split_once(':').unwrap();
     let cma = std::env::var("GW_SHM_CMA").unwrap_or("auto".into());
-    let a = Shm::new(&job(0, id), &params(&[("GW_SHM_CMA", &cma)])).unwrap().unwrap();
+    let a = Shm::new(&job(0, id), &params(&[("GW_SHM_CMA", &cma)]))
+        .unwrap()
+        .unwrap();
     let link = a.connect(1, &unhex(desc)).unwrap();
     struct Spin;
     impl Waiter for Spin {
@@ -359,11 +457,25 @@ fn child_sender_process() {
 /// A real second process sends to us: the pair's CMA probe crosses processes,
 /// and messages left in the ring survive the sender's exit.
 fn across_processes(cma: &str) {
-    let id = format!("t{}x{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
-    let b = Shm::new(&job(1, &id), &params(&[("GW_SHM_CMA", cma)])).unwrap().unwrap();
+    let id = format!(
+        "t{}x{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let b = Shm::new(&job(1, &id), &params(&[("GW_SHM_CMA", cma)]))
+        .unwrap()
+        .unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "method::shm::tests::child_sender_process", "--test-threads=1", "--nocapture"])
-        .env("GW_SHM_TEST_CHILD", format!("{id}:{}", hex(&b.descriptor())))
+        .args([
+            "--exact",
+            "method::shm::tests::child_sender_process",
+            "--test-threads=1",
+            "--nocapture",
+        ])
+        .env(
+            "GW_SHM_TEST_CHILD",
+            format!("{id}:{}", hex(&b.descriptor())),
+        )
         .env("GW_SHM_CMA", cma)
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -374,12 +486,20 @@ fn across_processes(cma: &str) {
         b.poll(&mut sink).unwrap();
         if t0.elapsed().as_secs() > 60 {
             let _ = child.kill();
-            panic!("timed out with {} of {} messages", sink.got.len(), SIZES.len());
+            panic!(
+                "timed out with {} of {} messages",
+                sink.got.len(),
+                SIZES.len()
+            );
         }
     }
     assert!(child.wait().unwrap().success());
     assert!(sink.failed.is_empty(), "{:?}", sink.failed);
-    let want: Vec<_> = SIZES.iter().enumerate().map(|(i, &len)| (0u32, len, digest(&payload(i as u64 + 1, len)))).collect();
+    let want: Vec<_> = SIZES
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| (0u32, len, digest(&payload(i as u64 + 1, len))))
+        .collect();
     assert_eq!(sink.got, want);
     if cma == "auto" && cma::probe_self() {
         // A parent may read its child even under Yama ptrace_scope=1.
@@ -428,7 +548,10 @@ fn bench() {
         dst.copy_from_slice(std::hint::black_box(&src));
         std::hint::black_box(&mut dst);
     }
-    eprintln!("memcpy 4 MiB: {:.0} MB/s", 200.0 * src.len() as f64 / t0.elapsed().as_secs_f64() / 1e6);
+    eprintln!(
+        "memcpy 4 MiB: {:.0} MB/s",
+        200.0 * src.len() as f64 / t0.elapsed().as_secs_f64() / 1e6
+    );
     for cma in ["auto", "off"] {
         let (a, b, id) = pair(&[("GW_SHM_CMA", cma)]);
         let (a, b) = (Arc::new(a), Arc::new(b));
@@ -473,7 +596,9 @@ fn bench() {
         }
         rx.join().unwrap();
         let bw = (N * msg.len()) as f64 / t0.elapsed().as_secs_f64() / 1e6;
-        eprintln!("shm cma={cma}: 8-byte one-way latency {lat:.0} ns, 4 MiB streaming {bw:.0} MB/s");
+        eprintln!(
+            "shm cma={cma}: 8-byte one-way latency {lat:.0} ns, 4 MiB streaming {bw:.0} MB/s"
+        );
         drop(ab);
         let (a, b) = (Arc::into_inner(a).unwrap(), Arc::into_inner(b).unwrap());
         finish(a, b, &id);
@@ -498,7 +623,11 @@ fn bench_cma_single_thread() {
             let (a, b, id) = pair(&[("GW_SHM_CMA", cma)]);
             let link = a.connect(1, &b.descriptor()).unwrap();
             let sink = RefCell::new(N(0));
-            let w = PollPeer { b: &b, sink: &sink, can_wait: true };
+            let w = PollPeer {
+                b: &b,
+                sink: &sink,
+                can_wait: true,
+            };
             let msg = vec![3u8; size];
             link.send(&[IoSlice::new(&msg)], &w).unwrap();
             let n = (1usize << 30) / size;
@@ -509,7 +638,10 @@ fn bench_cma_single_thread() {
             while sink.borrow().0 < n + 1 {
                 b.poll(&mut *sink.borrow_mut()).unwrap();
             }
-            line += &format!("  cma={cma}: {:6.0} MB/s", n as f64 * size as f64 / t0.elapsed().as_secs_f64() / 1e6);
+            line += &format!(
+                "  cma={cma}: {:6.0} MB/s",
+                n as f64 * size as f64 / t0.elapsed().as_secs_f64() / 1e6
+            );
             finish(a, b, &id);
         }
         eprintln!("{line}");
