@@ -578,7 +578,16 @@ impl Context {
             msg[8..].copy_from_slice(&round.to_le_bytes());
             self.send_internal(to, H_BARRIER, &msg)?;
             let key = (epoch, round);
+            let from = (self.rank() + n - dist) % n;
+            let mut broken = None;
             self.wait(|| {
+                // A peer whose link broke will never answer: fail instead of hanging.
+                for p in [to, from] {
+                    if let Some(why) = self.link_error(p) {
+                        broken = Some((p, why));
+                        return true;
+                    }
+                }
                 let mut seen = self.inner.barrier_seen.lock().unwrap_or_else(|e| e.into_inner());
                 match seen.get_mut(&key) {
                     Some(c) => {
@@ -591,8 +600,8 @@ impl Context {
                     None => false,
                 }
             });
-            if let Some(why) = self.link_error(to) {
-                return Err(Error::LinkFailed { peer: to, method: self.method_to(to).unwrap_or("none"), reason: why });
+            if let Some((p, why)) = broken {
+                return Err(Error::LinkFailed { peer: p, method: self.method_to(p).unwrap_or("none"), reason: why });
             }
             dist *= 2;
             round += 1;
@@ -613,8 +622,9 @@ impl Context {
         self.rsr(&Startpoint { ctx: to, endpoint: DEFAULT_ENDPOINT }, handler, payload)
     }
 
-    /// Collective shutdown: flushes queued output, publishes this context's
-    /// statistics to the launcher, waits for every rank, and releases methods.
+    /// Collective shutdown: flushes queued output, waits for every rank (a
+    /// barrier with progress running), publishes this context's statistics
+    /// to the launcher, and releases the methods.
     pub fn finalize(&self) -> Result<()> {
         if self.inner.finalized.swap(true, Ordering::AcqRel) {
             return Ok(());
@@ -625,15 +635,21 @@ impl Context {
         if !ok {
             eprintln!("gw[{}]: finalize: output still queued after 60 s; giving up on it", self.rank());
         }
-        // Every rank's sends complete before anyone leaves, with progress running.
-        self.barrier()?;
+        // Every rank's sends complete before anyone leaves, with progress
+        // running. A broken link must not keep the others from finishing: say
+        // so and go on to the bootstrap barrier, which needs no link.
+        if let Err(e) = self.barrier() {
+            eprintln!("gw[{}]: finalize: {e}; continuing without it", self.rank());
+        }
         let stats = self.stats_json();
         let mut pmi = self.inner.pmi.lock().unwrap_or_else(|e| e.into_inner());
         // Statistics are a courtesy to the launcher; a launcher that refuses
         // the value (e.g. a small vallen_max) must not fail the job.
         let _ = pmi.put(&format!("gw.stats.{}", self.rank()), &stats);
         let _ = pmi.commit();
-        pmi.barrier()?;
+        // No bootstrap barrier here: it would stop progress while a peer may
+        // still need ours (e.g. to finish a handshake); the barrier above
+        // already synchronised every rank whose links work.
         pmi.finalize()?;
         drop(pmi);
         for m in &self.inner.methods {

@@ -117,6 +117,11 @@ pub trait Method: Send + Sync {
         false
     }
     fn cost(&self) -> Cost;
+    /// Method-specific counters (e.g. connections refused by authentication,
+    /// datagrams dropped), for tests, `gwinfo` and reports.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
     /// Closes links and releases resources (segments, sockets).
     fn shutdown(&self);
 }

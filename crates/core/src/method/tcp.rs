@@ -210,7 +210,18 @@ impl TcpMethod {
         let fd = conn.fd.as_raw_fd();
         // SAFETY: removing a registered fd; a null event pointer is allowed for DEL.
         unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
-        self.conns.lock().unwrap_or_else(|e| e.into_inner()).remove(&fd);
+        let was_open = self.conns.lock().unwrap_or_else(|e| e.into_inner()).remove(&fd).is_some();
+        // Output queued on a dead connection will never drain: drop it, so
+        // the method does not report pending output forever.
+        if was_open {
+            let mut out = conn.out.lock().unwrap_or_else(|e| e.into_inner());
+            out.buf = Vec::new();
+            out.off = 0;
+            if conn.queued.swap(0, Ordering::Relaxed) != 0 {
+                self.queued_conns.fetch_sub(1, Ordering::Relaxed);
+            }
+            out.broken.get_or_insert_with(|| "connection closed".into());
+        }
         let peer = conn.peer.load(Ordering::Relaxed);
         let mut bp = self.by_peer.lock().unwrap_or_else(|e| e.into_inner());
         if bp.get(&peer).is_some_and(|c| Arc::ptr_eq(c, conn)) {
@@ -253,9 +264,19 @@ impl TcpMethod {
                 // our proof (or does not know the secret itself).
                 let refused_us = matches!(inp.state, HsState::AwaitChallenge { .. });
                 let authed = matches!(inp.state, HsState::Ready);
+                let inp_was_proof = matches!(inp.state, HsState::AwaitProof { .. });
                 drop(inp);
                 if refused_us {
                     self.fail(conn, sink, "the peer closed the connection during authentication (wrong job secret?)".into());
+                } else if !authed && inp_was_proof {
+                    // The connector saw our proof and left: it does not share our secret.
+                    self.refused.fetch_add(1, Ordering::Relaxed);
+                    eprintln!(
+                        "gw[{}]: tcp: refused TCP connection (claims to be context {}): it closed during authentication; nothing delivered",
+                        self.me,
+                        conn.peer_name()
+                    );
+                    self.close(conn);
                 } else if clean || !authed {
                     if self.verbose >= 2 {
                         eprintln!("gw[{}]: tcp: connection from {} closed", self.me, conn.peer_name());
@@ -271,8 +292,16 @@ impl TcpMethod {
             match self.process(conn, &mut inp, sink) {
                 Ok(d) => delivered += d,
                 Err(why) => {
+                    // A connection that never authenticated to us tells us
+                    // nothing about the context it claimed to be: drop it
+                    // without touching that context's real link.
+                    let unproven = matches!(inp.state, HsState::AwaitHello | HsState::AwaitProof { .. });
                     drop(inp);
-                    self.fail(conn, sink, why);
+                    if unproven {
+                        self.close(conn);
+                    } else {
+                        self.fail(conn, sink, why);
+                    }
                     return delivered;
                 }
             }
@@ -404,13 +433,26 @@ impl TcpMethod {
         }
     }
 
+    /// Logs and counts a connection that failed authentication. As acceptor
+    /// we refuse a connection; as connector we abandon one to a peer that
+    /// could not prove it knows the secret.
     fn refuse(&self, conn: &Arc<Conn>, why: &str) -> String {
         self.refused.fetch_add(1, Ordering::Relaxed);
-        let msg = format!(
-            "refused TCP connection (claimed context {}): authentication failed: {why}",
-            conn.peer_name()
-        );
-        eprintln!("gw[{}]: tcp: {msg}", self.me);
+        let acceptor = matches!(conn.inp.try_lock().map(|i| i.state), Ok(HsState::AwaitHello | HsState::AwaitProof { .. }))
+            || conn.peer.load(Ordering::Relaxed) == u32::MAX;
+        if acceptor {
+            eprintln!(
+                "gw[{}]: tcp: refused TCP connection (claims to be context {}): authentication failed: {why}; nothing delivered",
+                self.me,
+                conn.peer_name()
+            );
+        } else {
+            eprintln!(
+                "gw[{}]: tcp: abandoned TCP connection to context {}: authentication failed: {why}",
+                self.me,
+                conn.peer_name()
+            );
+        }
         format!("authentication failed: {why}")
     }
 
@@ -752,6 +794,10 @@ impl Method for TcpMethod {
         Cost { latency_ns: 15_000, bandwidth_mb_s: 3_000 }
     }
 
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![("refused_connections", self.refused_connections())]
+    }
+
     fn shutdown(&self) {
         if self.down.swap(true, Ordering::Relaxed) {
             return;
@@ -766,5 +812,132 @@ impl Method for TcpMethod {
 impl TcpMethod {
     fn link(&self, conn: Arc<Conn>) -> Arc<dyn Link> {
         Arc::new(TcpLink { conn, max_queued: self.max_queued, queued_conns: self.queued_conns.clone() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::method::JobInfo;
+    use crate::params::Params;
+    use std::io::{Read, Write};
+
+    struct Collect(Vec<(u32, Vec<u8>)>, Vec<u32>);
+    impl Sink for Collect {
+        fn deliver(&mut self, src: u32, msg: &[u8]) {
+            self.0.push((src, msg.to_vec()));
+        }
+        fn link_failed(&mut self, src: u32, _: String) {
+            self.1.push(src);
+        }
+    }
+
+    fn method(id: u32, secret: [u8; 32]) -> Arc<dyn Method> {
+        let job = JobInfo { ctx_id: id, size: 4, job_id: "tcptest".into(), host_id: "h".into(), secret, verbose: 0 };
+        let params = Params::from_lookup(|_| None).unwrap();
+        (INFO.init)(&MethodEnv { job: &job, params: &params }).unwrap().unwrap()
+    }
+
+    fn poll_for(m: &Arc<dyn Method>, sink: &mut Collect, ms: u64) {
+        let end = std::time::Instant::now() + Duration::from_millis(ms);
+        while std::time::Instant::now() < end {
+            m.poll(sink).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    struct NoWait;
+    impl Waiter for NoWait {
+        fn progress(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn garbage_and_forged_handshakes_are_refused_and_never_delivered() {
+        let server = method(0, [1; 32]);
+        let addr: SocketAddr = String::from_utf8(server.descriptor()).unwrap().parse().unwrap();
+        let mut sink = Collect(Vec::new(), Vec::new());
+
+        // 1. Garbage bytes.
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(&[0xde; 200]).unwrap();
+        // 2. A well-formed hello, then a made-up proof and a frame behind it.
+        let mut t = TcpStream::connect(addr).unwrap();
+        let mut hello = Vec::from(&MAGIC[..]);
+        hello.extend_from_slice(&1u32.to_le_bytes());
+        hello.extend_from_slice(&0u32.to_le_bytes());
+        hello.extend_from_slice(&[9; NONCE_LEN]);
+        t.write_all(&hello).unwrap();
+        poll_for(&server, &mut sink, 100);
+        let mut challenge = [0u8; CHALLENGE_LEN];
+        t.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        t.read_exact(&mut challenge).unwrap();
+        t.write_all(&[7; PROOF_LEN]).unwrap();
+        t.write_all(&8u32.to_le_bytes()).unwrap();
+        t.write_all(b"payload!").unwrap();
+        poll_for(&server, &mut sink, 200);
+
+        assert!(sink.0.is_empty(), "nothing may be delivered: {:?}", sink.0);
+        assert!(sink.1.is_empty(), "unauthenticated connections must not fail real links");
+        assert_eq!(server.counters(), vec![("refused_connections", 2)]);
+        server.shutdown();
+    }
+
+    #[test]
+    fn peers_with_different_secrets_never_exchange_payload() {
+        let a = method(0, [1; 32]);
+        let b = method(1, [2; 32]);
+        let link = b.connect(0, &a.descriptor()).unwrap();
+        link.send(&[IoSlice::new(b"secret data")], &NoWait).unwrap();
+        let (mut sa, mut sb) = (Collect(Vec::new(), Vec::new()), Collect(Vec::new(), Vec::new()));
+        for _ in 0..100 {
+            a.poll(&mut sa).unwrap();
+            b.poll(&mut sb).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(sa.0.is_empty() && sb.0.is_empty());
+        assert_eq!(sb.1, vec![0], "the connector learns its link failed");
+        assert!(link.send(&[IoSlice::new(b"more")], &NoWait).is_err());
+        a.shutdown();
+        b.shutdown();
+    }
+
+    #[test]
+    fn same_secret_delivers_in_order_both_ways() {
+        let a = method(0, [3; 32]);
+        let b = method(1, [3; 32]);
+        let ab = b.connect(0, &a.descriptor()).unwrap();
+        for i in 0..50u32 {
+            ab.send(&[IoSlice::new(&i.to_le_bytes()), IoSlice::new(&[0u8; 3000])], &NoWait).unwrap();
+        }
+        let (mut sa, mut sb) = (Collect(Vec::new(), Vec::new()), Collect(Vec::new(), Vec::new()));
+        for _ in 0..500 {
+            a.poll(&mut sa).unwrap();
+            b.poll(&mut sb).unwrap();
+            if sa.0.len() == 50 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(sa.0.len(), 50);
+        for (i, (src, m)) in sa.0.iter().enumerate() {
+            assert_eq!(*src, 1);
+            assert_eq!(&m[..4], &(i as u32).to_le_bytes());
+            assert_eq!(m.len(), 3004);
+        }
+        // The accepted connection is reused for the reply direction.
+        let ba = a.connect(1, &b.descriptor()).unwrap();
+        ba.send(&[IoSlice::new(b"back")], &NoWait).unwrap();
+        for _ in 0..500 {
+            b.poll(&mut sb).unwrap();
+            if !sb.0.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(sb.0, vec![(0, b"back".to_vec())]);
+        a.shutdown();
+        b.shutdown();
     }
 }

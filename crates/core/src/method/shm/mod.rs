@@ -54,9 +54,8 @@ pub const PARAMS: &[ParamDecl] = &[
         name: "SHM_EAGER_MAX",
         default: "16k",
         kind: Kind::Size { min: 64, max: 1 << 29 },
-        help: "Largest message copied through the ring (lowest latency). Larger ones are copied once by \
-               the receiver (process_vm_readv) or, where that is not permitted, sent as ring fragments. \
-               Capped at half the ring.",
+        help: "Largest message copied through the ring as one record (lowest latency). Larger ones \
+               go as ring fragments, or by single copy from SHM_CMA_MIN on. Capped at half the ring.",
     },
     ParamDecl {
         name: "SHM_CMA_MIN",
@@ -78,7 +77,7 @@ pub const PARAMS: &[ParamDecl] = &[
 
 pub const INFO: MethodInfo = MethodInfo {
     name: "shm",
-    summary: "same host: lock-free rings in POSIX shared memory, single-copy large messages (process_vm_readv)",
+    summary: "same host: lock-free rings in POSIX shared memory; huge messages by single copy (process_vm_readv)",
     params: PARAMS,
     init,
 };
