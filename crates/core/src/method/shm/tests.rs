@@ -651,7 +651,9 @@ fn bench_cma_single_thread() {
 /// The receiving half of `dead_receiver_is_detected`: does nothing unless started by it.
 #[test]
 fn child_receiver_process() {
-    let Ok(id) = std::env::var("GW_SHM_TEST_RX") else { return };
+    let Ok(id) = std::env::var("GW_SHM_TEST_RX") else {
+        return;
+    };
     let b = Shm::new(&job(1, &id), &params(&[])).unwrap().unwrap();
     println!("DESC {}", hex(&b.descriptor()));
     std::thread::sleep(std::time::Duration::from_secs(60));
@@ -662,21 +664,36 @@ fn child_receiver_process() {
 #[test]
 fn dead_receiver_is_detected() {
     use std::io::BufRead;
-    let id = format!("t{}x{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+    let id = format!(
+        "t{}x{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "method::shm::tests::child_receiver_process", "--test-threads=1", "--nocapture"])
+        .args([
+            "--exact",
+            "method::shm::tests::child_receiver_process",
+            "--test-threads=1",
+            "--nocapture",
+        ])
         .env("GW_SHM_TEST_RX", &id)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    while !line.starts_with("DESC ") {
+    // The harness prints "test <name> ... " on the same line before ours.
+    while !line.contains("DESC ") {
         line.clear();
-        assert!(out.read_line(&mut line).unwrap() > 0, "child ended without a descriptor");
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "child ended without a descriptor"
+        );
     }
-    let desc = unhex(line.trim_start_matches("DESC ").trim());
-    let a = Shm::new(&job(0, &id), &params(&[("GW_SHM_RING_SIZE", "4k")])).unwrap().unwrap();
+    let desc = unhex(line.split("DESC ").nth(1).unwrap().trim());
+    let a = Shm::new(&job(0, &id), &params(&[("GW_SHM_RING_SIZE", "4k")]))
+        .unwrap()
+        .unwrap();
     let link = a.connect(1, &desc).unwrap();
     child.kill().unwrap();
     child.wait().unwrap(); // reaped, as the launcher does
@@ -692,7 +709,10 @@ fn dead_receiver_is_detected() {
         if let Err(e) = link.send(&[IoSlice::new(&msg)], &Spin) {
             break e;
         }
-        assert!(t0.elapsed().as_secs() < 20, "send to a dead receiver never failed");
+        assert!(
+            t0.elapsed().as_secs() < 20,
+            "send to a dead receiver never failed"
+        );
     };
     assert!(err.to_string().contains("exited"), "{err}");
     a.shutdown();
