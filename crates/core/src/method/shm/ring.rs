@@ -48,6 +48,7 @@ pub struct RingHeader {
 }
 
 /// Bytes taken by the header; the data area must start at least this far in.
+#[cfg(test)]
 pub const HEADER_BYTES: usize = std::mem::size_of::<RingHeader>();
 
 /// The largest payload a ring of `cap` data bytes accepts. Half the ring (minus
@@ -72,7 +73,9 @@ impl std::fmt::Display for Corrupt {
     }
 }
 
-/// Initialises a fresh ring header (both counters zero).
+/// Initialises a fresh ring header (both counters zero). Zero-filled memory
+/// (a fresh segment) already is an empty ring; this is for other memory.
+#[cfg(test)]
 ///
 /// # Safety
 /// `hdr` must point to writable memory of [`HEADER_BYTES`], aligned to 128,
