@@ -18,10 +18,22 @@ pub fn probe_word() -> Box<u64> {
 
 /// Whether `process_vm_readv` works on our own memory.
 pub fn probe_self() -> bool {
+    check_self().is_ok()
+}
+
+/// As [`probe_self`], with the reason when it does not work.
+pub fn check_self() -> io::Result<()> {
     let word = probe_word();
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
-    matches!(read_u64(pid, &*word as *const u64 as u64), Ok(v) if v == *word)
+    let v = read_u64(pid, &*word as *const u64 as u64)?;
+    if v != *word {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "process_vm_readv read the wrong bytes",
+        ));
+    }
+    Ok(())
 }
 
 /// Reads one `u64` at `addr` in process `pid`.

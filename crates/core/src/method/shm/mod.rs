@@ -389,10 +389,10 @@ impl Shm {
         let cma = match params.text("SHM_CMA") {
             "off" => false,
             "on" => {
-                if !cma::probe_self() {
+                if let Err(e) = cma::check_self() {
                     return Err(Error::io(
                         "GW_SHM_CMA=on but process_vm_readv is not permitted here",
-                        std::io::Error::last_os_error(),
+                        e,
                     ));
                 }
                 true

@@ -60,6 +60,22 @@ impl Segment {
             }
             return Err(Error::io(format!("ftruncate(/{name}, {len})"), e));
         }
+        // Reserve the pages now: tmpfs allocates on first touch, and a full
+        // /dev/shm (64 MiB by default in containers) would then kill us with
+        // SIGBUS in the middle of a send instead of failing here.
+        // SAFETY: fd is ours; plain integer arguments.
+        let rc = unsafe { libc::posix_fallocate(fd, 0, len as libc::off_t) };
+        if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
+            // SAFETY: fd is ours; c is valid; removing the half-made segment.
+            unsafe {
+                libc::close(fd);
+                libc::shm_unlink(c.as_ptr());
+            }
+            return Err(Error::io(
+                format!("posix_fallocate(/{name}, {len})"),
+                io::Error::from_raw_os_error(rc),
+            ));
+        }
         let r = Self::map(fd, len, name);
         if r.is_err() {
             // SAFETY: c is valid; the segment is ours and unusable.
