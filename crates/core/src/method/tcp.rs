@@ -244,6 +244,7 @@ impl TcpMethod {
             let fd = conn.fd.as_raw_fd();
             let end = inp.end;
             let spare = &mut inp.buf[end..];
+            let spare_len = spare.len();
             // SAFETY: `spare` is a live, writable slice; read writes at most its length.
             let n = unsafe { libc::read(fd, spare.as_mut_ptr() as *mut libc::c_void, spare.len()) };
             if n < 0 {
@@ -287,6 +288,7 @@ impl TcpMethod {
                 }
                 return delivered;
             }
+            let short = (n as usize) < spare_len;
             inp.end += n as usize;
             budget = budget.saturating_sub(n as usize);
             match self.process(conn, &mut inp, sink) {
@@ -305,7 +307,9 @@ impl TcpMethod {
                     return delivered;
                 }
             }
-            if budget == 0 {
+            // A short read drained the socket: skip the read that would only
+            // say EAGAIN (level-triggered epoll reports any later data).
+            if budget == 0 || short {
                 break;
             }
         }

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# `make bench`: gridwire's benchmarks next to their floors and peers, in one run.
+#   core:  RSR ping-pong latency and streaming bandwidth over shm and tcp
+#          (crates/core/examples/rsr_bench.rs under gwrun), next to
+#          floors measured by small C programs (bench/c): one cache line shared by
+#          two processes, raw TCP ping-pong with TCP_NODELAY, single-thread memcpy;
+#          and peers: the same ping-pong with Debian's MPICH and Open MPI.
+#   parts: each crate's own bench script (crates/*/bench.sh) and bench/udp.sh, if present.
+# Every figure is the median of RUNS runs (default 3); the machine is shared and
+# noisy, so compare ratios within one run, not figures across runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-3}
+OUT=bench/out
+BIN=$OUT/bin
+REL=target/release
+mkdir -p "$BIN"
+export MPIEXEC_TIMEOUT=300
+
+for f in cacheline tcp_pingpong memcpy_bw; do gcc -O2 -o "$BIN/$f" "bench/c/$f.c"; done
+have_mpich=0; have_ompi=0
+command -v mpicc.mpich >/dev/null && mpicc.mpich -O2 -o "$BIN/pp_mpich" bench/c/mpi_pingpong.c && have_mpich=1
+command -v mpicc.openmpi >/dev/null && mpicc.openmpi -O2 -o "$BIN/pp_ompi" bench/c/mpi_pingpong.c && have_ompi=1
+
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# runs CMD RUNS times, each printing "lat/bw SIZE VALUE" lines; prints the median per key.
+medians() {
+  local tmp; tmp=$(mktemp)
+  for _ in $(seq "$RUNS"); do "$@" | grep -E '^(lat|bw) ' >>"$tmp" || true; done
+  awk '{print $1" "$2}' "$tmp" | sort -u | while read -r k s; do
+    printf '%s %s %s\n' "$k" "$s" "$(awk -v k="$k" -v s="$s" '$1==k && $2==s {print $3}' "$tmp" | median)"
+  done
+  rm -f "$tmp"
+}
+floor() { for _ in $(seq "$RUNS"); do "$@"; done | median; }
+
+echo "bench: floors" >&2
+cl=$(floor "$BIN/cacheline" 200000)
+tcp8=$(floor "$BIN/tcp_pingpong" 8 20000)
+mc=$(floor "$BIN/memcpy_bw" $((4 << 20)))
+echo "bench: gridwire shm" >&2
+shm=$(GW_METHODS=self,shm medians $REL/gwrun -n 2 --timeout 300 $REL/examples/rsr_bench)
+echo "bench: gridwire tcp" >&2
+tcp=$(GW_METHODS=self,tcp medians $REL/gwrun -n 2 --timeout 300 $REL/examples/rsr_bench)
+mpich=""; ompi=""
+if [ $have_mpich = 1 ]; then echo "bench: MPICH" >&2; mpich=$(medians mpiexec.mpich -n 2 "$BIN/pp_mpich"); fi
+if [ $have_ompi = 1 ]; then echo "bench: Open MPI" >&2; ompi=$(medians mpirun.openmpi --allow-run-as-root --oversubscribe -n 2 "$BIN/pp_ompi"); fi
+
+get() { awk -v k="$1" -v s="$2" '$1==k && $2==s {print $3}' <<<"$3"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
+
+{
+  echo "### Core: RSR latency and bandwidth ($(date -u +%Y-%m-%d), $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo))"
+  echo
+  echo "Command: \`make bench\` (bench/run.sh), median of $RUNS runs. One-way latency in µs; bandwidth in MB/s (10^6 B/s)."
+  echo
+  echo "| size | gridwire shm | gridwire tcp | MPICH (ch4 default) | Open MPI (default) |"
+  echo "| ---: | ---: | ---: | ---: | ---: |"
+  for s in 0 8 1024 65536 1048576; do
+    echo "| $s B | $(get lat $s "$shm") | $(get lat $s "$tcp") | $(get lat $s "$mpich") | $(get lat $s "$ompi") |"
+  done
+  b=$((4 << 20))
+  echo "| 4 MiB stream (MB/s) | $(get bw $b "$shm") | $(get bw $b "$tcp") | $(get bw $b "$mpich") | $(get bw $b "$ompi") |"
+  echo
+  echo "Floors measured in the same run: cache line ping-pong $cl ns one-way; raw TCP (TCP_NODELAY, loopback) 8 B $tcp8 µs one-way; memcpy 4 MiB $mc MB/s."
+  echo
+  echo "| target | measured ratio | goal |"
+  echo "| --- | ---: | --- |"
+  echo "| shm 8 B latency / cache-line floor | $(ratio "$(get lat 8 "$shm")" "$(awk -v c="$cl" 'BEGIN{print c/1000}')") | ≤ 2 |"
+  echo "| tcp 8 B latency / raw TCP floor | $(ratio "$(get lat 8 "$tcp")" "$tcp8") | ≤ 1.15 |"
+  echo "| shm 4 MiB bandwidth / memcpy | $(ratio "$(get bw $b "$shm")" "$mc") | ≥ 0.5 |"
+  echo "| shm 8 B latency / MPICH 8 B | $(ratio "$(get lat 8 "$shm")" "$(get lat 8 "$mpich")") | (peer) |"
+  echo "| shm 8 B latency / Open MPI 8 B | $(ratio "$(get lat 8 "$shm")" "$(get lat 8 "$ompi")") | (peer) |"
+} | tee "$OUT/core.md"
+
+for part in crates/*/bench.sh bench/udp.sh; do
+  [ -x "$part" ] || [ -f "$part" ] || continue
+  echo >&2; echo "bench: $part" >&2
+  bash "$part" | tee "$OUT/$(basename "$(dirname "$part")")-$(basename "$part" .sh).md" || echo "bench: $part failed" >&2
+done
