@@ -46,6 +46,8 @@ struct Out {
     inflight: VecDeque<(u64, Vec<u8>)>,
     /// Counted in `Shared::pending_links`.
     listed: bool,
+    /// Flushes with output still queued, to check the peer now and then.
+    stalled: u32,
 }
 
 pub struct ShmLink {
@@ -96,6 +98,7 @@ impl ShmLink {
                 next_token: 0,
                 inflight: VecDeque::new(),
                 listed: false,
+                stalled: 0,
             }),
             seg,
         }
@@ -113,6 +116,19 @@ impl ShmLink {
     /// Whether the receiver ever mapped the pair, and whether it took everything.
     pub(super) fn attached_or_drained(&self) -> bool {
         self.hdr().rx.0.attached.load(Ordering::Acquire) != 0 || self.lock().prod.is_drained()
+    }
+
+    /// Whether the receiver is known to be gone (closed the pair or exited).
+    pub(super) fn is_broken(&self) -> bool {
+        self.check_alive().is_err()
+    }
+
+    /// Drops queued output that can never be delivered (the link is broken).
+    pub(super) fn abandon(&self) {
+        let mut g = self.lock();
+        g.backlog.clear();
+        g.inflight.clear();
+        self.relist(&mut g);
     }
 
     fn lock(&self) -> MutexGuard<'_, Out> {
@@ -332,6 +348,17 @@ impl ShmLink {
     }
 
     fn flush_locked(&self, g: &mut Out) {
+        if g.listed {
+            // Output queued for a receiver that is gone would keep the context
+            // polling (and `finalize` waiting) for ever: look now and then.
+            g.stalled = g.stalled.wrapping_add(1);
+            if (g.stalled & 1023 == 0 || self.check().is_err()) && self.check_alive().is_err() {
+                g.backlog.clear();
+                g.inflight.clear();
+                self.relist(g);
+                return;
+            }
+        }
         let cfg = &self.shared.cfg;
         while !g.busy {
             let Out {
@@ -393,6 +420,11 @@ impl ShmLink {
         while g.inflight.front().is_some_and(|(t, _)| *t <= done) {
             g.inflight.pop_front();
         }
+        self.relist(g);
+    }
+
+    /// Keeps `Shared::pending_links` in step with this link's queues.
+    fn relist(&self, g: &mut Out) {
         let want = !g.backlog.is_empty() || !g.inflight.is_empty();
         if want != g.listed {
             g.listed = want;

@@ -594,11 +594,18 @@ impl Method for Shm {
             .filter(|d| d.host == self.host_id && d.job == self.job_id)
             .ok_or_else(|| self.fail(peer, "descriptor is not for this host and job".into()))?;
         let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
+        let name = pair_name(&self.job_id, self.ctx, peer);
         if let Some(l) = links.get(&peer) {
-            return Ok(l.clone());
+            if !l.is_broken() {
+                return Ok(l.clone());
+            }
+            // The receiver dropped the old pair (e.g. it found garbage): start
+            // a fresh one. Our old segment name may linger if it never attached.
+            l.abandon();
+            links.remove(&peer);
+            segment::unlink(&name);
         }
         let cap = self.shared.cfg.cap;
-        let name = pair_name(&self.job_id, self.ctx, peer);
         let seg = Segment::create(&name, PAIR_DATA_OFF + cap)?;
         // SAFETY: fresh zero-filled mapping (a zero RingHeader is an empty
         // ring); nobody else knows it until we set the slot below.

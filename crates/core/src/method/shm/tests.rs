@@ -414,6 +414,34 @@ fn corrupt_ring_reports_link_failure() {
     drop(s);
     // the sender learns it too
     assert!(link.send(&[IoSlice::new(b"more")], &w).is_err());
+    // and connecting again gives a fresh, working pair
+    let link2 = a.connect(1, &b.descriptor()).unwrap();
+    link2.send(&[IoSlice::new(b"again")], &w).unwrap();
+    b.poll(&mut *sink.borrow_mut()).unwrap();
+    assert_eq!(sink.borrow().got.len(), 2);
+    assert_eq!(sink.borrow().got[1], (0, 5, digest(b"again")));
+    finish(a, b, &id);
+}
+
+/// Output queued for a receiver that shut down does not stay pending for ever.
+#[test]
+fn queued_output_to_a_closed_receiver_is_dropped() {
+    let (a, b, id) = pair(&[("GW_SHM_RING_SIZE", "4k")]);
+    let link = a.connect(1, &b.descriptor()).unwrap();
+    let sink = RefCell::new(Collect::default());
+    let w = PollPeer {
+        b: &b,
+        sink: &sink,
+        can_wait: false,
+    };
+    for _ in 0..20 {
+        link.send(&[IoSlice::new(&[1u8; 1000])], &w).unwrap();
+    }
+    assert!(a.has_pending_output());
+    b.poll(&mut *sink.borrow_mut()).unwrap();
+    b.shutdown();
+    a.poll(&mut Collect::default()).unwrap();
+    assert!(!a.has_pending_output());
     finish(a, b, &id);
 }
 
