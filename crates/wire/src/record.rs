@@ -372,7 +372,7 @@ impl<'a> RecordRef<'a> {
     }
 
     /// Check that the header agrees with the format it names.
-    pub(crate) fn check_format(&self, f: &Format) -> Result<()> {
+    pub fn check_format(&self, f: &Format) -> Result<()> {
         if self.id != f.id() {
             return Err(WireError::BadHeader(format!(
                 "record has id {}, format `{}` is {}",

@@ -122,7 +122,7 @@ fn read_type(
             match t {
                 FieldType::VarArray(e) => {
                     let es = e.size(f.pointer_size()) as usize;
-                    let n = if es == 0 { 0 } else { (r.end - r.start) / es };
+                    let n = (r.end - r.start).checked_div(es).unwrap_or(0);
                     let mut v = Vec::with_capacity(n);
                     for i in 0..n {
                         v.push(read_type(f, e, p, r.start + i * es, fixed_len, path)?);

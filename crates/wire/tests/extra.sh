@@ -16,3 +16,13 @@ if [ -z "$py" ]; then
     exit 1
 fi
 timeout 120 "$py" "$here/python/gwrecord.py" check "$here/testdata"
+
+# C API: build the static library, compile the C test against gridwire.h, run it.
+tgt="${CARGO_TARGET_DIR:-target}"
+timeout 600 cargo build -q -p gridwire-wire-capi
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+gcc -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror -O1 -g -I "$here/include" \
+    "$here/tests/c/roundtrip.c" "$tgt/debug/libgridwire_wire_capi.a" \
+    -lpthread -ldl -lm -o "$out/roundtrip"
+timeout 60 "$out/roundtrip"
