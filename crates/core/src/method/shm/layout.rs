@@ -17,7 +17,7 @@
 //!    0  PairIdent  magic, src, dst, sender pid, ring capacity, CMA probe address/value
 //!  128  RxState    cma (0 unknown, 1 usable, 2 not), attached, closed — written by the receiver
 //!  256  done       AtomicU64: last rendezvous token the receiver has copied
-//!  384  RingHeader head, tail (one line each)
+//!  384  RingHeader tail (its own line; records carry their own seals, see `ring`)
 //! 4096  ring data  `cap` bytes
 //! ```
 

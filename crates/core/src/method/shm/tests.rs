@@ -396,13 +396,13 @@ fn corrupt_ring_reports_link_failure() {
     {
         let inc = b.incoming.read().unwrap();
         let g = inc[0].lock().unwrap();
-        // Scribble a bogus length over the next record's header, then publish it.
+        // Scribble a bogus length over the next record (at 32: the first took 16 + 4, padded).
         link.send(&[IoSlice::new(b"soon garbage")], &w)
             .unwrap_or(());
         // SAFETY: test only; the record at the consumer's position is not in use by anyone else.
         unsafe {
             std::ptr::write(
-                g.seg.as_ptr().add(PAIR_DATA_OFF + 16) as *mut u64,
+                g.seg.as_ptr().add(PAIR_DATA_OFF + 32 + 8) as *mut u64,
                 0x7fff_0000,
             )
         };
