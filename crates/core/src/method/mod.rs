@@ -17,6 +17,7 @@ use std::sync::Arc;
 pub mod self_method;
 pub mod shm;
 pub mod tcp;
+pub mod udp;
 
 /// What a method needs to know about the job and this process.
 #[derive(Debug, Clone)]
@@ -55,7 +56,7 @@ pub struct MethodInfo {
 
 /// The built-in methods, fastest first: the default order of descriptor tables.
 pub fn registry() -> &'static [MethodInfo] {
-    static REG: &[MethodInfo] = &[self_method::INFO, shm::INFO, tcp::INFO];
+    static REG: &[MethodInfo] = &[self_method::INFO, shm::INFO, tcp::INFO, udp::INFO];
     REG
 }
 

@@ -1,0 +1,548 @@
+//! The `udp` method: one datagram socket per context, with reliability,
+//! ordering, fragmentation, authentication and congestion control done by our
+//! own protocol ([`proto`], a state machine without I/O) — the PVM-over-AM
+//! design of 1998 with cumulative/selective acks, RTT-based timeouts and a
+//! congestion window ([`cc`]).
+//!
+//! This file is only the thin I/O layer: it owns the socket, reads the clock,
+//! feeds received datagrams and the time to [`proto::Endpoint`], sends what it
+//! polls out, and hands complete messages to the context. There is no timer
+//! thread: timeouts are checked on every `poll`, and the context's idle wait
+//! blocks in slices of at most ~20 ms, so an idle process still retransmits.
+//!
+//! For unprivileged tests the layer can also impair its own output
+//! (`GW_UDP_DROP`, `GW_UDP_DUP`, `GW_UDP_REORDER`): the protocol then sees a
+//! lossy, duplicating, reordering network even on loopback.
+
+pub mod cc;
+pub mod proto;
+#[cfg(test)]
+mod tests;
+
+use super::{Cost, Link, Method, MethodEnv, MethodInfo, PollClass, Sink, Waiter};
+use crate::error::{Error, Result};
+use crate::params::{Kind, ParamDecl};
+use proto::{Config, Endpoint, Event};
+use std::io::{self, IoSlice};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub const INFO: MethodInfo = MethodInfo {
+    name: "udp",
+    summary: "reliable UDP (own protocol: SACK, RTT timeouts, AIMD window, authenticated)",
+    params: PARAMS,
+    init,
+};
+
+const PARAMS: &[ParamDecl] = &[
+    ParamDecl {
+        name: "UDP_ADDR",
+        default: "127.0.0.1",
+        kind: Kind::Text,
+        help: "IP address to bind and publish in the descriptor (use the host's address on a \
+               real network; 0.0.0.0 is not publishable).",
+    },
+    ParamDecl {
+        name: "UDP_DGRAM",
+        default: "8k",
+        kind: Kind::Size { min: 256, max: 65507 },
+        help: "Largest datagram sent, headers included (36 bytes); longer messages are fragmented. \
+               Use the path MTU minus 28 (e.g. 1472) on real networks so IP never fragments; \
+               up to 65507 on loopback.",
+    },
+    ParamDecl {
+        name: "UDP_DEPTH",
+        default: "512",
+        kind: Kind::UInt { min: 4, max: 1 << 20 },
+        help: "Window per peer in datagrams: at most this many unacknowledged datagrams in \
+               flight, and buffered out of order by the receiver (the AM protocol's depth).",
+    },
+    ParamDecl {
+        name: "UDP_CWND",
+        default: "32",
+        kind: Kind::UInt { min: 2, max: 1 << 20 },
+        help: "Initial congestion window in datagrams (then AIMD: slow start, +1 per round \
+               trip, x0.7 per loss episode).",
+    },
+    ParamDecl {
+        name: "UDP_TIMEOUT",
+        default: "100",
+        kind: Kind::UInt { min: 1, max: 600_000 },
+        help: "Initial retransmission timeout in milliseconds (before the first round-trip \
+               sample; also the first handshake retry interval).",
+    },
+    ParamDecl {
+        name: "UDP_MIN_TIMEOUT",
+        default: "10",
+        kind: Kind::UInt { min: 1, max: 600_000 },
+        help: "Lower bound of the retransmission timeout in milliseconds (covers a peer that \
+               polls late).",
+    },
+    ParamDecl {
+        name: "UDP_MAX_TIMEOUT",
+        default: "2000",
+        kind: Kind::UInt { min: 1, max: 600_000 },
+        help: "Upper bound of the exponential backoff in milliseconds.",
+    },
+    ParamDecl {
+        name: "UDP_RETRIES",
+        default: "12",
+        kind: Kind::UInt { min: 1, max: 1000 },
+        help: "Consecutive retransmission timeouts without any acknowledgement after which the \
+               peer is declared unreachable and sends to it fail (~12 s with the defaults). \
+               A peer must enter progress (any MPI/gridwire call) within this limit.",
+    },
+    ParamDecl {
+        name: "UDP_SNDBUF",
+        default: "4m",
+        kind: Kind::Size { min: 0, max: 1 << 30 },
+        help: "SO_SNDBUF of the socket (0 = kernel default); capped by net.core.wmem_max \
+               unless running as root.",
+    },
+    ParamDecl {
+        name: "UDP_RCVBUF",
+        default: "4m",
+        kind: Kind::Size { min: 0, max: 1 << 30 },
+        help: "SO_RCVBUF of the socket (0 = kernel default); capped by net.core.rmem_max \
+               unless running as root. Too small a buffer shows up as loss.",
+    },
+    ParamDecl {
+        name: "UDP_MAX_QUEUED",
+        default: "16m",
+        kind: Kind::Size { min: 0, max: 1 << 40 },
+        help: "Bytes per peer buffered unacknowledged before a sender waits (driving progress) \
+               for acknowledgements.",
+    },
+    ParamDecl {
+        name: "UDP_LINGER",
+        default: "2000",
+        kind: Kind::UInt { min: 0, max: 600_000 },
+        help: "Milliseconds shutdown keeps retransmitting until every peer acknowledged the \
+               last messages (a finalize barrier's last message must not die with the socket).",
+    },
+    ParamDecl {
+        name: "UDP_DROP",
+        default: "0",
+        kind: Kind::Text,
+        help: "Testing: percentage of outgoing datagrams silently dropped (e.g. 5 or 0.5).",
+    },
+    ParamDecl {
+        name: "UDP_DUP",
+        default: "0",
+        kind: Kind::Text,
+        help: "Testing: percentage of outgoing datagrams sent twice.",
+    },
+    ParamDecl {
+        name: "UDP_REORDER",
+        default: "0",
+        kind: Kind::Text,
+        help: "Testing: percentage of outgoing datagrams held back and sent after later ones.",
+    },
+];
+
+fn percent(env: &MethodEnv, name: &str) -> Result<f64> {
+    let raw = env.params.text(name);
+    match raw.trim().parse::<f64>() {
+        Ok(v) if (0.0..=100.0).contains(&v) => Ok(v / 100.0),
+        _ => Err(Error::BadParam { var: format!("GW_{name}"), value: raw.into(), reason: "expected a percentage 0..100".into() }),
+    }
+}
+
+fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
+    let addr: std::net::IpAddr = env.params.text("UDP_ADDR").parse().map_err(|_| Error::BadParam {
+        var: "GW_UDP_ADDR".into(),
+        value: env.params.text("UDP_ADDR").into(),
+        reason: "expected an IP address".into(),
+    })?;
+    let sock = UdpSocket::bind((addr, 0)).map_err(|e| Error::io(format!("udp: bind {addr}"), e))?;
+    sock.set_nonblocking(true).map_err(|e| Error::io("udp: set_nonblocking", e))?;
+    let local = sock.local_addr().map_err(|e| Error::io("udp: local_addr", e))?;
+    for (opt, force, val) in [
+        (libc::SO_SNDBUF, libc::SO_SNDBUFFORCE, env.params.num("UDP_SNDBUF")),
+        (libc::SO_RCVBUF, libc::SO_RCVBUFFORCE, env.params.num("UDP_RCVBUF")),
+    ] {
+        if val > 0 {
+            let v = val.min(i32::MAX as u64) as libc::c_int;
+            // SAFETY: passes a pointer to a live c_int with its exact size. The
+            // FORCE variant (root only) may fail; then the capped one is used.
+            unsafe {
+                let p = &v as *const libc::c_int as *const libc::c_void;
+                if libc::setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, force, p, 4) != 0 {
+                    libc::setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, opt, p, 4);
+                }
+            }
+        }
+    }
+    let ms = |n: &str| Duration::from_millis(env.params.num(n));
+    let cfg = Config {
+        me: env.job.ctx_id,
+        size: env.job.size.max(1),
+        secret: env.job.secret,
+        dgram: env.params.num("UDP_DGRAM") as usize,
+        depth: env.params.num("UDP_DEPTH"),
+        initial_rto: ms("UDP_TIMEOUT"),
+        min_rto: ms("UDP_MIN_TIMEOUT"),
+        max_rto: ms("UDP_MAX_TIMEOUT").max(ms("UDP_MIN_TIMEOUT")),
+        retries: env.params.num("UDP_RETRIES") as u32,
+        initial_cwnd: env.params.num("UDP_CWND") as usize,
+    };
+    let inject = Inject { drop: percent(env, "UDP_DROP")?, dup: percent(env, "UDP_DUP")?, reorder: percent(env, "UDP_REORDER")? };
+    let seed = u64::from_le_bytes(crate::auth::nonce()[..8].try_into().expect("8 bytes")) | 1;
+    Ok(Some(Arc::new(UdpMethod {
+        shared: Arc::new(Shared {
+            me: env.job.ctx_id,
+            verbose: env.job.verbose,
+            local,
+            sock,
+            max_queued: env.params.num("UDP_MAX_QUEUED") as usize,
+            linger: ms("UDP_LINGER"),
+            inject,
+            st: Mutex::new(State {
+                ep: Endpoint::new(cfg),
+                tx: Vec::with_capacity(65536),
+                rx: vec![0u8; 65536],
+                rng: seed,
+                held: Vec::new(),
+                stalled: None,
+                io: IoCounters::default(),
+            }),
+            down: AtomicBool::new(false),
+        }),
+    })))
+}
+
+/// Impairment rates (fractions) applied to our own output, for tests.
+#[derive(Debug, Clone, Copy)]
+struct Inject {
+    drop: f64,
+    dup: f64,
+    reorder: f64,
+}
+
+impl Inject {
+    fn any(&self) -> bool {
+        self.drop > 0.0 || self.dup > 0.0 || self.reorder > 0.0
+    }
+}
+
+#[derive(Debug, Default)]
+struct IoCounters {
+    injected_drops: u64,
+    injected_dups: u64,
+    injected_reorders: u64,
+    send_errors: u64,
+}
+
+struct State {
+    ep: Endpoint<SocketAddr>,
+    tx: Vec<u8>,
+    rx: Vec<u8>,
+    rng: u64,
+    /// Datagrams held back by reorder injection: (when, destination, bytes).
+    held: Vec<(Instant, SocketAddr, Vec<u8>)>,
+    /// A datagram the kernel refused (EAGAIN); sent before anything else.
+    stalled: Option<(SocketAddr, Vec<u8>)>,
+    io: IoCounters,
+}
+
+impl State {
+    /// xorshift64*: cheap, and deterministic quality does not matter here.
+    fn chance(&mut self, p: f64) -> bool {
+        if p <= 0.0 {
+            return false;
+        }
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        let x = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11;
+        (x as f64 / (1u64 << 53) as f64) < p
+    }
+}
+
+struct Shared {
+    me: u32,
+    verbose: u8,
+    local: SocketAddr,
+    sock: UdpSocket,
+    max_queued: usize,
+    linger: Duration,
+    inject: Inject,
+    st: Mutex<State>,
+    down: AtomicBool,
+}
+
+pub struct UdpMethod {
+    shared: Arc<Shared>,
+}
+
+/// Result of one `sendto`.
+enum Sent {
+    Ok,
+    Full,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn sendto(&self, st: &mut State, to: SocketAddr, bytes: &[u8]) -> Sent {
+        loop {
+            match self.sock.send_to(bytes, to) {
+                Ok(_) => return Sent::Ok,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::Full,
+                Err(e) => {
+                    // E.g. ENETUNREACH or EPERM from a firewall: the datagram is
+                    // lost, which the protocol handles like any other loss.
+                    st.io.send_errors += 1;
+                    if self.verbose >= 3 {
+                        eprintln!("gw[{}]: udp: sendto {to}: {e}", self.me);
+                    }
+                    return Sent::Ok;
+                }
+            }
+        }
+    }
+
+    /// Sends everything the protocol has to send (with test impairments).
+    fn flush(&self, st: &mut State, now: Instant) {
+        if let Some((to, b)) = st.stalled.take() {
+            if let Sent::Full = self.sendto(st, to, &b) {
+                st.stalled = Some((to, b));
+                return;
+            }
+        }
+        let mut sent_new = false;
+        let mut tx = std::mem::take(&mut st.tx);
+        while let Some(to) = st.ep.poll_transmit(now, &mut tx) {
+            if self.inject.any() {
+                if st.chance(self.inject.drop) {
+                    st.io.injected_drops += 1;
+                    continue;
+                }
+                if st.chance(self.inject.reorder) {
+                    st.io.injected_reorders += 1;
+                    st.held.push((now, to, tx.clone()));
+                    continue;
+                }
+                if st.chance(self.inject.dup) {
+                    st.io.injected_dups += 1;
+                    let _ = self.sendto(st, to, &tx);
+                }
+            }
+            sent_new = true;
+            if let Sent::Full = self.sendto(st, to, &tx) {
+                st.stalled = Some((to, tx.clone()));
+                break;
+            }
+        }
+        st.tx = tx;
+        // Held datagrams go out after later ones did (or after 2 ms at most).
+        if !st.held.is_empty() {
+            let held = std::mem::take(&mut st.held);
+            for (when, to, b) in held {
+                if (sent_new && when < now) || now.duration_since(when) > Duration::from_millis(2) {
+                    let _ = self.sendto(st, to, &b);
+                } else {
+                    st.held.push((when, to, b));
+                }
+            }
+        }
+    }
+
+    /// Reads every waiting datagram (bounded), runs timers, flushes, and
+    /// returns the protocol's events. The lock is released by the caller
+    /// before delivering, because handlers send (and so lock) again.
+    fn drive(&self, st: &mut State) -> Vec<Event> {
+        for _round in 0..16 {
+            let now = Instant::now();
+            let mut got = 0;
+            let mut rx = std::mem::take(&mut st.rx);
+            while got < 64 {
+                match self.sock.recv_from(&mut rx) {
+                    Ok((n, from)) => {
+                        got += 1;
+                        st.ep.handle(now, from, &rx[..n]);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => break, // WouldBlock, or an ICMP error report: nothing to read
+                }
+            }
+            st.rx = rx;
+            self.flush(st, now);
+            if got < 64 {
+                break;
+            }
+        }
+        let now = Instant::now();
+        st.ep.handle_timeout(now);
+        self.flush(st, now);
+        let mut ev = Vec::new();
+        while let Some(e) = st.ep.poll_event() {
+            ev.push(e);
+        }
+        ev
+    }
+}
+
+impl Method for UdpMethod {
+    fn name(&self) -> &'static str {
+        "udp"
+    }
+
+    fn descriptor(&self) -> Vec<u8> {
+        self.shared.local.to_string().into_bytes()
+    }
+
+    fn describe(&self, d: &[u8]) -> String {
+        format!("udp {}", String::from_utf8_lossy(d))
+    }
+
+    fn reachable(&self, remote: &[u8]) -> bool {
+        parse_addr(remote).is_some_and(|a| a.is_ipv4() == self.shared.local.is_ipv4())
+    }
+
+    fn connect(&self, peer: u32, remote: &[u8]) -> Result<Arc<dyn Link>> {
+        let addr = parse_addr(remote).ok_or_else(|| Error::Protocol { peer: peer.to_string(), what: "malformed udp descriptor".into() })?;
+        let s = &self.shared;
+        let mut st = s.lock();
+        st.ep.connect(peer, addr, Instant::now());
+        s.flush(&mut st, Instant::now());
+        if s.verbose >= 2 {
+            eprintln!("gw[{}]: udp: authenticating with context {peer} at {addr}", s.me);
+        }
+        Ok(Arc::new(UdpLink { shared: s.clone(), peer }))
+    }
+
+    fn poll(&self, sink: &mut dyn Sink) -> Result<usize> {
+        let s = &self.shared;
+        if s.down.load(Ordering::Relaxed) {
+            return Ok(0);
+        }
+        let events = {
+            let mut st = s.lock();
+            s.drive(&mut st)
+        };
+        let mut delivered = 0;
+        for e in events {
+            match e {
+                Event::Message { src, data } => {
+                    sink.deliver(src, &data);
+                    delivered += 1;
+                }
+                Event::Failed { peer, reason } => sink.link_failed(peer, reason),
+            }
+        }
+        Ok(delivered)
+    }
+
+    fn poll_class(&self) -> PollClass {
+        PollClass::Expensive
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.shared.sock.as_raw_fd())
+    }
+
+    fn has_pending_output(&self) -> bool {
+        let st = self.shared.lock();
+        st.ep.has_unacked() || st.stalled.is_some()
+    }
+
+    fn cost(&self) -> Cost {
+        Cost { latency_ns: 20_000, bandwidth_mb_s: 1_000 }
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let st = self.shared.lock();
+        let c = &st.ep.counters;
+        vec![
+            ("garbage_dropped", c.garbage),
+            ("auth_failed", c.auth_failed),
+            ("unauthenticated_dropped", c.unauthenticated),
+            ("retransmits", c.retransmits),
+            ("timeouts", c.timeouts),
+            ("duplicates", c.duplicates),
+            ("dgrams_sent", c.dgrams_sent),
+            ("dgrams_received", c.dgrams_received),
+            ("injected_drops", st.io.injected_drops),
+            ("injected_dups", st.io.injected_dups),
+            ("injected_reorders", st.io.injected_reorders),
+            ("send_errors", st.io.send_errors),
+        ]
+    }
+
+    fn shutdown(&self) {
+        let s = &self.shared;
+        if s.down.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        // Linger: the last messages (a finalize barrier's) may still need
+        // retransmitting; messages arriving now are dropped, acks are processed.
+        let end = Instant::now() + s.linger;
+        loop {
+            {
+                let mut st = s.lock();
+                let _ = s.drive(&mut st);
+                if !st.ep.has_unacked() || Instant::now() >= end {
+                    break;
+                }
+            }
+            let mut pfd = libc::pollfd { fd: s.sock.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one live pollfd, count 1.
+            unsafe { libc::poll(&mut pfd, 1, 2) };
+        }
+        if s.verbose >= 2 {
+            eprintln!("gw[{}]: udp: shut down; counters {:?}", s.me, self.counters());
+        }
+    }
+}
+
+fn parse_addr(d: &[u8]) -> Option<SocketAddr> {
+    std::str::from_utf8(d).ok()?.parse().ok()
+}
+
+struct UdpLink {
+    shared: Arc<Shared>,
+    peer: u32,
+}
+
+impl UdpLink {
+    fn failed(&self, reason: String) -> Error {
+        Error::LinkFailed { peer: self.peer, method: "udp", reason }
+    }
+}
+
+impl Link for UdpLink {
+    fn method(&self) -> &'static str {
+        "udp"
+    }
+
+    fn send(&self, iov: &[IoSlice<'_>], waiter: &dyn Waiter) -> Result<()> {
+        let s = &self.shared;
+        let mut buffered = {
+            let mut st = s.lock();
+            let now = Instant::now();
+            st.ep.send(self.peer, iov, now).map_err(|why| self.failed(why))?;
+            s.flush(&mut st, now);
+            st.ep.buffered(self.peer)
+        };
+        // Bound memory: wait (driving progress, which processes acks) while
+        // this peer holds too much unacknowledged data.
+        while buffered > s.max_queued {
+            if !waiter.progress() {
+                break;
+            }
+            let st = s.lock();
+            if let Some(why) = st.ep.failure(self.peer) {
+                return Err(self.failed(why.to_string()));
+            }
+            buffered = st.ep.buffered(self.peer);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,909 @@
+//! The reliable-datagram protocol as a deterministic state machine: no
+//! sockets, no clock, no threads (the quinn-proto shape). The socket layer
+//! ([`super`]) feeds it datagrams and the current time and sends what it
+//! polls out; the tests feed it a virtual clock and a simulated network.
+//!
+//! # Protocol
+//!
+//! Every datagram starts with a 12-byte header: magic `GU`, version, type,
+//! source context id, destination context id (little-endian).
+//!
+//! * **Authentication** (once per pair, before any data): the connector sends
+//!   `HELLO(nonce_c)`; the acceptor answers `CHALLENGE(nonce_c, nonce_a,
+//!   proof_a)`; the connector checks `proof_a` and answers `PROOF(nonce_c,
+//!   nonce_a, proof_c)`. The proofs are [`crate::auth`] MACs over both nonces
+//!   and both ids with the job secret, so neither side sends the secret and a
+//!   recorded exchange cannot be replayed. The acceptor binds the peer's id to
+//!   the source address the `PROOF` came from; afterwards data and acks are
+//!   accepted only from that address (a "name check", as in the 1998 PVM-AM
+//!   design, not a MAC per datagram, which would cost more than the copy).
+//!   Anything that fails is dropped and counted, never delivered.
+//! * **Data**: `DATA(cum_ack, seq, msg_len, offset, payload)`. Each peer has
+//!   one 64-bit sequence space of datagrams; a message longer than a datagram
+//!   is cut into consecutive sequence numbers and reassembled by offset.
+//!   `cum_ack` piggybacks the cumulative acknowledgement of the reverse
+//!   direction on every data datagram.
+//! * **Acks**: `ACK(cum_ack, ranges)`: the next expected sequence number plus
+//!   up to [`MAX_SACK`] selective ranges received beyond it.
+//!
+//! # Reliability
+//!
+//! Where the PVM-AM protocol had `depth` request buffers, each with one
+//! sequence bit and one ack per request, this one keeps a window of `depth`
+//! sequence numbers per peer (flow control: the receiver buffers at most
+//! `depth` datagrams out of order), acknowledges cumulatively and selectively,
+//! and retransmits a datagram with its *original* sequence number, so the
+//! receiver deduplicates and orders with one counter.
+//!
+//! Loss is detected two ways. Fast: every transmission gets a transmit order
+//! number; a datagram still unacknowledged when one transmitted
+//! [`REORDER_THRESHOLD`] transmissions after it has been acknowledged is lost
+//! (QUIC's packet threshold, applied to transmissions so retransmissions are
+//! covered too). Slow: the retransmission timeout (RFC 6298 estimate from
+//! unambiguous samples, Karn's rule) presumes everything in flight lost and
+//! doubles; after `retries` consecutive timeouts without progress the peer is
+//! declared unreachable and reported as [`Event::Failed`]. A congestion
+//! controller ([`super::cc`]) bounds the bytes in flight.
+
+use super::cc::{Aimd, Controller};
+use crate::auth::{self, Role, NONCE_LEN, PROOF_LEN};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::io::IoSlice;
+use std::time::{Duration, Instant};
+
+pub const MAGIC: [u8; 2] = *b"GU";
+pub const VERSION: u8 = 1;
+pub const T_HELLO: u8 = 1;
+pub const T_CHALLENGE: u8 = 2;
+pub const T_PROOF: u8 = 3;
+pub const T_DATA: u8 = 4;
+pub const T_ACK: u8 = 5;
+/// Common header: magic, version, type, source id, destination id.
+pub const HDR: usize = 12;
+/// Data header: common header, cumulative ack, sequence number, message length, offset.
+pub const DATA_HDR: usize = HDR + 8 + 8 + 4 + 4;
+/// Selective-ack ranges per ACK datagram.
+pub const MAX_SACK: usize = 16;
+/// A datagram is lost when this many later transmissions were acknowledged.
+pub const REORDER_THRESHOLD: u64 = 3;
+/// Smallest datagram the protocol works with (handshake datagrams must fit).
+pub const MIN_DGRAM: usize = 128;
+
+/// Protocol settings (from the method's parameters).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// This context's id.
+    pub me: u32,
+    /// Contexts in the job: ids at or above are refused (bounds per-peer state).
+    pub size: u32,
+    pub secret: [u8; 32],
+    /// Largest datagram sent, headers included.
+    pub dgram: usize,
+    /// Sequence-number window per peer (datagrams in flight / buffered out of order).
+    pub depth: u64,
+    /// Retransmission timeout before the first round-trip sample, and the
+    /// handshake's first retry interval.
+    pub initial_rto: Duration,
+    pub min_rto: Duration,
+    /// Cap of the exponential backoff.
+    pub max_rto: Duration,
+    /// Consecutive timeouts without progress before a peer is declared unreachable.
+    pub retries: u32,
+    /// Initial congestion window in datagrams.
+    pub initial_cwnd: usize,
+}
+
+impl Config {
+    /// Payload bytes per data datagram.
+    pub fn mss(&self) -> usize {
+        self.dgram.max(MIN_DGRAM) - DATA_HDR
+    }
+}
+
+/// What the protocol tells its user.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A whole message from `src`, in order, exactly once.
+    Message { src: u32, data: Vec<u8> },
+    /// `peer` is unreachable (retry limit) or broke the protocol; sends to it fail from now on.
+    Failed { peer: u32, reason: String },
+}
+
+/// Observable counters (tests, `gwinfo`, reports).
+#[derive(Debug, Default, Clone)]
+pub struct Counters {
+    /// Datagrams that are not ours or are malformed.
+    pub garbage: u64,
+    /// Handshake datagrams whose proof did not verify (wrong secret or forged).
+    pub auth_failed: u64,
+    /// Well-formed datagrams from a sender not (yet) authenticated at that address.
+    pub unauthenticated: u64,
+    pub retransmits: u64,
+    pub timeouts: u64,
+    /// Data datagrams received more than once.
+    pub duplicates: u64,
+    pub dgrams_sent: u64,
+    pub dgrams_received: u64,
+}
+
+#[derive(Debug)]
+struct Sent {
+    /// `msg_len | offset | payload` (everything after the sequence number).
+    body: Vec<u8>,
+    acked: bool,
+    in_flight: bool,
+    retransmitted: bool,
+    /// Transmit order number of the latest transmission.
+    tx: u64,
+    sent_at: Instant,
+}
+
+/// Our side of the handshake as connector.
+#[derive(Debug, Clone)]
+enum Hs {
+    Idle,
+    Hello { nonce: [u8; NONCE_LEN], next: Instant, tries: u32 },
+    Proof { nonce: [u8; NONCE_LEN], theirs: [u8; NONCE_LEN], next: Instant, tries: u32 },
+    Done,
+}
+
+#[derive(Debug)]
+struct Peer<A> {
+    addr: Option<A>,
+    hs: Hs,
+    /// Acceptor side: (their nonce, our nonce) of the latest HELLO answered.
+    acc: Option<([u8; NONCE_LEN], [u8; NONCE_LEN])>,
+    /// We checked their proof.
+    verified: bool,
+    /// They checked ours (they sent PROOF, or any data/ack after our PROOF).
+    confirmed: bool,
+    failed: Option<String>,
+    // Send side.
+    snd_una: u64,
+    /// Datagrams from `snd_una` on: unacknowledged, then never sent.
+    pkts: VecDeque<Sent>,
+    next_new: u64,
+    buffered: usize,
+    lost: BTreeSet<u64>,
+    /// Transmission order -> sequence number (entries go stale lazily).
+    txmap: BTreeMap<u64, u64>,
+    largest_acked_tx: Option<u64>,
+    /// Next transmit order number (monotonic, never reused).
+    next_tx: u64,
+    in_flight: usize,
+    cc: Box<dyn Controller>,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    rto: Duration,
+    backoff: u32,
+    // Receive side.
+    rcv_next: u64,
+    ooo: BTreeMap<u64, Vec<u8>>,
+    asm: Vec<u8>,
+    asm_len: Option<u32>,
+    ack_pending: bool,
+}
+
+impl<A> Peer<A> {
+    fn new(cfg: &Config) -> Self {
+        Peer {
+            addr: None,
+            hs: Hs::Idle,
+            acc: None,
+            verified: false,
+            confirmed: false,
+            failed: None,
+            snd_una: 0,
+            pkts: VecDeque::new(),
+            next_new: 0,
+            buffered: 0,
+            lost: BTreeSet::new(),
+            txmap: BTreeMap::new(),
+            largest_acked_tx: None,
+            next_tx: 0,
+            in_flight: 0,
+            cc: Box::new(Aimd::new(cfg.mss(), cfg.initial_cwnd, cfg.depth as usize)),
+            srtt: None,
+            rttvar: Duration::ZERO,
+            rto: cfg.initial_rto,
+            backoff: 0,
+            rcv_next: 0,
+            ooo: BTreeMap::new(),
+            asm: Vec::new(),
+            asm_len: None,
+            ack_pending: false,
+        }
+    }
+
+    fn established(&self) -> bool {
+        self.verified && self.confirmed && self.failed.is_none()
+    }
+
+    fn end_seq(&self) -> u64 {
+        self.snd_una + self.pkts.len() as u64
+    }
+
+    fn pkt(&mut self, seq: u64) -> Option<&mut Sent> {
+        let i = seq.checked_sub(self.snd_una)?;
+        self.pkts.get_mut(usize::try_from(i).ok()?)
+    }
+
+    /// The oldest transmission still in flight (drops stale map entries).
+    fn oldest_in_flight(&mut self) -> Option<Instant> {
+        while let Some((&tx, &seq)) = self.txmap.first_key_value() {
+            match self.pkt(seq) {
+                Some(p) if p.tx == tx && p.in_flight && !p.acked => return Some(p.sent_at),
+                _ => {
+                    self.txmap.pop_first();
+                }
+            }
+        }
+        None
+    }
+
+    fn rto_deadline(&mut self, cfg: &Config) -> Option<Instant> {
+        let t = self.oldest_in_flight()?;
+        Some(t + backoff(self.rto, self.backoff, cfg.max_rto))
+    }
+
+    fn rtt_sample(&mut self, r: Duration, cfg: &Config) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2;
+            }
+            Some(s) => {
+                let diff = if s > r { s - r } else { r - s };
+                self.rttvar = (self.rttvar * 3 + diff) / 4;
+                self.srtt = Some((s * 7 + r) / 8);
+            }
+        }
+        let s = self.srtt.unwrap_or(r);
+        self.rto = (s + (self.rttvar * 4).max(Duration::from_micros(500))).clamp(cfg.min_rto, cfg.max_rto);
+    }
+}
+
+fn backoff(base: Duration, n: u32, max: Duration) -> Duration {
+    base.saturating_mul(1u32 << n.min(20)).min(max)
+}
+
+fn header(buf: &mut Vec<u8>, ty: u8, src: u32, dst: u32) {
+    buf.clear();
+    buf.extend_from_slice(&MAGIC);
+    buf.push(VERSION);
+    buf.push(ty);
+    buf.extend_from_slice(&src.to_le_bytes());
+    buf.extend_from_slice(&dst.to_le_bytes());
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn nonce_at(b: &[u8], at: usize) -> Option<[u8; NONCE_LEN]> {
+    b.get(at..at + NONCE_LEN)?.try_into().ok()
+}
+
+/// One context's protocol state for all its peers. `A` is the transport
+/// address (a `SocketAddr` in the method, a number in the simulator).
+pub struct Endpoint<A> {
+    cfg: Config,
+    peers: HashMap<u32, Peer<A>>,
+    /// Peer ids in round-robin order for transmission fairness.
+    order: Vec<u32>,
+    cursor: usize,
+    /// Handshake datagrams waiting to go out.
+    ctl: VecDeque<(A, Vec<u8>)>,
+    events: VecDeque<Event>,
+    pub counters: Counters,
+}
+
+impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
+    pub fn new(mut cfg: Config) -> Self {
+        cfg.dgram = cfg.dgram.clamp(MIN_DGRAM, 65507);
+        cfg.depth = cfg.depth.max(4);
+        Endpoint { cfg, peers: HashMap::new(), order: Vec::new(), cursor: 0, ctl: VecDeque::new(), events: VecDeque::new(), counters: Counters::default() }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    fn peer_mut(&mut self, id: u32) -> &mut Peer<A> {
+        if !self.peers.contains_key(&id) {
+            self.peers.insert(id, Peer::new(&self.cfg));
+            self.order.push(id);
+        }
+        self.peers.get_mut(&id).expect("inserted above")
+    }
+
+    /// Makes `peer` reachable at `addr` and starts authenticating it (if not done).
+    pub fn connect(&mut self, peer: u32, addr: A, now: Instant) {
+        let (me, rto) = (self.cfg.me, self.cfg.initial_rto);
+        let p = self.peer_mut(peer);
+        if p.failed.is_some() || p.verified {
+            return;
+        }
+        p.addr = Some(addr);
+        if matches!(p.hs, Hs::Idle) {
+            let nonce = auth::nonce();
+            p.hs = Hs::Hello { nonce, next: now + rto, tries: 0 };
+            let mut b = Vec::with_capacity(HDR + NONCE_LEN);
+            header(&mut b, T_HELLO, me, peer);
+            b.extend_from_slice(&nonce);
+            self.ctl.push_back((addr, b));
+        }
+    }
+
+    /// Why sends to `peer` fail, if they do.
+    pub fn failure(&self, peer: u32) -> Option<&str> {
+        self.peers.get(&peer).and_then(|p| p.failed.as_deref())
+    }
+
+    /// Queues one message (the concatenation of `iov`) for `peer`. Fails only
+    /// if the peer has been declared failed or the message is too long.
+    pub fn send(&mut self, peer: u32, iov: &[IoSlice<'_>], now: Instant) -> Result<(), String> {
+        let mss = self.cfg.mss();
+        let total: usize = iov.iter().map(|s| s.len()).sum();
+        let msg_len = u32::try_from(total).map_err(|_| format!("message of {total} bytes exceeds the 4 GiB limit of udp"))?;
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return Err(format!("no udp link to context {peer} (connect first)"));
+        };
+        if let Some(why) = &p.failed {
+            return Err(why.clone());
+        }
+        let mut parts = iov.iter().map(|s| &s[..]).filter(|s| !s.is_empty());
+        let mut cur: &[u8] = parts.next().unwrap_or(&[]);
+        let mut off = 0usize;
+        loop {
+            let n = (total - off).min(mss);
+            let mut body = Vec::with_capacity(8 + n);
+            body.extend_from_slice(&msg_len.to_le_bytes());
+            body.extend_from_slice(&(off as u32).to_le_bytes());
+            let mut need = n;
+            while need > 0 {
+                if cur.is_empty() {
+                    cur = parts.next().unwrap_or(&[]);
+                    if cur.is_empty() {
+                        break; // cannot happen: `total` counted these slices
+                    }
+                }
+                let k = need.min(cur.len());
+                body.extend_from_slice(&cur[..k]);
+                cur = &cur[k..];
+                need -= k;
+            }
+            p.buffered += n;
+            p.pkts.push_back(Sent { body, acked: false, in_flight: false, retransmitted: false, tx: 0, sent_at: now });
+            off += n;
+            if off >= total {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes queued or unacknowledged for `peer` (for the sender's memory bound).
+    pub fn buffered(&self, peer: u32) -> usize {
+        self.peers.get(&peer).map_or(0, |p| p.buffered)
+    }
+
+    /// Whether any data is not yet acknowledged by a live peer.
+    pub fn has_unacked(&self) -> bool {
+        self.peers.values().any(|p| p.failed.is_none() && !p.pkts.is_empty())
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn fail(&mut self, peer: u32, reason: String) {
+        if let Some(p) = self.peers.get_mut(&peer) {
+            if p.failed.is_some() {
+                return;
+            }
+            p.failed = Some(reason.clone());
+            p.pkts.clear();
+            p.lost.clear();
+            p.txmap.clear();
+            p.ooo.clear();
+            p.asm = Vec::new();
+            p.in_flight = 0;
+            p.buffered = 0;
+            self.events.push_back(Event::Failed { peer, reason });
+        }
+    }
+
+    /// Processes one received datagram. Never panics on any input.
+    pub fn handle(&mut self, now: Instant, from: A, d: &[u8]) {
+        self.counters.dgrams_received += 1;
+        if d.len() < HDR || d[..2] != MAGIC || d[2] != VERSION {
+            self.counters.garbage += 1;
+            return;
+        }
+        let ty = d[3];
+        let (Some(src), Some(dst)) = (u32_at(d, 4), u32_at(d, 8)) else {
+            self.counters.garbage += 1;
+            return;
+        };
+        if dst != self.cfg.me || src >= self.cfg.size {
+            self.counters.garbage += 1;
+            return;
+        }
+        match ty {
+            T_HELLO => self.on_hello(from, src, d),
+            T_CHALLENGE => self.on_challenge(now, from, src, d),
+            T_PROOF => self.on_proof(from, src, d),
+            T_DATA | T_ACK => {
+                let ok = self.peers.get(&src).is_some_and(|p| p.verified && p.failed.is_none() && p.addr == Some(from));
+                if !ok {
+                    self.counters.unauthenticated += 1;
+                    return;
+                }
+                let r = if ty == T_DATA { self.on_data(now, src, d) } else { self.on_ack_dgram(now, src, d) };
+                if let Err(why) = r {
+                    self.fail(src, format!("protocol error from context {src}: {why}"));
+                }
+            }
+            _ => self.counters.garbage += 1,
+        }
+    }
+
+    fn on_hello(&mut self, from: A, src: u32, d: &[u8]) {
+        let Some(theirs) = nonce_at(d, HDR).filter(|_| d.len() == HDR + NONCE_LEN) else {
+            self.counters.garbage += 1;
+            return;
+        };
+        let (me, secret) = (self.cfg.me, self.cfg.secret);
+        let p = self.peer_mut(src);
+        if p.failed.is_some() {
+            return;
+        }
+        // A retransmitted HELLO gets the same challenge (same nonce), so a
+        // late PROOF for the first one still verifies.
+        let mine = match p.acc {
+            Some((t, m)) if t == theirs => m,
+            _ => {
+                let m = auth::nonce();
+                p.acc = Some((theirs, m));
+                m
+            }
+        };
+        let proof = auth::proof(&secret, Role::Acceptor, &mine, &theirs, me, src);
+        let mut b = Vec::with_capacity(HDR + 2 * NONCE_LEN + PROOF_LEN);
+        header(&mut b, T_CHALLENGE, me, src);
+        b.extend_from_slice(&theirs);
+        b.extend_from_slice(&mine);
+        b.extend_from_slice(&proof);
+        self.ctl.push_back((from, b));
+    }
+
+    fn on_challenge(&mut self, now: Instant, from: A, src: u32, d: &[u8]) {
+        let (Some(echo), Some(theirs), Some(proof)) =
+            (nonce_at(d, HDR), nonce_at(d, HDR + NONCE_LEN), d.get(HDR + 2 * NONCE_LEN..).filter(|p| p.len() == PROOF_LEN))
+        else {
+            self.counters.garbage += 1;
+            return;
+        };
+        let (me, secret, rto) = (self.cfg.me, self.cfg.secret, self.cfg.initial_rto);
+        let Some(p) = self.peers.get_mut(&src).filter(|p| p.failed.is_none() && p.addr == Some(from)) else {
+            self.counters.unauthenticated += 1;
+            return;
+        };
+        let ours = match &p.hs {
+            Hs::Hello { nonce, .. } if *nonce == echo => *nonce,
+            // A duplicate challenge: our PROOF may have been lost; answer again.
+            Hs::Proof { nonce, theirs: t, .. } if *nonce == echo && *t == theirs => *nonce,
+            _ => {
+                self.counters.unauthenticated += 1; // stale or unsolicited
+                return;
+            }
+        };
+        if !auth::verify(&secret, Role::Acceptor, &theirs, &ours, src, me, proof) {
+            self.counters.auth_failed += 1;
+            return;
+        }
+        p.verified = true;
+        if !p.confirmed {
+            let tries = if let Hs::Proof { tries, .. } = p.hs { tries } else { 0 };
+            p.hs = Hs::Proof { nonce: ours, theirs, next: now + rto, tries };
+        }
+        let b = proof_dgram(&secret, me, src, &ours, &theirs);
+        self.ctl.push_back((from, b));
+    }
+
+    fn on_proof(&mut self, from: A, src: u32, d: &[u8]) {
+        let (Some(theirs), Some(mine), Some(proof)) =
+            (nonce_at(d, HDR), nonce_at(d, HDR + NONCE_LEN), d.get(HDR + 2 * NONCE_LEN..).filter(|p| p.len() == PROOF_LEN))
+        else {
+            self.counters.garbage += 1;
+            return;
+        };
+        let (me, secret) = (self.cfg.me, self.cfg.secret);
+        let Some(p) = self.peers.get_mut(&src).filter(|p| p.failed.is_none()) else {
+            self.counters.unauthenticated += 1;
+            return;
+        };
+        if p.acc != Some((theirs, mine)) {
+            self.counters.unauthenticated += 1;
+            return;
+        }
+        if !auth::verify(&secret, Role::Connector, &theirs, &mine, src, me, proof) {
+            self.counters.auth_failed += 1;
+            return;
+        }
+        // Both sides have now proved knowledge of the secret to each other.
+        p.addr = Some(from);
+        p.verified = true;
+        p.confirmed = true;
+        p.hs = Hs::Done;
+        p.ack_pending = true; // tells the connector we accepted its proof
+    }
+
+    fn on_ack_dgram(&mut self, now: Instant, src: u32, d: &[u8]) -> Result<(), String> {
+        let cum = u64_at(d, HDR).ok_or("short ack")?;
+        let n = *d.get(HDR + 8).ok_or("short ack")? as usize;
+        if n > MAX_SACK || d.len() != HDR + 9 + 12 * n {
+            return Err("malformed ack".into());
+        }
+        let mut ranges = [(0u64, 0u64); MAX_SACK];
+        for (i, r) in ranges.iter_mut().take(n).enumerate() {
+            let at = HDR + 9 + 12 * i;
+            let start = u64_at(d, at).ok_or("short ack")?;
+            let len = u32_at(d, at + 8).ok_or("short ack")? as u64;
+            *r = (start, start.saturating_add(len));
+        }
+        self.on_ack(now, src, cum, &ranges[..n])
+    }
+
+    fn on_ack(&mut self, now: Instant, src: u32, cum: u64, ranges: &[(u64, u64)]) -> Result<(), String> {
+        let cfg = self.cfg.clone();
+        let Some(p) = self.peers.get_mut(&src) else { return Ok(()) };
+        if !p.confirmed {
+            // Any ack after our PROOF means the peer accepted it.
+            p.confirmed = true;
+            p.hs = Hs::Done;
+        }
+        let end = p.snd_una.max(p.next_new);
+        if cum > end {
+            return Err(format!("acknowledges sequence {cum} never sent (next is {end})"));
+        }
+        let mut progress = false;
+        let mut ack_one = |p: &mut Peer<A>, seq: u64| {
+            let Some(s) = p.pkt(seq) else { return };
+            if s.acked {
+                return;
+            }
+            s.acked = true;
+            let (len, sent_at, retrans, tx, was_in_flight) = (s.body.len() - 8, s.sent_at, s.retransmitted, s.tx, s.in_flight);
+            s.in_flight = false;
+            if was_in_flight {
+                p.in_flight -= len.min(p.in_flight);
+            }
+            p.lost.remove(&seq);
+            p.largest_acked_tx = Some(p.largest_acked_tx.map_or(tx, |l| l.max(tx)));
+            if !retrans {
+                p.rtt_sample(now.saturating_duration_since(sent_at), &cfg);
+            }
+            p.cc.on_ack(now, sent_at, len.max(1));
+            progress = true;
+        };
+        for seq in p.snd_una..cum {
+            ack_one(p, seq);
+        }
+        for &(a, b) in ranges {
+            for seq in a.max(cum)..b.min(end) {
+                ack_one(p, seq);
+            }
+        }
+        while p.pkts.front().is_some_and(|s| s.acked) {
+            if let Some(s) = p.pkts.pop_front() {
+                p.buffered -= (s.body.len() - 8).min(p.buffered);
+            }
+            p.snd_una += 1;
+        }
+        if progress {
+            p.backoff = 0;
+        }
+        // Fast loss detection by transmission order.
+        if let Some(largest) = p.largest_acked_tx {
+            while let Some((&tx, &seq)) = p.txmap.first_key_value() {
+                if tx + REORDER_THRESHOLD > largest {
+                    break;
+                }
+                p.txmap.pop_first();
+                let Some(s) = p.pkt(seq) else { continue };
+                if s.tx != tx || s.acked || !s.in_flight {
+                    continue;
+                }
+                s.in_flight = false;
+                let (len, sent_at) = (s.body.len() - 8, s.sent_at);
+                p.in_flight -= len.min(p.in_flight);
+                p.lost.insert(seq);
+                p.cc.on_loss(now, sent_at);
+            }
+        }
+        Ok(())
+    }
+
+    fn on_data(&mut self, now: Instant, src: u32, d: &[u8]) -> Result<(), String> {
+        if d.len() < DATA_HDR {
+            return Err("short data datagram".into());
+        }
+        let cum = u64_at(d, HDR).ok_or("short data")?;
+        let seq = u64_at(d, HDR + 8).ok_or("short data")?;
+        self.on_ack(now, src, cum, &[])?;
+        let depth = self.cfg.depth;
+        let Some(p) = self.peers.get_mut(&src) else { return Ok(()) };
+        p.ack_pending = true;
+        if seq < p.rcv_next || p.ooo.contains_key(&seq) {
+            self.counters.duplicates += 1;
+            return Ok(());
+        }
+        if seq >= p.rcv_next + depth {
+            return Ok(()); // beyond the window: the sender broke flow control or it is stale; it retransmits
+        }
+        let body = &d[HDR + 16..];
+        if seq > p.rcv_next {
+            p.ooo.insert(seq, body.to_vec());
+            return Ok(());
+        }
+        let mut out = Vec::new();
+        reassemble(p, body, src, &mut out)?;
+        p.rcv_next += 1;
+        while let Some(b) = p.ooo.remove(&p.rcv_next) {
+            reassemble(p, &b, src, &mut out)?;
+            p.rcv_next += 1;
+        }
+        self.events.extend(out);
+        Ok(())
+    }
+
+    /// Runs timers: handshake retries, retransmission timeouts, the retry limit.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let cfg = self.cfg.clone();
+        let mut failures = Vec::new();
+        for (&id, p) in self.peers.iter_mut() {
+            if p.failed.is_some() {
+                continue;
+            }
+            // Handshake retries (exponential backoff from the initial timeout).
+            match p.hs.clone() {
+                Hs::Hello { nonce, next, tries } if now >= next => {
+                    if tries >= cfg.retries {
+                        failures.push((id, format!(
+                            "context {id} did not complete authentication after {} attempts: it is dead, unreachable, or does not share the job secret",
+                            tries + 1
+                        )));
+                        continue;
+                    }
+                    p.hs = Hs::Hello { nonce, next: now + backoff(cfg.initial_rto, tries + 1, cfg.max_rto), tries: tries + 1 };
+                    if let Some(a) = p.addr {
+                        let mut b = Vec::with_capacity(HDR + NONCE_LEN);
+                        header(&mut b, T_HELLO, cfg.me, id);
+                        b.extend_from_slice(&nonce);
+                        self.ctl.push_back((a, b));
+                    }
+                }
+                Hs::Proof { nonce, theirs, next, tries } if now >= next && !p.confirmed => {
+                    if tries >= cfg.retries {
+                        failures.push((id, format!("context {id} never confirmed authentication after {} attempts", tries + 1)));
+                        continue;
+                    }
+                    p.hs = Hs::Proof { nonce, theirs, next: now + backoff(cfg.initial_rto, tries + 1, cfg.max_rto), tries: tries + 1 };
+                    if let Some(a) = p.addr {
+                        self.ctl.push_back((a, proof_dgram(&cfg.secret, cfg.me, id, &nonce, &theirs)));
+                    }
+                }
+                _ => {}
+            }
+            // Retransmission timeout: everything in flight is presumed lost.
+            if let Some(deadline) = p.rto_deadline(&cfg) {
+                if now >= deadline {
+                    self.counters.timeouts += 1;
+                    p.backoff += 1;
+                    if p.backoff > cfg.retries {
+                        let waited = (0..p.backoff).map(|i| backoff(p.rto, i, cfg.max_rto)).sum::<Duration>();
+                        failures.push((id, format!(
+                            "context {id} is unreachable: no acknowledgement after {} retransmissions over {:.1} s (peer dead or network down)",
+                            cfg.retries,
+                            waited.as_secs_f64()
+                        )));
+                        continue;
+                    }
+                    let base = p.snd_una;
+                    for (i, s) in p.pkts.iter_mut().enumerate() {
+                        if s.in_flight && !s.acked {
+                            s.in_flight = false;
+                            p.lost.insert(base + i as u64);
+                        }
+                    }
+                    p.in_flight = 0;
+                    p.txmap.clear();
+                    p.cc.on_timeout(now);
+                }
+            }
+        }
+        for (id, why) in failures {
+            self.fail(id, why);
+        }
+    }
+
+    /// The next instant at which [`handle_timeout`](Self::handle_timeout) has work.
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        let cfg = self.cfg.clone();
+        let mut t: Option<Instant> = None;
+        for p in self.peers.values_mut() {
+            if p.failed.is_some() {
+                continue;
+            }
+            let hs = match p.hs {
+                Hs::Hello { next, .. } => Some(next),
+                Hs::Proof { next, .. } if !p.confirmed => Some(next),
+                _ => None,
+            };
+            for c in [hs, p.rto_deadline(&cfg)].into_iter().flatten() {
+                t = Some(t.map_or(c, |t| t.min(c)));
+            }
+        }
+        t
+    }
+
+    /// Writes the next datagram to send into `buf` and returns its destination.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<A> {
+        if let Some((a, b)) = self.ctl.pop_front() {
+            buf.clear();
+            buf.extend_from_slice(&b);
+            self.counters.dgrams_sent += 1;
+            return Some(a);
+        }
+        let n = self.order.len();
+        for k in 0..n {
+            let idx = (self.cursor + k) % n;
+            let id = self.order[idx];
+            let Some(p) = self.peers.get_mut(&id) else { continue };
+            let Some(addr) = p.addr else { continue };
+            if p.failed.is_some() || !p.verified {
+                continue;
+            }
+            if p.established() {
+                if let Some(seq) = self.next_data(id, now) {
+                    let p = self.peers.get_mut(&id).expect("present");
+                    let cum = p.rcv_next;
+                    if p.ooo.is_empty() {
+                        p.ack_pending = false;
+                    }
+                    let Some(s) = p.pkt(seq) else { continue };
+                    header(buf, T_DATA, self.cfg.me, id);
+                    buf.extend_from_slice(&cum.to_le_bytes());
+                    buf.extend_from_slice(&seq.to_le_bytes());
+                    buf.extend_from_slice(&s.body);
+                    self.cursor = (idx + 1) % n;
+                    self.counters.dgrams_sent += 1;
+                    return Some(addr);
+                }
+            }
+            let p = self.peers.get_mut(&id).expect("present");
+            if p.ack_pending {
+                p.ack_pending = false;
+                header(buf, T_ACK, self.cfg.me, id);
+                buf.extend_from_slice(&p.rcv_next.to_le_bytes());
+                let at = buf.len();
+                buf.push(0);
+                let mut runs = 0u8;
+                let mut it = p.ooo.keys().copied().peekable();
+                while let Some(start) = it.next() {
+                    if runs as usize == MAX_SACK {
+                        break;
+                    }
+                    let mut end = start + 1;
+                    while it.peek() == Some(&end) {
+                        it.next();
+                        end += 1;
+                    }
+                    buf.extend_from_slice(&start.to_le_bytes());
+                    buf.extend_from_slice(&((end - start).min(u32::MAX as u64) as u32).to_le_bytes());
+                    runs += 1;
+                }
+                buf[at] = runs;
+                self.cursor = (idx + 1) % n;
+                self.counters.dgrams_sent += 1;
+                return Some(addr);
+            }
+        }
+        None
+    }
+
+    /// Picks the next datagram for an established peer (a lost one first, then
+    /// new data) if the congestion and sequence windows allow, and records its
+    /// transmission.
+    fn next_data(&mut self, id: u32, now: Instant) -> Option<u64> {
+        let depth = self.cfg.depth;
+        let p = self.peers.get_mut(&id)?;
+        let window = p.cc.window();
+        let seq = if let Some(&seq) = p.lost.first() {
+            seq
+        } else if p.next_new < p.end_seq() && p.next_new < p.snd_una + depth {
+            p.next_new
+        } else {
+            return None;
+        };
+        let len = p.pkt(seq)?.body.len() - 8;
+        if p.in_flight > 0 && p.in_flight + len > window {
+            return None;
+        }
+        let retrans = seq < p.next_new;
+        if retrans {
+            p.lost.remove(&seq);
+            self.counters.retransmits += 1;
+        } else {
+            p.next_new += 1;
+        }
+        let tx = p.next_tx;
+        p.next_tx += 1;
+        let s = p.pkt(seq)?;
+        s.tx = tx;
+        s.sent_at = now;
+        s.in_flight = true;
+        s.retransmitted |= retrans;
+        p.txmap.insert(tx, seq);
+        p.in_flight += len;
+        Some(seq)
+    }
+}
+
+fn proof_dgram(secret: &[u8; 32], me: u32, peer: u32, ours: &[u8; NONCE_LEN], theirs: &[u8; NONCE_LEN]) -> Vec<u8> {
+    let proof = auth::proof(secret, Role::Connector, ours, theirs, me, peer);
+    let mut b = Vec::with_capacity(HDR + 2 * NONCE_LEN + PROOF_LEN);
+    header(&mut b, T_PROOF, me, peer);
+    b.extend_from_slice(ours);
+    b.extend_from_slice(theirs);
+    b.extend_from_slice(&proof);
+    b
+}
+
+/// Appends one in-order fragment (`msg_len | offset | payload`) to the
+/// peer's reassembly buffer, emitting the message when it is complete.
+fn reassemble<A>(p: &mut Peer<A>, body: &[u8], src: u32, out: &mut Vec<Event>) -> Result<(), String> {
+    let msg_len = u32_at(body, 0).ok_or("short fragment")?;
+    let off = u32_at(body, 4).ok_or("short fragment")?;
+    let payload = &body[8..];
+    match p.asm_len {
+        None => {
+            if off != 0 {
+                return Err(format!("fragment at offset {off} without a first fragment"));
+            }
+            if payload.len() as u64 == msg_len as u64 {
+                out.push(Event::Message { src, data: payload.to_vec() });
+                return Ok(());
+            }
+            if payload.len() as u64 > msg_len as u64 {
+                return Err("fragment longer than its message".into());
+            }
+            // Grow with the data rather than trusting the announced length up front.
+            p.asm = Vec::with_capacity((msg_len as usize).min(4 << 20));
+            p.asm.extend_from_slice(payload);
+            p.asm_len = Some(msg_len);
+        }
+        Some(len) => {
+            if len != msg_len || off as usize != p.asm.len() {
+                return Err(format!("fragment ({msg_len}, {off}) does not continue message ({len}, {})", p.asm.len()));
+            }
+            if p.asm.len() + payload.len() > len as usize {
+                return Err("fragment overruns its message".into());
+            }
+            p.asm.extend_from_slice(payload);
+            if p.asm.len() == len as usize {
+                p.asm_len = None;
+                out.push(Event::Message { src, data: std::mem::take(&mut p.asm) });
+            }
+        }
+    }
+    Ok(())
+}
