@@ -111,6 +111,9 @@ pub struct Registry {
     plans: IdMap<(FormatId, FormatId), Arc<Plan>>,
     slots: IdMap<FormatId, Arc<Vec<VarSlot>>>,
     policy: OverflowPolicy,
+    /// The last (wire id, native id) pair decoded and its plan: a stream of
+    /// records of one format skips the hash look-up entirely.
+    last: Option<(FormatId, FormatId, Arc<Plan>)>,
 }
 
 impl Registry {
@@ -160,29 +163,30 @@ impl Registry {
         let wire = self
             .formats
             .get(&rec.id)
-            .cloned()
             .ok_or(WireError::UnknownFormat(rec.id))?;
-        rec.check_format(&wire)?;
+        rec.check_format(wire)?;
         if rec.id == native.id() {
             if wire.has_var() {
                 // O(number of slots), not O(size): only the slots are checked.
-                let slots = match self.slots.get(&wire.id()) {
-                    Some(s) => s.clone(),
-                    None => {
-                        let s = Arc::new(var_slots(&wire)?);
-                        self.slots.insert(wire.id(), s.clone());
-                        s
+                let size = wire.size() as usize;
+                if !self.slots.contains_key(&rec.id) {
+                    let s = Arc::new(var_slots(wire)?);
+                    self.slots.insert(rec.id, s);
+                }
+                if let Some(slots) = self.slots.get(&rec.id) {
+                    for s in slots.iter() {
+                        slot_range(s, rec.payload, size)?;
                     }
-                };
-                for s in slots.iter() {
-                    slot_range(s, rec.payload, wire.size() as usize)?;
                 }
             }
+            // No Arc clone of the wire format on this path: the in-place
+            // decode is a few compares, and atomic increments would dominate.
             return Ok(Decoded {
                 format: native.clone(),
                 bytes: Cow::Borrowed(rec.payload),
             });
         }
+        let wire = wire.clone();
         let plan = self.plan(&wire, native)?;
         let mut out = Vec::new();
         plan.run(rec.payload, &mut out)?;
@@ -200,11 +204,26 @@ impl Registry {
         native: &Arc<Format>,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        // Hot path: the plan is cached, so one look-up and no Arc clones.
+        // Hot path: same pair as last time. The plan was built for exactly
+        // this wire id, so the header check reduces to the fixed length.
+        if let Some((w, n, p)) = &self.last {
+            if *w == rec.id && *n == native.id() {
+                if rec.fixed_len as usize != p.src_size() {
+                    return Err(WireError::BadHeader(format!(
+                        "fixed length {} but format {} has size {}",
+                        rec.fixed_len,
+                        rec.id,
+                        p.src_size()
+                    )));
+                }
+                return p.run(rec.payload, out);
+            }
+        }
         if let Some(p) = self.plans.get(&(rec.id, native.id())) {
             if let Some(w) = self.formats.get(&rec.id) {
                 rec.check_format(w)?;
             }
+            self.last = Some((rec.id, native.id(), p.clone()));
             return p.run(rec.payload, out);
         }
         let wire = self
@@ -214,6 +233,7 @@ impl Registry {
             .ok_or(WireError::UnknownFormat(rec.id))?;
         rec.check_format(&wire)?;
         let plan = self.plan(&wire, native)?;
+        self.last = Some((rec.id, native.id(), plan.clone()));
         plan.run(rec.payload, out)
     }
 

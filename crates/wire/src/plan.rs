@@ -110,6 +110,10 @@ pub struct Plan {
     src_slots: Vec<VarSlot>,
     names: Vec<String>,
     policy: OverflowPolicy,
+    /// Byte ranges of the native fixed part that no operation writes
+    /// (padding, missing fields): the only bytes to zero when `out` is
+    /// reused, instead of clearing the whole record. `None`: zero it all.
+    gaps: Option<Vec<(u32, u32)>>,
 }
 
 struct Ctx<'a> {
@@ -154,15 +158,43 @@ impl Plan {
         let ops = merge(ops);
         let var_ops = std::mem::take(&mut cx.var_ops);
         let names = std::mem::take(&mut cx.names);
+        let (src_size, dst_size) = (wire.size() as usize, native.size() as usize);
+        // The executor uses unchecked pointer accesses; this is what makes
+        // them sound: every operation stays inside the fixed parts (checked
+        // against the payload length once per record) or, for variable
+        // arrays, inside one element.
+        check_extent(&ops, src_size, dst_size)?;
+        for v in &var_ops {
+            if let VarKind::Arr {
+                src_elem,
+                dst_elem,
+                ops,
+                ..
+            } = &v.kind
+            {
+                check_extent(ops, *src_elem, *dst_elem)?;
+            }
+        }
+        let gaps = gaps(&ops, &var_ops, dst_size);
         Ok(Plan {
             ops,
             var_ops,
-            src_size: wire.size() as usize,
-            dst_size: native.size() as usize,
+            src_size,
+            dst_size,
             src_slots,
             names,
             policy,
+            gaps,
         })
+    }
+
+    /// Size of the wire format's fixed part (what `run` requires at least).
+    pub fn src_size(&self) -> usize {
+        self.src_size
+    }
+    /// Size of the native fixed part `run` produces.
+    pub fn dst_size(&self) -> usize {
+        self.dst_size
     }
 
     /// Number of top-level operations after merging (for tests and tuning).
@@ -190,9 +222,11 @@ impl Plan {
         for s in &self.src_slots {
             slot_range(s, payload, self.src_size)?;
         }
-        out.clear();
-        out.resize(self.dst_size, 0);
-        exec(&self.ops, payload, 0, out, 0, self)?;
+        self.prepare(out);
+        // SAFETY: `payload` has at least src_size bytes (checked above) and
+        // `out` exactly dst_size; compile() checked every op's extent
+        // against these sizes (check_extent).
+        unsafe { exec(&self.ops, payload.as_ptr(), out.as_mut_ptr(), self)? };
         for v in &self.var_ops {
             let r = slot_range(&v.src, payload, self.src_size)?;
             let (_, n) = v.src.read(payload)?;
@@ -230,11 +264,36 @@ impl Plan {
                     out.resize(total, 0);
                     if *identity {
                         out[pad..].copy_from_slice(data);
+                    } else if data.len() != n * src_elem {
+                        return Err(WireError::BadVarField {
+                            field: v.src.path.clone(),
+                            reason: "length is not a whole number of elements".into(),
+                        });
                     } else if let Some(op) = scaled(ops, n) {
-                        exec(std::slice::from_ref(&op), data, 0, out, pad, self)?;
+                        // SAFETY: the scaled op touches n elements: n*src_elem
+                        // bytes of `data` (checked just above) and n*dst_elem
+                        // bytes of `out` from `pad` (resized to that above).
+                        unsafe {
+                            exec(
+                                std::slice::from_ref(&op),
+                                data.as_ptr(),
+                                out.as_mut_ptr().add(pad),
+                                self,
+                            )?
+                        };
                     } else {
                         for i in 0..n {
-                            exec(ops, data, i * src_elem, out, pad + i * dst_elem, self)?;
+                            // SAFETY: element i lies inside `data` and inside
+                            // `out[pad..]` as above; the body stays inside one
+                            // element (check_extent at compile time).
+                            unsafe {
+                                exec(
+                                    ops,
+                                    data.as_ptr().add(i * src_elem),
+                                    out.as_mut_ptr().add(pad + i * dst_elem),
+                                    self,
+                                )?
+                            };
                         }
                     }
                     v.dst
@@ -243,6 +302,171 @@ impl Plan {
             }
         }
         Ok(())
+    }
+}
+
+impl Plan {
+    /// Make `out` exactly the native fixed part with every byte that no
+    /// operation writes set to zero. A reused buffer of the right length only
+    /// has its gaps cleared (a 100-byte record has a few bytes of padding).
+    #[inline]
+    fn prepare(&self, out: &mut Vec<u8>) {
+        match &self.gaps {
+            Some(gaps) if out.len() >= self.dst_size => {
+                out.truncate(self.dst_size);
+                for &(a, n) in gaps {
+                    out[a as usize..(a + n) as usize].fill(0);
+                }
+            }
+            _ => {
+                out.clear();
+                out.resize(self.dst_size, 0);
+            }
+        }
+    }
+}
+
+/// Furthest (source, destination) byte any of `ops` touches, relative to
+/// its base. Saturating: an absurd plan yields a huge extent and is refused.
+fn extent(ops: &[Op]) -> (usize, usize) {
+    let mut m = (0usize, 0usize);
+    let mut upd = |s: usize, d: usize| {
+        m.0 = m.0.max(s);
+        m.1 = m.1.max(d);
+    };
+    for op in ops {
+        match op {
+            Op::Copy { src, dst, len } => upd(src.saturating_add(*len), dst.saturating_add(*len)),
+            Op::Swap {
+                src,
+                dst,
+                size,
+                count,
+            } => {
+                let n = (*size as usize).saturating_mul(*count);
+                upd(src.saturating_add(n), dst.saturating_add(n))
+            }
+            Op::Int {
+                src,
+                dst,
+                from,
+                to,
+                count,
+                ..
+            } => upd(
+                src.saturating_add((from.size as usize).saturating_mul(*count)),
+                dst.saturating_add((to.size as usize).saturating_mul(*count)),
+            ),
+            Op::Float {
+                src,
+                dst,
+                from,
+                to,
+                count,
+                ..
+            } => upd(
+                src.saturating_add((*from as usize).saturating_mul(*count)),
+                dst.saturating_add((*to as usize).saturating_mul(*count)),
+            ),
+            Op::Fill { dst, bytes } => upd(0, dst.saturating_add(bytes.len())),
+            Op::Zero { dst, len } => upd(0, dst.saturating_add(*len)),
+            Op::Repeat {
+                src,
+                dst,
+                count,
+                src_stride,
+                dst_stride,
+                body,
+            } => {
+                if *count > 0 {
+                    let (bs, bd) = extent(body);
+                    let k = count - 1;
+                    upd(
+                        src.saturating_add(k.saturating_mul(*src_stride))
+                            .saturating_add(bs),
+                        dst.saturating_add(k.saturating_mul(*dst_stride))
+                            .saturating_add(bd),
+                    );
+                }
+            }
+        }
+    }
+    m
+}
+
+fn check_extent(ops: &[Op], src: usize, dst: usize) -> Result<()> {
+    let (s, d) = extent(ops);
+    if s > src || d > dst {
+        return Err(WireError::Usage(format!(
+            "internal: plan reaches {s}/{d} bytes beyond {src}/{dst}"
+        )));
+    }
+    Ok(())
+}
+
+/// The native byte ranges no operation writes (see `Plan::gaps`).
+fn gaps(ops: &[Op], var_ops: &[VarOp], dst_size: usize) -> Option<Vec<(u32, u32)>> {
+    // Coverage is computed byte by byte; for big records zeroing everything
+    // costs little next to converting them.
+    if dst_size > 1 << 16 {
+        return None;
+    }
+    let mut cov = vec![false; dst_size];
+    fn set(cov: &mut [bool], a: usize, n: usize) {
+        for c in cov.iter_mut().skip(a).take(n) {
+            *c = true;
+        }
+    }
+    fn mark(ops: &[Op], base: usize, cov: &mut [bool]) {
+        for op in ops {
+            match op {
+                Op::Copy { dst, len, .. } => set(cov, base + dst, *len),
+                Op::Swap {
+                    dst, size, count, ..
+                } => set(cov, base + dst, *size as usize * count),
+                Op::Int { dst, to, count, .. } => set(cov, base + dst, to.size as usize * count),
+                Op::Float { dst, to, count, .. } => set(cov, base + dst, *to as usize * count),
+                Op::Fill { dst, bytes } => set(cov, base + dst, bytes.len()),
+                Op::Zero { .. } => {}
+                Op::Repeat {
+                    dst,
+                    count,
+                    dst_stride,
+                    body,
+                    ..
+                } => {
+                    for i in 0..*count {
+                        mark(body, base + dst + i * dst_stride, cov);
+                    }
+                }
+            }
+        }
+    }
+    mark(ops, 0, &mut cov);
+    for v in var_ops {
+        let n = 2 * v.dst.pointer_size as usize;
+        for c in cov.iter_mut().skip(v.dst.offset).take(n) {
+            *c = true;
+        }
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < dst_size {
+        if cov[i] {
+            i += 1;
+            continue;
+        }
+        let a = i;
+        while i < dst_size && !cov[i] {
+            i += 1;
+        }
+        out.push((a as u32, (i - a) as u32));
+    }
+    // Many scattered gaps: one memset is cheaper than many small ones.
+    if out.len() > 16 {
+        None
+    } else {
+        Some(out)
     }
 }
 
@@ -615,69 +839,59 @@ fn merge(ops: Vec<Op>) -> Vec<Op> {
     out
 }
 
-#[inline]
-fn rd(src: &[u8], at: usize, size: u8, swap: bool) -> Result<u64> {
-    let b = src
-        .get(at..at + size as usize)
-        .ok_or_else(|| WireError::Truncated {
-            at,
-            needed: size as usize,
-            have: src.len().saturating_sub(at),
-        })?;
-    Ok(match size {
-        1 => b[0] as u64,
-        2 => {
-            let v = u16::from_ne_bytes([b[0], b[1]]);
-            (if swap { v.swap_bytes() } else { v }) as u64
-        }
-        4 => {
-            let v = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
-            (if swap { v.swap_bytes() } else { v }) as u64
-        }
-        _ => {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(b);
-            let v = u64::from_ne_bytes(a);
-            if swap {
-                v.swap_bytes()
-            } else {
-                v
+/// Read an unsigned scalar of `size` bytes.
+///
+/// # Safety
+/// `p` must be valid for reads of `size` bytes.
+#[inline(always)]
+unsafe fn rd(p: *const u8, size: u8, swap: bool) -> u64 {
+    // SAFETY: caller guarantees `size` readable bytes; unaligned reads.
+    unsafe {
+        match size {
+            1 => *p as u64,
+            2 => {
+                let v = (p as *const u16).read_unaligned();
+                (if swap { v.swap_bytes() } else { v }) as u64
+            }
+            4 => {
+                let v = (p as *const u32).read_unaligned();
+                (if swap { v.swap_bytes() } else { v }) as u64
+            }
+            _ => {
+                let v = (p as *const u64).read_unaligned();
+                if swap {
+                    v.swap_bytes()
+                } else {
+                    v
+                }
             }
         }
-    })
+    }
 }
 
-#[inline]
-fn wr(dst: &mut [u8], at: usize, size: u8, swap: bool, v: u64) -> Result<()> {
-    let have = dst.len();
-    let b = dst
-        .get_mut(at..at + size as usize)
-        .ok_or_else(|| WireError::Truncated {
-            at,
-            needed: size as usize,
-            have: have.saturating_sub(at),
-        })?;
-    match size {
-        1 => b[0] = v as u8,
-        2 => b.copy_from_slice(
-            &(if swap {
+/// Write the low `size` bytes of `v`.
+///
+/// # Safety
+/// `p` must be valid for writes of `size` bytes.
+#[inline(always)]
+unsafe fn wr(p: *mut u8, size: u8, swap: bool, v: u64) {
+    // SAFETY: caller guarantees `size` writable bytes; unaligned writes.
+    unsafe {
+        match size {
+            1 => *p = v as u8,
+            2 => (p as *mut u16).write_unaligned(if swap {
                 (v as u16).swap_bytes()
             } else {
                 v as u16
-            })
-            .to_ne_bytes(),
-        ),
-        4 => b.copy_from_slice(
-            &(if swap {
+            }),
+            4 => (p as *mut u32).write_unaligned(if swap {
                 (v as u32).swap_bytes()
             } else {
                 v as u32
-            })
-            .to_ne_bytes(),
-        ),
-        _ => b.copy_from_slice(&(if swap { v.swap_bytes() } else { v }).to_ne_bytes()),
+            }),
+            _ => (p as *mut u64).write_unaligned(if swap { v.swap_bytes() } else { v }),
+        }
     }
-    Ok(())
 }
 
 fn sign_extend(v: u64, size: u8) -> i128 {
@@ -720,111 +934,94 @@ fn convert_int(
     Ok(c as u64)
 }
 
-fn exec(ops: &[Op], src: &[u8], sb: usize, dst: &mut [u8], db: usize, plan: &Plan) -> Result<()> {
+/// Run `ops` from `src` into `dst` (element or record bases).
+///
+/// # Safety
+/// `src`/`dst` must be valid for the extent of `ops` (see [`extent`]), which
+/// `Plan::compile` checked against the sizes the callers guarantee; the two
+/// regions must not overlap.
+unsafe fn exec(ops: &[Op], src: *const u8, dst: *mut u8, plan: &Plan) -> Result<()> {
     for op in ops {
-        match op {
-            Op::Copy {
-                src: s,
-                dst: d,
-                len,
-            } => {
-                let (s, d) = (sb + s, db + d);
-                let from = src.get(s..s + len).ok_or(WireError::Truncated {
-                    at: s,
-                    needed: *len,
-                    have: src.len(),
-                })?;
-                let to = dst.get_mut(d..d + len).ok_or_else(out_of_range)?;
-                to.copy_from_slice(from);
-            }
-            Op::Swap {
-                src: s,
-                dst: d,
-                size,
-                count,
-            } => {
-                let z = *size as usize;
-                let (s, d) = (sb + s, db + d);
-                let n = z * count;
-                let from = src.get(s..s + n).ok_or(WireError::Truncated {
-                    at: s,
-                    needed: n,
-                    have: src.len(),
-                })?;
-                let to = dst.get_mut(d..d + n).ok_or_else(out_of_range)?;
-                match z {
-                    2 => swap_chunks::<2>(from, to),
-                    4 => swap_chunks::<4>(from, to),
-                    8 => swap_chunks::<8>(from, to),
-                    _ => to.copy_from_slice(from),
+        // SAFETY (whole match): every offset below is inside the op's extent.
+        unsafe {
+            match op {
+                Op::Copy {
+                    src: s,
+                    dst: d,
+                    len,
+                } => std::ptr::copy_nonoverlapping(src.add(*s), dst.add(*d), *len),
+                Op::Swap {
+                    src: s,
+                    dst: d,
+                    size,
+                    count,
+                } => {
+                    let (s, d) = (src.add(*s), dst.add(*d));
+                    match size {
+                        2 => swap_run::<u16>(s, d, *count, u16::swap_bytes),
+                        4 => swap_run::<u32>(s, d, *count, u32::swap_bytes),
+                        8 => swap_run::<u64>(s, d, *count, u64::swap_bytes),
+                        _ => std::ptr::copy_nonoverlapping(s, d, *size as usize * count),
+                    }
                 }
-            }
-            Op::Int {
-                src: s,
-                dst: d,
-                from,
-                to,
-                count,
-                field,
-            } => {
-                for i in 0..*count {
-                    let raw = rd(src, sb + s + i * from.size as usize, from.size, from.swap)?;
-                    let v = convert_int(raw, *from, *to, plan.policy, plan, *field)?;
-                    wr(dst, db + d + i * to.size as usize, to.size, to.swap, v)?;
+                Op::Int {
+                    src: s,
+                    dst: d,
+                    from,
+                    to,
+                    count,
+                    field,
+                } => {
+                    for i in 0..*count {
+                        let raw = rd(src.add(s + i * from.size as usize), from.size, from.swap);
+                        let v = convert_int(raw, *from, *to, plan.policy, plan, *field)?;
+                        wr(dst.add(d + i * to.size as usize), to.size, to.swap, v);
+                    }
                 }
-            }
-            Op::Float {
-                src: s,
-                dst: d,
-                from,
-                from_swap,
-                to,
-                to_swap,
-                count,
-            } => {
-                for i in 0..*count {
-                    let raw = rd(src, sb + s + i * *from as usize, *from, *from_swap)?;
-                    let v = if *from == 4 {
-                        f32::from_bits(raw as u32) as f64
-                    } else {
-                        f64::from_bits(raw)
-                    };
-                    let out = if *to == 4 {
-                        (v as f32).to_bits() as u64
-                    } else {
-                        v.to_bits()
-                    };
-                    wr(dst, db + d + i * *to as usize, *to, *to_swap, out)?;
+                Op::Float {
+                    src: s,
+                    dst: d,
+                    from,
+                    from_swap,
+                    to,
+                    to_swap,
+                    count,
+                } => {
+                    for i in 0..*count {
+                        let raw = rd(src.add(s + i * *from as usize), *from, *from_swap);
+                        let v = if *from == 4 {
+                            f32::from_bits(raw as u32) as f64
+                        } else {
+                            f64::from_bits(raw)
+                        };
+                        let o = if *to == 4 {
+                            (v as f32).to_bits() as u64
+                        } else {
+                            v.to_bits()
+                        };
+                        wr(dst.add(d + i * *to as usize), *to, *to_swap, o);
+                    }
                 }
-            }
-            Op::Fill { dst: d, bytes } => {
-                let d = db + d;
-                let to = dst.get_mut(d..d + bytes.len()).ok_or_else(out_of_range)?;
-                to.copy_from_slice(bytes);
-            }
-            Op::Zero { dst: d, len } => {
-                let d = db + d;
-                if let Some(to) = dst.get_mut(d..d + len) {
-                    to.fill(0);
+                Op::Fill { dst: d, bytes } => {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst.add(*d), bytes.len())
                 }
-            }
-            Op::Repeat {
-                src: s,
-                dst: d,
-                count,
-                src_stride,
-                dst_stride,
-                body,
-            } => {
-                for i in 0..*count {
-                    exec(
-                        body,
-                        src,
-                        sb + s + i * src_stride,
-                        dst,
-                        db + d + i * dst_stride,
-                        plan,
-                    )?;
+                Op::Zero { dst: d, len } => std::ptr::write_bytes(dst.add(*d), 0, *len),
+                Op::Repeat {
+                    src: s,
+                    dst: d,
+                    count,
+                    src_stride,
+                    dst_stride,
+                    body,
+                } => {
+                    for i in 0..*count {
+                        exec(
+                            body,
+                            src.add(s + i * src_stride),
+                            dst.add(d + i * dst_stride),
+                            plan,
+                        )?;
+                    }
                 }
             }
         }
@@ -832,9 +1029,19 @@ fn exec(ops: &[Op], src: &[u8], sb: usize, dst: &mut [u8], db: usize, plan: &Pla
     Ok(())
 }
 
-#[cold]
-fn out_of_range() -> WireError {
-    WireError::Usage("plan writes outside output".into())
+/// Byte-swap `n` unaligned scalars (the compiler vectorises this loop).
+///
+/// # Safety
+/// `s` readable and `d` writable for `n * size_of::<T>()` bytes, not overlapping.
+#[inline(always)]
+unsafe fn swap_run<T: Copy>(s: *const u8, d: *mut u8, n: usize, f: fn(T) -> T) {
+    for i in 0..n {
+        // SAFETY: element i is inside both regions (caller contract).
+        unsafe {
+            let v = (s as *const T).add(i).read_unaligned();
+            (d as *mut T).add(i).write_unaligned(f(v));
+        }
+    }
 }
 
 /// A one-element scalar body scaled to `n` elements, so a variable array of
@@ -885,15 +1092,5 @@ fn scaled(ops: &[Op], n: usize) -> Option<Op> {
             count: n,
         }),
         _ => None,
-    }
-}
-
-#[inline]
-fn swap_chunks<const N: usize>(from: &[u8], to: &mut [u8]) {
-    for (a, b) in from.chunks_exact(N).zip(to.chunks_exact_mut(N)) {
-        let mut x = [0u8; N];
-        x.copy_from_slice(a);
-        x.reverse();
-        b.copy_from_slice(&x);
     }
 }

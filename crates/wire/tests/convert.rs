@@ -471,3 +471,55 @@ fn unknown_format_is_reported() {
         WireError::UnknownFormat(f.id())
     );
 }
+
+/// `decode_into` reuses the caller's buffer and only clears the bytes a plan
+/// does not write: a field missing from the second writer (and padding) must
+/// read as zero even though the first decode left a value there.
+#[test]
+fn reused_output_buffer_has_missing_fields_zeroed() {
+    let native = FormatBuilder::new("n")
+        .field("a", FieldType::I32)
+        .field("b", FieldType::F64)
+        .field("c", FieldType::I16)
+        .build()
+        .unwrap();
+    let full = FormatBuilder::with_arch("n", Arch::BE64)
+        .field("c", FieldType::I16)
+        .field("b", FieldType::F64)
+        .field("a", FieldType::I32)
+        .build()
+        .unwrap();
+    let partial = FormatBuilder::with_arch("n", Arch::BE64)
+        .field("b", FieldType::F64)
+        .build()
+        .unwrap();
+    let mut reg = Registry::new();
+    reg.register(full.clone());
+    reg.register(partial.clone());
+    let mut out = vec![0xAAu8; 64];
+    for _ in 0..2 {
+        let v = Value::Struct(vec![
+            ("a".into(), Value::I(-5)),
+            ("b".into(), Value::F(2.5)),
+            ("c".into(), Value::I(7)),
+        ]);
+        let f = record::frame(&full, &write_value(&full, &v).unwrap()).unwrap();
+        let (r, _) = RecordRef::parse(&f).unwrap();
+        reg.decode_into(&r, &native, &mut out).unwrap();
+        assert_eq!(read_value(&native, &out).unwrap(), v);
+        let f = record::frame(&partial, &write_value(&partial, &v).unwrap()).unwrap();
+        let (r, _) = RecordRef::parse(&f).unwrap();
+        reg.decode_into(&r, &native, &mut out).unwrap();
+        assert_eq!(out.len(), native.size() as usize);
+        assert_eq!(
+            read_value(&native, &out).unwrap(),
+            Value::Struct(vec![
+                ("a".into(), Value::I(0)),
+                ("b".into(), Value::F(2.5)),
+                ("c".into(), Value::I(0)),
+            ])
+        );
+        // padding between a (4 bytes) and b (8-aligned) is zero too
+        assert_eq!(&out[4..8], &[0, 0, 0, 0]);
+    }
+}
