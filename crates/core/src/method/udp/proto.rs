@@ -68,6 +68,8 @@ pub const DATA_HDR: usize = HDR + 8 + 8 + 4 + 4;
 pub const MAX_SACK: usize = 16;
 /// A datagram is lost when this many later transmissions were acknowledged.
 pub const REORDER_THRESHOLD: u64 = 3;
+/// Handshakes an acceptor remembers per peer.
+const ACC_KEPT: usize = 8;
 /// Smallest datagram the protocol works with (handshake datagrams must fit).
 pub const MIN_DGRAM: usize = 128;
 
@@ -153,8 +155,10 @@ enum Hs {
 struct Peer<A> {
     addr: Option<A>,
     hs: Hs,
-    /// Acceptor side: (their nonce, our nonce) of the latest HELLO answered.
-    acc: Option<([u8; NONCE_LEN], [u8; NONCE_LEN])>,
+    /// Acceptor side: (their nonce, our nonce) of the latest HELLOs answered.
+    /// Several, so a forged HELLO claiming this peer's id cannot displace a
+    /// real handshake in progress.
+    acc: VecDeque<([u8; NONCE_LEN], [u8; NONCE_LEN])>,
     /// We checked their proof.
     verified: bool,
     /// They checked ours (they sent PROOF, or any data/ack after our PROOF).
@@ -191,7 +195,7 @@ impl<A> Peer<A> {
         Peer {
             addr: None,
             hs: Hs::Idle,
-            acc: None,
+            acc: VecDeque::new(),
             verified: false,
             confirmed: false,
             failed: None,
@@ -261,7 +265,10 @@ impl<A> Peer<A> {
             }
         }
         let s = self.srtt.unwrap_or(r);
-        self.rto = (s + (self.rttvar * 4).max(Duration::from_micros(500))).clamp(cfg.min_rto, cfg.max_rto);
+        // RFC 6298's srtt + 4 rttvar, but never less than srtt + srtt/2: on a
+        // steady link rttvar decays to ~0 and a timer that tight fires
+        // spuriously whenever a queue grows, resetting the window each time.
+        self.rto = (s + (self.rttvar * 4).max(s / 2).max(Duration::from_micros(500))).clamp(cfg.min_rto, cfg.max_rto);
     }
 }
 
@@ -467,11 +474,14 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         }
         // A retransmitted HELLO gets the same challenge (same nonce), so a
         // late PROOF for the first one still verifies.
-        let mine = match p.acc {
-            Some((t, m)) if t == theirs => m,
-            _ => {
+        let mine = match p.acc.iter().find(|(t, _)| *t == theirs) {
+            Some(&(_, m)) => m,
+            None => {
                 let m = auth::nonce();
-                p.acc = Some((theirs, m));
+                if p.acc.len() == ACC_KEPT {
+                    p.acc.pop_front();
+                }
+                p.acc.push_back((theirs, m));
                 m
             }
         };
@@ -530,7 +540,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             self.counters.unauthenticated += 1;
             return;
         };
-        if p.acc != Some((theirs, mine)) {
+        if !p.acc.contains(&(theirs, mine)) {
             self.counters.unauthenticated += 1;
             return;
         }
