@@ -157,6 +157,21 @@ impl Registry {
         Ok(p)
     }
 
+    /// Force the engine of the (wire, native) plan, building it if needed
+    /// (benchmarks and tests compare both). False if unavailable.
+    pub fn set_backend(
+        &mut self,
+        wire: &Format,
+        native: &Format,
+        b: crate::plan::Backend,
+    ) -> Result<bool> {
+        let mut p = (*self.plan(wire, native)?).clone();
+        let ok = p.set_backend(b);
+        self.plans.insert((wire.id(), native.id()), Arc::new(p));
+        self.last = None;
+        Ok(ok)
+    }
+
     /// Decode a record into the `native` layout: in place when the record was
     /// written in exactly that format, else through the cached plan.
     pub fn decode<'a>(&mut self, rec: &RecordRef<'a>, native: &Arc<Format>) -> Result<Decoded<'a>> {

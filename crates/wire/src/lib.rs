@@ -36,6 +36,8 @@ pub mod derive_support;
 pub mod error;
 pub mod file;
 pub mod format;
+#[cfg(feature = "jit")]
+mod jit;
 pub mod limits;
 pub mod meta;
 pub mod plan;
@@ -48,6 +50,6 @@ pub use error::{Result, WireError};
 pub use format::{Arch, ByteOrder, CType, Field, FieldType, Format, FormatBuilder, FormatId};
 /// `#[derive(WireRecord)]` for `#[repr(C)]` structs (see `gridwire-wire-derive`).
 pub use gridwire_wire_derive::WireRecord;
-pub use plan::{OverflowPolicy, Plan};
+pub use plan::{Backend, OverflowPolicy, Plan};
 pub use record::{Encoder, RecordRef, HEADER_LEN};
 pub use value::Value;

@@ -23,14 +23,14 @@ pub enum OverflowPolicy {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct IntT {
-    size: u8,
-    signed: bool,
-    swap: bool,
+pub(crate) struct IntT {
+    pub(crate) size: u8,
+    pub(crate) signed: bool,
+    pub(crate) swap: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-enum Op {
+pub(crate) enum Op {
     Copy {
         src: usize,
         dst: usize,
@@ -114,6 +114,18 @@ pub struct Plan {
     /// (padding, missing fields): the only bytes to zero when `out` is
     /// reused, instead of clearing the whole record. `None`: zero it all.
     gaps: Option<Vec<(u32, u32)>>,
+    backend: Backend,
+    #[cfg(feature = "jit")]
+    jit: Option<std::sync::Arc<crate::jit::JitCode>>,
+}
+
+/// Which engine runs a plan's fixed part. With the `jit` feature,
+/// `Plan::compile` measures both on a zeroed record and keeps the faster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Interpreter,
+    /// Machine code from Cranelift (cargo feature `jit`).
+    Jit,
 }
 
 struct Ctx<'a> {
@@ -176,7 +188,10 @@ impl Plan {
             }
         }
         let gaps = gaps(&ops, &var_ops, dst_size);
-        Ok(Plan {
+        #[cfg(feature = "jit")]
+        let jit = crate::jit::compile(&ops).map(std::sync::Arc::new);
+        #[allow(unused_mut)]
+        let mut plan = Plan {
             ops,
             var_ops,
             src_size,
@@ -185,7 +200,68 @@ impl Plan {
             names,
             policy,
             gaps,
-        })
+            backend: Backend::Interpreter,
+            #[cfg(feature = "jit")]
+            jit,
+        };
+        #[cfg(feature = "jit")]
+        plan.pick_faster();
+        Ok(plan)
+    }
+
+    /// The engine `run` uses.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Whether machine code exists for this plan (feature `jit`, and only
+    /// operations that cannot fail: narrowing checks stay interpreted).
+    pub fn has_jit(&self) -> bool {
+        #[cfg(feature = "jit")]
+        return self.jit.is_some();
+        #[cfg(not(feature = "jit"))]
+        false
+    }
+
+    /// Force an engine (benchmarks, tests). False if `Jit` is not available.
+    pub fn set_backend(&mut self, b: Backend) -> bool {
+        if b == Backend::Jit && !self.has_jit() {
+            return false;
+        }
+        self.backend = b;
+        true
+    }
+
+    /// Time both engines on a zeroed record (every plan converts zeros
+    /// without error) and keep the faster: tiny plans can be faster
+    /// interpreted (one memcpy), long ones compiled.
+    #[cfg(feature = "jit")]
+    fn pick_faster(&mut self) {
+        if self.jit.is_none() {
+            return;
+        }
+        let payload = vec![0u8; self.src_size];
+        let mut out = Vec::new();
+        let iters = ((1usize << 20) / (self.src_size + self.dst_size + 1)).clamp(8, 512);
+        let mut best = [u128::MAX; 2];
+        for _ in 0..3 {
+            for (k, b) in [Backend::Interpreter, Backend::Jit].into_iter().enumerate() {
+                self.backend = b;
+                let t = std::time::Instant::now();
+                for _ in 0..iters {
+                    if self.run(std::hint::black_box(&payload), &mut out).is_err() {
+                        self.backend = Backend::Interpreter;
+                        return;
+                    }
+                }
+                best[k] = best[k].min(t.elapsed().as_nanos());
+            }
+        }
+        self.backend = if best[1] < best[0] {
+            Backend::Jit
+        } else {
+            Backend::Interpreter
+        };
     }
 
     /// Size of the wire format's fixed part (what `run` requires at least).
@@ -223,10 +299,25 @@ impl Plan {
             slot_range(s, payload, self.src_size)?;
         }
         self.prepare(out);
+        #[cfg(feature = "jit")]
+        if let (Backend::Jit, Some(j)) = (self.backend, &self.jit) {
+            // SAFETY: as for `exec` below; the code was generated from
+            // `self.ops`, whose extent compile() checked.
+            let rc = unsafe { j.call(payload.as_ptr(), out.as_mut_ptr()) };
+            if rc != 0 {
+                return Err(WireError::Usage("internal: compiled plan failed".into()));
+            }
+        } else {
+            // SAFETY: see below.
+            unsafe { exec(&self.ops, payload.as_ptr(), out.as_mut_ptr(), self)? };
+        }
+        #[cfg(not(feature = "jit"))]
         // SAFETY: `payload` has at least src_size bytes (checked above) and
         // `out` exactly dst_size; compile() checked every op's extent
         // against these sizes (check_extent).
-        unsafe { exec(&self.ops, payload.as_ptr(), out.as_mut_ptr(), self)? };
+        unsafe {
+            exec(&self.ops, payload.as_ptr(), out.as_mut_ptr(), self)?
+        };
         for v in &self.var_ops {
             let r = slot_range(&v.src, payload, self.src_size)?;
             let (_, n) = v.src.read(payload)?;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use gridwire_wire::value::{read_value, write_value};
+use gridwire_wire::value::{self, read_value, write_value};
 use gridwire_wire::*;
 
 fn mixed(arch: Arch) -> Arc<Format> {
@@ -521,5 +521,92 @@ fn reused_output_buffer_has_missing_fields_zeroed() {
         );
         // padding between a (4 bytes) and b (8-aligned) is zero too
         assert_eq!(&out[4..8], &[0, 0, 0, 0]);
+    }
+}
+
+/// Both engines must give identical bytes for every plan shape the vectors
+/// and the benchmark layouts produce (byte swaps, widening, f32<->f64,
+/// reordering, nested arrays, defaults). Without the `jit` feature this
+/// checks that forcing the JIT is refused and the interpreter still runs.
+#[test]
+fn jit_and_interpreter_agree() {
+    use gridwire_wire::vectors;
+    let mut cases: Vec<(Arc<Format>, Arc<Format>)> = Vec::new();
+    for a in [Arch::X86_64, Arch::BE32, Arch::I386, Arch::BE64] {
+        cases.push((
+            vectors::mixed(a).unwrap(),
+            vectors::mixed(Arch::NATIVE).unwrap(),
+        ));
+        cases.push((
+            vectors::nested(a).unwrap(),
+            vectors::nested(Arch::NATIVE).unwrap(),
+        ));
+        cases.push((
+            vectors::mixed(Arch::NATIVE).unwrap(),
+            vectors::mixed(a).unwrap(),
+        ));
+    }
+    // widening ints, f32 -> f64, a default, a long array (loops in the JIT)
+    let w = FormatBuilder::with_arch("w", Arch::BE32)
+        .field("a", FieldType::I16)
+        .field("u", FieldType::U32)
+        .field("f", FieldType::F32)
+        .field("xs", FieldType::array(FieldType::F64, 300))
+        .field("ys", FieldType::array(FieldType::I32, 200))
+        .build()
+        .unwrap();
+    let n = FormatBuilder::new("w")
+        .field("ys", FieldType::array(FieldType::I64, 200))
+        .field("xs", FieldType::array(FieldType::F32, 300))
+        .field("f", FieldType::F64)
+        .field("u", FieldType::U64)
+        .field("a", FieldType::I64)
+        .field("d", FieldType::I32)
+        .default(9.0)
+        .build()
+        .unwrap();
+    cases.push((w, n));
+    let mut rng = 0x2545F4914F6CDD1Du64;
+    let mut jitted = 0;
+    let total = cases.len();
+    for (wire, native) in cases {
+        let mut payload = vec![0u8; wire.size() as usize];
+        for b in payload.iter_mut() {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            *b = rng as u8;
+        }
+        // random bytes in var slots would be refused by both; zero them
+        if wire.has_var() {
+            for s in record::var_slots(&wire).unwrap() {
+                let n = 2 * s.pointer_size as usize;
+                payload[s.offset..s.offset + n].fill(0);
+            }
+        }
+        let mut p = Plan::compile(&wire, &native, OverflowPolicy::Saturate).unwrap();
+        assert!(p.set_backend(Backend::Interpreter));
+        let mut a = Vec::new();
+        let ra = p.run(&payload, &mut a);
+        let can = p.set_backend(Backend::Jit);
+        assert_eq!(can, cfg!(feature = "jit") && p.has_jit());
+        if can {
+            jitted += 1;
+            let mut b = vec![0xEE; 3];
+            let rb = p.run(&payload, &mut b);
+            assert_eq!(ra, rb, "{} -> {}", wire.name(), native.name());
+            // NaN payloads may differ in quiet bits after f64->f32; compare
+            // as values where the bytes differ.
+            assert_eq!(a.len(), b.len());
+            if a != b {
+                let va = value::read_value(&native, &a).unwrap();
+                let vb = value::read_value(&native, &b).unwrap();
+                assert_eq!(format!("{va:?}"), format!("{vb:?}"));
+            }
+        }
+    }
+    // Only narrowing plans (native -> 4-byte long) stay interpreted.
+    if cfg!(feature = "jit") {
+        assert!(jitted >= total - 3, "{jitted} of {total} compiled");
     }
 }

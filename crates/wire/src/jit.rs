@@ -1,0 +1,411 @@
+//! Cranelift back end for conversion plans (cargo feature `jit`).
+//!
+//! A plan's fixed-part operations become one straight-line function
+//! `fn(src, dst) -> u32`: constant offsets, loads/`bswap`/stores unrolled for
+//! short runs and loops for long ones, nested arrays as loops. Small records
+//! pay the interpreter's dispatch per operation; the compiled function pays
+//! nothing of the kind, which is where the hand-written conversion's speed
+//! comes from. Operations whose checks could fail (narrowing integers) are
+//! left to the interpreter: `compile` returns `None` and the plan keeps
+//! interpreting, so the JIT never changes a result, only its speed.
+
+use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlags, Type, Value};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, Linkage, Module};
+
+use crate::plan::{IntT, Op};
+
+/// Signature of compiled plans: source and destination fixed parts.
+type PlanFn = unsafe extern "C" fn(*const u8, *mut u8) -> u32;
+
+/// Machine code for one plan's fixed part.
+pub(crate) struct JitCode {
+    module: Option<JITModule>,
+    f: PlanFn,
+}
+
+impl std::fmt::Debug for JitCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JitCode")
+    }
+}
+
+// SAFETY: after `finalize_definitions` the module's code pages are immutable
+// and only executed; the module is touched again only by Drop (with `&mut`).
+unsafe impl Send for JitCode {}
+// SAFETY: as above; calling the function needs no shared mutable state.
+unsafe impl Sync for JitCode {}
+
+impl Drop for JitCode {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: the only pointer into this module's memory is `self.f`,
+            // which dies with `self`.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+impl JitCode {
+    /// Run the compiled conversion.
+    ///
+    /// # Safety
+    /// Same contract as the interpreter's `exec`: `src` and `dst` valid for
+    /// the plan's extent (checked by `Plan::compile`), not overlapping.
+    #[inline]
+    pub(crate) unsafe fn call(&self, src: *const u8, dst: *mut u8) -> u32 {
+        // SAFETY: forwarded caller contract; `f` was produced for these ops.
+        unsafe { (self.f)(src, dst) }
+    }
+}
+
+/// Past this many emitted memory operations, loops are used instead of
+/// unrolling (code size and compile time stay bounded).
+const UNROLL: usize = 64;
+
+/// Compile `ops`, or `None` if they contain something left to the interpreter.
+pub(crate) fn compile(ops: &[Op]) -> Option<JitCode> {
+    if !ops.iter().all(supported) {
+        return None;
+    }
+    let mut flags = settings::builder();
+    flags.set("opt_level", "speed").ok()?;
+    flags.set("use_colocated_libcalls", "false").ok()?;
+    flags.set("is_pic", "false").ok()?;
+    let isa = cranelift_native::builder()
+        .ok()?
+        .finish(settings::Flags::new(flags))
+        .ok()?;
+    let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+    let ptr = module.target_config().pointer_type();
+    let mut ctx = module.make_context();
+    ctx.func.signature.params.push(AbiParam::new(ptr));
+    ctx.func.signature.params.push(AbiParam::new(ptr));
+    ctx.func.signature.returns.push(AbiParam::new(types::I32));
+    let mut fbc = FunctionBuilderContext::new();
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        b.seal_block(entry);
+        let src = b.block_params(entry)[0];
+        let dst = b.block_params(entry)[1];
+        let mut e = Emit {
+            b,
+            ptr,
+            cfg: module.target_config(),
+        };
+        e.ops(ops, src, dst)?;
+        let zero = e.b.ins().iconst(types::I32, 0);
+        e.b.ins().return_(&[zero]);
+        e.b.finalize();
+    }
+    let id = module
+        .declare_function("gw_plan", Linkage::Local, &ctx.func.signature)
+        .ok()?;
+    module.define_function(id, &mut ctx).ok()?;
+    module.clear_context(&mut ctx);
+    module.finalize_definitions().ok()?;
+    let code = module.get_finalized_function(id);
+    // SAFETY: `code` is the finalized function declared with the PlanFn
+    // signature (two pointers in, i32 out, default call convention).
+    let f: PlanFn = unsafe { std::mem::transmute::<*const u8, PlanFn>(code) };
+    Some(JitCode {
+        module: Some(module),
+        f,
+    })
+}
+
+/// Integer conversions that can never fail (no range check needed).
+fn int_total(from: IntT, to: IntT) -> bool {
+    if to.size > from.size {
+        from.signed == to.signed || !from.signed
+    } else {
+        to.size == from.size && from.signed == to.signed
+    }
+}
+
+fn supported(op: &Op) -> bool {
+    match op {
+        Op::Int { from, to, .. } => int_total(*from, *to),
+        Op::Repeat { body, .. } => body.iter().all(supported),
+        _ => true,
+    }
+}
+
+struct Emit<'a> {
+    b: FunctionBuilder<'a>,
+    ptr: Type,
+    cfg: cranelift_codegen::isa::TargetFrontendConfig,
+}
+
+fn int_ty(size: u8) -> Type {
+    match size {
+        1 => types::I8,
+        2 => types::I16,
+        4 => types::I32,
+        _ => types::I64,
+    }
+}
+
+fn flags() -> MemFlags {
+    // Unaligned accesses are fine on the targets Cranelift JITs for; plan
+    // extents were checked, so no access traps.
+    MemFlags::new().with_notrap()
+}
+
+impl Emit<'_> {
+    fn off(&self, o: usize) -> Option<i32> {
+        i32::try_from(o).ok()
+    }
+
+    fn load(&mut self, ty: Type, base: Value, o: usize, swap: bool) -> Option<Value> {
+        let o = self.off(o)?;
+        let v = self.b.ins().load(ty, flags(), base, o);
+        Some(if swap && ty.bytes() > 1 {
+            self.b.ins().bswap(v)
+        } else {
+            v
+        })
+    }
+
+    fn store(&mut self, v: Value, base: Value, o: usize, swap: bool) -> Option<()> {
+        let o = self.off(o)?;
+        let ty = self.b.func.dfg.value_type(v);
+        let v = if swap && ty.bytes() > 1 {
+            self.b.ins().bswap(v)
+        } else {
+            v
+        };
+        self.b.ins().store(flags(), v, base, o);
+        Some(())
+    }
+
+    /// `for i in 0..count { body(src + i*ss, dst + i*ds) }` as a loop.
+    fn counted_loop(
+        &mut self,
+        count: usize,
+        src: Value,
+        dst: Value,
+        ss: usize,
+        ds: usize,
+        body: &mut dyn FnMut(&mut Self, Value, Value) -> Option<()>,
+    ) -> Option<()> {
+        let header = self.b.create_block();
+        let inner = self.b.create_block();
+        let exit = self.b.create_block();
+        self.b.append_block_param(header, self.ptr);
+        self.b.append_block_param(header, self.ptr);
+        self.b.append_block_param(header, self.ptr);
+        let zero = self.b.ins().iconst(self.ptr, 0);
+        self.b.ins().jump(header, &[zero, src, dst]);
+        self.b.switch_to_block(header);
+        let i = self.b.block_params(header)[0];
+        let s = self.b.block_params(header)[1];
+        let d = self.b.block_params(header)[2];
+        let more = self.b.ins().icmp_imm(
+            cranelift_codegen::ir::condcodes::IntCC::UnsignedLessThan,
+            i,
+            count as i64,
+        );
+        self.b.ins().brif(more, inner, &[], exit, &[]);
+        self.b.switch_to_block(inner);
+        body(self, s, d)?;
+        let i2 = self.b.ins().iadd_imm(i, 1);
+        let s2 = self.b.ins().iadd_imm(s, ss as i64);
+        let d2 = self.b.ins().iadd_imm(d, ds as i64);
+        self.b.ins().jump(header, &[i2, s2, d2]);
+        self.b.seal_block(inner);
+        self.b.seal_block(header);
+        self.b.switch_to_block(exit);
+        self.b.seal_block(exit);
+        Some(())
+    }
+
+    /// `count` elements, each converted by `one(src_off, dst_off)`; unrolled
+    /// when short, else a loop over pointers.
+    #[allow(clippy::too_many_arguments)]
+    fn elems(
+        &mut self,
+        count: usize,
+        src: Value,
+        dst: Value,
+        s: usize,
+        d: usize,
+        ss: usize,
+        ds: usize,
+        one: &mut dyn FnMut(&mut Self, Value, Value, usize, usize) -> Option<()>,
+    ) -> Option<()> {
+        if count <= UNROLL {
+            for i in 0..count {
+                one(self, src, dst, s + i * ss, d + i * ds)?;
+            }
+            return Some(());
+        }
+        let s0 = self.b.ins().iadd_imm(src, s as i64);
+        let d0 = self.b.ins().iadd_imm(dst, d as i64);
+        self.counted_loop(count, s0, d0, ss, ds, &mut |e, sp, dp| one(e, sp, dp, 0, 0))
+    }
+
+    fn ops(&mut self, ops: &[Op], src: Value, dst: Value) -> Option<()> {
+        for op in ops {
+            self.op(op, src, dst)?;
+        }
+        Some(())
+    }
+
+    fn op(&mut self, op: &Op, src: Value, dst: Value) -> Option<()> {
+        match op {
+            Op::Copy {
+                src: s,
+                dst: d,
+                len,
+            } => {
+                if *len > 8 * UNROLL {
+                    let sp = self.b.ins().iadd_imm(src, *s as i64);
+                    let dp = self.b.ins().iadd_imm(dst, *d as i64);
+                    let n = self.b.ins().iconst(self.ptr, *len as i64);
+                    self.b.call_memcpy(self.cfg, dp, sp, n);
+                    return Some(());
+                }
+                let mut at = 0;
+                for w in [8usize, 4, 2, 1] {
+                    while len - at >= w {
+                        let v = self.load(int_ty(w as u8), src, s + at, false)?;
+                        self.store(v, dst, d + at, false)?;
+                        at += w;
+                    }
+                }
+            }
+            Op::Swap {
+                src: s,
+                dst: d,
+                size,
+                count,
+            } => {
+                let z = *size as usize;
+                let ty = int_ty(*size);
+                self.elems(*count, src, dst, *s, *d, z, z, &mut |e, sp, dp, so, dof| {
+                    let v = e.load(ty, sp, so, true)?;
+                    e.store(v, dp, dof, false)
+                })?;
+            }
+            Op::Int {
+                src: s,
+                dst: d,
+                from,
+                to,
+                count,
+                ..
+            } => {
+                let (from, to) = (*from, *to);
+                let (fs, ts) = (from.size as usize, to.size as usize);
+                self.elems(
+                    *count,
+                    src,
+                    dst,
+                    *s,
+                    *d,
+                    fs,
+                    ts,
+                    &mut |e, sp, dp, so, dof| {
+                        let v = e.load(int_ty(from.size), sp, so, from.swap)?;
+                        let tt = int_ty(to.size);
+                        let v = if to.size > from.size {
+                            if from.signed {
+                                e.b.ins().sextend(tt, v)
+                            } else {
+                                e.b.ins().uextend(tt, v)
+                            }
+                        } else {
+                            v
+                        };
+                        e.store(v, dp, dof, to.swap)
+                    },
+                )?;
+            }
+            Op::Float {
+                src: s,
+                dst: d,
+                from,
+                from_swap,
+                to,
+                to_swap,
+                count,
+            } => {
+                let (from, to, fsw, tsw) = (*from, *to, *from_swap, *to_swap);
+                self.elems(
+                    *count,
+                    src,
+                    dst,
+                    *s,
+                    *d,
+                    from as usize,
+                    to as usize,
+                    &mut |e, sp, dp, so, dof| {
+                        let raw = e.load(int_ty(from), sp, so, fsw)?;
+                        let (fty, tty) = if from == 4 {
+                            (types::F32, types::F64)
+                        } else {
+                            (types::F64, types::F32)
+                        };
+                        let x = e.b.ins().bitcast(fty, MemFlags::new(), raw);
+                        let y = if from == to {
+                            x
+                        } else if from == 4 {
+                            e.b.ins().fpromote(tty, x)
+                        } else {
+                            e.b.ins().fdemote(tty, x)
+                        };
+                        let out = e.b.ins().bitcast(int_ty(to), MemFlags::new(), y);
+                        e.store(out, dp, dof, tsw)
+                    },
+                )?;
+            }
+            Op::Fill { dst: d, bytes } => {
+                for (i, &byte) in bytes.iter().enumerate() {
+                    let v = self.b.ins().iconst(types::I8, byte as i64);
+                    self.store(v, dst, d + i, false)?;
+                }
+            }
+            Op::Zero { dst: d, len } => {
+                let z = self.b.ins().iconst(types::I8, 0);
+                for i in 0..*len {
+                    self.store(z, dst, d + i, false)?;
+                }
+            }
+            Op::Repeat {
+                src: s,
+                dst: d,
+                count,
+                src_stride,
+                dst_stride,
+                body,
+            } => {
+                let unrolled = count.saturating_mul(body.len());
+                if unrolled <= UNROLL {
+                    for i in 0..*count {
+                        let sp = self.b.ins().iadd_imm(src, (s + i * src_stride) as i64);
+                        let dp = self.b.ins().iadd_imm(dst, (d + i * dst_stride) as i64);
+                        self.ops(body, sp, dp)?;
+                    }
+                } else {
+                    let s0 = self.b.ins().iadd_imm(src, *s as i64);
+                    let d0 = self.b.ins().iadd_imm(dst, *d as i64);
+                    self.counted_loop(
+                        *count,
+                        s0,
+                        d0,
+                        *src_stride,
+                        *dst_stride,
+                        &mut |e, sp, dp| e.ops(body, sp, dp),
+                    )?;
+                }
+            }
+        }
+        Some(())
+    }
+}
