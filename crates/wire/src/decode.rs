@@ -184,9 +184,8 @@ impl Registry {
             if wire.has_var() {
                 // O(number of slots), not O(size): only the slots are checked.
                 let size = wire.size() as usize;
-                if !self.slots.contains_key(&rec.id) {
-                    let s = Arc::new(var_slots(wire)?);
-                    self.slots.insert(rec.id, s);
+                if let std::collections::hash_map::Entry::Vacant(e) = self.slots.entry(rec.id) {
+                    e.insert(Arc::new(var_slots(wire)?));
                 }
                 if let Some(slots) = self.slots.get(&rec.id) {
                     for s in slots.iter() {

@@ -227,7 +227,7 @@ impl Emit<'_> {
 
     /// `count` elements, each converted by `one(src_off, dst_off)`; unrolled
     /// when short, else a loop over pointers.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
     fn elems(
         &mut self,
         count: usize,
