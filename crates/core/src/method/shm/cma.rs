@@ -9,7 +9,8 @@
 
 use std::io;
 
-/// A word whose address and value a sender publishes for the per-pair probe.
+/// A random word (never zero). A sender publishes the address and value of one
+/// for the per-pair probe; rings use one as their seal key.
 pub fn probe_word() -> Box<u64> {
     let mut v = [0u8; 8];
     let _ = getrandom::getrandom(&mut v);

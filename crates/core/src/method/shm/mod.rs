@@ -624,6 +624,13 @@ impl Method for Shm {
                 },
             )
         };
+        // SAFETY: the ring header is inside our fresh mapping, unshared until the slot is set.
+        unsafe {
+            ring::set_key(
+                &(*(seg.as_ptr() as *const PairHeader)).ring,
+                *cma::probe_word(),
+            )
+        };
         let announce = || -> Result<()> {
             let cname = ctrl_name(&self.job_id, peer);
             let ctrl = Segment::open(&cname)?;

@@ -6,7 +6,7 @@
 //! Positions are monotonic byte counters; `pos & (cap - 1)` is the offset in
 //! the data area.
 //!
-//! A record is a 16-byte header — a *seal* `!pos` (u64), then `len: u32` and
+//! A record is a 16-byte header — a *seal* `!pos ^ key` (u64), then `len: u32` and
 //! `tag: u32` — followed by `len` payload bytes, padded to 16. Records never
 //! straddle the end of the data area: when a record does not fit in what is
 //! left before the end, the producer writes a wrap marker (`len == u32::MAX`)
@@ -18,9 +18,11 @@
 //! same cache line, so a message costs one cache-line transfer instead of two
 //! (head line, then data line) — the difference between ~1x and ~2x the
 //! hardware floor for a ping-pong. The seal is the record's absolute position
-//! (inverted so that zeroed memory never looks sealed); whatever an earlier lap
-//! left at that offset is either an older seal (a different position) or
-//! payload bytes, which would have to spell out exactly this 64-bit position.
+//! (inverted so that zeroed memory never looks sealed) mixed with a random
+//! per-ring key; whatever an earlier lap left at that offset is either an older
+//! seal (a different position) or payload bytes, which would have to guess the
+//! key to spell out a valid seal (user data such as small negative integers
+//! could otherwise match `!pos` by accident).
 //!
 //! Ordering: the producer writes the length, tag and payload, then stores the
 //! seal with Release; the consumer loads the seal with Acquire and only then
@@ -50,11 +52,24 @@ struct Line {
     v: AtomicU64,
 }
 
-/// The shared control word of a ring; lives at the start of the region. An
-/// all-zero header over zeroed data is an empty ring at position 0.
+/// The shared control words of a ring; lives at the start of the region.
+/// Zeroed memory plus [`set_key`] makes an empty ring at position 0.
 #[repr(C)]
 pub struct RingHeader {
+    /// Seal key, written once by the ring's creator before it is shared.
+    key: Line,
     tail: Line,
+}
+
+/// Sets the seal key of a fresh ring (the low bit is cleared, so that zeroed
+/// memory never carries a valid seal).
+///
+/// # Safety
+/// `hdr` must point to a valid, 128-aligned [`RingHeader`] that no producer or
+/// consumer uses yet.
+pub unsafe fn set_key(hdr: *const RingHeader, key: u64) {
+    // SAFETY: per the contract.
+    unsafe { &*hdr }.key.v.store(key & !1, Ordering::Release);
 }
 
 /// Bytes taken by the header; the data area must start at least this far in.
@@ -74,8 +89,8 @@ const fn align(n: u64) -> u64 {
 }
 
 /// The seal of a record at absolute position `pos`.
-const fn seal(pos: u64) -> u64 {
-    !pos
+const fn seal(pos: u64, key: u64) -> u64 {
+    !pos ^ key
 }
 
 /// The consumer found bytes that no correct producer writes.
@@ -94,6 +109,7 @@ pub struct Producer {
     hdr: *const RingHeader,
     data: *mut u8,
     cap: u64,
+    key: u64,
     head: u64,
     cached_tail: u64,
 }
@@ -107,18 +123,21 @@ impl Producer {
     /// Attaches the producer side to a fresh ring.
     ///
     /// # Safety
-    /// `hdr` must point to a zeroed [`RingHeader`] (128-aligned) and `data` to
-    /// `cap` zeroed writable bytes (16-aligned, `cap` a power of two ≥ 64),
+    /// `hdr` must point to a zeroed [`RingHeader`] (128-aligned, key set by
+    /// [`set_key`]) and `data` to `cap` zeroed writable bytes (16-aligned, `cap` a power of two ≥ 64),
     /// both valid for the producer's lifetime; no other producer may ever
     /// exist for the ring.
     pub unsafe fn new(hdr: *const RingHeader, data: *mut u8, cap: usize) -> Self {
         assert!(cap.is_power_of_two() && cap >= 64 && (data as usize) & 15 == 0);
         // SAFETY: hdr is valid per the contract.
-        let tail = unsafe { &*hdr }.tail.v.load(Ordering::Acquire);
+        let h = unsafe { &*hdr };
+        let key = h.key.v.load(Ordering::Acquire);
+        let tail = h.tail.v.load(Ordering::Acquire);
         Producer {
             hdr,
             data,
             cap: cap as u64,
+            key,
             head: tail,
             cached_tail: tail,
         }
@@ -147,7 +166,7 @@ impl Producer {
                 at.add(8) as *mut u64,
                 ((len as u64) | ((tag as u64) << 32)).to_le(),
             );
-            (*(at as *const AtomicU64)).store(seal(pos), Ordering::Release);
+            (*(at as *const AtomicU64)).store(seal(pos, self.key), Ordering::Release);
         }
     }
 
@@ -210,6 +229,7 @@ pub struct Consumer {
     hdr: *const RingHeader,
     data: *const u8,
     cap: u64,
+    key: u64,
     tail: u64,
     /// Size of the record returned by the last `peek`, consumed by `pop`.
     pending: u64,
@@ -228,11 +248,14 @@ impl Consumer {
     pub unsafe fn new(hdr: *const RingHeader, data: *const u8, cap: usize) -> Self {
         assert!(cap.is_power_of_two() && cap >= 64 && (data as usize) & 15 == 0);
         // SAFETY: hdr is valid per the contract.
-        let tail = unsafe { &*hdr }.tail.v.load(Ordering::Relaxed);
+        let h = unsafe { &*hdr };
+        let key = h.key.v.load(Ordering::Acquire);
+        let tail = h.tail.v.load(Ordering::Relaxed);
         Consumer {
             hdr,
             data,
             cap: cap as u64,
+            key,
             tail,
             pending: 0,
         }
@@ -253,7 +276,7 @@ impl Consumer {
             let at = unsafe { self.data.add(off as usize) };
             // SAFETY: as above (an aligned u64 inside the mapping).
             let sealed = unsafe { &*(at as *const AtomicU64) }.load(Ordering::Acquire);
-            if sealed != seal(self.tail) {
+            if sealed != seal(self.tail, self.key) {
                 return Ok(None);
             }
             // SAFETY: the Acquire above makes the producer's header and payload
@@ -313,6 +336,8 @@ mod tests {
             // SAFETY: non-zero size.
             let ptr = unsafe { alloc_zeroed(layout) };
             assert!(!ptr.is_null());
+            // SAFETY: fresh, aligned, unshared.
+            unsafe { set_key(ptr as *const RingHeader, 0x5eed_0000_1234_5678 ^ cap as u64) };
             Region { ptr, layout, cap }
         }
         fn producer(&self) -> Producer {
