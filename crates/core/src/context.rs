@@ -876,13 +876,13 @@ mod tests {
     #[test]
     fn gw_methods_restricts_orders_and_rejects_unknown_names() {
         let all = methods_from_params(&params(&[]).unwrap()).unwrap();
-        assert_eq!(all.iter().map(|m| m.name).collect::<Vec<_>>(), ["self", "shm", "tcp"]);
+        assert_eq!(all.iter().map(|m| m.name).collect::<Vec<_>>(), ["self", "shm", "tcp", "udp"]);
         let p = params(&[("GW_METHODS", "tcp, shm,tcp")]).unwrap();
         let v = methods_from_params(&p).unwrap();
         assert_eq!(v.iter().map(|m| m.name).collect::<Vec<_>>(), ["tcp", "shm"]);
         let p = params(&[("GW_METHODS", "tcp,infiniband")]).unwrap();
         let e = methods_from_params(&p).err().unwrap().to_string();
-        assert!(e.contains("infiniband") && e.contains("self, shm, tcp") && e.contains("GW_METHODS"), "{e}");
+        assert!(e.contains("infiniband") && e.contains("self, shm, tcp, udp") && e.contains("GW_METHODS"), "{e}");
     }
 
     fn singleton(pairs: &[(&str, &str)]) -> Context {

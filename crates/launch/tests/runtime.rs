@@ -121,7 +121,7 @@ fn unknown_method_is_a_clear_error() {
     let prog = rsr_check();
     let o = gwrun(&["-n", "2", &prog, "select"], &[("GW_METHODS", "tcp,carrier-pigeon")]);
     assert_ne!(o.code, 0);
-    assert!(o.stderr.contains("carrier-pigeon") && o.stderr.contains("self, shm, tcp"), "{}", o.stderr);
+    assert!(o.stderr.contains("carrier-pigeon") && o.stderr.contains("self, shm, tcp, udp"), "{}", o.stderr);
     let o = gwrun(&["-n", "1", &prog, "select"], &[("GW_TCP_SNDBUF", "lots")]);
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("GW_TCP_SNDBUF"), "{}", o.stderr);
