@@ -166,7 +166,7 @@ impl Context {
         let table = DescriptorTable {
             entries: methods.iter().map(|m| Entry { method: m.name().into(), descriptor: m.descriptor() }).collect(),
         };
-        pmi.put(&desc_key(rank), &table.to_hex())?;
+        publish_table(&mut pmi, rank, &table.to_hex())?;
         pmi.commit()?;
         pmi.barrier()?;
         let mut cheap = Vec::new();
@@ -361,13 +361,7 @@ impl Context {
         if let Some(t) = peer.table.get() {
             return Ok(t.clone());
         }
-        let hex = self
-            .inner
-            .pmi
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&desc_key(rank))?
-            .ok_or_else(|| Error::Bootstrap(format!("context {rank} published no descriptor table")))?;
+        let hex = lookup_table(&mut self.inner.pmi.lock().unwrap_or_else(|e| e.into_inner()), rank)?;
         let t = DescriptorTable::from_hex(&hex)?;
         if peer.table.set(t.clone()).is_ok() {
             peer.table_source.store(2, Ordering::Relaxed);
@@ -794,6 +788,38 @@ fn desc_key(rank: u32) -> String {
     format!("gw.desc.{rank}")
 }
 
+/// Publishes a descriptor table as `gw.desc.<rank>` = `<parts>:<hex>`, split
+/// over `gw.desc.<rank>.<i>` keys when it exceeds the launcher's value limit
+/// (Hydra allows only 1023 bytes).
+fn publish_table(pmi: &mut Pmi, rank: u32, hex: &str) -> Result<()> {
+    let room = pmi.max_value_len().saturating_sub(8).max(16);
+    let chunks: Vec<&str> = hex.as_bytes().chunks(room).map(|c| std::str::from_utf8(c).expect("hex is ASCII")).collect();
+    let chunks = if chunks.is_empty() { vec![""] } else { chunks };
+    pmi.put(&desc_key(rank), &format!("{}:{}", chunks.len(), chunks[0]))?;
+    for (i, c) in chunks.iter().enumerate().skip(1) {
+        pmi.put(&format!("{}.{i}", desc_key(rank)), c)?;
+    }
+    Ok(())
+}
+
+/// Reads back what [`publish_table`] wrote.
+fn lookup_table(pmi: &mut Pmi, rank: u32) -> Result<String> {
+    let missing = || Error::Bootstrap(format!("context {rank} published no descriptor table"));
+    let first = pmi.get(&desc_key(rank))?.ok_or_else(missing)?;
+    let (n, head) = first
+        .split_once(':')
+        .and_then(|(n, h)| Some((n.parse::<usize>().ok()?, h)))
+        .ok_or_else(|| Error::Bootstrap(format!("malformed descriptor table of context {rank}")))?;
+    if n == 0 || n > 1024 {
+        return Err(Error::Bootstrap(format!("descriptor table of context {rank} claims {n} parts")));
+    }
+    let mut hex = head.to_string();
+    for i in 1..n {
+        hex.push_str(&pmi.get(&format!("{}.{i}", desc_key(rank)))?.ok_or_else(missing)?);
+    }
+    Ok(hex)
+}
+
 /// The methods to initialise, in order: `GW_METHODS` if set, else all built in.
 pub fn methods_from_params(params: &Params) -> Result<Vec<&'static method::MethodInfo>> {
     let reg = method::registry();
@@ -967,6 +993,21 @@ mod tests {
         }).expect("valid handler id");
         ctx.rsr(&ctx.startpoint(0).unwrap(), 2, &0u32.to_le_bytes()).unwrap();
         assert!(ctx.wait_timeout(Duration::from_secs(10), || n.load(Ordering::Relaxed) == 1000));
+    }
+
+    #[test]
+    fn long_tables_are_split_over_several_bootstrap_keys() {
+        let mut pmi = Pmi::singleton();
+        let hex: String = std::iter::repeat("ab").take(100_000).collect();
+        publish_table(&mut pmi, 3, &hex).unwrap();
+        assert!(pmi.get("gw.desc.3.1").unwrap().is_some(), "split into parts");
+        assert_eq!(lookup_table(&mut pmi, 3).unwrap(), hex);
+        publish_table(&mut pmi, 4, "0102").unwrap();
+        assert_eq!(pmi.get("gw.desc.4").unwrap().unwrap(), "1:0102");
+        assert_eq!(lookup_table(&mut pmi, 4).unwrap(), "0102");
+        pmi.put("gw.desc.5", "garbage").unwrap();
+        assert!(lookup_table(&mut pmi, 5).is_err());
+        assert!(lookup_table(&mut pmi, 6).is_err());
     }
 
     #[test]
