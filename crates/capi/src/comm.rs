@@ -1,0 +1,368 @@
+//! Communicators and groups.
+
+use crate::abi::*;
+use crate::errors::run;
+use crate::handles::{self, comm, group, mpi, new_comm, COMMS, GROUPS};
+use crate::{arr, arr_mut, cstr, put, put_str};
+use gridwire_mpi::{class, err, Comm, Group, Result, CONGRUENT, IDENT, SIMILAR, UNEQUAL};
+use std::ffi::{c_char, c_int};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Output a new communicator (or MPI_COMM_NULL), inheriting the parent's error handler.
+///
+/// # Safety
+/// `out` is a valid `MPI_Comm*`.
+unsafe fn out_comm(out: *mut MPI_Comm, parent: &Comm, c: Option<Arc<Comm>>) -> Result<()> {
+    if out.is_null() {
+        return Err(err(class::ARG, "the output communicator pointer is NULL"));
+    }
+    let h = match c {
+        Some(c) => {
+            c.errhandler
+                .store(parent.errhandler.load(Ordering::Relaxed), Ordering::Relaxed);
+            new_comm(c)
+        }
+        None => MPI_COMM_NULL,
+    };
+    // SAFETY: checked non-null output argument.
+    unsafe { *out = h };
+    Ok(())
+}
+
+mpi_fn!(fn MPI_Comm_size / PMPI_Comm_size(c: MPI_Comm, size: *mut c_int) -> c_int {
+    run("MPI_Comm_size", c, || {
+        let cm = comm(c)?;
+        if size.is_null() {
+            return Err(err(class::ARG, "size pointer is NULL"));
+        }
+        // SAFETY: checked output argument.
+        unsafe { *size = cm.size as c_int };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Comm_rank / PMPI_Comm_rank(c: MPI_Comm, rank: *mut c_int) -> c_int {
+    run("MPI_Comm_rank", c, || {
+        let cm = comm(c)?;
+        if rank.is_null() {
+            return Err(err(class::ARG, "rank pointer is NULL"));
+        }
+        // SAFETY: checked output argument.
+        unsafe { *rank = cm.rank as c_int };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Comm_dup / PMPI_Comm_dup(c: MPI_Comm, out: *mut MPI_Comm) -> c_int {
+    run("MPI_Comm_dup", c, || {
+        let cm = comm(c)?;
+        let n = mpi()?.comm_dup(&cm)?;
+        crate::attr::copy_comm_attrs(c, &cm, &n)?;
+        // SAFETY: output argument.
+        unsafe { out_comm(out, &cm, Some(n)) }
+    })
+});
+
+mpi_fn!(fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(c: MPI_Comm, info: MPI_Info, out: *mut MPI_Comm) -> c_int {
+    run("MPI_Comm_dup_with_info", c, || {
+        let cm = comm(c)?;
+        let i = handles::info(info)?.lock().unwrap().clone();
+        let n = mpi()?.comm_dup(&cm)?;
+        *n.info.lock().unwrap() = i;
+        crate::attr::copy_comm_attrs(c, &cm, &n)?;
+        // SAFETY: output argument.
+        unsafe { out_comm(out, &cm, Some(n)) }
+    })
+});
+
+mpi_fn!(fn MPI_Comm_split / PMPI_Comm_split(c: MPI_Comm, color: c_int, key: c_int, out: *mut MPI_Comm) -> c_int {
+    run("MPI_Comm_split", c, || {
+        let cm = comm(c)?;
+        let n = mpi()?.comm_split(&cm, color, key)?;
+        // SAFETY: output argument.
+        unsafe { out_comm(out, &cm, n) }
+    })
+});
+
+mpi_fn!(fn MPI_Comm_split_type / PMPI_Comm_split_type(c: MPI_Comm, kind: c_int, key: c_int, _info: MPI_Info, out: *mut MPI_Comm) -> c_int {
+    run("MPI_Comm_split_type", c, || {
+        let cm = comm(c)?;
+        let m = mpi()?;
+        let n = match kind {
+            MPI_UNDEFINED => m.comm_split(&cm, MPI_UNDEFINED, key)?,
+            // Hardware-guided splits fall back to the host: the finest level we know.
+            221..=224 => Some(m.comm_split_shared(&cm, key)?),
+            _ => return Err(err(class::ARG, format!("split type {kind} is not known"))),
+        };
+        // SAFETY: output argument.
+        unsafe { out_comm(out, &cm, n) }
+    })
+});
+
+mpi_fn!(fn MPI_Comm_create / PMPI_Comm_create(c: MPI_Comm, g: MPI_Group, out: *mut MPI_Comm) -> c_int {
+    run("MPI_Comm_create", c, || {
+        let cm = comm(c)?;
+        let gr = group(g)?;
+        let n = mpi()?.comm_create(&cm, &gr)?;
+        // SAFETY: output argument.
+        unsafe { out_comm(out, &cm, n) }
+    })
+});
+
+mpi_fn!(fn MPI_Comm_create_group / PMPI_Comm_create_group(c: MPI_Comm, g: MPI_Group, tag: c_int, out: *mut MPI_Comm) -> c_int {
+    run("MPI_Comm_create_group", c, || {
+        let cm = comm(c)?;
+        let gr = group(g)?;
+        let n = mpi()?.comm_create_group(&cm, &gr, tag)?;
+        // SAFETY: output argument.
+        unsafe { out_comm(out, &cm, n) }
+    })
+});
+
+unsafe fn free_comm(name: &str, c: *mut MPI_Comm) -> c_int {
+    // SAFETY: `c` is NULL or the program's handle variable.
+    let h = if c.is_null() {
+        MPI_COMM_NULL
+    } else {
+        unsafe { *c }
+    };
+    run(name, h, || {
+        if c.is_null() {
+            return Err(err(class::ARG, "communicator pointer is NULL"));
+        }
+        match h {
+            MPI_COMM_WORLD | MPI_COMM_SELF => {
+                return Err(err(class::COMM, "predefined communicators cannot be freed"))
+            }
+            MPI_COMM_NULL => return Err(err(class::COMM, "the communicator is MPI_COMM_NULL")),
+            _ => {}
+        }
+        let cm = comm(h)?;
+        crate::attr::delete_comm_attrs(h, &cm)?;
+        COMMS.remove(h);
+        // SAFETY: checked non-null in/out argument.
+        unsafe { *c = MPI_COMM_NULL };
+        Ok(())
+    })
+}
+
+mpi_fn!(fn MPI_Comm_free / PMPI_Comm_free(c: *mut MPI_Comm) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { free_comm("MPI_Comm_free", c) }
+});
+
+mpi_fn!(fn MPI_Comm_disconnect / PMPI_Comm_disconnect(c: *mut MPI_Comm) -> c_int {
+    if let Ok(m) = mpi() {
+        // SAFETY: `c` is the program's handle variable.
+        if let Ok(cm) = comm(if c.is_null() { MPI_COMM_NULL } else { unsafe { *c } }) {
+            let _ = m.barrier(&cm);
+        }
+    }
+    // SAFETY: forwarded argument contract.
+    unsafe { free_comm("MPI_Comm_disconnect", c) }
+});
+
+mpi_fn!(fn MPI_Comm_compare / PMPI_Comm_compare(a: MPI_Comm, b: MPI_Comm, result: *mut c_int) -> c_int {
+    run("MPI_Comm_compare", a, || {
+        let (ca, cb) = (comm(a)?, comm(b)?);
+        let r = if Arc::ptr_eq(&ca, &cb) {
+            IDENT
+        } else {
+            match Group::compare(&ca.group, &cb.group) {
+                IDENT => CONGRUENT,
+                SIMILAR => SIMILAR,
+                _ => UNEQUAL,
+            }
+        };
+        // SAFETY: output argument.
+        unsafe { put(result, r) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Comm_group / PMPI_Comm_group(c: MPI_Comm, g: *mut MPI_Group) -> c_int {
+    run("MPI_Comm_group", c, || {
+        let cm = comm(c)?;
+        // SAFETY: output argument.
+        unsafe { put(g, GROUPS.insert(cm.group.clone())) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Comm_test_inter / PMPI_Comm_test_inter(c: MPI_Comm, flag: *mut c_int) -> c_int {
+    run("MPI_Comm_test_inter", c, || {
+        comm(c)?;
+        // SAFETY: output argument.
+        unsafe { put(flag, 0) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Comm_set_name / PMPI_Comm_set_name(c: MPI_Comm, name: *const c_char) -> c_int {
+    run("MPI_Comm_set_name", c, || {
+        let cm = comm(c)?;
+        // SAFETY: NUL-terminated string argument.
+        let mut s = unsafe { cstr(name) };
+        s.truncate(MPI_MAX_OBJECT_NAME - 1);
+        *cm.name.lock().unwrap() = s;
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Comm_get_name / PMPI_Comm_get_name(c: MPI_Comm, name: *mut c_char, len: *mut c_int) -> c_int {
+    run("MPI_Comm_get_name", c, || {
+        let cm = comm(c)?;
+        let s = cm.name.lock().unwrap().clone();
+        // SAFETY: `name` holds MPI_MAX_OBJECT_NAME bytes by the standard.
+        unsafe { put_str(&s, name, MPI_MAX_OBJECT_NAME, len) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Comm_set_info / PMPI_Comm_set_info(c: MPI_Comm, info: MPI_Info) -> c_int {
+    run("MPI_Comm_set_info", c, || {
+        let cm = comm(c)?;
+        let i = handles::info(info)?.lock().unwrap().clone();
+        *cm.info.lock().unwrap() = i;
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Comm_get_info / PMPI_Comm_get_info(c: MPI_Comm, info: *mut MPI_Info) -> c_int {
+    run("MPI_Comm_get_info", c, || {
+        let cm = comm(c)?;
+        let i = cm.info.lock().unwrap().clone();
+        // SAFETY: output argument.
+        unsafe { put(info, handles::INFOS.insert(Arc::new(std::sync::Mutex::new(i)))) };
+        Ok(())
+    })
+});
+
+// ---- groups ----------------------------------------------------------------------
+
+unsafe fn out_group(out: *mut MPI_Group, g: Arc<Group>) -> Result<()> {
+    if out.is_null() {
+        return Err(err(class::ARG, "the output group pointer is NULL"));
+    }
+    let h = if g.size() == 0 {
+        MPI_GROUP_EMPTY
+    } else {
+        GROUPS.insert(g)
+    };
+    // SAFETY: checked non-null output argument.
+    unsafe { *out = h };
+    Ok(())
+}
+
+mpi_fn!(fn MPI_Group_size / PMPI_Group_size(g: MPI_Group, size: *mut c_int) -> c_int {
+    run("MPI_Group_size", MPI_COMM_WORLD, || {
+        let gr = group(g)?;
+        // SAFETY: output argument.
+        unsafe { put(size, gr.size() as c_int) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Group_rank / PMPI_Group_rank(g: MPI_Group, rank: *mut c_int) -> c_int {
+    run("MPI_Group_rank", MPI_COMM_WORLD, || {
+        let gr = group(g)?;
+        let me = mpi()?.world.rank;
+        // SAFETY: output argument.
+        unsafe { put(rank, gr.rank_of(me).map_or(MPI_UNDEFINED, |r| r as c_int)) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Group_incl / PMPI_Group_incl(g: MPI_Group, n: c_int, ranks: *const c_int, out: *mut MPI_Group) -> c_int {
+    run("MPI_Group_incl", MPI_COMM_WORLD, || {
+        // SAFETY: array argument of `n` ranks; output argument.
+        unsafe { out_group(out, group(g)?.incl(arr(ranks, n))?) }
+    })
+});
+
+mpi_fn!(fn MPI_Group_excl / PMPI_Group_excl(g: MPI_Group, n: c_int, ranks: *const c_int, out: *mut MPI_Group) -> c_int {
+    run("MPI_Group_excl", MPI_COMM_WORLD, || {
+        // SAFETY: array argument of `n` ranks; output argument.
+        unsafe { out_group(out, group(g)?.excl(arr(ranks, n))?) }
+    })
+});
+
+mpi_fn!(fn MPI_Group_range_incl / PMPI_Group_range_incl(g: MPI_Group, n: c_int, ranges: *const [c_int; 3], out: *mut MPI_Group) -> c_int {
+    run("MPI_Group_range_incl", MPI_COMM_WORLD, || {
+        let gr = group(g)?;
+        // SAFETY: array argument of `n` triplets.
+        let r = gr.expand_ranges(unsafe { arr(ranges, n) })?;
+        // SAFETY: output argument.
+        unsafe { out_group(out, gr.incl(&r)?) }
+    })
+});
+
+mpi_fn!(fn MPI_Group_range_excl / PMPI_Group_range_excl(g: MPI_Group, n: c_int, ranges: *const [c_int; 3], out: *mut MPI_Group) -> c_int {
+    run("MPI_Group_range_excl", MPI_COMM_WORLD, || {
+        let gr = group(g)?;
+        // SAFETY: array argument of `n` triplets.
+        let r = gr.expand_ranges(unsafe { arr(ranges, n) })?;
+        // SAFETY: output argument.
+        unsafe { out_group(out, gr.excl(&r)?) }
+    })
+});
+
+mpi_fn!(fn MPI_Group_union / PMPI_Group_union(a: MPI_Group, b: MPI_Group, out: *mut MPI_Group) -> c_int {
+    run("MPI_Group_union", MPI_COMM_WORLD, || {
+        // SAFETY: output argument.
+        unsafe { out_group(out, Group::union(&*group(a)?, &*group(b)?)) }
+    })
+});
+
+mpi_fn!(fn MPI_Group_intersection / PMPI_Group_intersection(a: MPI_Group, b: MPI_Group, out: *mut MPI_Group) -> c_int {
+    run("MPI_Group_intersection", MPI_COMM_WORLD, || {
+        // SAFETY: output argument.
+        unsafe { out_group(out, Group::intersection(&*group(a)?, &*group(b)?)) }
+    })
+});
+
+mpi_fn!(fn MPI_Group_difference / PMPI_Group_difference(a: MPI_Group, b: MPI_Group, out: *mut MPI_Group) -> c_int {
+    run("MPI_Group_difference", MPI_COMM_WORLD, || {
+        // SAFETY: output argument.
+        unsafe { out_group(out, Group::difference(&*group(a)?, &*group(b)?)) }
+    })
+});
+
+mpi_fn!(fn MPI_Group_translate_ranks / PMPI_Group_translate_ranks(a: MPI_Group, n: c_int, r1: *const c_int, b: MPI_Group, r2: *mut c_int) -> c_int {
+    run("MPI_Group_translate_ranks", MPI_COMM_WORLD, || {
+        // SAFETY: input and output arrays of `n` ranks.
+        let t = group(a)?.translate(unsafe { arr(r1, n) }, &*group(b)?)?;
+        unsafe { arr_mut(r2, n) }.copy_from_slice(&t);
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Group_compare / PMPI_Group_compare(a: MPI_Group, b: MPI_Group, result: *mut c_int) -> c_int {
+    run("MPI_Group_compare", MPI_COMM_WORLD, || {
+        let r = Group::compare(&*group(a)?, &*group(b)?);
+        // SAFETY: output argument.
+        unsafe { put(result, r) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Group_free / PMPI_Group_free(g: *mut MPI_Group) -> c_int {
+    run("MPI_Group_free", MPI_COMM_WORLD, || {
+        if g.is_null() {
+            return Err(err(class::ARG, "group pointer is NULL"));
+        }
+        // SAFETY: checked non-null in/out argument.
+        let h = unsafe { *g };
+        match h {
+            MPI_GROUP_EMPTY => {}
+            MPI_GROUP_NULL => return Err(err(class::GROUP, "the group is MPI_GROUP_NULL")),
+            _ => {
+                GROUPS.remove(h).ok_or_else(|| err(class::GROUP, format!("invalid group handle {h:#x} (already freed?)")))?;
+            }
+        }
+        // SAFETY: as above.
+        unsafe { *g = MPI_GROUP_NULL };
+        Ok(())
+    })
+});

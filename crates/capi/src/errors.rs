@@ -1,0 +1,218 @@
+//! Error reporting: error handlers, error strings, unsupported functions.
+
+use crate::abi::*;
+use crate::handles::{self, Errh, ERRHS};
+use crate::{cstr, put, put_str};
+use gridwire_mpi::{class, err, MpiError, Result};
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int};
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+
+/// User-added error classes/codes (`MPI_Add_error_*`): code -> (class, string).
+static USER_ERRORS: Mutex<Option<HashMap<c_int, (c_int, String)>>> = Mutex::new(None);
+static LAST_CODE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(100);
+
+pub fn last_used_code() -> c_int {
+    LAST_CODE.load(Ordering::Relaxed)
+}
+
+fn rank_str() -> String {
+    handles::MPI
+        .get()
+        .map_or("?".into(), |m| m.world.rank.to_string())
+}
+
+/// The error handler of the object `comm` (or of `MPI_COMM_WORLD` when the handle is unusable).
+fn handler_of(comm: Handle) -> Errh {
+    let Some(m) = handles::MPI.get() else {
+        return Errh::Fatal;
+    };
+    let c = handles::comm(comm).unwrap_or_else(|_| m.world.clone());
+    match c.errhandler.load(Ordering::Relaxed) {
+        0 => Errh::Fatal,
+        h => handles::errh(h).unwrap_or(Errh::Fatal),
+    }
+}
+
+/// Reports an error of function `name` on communicator `comm`: runs its
+/// error handler and returns the code to give back to the caller.
+pub fn fail(name: &str, comm: Handle, e: MpiError) -> c_int {
+    let code = e.class;
+    match handler_of(comm) {
+        Errh::Return => code,
+        Errh::User(f) => {
+            let mut h = if handles::comm(comm).is_ok() {
+                comm
+            } else {
+                MPI_COMM_WORLD
+            };
+            let mut c = code;
+            // SAFETY: a function the program registered with MPI_Comm_create_errhandler,
+            // called with the (MPI_Comm *, int *) arguments the standard defines.
+            unsafe { f(&mut h, &mut c) };
+            code
+        }
+        Errh::Fatal | Errh::Abort => {
+            let msg = format!(
+                "gridwire MPI: rank {}: {name}: {} ({}): {}",
+                rank_str(),
+                class::name(code),
+                class::describe(code),
+                e.msg
+            );
+            eprintln!("{msg}");
+            match handles::MPI.get() {
+                Some(m) => m.ctx().abort(code.max(1), &msg),
+                None => std::process::exit(code.max(1)),
+            }
+        }
+    }
+}
+
+/// Runs `f`; on error, reports it on `comm` as `name`.
+#[inline]
+pub fn run(name: &str, comm: Handle, f: impl FnOnce() -> Result<()>) -> c_int {
+    match f() {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => fail(name, comm, e),
+    }
+}
+
+/// The body of every declared-but-unsupported function.
+pub fn unsupported(name: &str) -> c_int {
+    fail(
+        name,
+        MPI_COMM_WORLD,
+        err(
+            class::UNSUPPORTED_OPERATION,
+            format!("{name} is declared by gridwire's mpi.h but not implemented yet"),
+        ),
+    )
+}
+
+fn code_class(code: c_int) -> Option<c_int> {
+    if (0..=62).contains(&code) {
+        return Some(code);
+    }
+    USER_ERRORS
+        .lock()
+        .unwrap()
+        .as_ref()?
+        .get(&code)
+        .map(|(c, _)| *c)
+}
+
+mpi_fn!(fn MPI_Error_class / PMPI_Error_class(code: c_int, cls: *mut c_int) -> c_int {
+    run("MPI_Error_class", MPI_COMM_WORLD, || {
+        let c = code_class(code).ok_or_else(|| err(class::ARG, format!("{code} is not a valid error code")))?;
+        // SAFETY: output argument.
+        unsafe { put(cls, c) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Error_string / PMPI_Error_string(code: c_int, s: *mut c_char, len: *mut c_int) -> c_int {
+    run("MPI_Error_string", MPI_COMM_WORLD, || {
+        let text = match USER_ERRORS.lock().unwrap().as_ref().and_then(|m| m.get(&code).cloned()) {
+            Some((_, t)) => t,
+            None if (0..=62).contains(&code) => format!("{}: {}", class::name(code), class::describe(code)),
+            None => return Err(err(class::ARG, format!("{code} is not a valid error code"))),
+        };
+        // SAFETY: `s` holds MPI_MAX_ERROR_STRING bytes by the standard.
+        unsafe { put_str(&text, s, MPI_MAX_ERROR_STRING, len) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Add_error_class / PMPI_Add_error_class(cls: *mut c_int) -> c_int {
+    run("MPI_Add_error_class", MPI_COMM_WORLD, || {
+        let c = LAST_CODE.fetch_add(1, Ordering::Relaxed) + 1;
+        USER_ERRORS.lock().unwrap().get_or_insert_with(HashMap::new).insert(c, (c, String::new()));
+        // SAFETY: output argument.
+        unsafe { put(cls, c) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Add_error_code / PMPI_Add_error_code(cls: c_int, code: *mut c_int) -> c_int {
+    run("MPI_Add_error_code", MPI_COMM_WORLD, || {
+        if code_class(cls).is_none() {
+            return Err(err(class::ARG, format!("{cls} is not a valid error class")));
+        }
+        let c = LAST_CODE.fetch_add(1, Ordering::Relaxed) + 1;
+        USER_ERRORS.lock().unwrap().get_or_insert_with(HashMap::new).insert(c, (cls, String::new()));
+        // SAFETY: output argument.
+        unsafe { put(code, c) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Add_error_string / PMPI_Add_error_string(code: c_int, s: *const c_char) -> c_int {
+    run("MPI_Add_error_string", MPI_COMM_WORLD, || {
+        // SAFETY: a NUL-terminated string argument.
+        let text = unsafe { cstr(s) };
+        let mut g = USER_ERRORS.lock().unwrap();
+        let m = g.get_or_insert_with(HashMap::new);
+        match m.get_mut(&code) {
+            Some(e) => e.1 = text,
+            None => return Err(err(class::ARG, format!("{code} was not added with MPI_Add_error_code/class"))),
+        }
+        Ok(())
+    })
+});
+
+type ErrFn = unsafe extern "C" fn(*mut Handle, *mut c_int, ...);
+
+mpi_fn!(fn MPI_Comm_create_errhandler / PMPI_Comm_create_errhandler(f: Option<ErrFn>, eh: *mut MPI_Errhandler) -> c_int {
+    run("MPI_Comm_create_errhandler", MPI_COMM_WORLD, || {
+        let f = f.ok_or_else(|| err(class::ARG, "the error handler function is NULL"))?;
+        // SAFETY: output argument.
+        unsafe { put(eh, ERRHS.insert(Errh::User(f))) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Comm_set_errhandler / PMPI_Comm_set_errhandler(comm: MPI_Comm, eh: MPI_Errhandler) -> c_int {
+    run("MPI_Comm_set_errhandler", comm, || {
+        let c = handles::comm(comm)?;
+        handles::errh(eh)?;
+        c.errhandler.store(eh, Ordering::Relaxed);
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: MPI_Comm, eh: *mut MPI_Errhandler) -> c_int {
+    run("MPI_Comm_get_errhandler", comm, || {
+        let c = handles::comm(comm)?;
+        let h = match c.errhandler.load(Ordering::Relaxed) {
+            0 => MPI_ERRORS_ARE_FATAL,
+            h => h,
+        };
+        // SAFETY: output argument.
+        unsafe { put(eh, h) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Errhandler_free / PMPI_Errhandler_free(eh: *mut MPI_Errhandler) -> c_int {
+    run("MPI_Errhandler_free", MPI_COMM_WORLD, || {
+        if eh.is_null() {
+            return Err(err(class::ARG, "errhandler pointer is NULL"));
+        }
+        // SAFETY: non-null in/out argument.
+        let h = unsafe { *eh };
+        if h >= 0x1000 {
+            // Communicators that still use it keep a copy of the handler value.
+            handles::errh(h)?;
+        }
+        // SAFETY: as above.
+        unsafe { *eh = MPI_ERRHANDLER_NULL };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: MPI_Comm, code: c_int) -> c_int {
+    let _ = fail("MPI_Comm_call_errhandler", comm, MpiError::new(code, "called by the program"));
+    MPI_SUCCESS
+});

@@ -1,0 +1,407 @@
+//! Handle tables: C handles <-> library objects.
+//!
+//! Predefined handles are the ABI's numbers below 0x1000. A user handle is
+//! `generation << 32 | (slot + 0x1000)`: a freed slot bumps its generation,
+//! so a stale handle is detected and reported instead of reaching a freed
+//! object.
+
+use crate::abi::*;
+use gridwire_mpi::engine::Unexpected;
+use gridwire_mpi::{class, err, Basic, Comm, Datatype, Group, MpiError, Op, Req, Result};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+const BASE: usize = 0x1000;
+
+struct Slot<T> {
+    gen: u32,
+    obj: Option<T>,
+}
+
+/// A table of user objects of one kind.
+pub struct Table<T> {
+    slots: RwLock<Vec<Slot<T>>>,
+    free: Mutex<Vec<u32>>,
+}
+
+impl<T: Clone> Table<T> {
+    pub const fn new() -> Self {
+        Table {
+            slots: RwLock::new(Vec::new()),
+            free: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn insert(&self, obj: T) -> Handle {
+        let mut slots = self.slots.write().unwrap_or_else(|e| e.into_inner());
+        let idx = match self.free.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+            Some(i) => i as usize,
+            None => {
+                slots.push(Slot { gen: 1, obj: None });
+                slots.len() - 1
+            }
+        };
+        slots[idx].obj = Some(obj);
+        ((slots[idx].gen as usize) << 32) | (idx + BASE)
+    }
+
+    fn index(h: Handle) -> Option<(usize, u32)> {
+        let lo = h & 0xffff_ffff;
+        if lo < BASE {
+            return None;
+        }
+        Some((lo - BASE, (h >> 32) as u32))
+    }
+
+    pub fn get(&self, h: Handle) -> Option<T> {
+        let (i, g) = Self::index(h)?;
+        let slots = self.slots.read().unwrap_or_else(|e| e.into_inner());
+        let s = slots.get(i)?;
+        if s.gen != g {
+            return None;
+        }
+        s.obj.clone()
+    }
+
+    /// Replaces the object of a live handle.
+    pub fn set(&self, h: Handle, obj: T) -> bool {
+        let Some((i, g)) = Self::index(h) else {
+            return false;
+        };
+        let mut slots = self.slots.write().unwrap_or_else(|e| e.into_inner());
+        match slots.get_mut(i) {
+            Some(s) if s.gen == g && s.obj.is_some() => {
+                s.obj = Some(obj);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn remove(&self, h: Handle) -> Option<T> {
+        let (i, g) = Self::index(h)?;
+        let mut slots = self.slots.write().unwrap_or_else(|e| e.into_inner());
+        let s = slots.get_mut(i)?;
+        if s.gen != g {
+            return None;
+        }
+        let o = s.obj.take()?;
+        s.gen = s.gen.wrapping_add(1) & 0x7fff_ffff;
+        self.free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(i as u32);
+        Some(o)
+    }
+
+    /// The 32-bit form for `MPI_x_toint`/`c2f`: the slot (the generation is implied).
+    pub fn to_int(h: Handle) -> i32 {
+        match Self::index(h) {
+            Some((i, _)) => (i + BASE) as i32,
+            None => h as i32,
+        }
+    }
+
+    pub fn from_int(&self, v: i32) -> Handle {
+        let v = v as u32 as usize;
+        if v < BASE {
+            return v;
+        }
+        let slots = self.slots.read().unwrap_or_else(|e| e.into_inner());
+        match slots.get(v - BASE) {
+            Some(s) => ((s.gen as usize) << 32) | v,
+            None => v,
+        }
+    }
+}
+
+/// A request handle's object.
+#[derive(Clone)]
+pub enum ReqObj {
+    Plain(Arc<Req>),
+    Persistent(Arc<Mutex<Persistent>>),
+}
+
+pub enum PKind {
+    Send {
+        buf: gridwire_mpi::Buf,
+        dest: i32,
+        tag: i32,
+        mode: gridwire_mpi::Mode,
+    },
+    Recv {
+        buf: gridwire_mpi::Buf,
+        src: i32,
+        tag: i32,
+    },
+}
+
+pub struct Persistent {
+    pub kind: PKind,
+    pub comm: Arc<Comm>,
+    pub active: Option<Arc<Req>>,
+}
+
+/// Error handlers.
+#[derive(Clone, Copy)]
+pub enum Errh {
+    Fatal,
+    Abort,
+    Return,
+    /// `void f(MPI_Comm *, int *, ...)`
+    User(unsafe extern "C" fn(*mut Handle, *mut std::ffi::c_int, ...)),
+}
+
+pub static COMMS: Table<Arc<Comm>> = Table::new();
+pub static GROUPS: Table<Arc<Group>> = Table::new();
+pub static TYPES: Table<Arc<Datatype>> = Table::new();
+pub static OPS: Table<Arc<Op>> = Table::new();
+pub static REQS: Table<ReqObj> = Table::new();
+pub static ERRHS: Table<Errh> = Table::new();
+pub static INFOS: Table<Arc<Mutex<gridwire_mpi::info::Info>>> = Table::new();
+pub static MSGS: Table<Arc<Mutex<Option<Unexpected>>>> = Table::new();
+
+/// The MPI library state, once `MPI_Init` ran.
+pub static MPI: OnceLock<gridwire_mpi::Mpi> = OnceLock::new();
+
+pub fn mpi() -> Result<&'static gridwire_mpi::Mpi> {
+    MPI.get()
+        .ok_or_else(|| err(class::OTHER, "MPI is not initialized (call MPI_Init first)"))
+}
+
+pub fn comm(h: MPI_Comm) -> Result<Arc<Comm>> {
+    match h {
+        MPI_COMM_WORLD => Ok(mpi()?.world.clone()),
+        MPI_COMM_SELF => Ok(mpi()?.self_comm.clone()),
+        MPI_COMM_NULL => Err(err(class::COMM, "the communicator is MPI_COMM_NULL")),
+        _ => COMMS.get(h).ok_or_else(|| {
+            err(
+                class::COMM,
+                format!("invalid communicator handle {h:#x} (freed or never created)"),
+            )
+        }),
+    }
+}
+
+pub fn new_comm(c: Arc<Comm>) -> MPI_Comm {
+    let h = COMMS.insert(c.clone());
+    c.handle.store(h, std::sync::atomic::Ordering::Relaxed);
+    h
+}
+
+pub fn group(h: MPI_Group) -> Result<Arc<Group>> {
+    match h {
+        MPI_GROUP_EMPTY => Ok(Group::new(Vec::new())),
+        MPI_GROUP_NULL => Err(err(class::GROUP, "the group is MPI_GROUP_NULL")),
+        _ => GROUPS.get(h).ok_or_else(|| {
+            err(
+                class::GROUP,
+                format!("invalid group handle {h:#x} (freed or never created)"),
+            )
+        }),
+    }
+}
+
+/// (handle, basic type, name) of every predefined datatype.
+const PREDEF: &[(usize, Basic, &str)] = &[
+    (513, Basic::I64, "MPI_AINT"),
+    (514, Basic::I64, "MPI_COUNT"),
+    (515, Basic::I64, "MPI_OFFSET"),
+    (519, Basic::Packed, "MPI_PACKED"),
+    (520, Basic::I16, "MPI_SHORT"),
+    (521, Basic::I32, "MPI_INT"),
+    (522, Basic::I64, "MPI_LONG"),
+    (523, Basic::I64, "MPI_LONG_LONG"),
+    (524, Basic::U16, "MPI_UNSIGNED_SHORT"),
+    (525, Basic::U32, "MPI_UNSIGNED"),
+    (526, Basic::U64, "MPI_UNSIGNED_LONG"),
+    (527, Basic::U64, "MPI_UNSIGNED_LONG_LONG"),
+    (528, Basic::F32, "MPI_FLOAT"),
+    (530, Basic::C32, "MPI_C_FLOAT_COMPLEX"),
+    (531, Basic::C32, "MPI_CXX_FLOAT_COMPLEX"),
+    (532, Basic::F64, "MPI_DOUBLE"),
+    (534, Basic::C64, "MPI_C_DOUBLE_COMPLEX"),
+    (535, Basic::C64, "MPI_CXX_DOUBLE_COMPLEX"),
+    (536, Basic::Logical(4), "MPI_LOGICAL"),
+    (537, Basic::I32, "MPI_INTEGER"),
+    (538, Basic::F32, "MPI_REAL"),
+    (539, Basic::C32, "MPI_COMPLEX"),
+    (540, Basic::F64, "MPI_DOUBLE_PRECISION"),
+    (541, Basic::C64, "MPI_DOUBLE_COMPLEX"),
+    (542, Basic::Char, "MPI_CHARACTER"),
+    (544, Basic::LongDouble, "MPI_LONG_DOUBLE"),
+    (548, Basic::CLongDouble, "MPI_C_LONG_DOUBLE_COMPLEX"),
+    (549, Basic::CLongDouble, "MPI_CXX_LONG_DOUBLE_COMPLEX"),
+    (552, Basic::FloatInt, "MPI_FLOAT_INT"),
+    (553, Basic::DoubleInt, "MPI_DOUBLE_INT"),
+    (554, Basic::LongInt, "MPI_LONG_INT"),
+    (555, Basic::TwoInt, "MPI_2INT"),
+    (556, Basic::ShortInt, "MPI_SHORT_INT"),
+    (557, Basic::LongDoubleInt, "MPI_LONG_DOUBLE_INT"),
+    (560, Basic::TwoF32, "MPI_2REAL"),
+    (561, Basic::TwoF64, "MPI_2DOUBLE_PRECISION"),
+    (562, Basic::TwoI32, "MPI_2INTEGER"),
+    (568, Basic::Bool, "MPI_C_BOOL"),
+    (569, Basic::Bool, "MPI_CXX_BOOL"),
+    (572, Basic::I32, "MPI_WCHAR"),
+    (576, Basic::I8, "MPI_INT8_T"),
+    (577, Basic::U8, "MPI_UINT8_T"),
+    (579, Basic::Char, "MPI_CHAR"),
+    (580, Basic::I8, "MPI_SIGNED_CHAR"),
+    (581, Basic::U8, "MPI_UNSIGNED_CHAR"),
+    (583, Basic::Byte, "MPI_BYTE"),
+    (584, Basic::I16, "MPI_INT16_T"),
+    (585, Basic::U16, "MPI_UINT16_T"),
+    (592, Basic::I32, "MPI_INT32_T"),
+    (593, Basic::U32, "MPI_UINT32_T"),
+    (600, Basic::I64, "MPI_INT64_T"),
+    (601, Basic::U64, "MPI_UINT64_T"),
+    (704, Basic::Logical(1), "MPI_LOGICAL1"),
+    (705, Basic::I8, "MPI_INTEGER1"),
+    (712, Basic::Logical(2), "MPI_LOGICAL2"),
+    (713, Basic::I16, "MPI_INTEGER2"),
+    (714, Basic::OpaqueFloat(2), "MPI_REAL2"),
+    (720, Basic::Logical(4), "MPI_LOGICAL4"),
+    (721, Basic::I32, "MPI_INTEGER4"),
+    (722, Basic::F32, "MPI_REAL4"),
+    (723, Basic::OpaqueFloat(4), "MPI_COMPLEX4"),
+    (728, Basic::Logical(8), "MPI_LOGICAL8"),
+    (729, Basic::I64, "MPI_INTEGER8"),
+    (730, Basic::F64, "MPI_REAL8"),
+    (731, Basic::C32, "MPI_COMPLEX8"),
+    (736, Basic::Logical(16), "MPI_LOGICAL16"),
+    (737, Basic::OpaqueFloat(16), "MPI_INTEGER16"),
+    (738, Basic::OpaqueFloat(16), "MPI_REAL16"),
+    (739, Basic::C64, "MPI_COMPLEX16"),
+    (747, Basic::OpaqueFloat(32), "MPI_COMPLEX32"),
+];
+
+static PREDEF_TYPES: OnceLock<Vec<Option<Arc<Datatype>>>> = OnceLock::new();
+
+fn predef_types() -> &'static Vec<Option<Arc<Datatype>>> {
+    PREDEF_TYPES.get_or_init(|| {
+        let mut v = vec![None; 0x300];
+        for &(h, b, name) in PREDEF {
+            let t = Datatype::predefined(b, name);
+            t.handle.store(h, std::sync::atomic::Ordering::Relaxed);
+            v[h] = Some(t);
+        }
+        v
+    })
+}
+
+pub fn dtype(h: MPI_Datatype) -> Result<Arc<Datatype>> {
+    if h < 0x300 {
+        if let Some(Some(t)) = predef_types().get(h) {
+            return Ok(t.clone());
+        }
+        return Err(err(
+            class::TYPE,
+            if h == MPI_DATATYPE_NULL {
+                "the datatype is MPI_DATATYPE_NULL".to_string()
+            } else {
+                format!("invalid datatype handle {h:#x}")
+            },
+        ));
+    }
+    TYPES.get(h).ok_or_else(|| {
+        err(
+            class::TYPE,
+            format!("invalid datatype handle {h:#x} (freed or never created)"),
+        )
+    })
+}
+
+pub fn is_predefined_type(h: MPI_Datatype) -> bool {
+    h < 0x300 && matches!(predef_types().get(h), Some(Some(_)))
+}
+
+pub fn new_type(t: Arc<Datatype>) -> MPI_Datatype {
+    let h = TYPES.insert(t.clone());
+    t.handle.store(h, std::sync::atomic::Ordering::Relaxed);
+    h
+}
+
+static PREDEF_OPS: OnceLock<Vec<(usize, Arc<Op>)>> = OnceLock::new();
+
+pub fn op(h: MPI_Op) -> Result<Arc<Op>> {
+    let ops = PREDEF_OPS.get_or_init(|| {
+        vec![
+            (33, Arc::new(Op::Sum)),
+            (34, Arc::new(Op::Min)),
+            (35, Arc::new(Op::Max)),
+            (36, Arc::new(Op::Prod)),
+            (40, Arc::new(Op::Band)),
+            (41, Arc::new(Op::Bor)),
+            (42, Arc::new(Op::Bxor)),
+            (48, Arc::new(Op::Land)),
+            (49, Arc::new(Op::Lor)),
+            (50, Arc::new(Op::Lxor)),
+            (56, Arc::new(Op::MinLoc)),
+            (57, Arc::new(Op::MaxLoc)),
+            (60, Arc::new(Op::Replace)),
+            (61, Arc::new(Op::NoOp)),
+        ]
+    });
+    if let Some((_, o)) = ops.iter().find(|(v, _)| *v == h) {
+        return Ok(o.clone());
+    }
+    OPS.get(h)
+        .ok_or_else(|| err(class::OP, format!("invalid operation handle {h:#x}")))
+}
+
+pub fn errh(h: MPI_Errhandler) -> Result<Errh> {
+    match h {
+        MPI_ERRORS_ARE_FATAL => Ok(Errh::Fatal),
+        MPI_ERRORS_ABORT => Ok(Errh::Abort),
+        MPI_ERRORS_RETURN => Ok(Errh::Return),
+        _ => ERRHS
+            .get(h)
+            .ok_or_else(|| err(class::ERRHANDLER, format!("invalid error handler {h:#x}"))),
+    }
+}
+
+pub fn info(h: MPI_Info) -> Result<Arc<Mutex<gridwire_mpi::info::Info>>> {
+    INFOS.get(h).ok_or_else(|| {
+        if h == MPI_INFO_NULL {
+            err(class::INFO, "the info is MPI_INFO_NULL")
+        } else {
+            err(class::INFO, format!("invalid info handle {h:#x}"))
+        }
+    })
+}
+
+/// Builds a user buffer from C arguments, checking count and datatype.
+///
+/// # Safety
+/// `addr` with `count` elements of `dt` is the user's buffer for the
+/// operation, valid until it completes (the MPI rule for buffers).
+pub unsafe fn buf(
+    addr: *const std::ffi::c_void,
+    count: i64,
+    dt: MPI_Datatype,
+) -> Result<gridwire_mpi::Buf> {
+    if count < 0 {
+        return Err(err(class::COUNT, format!("count {count} is negative")));
+    }
+    let t = dtype(dt)?;
+    // SAFETY: forwarded from this function's contract.
+    Ok(unsafe { gridwire_mpi::Buf::new(addr as usize, count as usize, t) })
+}
+
+pub fn status_from(s: &gridwire_mpi::Status) -> MPI_Status {
+    let b = s.bytes as u64;
+    MPI_Status {
+        MPI_SOURCE: s.source,
+        MPI_TAG: s.tag,
+        MPI_ERROR: s.error,
+        internal: [
+            b as u32 as i32,
+            (b >> 32) as u32 as i32,
+            s.cancelled as i32,
+            0,
+            0,
+        ],
+    }
+}
+
+pub fn _unused(_: MpiError) {}

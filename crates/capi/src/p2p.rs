@@ -1,0 +1,808 @@
+//! Point-to-point: sends, receives, probes, requests.
+
+use crate::abi::*;
+use crate::errors::run;
+use crate::handles::{self, buf, comm, mpi, PKind, Persistent, ReqObj, MSGS, REQS};
+use crate::{arr, arr_mut, put, Void};
+use gridwire_mpi::{class, err, Mode, Req, Result, Status};
+use std::ffi::c_int;
+use std::sync::{Arc, Mutex};
+
+/// Stores a status unless the program passed `MPI_STATUS_IGNORE`.
+///
+/// # Safety
+/// `p` is NULL or points to an `MPI_Status`.
+pub(crate) unsafe fn put_status(p: *mut MPI_Status, s: &Status) {
+    // SAFETY: forwarded contract.
+    unsafe { put(p, handles::status_from(s)) };
+}
+
+fn new_req_handle(r: Arc<Req>, send: bool) -> MPI_Request {
+    if send && r.done() {
+        // Completed inside the call (eager): no table slot needed.
+        return REQUEST_DONE_SEND;
+    }
+    REQS.insert(ReqObj::Plain(r))
+}
+
+unsafe fn send_impl(
+    name: &str,
+    b: *const Void,
+    count: c_int,
+    dt: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    c: MPI_Comm,
+    mode: Mode,
+) -> c_int {
+    run(name, c, || {
+        let cm = comm(c)?;
+        // SAFETY: the program's send buffer, valid during the blocking call.
+        let bf = unsafe { buf(b, count as i64, dt) }?;
+        mpi()?.send(&cm, &bf, dest, tag, mode)
+    })
+}
+
+mpi_fn!(fn MPI_Send / PMPI_Send(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { send_impl("MPI_Send", b, count, dt, dest, tag, c, Mode::Standard) }
+});
+mpi_fn!(fn MPI_Ssend / PMPI_Ssend(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { send_impl("MPI_Ssend", b, count, dt, dest, tag, c, Mode::Sync) }
+});
+mpi_fn!(fn MPI_Bsend / PMPI_Bsend(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { send_impl("MPI_Bsend", b, count, dt, dest, tag, c, Mode::Buffered) }
+});
+mpi_fn!(fn MPI_Rsend / PMPI_Rsend(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { send_impl("MPI_Rsend", b, count, dt, dest, tag, c, Mode::Ready) }
+});
+
+unsafe fn isend_impl(
+    name: &str,
+    b: *const Void,
+    count: c_int,
+    dt: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    c: MPI_Comm,
+    mode: Mode,
+    req: *mut MPI_Request,
+) -> c_int {
+    run(name, c, || {
+        if req.is_null() {
+            return Err(err(class::REQUEST, "request pointer is NULL"));
+        }
+        let cm = comm(c)?;
+        // SAFETY: the program keeps the buffer until the request completes (MPI rule).
+        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let r = mpi()?.isend(&cm, &bf, dest, tag, mode)?;
+        // SAFETY: checked non-null output argument.
+        unsafe { *req = new_req_handle(r, true) };
+        Ok(())
+    })
+}
+
+mpi_fn!(fn MPI_Isend / PMPI_Isend(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { isend_impl("MPI_Isend", b, count, dt, dest, tag, c, Mode::Standard, req) }
+});
+mpi_fn!(fn MPI_Issend / PMPI_Issend(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { isend_impl("MPI_Issend", b, count, dt, dest, tag, c, Mode::Sync, req) }
+});
+mpi_fn!(fn MPI_Ibsend / PMPI_Ibsend(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { isend_impl("MPI_Ibsend", b, count, dt, dest, tag, c, Mode::Buffered, req) }
+});
+mpi_fn!(fn MPI_Irsend / PMPI_Irsend(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { isend_impl("MPI_Irsend", b, count, dt, dest, tag, c, Mode::Ready, req) }
+});
+
+mpi_fn!(fn MPI_Recv / PMPI_Recv(b: *mut Void, count: c_int, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    run("MPI_Recv", c, || {
+        let cm = comm(c)?;
+        // SAFETY: the program's receive buffer, valid during the blocking call.
+        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let m = mpi()?;
+        let cap = bf.bytes();
+        let r = m.irecv(&cm, bf, src, tag)?;
+        m.wait(&r);
+        let s = r.status();
+        m.engine.recycle(r);
+        // SAFETY: status output argument (or MPI_STATUS_IGNORE).
+        unsafe { put_status(status, &s) };
+        match gridwire_mpi::engine::status_error(&s, cap) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    })
+});
+
+mpi_fn!(fn MPI_Irecv / PMPI_Irecv(b: *mut Void, count: c_int, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    run("MPI_Irecv", c, || {
+        if req.is_null() {
+            return Err(err(class::REQUEST, "request pointer is NULL"));
+        }
+        let cm = comm(c)?;
+        // SAFETY: the program keeps the buffer until the request completes (MPI rule).
+        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let r = mpi()?.irecv(&cm, bf, src, tag)?;
+        // SAFETY: checked non-null output argument.
+        unsafe { *req = new_req_handle(r, false) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Sendrecv / PMPI_Sendrecv(sb: *const Void, sc: c_int, st: MPI_Datatype, dest: c_int, stag: c_int,
+        rb: *mut Void, rc: c_int, rt: MPI_Datatype, src: c_int, rtag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    run("MPI_Sendrecv", c, || {
+        let cm = comm(c)?;
+        // SAFETY: the program's buffers, valid during the blocking call.
+        let (sbf, rbf) = unsafe { (buf(sb, sc as i64, st)?, buf(rb, rc as i64, rt)?) };
+        let m = mpi()?;
+        let cap = rbf.bytes();
+        let r = m.irecv(&cm, rbf, src, rtag)?;
+        let s = m.isend(&cm, &sbf, dest, stag, Mode::Standard)?;
+        m.wait(&s);
+        m.wait(&r);
+        let st = r.status();
+        m.engine.recycle(r);
+        m.engine.recycle(s);
+        // SAFETY: status output argument.
+        unsafe { put_status(status, &st) };
+        match gridwire_mpi::engine::status_error(&st, cap) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    })
+});
+
+mpi_fn!(fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(b: *mut Void, count: c_int, dt: MPI_Datatype, dest: c_int, stag: c_int,
+        src: c_int, rtag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    run("MPI_Sendrecv_replace", c, || {
+        let cm = comm(c)?;
+        // SAFETY: the program's buffer, valid during the blocking call.
+        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let m = mpi()?;
+        m.check_buf(&bf, "buffer")?;
+        let packed = bf.pack();
+        let byte = handles::dtype(583)?;
+        let sbf = gridwire_mpi::Buf::bytes_of(&packed, &byte);
+        let cap = bf.bytes();
+        let r = m.irecv(&cm, bf, src, rtag)?;
+        let s = m.isend(&cm, &sbf, dest, stag, Mode::Standard)?;
+        m.wait(&s);
+        m.wait(&r);
+        let st = r.status();
+        // SAFETY: status output argument.
+        unsafe { put_status(status, &st) };
+        match gridwire_mpi::engine::status_error(&st, cap) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    })
+});
+
+mpi_fn!(fn MPI_Probe / PMPI_Probe(src: c_int, tag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    run("MPI_Probe", c, || {
+        let s = mpi()?.probe(&*comm(c)?, src, tag)?;
+        // SAFETY: status output argument.
+        unsafe { put_status(status, &s) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Iprobe / PMPI_Iprobe(src: c_int, tag: c_int, c: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    run("MPI_Iprobe", c, || {
+        let s = mpi()?.iprobe(&*comm(c)?, src, tag)?;
+        // SAFETY: output arguments.
+        unsafe {
+            put(flag, s.is_some() as c_int);
+            if let Some(s) = s {
+                put_status(status, &s);
+            }
+        }
+        Ok(())
+    })
+});
+
+unsafe fn mprobe_impl(
+    name: &str,
+    src: c_int,
+    tag: c_int,
+    c: MPI_Comm,
+    flag: *mut c_int,
+    msg: *mut MPI_Message,
+    status: *mut MPI_Status,
+    block: bool,
+) -> c_int {
+    run(name, c, || {
+        let got = mpi()?.improbe(&*comm(c)?, src, tag, block)?;
+        // SAFETY: output arguments.
+        unsafe {
+            put(flag, got.is_some() as c_int);
+            match got {
+                None => {}
+                Some(None) => {
+                    put(msg, MPI_MESSAGE_NO_PROC);
+                    put_status(status, &Status::empty());
+                }
+                Some(Some(u)) => {
+                    put_status(status, &u.status());
+                    put(msg, MSGS.insert(Arc::new(Mutex::new(Some(u)))));
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+mpi_fn!(fn MPI_Mprobe / PMPI_Mprobe(src: c_int, tag: c_int, c: MPI_Comm, msg: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { mprobe_impl("MPI_Mprobe", src, tag, c, std::ptr::null_mut(), msg, status, true) }
+});
+mpi_fn!(fn MPI_Improbe / PMPI_Improbe(src: c_int, tag: c_int, c: MPI_Comm, flag: *mut c_int, msg: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { mprobe_impl("MPI_Improbe", src, tag, c, flag, msg, status, false) }
+});
+
+unsafe fn take_msg(msg: *mut MPI_Message) -> Result<Option<gridwire_mpi::engine::Unexpected>> {
+    if msg.is_null() {
+        return Err(err(class::ARG, "message pointer is NULL"));
+    }
+    // SAFETY: checked non-null in/out argument.
+    let h = unsafe { *msg };
+    let out = match h {
+        MPI_MESSAGE_NO_PROC => None,
+        _ => {
+            let m = MSGS.remove(h).ok_or_else(|| {
+                err(
+                    class::ARG,
+                    format!("invalid message handle {h:#x} (already received?)"),
+                )
+            })?;
+            let u = m.lock().unwrap().take();
+            u
+        }
+    };
+    // SAFETY: as above.
+    unsafe { *msg = MPI_MESSAGE_NULL };
+    Ok(out)
+}
+
+mpi_fn!(fn MPI_Mrecv / PMPI_Mrecv(b: *mut Void, count: c_int, dt: MPI_Datatype, msg: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    run("MPI_Mrecv", MPI_COMM_WORLD, || {
+        // SAFETY: the program's receive buffer, valid during the blocking call.
+        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let cap = bf.bytes();
+        // SAFETY: message in/out argument.
+        let u = unsafe { take_msg(msg) }?;
+        let m = mpi()?;
+        let r = m.mrecv(u, bf)?;
+        m.wait(&r);
+        let s = r.status();
+        // SAFETY: status output argument.
+        unsafe { put_status(status, &s) };
+        match gridwire_mpi::engine::status_error(&s, cap) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    })
+});
+
+mpi_fn!(fn MPI_Imrecv / PMPI_Imrecv(b: *mut Void, count: c_int, dt: MPI_Datatype, msg: *mut MPI_Message, req: *mut MPI_Request) -> c_int {
+    run("MPI_Imrecv", MPI_COMM_WORLD, || {
+        // SAFETY: the program keeps the buffer until the request completes.
+        let bf = unsafe { buf(b, count as i64, dt) }?;
+        // SAFETY: message in/out argument.
+        let u = unsafe { take_msg(msg) }?;
+        let r = mpi()?.mrecv(u, bf)?;
+        // SAFETY: output argument.
+        unsafe { put(req, new_req_handle(r, false)) };
+        Ok(())
+    })
+});
+
+// ---- requests -----------------------------------------------------------------
+
+enum Active {
+    /// Null or inactive persistent request: completes at once with an empty status.
+    Empty,
+    DoneSend,
+    Req(Arc<Req>),
+}
+
+fn active(h: MPI_Request) -> Result<Active> {
+    match h {
+        MPI_REQUEST_NULL => Ok(Active::Empty),
+        REQUEST_DONE_SEND => Ok(Active::DoneSend),
+        _ => match REQS.get(h) {
+            Some(ReqObj::Plain(r)) => Ok(Active::Req(r)),
+            Some(ReqObj::Persistent(p)) => Ok(p
+                .lock()
+                .unwrap()
+                .active
+                .clone()
+                .map_or(Active::Empty, Active::Req)),
+            None => Err(err(
+                class::REQUEST,
+                format!("invalid request handle {h:#x} (freed, or already completed)"),
+            )),
+        },
+    }
+}
+
+fn is_done(a: &Active) -> bool {
+    match a {
+        Active::Req(r) => r.done(),
+        _ => true,
+    }
+}
+
+/// Finishes a completed request: its status, and the handle becomes NULL (or inactive).
+fn finish(h: &mut MPI_Request, a: Active) -> Status {
+    match a {
+        Active::Empty => Status::empty(),
+        Active::DoneSend => {
+            *h = MPI_REQUEST_NULL;
+            Status::default()
+        }
+        Active::Req(r) => {
+            let s = r.status();
+            match REQS.get(*h) {
+                Some(ReqObj::Persistent(p)) => p.lock().unwrap().active = None,
+                _ => {
+                    REQS.remove(*h);
+                    *h = MPI_REQUEST_NULL;
+                }
+            }
+            if let Ok(m) = mpi() {
+                m.engine.recycle(r);
+            }
+            s
+        }
+    }
+}
+
+fn error_of(s: &Status) -> Result<()> {
+    match gridwire_mpi::engine::status_error(s, 0) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+mpi_fn!(fn MPI_Wait / PMPI_Wait(req: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
+    run("MPI_Wait", MPI_COMM_WORLD, || {
+        if req.is_null() {
+            return Err(err(class::REQUEST, "request pointer is NULL"));
+        }
+        // SAFETY: checked non-null in/out argument.
+        let h = unsafe { &mut *req };
+        let a = active(*h)?;
+        if let Active::Req(r) = &a {
+            mpi()?.wait(r);
+        }
+        let s = finish(h, a);
+        // SAFETY: status output argument.
+        unsafe { put_status(status, &s) };
+        error_of(&s)
+    })
+});
+
+mpi_fn!(fn MPI_Test / PMPI_Test(req: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    run("MPI_Test", MPI_COMM_WORLD, || {
+        if req.is_null() {
+            return Err(err(class::REQUEST, "request pointer is NULL"));
+        }
+        // SAFETY: checked non-null in/out argument.
+        let h = unsafe { &mut *req };
+        let mut a = active(*h)?;
+        if !is_done(&a) {
+            mpi()?.poke();
+            a = active(*h)?;
+        }
+        let done = is_done(&a);
+        // SAFETY: output argument.
+        unsafe { put(flag, done as c_int) };
+        if done {
+            let s = finish(h, a);
+            // SAFETY: status output argument.
+            unsafe { put_status(status, &s) };
+            return error_of(&s);
+        }
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Request_get_status / PMPI_Request_get_status(req: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    run("MPI_Request_get_status", MPI_COMM_WORLD, || {
+        let mut a = active(req)?;
+        if !is_done(&a) {
+            mpi()?.poke();
+            a = active(req)?;
+        }
+        let done = is_done(&a);
+        // SAFETY: output arguments.
+        unsafe {
+            put(flag, done as c_int);
+            if done {
+                let s = match &a {
+                    Active::Req(r) => r.status(),
+                    Active::DoneSend => Status::default(),
+                    Active::Empty => Status::empty(),
+                };
+                put_status(status, &s);
+            }
+        }
+        Ok(())
+    })
+});
+
+/// Completes requests of an array (`all` = every one, else the first done) and writes statuses.
+unsafe fn wait_many(
+    name: &str,
+    n: c_int,
+    reqs: *mut MPI_Request,
+    statuses: *mut MPI_Status,
+    mode: Many,
+    block: bool,
+    index: *mut c_int,
+    flag: *mut c_int,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+) -> c_int {
+    run(name, MPI_COMM_WORLD, || {
+        if n < 0 {
+            return Err(err(class::COUNT, format!("count {n} is negative")));
+        }
+        // SAFETY: MPI array arguments of `n` elements.
+        let hs = unsafe { arr_mut(reqs, n) };
+        let m = mpi()?;
+        let mut acts: Vec<Active> = hs.iter().map(|&h| active(h)).collect::<Result<_>>()?;
+        // Null and inactive requests take no part in Any/Some.
+        let live: Vec<bool> = acts.iter().map(|a| !matches!(a, Active::Empty)).collect();
+        let ready = |acts: &[Active]| -> bool {
+            match mode {
+                Many::All => acts.iter().all(is_done),
+                Many::Any | Many::Some => {
+                    !live.iter().any(|&l| l)
+                        || acts.iter().zip(&live).any(|(a, &l)| l && is_done(a))
+                }
+            }
+        };
+        if !ready(&acts) {
+            if block {
+                let rs: Vec<Option<Arc<Req>>> = acts
+                    .iter()
+                    .map(|a| {
+                        if let Active::Req(r) = a {
+                            Some(r.clone())
+                        } else {
+                            None
+                        }
+                    })
+                    .collect();
+                let live2 = live.clone();
+                m.engine.wait_for(|| match mode {
+                    Many::All => rs.iter().all(|r| r.as_ref().is_none_or(|r| r.done())),
+                    _ => rs
+                        .iter()
+                        .zip(&live2)
+                        .any(|(r, &l)| l && r.as_ref().is_none_or(|r| r.done())),
+                });
+            } else {
+                m.poke();
+            }
+            acts = hs.iter().map(|&h| active(h)).collect::<Result<_>>()?;
+        }
+        let mut first_err = None;
+        let set_status = |i: usize, s: &Status| {
+            if !statuses.is_null() {
+                // SAFETY: a non-ignored statuses array has `n` entries.
+                unsafe { put_status(statuses.add(i), s) };
+            }
+        };
+        match mode {
+            Many::All => {
+                let all = acts.iter().all(is_done);
+                // SAFETY: output argument.
+                unsafe { put(flag, all as c_int) };
+                if all {
+                    for (i, a) in acts.into_iter().enumerate() {
+                        let s = finish(&mut hs[i], a);
+                        if s.error != 0 && first_err.is_none() {
+                            first_err = Some(s.error);
+                        }
+                        set_status(i, &s);
+                    }
+                }
+            }
+            Many::Any => {
+                let hit = acts.iter().zip(&live).position(|(a, &l)| l && is_done(a));
+                match hit {
+                    Some(i) => {
+                        let a = std::mem::replace(&mut acts[i], Active::Empty);
+                        let s = finish(&mut hs[i], a);
+                        // SAFETY: output arguments.
+                        unsafe {
+                            put(index, i as c_int);
+                            put(flag, 1);
+                            put_status(statuses, &s);
+                        }
+                        error_of(&s)?;
+                    }
+                    None => {
+                        let none_live = !live.iter().any(|&l| l);
+                        // SAFETY: output arguments.
+                        unsafe {
+                            put(index, MPI_UNDEFINED);
+                            put(flag, none_live as c_int);
+                            if none_live {
+                                put_status(statuses, &Status::empty());
+                            }
+                        }
+                    }
+                }
+            }
+            Many::Some => {
+                if !live.iter().any(|&l| l) {
+                    // SAFETY: output argument.
+                    unsafe { put(outcount, MPI_UNDEFINED) };
+                    return Ok(());
+                }
+                let mut k = 0;
+                for i in 0..acts.len() {
+                    if live[i] && is_done(&acts[i]) {
+                        let a = std::mem::replace(&mut acts[i], Active::Empty);
+                        let s = finish(&mut hs[i], a);
+                        if s.error != 0 && first_err.is_none() {
+                            first_err = Some(s.error);
+                        }
+                        // SAFETY: `indices` and `statuses` hold `n` entries.
+                        unsafe {
+                            put(indices.add(k), i as c_int);
+                            if !statuses.is_null() {
+                                put_status(statuses.add(k), &s);
+                            }
+                        }
+                        k += 1;
+                    }
+                }
+                // SAFETY: output argument.
+                unsafe { put(outcount, k as c_int) };
+            }
+        }
+        match first_err {
+            None => Ok(()),
+            Some(_) => Err(err(
+                class::IN_STATUS,
+                "a request failed; see the MPI_ERROR fields of the statuses",
+            )),
+        }
+    })
+}
+
+#[derive(Clone, Copy)]
+enum Many {
+    All,
+    Any,
+    Some,
+}
+
+mpi_fn!(fn MPI_Waitall / PMPI_Waitall(n: c_int, reqs: *mut MPI_Request, st: *mut MPI_Status) -> c_int {
+    let np = std::ptr::null_mut();
+    // SAFETY: forwarded argument contract.
+    unsafe { wait_many("MPI_Waitall", n, reqs, st, Many::All, true, np, np, np, np) }
+});
+mpi_fn!(fn MPI_Testall / PMPI_Testall(n: c_int, reqs: *mut MPI_Request, flag: *mut c_int, st: *mut MPI_Status) -> c_int {
+    let np = std::ptr::null_mut();
+    // SAFETY: forwarded argument contract.
+    unsafe { wait_many("MPI_Testall", n, reqs, st, Many::All, false, np, flag, np, np) }
+});
+mpi_fn!(fn MPI_Waitany / PMPI_Waitany(n: c_int, reqs: *mut MPI_Request, index: *mut c_int, st: *mut MPI_Status) -> c_int {
+    let np = std::ptr::null_mut();
+    // SAFETY: forwarded argument contract.
+    unsafe { wait_many("MPI_Waitany", n, reqs, st, Many::Any, true, index, np, np, np) }
+});
+mpi_fn!(fn MPI_Testany / PMPI_Testany(n: c_int, reqs: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, st: *mut MPI_Status) -> c_int {
+    let np = std::ptr::null_mut();
+    // SAFETY: forwarded argument contract.
+    unsafe { wait_many("MPI_Testany", n, reqs, st, Many::Any, false, index, flag, np, np) }
+});
+mpi_fn!(fn MPI_Waitsome / PMPI_Waitsome(n: c_int, reqs: *mut MPI_Request, outcount: *mut c_int, indices: *mut c_int, st: *mut MPI_Status) -> c_int {
+    let np = std::ptr::null_mut();
+    // SAFETY: forwarded argument contract.
+    unsafe { wait_many("MPI_Waitsome", n, reqs, st, Many::Some, true, np, np, outcount, indices) }
+});
+mpi_fn!(fn MPI_Testsome / PMPI_Testsome(n: c_int, reqs: *mut MPI_Request, outcount: *mut c_int, indices: *mut c_int, st: *mut MPI_Status) -> c_int {
+    let np = std::ptr::null_mut();
+    // SAFETY: forwarded argument contract.
+    unsafe { wait_many("MPI_Testsome", n, reqs, st, Many::Some, false, np, np, outcount, indices) }
+});
+
+mpi_fn!(fn MPI_Request_free / PMPI_Request_free(req: *mut MPI_Request) -> c_int {
+    run("MPI_Request_free", MPI_COMM_WORLD, || {
+        if req.is_null() {
+            return Err(err(class::REQUEST, "request pointer is NULL"));
+        }
+        // SAFETY: checked non-null in/out argument.
+        let h = unsafe { &mut *req };
+        match *h {
+            MPI_REQUEST_NULL => return Err(err(class::REQUEST, "cannot free MPI_REQUEST_NULL")),
+            REQUEST_DONE_SEND => {}
+            // The operation goes on; the protocol keeps its own reference.
+            _ => {
+                REQS.remove(*h).ok_or_else(|| err(class::REQUEST, format!("invalid request handle {:#x}", *h)))?;
+            }
+        }
+        *h = MPI_REQUEST_NULL;
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Cancel / PMPI_Cancel(req: *mut MPI_Request) -> c_int {
+    run("MPI_Cancel", MPI_COMM_WORLD, || {
+        if req.is_null() {
+            return Err(err(class::REQUEST, "request pointer is NULL"));
+        }
+        // SAFETY: checked non-null argument.
+        let h = unsafe { *req };
+        if let Active::Req(r) = active(h)? {
+            // Sends cannot be cancelled here: they complete normally (allowed by the standard).
+            mpi()?.cancel(&r);
+        }
+        Ok(())
+    })
+});
+
+// ---- persistent requests --------------------------------------------------------
+
+unsafe fn psend(
+    name: &str,
+    b: *const Void,
+    count: c_int,
+    dt: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    c: MPI_Comm,
+    mode: Mode,
+    req: *mut MPI_Request,
+) -> c_int {
+    run(name, c, || {
+        let cm = comm(c)?;
+        // SAFETY: the program keeps the buffer while the persistent request exists.
+        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let m = mpi()?;
+        m.check_buf(&bf, "send buffer")?;
+        if dest != gridwire_mpi::PROC_NULL && (dest < 0 || dest as u32 >= cm.size) {
+            return Err(err(
+                class::RANK,
+                format!(
+                    "rank {dest} is invalid in a communicator of size {}",
+                    cm.size
+                ),
+            ));
+        }
+        let p = Persistent {
+            kind: PKind::Send {
+                buf: bf,
+                dest,
+                tag,
+                mode,
+            },
+            comm: cm,
+            active: None,
+        };
+        // SAFETY: output argument.
+        unsafe {
+            put(
+                req,
+                REQS.insert(ReqObj::Persistent(Arc::new(Mutex::new(p)))),
+            )
+        };
+        Ok(())
+    })
+}
+
+mpi_fn!(fn MPI_Send_init / PMPI_Send_init(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { psend("MPI_Send_init", b, count, dt, dest, tag, c, Mode::Standard, req) }
+});
+mpi_fn!(fn MPI_Ssend_init / PMPI_Ssend_init(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { psend("MPI_Ssend_init", b, count, dt, dest, tag, c, Mode::Sync, req) }
+});
+mpi_fn!(fn MPI_Bsend_init / PMPI_Bsend_init(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { psend("MPI_Bsend_init", b, count, dt, dest, tag, c, Mode::Buffered, req) }
+});
+mpi_fn!(fn MPI_Rsend_init / PMPI_Rsend_init(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { psend("MPI_Rsend_init", b, count, dt, dest, tag, c, Mode::Ready, req) }
+});
+
+mpi_fn!(fn MPI_Recv_init / PMPI_Recv_init(b: *mut Void, count: c_int, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    run("MPI_Recv_init", c, || {
+        let cm = comm(c)?;
+        // SAFETY: the program keeps the buffer while the persistent request exists.
+        let bf = unsafe { buf(b, count as i64, dt) }?;
+        mpi()?.check_buf(&bf, "receive buffer")?;
+        let p = Persistent { kind: PKind::Recv { buf: bf, src, tag }, comm: cm, active: None };
+        // SAFETY: output argument.
+        unsafe { put(req, REQS.insert(ReqObj::Persistent(Arc::new(Mutex::new(p))))) };
+        Ok(())
+    })
+});
+
+fn start(h: MPI_Request) -> Result<()> {
+    let Some(ReqObj::Persistent(p)) = REQS.get(h) else {
+        return Err(err(
+            class::REQUEST,
+            format!("request {h:#x} is not a persistent request"),
+        ));
+    };
+    let mut p = p.lock().unwrap();
+    if p.active.is_some() {
+        return Err(err(
+            class::REQUEST,
+            "the persistent request is already active",
+        ));
+    }
+    let m = mpi()?;
+    let r = match &p.kind {
+        PKind::Send {
+            buf,
+            dest,
+            tag,
+            mode,
+        } => m.isend(&p.comm, buf, *dest, *tag, *mode)?,
+        PKind::Recv { buf, src, tag } => m.irecv(&p.comm, buf.clone(), *src, *tag)?,
+    };
+    p.active = Some(r);
+    Ok(())
+}
+
+mpi_fn!(fn MPI_Start / PMPI_Start(req: *mut MPI_Request) -> c_int {
+    run("MPI_Start", MPI_COMM_WORLD, || {
+        if req.is_null() {
+            return Err(err(class::REQUEST, "request pointer is NULL"));
+        }
+        // SAFETY: checked non-null argument.
+        start(unsafe { *req })
+    })
+});
+
+mpi_fn!(fn MPI_Startall / PMPI_Startall(n: c_int, reqs: *mut MPI_Request) -> c_int {
+    run("MPI_Startall", MPI_COMM_WORLD, || {
+        // SAFETY: array argument of `n` requests.
+        for &h in unsafe { arr(reqs, n) } {
+            start(h)?;
+        }
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Buffer_attach / PMPI_Buffer_attach(b: *mut Void, size: c_int) -> c_int {
+    run("MPI_Buffer_attach", MPI_COMM_WORLD, || {
+        if size < 0 {
+            return Err(err(class::ARG, format!("buffer size {size} is negative")));
+        }
+        mpi()?.buffer_attach(b as usize, size as usize)
+    })
+});
+
+mpi_fn!(fn MPI_Buffer_detach / PMPI_Buffer_detach(addr: *mut Void, size: *mut c_int) -> c_int {
+    run("MPI_Buffer_detach", MPI_COMM_WORLD, || {
+        let (a, s) = mpi()?.buffer_detach()?;
+        // SAFETY: `addr` is really a `void **` (the standard's signature quirk); `size` an output.
+        unsafe {
+            put(addr as *mut usize, a);
+            put(size, s as c_int);
+        }
+        Ok(())
+    })
+});

@@ -1,0 +1,572 @@
+//! Collectives on intracommunicators, over point-to-point messages on the
+//! communicator's collective context (so they never match user messages).
+//!
+//! Algorithms: dissemination barrier; binomial-tree broadcast and reduce;
+//! recursive-doubling allreduce (commutative or not: blocks of ranks stay
+//! contiguous); ring allgather; pairwise alltoall; recursive-doubling scan
+//! and exscan; linear gather/scatter and the `v`/`w` variants. Data is
+//! handled packed; contiguous user buffers are used in place.
+
+use crate::error::{class, err, Result};
+use crate::mem;
+use crate::request::{Buf, Req};
+use crate::{Comm, Datatype, Mpi, Op};
+use std::sync::Arc;
+
+/// A buffer's memory copied aside, with an address that lays it out like the original.
+struct Snapshot {
+    _data: Vec<u8>,
+    addr: usize,
+}
+
+fn snapshot(addr: usize, count: usize, dt: &Datatype) -> Snapshot {
+    if count == 0 || dt.size == 0 {
+        return Snapshot {
+            _data: Vec::new(),
+            addr,
+        };
+    }
+    let lo = dt
+        .true_lb
+        .min(dt.true_lb + (count as isize - 1) * dt.extent);
+    let hi = (dt.true_lb + dt.true_extent)
+        .max(dt.true_lb + dt.true_extent + (count as isize - 1) * dt.extent);
+    let mut v = vec![0u8; (hi - lo) as usize];
+    // SAFETY: the range is the user's buffer of the running collective.
+    unsafe { mem::read(addr.wrapping_add_signed(lo), &mut v) };
+    let a = (v.as_ptr() as usize).wrapping_add_signed(-lo);
+    Snapshot { _data: v, addr: a }
+}
+
+/// Block `i` of `count` elements of a buffer.
+fn block(b: &Buf, i: usize, count: usize) -> Buf {
+    let addr = b
+        .addr()
+        .wrapping_add_signed(i as isize * count as isize * b.dt.extent);
+    // SAFETY: a sub-range of `b`, which is valid by `b`'s own contract.
+    unsafe { Buf::new(addr, count, b.dt.clone()) }
+}
+
+/// `count` elements at element displacement `displ` of a buffer.
+fn at(b: &Buf, displ: i64, count: usize) -> Buf {
+    let addr = b.addr().wrapping_add_signed(displ as isize * b.dt.extent);
+    // SAFETY: a sub-range of the user's buffer as the call's displacements describe.
+    unsafe { Buf::new(addr, count, b.dt.clone()) }
+}
+
+/// Copies between two user buffers of the same type signature (through a packed temporary).
+fn local_copy(from: &Buf, to: &Buf) -> Result<()> {
+    if from.bytes() != to.bytes() {
+        return Err(err(
+            class::TRUNCATE,
+            format!(
+                "local copy of {} bytes into {} bytes",
+                from.bytes(),
+                to.bytes()
+            ),
+        ));
+    }
+    let p = from.pack();
+    to.unpack(&p);
+    Ok(())
+}
+
+impl Mpi {
+    fn push(&self, v: &mut Vec<Arc<Req>>, r: Option<Arc<Req>>) {
+        if let Some(r) = r {
+            v.push(r);
+        }
+    }
+
+    pub fn barrier(&self, comm: &Comm) -> Result<()> {
+        let n = comm.size;
+        let mut d = 1;
+        while d < n {
+            let to = (comm.rank + d) % n;
+            let from = (comm.rank + n - d) % n;
+            self.c_sendrecv(comm, &[], to, &mut [], from)?;
+            d *= 2;
+        }
+        Ok(())
+    }
+
+    pub fn bcast(&self, comm: &Comm, buf: &Buf, root: i32) -> Result<()> {
+        self.check_buf(buf, "broadcast buffer")?;
+        check_root(comm, root)?;
+        let n = comm.size;
+        if n == 1 || buf.bytes() == 0 {
+            return Ok(());
+        }
+        let root = root as u32;
+        let vr = (comm.rank + n - root) % n;
+        let mut mask = 1;
+        while mask < n {
+            if vr & mask != 0 {
+                let src = (vr - mask + root) % n;
+                let r = self.c_irecv_buf(comm, buf.clone(), src)?;
+                self.wait_all_internal(vec![r])?;
+                break;
+            }
+            mask <<= 1;
+        }
+        mask >>= 1;
+        let mut sends = Vec::new();
+        while mask > 0 {
+            if vr + mask < n {
+                let dst = (vr + mask + root) % n;
+                let r = self.c_isend_buf(comm, buf, dst)?;
+                self.push(&mut sends, r);
+            }
+            mask >>= 1;
+        }
+        self.wait_all_internal(sends)
+    }
+
+    /// `MPI_Reduce`. `send` None = `MPI_IN_PLACE` (at the root). `recv` matters at the root only.
+    pub fn reduce(
+        &self,
+        comm: &Comm,
+        send: Option<&Buf>,
+        recv: &Buf,
+        op: &Op,
+        root: i32,
+    ) -> Result<()> {
+        check_root(comm, root)?;
+        let is_root = comm.rank == root as u32;
+        let src = match send {
+            Some(s) => s,
+            None if is_root => recv,
+            None => {
+                return Err(err(
+                    class::BUFFER,
+                    "MPI_IN_PLACE is allowed at the root only",
+                ))
+            }
+        };
+        self.check_buf(src, "send buffer")?;
+        if is_root {
+            self.check_buf(recv, "receive buffer")?;
+        }
+        op.check(&src.dt)?;
+        let dt = &src.dt;
+        let count = src.count;
+        let mut acc = src.pack();
+        let n = comm.size;
+        let root = root as u32;
+        if !op.commutative() {
+            // In rank order at the root: a0 op a1 op ... op a(n-1).
+            if is_root {
+                let mut parts: Vec<Vec<u8>> = vec![Vec::new(); n as usize];
+                for r in 0..n {
+                    if r != root {
+                        let mut t = vec![0u8; acc.len()];
+                        self.c_recv(comm, &mut t, r)?;
+                        parts[r as usize] = t;
+                    }
+                }
+                parts[root as usize] = std::mem::take(&mut acc);
+                let mut res = std::mem::take(&mut parts[0]);
+                for p in parts.iter_mut().skip(1) {
+                    op.apply(dt, count, &res, p);
+                    res = std::mem::take(p);
+                }
+                recv.unpack(&res);
+            } else {
+                self.c_send(comm, &acc, root)?;
+            }
+            return Ok(());
+        }
+        let vr = (comm.rank + n - root) % n;
+        let mut tmp = vec![0u8; acc.len()];
+        let mut mask = 1;
+        while mask < n {
+            if vr & mask == 0 {
+                let child = vr | mask;
+                if child < n {
+                    self.c_recv(comm, &mut tmp, (child + root) % n)?;
+                    // acc (lower ranks) op tmp (higher ranks)
+                    op.apply(dt, count, &acc, &mut tmp);
+                    std::mem::swap(&mut acc, &mut tmp);
+                }
+            } else {
+                let parent = (vr & !mask) % n;
+                self.c_send(comm, &acc, (parent + root) % n)?;
+                break;
+            }
+            mask <<= 1;
+        }
+        if is_root {
+            recv.unpack(&acc);
+        }
+        Ok(())
+    }
+
+    /// `MPI_Allreduce`. `send` None = `MPI_IN_PLACE`.
+    pub fn allreduce(&self, comm: &Comm, send: Option<&Buf>, recv: &Buf, op: &Op) -> Result<()> {
+        let src = send.unwrap_or(recv);
+        self.check_buf(src, "send buffer")?;
+        self.check_buf(recv, "receive buffer")?;
+        op.check(&src.dt)?;
+        let dt = &src.dt;
+        let count = src.count;
+        let mut acc = src.pack();
+        let n = comm.size;
+        let rank = comm.rank;
+        let mut pof2 = 1;
+        while pof2 * 2 <= n {
+            pof2 *= 2;
+        }
+        let rem = n - pof2;
+        let mut tmp = vec![0u8; acc.len()];
+        let newrank: i64 = if rank < 2 * rem {
+            if rank % 2 == 0 {
+                self.c_send(comm, &acc, rank + 1)?;
+                -1
+            } else {
+                self.c_recv(comm, &mut tmp, rank - 1)?;
+                op.apply(dt, count, &tmp, &mut acc);
+                (rank / 2) as i64
+            }
+        } else {
+            (rank - rem) as i64
+        };
+        if newrank >= 0 {
+            let nr = newrank as u32;
+            let mut mask = 1;
+            while mask < pof2 {
+                let nd = nr ^ mask;
+                let dst = if nd < rem { nd * 2 + 1 } else { nd + rem };
+                self.c_sendrecv(comm, &acc, dst, &mut tmp, dst)?;
+                if dst < rank {
+                    op.apply(dt, count, &tmp, &mut acc);
+                } else {
+                    op.apply(dt, count, &acc, &mut tmp);
+                    std::mem::swap(&mut acc, &mut tmp);
+                }
+                mask <<= 1;
+            }
+        }
+        if rank < 2 * rem {
+            if rank % 2 == 1 {
+                self.c_send(comm, &acc, rank - 1)?;
+            } else {
+                self.c_recv(comm, &mut acc, rank + 1)?;
+            }
+        }
+        recv.unpack(&acc);
+        Ok(())
+    }
+
+    /// `MPI_Gather(v)`. `counts`/`displs` None = the plain form with `recv.count` per rank.
+    pub fn gatherv(
+        &self,
+        comm: &Comm,
+        send: Option<&Buf>,
+        recv: &Buf,
+        counts: Option<(&[i64], &[i64])>,
+        root: i32,
+    ) -> Result<()> {
+        check_root(comm, root)?;
+        let root = root as u32;
+        let n = comm.size as usize;
+        if comm.rank != root {
+            let s =
+                send.ok_or_else(|| err(class::BUFFER, "MPI_IN_PLACE is allowed at the root only"))?;
+            self.check_buf(s, "send buffer")?;
+            let r = self.c_isend_buf(comm, s, root)?;
+            return self.wait_all_internal(r.into_iter().collect());
+        }
+        self.check_buf(recv, "receive buffer")?;
+        let slot = |i: usize| match counts {
+            Some((c, d)) => at(recv, d[i], c[i] as usize),
+            None => block(recv, i, recv.count),
+        };
+        let mut reqs = Vec::new();
+        for i in 0..n {
+            if i as u32 != root {
+                reqs.push(self.c_irecv_buf(comm, slot(i), i as u32)?);
+            }
+        }
+        if let Some(s) = send {
+            self.check_buf(s, "send buffer")?;
+            local_copy(s, &slot(root as usize))?;
+        }
+        self.wait_all_internal(reqs)
+    }
+
+    /// `MPI_Scatter(v)`. `recv` None = `MPI_IN_PLACE` at the root.
+    pub fn scatterv(
+        &self,
+        comm: &Comm,
+        send: &Buf,
+        counts: Option<(&[i64], &[i64])>,
+        recv: Option<&Buf>,
+        root: i32,
+    ) -> Result<()> {
+        check_root(comm, root)?;
+        let root = root as u32;
+        let n = comm.size as usize;
+        if comm.rank != root {
+            let r =
+                recv.ok_or_else(|| err(class::BUFFER, "MPI_IN_PLACE is allowed at the root only"))?;
+            self.check_buf(r, "receive buffer")?;
+            let q = self.c_irecv_buf(comm, r.clone(), root)?;
+            return self.wait_all_internal(vec![q]);
+        }
+        self.check_buf(send, "send buffer")?;
+        let slot = |i: usize| match counts {
+            Some((c, d)) => at(send, d[i], c[i] as usize),
+            None => block(send, i, send.count),
+        };
+        let mut reqs = Vec::new();
+        for i in 0..n {
+            if i as u32 != root {
+                let r = self.c_isend_buf(comm, &slot(i), i as u32)?;
+                self.push(&mut reqs, r);
+            }
+        }
+        if let Some(r) = recv {
+            self.check_buf(r, "receive buffer")?;
+            local_copy(&slot(root as usize), r)?;
+        }
+        self.wait_all_internal(reqs)
+    }
+
+    /// `MPI_Allgather(v)` by a ring. `send` None = `MPI_IN_PLACE`.
+    pub fn allgatherv(
+        &self,
+        comm: &Comm,
+        send: Option<&Buf>,
+        recv: &Buf,
+        counts: Option<(&[i64], &[i64])>,
+    ) -> Result<()> {
+        self.check_buf(recv, "receive buffer")?;
+        let n = comm.size;
+        let me = comm.rank;
+        let slot = |i: u32| match counts {
+            Some((c, d)) => at(recv, d[i as usize], c[i as usize] as usize),
+            None => block(recv, i as usize, recv.count),
+        };
+        if let Some(s) = send {
+            self.check_buf(s, "send buffer")?;
+            local_copy(s, &slot(me))?;
+        }
+        let right = (me + 1) % n;
+        let left = (me + n - 1) % n;
+        for k in 0..n - 1 {
+            let sb = (me + n - k) % n;
+            let rb = (me + n - k - 1) % n;
+            let rr = self.c_irecv_buf(comm, slot(rb), left)?;
+            let sr = self.c_isend_buf(comm, &slot(sb), right)?;
+            let mut v: Vec<Arc<Req>> = sr.into_iter().collect();
+            v.push(rr);
+            self.wait_all_internal(v)?;
+        }
+        Ok(())
+    }
+
+    /// Byte allgather for internal agreement (`Comm_split`).
+    pub(crate) fn allgather_bytes(&self, comm: &Comm, mine: &[u8], all: &mut [u8]) -> Result<()> {
+        let s = Buf::bytes_of(mine, &self.byte);
+        // SAFETY: `all` outlives the call.
+        let r = unsafe { Buf::new(all.as_mut_ptr() as usize, mine.len(), self.byte.clone()) };
+        self.allgatherv(comm, Some(&s), &r, None)
+    }
+
+    /// `MPI_Alltoall`: `send` None = `MPI_IN_PLACE`.
+    pub fn alltoall(&self, comm: &Comm, send: Option<&Buf>, recv: &Buf) -> Result<()> {
+        self.check_buf(recv, "receive buffer")?;
+        let n = comm.size as usize;
+        let snap;
+        let send = match send {
+            Some(s) => s.clone(),
+            None => {
+                snap = snapshot(recv.addr(), recv.count * n, &recv.dt);
+                // SAFETY: the snapshot lives until the end of this call.
+                unsafe { Buf::new(snap.addr, recv.count, recv.dt.clone()) }
+            }
+        };
+        self.check_buf(&send, "send buffer")?;
+        let me = comm.rank as usize;
+        local_copy(&block(&send, me, send.count), &block(recv, me, recv.count))?;
+        for i in 1..n {
+            let dst = (me + i) % n;
+            let src = (me + n - i) % n;
+            let rr = self.c_irecv_buf(comm, block(recv, src, recv.count), src as u32)?;
+            let sr = self.c_isend_buf(comm, &block(&send, dst, send.count), dst as u32)?;
+            let mut v: Vec<Arc<Req>> = sr.into_iter().collect();
+            v.push(rr);
+            self.wait_all_internal(v)?;
+        }
+        Ok(())
+    }
+
+    /// `MPI_Alltoallw` (and, with one datatype, `Alltoallv`): per-peer buffers given explicitly.
+    /// `sends` None = `MPI_IN_PLACE`.
+    pub fn alltoallw(&self, comm: &Comm, sends: Option<Vec<Buf>>, recvs: Vec<Buf>) -> Result<()> {
+        let n = comm.size as usize;
+        let mut snaps = Vec::new();
+        let sends = match sends {
+            Some(s) => s,
+            None => recvs
+                .iter()
+                .map(|b| {
+                    let s = snapshot(b.addr(), b.count, &b.dt);
+                    // SAFETY: the snapshot lives until the end of this call.
+                    let nb = unsafe { Buf::new(s.addr, b.count, b.dt.clone()) };
+                    snaps.push(s);
+                    nb
+                })
+                .collect(),
+        };
+        for b in sends.iter().chain(recvs.iter()) {
+            self.check_buf(b, "buffer")?;
+        }
+        let me = comm.rank as usize;
+        let mut reqs = Vec::new();
+        for i in 0..n {
+            if i != me {
+                reqs.push(self.c_irecv_buf(comm, recvs[i].clone(), i as u32)?);
+            }
+        }
+        for k in 1..n {
+            let i = (me + k) % n;
+            let r = self.c_isend_buf(comm, &sends[i], i as u32)?;
+            self.push(&mut reqs, r);
+        }
+        local_copy(&sends[me], &recvs[me])?;
+        self.wait_all_internal(reqs)
+    }
+
+    /// `MPI_Reduce_scatter`: `counts[i]` elements of the result go to rank i.
+    pub fn reduce_scatter(
+        &self,
+        comm: &Comm,
+        send: Option<&Buf>,
+        recv: &Buf,
+        counts: &[i64],
+        op: &Op,
+    ) -> Result<()> {
+        let total: i64 = counts.iter().sum();
+        let dt = recv.dt.clone();
+        let mut whole = vec![0u8; total as usize * dt.size];
+        let me = comm.rank as usize;
+        let displ: i64 = counts[..me].iter().sum();
+        let src = match send {
+            Some(s) => s.clone(),
+            None => recv.clone(),
+        };
+        let src = src.with_count(total as usize);
+        // Reduce to rank 0 in packed form, then scatter the packed pieces.
+        let packed_t = packed_type(&dt);
+        // SAFETY: `whole` lives until the end of this call.
+        let wb = unsafe {
+            Buf::new(
+                whole.as_mut_ptr() as usize,
+                total as usize,
+                packed_t.clone(),
+            )
+        };
+        self.reduce(comm, Some(&src), &wb, op, 0)?;
+        let mine = recv.pack().len().max(counts[me] as usize * dt.size);
+        let mut piece = vec![0u8; mine];
+        // SAFETY: `piece` lives until the end of this call.
+        let pb = unsafe { Buf::new(piece.as_mut_ptr() as usize, counts[me] as usize, packed_t) };
+        let displs: Vec<i64> = counts
+            .iter()
+            .scan(0, |a, &c| {
+                let d = *a;
+                *a += c;
+                Some(d)
+            })
+            .collect();
+        self.scatterv(comm, &wb, Some((counts, &displs)), Some(&pb), 0)?;
+        let _ = displ;
+        recv.with_count(counts[me] as usize)
+            .unpack(&piece[..counts[me] as usize * dt.size]);
+        Ok(())
+    }
+
+    /// `MPI_Scan` (`exclusive` = `MPI_Exscan`). `send` None = `MPI_IN_PLACE`.
+    pub fn scan(
+        &self,
+        comm: &Comm,
+        send: Option<&Buf>,
+        recv: &Buf,
+        op: &Op,
+        exclusive: bool,
+    ) -> Result<()> {
+        let src = send.unwrap_or(recv);
+        self.check_buf(src, "send buffer")?;
+        self.check_buf(recv, "receive buffer")?;
+        op.check(&src.dt)?;
+        let dt = &src.dt;
+        let count = src.count;
+        let mut partial = src.pack();
+        let mut result = if exclusive {
+            Vec::new()
+        } else {
+            partial.clone()
+        };
+        let mut have = !exclusive;
+        let mut tmp = vec![0u8; partial.len()];
+        let (n, rank) = (comm.size, comm.rank);
+        let mut mask = 1;
+        while mask < n {
+            let dst = rank ^ mask;
+            if dst < n {
+                self.c_sendrecv(comm, &partial, dst, &mut tmp, dst)?;
+                if rank > dst {
+                    op.apply(dt, count, &tmp, &mut partial);
+                    if have {
+                        op.apply(dt, count, &tmp, &mut result);
+                    } else {
+                        result = tmp.clone();
+                        have = true;
+                    }
+                } else if op.commutative() {
+                    op.apply(dt, count, &tmp, &mut partial);
+                } else {
+                    op.apply(dt, count, &partial, &mut tmp);
+                    std::mem::swap(&mut partial, &mut tmp);
+                }
+            }
+            mask <<= 1;
+        }
+        if have {
+            recv.unpack(&result);
+        }
+        Ok(())
+    }
+}
+
+/// A contiguous datatype with the same element type as `dt` and no holes
+/// (to reduce packed data in temporaries).
+fn packed_type(dt: &Arc<Datatype>) -> Arc<Datatype> {
+    if dt.contig {
+        return dt.clone();
+    }
+    let t = match dt.basic {
+        Some(b) => {
+            let bt = Datatype::predefined(b, "");
+            let per = dt.size / bt.size.max(1);
+            Datatype::contiguous(per as i64, &bt).expect("non-negative")
+        }
+        None => Datatype::predefined(crate::Basic::Byte, ""),
+    };
+    t.commit();
+    t
+}
+
+fn check_root(comm: &Comm, root: i32) -> Result<()> {
+    if root < 0 || root as u32 >= comm.size {
+        return Err(err(
+            class::ROOT,
+            format!(
+                "root {root} is invalid in a communicator of size {}",
+                comm.size
+            ),
+        ));
+    }
+    Ok(())
+}

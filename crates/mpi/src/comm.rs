@@ -1,0 +1,56 @@
+//! Communicators: a group, a context id pair (point-to-point and collective),
+//! this process's rank, and per-destination sequence counters.
+
+use crate::attr::AttrSet;
+use crate::group::Group;
+use crate::info::Info;
+use std::sync::atomic::{AtomicU32, AtomicUsize};
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug)]
+pub struct Comm {
+    /// Point-to-point context id; collectives use `ctx + 1`.
+    pub ctx: u32,
+    pub group: Arc<Group>,
+    pub rank: u32,
+    pub size: u32,
+    /// Next sequence number per destination, point-to-point and collective.
+    pub(crate) seq: Box<[AtomicU32]>,
+    pub(crate) cseq: Box<[AtomicU32]>,
+    pub name: Mutex<String>,
+    pub attrs: Mutex<AttrSet>,
+    pub info: Mutex<Info>,
+    /// The C handle of this communicator's error handler (set by `capi`).
+    pub errhandler: AtomicUsize,
+    /// The C handle `capi` gave this communicator.
+    pub handle: AtomicUsize,
+}
+
+impl Comm {
+    pub fn new(ctx: u32, group: Arc<Group>, rank: u32, name: &str) -> Arc<Comm> {
+        let size = group.size();
+        let counters = |n| {
+            (0..n)
+                .map(|_| AtomicU32::new(0))
+                .collect::<Vec<_>>()
+                .into_boxed_slice()
+        };
+        Arc::new(Comm {
+            ctx,
+            rank,
+            size,
+            seq: counters(size),
+            cseq: counters(size),
+            group,
+            name: Mutex::new(name.to_string()),
+            attrs: Default::default(),
+            info: Default::default(),
+            errhandler: AtomicUsize::new(0),
+            handle: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn world_of(&self, r: u32) -> u32 {
+        self.group.world(r)
+    }
+}

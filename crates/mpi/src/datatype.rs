@@ -1,0 +1,646 @@
+//! Datatypes: predefined ones and derived ones, compiled to a block list.
+//!
+//! A datatype's type map is flattened once, when it is built, into the
+//! `(offset, length)` blocks of one element, with neighbours that touch in
+//! memory merged. Packing is then a loop of `memcpy`s over those blocks (the
+//! "compiled" form), never an interpretation of the constructor tree per
+//! element. Contiguous types (one block, no holes between elements) are
+//! never packed: the send path hands the user's memory to the runtime as is.
+
+use crate::error::{class, err, Result};
+use crate::mem;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The element types reductions understand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Basic {
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    F32,
+    F64,
+    /// x87 80-bit long double in 16 bytes; moved but not reduced arithmetically.
+    LongDouble,
+    /// Floating types we can move but not compute on (REAL2, REAL16).
+    OpaqueFloat(u8),
+    C32,
+    C64,
+    CLongDouble,
+    /// C `_Bool`/C++ `bool` (1 byte) and Fortran LOGICAL of n bytes.
+    Bool,
+    Logical(u8),
+    Byte,
+    Char,
+    Packed,
+    /// `MINLOC`/`MAXLOC` pairs: value then `int` index.
+    FloatInt,
+    DoubleInt,
+    LongInt,
+    TwoInt,
+    ShortInt,
+    LongDoubleInt,
+    TwoF32,
+    TwoF64,
+    TwoI32,
+}
+
+impl Basic {
+    /// (size, extent, alignment, blocks) of one element in memory.
+    fn shape(self) -> (usize, usize, usize, Vec<Block>) {
+        use Basic::*;
+        let one = |n: usize| (n, n, n.min(16), vec![Block { off: 0, len: n }]);
+        match self {
+            I8 | U8 | Byte | Char | Packed | Bool => one(1),
+            I16 | U16 => one(2),
+            I32 | U32 | F32 => one(4),
+            I64 | U64 | F64 | C32 => (
+                8,
+                8,
+                if self == C32 { 4 } else { 8 },
+                vec![Block { off: 0, len: 8 }],
+            ),
+            C64 => (16, 16, 8, vec![Block { off: 0, len: 16 }]),
+            LongDouble => one(16),
+            CLongDouble => (32, 32, 16, vec![Block { off: 0, len: 32 }]),
+            OpaqueFloat(n) | Logical(n) => one(n as usize),
+            FloatInt => (8, 8, 4, vec![Block { off: 0, len: 8 }]),
+            TwoInt | TwoF32 | TwoI32 => (8, 8, 4, vec![Block { off: 0, len: 8 }]),
+            TwoF64 => (16, 16, 8, vec![Block { off: 0, len: 16 }]),
+            DoubleInt | LongInt => (12, 16, 8, vec![Block { off: 0, len: 12 }]),
+            ShortInt => (
+                6,
+                8,
+                4,
+                vec![Block { off: 0, len: 2 }, Block { off: 4, len: 4 }],
+            ),
+            LongDoubleInt => (20, 32, 16, vec![Block { off: 0, len: 20 }]),
+        }
+    }
+}
+
+/// `len` bytes at `off` from the element's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    pub off: isize,
+    pub len: usize,
+}
+
+/// How a datatype was made (for `MPI_Type_get_envelope`/`get_contents`).
+#[derive(Debug, Clone)]
+pub enum Combiner {
+    Named,
+    Dup(Arc<Datatype>),
+    Contiguous {
+        count: i64,
+        old: Arc<Datatype>,
+    },
+    Vector {
+        count: i64,
+        blocklen: i64,
+        stride: i64,
+        old: Arc<Datatype>,
+    },
+    Hvector {
+        count: i64,
+        blocklen: i64,
+        stride: isize,
+        old: Arc<Datatype>,
+    },
+    Indexed {
+        blocklens: Vec<i64>,
+        displs: Vec<i64>,
+        old: Arc<Datatype>,
+    },
+    Hindexed {
+        blocklens: Vec<i64>,
+        displs: Vec<isize>,
+        old: Arc<Datatype>,
+    },
+    IndexedBlock {
+        blocklen: i64,
+        displs: Vec<i64>,
+        old: Arc<Datatype>,
+    },
+    HindexedBlock {
+        blocklen: i64,
+        displs: Vec<isize>,
+        old: Arc<Datatype>,
+    },
+    Struct {
+        blocklens: Vec<i64>,
+        displs: Vec<isize>,
+        types: Vec<Arc<Datatype>>,
+    },
+    Subarray {
+        sizes: Vec<i64>,
+        subsizes: Vec<i64>,
+        starts: Vec<i64>,
+        order_c: bool,
+        old: Arc<Datatype>,
+    },
+    Resized {
+        lb: isize,
+        extent: isize,
+        old: Arc<Datatype>,
+    },
+}
+
+/// A datatype: its size, bounds, compiled blocks and the element type it is made of.
+#[derive(Debug)]
+pub struct Datatype {
+    pub size: usize,
+    pub lb: isize,
+    pub extent: isize,
+    pub true_lb: isize,
+    pub true_extent: isize,
+    pub align: usize,
+    /// One element's blocks, in type-map order.
+    pub blocks: Vec<Block>,
+    /// One block starting at `true_lb`, and elements follow each other without holes.
+    pub contig: bool,
+    /// The single basic type every element is made of, if there is one.
+    pub basic: Option<Basic>,
+    /// Number of basic elements in one element.
+    pub nbasic: usize,
+    pub predefined: bool,
+    pub committed: AtomicBool,
+    pub combiner: Combiner,
+    pub name: Mutex<String>,
+    /// The C handle `capi` gave this datatype (for callbacks that need it back).
+    pub handle: AtomicUsize,
+    pub attrs: Mutex<crate::attr::AttrSet>,
+}
+
+impl Datatype {
+    /// A predefined datatype.
+    pub fn predefined(b: Basic, name: &str) -> Arc<Datatype> {
+        let (size, ext, align, blocks) = b.shape();
+        let true_ext = blocks.last().map_or(0, |l| l.off + l.len as isize);
+        Arc::new(Datatype {
+            size,
+            lb: 0,
+            extent: ext as isize,
+            true_lb: 0,
+            true_extent: true_ext,
+            align,
+            contig: blocks.len() == 1 && size == ext,
+            blocks,
+            basic: Some(b),
+            nbasic: 1,
+            predefined: true,
+            committed: AtomicBool::new(true),
+            combiner: Combiner::Named,
+            name: Mutex::new(name.to_string()),
+            handle: AtomicUsize::new(0),
+            attrs: Default::default(),
+        })
+    }
+
+    pub fn is_committed(&self) -> bool {
+        self.committed.load(Ordering::Relaxed)
+    }
+
+    pub fn commit(&self) {
+        self.committed.store(true, Ordering::Relaxed);
+    }
+
+    pub fn ub(&self) -> isize {
+        self.lb + self.extent
+    }
+
+    /// Bytes of `count` elements when packed.
+    pub fn packed_size(&self, count: usize) -> usize {
+        self.size * count
+    }
+
+    /// Packs `count` elements found at address `addr` into `out` (exactly `count * size` bytes).
+    ///
+    /// # Safety
+    /// The memory the type map of `count` elements at `addr` covers must be readable.
+    pub unsafe fn pack(&self, addr: usize, count: usize, out: &mut [u8]) {
+        debug_assert_eq!(out.len(), self.size * count);
+        if self.contig {
+            mem::read(addr.wrapping_add_signed(self.true_lb), out);
+            return;
+        }
+        let mut o = 0;
+        for i in 0..count {
+            let base = addr.wrapping_add_signed(i as isize * self.extent);
+            for b in &self.blocks {
+                mem::read(base.wrapping_add_signed(b.off), &mut out[o..o + b.len]);
+                o += b.len;
+            }
+        }
+    }
+
+    /// Unpacks `data` (at most `count * size` bytes, in packed order) into `count` elements at `addr`.
+    ///
+    /// # Safety
+    /// The memory the type map of `count` elements at `addr` covers must be writable.
+    pub unsafe fn unpack(&self, addr: usize, count: usize, data: &[u8]) {
+        let data = &data[..data.len().min(self.size * count)];
+        if self.contig {
+            mem::write(addr.wrapping_add_signed(self.true_lb), data);
+            return;
+        }
+        let mut o = 0;
+        'outer: for i in 0..count {
+            let base = addr.wrapping_add_signed(i as isize * self.extent);
+            for b in &self.blocks {
+                if o >= data.len() {
+                    break 'outer;
+                }
+                let n = b.len.min(data.len() - o);
+                mem::write(base.wrapping_add_signed(b.off), &data[o..o + n]);
+                o += n;
+            }
+        }
+    }
+
+    /// Number of basic elements in `bytes` packed bytes (for `MPI_Get_elements`), or None if partial.
+    pub fn elements_in(&self, bytes: usize) -> Option<usize> {
+        if self.size == 0 {
+            return Some(0);
+        }
+        let whole = bytes / self.size;
+        let mut n = whole * self.nbasic;
+        let rest = bytes % self.size;
+        if rest != 0 {
+            let bsz = self.basic.map(|b| b.shape().0)?;
+            if rest % bsz != 0 {
+                return None;
+            }
+            n += rest / bsz;
+        }
+        Some(n)
+    }
+
+    fn derived(
+        pieces: &[(isize, usize, &Arc<Datatype>)],
+        combiner: Combiner,
+        is_struct: bool,
+    ) -> Arc<Datatype> {
+        let mut blocks: Vec<Block> = Vec::new();
+        let mut size = 0usize;
+        let mut nbasic = 0usize;
+        let mut basic: Option<Option<Basic>> = None;
+        let mut lb = isize::MAX;
+        let mut ub = isize::MIN;
+        let mut align = 1;
+        for &(disp, cnt, old) in pieces {
+            if cnt == 0 {
+                continue;
+            }
+            align = align.max(old.align);
+            basic = Some(match basic {
+                None => old.basic,
+                Some(b) if b == old.basic => b,
+                Some(_) => None,
+            });
+            let first = disp + old.lb;
+            let last = disp + old.lb + (cnt as isize - 1) * old.extent;
+            lb = lb.min(first.min(last));
+            ub = ub.max(first.max(last) + old.extent);
+            size += cnt * old.size;
+            nbasic += cnt * old.nbasic;
+            for i in 0..cnt {
+                let base = disp + i as isize * old.extent;
+                for b in &old.blocks {
+                    let nb = Block {
+                        off: base + b.off,
+                        len: b.len,
+                    };
+                    match blocks.last_mut() {
+                        Some(l) if l.off + l.len as isize == nb.off => l.len += nb.len,
+                        _ => blocks.push(nb),
+                    }
+                }
+            }
+        }
+        if lb == isize::MAX {
+            lb = 0;
+            ub = 0;
+        }
+        if is_struct {
+            let a = align as isize;
+            let ext = ub - lb;
+            ub = lb + (ext + a - 1) / a * a;
+        }
+        Self::finish(
+            blocks,
+            size,
+            lb,
+            ub - lb,
+            align,
+            basic.flatten(),
+            nbasic,
+            combiner,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        blocks: Vec<Block>,
+        size: usize,
+        lb: isize,
+        extent: isize,
+        align: usize,
+        basic: Option<Basic>,
+        nbasic: usize,
+        combiner: Combiner,
+    ) -> Arc<Datatype> {
+        let true_lb = blocks.iter().map(|b| b.off).min().unwrap_or(0);
+        let true_ub = blocks
+            .iter()
+            .map(|b| b.off + b.len as isize)
+            .max()
+            .unwrap_or(0);
+        let contig = blocks.len() == 1 && blocks[0].off == true_lb && size as isize == extent
+            || (blocks.is_empty() && size == 0);
+        Arc::new(Datatype {
+            size,
+            lb,
+            extent,
+            true_lb,
+            true_extent: true_ub - true_lb,
+            align,
+            contig,
+            blocks,
+            basic,
+            nbasic,
+            predefined: false,
+            committed: AtomicBool::new(false),
+            combiner,
+            name: Mutex::new(String::new()),
+            handle: AtomicUsize::new(0),
+            attrs: Default::default(),
+        })
+    }
+
+    pub fn contiguous(count: i64, old: &Arc<Datatype>) -> Result<Arc<Datatype>> {
+        nonneg(count, "count")?;
+        Ok(Self::derived(
+            &[(0, count as usize, old)],
+            Combiner::Contiguous {
+                count,
+                old: old.clone(),
+            },
+            false,
+        ))
+    }
+
+    pub fn vector(
+        count: i64,
+        blocklen: i64,
+        stride: i64,
+        old: &Arc<Datatype>,
+    ) -> Result<Arc<Datatype>> {
+        nonneg(count, "count")?;
+        nonneg(blocklen, "blocklength")?;
+        let pieces: Vec<_> = (0..count)
+            .map(|i| ((i * stride) as isize * old.extent, blocklen as usize, old))
+            .collect();
+        Ok(Self::derived(
+            &pieces,
+            Combiner::Vector {
+                count,
+                blocklen,
+                stride,
+                old: old.clone(),
+            },
+            false,
+        ))
+    }
+
+    pub fn hvector(
+        count: i64,
+        blocklen: i64,
+        stride: isize,
+        old: &Arc<Datatype>,
+    ) -> Result<Arc<Datatype>> {
+        nonneg(count, "count")?;
+        nonneg(blocklen, "blocklength")?;
+        let pieces: Vec<_> = (0..count)
+            .map(|i| (i as isize * stride, blocklen as usize, old))
+            .collect();
+        Ok(Self::derived(
+            &pieces,
+            Combiner::Hvector {
+                count,
+                blocklen,
+                stride,
+                old: old.clone(),
+            },
+            false,
+        ))
+    }
+
+    pub fn indexed(
+        blocklens: &[i64],
+        displs: &[i64],
+        old: &Arc<Datatype>,
+    ) -> Result<Arc<Datatype>> {
+        let mut pieces = Vec::with_capacity(blocklens.len());
+        for (&b, &d) in blocklens.iter().zip(displs) {
+            nonneg(b, "blocklength")?;
+            pieces.push((d as isize * old.extent, b as usize, old));
+        }
+        let c = Combiner::Indexed {
+            blocklens: blocklens.to_vec(),
+            displs: displs.to_vec(),
+            old: old.clone(),
+        };
+        Ok(Self::derived(&pieces, c, false))
+    }
+
+    pub fn hindexed(
+        blocklens: &[i64],
+        displs: &[isize],
+        old: &Arc<Datatype>,
+    ) -> Result<Arc<Datatype>> {
+        let mut pieces = Vec::with_capacity(blocklens.len());
+        for (&b, &d) in blocklens.iter().zip(displs) {
+            nonneg(b, "blocklength")?;
+            pieces.push((d, b as usize, old));
+        }
+        let c = Combiner::Hindexed {
+            blocklens: blocklens.to_vec(),
+            displs: displs.to_vec(),
+            old: old.clone(),
+        };
+        Ok(Self::derived(&pieces, c, false))
+    }
+
+    pub fn indexed_block(
+        blocklen: i64,
+        displs: &[i64],
+        old: &Arc<Datatype>,
+    ) -> Result<Arc<Datatype>> {
+        nonneg(blocklen, "blocklength")?;
+        let pieces: Vec<_> = displs
+            .iter()
+            .map(|&d| (d as isize * old.extent, blocklen as usize, old))
+            .collect();
+        Ok(Self::derived(
+            &pieces,
+            Combiner::IndexedBlock {
+                blocklen,
+                displs: displs.to_vec(),
+                old: old.clone(),
+            },
+            false,
+        ))
+    }
+
+    pub fn hindexed_block(
+        blocklen: i64,
+        displs: &[isize],
+        old: &Arc<Datatype>,
+    ) -> Result<Arc<Datatype>> {
+        nonneg(blocklen, "blocklength")?;
+        let pieces: Vec<_> = displs
+            .iter()
+            .map(|&d| (d, blocklen as usize, old))
+            .collect();
+        Ok(Self::derived(
+            &pieces,
+            Combiner::HindexedBlock {
+                blocklen,
+                displs: displs.to_vec(),
+                old: old.clone(),
+            },
+            false,
+        ))
+    }
+
+    pub fn create_struct(
+        blocklens: &[i64],
+        displs: &[isize],
+        types: &[Arc<Datatype>],
+    ) -> Result<Arc<Datatype>> {
+        let mut pieces = Vec::with_capacity(blocklens.len());
+        for i in 0..blocklens.len() {
+            nonneg(blocklens[i], "blocklength")?;
+            pieces.push((displs[i], blocklens[i] as usize, &types[i]));
+        }
+        let c = Combiner::Struct {
+            blocklens: blocklens.to_vec(),
+            displs: displs.to_vec(),
+            types: types.to_vec(),
+        };
+        Ok(Self::derived(&pieces, c, true))
+    }
+
+    pub fn resized(lb: isize, extent: isize, old: &Arc<Datatype>) -> Result<Arc<Datatype>> {
+        let c = Combiner::Resized {
+            lb,
+            extent,
+            old: old.clone(),
+        };
+        Ok(Self::finish(
+            old.blocks.clone(),
+            old.size,
+            lb,
+            extent,
+            old.align,
+            old.basic,
+            old.nbasic,
+            c,
+        ))
+    }
+
+    pub fn dup(old: &Arc<Datatype>) -> Arc<Datatype> {
+        let t = Self::finish(
+            old.blocks.clone(),
+            old.size,
+            old.lb,
+            old.extent,
+            old.align,
+            old.basic,
+            old.nbasic,
+            Combiner::Dup(old.clone()),
+        );
+        if old.is_committed() {
+            t.commit();
+        }
+        t
+    }
+
+    /// `MPI_Type_create_subarray`: built as nested hvectors, then resized to the full array.
+    pub fn subarray(
+        sizes: &[i64],
+        subsizes: &[i64],
+        starts: &[i64],
+        order_c: bool,
+        old: &Arc<Datatype>,
+    ) -> Result<Arc<Datatype>> {
+        let n = sizes.len();
+        if n == 0 || subsizes.len() != n || starts.len() != n {
+            return Err(err(
+                class::ARG,
+                "subarray: ndims must be positive and the arrays that long",
+            ));
+        }
+        for d in 0..n {
+            if sizes[d] <= 0
+                || subsizes[d] <= 0
+                || starts[d] < 0
+                || subsizes[d] + starts[d] > sizes[d]
+            {
+                return Err(err(
+                    class::ARG,
+                    format!(
+                        "subarray: dimension {d}: size {} subsize {} start {} do not fit",
+                        sizes[d], subsizes[d], starts[d]
+                    ),
+                ));
+            }
+        }
+        // Dimensions from fastest-varying to slowest.
+        let order: Vec<usize> = if order_c {
+            (0..n).rev().collect()
+        } else {
+            (0..n).collect()
+        };
+        let mut t = Self::contiguous(subsizes[order[0]], old)?;
+        let mut stride = old.extent * sizes[order[0]] as isize;
+        let mut disp = starts[order[0]] as isize * old.extent;
+        for &d in &order[1..] {
+            t = Self::hvector(subsizes[d], 1, stride, &t)?;
+            disp += starts[d] as isize * stride;
+            stride *= sizes[d] as isize;
+        }
+        let full = stride; // extent of the whole array
+        let shifted = Self::derived(&[(disp, 1, &t)], Combiner::Named, false);
+        let c = Combiner::Subarray {
+            sizes: sizes.to_vec(),
+            subsizes: subsizes.to_vec(),
+            starts: starts.to_vec(),
+            order_c,
+            old: old.clone(),
+        };
+        Ok(Self::finish(
+            shifted.blocks.clone(),
+            shifted.size,
+            old.lb,
+            full,
+            old.align,
+            old.basic,
+            shifted.nbasic,
+            c,
+        ))
+    }
+}
+
+fn nonneg(v: i64, what: &str) -> Result<()> {
+    if v < 0 {
+        return Err(err(class::COUNT, format!("{what} {v} is negative")));
+    }
+    Ok(())
+}

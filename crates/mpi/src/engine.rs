@@ -1,0 +1,692 @@
+//! Point-to-point: the matching engine and the eager/rendezvous protocols,
+//! over remote service requests of the core runtime.
+//!
+//! Wire messages (all little-endian):
+//! - `H_MSG` — an envelope ([`Env`], 40 bytes) and, for `EAGER`, the data.
+//!   `RTS` carries only the size and the sender's request id.
+//! - `H_CTS` — receiver → sender: (sender request id, receiver request id):
+//!   the receive is matched, send the data.
+//! - `H_DATA` — sender → receiver: receiver request id, then the data.
+//!
+//! Ordering: every envelope carries a sequence number per (context id,
+//! source); the receiver processes envelopes of a pair strictly in that
+//! order, holding back early ones, so non-overtaking holds whatever path
+//! (method, eager or rendezvous) each message took.
+//!
+//! Locks: one mutex over the matching state. It is never held across a send
+//! (a send can drive progress, which runs handlers that take it).
+
+use crate::error::{class, err, MpiError, Result};
+use crate::request::{Buf, Req, SendData, Status};
+use crate::{ANY_SOURCE, ANY_TAG};
+use gridwire_core::{Context, Request, Startpoint};
+use std::collections::VecDeque;
+use std::io::IoSlice;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub const H_MSG: u32 = 0x4d50_0;
+pub const H_CTS: u32 = 0x4d50_1;
+pub const H_DATA: u32 = 0x4d50_2;
+
+const EAGER: u8 = 0;
+const RTS: u8 = 1;
+const ENV_LEN: usize = 40;
+
+/// Eager limits per method (bytes), overridable with `GW_MPI_EAGER_<METHOD>`.
+const DEFAULT_EAGER: &[(&str, usize)] = &[
+    ("self", 1 << 20),
+    ("shm", 32 << 10),
+    ("tcp", 64 << 10),
+    ("udp", 16 << 10),
+];
+
+/// A message envelope.
+#[derive(Debug, Clone, Copy)]
+pub struct Env {
+    pub kind: u8,
+    pub ctx: u32,
+    pub src: i32,
+    pub tag: i32,
+    pub seq: u32,
+    pub size: u64,
+    pub sreq: u64,
+}
+
+impl Env {
+    fn encode(&self) -> [u8; ENV_LEN] {
+        let mut b = [0u8; ENV_LEN];
+        b[0] = self.kind;
+        b[4..8].copy_from_slice(&self.ctx.to_le_bytes());
+        b[8..12].copy_from_slice(&self.src.to_le_bytes());
+        b[12..16].copy_from_slice(&self.tag.to_le_bytes());
+        b[16..20].copy_from_slice(&self.seq.to_le_bytes());
+        b[24..32].copy_from_slice(&self.size.to_le_bytes());
+        b[32..40].copy_from_slice(&self.sreq.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> Option<Env> {
+        if b.len() < ENV_LEN {
+            return None;
+        }
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        Some(Env {
+            kind: b[0],
+            ctx: u32_at(4),
+            src: u32_at(8) as i32,
+            tag: u32_at(12) as i32,
+            seq: u32_at(16),
+            size: u64_at(24),
+            sreq: u64_at(32),
+        })
+    }
+
+    fn matches(&self, src: i32, tag: i32) -> bool {
+        (src == ANY_SOURCE || src == self.src) && (tag == ANY_TAG || tag == self.tag)
+    }
+}
+
+/// A message that arrived before its receive was posted (or was taken by `MPI_Mprobe`).
+#[derive(Debug)]
+pub struct Unexpected {
+    pub env: Env,
+    /// World rank of the sender.
+    pub from: u32,
+    /// Eager data (empty for a rendezvous envelope).
+    pub data: Vec<u8>,
+}
+
+impl Unexpected {
+    pub fn status(&self) -> Status {
+        Status {
+            source: self.env.src,
+            tag: self.env.tag,
+            error: 0,
+            bytes: self.env.size as usize,
+            cancelled: false,
+        }
+    }
+}
+
+struct Posted {
+    src: i32,
+    tag: i32,
+    req: Arc<Req>,
+}
+
+#[derive(Default)]
+struct Queues {
+    posted: VecDeque<Posted>,
+    unexpected: VecDeque<Unexpected>,
+    /// Next sequence number expected from each source rank.
+    expected: Vec<u32>,
+    /// Envelopes that arrived ahead of their turn.
+    early: Vec<Unexpected>,
+}
+
+/// A slab of requests waiting for a rendezvous step, by id.
+#[derive(Default)]
+struct Slab {
+    items: Vec<Option<Arc<Req>>>,
+    free: Vec<usize>,
+}
+
+impl Slab {
+    fn insert(&mut self, r: Arc<Req>) -> u64 {
+        match self.free.pop() {
+            Some(i) => {
+                self.items[i] = Some(r);
+                i as u64
+            }
+            None => {
+                self.items.push(Some(r));
+                (self.items.len() - 1) as u64
+            }
+        }
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Arc<Req>> {
+        let r = self.items.get_mut(id as usize)?.take();
+        if r.is_some() {
+            self.free.push(id as usize);
+        }
+        r
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Matching queues by context id.
+    queues: Vec<Option<Box<Queues>>>,
+    rndv_send: Slab,
+    rndv_recv: Slab,
+    /// Rendezvous sends cleared to go: (request, world rank, receiver request id).
+    ready: VecDeque<(Arc<Req>, u32, u64)>,
+    /// Spare buffers for unexpected eager data.
+    pool: Vec<Vec<u8>>,
+    /// Spare requests.
+    reqs: Vec<Arc<Req>>,
+}
+
+impl State {
+    fn queues(&mut self, ctx: u32) -> &mut Queues {
+        let i = ctx as usize;
+        if self.queues.len() <= i {
+            self.queues.resize_with(i + 1, || None);
+        }
+        self.queues[i].get_or_insert_with(Default::default)
+    }
+
+    fn take_buf(&mut self, data: &[u8]) -> Vec<u8> {
+        let mut v = self.pool.pop().unwrap_or_default();
+        v.clear();
+        v.extend_from_slice(data);
+        v
+    }
+
+    fn give_buf(&mut self, v: Vec<u8>) {
+        if self.pool.len() < 64 && v.capacity() <= 1 << 20 {
+            self.pool.push(v);
+        }
+    }
+}
+
+/// What a handler decided to send once the lock is released.
+enum After {
+    Nothing,
+    Cts { to: u32, sreq: u64, rreq: u64 },
+}
+
+/// The point-to-point engine of one process.
+pub struct Engine {
+    pub ctx: Context,
+    st: Mutex<State>,
+    /// Number of entries in `ready` (checked without the lock on every wait iteration).
+    ready_len: AtomicUsize,
+    /// Eager limit per world rank, 0 = not yet known.
+    eager: Vec<AtomicUsize>,
+}
+
+impl Engine {
+    pub fn new(ctx: Context) -> Arc<Engine> {
+        let n = ctx.size() as usize;
+        let e = Arc::new(Engine {
+            ctx,
+            st: Mutex::new(State::default()),
+            ready_len: AtomicUsize::new(0),
+            eager: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+        });
+        let w = Arc::downgrade(&e);
+        let reg = |id, f: fn(&Engine, &Context, Request<'_>)| {
+            let w = w.clone();
+            e.ctx
+                .register_handler(id, move |c, r| {
+                    if let Some(e) = w.upgrade() {
+                        f(&e, c, r)
+                    }
+                })
+                .expect("handler ids are below the limit");
+        };
+        reg(H_MSG, Engine::on_msg);
+        reg(H_CTS, Engine::on_cts);
+        reg(H_DATA, Engine::on_data);
+        e
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A fresh (or recycled) request.
+    pub fn new_req(&self) -> Arc<Req> {
+        self.lock().reqs.pop().unwrap_or_default()
+    }
+
+    /// Gives a finished request back for reuse if nobody else holds it.
+    pub fn recycle(&self, r: Arc<Req>) {
+        if Arc::strong_count(&r) == 1 {
+            r.reset();
+            let mut st = self.lock();
+            if st.reqs.len() < 256 {
+                st.reqs.push(r);
+            }
+        }
+    }
+
+    fn eager_limit(&self, world: u32) -> usize {
+        let slot = &self.eager[world as usize];
+        let v = slot.load(Ordering::Relaxed);
+        if v != 0 {
+            return v;
+        }
+        let m = self
+            .ctx
+            .method_to(world)
+            .or_else(|| self.ctx.would_select(world).ok())
+            .unwrap_or("tcp");
+        let def = DEFAULT_EAGER
+            .iter()
+            .find(|(n, _)| *n == m)
+            .map_or(16 << 10, |(_, v)| *v);
+        let var = format!("GW_MPI_EAGER_{}", m.to_ascii_uppercase());
+        let v = std::env::var(&var)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(def)
+            .max(1);
+        slot.store(v, Ordering::Relaxed);
+        v
+    }
+
+    /// Drives progress until `done()`; also sends rendezvous data whose
+    /// receiver is ready (that cannot happen inside a handler).
+    pub fn wait_for(&self, mut done: impl FnMut() -> bool) {
+        self.ctx.wait(|| {
+            self.push_ready();
+            done()
+        });
+    }
+
+    /// One round of progress (for the `Test` family and `Iprobe`).
+    pub fn poke(&self) {
+        self.push_ready();
+        self.ctx.progress();
+        self.push_ready();
+    }
+
+    fn push_ready(&self) {
+        while self.ready_len.load(Ordering::Acquire) > 0 {
+            let item = {
+                let mut st = self.lock();
+                let it = st.ready.pop_front();
+                if it.is_some() {
+                    self.ready_len.fetch_sub(1, Ordering::AcqRel);
+                }
+                it
+            };
+            let Some((req, to, rreq)) = item else { return };
+            let data = std::mem::replace(&mut req.d.lock().unwrap().send, SendData::None);
+            let id = rreq.to_le_bytes();
+            let sp = Startpoint {
+                ctx: to,
+                endpoint: 0,
+            };
+            let res = match &data {
+                SendData::User(b) => match b.contig() {
+                    Some(s) => self
+                        .ctx
+                        .rsr_v(&sp, H_DATA, &[IoSlice::new(&id), IoSlice::new(s)]),
+                    None => {
+                        let p = b.pack();
+                        self.ctx
+                            .rsr_v(&sp, H_DATA, &[IoSlice::new(&id), IoSlice::new(&p)])
+                    }
+                },
+                SendData::Owned(v) => {
+                    self.ctx
+                        .rsr_v(&sp, H_DATA, &[IoSlice::new(&id), IoSlice::new(v)])
+                }
+                SendData::None => Ok(()),
+            };
+            if let Err(e) = res {
+                req.d.lock().unwrap().status.error = MpiError::from(e).class;
+            }
+            req.complete();
+        }
+    }
+
+    /// Sends `buf` to comm-rank `dest` (world rank `world`) on context `ctx`.
+    /// Returns None when the send is already complete (eager), or the request
+    /// of a rendezvous in flight. `sync` forces the rendezvous (completion
+    /// then implies the receive matched). `owned` is data already packed by
+    /// the caller (buffered sends).
+    #[allow(clippy::too_many_arguments)]
+    pub fn send(
+        &self,
+        ctx: u32,
+        seq: &AtomicU32,
+        me: i32,
+        world: u32,
+        tag: i32,
+        buf: &Buf,
+        sync: bool,
+        owned: Option<Vec<u8>>,
+    ) -> Result<Option<Arc<Req>>> {
+        let bytes = buf.bytes();
+        let seqno = seq.fetch_add(1, Ordering::Relaxed);
+        let mut env = Env {
+            kind: EAGER,
+            ctx,
+            src: me,
+            tag,
+            seq: seqno,
+            size: bytes as u64,
+            sreq: 0,
+        };
+        let sp = Startpoint {
+            ctx: world,
+            endpoint: 0,
+        };
+        if !sync && bytes <= self.eager_limit(world) {
+            let h = env.encode();
+            match (&owned, buf.contig()) {
+                (Some(v), _) => self
+                    .ctx
+                    .rsr_v(&sp, H_MSG, &[IoSlice::new(&h), IoSlice::new(v)])?,
+                (None, Some(s)) => {
+                    self.ctx
+                        .rsr_v(&sp, H_MSG, &[IoSlice::new(&h), IoSlice::new(s)])?
+                }
+                (None, None) => {
+                    let p = buf.pack();
+                    self.ctx
+                        .rsr_v(&sp, H_MSG, &[IoSlice::new(&h), IoSlice::new(&p)])?
+                }
+            }
+            return Ok(None);
+        }
+        let req = self.new_req();
+        {
+            let mut d = req.d.lock().unwrap();
+            d.send = match owned {
+                Some(v) => SendData::Owned(v),
+                None if buf.dt.contig => SendData::User(buf.clone()),
+                None => SendData::Owned(buf.pack()),
+            };
+        }
+        env.kind = RTS;
+        env.sreq = self.lock().rndv_send.insert(req.clone());
+        self.ctx.rsr(&sp, H_MSG, &env.encode())?;
+        Ok(Some(req))
+    }
+
+    /// Posts a receive on context `ctx`; the request completes when data has arrived.
+    pub fn recv(&self, ctx: u32, src: i32, tag: i32, buf: Buf) -> Result<Arc<Req>> {
+        let req = self.new_req();
+        {
+            let mut d = req.d.lock().unwrap();
+            d.recv = Some(buf);
+            d.ctx = ctx;
+            d.is_recv = true;
+        }
+        let mut st = self.lock();
+        let q = st.queues(ctx);
+        let hit = q.unexpected.iter().position(|u| u.env.matches(src, tag));
+        match hit {
+            Some(i) => {
+                let u = q.unexpected.remove(i).expect("index from position");
+                self.take_unexpected(st, u, &req)?;
+            }
+            None => q.posted.push_back(Posted {
+                src,
+                tag,
+                req: req.clone(),
+            }),
+        }
+        Ok(req)
+    }
+
+    /// Delivers an unexpected message (from the queue or `MPI_Mprobe`) to `req`. Consumes the lock.
+    fn take_unexpected(
+        &self,
+        mut st: MutexGuard<'_, State>,
+        u: Unexpected,
+        req: &Arc<Req>,
+    ) -> Result<()> {
+        if u.env.kind == EAGER {
+            let data = u.data;
+            drop(st);
+            deliver(req, &u.env, &data);
+            self.lock().give_buf(data);
+            Ok(())
+        } else {
+            let rreq = st.rndv_recv.insert(req.clone());
+            drop(st);
+            set_envelope(req, &u.env);
+            self.send_cts(u.from, u.env.sreq, rreq)
+        }
+    }
+
+    /// `MPI_Mrecv`: receives a message taken by `MPI_Mprobe`.
+    pub fn recv_message(&self, u: Unexpected, buf: Buf) -> Result<Arc<Req>> {
+        let req = self.new_req();
+        {
+            let mut d = req.d.lock().unwrap();
+            d.recv = Some(buf);
+            d.is_recv = true;
+        }
+        let st = self.lock();
+        self.take_unexpected(st, u, &req)?;
+        Ok(req)
+    }
+
+    fn send_cts(&self, to: u32, sreq: u64, rreq: u64) -> Result<()> {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&sreq.to_le_bytes());
+        b[8..].copy_from_slice(&rreq.to_le_bytes());
+        self.ctx.rsr(
+            &Startpoint {
+                ctx: to,
+                endpoint: 0,
+            },
+            H_CTS,
+            &b,
+        )?;
+        Ok(())
+    }
+
+    /// `MPI_Iprobe` (after one round of progress) without removing the message.
+    pub fn probe(
+        &self,
+        ctx: u32,
+        src: i32,
+        tag: i32,
+        remove: bool,
+    ) -> Option<Result<Unexpected, Status>> {
+        let mut st = self.lock();
+        let q = st.queues(ctx);
+        let i = q.unexpected.iter().position(|u| u.env.matches(src, tag))?;
+        if remove {
+            Some(Ok(q.unexpected.remove(i).expect("index from position")))
+        } else {
+            Some(Err(q.unexpected[i].status()))
+        }
+    }
+
+    /// Cancels a posted receive that has not matched. Returns whether it was cancelled.
+    pub fn cancel_recv(&self, req: &Arc<Req>) -> bool {
+        let ctx = req.d.lock().unwrap().ctx;
+        let mut st = self.lock();
+        let q = st.queues(ctx);
+        if let Some(i) = q.posted.iter().position(|p| Arc::ptr_eq(&p.req, req)) {
+            q.posted.remove(i);
+            drop(st);
+            {
+                let mut d = req.d.lock().unwrap();
+                d.status.cancelled = true;
+                d.status.source = crate::ANY_SOURCE;
+                d.status.tag = ANY_TAG;
+            }
+            req.complete();
+            return true;
+        }
+        false
+    }
+
+    fn on_msg(&self, _ctx: &Context, r: Request<'_>) {
+        let Some(env) = Env::decode(r.payload) else {
+            eprintln!("gridwire mpi: malformed envelope from {}", r.src);
+            return;
+        };
+        let data = &r.payload[ENV_LEN..];
+        let mut st = self.lock();
+        let q = st.queues(env.ctx);
+        let s = env.src.max(0) as usize;
+        if q.expected.len() <= s {
+            q.expected.resize(s + 1, 0);
+        }
+        if env.seq != q.expected[s] {
+            let v = st.take_buf(data);
+            st.queues(env.ctx).early.push(Unexpected {
+                env,
+                from: r.src,
+                data: v,
+            });
+            return;
+        }
+        let mut after = Vec::new();
+        let a = self.arrive(&mut st, env, r.src, data, None);
+        after.push(a);
+        // Envelopes that were waiting for this one.
+        loop {
+            let q = st.queues(env.ctx);
+            q.expected[s] = q.expected[s].wrapping_add(1);
+            let next = q.expected[s];
+            let Some(i) = q
+                .early
+                .iter()
+                .position(|u| u.env.src == env.src && u.env.seq == next)
+            else {
+                break;
+            };
+            let u = q.early.swap_remove(i);
+            let a = self.arrive(&mut st, u.env, u.from, &[], Some(u.data));
+            after.push(a);
+        }
+        drop(st);
+        for a in after {
+            if let After::Cts { to, sreq, rreq } = a {
+                if let Err(e) = self.send_cts(to, sreq, rreq) {
+                    eprintln!(
+                        "gridwire mpi: rank {}: clear-to-send to {to} failed: {e}",
+                        self.ctx.rank()
+                    );
+                }
+            }
+        }
+    }
+
+    /// An envelope in its turn: match it or queue it.
+    fn arrive(
+        &self,
+        st: &mut State,
+        env: Env,
+        from: u32,
+        data: &[u8],
+        owned: Option<Vec<u8>>,
+    ) -> After {
+        let q = st.queues(env.ctx);
+        let hit = q.posted.iter().position(|p| env.matches(p.src, p.tag));
+        let Some(i) = hit else {
+            let data = match owned {
+                Some(v) => v,
+                None => st.take_buf(data),
+            };
+            st.queues(env.ctx)
+                .unexpected
+                .push_back(Unexpected { env, from, data });
+            return After::Nothing;
+        };
+        let p = q.posted.remove(i).expect("index from position");
+        if env.kind == EAGER {
+            match &owned {
+                Some(v) => deliver(&p.req, &env, v),
+                None => deliver(&p.req, &env, data),
+            }
+            if let Some(v) = owned {
+                st.give_buf(v);
+            }
+            After::Nothing
+        } else {
+            set_envelope(&p.req, &env);
+            let rreq = st.rndv_recv.insert(p.req);
+            After::Cts {
+                to: from,
+                sreq: env.sreq,
+                rreq,
+            }
+        }
+    }
+
+    fn on_cts(&self, _ctx: &Context, r: Request<'_>) {
+        if r.payload.len() != 16 {
+            return;
+        }
+        let sreq = u64::from_le_bytes(r.payload[..8].try_into().unwrap());
+        let rreq = u64::from_le_bytes(r.payload[8..].try_into().unwrap());
+        let mut st = self.lock();
+        if let Some(req) = st.rndv_send.remove(sreq) {
+            st.ready.push_back((req, r.src, rreq));
+            self.ready_len.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    fn on_data(&self, _ctx: &Context, r: Request<'_>) {
+        if r.payload.len() < 8 {
+            return;
+        }
+        let rreq = u64::from_le_bytes(r.payload[..8].try_into().unwrap());
+        let req = self.lock().rndv_recv.remove(rreq);
+        if let Some(req) = req {
+            let data = &r.payload[8..];
+            {
+                let mut d = req.d.lock().unwrap();
+                let cap = d.recv.as_ref().map_or(0, |b| b.bytes());
+                if let Some(b) = &d.recv {
+                    b.unpack(&data[..data.len().min(cap)]);
+                }
+                d.status.bytes = data.len().min(cap);
+                if data.len() > cap {
+                    d.status.error = class::TRUNCATE;
+                }
+            }
+            req.complete();
+        }
+    }
+}
+
+/// Source and tag of a matched rendezvous (the data comes later).
+fn set_envelope(req: &Req, env: &Env) {
+    let mut d = req.d.lock().unwrap();
+    d.status.source = env.src;
+    d.status.tag = env.tag;
+}
+
+/// Copies eager data into a matched receive and completes it.
+fn deliver(req: &Req, env: &Env, data: &[u8]) {
+    {
+        let mut d = req.d.lock().unwrap();
+        let cap = d.recv.as_ref().map_or(0, |b| b.bytes());
+        let n = data.len().min(cap);
+        if let Some(b) = &d.recv {
+            b.unpack(&data[..n]);
+        }
+        d.status = Status {
+            source: env.src,
+            tag: env.tag,
+            error: 0,
+            bytes: n,
+            cancelled: false,
+        };
+        if data.len() > cap {
+            d.status.error = class::TRUNCATE;
+        }
+    }
+    req.complete();
+}
+
+/// The error of a completed request, as an `MpiError`.
+pub fn status_error(s: &Status, cap_hint: usize) -> Option<MpiError> {
+    match s.error {
+        0 => None,
+        class::TRUNCATE => Some(err(
+            class::TRUNCATE,
+            format!(
+            "message truncated: the receive buffer holds {cap_hint} bytes, the message was longer"
+        ),
+        )),
+        c => Some(err(c, "the operation failed")),
+    }
+}

@@ -1,0 +1,648 @@
+//! gridwire-mpi: MPI's semantics in Rust over the multimethod runtime.
+//!
+//! Point-to-point ([`engine`]) is built on remote service requests of
+//! `gridwire-core`; communicators, groups, datatypes, reductions and
+//! collectives sit above it. No C types here: `gridwire-capi` translates
+//! handles and calls this crate.
+
+pub mod attr;
+pub mod coll;
+pub mod comm;
+pub mod datatype;
+pub mod engine;
+pub mod error;
+pub mod group;
+pub mod info;
+pub mod mem;
+pub mod op;
+pub mod request;
+
+pub use comm::Comm;
+pub use datatype::{Basic, Datatype};
+pub use error::{class, err, MpiError, Result};
+pub use group::Group;
+pub use op::Op;
+pub use request::{Buf, Req, Status};
+
+use engine::{Engine, Unexpected};
+use gridwire_core::Context;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+pub const ANY_SOURCE: i32 = -1;
+pub const ANY_TAG: i32 = -2;
+pub const PROC_NULL: i32 = -3;
+pub const UNDEFINED: i32 = -32766;
+pub const IDENT: i32 = 201;
+pub const CONGRUENT: i32 = 202;
+pub const SIMILAR: i32 = 203;
+pub const UNEQUAL: i32 = 204;
+/// Largest tag a program may use.
+pub const TAG_UB: i32 = (1 << 30) - 1;
+/// Space `MPI_Bsend` needs besides the data, per message.
+pub const BSEND_OVERHEAD: usize = 512;
+
+/// Send modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Standard,
+    Sync,
+    Buffered,
+    Ready,
+}
+
+#[derive(Default)]
+struct Bsend {
+    size: usize,
+    used: usize,
+    attached: bool,
+    addr: usize,
+    pending: Vec<Arc<Req>>,
+}
+
+/// The MPI library state of one process.
+pub struct Mpi {
+    pub engine: Arc<Engine>,
+    pub world: Arc<Comm>,
+    pub self_comm: Arc<Comm>,
+    /// Next context id this process may propose (even; `+1` is the collective one).
+    next_ctx: AtomicU32,
+    pub byte: Arc<Datatype>,
+    pub start: Instant,
+    bsend: Mutex<Bsend>,
+}
+
+impl Mpi {
+    /// Starts the runtime and makes `MPI_COMM_WORLD` and `MPI_COMM_SELF`.
+    pub fn init() -> Result<Mpi> {
+        let ctx = Context::init()?;
+        let engine = Engine::new(ctx);
+        let ctx = &engine.ctx;
+        let (rank, size) = (ctx.rank(), ctx.size());
+        let world = Comm::new(0, Group::new((0..size).collect()), rank, "MPI_COMM_WORLD");
+        let self_comm = Comm::new(2, Group::new(vec![rank]), 0, "MPI_COMM_SELF");
+        // Nobody sends before every rank's handlers exist.
+        ctx.bootstrap_barrier()?;
+        Ok(Mpi {
+            engine,
+            world,
+            self_comm,
+            next_ctx: AtomicU32::new(4),
+            byte: Datatype::predefined(Basic::Byte, "MPI_BYTE"),
+            start: Instant::now(),
+            bsend: Default::default(),
+        })
+    }
+
+    pub fn ctx(&self) -> &Context {
+        &self.engine.ctx
+    }
+
+    pub fn finalize(&self) -> Result<()> {
+        self.detach_wait();
+        self.ctx().finalize()?;
+        Ok(())
+    }
+
+    /// A buffer of no elements (arguments that do not matter at this rank).
+    pub fn empty_buf(&self) -> Buf {
+        Buf::bytes_of(&[], &self.byte)
+    }
+
+    pub fn wtime(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    // ---- argument checks -------------------------------------------------
+
+    pub fn check_buf(&self, buf: &Buf, what: &str) -> Result<()> {
+        if !buf.dt.is_committed() {
+            return Err(err(
+                class::TYPE,
+                format!("{what}: the datatype is not committed (call MPI_Type_commit)"),
+            ));
+        }
+        if buf.addr() == 0 && buf.count > 0 && buf.dt.size > 0 && buf.dt.true_lb < 4096 {
+            return Err(err(
+                class::BUFFER,
+                format!("{what}: buffer is NULL but count is {}", buf.count),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_peer(comm: &Comm, r: i32, any_ok: bool) -> Result<()> {
+        if r == PROC_NULL || (any_ok && r == ANY_SOURCE) || (r >= 0 && (r as u32) < comm.size) {
+            Ok(())
+        } else {
+            Err(err(
+                class::RANK,
+                format!(
+                    "rank {r} is invalid in a communicator of size {}",
+                    comm.size
+                ),
+            ))
+        }
+    }
+
+    fn check_tag(t: i32, any_ok: bool) -> Result<()> {
+        if (0..=TAG_UB).contains(&t) || (any_ok && t == ANY_TAG) {
+            Ok(())
+        } else {
+            Err(err(
+                class::TAG,
+                format!(
+                    "tag {t} is invalid (valid: 0..={TAG_UB}{})",
+                    if any_ok { " or MPI_ANY_TAG" } else { "" }
+                ),
+            ))
+        }
+    }
+
+    // ---- point-to-point --------------------------------------------------
+
+    /// Starts a send; the request may already be complete.
+    pub fn isend(
+        &self,
+        comm: &Comm,
+        buf: &Buf,
+        dest: i32,
+        tag: i32,
+        mode: Mode,
+    ) -> Result<Arc<Req>> {
+        self.check_buf(buf, "send buffer")?;
+        Self::check_peer(comm, dest, false)?;
+        Self::check_tag(tag, false)?;
+        match self.send_on(comm, false, buf, dest, tag, mode)? {
+            Some(r) => Ok(r),
+            None => Ok(Req::new_done(Status::default())),
+        }
+    }
+
+    /// Blocking send (no request object on the eager path).
+    pub fn send(&self, comm: &Comm, buf: &Buf, dest: i32, tag: i32, mode: Mode) -> Result<()> {
+        self.check_buf(buf, "send buffer")?;
+        Self::check_peer(comm, dest, false)?;
+        Self::check_tag(tag, false)?;
+        if let Some(r) = self.send_on(comm, false, buf, dest, tag, mode)? {
+            self.wait(&r);
+            let s = r.status();
+            self.engine.recycle(r);
+            if let Some(e) = engine::status_error(&s, 0) {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn send_on(
+        &self,
+        comm: &Comm,
+        coll: bool,
+        buf: &Buf,
+        dest: i32,
+        tag: i32,
+        mode: Mode,
+    ) -> Result<Option<Arc<Req>>> {
+        if dest == PROC_NULL {
+            return Ok(None);
+        }
+        let (ctx, seq) = if coll {
+            (comm.ctx + 1, &comm.cseq)
+        } else {
+            (comm.ctx, &comm.seq)
+        };
+        let world = comm.world_of(dest as u32);
+        let seq = &seq[dest as usize];
+        match mode {
+            Mode::Standard | Mode::Ready => {
+                self.engine
+                    .send(ctx, seq, comm.rank as i32, world, tag, buf, false, None)
+            }
+            Mode::Sync => self
+                .engine
+                .send(ctx, seq, comm.rank as i32, world, tag, buf, true, None),
+            Mode::Buffered => {
+                let n = buf.bytes();
+                {
+                    let mut b = self.bsend.lock().unwrap();
+                    b.pending.retain(|r| !r.done());
+                    let used: usize = b
+                        .pending
+                        .iter()
+                        .map(|r| r.d.lock().unwrap().bsend_bytes)
+                        .sum();
+                    b.used = used;
+                    if !b.attached || b.used + n + BSEND_OVERHEAD > b.size {
+                        return Err(err(class::BUFFER, format!(
+                            "MPI_Bsend of {n} bytes: the attached buffer ({} bytes, {} in use) is too small; attach a larger one with MPI_Buffer_attach",
+                            b.size, b.used
+                        )));
+                    }
+                }
+                let data = buf.pack();
+                let r = self.engine.send(
+                    ctx,
+                    seq,
+                    comm.rank as i32,
+                    world,
+                    tag,
+                    buf,
+                    false,
+                    Some(data),
+                )?;
+                if let Some(r) = r {
+                    r.d.lock().unwrap().bsend_bytes = n + BSEND_OVERHEAD;
+                    self.bsend.lock().unwrap().pending.push(r);
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    pub fn buffer_attach(&self, addr: usize, size: usize) -> Result<()> {
+        let mut b = self.bsend.lock().unwrap();
+        if b.attached {
+            return Err(err(
+                class::BUFFER,
+                "a buffer is already attached (MPI_Buffer_detach it first)",
+            ));
+        }
+        b.attached = true;
+        b.size = size;
+        b.addr = addr;
+        Ok(())
+    }
+
+    fn detach_wait(&self) {
+        let pending: Vec<Arc<Req>> = std::mem::take(&mut self.bsend.lock().unwrap().pending);
+        for r in pending {
+            self.wait(&r);
+        }
+    }
+
+    /// Waits for buffered sends to leave, then detaches. Returns (addr, size).
+    pub fn buffer_detach(&self) -> Result<(usize, usize)> {
+        self.detach_wait();
+        let mut b = self.bsend.lock().unwrap();
+        if !b.attached {
+            return Err(err(class::BUFFER, "no buffer is attached"));
+        }
+        b.attached = false;
+        Ok((b.addr, b.size))
+    }
+
+    pub fn irecv(&self, comm: &Comm, buf: Buf, src: i32, tag: i32) -> Result<Arc<Req>> {
+        self.check_buf(&buf, "receive buffer")?;
+        Self::check_peer(comm, src, true)?;
+        Self::check_tag(tag, true)?;
+        if src == PROC_NULL {
+            return Ok(Req::new_done(Status::empty()));
+        }
+        self.engine.recv(comm.ctx, src, tag, buf)
+    }
+
+    /// Blocking receive.
+    pub fn recv(&self, comm: &Comm, buf: Buf, src: i32, tag: i32) -> Result<Status> {
+        let cap = buf.bytes();
+        let r = self.irecv(comm, buf, src, tag)?;
+        self.wait(&r);
+        let s = r.status();
+        self.engine.recycle(r);
+        match engine::status_error(&s, cap) {
+            Some(e) => Err(e),
+            None => Ok(s),
+        }
+    }
+
+    pub fn wait(&self, r: &Arc<Req>) {
+        if !r.done() {
+            self.engine.wait_for(|| r.done());
+        }
+    }
+
+    /// Drives progress until one of `reqs` is done; returns its index.
+    pub fn wait_any(&self, reqs: &[&Arc<Req>]) -> usize {
+        let mut idx = 0;
+        self.engine
+            .wait_for(|| match reqs.iter().position(|r| r.done()) {
+                Some(i) => {
+                    idx = i;
+                    true
+                }
+                None => false,
+            });
+        idx
+    }
+
+    pub fn poke(&self) {
+        self.engine.poke();
+    }
+
+    pub fn iprobe(&self, comm: &Comm, src: i32, tag: i32) -> Result<Option<Status>> {
+        Self::check_peer(comm, src, true)?;
+        Self::check_tag(tag, true)?;
+        if src == PROC_NULL {
+            return Ok(Some(Status::empty()));
+        }
+        if let Some(Err(s)) = self.engine.probe(comm.ctx, src, tag, false) {
+            return Ok(Some(s));
+        }
+        self.poke();
+        Ok(self
+            .engine
+            .probe(comm.ctx, src, tag, false)
+            .map(|r| r.err().expect("not removed")))
+    }
+
+    pub fn probe(&self, comm: &Comm, src: i32, tag: i32) -> Result<Status> {
+        Self::check_peer(comm, src, true)?;
+        Self::check_tag(tag, true)?;
+        if src == PROC_NULL {
+            return Ok(Status::empty());
+        }
+        let mut got = None;
+        self.engine.wait_for(|| {
+            got = self
+                .engine
+                .probe(comm.ctx, src, tag, false)
+                .map(|r| r.err().expect("not removed"));
+            got.is_some()
+        });
+        Ok(got.expect("wait ended with a message"))
+    }
+
+    /// `MPI_Improbe`: takes the message out of the queue. `Some(None)` = the `MPI_PROC_NULL` message.
+    pub fn improbe(
+        &self,
+        comm: &Comm,
+        src: i32,
+        tag: i32,
+        block: bool,
+    ) -> Result<Option<Option<Unexpected>>> {
+        Self::check_peer(comm, src, true)?;
+        Self::check_tag(tag, true)?;
+        if src == PROC_NULL {
+            return Ok(Some(None));
+        }
+        let mut got = None;
+        let mut try_take = || {
+            got = self
+                .engine
+                .probe(comm.ctx, src, tag, true)
+                .map(|r| r.ok().expect("removed"));
+            got.is_some()
+        };
+        if block {
+            self.engine.wait_for(try_take);
+        } else if !try_take() {
+            self.poke();
+            try_take();
+        }
+        Ok(got.map(Some))
+    }
+
+    pub fn mrecv(&self, msg: Option<Unexpected>, buf: Buf) -> Result<Arc<Req>> {
+        self.check_buf(&buf, "receive buffer")?;
+        match msg {
+            None => Ok(Req::new_done(Status::empty())),
+            Some(u) => self.engine.recv_message(u, buf),
+        }
+    }
+
+    pub fn cancel(&self, r: &Arc<Req>) {
+        let is_recv = r.d.lock().unwrap().is_recv;
+        if is_recv && !r.done() {
+            self.engine.cancel_recv(r);
+        }
+    }
+
+    // ---- internal (collective-context) messaging ---------------------------
+
+    pub(crate) fn c_isend(&self, comm: &Comm, data: &[u8], dest: u32) -> Result<Option<Arc<Req>>> {
+        let b = Buf::bytes_of(data, &self.byte);
+        self.send_on(comm, true, &b, dest as i32, 0, Mode::Standard)
+    }
+
+    pub(crate) fn c_isend_buf(&self, comm: &Comm, b: &Buf, dest: u32) -> Result<Option<Arc<Req>>> {
+        self.send_on(comm, true, b, dest as i32, 0, Mode::Standard)
+    }
+
+    pub(crate) fn c_irecv_buf(&self, comm: &Comm, b: Buf, src: u32) -> Result<Arc<Req>> {
+        self.engine.recv(comm.ctx + 1, src as i32, 0, b)
+    }
+
+    /// Waits for all, recycles them, and reports the first error.
+    pub(crate) fn wait_all_internal(&self, reqs: Vec<Arc<Req>>) -> Result<()> {
+        let mut first = None;
+        for r in reqs {
+            self.wait(&r);
+            let s = r.status();
+            if first.is_none() {
+                first = engine::status_error(&s, 0);
+            }
+            self.engine.recycle(r);
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    pub(crate) fn c_send(&self, comm: &Comm, data: &[u8], dest: u32) -> Result<()> {
+        if let Some(r) = self.c_isend(comm, data, dest)? {
+            self.wait(&r);
+            self.engine.recycle(r);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn c_irecv(&self, comm: &Comm, out: &mut [u8], src: u32) -> Result<Arc<Req>> {
+        let b = Buf::bytes_of(out, &self.byte);
+        self.engine.recv(comm.ctx + 1, src as i32, 0, b)
+    }
+
+    pub(crate) fn c_recv(&self, comm: &Comm, out: &mut [u8], src: u32) -> Result<usize> {
+        let r = self.c_irecv(comm, out, src)?;
+        self.wait(&r);
+        let s = r.status();
+        self.engine.recycle(r);
+        if let Some(e) = engine::status_error(&s, out.len()) {
+            return Err(e);
+        }
+        Ok(s.bytes)
+    }
+
+    /// Sends `data` to `dest` while receiving into `out` from `src`.
+    pub(crate) fn c_sendrecv(
+        &self,
+        comm: &Comm,
+        data: &[u8],
+        dest: u32,
+        out: &mut [u8],
+        src: u32,
+    ) -> Result<usize> {
+        let rr = self.c_irecv(comm, out, src)?;
+        let sr = self.c_isend(comm, data, dest)?;
+        if let Some(s) = sr {
+            self.wait(&s);
+            self.engine.recycle(s);
+        }
+        self.wait(&rr);
+        let st = rr.status();
+        self.engine.recycle(rr);
+        if let Some(e) = engine::status_error(&st, out.len()) {
+            return Err(e);
+        }
+        Ok(st.bytes)
+    }
+
+    // ---- communicators -----------------------------------------------------
+
+    /// Agrees on a fresh context id among the members of `comm` (collective).
+    fn new_ctx(&self, comm: &Comm) -> Result<u32> {
+        let mine = self.next_ctx.load(Ordering::Acquire);
+        let mut v = mine.to_le_bytes();
+        self.allreduce_u32_max(comm, &mut v)?;
+        let id = u32::from_le_bytes(v);
+        self.next_ctx.fetch_max(id + 2, Ordering::AcqRel);
+        Ok(id)
+    }
+
+    fn allreduce_u32_max(&self, comm: &Comm, v: &mut [u8; 4]) -> Result<()> {
+        let u32_op = Datatype::predefined(Basic::U32, "u32");
+        let mut out = [0u8; 4];
+        let b = Buf::bytes_of(v, &self.byte);
+        // SAFETY: `out` lives until the allreduce returns.
+        let ob = unsafe { Buf::new(out.as_mut_ptr() as usize, 1, u32_op.clone()) };
+        let ib = unsafe { Buf::new(b.addr(), 1, u32_op) };
+        self.allreduce(comm, Some(&ib), &ob, &Op::Max)?;
+        *v = out;
+        Ok(())
+    }
+
+    pub fn comm_dup(&self, comm: &Comm) -> Result<Arc<Comm>> {
+        let id = self.new_ctx(comm)?;
+        let c = Comm::new(id, comm.group.clone(), comm.rank, "");
+        *c.info.lock().unwrap() = comm.info.lock().unwrap().clone();
+        Ok(c)
+    }
+
+    /// `MPI_Comm_split`; None for `MPI_UNDEFINED` colour.
+    pub fn comm_split(&self, comm: &Comm, color: i32, key: i32) -> Result<Option<Arc<Comm>>> {
+        if color < 0 && color != UNDEFINED {
+            return Err(err(
+                class::ARG,
+                format!("colour {color} is negative (use MPI_UNDEFINED to opt out)"),
+            ));
+        }
+        let id = self.new_ctx(comm)?;
+        let mut mine = [0u8; 8];
+        mine[..4].copy_from_slice(&color.to_le_bytes());
+        mine[4..].copy_from_slice(&key.to_le_bytes());
+        let mut all = vec![0u8; 8 * comm.size as usize];
+        self.allgather_bytes(comm, &mine, &mut all)?;
+        if color == UNDEFINED {
+            return Ok(None);
+        }
+        let mut members: Vec<(i32, u32)> = Vec::new();
+        for r in 0..comm.size {
+            let c = i32::from_le_bytes(all[8 * r as usize..8 * r as usize + 4].try_into().unwrap());
+            let k = i32::from_le_bytes(
+                all[8 * r as usize + 4..8 * r as usize + 8]
+                    .try_into()
+                    .unwrap(),
+            );
+            if c == color {
+                members.push((k, r));
+            }
+        }
+        members.sort();
+        let world: Vec<u32> = members.iter().map(|&(_, r)| comm.world_of(r)).collect();
+        let rank = members
+            .iter()
+            .position(|&(_, r)| r == comm.rank)
+            .expect("I am in my colour") as u32;
+        Ok(Some(Comm::new(id, Group::new(world), rank, "")))
+    }
+
+    /// `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`: one communicator per host.
+    pub fn comm_split_shared(&self, comm: &Comm, key: i32) -> Result<Arc<Comm>> {
+        let host = self.ctx().host_id().to_string();
+        let mut h = [0u8; 64];
+        let hb = host.as_bytes();
+        let n = hb.len().min(64);
+        h[..n].copy_from_slice(&hb[..n]);
+        let mut all = vec![0u8; 64 * comm.size as usize];
+        self.allgather_bytes(comm, &h, &mut all)?;
+        // Colour = lowest rank on my host.
+        let color = (0..comm.size as usize)
+            .find(|&r| all[64 * r..64 * r + 64] == h)
+            .unwrap_or(0) as i32;
+        Ok(self
+            .comm_split(comm, color, key)?
+            .expect("a colour was given"))
+    }
+
+    /// `MPI_Comm_create`: collective over `comm`; None where the caller is not in `group`.
+    pub fn comm_create(&self, comm: &Comm, group: &Arc<Group>) -> Result<Option<Arc<Comm>>> {
+        for &w in &group.members {
+            if comm.group.rank_of(w).is_none() {
+                return Err(err(
+                    class::GROUP,
+                    "the group is not a subset of the communicator's group",
+                ));
+            }
+        }
+        let id = self.new_ctx(comm)?;
+        let me = comm.world_of(comm.rank);
+        Ok(group
+            .rank_of(me)
+            .map(|r| Comm::new(id, group.clone(), r, "")))
+    }
+
+    /// `MPI_Comm_create_group`: collective over the members of `group` only;
+    /// they agree on a context id through messages with `tag` on `comm`.
+    pub fn comm_create_group(
+        &self,
+        comm: &Comm,
+        group: &Arc<Group>,
+        tag: i32,
+    ) -> Result<Option<Arc<Comm>>> {
+        Self::check_tag(tag, false)?;
+        let me = comm.world_of(comm.rank);
+        let Some(r) = group.rank_of(me) else {
+            return Ok(None);
+        };
+        let mut parent = Vec::with_capacity(group.members.len());
+        for &w in &group.members {
+            match comm.group.rank_of(w) {
+                Some(p) => parent.push(p as i32),
+                None => {
+                    return Err(err(
+                        class::GROUP,
+                        "the group is not a subset of the communicator's group",
+                    ))
+                }
+            }
+        }
+        let u32t = Datatype::predefined(Basic::U32, "u32");
+        let mut v = [self.next_ctx.load(Ordering::Acquire)];
+        // SAFETY: `v` lives across each blocking call that uses it.
+        let b = unsafe { Buf::new(v.as_mut_ptr() as usize, 1, u32t.clone()) };
+        if r == 0 {
+            let mut best = v[0];
+            for &p in &parent[1..] {
+                self.recv(comm, b.clone(), p, tag)?;
+                best = best.max(v[0]);
+            }
+            v[0] = best;
+            for &p in &parent[1..] {
+                self.send(comm, &b, p, tag, Mode::Standard)?;
+            }
+        } else {
+            self.send(comm, &b, parent[0], tag, Mode::Standard)?;
+            self.recv(comm, b.clone(), parent[0], tag)?;
+        }
+        self.next_ctx.fetch_max(v[0] + 2, Ordering::AcqRel);
+        Ok(Some(Comm::new(v[0], group.clone(), r, "")))
+    }
+}

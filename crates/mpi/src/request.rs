@@ -1,0 +1,167 @@
+//! Requests: the completion state of one operation, shared by the user's
+//! handle and the protocol handlers that complete it.
+
+use crate::datatype::Datatype;
+use crate::mem;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What a completed operation reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Status {
+    pub source: i32,
+    pub tag: i32,
+    pub error: i32,
+    pub bytes: usize,
+    pub cancelled: bool,
+}
+
+impl Status {
+    pub fn empty() -> Status {
+        Status {
+            source: crate::PROC_NULL,
+            tag: crate::ANY_TAG,
+            error: 0,
+            bytes: 0,
+            cancelled: false,
+        }
+    }
+}
+
+/// A user buffer of a pending operation: `count` elements of `dt` at address `addr`.
+#[derive(Debug, Clone)]
+pub struct Buf {
+    addr: usize,
+    pub count: usize,
+    pub dt: Arc<Datatype>,
+}
+
+impl Buf {
+    /// # Safety
+    /// The memory that `count` elements of `dt` at `addr` cover must stay
+    /// valid — readable for a send, writable for a receive — until the
+    /// operation using this buffer completes (the MPI rule for buffers).
+    pub unsafe fn new(addr: usize, count: usize, dt: Arc<Datatype>) -> Buf {
+        Buf { addr, count, dt }
+    }
+
+    /// A buffer over a Rust byte slice owned by the caller (collectives' temporaries).
+    pub fn bytes_of(s: &[u8], byte: &Arc<Datatype>) -> Buf {
+        Buf {
+            addr: s.as_ptr() as usize,
+            count: s.len(),
+            dt: byte.clone(),
+        }
+    }
+
+    /// The same buffer with another element count (the caller's call says that many are valid).
+    pub fn with_count(&self, count: usize) -> Buf {
+        Buf {
+            addr: self.addr,
+            count,
+            dt: self.dt.clone(),
+        }
+    }
+
+    pub fn addr(&self) -> usize {
+        self.addr
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.count * self.dt.size
+    }
+
+    /// The packed bytes, if they lie contiguously in memory (no packing needed).
+    pub fn contig(&self) -> Option<&[u8]> {
+        if self.dt.contig || self.count == 0 {
+            // SAFETY: `Buf::new`'s contract: the range is the user's live buffer.
+            Some(unsafe {
+                mem::slice(self.addr.wrapping_add_signed(self.dt.true_lb), self.bytes())
+            })
+        } else {
+            None
+        }
+    }
+
+    /// The packed bytes in a new vector.
+    pub fn pack(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.bytes()];
+        // SAFETY: `Buf::new`'s contract.
+        unsafe { self.dt.pack(self.addr, self.count, &mut v) };
+        v
+    }
+
+    /// Writes packed `data` (at most `bytes()` long) into the buffer.
+    pub fn unpack(&self, data: &[u8]) {
+        // SAFETY: `Buf::new`'s contract.
+        unsafe { self.dt.unpack(self.addr, self.count, data) }
+    }
+}
+
+/// The data a rendezvous send still has to deliver.
+#[derive(Debug)]
+pub enum SendData {
+    None,
+    User(Buf),
+    Owned(Vec<u8>),
+}
+
+#[derive(Debug)]
+pub struct ReqData {
+    pub status: Status,
+    /// Receives: where the data goes. Rendezvous sends: what goes.
+    pub recv: Option<Buf>,
+    pub send: SendData,
+    /// Context id of a posted receive (to find it again for `MPI_Cancel`).
+    pub ctx: u32,
+    pub is_recv: bool,
+    /// Buffered send space to give back when this completes.
+    pub bsend_bytes: usize,
+}
+
+impl Default for ReqData {
+    fn default() -> Self {
+        ReqData {
+            status: Status::default(),
+            recv: None,
+            send: SendData::None,
+            ctx: 0,
+            is_recv: false,
+            bsend_bytes: 0,
+        }
+    }
+}
+
+/// One operation in flight.
+#[derive(Debug, Default)]
+pub struct Req {
+    done: AtomicBool,
+    pub d: Mutex<ReqData>,
+}
+
+impl Req {
+    pub fn done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    pub fn new_done(status: Status) -> Arc<Req> {
+        let r = Req::default();
+        r.d.lock().unwrap().status = status;
+        r.done.store(true, Ordering::Release);
+        Arc::new(r)
+    }
+
+    /// Marks the request complete; everything written to `d` before is visible to the waiter.
+    pub fn complete(&self) {
+        self.done.store(true, Ordering::Release);
+    }
+
+    pub fn reset(&self) {
+        self.done.store(false, Ordering::Relaxed);
+        *self.d.lock().unwrap() = ReqData::default();
+    }
+
+    pub fn status(&self) -> Status {
+        self.d.lock().unwrap_or_else(|e| e.into_inner()).status
+    }
+}
