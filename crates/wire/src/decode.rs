@@ -172,6 +172,39 @@ impl Registry {
         Ok(ok)
     }
 
+    /// The payload of `rec` if it was written in exactly the `native`
+    /// layout (checked: header and every variable slot), else
+    /// `NotViewable`. Unlike [`Registry::decode`] it touches no reference
+    /// counts, which is most of the cost of an in-place decode.
+    #[inline]
+    pub fn decode_in_place<'a>(
+        &mut self,
+        rec: &RecordRef<'a>,
+        native: &Format,
+    ) -> Result<&'a [u8]> {
+        if rec.id != native.id() {
+            return Err(WireError::NotViewable(format!(
+                "record format {} is not {} ({})",
+                rec.id,
+                native.id(),
+                native.name()
+            )));
+        }
+        rec.check_format(native)?;
+        if native.has_var() {
+            let size = native.size() as usize;
+            if let std::collections::hash_map::Entry::Vacant(e) = self.slots.entry(rec.id) {
+                e.insert(Arc::new(var_slots(native)?));
+            }
+            if let Some(slots) = self.slots.get(&rec.id) {
+                for s in slots.iter() {
+                    slot_range(s, rec.payload, size)?;
+                }
+            }
+        }
+        Ok(rec.payload)
+    }
+
     /// Decode a record into the `native` layout: in place when the record was
     /// written in exactly that format, else through the cached plan.
     pub fn decode<'a>(&mut self, rec: &RecordRef<'a>, native: &Arc<Format>) -> Result<Decoded<'a>> {
@@ -212,6 +245,9 @@ impl Registry {
 
     /// Decode into a caller-owned buffer (reused across records, no allocation
     /// after warm-up). Always copies, even for identical layouts.
+    // Inlined: returning the result through memory costs a store-forwarding
+    // stall per record, a third of a small converting decode (measured).
+    #[inline]
     pub fn decode_into(
         &mut self,
         rec: &RecordRef<'_>,

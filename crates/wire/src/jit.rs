@@ -372,9 +372,13 @@ impl Emit<'_> {
                 }
             }
             Op::Zero { dst: d, len } => {
-                let z = self.b.ins().iconst(types::I8, 0);
-                for i in 0..*len {
-                    self.store(z, dst, d + i, false)?;
+                let mut at = 0;
+                for w in [8usize, 4, 2, 1] {
+                    let z = self.b.ins().iconst(int_ty(w as u8), 0);
+                    while len - at >= w {
+                        self.store(z, dst, d + at, false)?;
+                        at += w;
+                    }
                 }
             }
             Op::Repeat {

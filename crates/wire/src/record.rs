@@ -326,6 +326,9 @@ pub struct RecordRef<'a> {
 impl<'a> RecordRef<'a> {
     /// Parse a header and borrow the payload. Returns the record and the
     /// number of bytes it occupies in `buf`.
+    // Inlined: returning the result through memory costs a store-forwarding
+    // stall per record, a third of a small converting decode (measured).
+    #[inline]
     pub fn parse(buf: &'a [u8]) -> Result<(RecordRef<'a>, usize)> {
         if buf.len() < HEADER_LEN {
             return Err(WireError::Truncated {
