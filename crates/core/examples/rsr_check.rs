@@ -293,6 +293,8 @@ fn die_after_setup(ctx: &Context) -> Result<(), String> {
     let n = ctx.size() as usize;
     ctx.wait_timeout(Duration::from_secs(10), || got.lock().unwrap().len() == n);
     println!("READY {} pid {} job {}", ctx.rank(), std::process::id(), std::env::var("GW_JOB_ID").unwrap_or_default());
+    // Every rank has printed READY before rank 1 dies.
+    ctx.barrier().map_err(|e| e.to_string())?;
     if ctx.rank() == 1 {
         // SAFETY: raising a signal on ourselves; SIGKILL never returns.
         unsafe { libc::raise(libc::SIGKILL) };
