@@ -9,6 +9,7 @@ use super::{iov_len, Cost, JobInfo, Link, Method, MethodEnv, MethodInfo, PollCla
 use crate::error::Result;
 use std::collections::VecDeque;
 use std::io::IoSlice;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub const INFO: MethodInfo = MethodInfo {
@@ -25,6 +26,8 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
 /// The queue shared by the method (consumer) and its one link (producer).
 struct Queue {
     msgs: Mutex<VecDeque<Vec<u8>>>,
+    /// Messages queued; lets an idle poll return without taking the lock.
+    len: AtomicUsize,
 }
 
 pub struct SelfMethod {
@@ -39,7 +42,7 @@ impl SelfMethod {
         SelfMethod {
             ctx_id: job.ctx_id,
             job_id: job.job_id.clone(),
-            queue: Arc::new(Queue { msgs: Mutex::new(VecDeque::new()) }),
+            queue: Arc::new(Queue { msgs: Mutex::new(VecDeque::new()), len: AtomicUsize::new(0) }),
         }
     }
 
@@ -64,7 +67,10 @@ impl Link for SelfLink {
         for s in iov {
             msg.extend_from_slice(s);
         }
-        self.queue.msgs.lock().unwrap_or_else(|e| e.into_inner()).push_back(msg);
+        let mut q = self.queue.msgs.lock().unwrap_or_else(|e| e.into_inner());
+        q.push_back(msg);
+        // Counted under the lock, so `len` never runs behind the queue.
+        self.queue.len.fetch_add(1, Ordering::Release);
         Ok(())
     }
 }
@@ -98,11 +104,21 @@ impl Method for SelfMethod {
     }
 
     fn poll(&self, sink: &mut dyn Sink) -> Result<usize> {
+        if self.queue.len.load(Ordering::Acquire) == 0 {
+            return Ok(0);
+        }
         let mut n = 0;
         // Take one message at a time and release the lock before delivering:
         // the handler may send to ourselves again.
         loop {
-            let msg = self.queue.msgs.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            let msg = {
+                let mut q = self.queue.msgs.lock().unwrap_or_else(|e| e.into_inner());
+                let m = q.pop_front();
+                if m.is_some() {
+                    self.queue.len.fetch_sub(1, Ordering::Relaxed);
+                }
+                m
+            };
             match msg {
                 Some(m) => {
                     sink.deliver(self.ctx_id, &m);
@@ -118,7 +134,7 @@ impl Method for SelfMethod {
     }
 
     fn has_pending_output(&self) -> bool {
-        !self.queue.msgs.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+        self.queue.len.load(Ordering::Acquire) != 0
     }
 
     fn cost(&self) -> Cost {
@@ -127,5 +143,6 @@ impl Method for SelfMethod {
 
     fn shutdown(&self) {
         self.queue.msgs.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.queue.len.store(0, Ordering::Release);
     }
 }
