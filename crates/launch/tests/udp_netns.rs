@@ -175,13 +175,26 @@ fn udp_over_veth_with_nftables_random_drop() {
     ip(&["-n", &ns.names[1], "link", "set", &b, "up"]);
     // 5% of incoming UDP dropped by the kernel in both namespaces.
     for n in &ns.names {
-        let rules = "table inet gwtest { chain input { type filter hook input priority 0; meta l4proto udp numgen random mod 100 < 5 drop; } }";
-        let o = Command::new("ip").args(["netns", "exec", n, "nft", rules]).output().expect("nft");
+        let rules = "table inet gwtest {\n  chain input {\n    type filter hook input priority 0;\n    meta l4proto udp numgen random mod 100 < 5 counter drop\n  }\n}\n";
+        let mut c = Command::new("ip")
+            .args(["netns", "exec", n, "nft", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("nft");
+        std::io::Write::write_all(&mut c.stdin.take().unwrap(), rules.as_bytes()).unwrap();
+        let o = c.wait_with_output().unwrap();
         assert!(o.status.success(), "nft: {}", String::from_utf8_lossy(&o.stderr));
     }
     let n = messages();
     let o = gwrun_across(&ns.names, ["10.78.0.1", "10.78.0.2"], &format!("stream {n}"), &[("GW_UDP_DGRAM", "1472")]);
     check_stream(&o, n);
+    // The kernel really dropped datagrams on the way.
+    let l = Command::new("ip").args(["netns", "exec", &ns.names[1], "nft", "list", "ruleset"]).output().unwrap();
+    let text = String::from_utf8_lossy(&l.stdout).into_owned();
+    let dropped: u64 = text.split("packets ").nth(1).and_then(|s| s.split_whitespace().next()).and_then(|s| s.parse().ok()).unwrap_or(0);
+    println!("nftables dropped {dropped} datagrams in {}", ns.names[1]);
+    assert!(dropped > 10, "{text}");
 }
 
 #[test]

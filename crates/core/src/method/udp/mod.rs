@@ -47,11 +47,12 @@ const PARAMS: &[ParamDecl] = &[
     },
     ParamDecl {
         name: "UDP_DGRAM",
-        default: "8k",
-        kind: Kind::Size { min: 256, max: 65507 },
+        default: "0",
+        kind: Kind::Size { min: 0, max: 65507 },
         help: "Largest datagram sent, headers included (36 bytes); longer messages are fragmented. \
-               Use the path MTU minus 28 (e.g. 1472) on real networks so IP never fragments; \
-               up to 65507 on loopback.",
+               0 = automatic: 65000 when bound to a loopback address, else 1472 (an Ethernet \
+               MTU minus IP/UDP headers, so IP never fragments: a lost fragment loses the whole \
+               datagram). Set the path MTU minus 28 on other networks.",
     },
     ParamDecl {
         name: "UDP_DEPTH",
@@ -76,16 +77,24 @@ const PARAMS: &[ParamDecl] = &[
     },
     ParamDecl {
         name: "UDP_MIN_TIMEOUT",
-        default: "10",
+        default: "30",
         kind: Kind::UInt { min: 1, max: 600_000 },
-        help: "Lower bound of the retransmission timeout in milliseconds (covers a peer that \
-               polls late).",
+        help: "Lower bound of the retransmission timeout in milliseconds. It covers a peer that \
+               polls late: an idle context sleeps in slices of up to 20 ms before it acks.",
     },
     ParamDecl {
         name: "UDP_MAX_TIMEOUT",
         default: "2000",
         kind: Kind::UInt { min: 1, max: 600_000 },
         help: "Upper bound of the exponential backoff in milliseconds.",
+    },
+    ParamDecl {
+        name: "UDP_ACK_DELAY",
+        default: "500",
+        kind: Kind::UInt { min: 0, max: 100_000 },
+        help: "Microseconds the acknowledgement of a lone datagram waits for a reply to carry \
+               it (saves one datagram per request/reply); a second datagram or a gap is \
+               acknowledged at once.",
     },
     ParamDecl {
         name: "UDP_RETRIES",
@@ -181,13 +190,18 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
         me: env.job.ctx_id,
         size: env.job.size.max(1),
         secret: env.job.secret,
-        dgram: env.params.num("UDP_DGRAM") as usize,
+        dgram: match env.params.num("UDP_DGRAM") as usize {
+            0 if addr.is_loopback() => 65000,
+            0 => 1472,
+            n => n,
+        },
         depth: env.params.num("UDP_DEPTH"),
         initial_rto: ms("UDP_TIMEOUT"),
         min_rto: ms("UDP_MIN_TIMEOUT"),
         max_rto: ms("UDP_MAX_TIMEOUT").max(ms("UDP_MIN_TIMEOUT")),
         retries: env.params.num("UDP_RETRIES") as u32,
         initial_cwnd: env.params.num("UDP_CWND") as usize,
+        ack_delay: Duration::from_micros(env.params.num("UDP_ACK_DELAY")),
     };
     let inject = Inject { drop: percent(env, "UDP_DROP")?, dup: percent(env, "UDP_DUP")?, reorder: percent(env, "UDP_REORDER")? };
     let seed = u64::from_le_bytes(crate::auth::nonce()[..8].try_into().expect("8 bytes")) | 1;

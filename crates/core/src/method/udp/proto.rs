@@ -95,6 +95,9 @@ pub struct Config {
     pub retries: u32,
     /// Initial congestion window in datagrams.
     pub initial_cwnd: usize,
+    /// How long a lone in-order datagram's acknowledgement may wait for a
+    /// reply to piggyback on.
+    pub ack_delay: Duration,
 }
 
 impl Config {
@@ -187,7 +190,11 @@ struct Peer<A> {
     ooo: BTreeMap<u64, Vec<u8>>,
     asm: Vec<u8>,
     asm_len: Option<u32>,
-    ack_pending: bool,
+    /// Something to acknowledge: immediately (`ack_now`: a gap, a duplicate,
+    /// a second datagram) or by `ack_due` (a lone in-order datagram waits a
+    /// little for a reply to carry the ack, saving a datagram per request).
+    ack_now: bool,
+    ack_due: Option<Instant>,
 }
 
 impl<A> Peer<A> {
@@ -217,7 +224,8 @@ impl<A> Peer<A> {
             ooo: BTreeMap::new(),
             asm: Vec::new(),
             asm_len: None,
-            ack_pending: false,
+            ack_now: false,
+            ack_due: None,
         }
     }
 
@@ -553,7 +561,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         p.verified = true;
         p.confirmed = true;
         p.hs = Hs::Done;
-        p.ack_pending = true; // tells the connector we accepted its proof
+        p.ack_now = true; // tells the connector we accepted its proof
     }
 
     fn on_ack_dgram(&mut self, now: Instant, src: u32, d: &[u8]) -> Result<(), String> {
@@ -651,18 +659,25 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         self.on_ack(now, src, cum, &[])?;
         let depth = self.cfg.depth;
         let Some(p) = self.peers.get_mut(&src) else { return Ok(()) };
-        p.ack_pending = true;
         if seq < p.rcv_next || p.ooo.contains_key(&seq) {
             self.counters.duplicates += 1;
+            p.ack_now = true; // our ack was probably lost
             return Ok(());
         }
         if seq >= p.rcv_next + depth {
+            p.ack_now = true;
             return Ok(()); // beyond the window: the sender broke flow control or it is stale; it retransmits
         }
         let body = &d[HDR + 16..];
         if seq > p.rcv_next {
             p.ooo.insert(seq, body.to_vec());
+            p.ack_now = true; // a gap: tell the sender at once (fast loss detection)
             return Ok(());
+        }
+        if p.ack_due.is_some() || !p.ooo.is_empty() {
+            p.ack_now = true;
+        } else {
+            p.ack_due = Some(now + self.cfg.ack_delay);
         }
         let mut out = Vec::new();
         reassemble(p, body, src, &mut out)?;
@@ -758,7 +773,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 Hs::Proof { next, .. } if !p.confirmed => Some(next),
                 _ => None,
             };
-            for c in [hs, p.rto_deadline(&cfg)].into_iter().flatten() {
+            for c in [hs, p.rto_deadline(&cfg), p.ack_due].into_iter().flatten() {
                 t = Some(t.map_or(c, |t| t.min(c)));
             }
         }
@@ -787,7 +802,8 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                     let p = self.peers.get_mut(&id).expect("present");
                     let cum = p.rcv_next;
                     if p.ooo.is_empty() {
-                        p.ack_pending = false;
+                        p.ack_now = false;
+                        p.ack_due = None;
                     }
                     let Some(s) = p.pkt(seq) else { continue };
                     header(buf, T_DATA, self.cfg.me, id);
@@ -800,8 +816,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 }
             }
             let p = self.peers.get_mut(&id).expect("present");
-            if p.ack_pending {
-                p.ack_pending = false;
+            if p.ack_now || p.ack_due.is_some_and(|t| t <= now) {
+                p.ack_now = false;
+                p.ack_due = None;
                 header(buf, T_ACK, self.cfg.me, id);
                 buf.extend_from_slice(&p.rcv_next.to_le_bytes());
                 let at = buf.len();

@@ -60,6 +60,7 @@ fn cfg(me: u32, secret: [u8; 32]) -> Config {
         max_rto: Duration::from_millis(1000),
         retries: 8,
         initial_cwnd: 32,
+        ack_delay: Duration::from_micros(500),
     }
 }
 
