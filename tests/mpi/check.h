@@ -14,5 +14,5 @@ static int gw_rank_ = -1;
         MPI_Abort(MPI_COMM_WORLD, 1); \
     } } while (0)
 #define PASS(name) do { int r_; MPI_Comm_rank(MPI_COMM_WORLD, &r_); \
-    if (r_ == 0) printf("PASS %s\n", name); fflush(stdout); } while (0)
+    if (r_ == 0) { printf("PASS %s\n", name); fflush(stdout); } } while (0)
 #endif

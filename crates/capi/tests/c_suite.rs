@@ -1,0 +1,271 @@
+//! The C test suite (`tests/mpi/*.c`): each program is compiled with `gwcc`
+//! against this crate's `libmpi.so` and run under `gwrun` with several rank
+//! counts, on one host and on two emulated hosts (so shared memory and TCP
+//! are both used). Every program checks itself and prints `PASS <name>`.
+//!
+//! Needs a C compiler (`cc`, or `GWCC_CC`); skipped with a message without one.
+//! `GW_MPI_TEST_RANKS="1 2"` narrows the rank counts.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The jobs share two cores: run one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// target/<profile>, found from this test executable (target/<profile>/deps/c_suite-*).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf()
+}
+
+fn gwrun() -> PathBuf {
+    let dir = profile_dir();
+    let p = dir.join("gwrun");
+    if !p.exists() {
+        // Build the launcher into the same target directory.
+        let target = dir.parent().unwrap();
+        let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        c.args(["build", "-p", "gridwire-launch", "--bin", "gwrun"])
+            .env("CARGO_TARGET_DIR", target);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            c.arg("--release");
+        }
+        let st = c.status().expect("cargo runs");
+        assert!(st.success(), "building gwrun failed");
+    }
+    p
+}
+
+fn have_cc() -> bool {
+    let cc = std::env::var("GWCC_CC").unwrap_or_else(|_| "cc".into());
+    Command::new(cc)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn compile(name: &str, extra: &[&str]) -> PathBuf {
+    let out_dir = profile_dir().join("mpi-tests");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let exe = out_dir.join(name);
+    let src = repo().join("tests/mpi").join(format!("{name}.c"));
+    let out = Command::new(repo().join("scripts/gwcc"))
+        .env("GW_MPI_LIBDIR", profile_dir())
+        .args(["-Wall", "-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .args(extra)
+        .output()
+        .expect("gwcc runs");
+    assert!(
+        out.status.success(),
+        "gwcc {name}.c failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+struct Run {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+    secs: f64,
+}
+
+fn run(exe: &Path, n: u32, hosts: u32) -> Run {
+    let mut c = Command::new(gwrun());
+    c.args(["--timeout", "60", "-n", &n.to_string()]);
+    if hosts > 1 {
+        c.args(["--emulate-hosts", &hosts.to_string()]);
+    }
+    c.arg(exe)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let t = Instant::now();
+    let child = c.spawn().expect("gwrun starts");
+    // gwrun enforces --timeout itself; this is the backstop.
+    let pid = child.id();
+    let guard = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(90));
+        // SAFETY: kill(2) on the pid of our own child, at worst already reaped.
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    });
+    let out = child.wait_with_output().expect("gwrun finishes");
+    drop(guard);
+    Run {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        secs: t.elapsed().as_secs_f64(),
+    }
+}
+
+fn ranks(default: &[u32]) -> Vec<u32> {
+    match std::env::var("GW_MPI_TEST_RANKS") {
+        Ok(s) => s
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect(),
+        Err(_) => default.to_vec(),
+    }
+}
+
+/// Runs `name` with each rank count on one host and on two emulated hosts.
+fn suite(name: &str, extra: &[&str], counts: &[u32]) {
+    if !have_cc() {
+        eprintln!("skipping {name}: no C compiler");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = compile(name, extra);
+    let mut failures = Vec::new();
+    for n in ranks(counts) {
+        for hosts in [1, 2] {
+            if hosts > n {
+                continue;
+            }
+            let r = run(&exe, n, hosts);
+            let passed = r.ok && r.stdout.contains(&format!("PASS {name}"));
+            eprintln!(
+                "{name}: -n {n} hosts {hosts}: {} ({:.2} s)",
+                if passed { "ok" } else { "FAILED" },
+                r.secs
+            );
+            if !passed {
+                failures.push(format!(
+                    "-n {n} hosts {hosts}:\n--- stdout\n{}--- stderr\n{}",
+                    r.stdout, r.stderr
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{name} failed:\n{}",
+        failures.join("\n")
+    );
+}
+
+const COUNTS: &[u32] = &[1, 2, 3, 4, 8];
+
+#[test]
+fn basic() {
+    suite("basic", &[], COUNTS);
+}
+
+#[test]
+fn p2p() {
+    suite("p2p", &[], COUNTS);
+}
+
+#[test]
+fn comm() {
+    suite("comm", &[], COUNTS);
+}
+
+#[test]
+fn coll() {
+    suite("coll", &[], COUNTS);
+}
+
+#[test]
+fn dtype() {
+    suite("dtype", &[], &[1, 2, 3, 4]);
+}
+
+#[test]
+fn attr() {
+    suite("attr", &[], &[1, 2, 3]);
+}
+
+#[test]
+fn threads() {
+    suite("threads", &["-pthread"], &[1, 2, 4]);
+}
+
+/// The default error handler aborts the job with a message naming the
+/// function, the error class and the rank.
+#[test]
+fn errors_are_fatal() {
+    if !have_cc() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = compile("fatal", &[]);
+    let r = run(&exe, 2, 1);
+    assert!(!r.ok, "the job should fail");
+    assert!(!r.stdout.contains("NOT REACHED"), "{}", r.stdout);
+    for want in ["rank 0", "MPI_Send", "MPI_ERR_RANK", "invalid rank"] {
+        assert!(
+            r.stderr.contains(want),
+            "stderr lacks {want:?}:\n{}",
+            r.stderr
+        );
+    }
+}
+
+/// `gwcc -show` prints the compile line with our include and library directories.
+#[test]
+fn gwcc_show() {
+    let out = Command::new(repo().join("scripts/gwcc"))
+        .env("GW_MPI_LIBDIR", profile_dir())
+        .args(["-show", "-o", "x", "x.c"])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        s.contains(&format!("-I{}", repo().join("include").display())),
+        "{s}"
+    );
+    assert!(s.contains("-lmpi") && s.contains("-Wl,-rpath,"), "{s}");
+}
+
+/// The same sources build with MPICH's compiler and pass under its launcher
+/// (the tests are portable MPI); skipped where MPICH is not installed.
+#[test]
+fn same_tests_pass_on_mpich() {
+    let (cc, run) = ("mpicc.mpich", "mpiexec.mpich");
+    if Command::new(cc).arg("-show").output().is_err()
+        || Command::new(run).arg("--version").output().is_err()
+    {
+        eprintln!("skipping: MPICH not installed");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = profile_dir().join("mpi-tests-mpich");
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["basic", "p2p", "coll", "comm", "dtype"] {
+        let exe = dir.join(name);
+        let st = Command::new(cc)
+            .args(["-O1", "-o"])
+            .arg(&exe)
+            .arg(repo().join("tests/mpi").join(format!("{name}.c")))
+            .status()
+            .unwrap();
+        assert!(st.success(), "{cc} {name}.c");
+        let out = Command::new("timeout")
+            .args(["60", run, "-n", "3"])
+            .arg(&exe)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let so = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && so.contains(&format!("PASS {name}")),
+            "{name} under MPICH:\n{so}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

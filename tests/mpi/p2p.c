@@ -1,0 +1,189 @@
+/* Point-to-point beyond the basics: probe/mprobe, modes, persistent, cancel,
+ * PROC_NULL, wait/test any/some, get_count/elements, truncation. */
+#include "check.h"
+#include <string.h>
+
+int main(int argc, char **argv) {
+    int rank, size;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Status st;
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+
+    /* PROC_NULL: completes at once with source PROC_NULL, tag ANY_TAG, count 0. */
+    int x = 5, cnt = -1;
+    MPI_Send(&x, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD);
+    MPI_Recv(&x, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st);
+    MPI_Get_count(&st, MPI_INT, &cnt);
+    CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG && cnt == 0 && x == 5, "proc_null");
+
+    /* Probe then receive a message of unknown size (eager and rendezvous sizes). */
+    int sizes[3] = {3, 5000, 300000};
+    for (int k = 0; k < 3; k++) {
+        int n = sizes[k];
+        int *out = malloc(n * sizeof(int));
+        for (int i = 0; i < n; i++) out[i] = rank + i;
+        MPI_Request r;
+        MPI_Isend(out, n, MPI_INT, next, 11 + k, MPI_COMM_WORLD, &r);
+        MPI_Probe(prev, 11 + k, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_INT, &cnt);
+        CHECK(cnt == n && st.MPI_SOURCE == prev && st.MPI_TAG == 11 + k, "probe count %d want %d", cnt, n);
+        int *in = malloc(cnt * sizeof(int));
+        MPI_Recv(in, cnt, MPI_INT, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, &st);
+        for (int i = 0; i < n; i++) CHECK(in[i] == prev + i, "probe data");
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+        free(in); free(out);
+    }
+
+    /* Iprobe polling, then Mprobe/Mrecv and Improbe/Imrecv. */
+    {
+        int v = rank * 3, w = -1, flag = 0;
+        MPI_Send(&v, 1, MPI_INT, next, 21, MPI_COMM_WORLD);
+        while (!flag) MPI_Iprobe(MPI_ANY_SOURCE, 21, MPI_COMM_WORLD, &flag, &st);
+        CHECK(st.MPI_SOURCE == prev, "iprobe source %d", st.MPI_SOURCE);
+        MPI_Message msg;
+        MPI_Mprobe(prev, 21, MPI_COMM_WORLD, &msg, &st);
+        MPI_Mrecv(&w, 1, MPI_INT, &msg, &st);
+        CHECK(w == prev * 3 && msg == MPI_MESSAGE_NULL, "mrecv %d", w);
+        MPI_Send(&v, 1, MPI_INT, next, 22, MPI_COMM_WORLD);
+        flag = 0;
+        while (!flag) MPI_Improbe(prev, 22, MPI_COMM_WORLD, &flag, &msg, &st);
+        MPI_Request r;
+        w = -1;
+        MPI_Imrecv(&w, 1, MPI_INT, &msg, &r);
+        MPI_Wait(&r, &st);
+        CHECK(w == prev * 3, "imrecv %d", w);
+        MPI_Mprobe(MPI_PROC_NULL, 0, MPI_COMM_WORLD, &msg, &st);
+        CHECK(msg == MPI_MESSAGE_NO_PROC, "mprobe proc_null");
+        MPI_Mrecv(&w, 1, MPI_INT, &msg, &st);
+    }
+
+    /* Synchronous, ready and buffered sends. */
+    {
+        int a = rank, b = -1;
+        MPI_Request r;
+        MPI_Irecv(&b, 1, MPI_INT, prev, 31, MPI_COMM_WORLD, &r);
+        MPI_Barrier(MPI_COMM_WORLD); /* every receive is posted: Rsend is legal */
+        MPI_Rsend(&a, 1, MPI_INT, next, 31, MPI_COMM_WORLD);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+        CHECK(b == prev, "rsend");
+        MPI_Irecv(&b, 1, MPI_INT, prev, 32, MPI_COMM_WORLD, &r);
+        MPI_Ssend(&a, 1, MPI_INT, next, 32, MPI_COMM_WORLD);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+        int bufsize = 4 * (100000 * (int)sizeof(int) + MPI_BSEND_OVERHEAD);
+        char *bbuf = malloc(bufsize);
+        MPI_Buffer_attach(bbuf, bufsize);
+        int *big = malloc(100000 * sizeof(int)), *bigin = malloc(100000 * sizeof(int));
+        for (int i = 0; i < 100000; i++) big[i] = i ^ rank;
+        MPI_Bsend(big, 100000, MPI_INT, next, 33, MPI_COMM_WORLD);
+        MPI_Bsend(&a, 1, MPI_INT, next, 34, MPI_COMM_WORLD);
+        memset(big, 0, 100000 * sizeof(int)); /* the buffered copy must be unaffected */
+        MPI_Recv(bigin, 100000, MPI_INT, prev, 33, MPI_COMM_WORLD, &st);
+        for (int i = 0; i < 100000; i++) CHECK(bigin[i] == (i ^ prev), "bsend data");
+        MPI_Recv(&b, 1, MPI_INT, prev, 34, MPI_COMM_WORLD, &st);
+        CHECK(b == prev, "bsend small");
+        void *dbuf; int dsize;
+        MPI_Buffer_detach(&dbuf, &dsize);
+        CHECK(dbuf == bbuf && dsize == bufsize, "detach");
+        free(bbuf); free(big); free(bigin);
+    }
+
+    /* Persistent requests, started several times. */
+    {
+        int sv, rv;
+        MPI_Request rs[2];
+        MPI_Send_init(&sv, 1, MPI_INT, next, 41, MPI_COMM_WORLD, &rs[0]);
+        MPI_Recv_init(&rv, 1, MPI_INT, prev, 41, MPI_COMM_WORLD, &rs[1]);
+        for (int it = 0; it < 5; it++) {
+            sv = rank * 100 + it;
+            MPI_Startall(2, rs);
+            MPI_Waitall(2, rs, MPI_STATUSES_IGNORE);
+            CHECK(rv == prev * 100 + it, "persistent %d", rv);
+            CHECK(rs[0] != MPI_REQUEST_NULL, "persistent stays allocated");
+        }
+        MPI_Request_free(&rs[0]);
+        MPI_Request_free(&rs[1]);
+    }
+
+    /* Cancel a receive that never matches. */
+    {
+        int z;
+        MPI_Request r;
+        MPI_Irecv(&z, 1, MPI_INT, MPI_ANY_SOURCE, 999, MPI_COMM_WORLD, &r);
+        MPI_Cancel(&r);
+        MPI_Wait(&r, &st);
+        int flag;
+        MPI_Test_cancelled(&st, &flag);
+        CHECK(flag == 1, "cancelled");
+    }
+
+    /* Waitany / Waitsome / Testany over several receives. */
+    {
+        enum { K = 4 };
+        int in[K], out[K];
+        MPI_Request r[K], s[K];
+        for (int i = 0; i < K; i++) {
+            out[i] = rank * 10 + i;
+            MPI_Irecv(&in[i], 1, MPI_INT, prev, 50 + i, MPI_COMM_WORLD, &r[i]);
+        }
+        for (int i = K - 1; i >= 0; i--) MPI_Isend(&out[i], 1, MPI_INT, next, 50 + i, MPI_COMM_WORLD, &s[i]);
+        int done = 0, idx;
+        int seen[K] = {0};
+        while (done < K) {
+            if (done % 2 == 0) {
+                MPI_Waitany(K, r, &idx, &st);
+                CHECK(idx >= 0 && idx < K && !seen[idx], "waitany idx %d", idx);
+                seen[idx] = 1; done++;
+            } else {
+                int oc, ids[K];
+                MPI_Waitsome(K, r, &oc, ids, MPI_STATUSES_IGNORE);
+                for (int j = 0; j < oc; j++) { CHECK(!seen[ids[j]], "waitsome dup"); seen[ids[j]] = 1; }
+                done += oc;
+            }
+        }
+        for (int i = 0; i < K; i++) CHECK(in[i] == prev * 10 + i, "any/some data");
+        MPI_Waitany(K, r, &idx, &st);
+        CHECK(idx == MPI_UNDEFINED, "waitany all null");
+        MPI_Waitall(K, s, MPI_STATUSES_IGNORE);
+    }
+
+    /* Truncation is reported (with MPI_ERRORS_RETURN). */
+    {
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        int two[2] = {1, 2}, one = 0;
+        MPI_Request r;
+        MPI_Isend(two, 2, MPI_INT, next, 61, MPI_COMM_WORLD, &r);
+        int rc = MPI_Recv(&one, 1, MPI_INT, prev, 61, MPI_COMM_WORLD, &st);
+        int cls;
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_TRUNCATE, "truncate rc %d", rc);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    }
+
+    /* Sendrecv_replace and non-overtaking between an eager and a rendezvous message. */
+    {
+        int v = rank;
+        MPI_Sendrecv_replace(&v, 1, MPI_INT, next, 71, prev, 71, MPI_COMM_WORLD, &st);
+        CHECK(v == prev, "sendrecv_replace");
+        int n = 1 << 20;
+        char *big = malloc(n), *bigin = malloc(n);
+        memset(big, rank, n);
+        char small = (char)rank, smallin = -1;
+        MPI_Request r[2];
+        MPI_Isend(big, n, MPI_CHAR, next, 72, MPI_COMM_WORLD, &r[0]);
+        MPI_Isend(&small, 1, MPI_CHAR, next, 72, MPI_COMM_WORLD, &r[1]);
+        MPI_Recv(bigin, n, MPI_CHAR, prev, 72, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_CHAR, &cnt);
+        CHECK(cnt == n, "first message is the big one (%d)", cnt);
+        MPI_Recv(&smallin, 1, MPI_CHAR, prev, 72, MPI_COMM_WORLD, &st);
+        CHECK(smallin == (char)prev && bigin[n - 1] == (char)prev, "order");
+        MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+        free(big); free(bigin);
+    }
+
+    PASS("p2p");
+    MPI_Finalize();
+    return 0;
+}
