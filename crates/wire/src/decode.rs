@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::error::{Result, WireError};
 use crate::format::{Format, FormatId};
-use crate::plan::{OverflowPolicy, Plan};
+use crate::plan::{FastPath, OverflowPolicy, Plan};
 use crate::record::{slot_range, var_slots, RecordRef, VarSlot};
 
 /// A Rust type whose memory is exactly a record of `format()`.
@@ -113,7 +113,8 @@ pub struct Registry {
     policy: OverflowPolicy,
     /// The last (wire id, native id) pair decoded and its plan: a stream of
     /// records of one format skips the hash look-up entirely.
-    last: Option<(FormatId, FormatId, Arc<Plan>)>,
+    /// Holding the Arc keeps the fast path's code alive.
+    last: Option<(FormatId, FormatId, Arc<Plan>, Option<FastPath>)>,
 }
 
 impl Registry {
@@ -256,7 +257,7 @@ impl Registry {
     ) -> Result<()> {
         // Hot path: same pair as last time. The plan was built for exactly
         // this wire id, so the header check reduces to the fixed length.
-        if let Some((w, n, p)) = &self.last {
+        if let Some((w, n, p, fast)) = &self.last {
             if *w == rec.id && *n == native.id() {
                 if rec.fixed_len as usize != p.src_size() {
                     return Err(WireError::BadHeader(format!(
@@ -266,6 +267,12 @@ impl Registry {
                         p.src_size()
                     )));
                 }
+                if let Some(f) = fast {
+                    // SAFETY: `p`, which owns the code, lives in `self.last`.
+                    if unsafe { f.run(rec.payload, out) } {
+                        return Ok(());
+                    }
+                }
                 return p.run(rec.payload, out);
             }
         }
@@ -273,7 +280,7 @@ impl Registry {
             if let Some(w) = self.formats.get(&rec.id) {
                 rec.check_format(w)?;
             }
-            self.last = Some((rec.id, native.id(), p.clone()));
+            self.last = Some((rec.id, native.id(), p.clone(), p.fast_path()));
             return p.run(rec.payload, out);
         }
         let wire = self
@@ -283,7 +290,7 @@ impl Registry {
             .ok_or(WireError::UnknownFormat(rec.id))?;
         rec.check_format(&wire)?;
         let plan = self.plan(&wire, native)?;
-        self.last = Some((rec.id, native.id(), plan.clone()));
+        self.last = Some((rec.id, native.id(), plan.clone(), plan.fast_path()));
         plan.run(rec.payload, out)
     }
 

@@ -18,7 +18,7 @@ use cranelift_module::{default_libcall_names, Linkage, Module};
 use crate::plan::{IntT, Op};
 
 /// Signature of compiled plans: source and destination fixed parts.
-type PlanFn = unsafe extern "C" fn(*const u8, *mut u8) -> u32;
+pub(crate) type PlanFn = unsafe extern "C" fn(*const u8, *mut u8) -> u32;
 
 /// Machine code for one plan's fixed part.
 pub(crate) struct JitCode {
@@ -49,6 +49,11 @@ impl Drop for JitCode {
 }
 
 impl JitCode {
+    /// The entry point, valid while `self` lives.
+    pub(crate) fn entry(&self) -> PlanFn {
+        self.f
+    }
+
     /// Run the compiled conversion.
     ///
     /// # Safety
@@ -131,6 +136,8 @@ fn int_total(from: IntT, to: IntT) -> bool {
 fn supported(op: &Op) -> bool {
     match op {
         Op::Int { from, to, .. } => int_total(*from, *to),
+        // Range checks stay interpreted.
+        Op::FloatToInt { .. } => false,
         Op::Repeat { body, .. } => body.iter().all(supported),
         _ => true,
     }
@@ -365,6 +372,47 @@ impl Emit<'_> {
                     },
                 )?;
             }
+            Op::IntToFloat {
+                src: s,
+                dst: d,
+                from,
+                to,
+                to_swap,
+                count,
+            } => {
+                let (from, to, tsw) = (*from, *to, *to_swap);
+                let (fs, ts) = (from.size as usize, to as usize);
+                self.elems(
+                    *count,
+                    src,
+                    dst,
+                    *s,
+                    *d,
+                    fs,
+                    ts,
+                    &mut |e, sp, dp, so, dof| {
+                        let v = e.load(int_ty(from.size), sp, so, from.swap)?;
+                        let v = if from.size < 8 {
+                            if from.signed {
+                                e.b.ins().sextend(types::I64, v)
+                            } else {
+                                e.b.ins().uextend(types::I64, v)
+                            }
+                        } else {
+                            v
+                        };
+                        let fty = if to == 4 { types::F32 } else { types::F64 };
+                        let x = if from.signed {
+                            e.b.ins().fcvt_from_sint(fty, v)
+                        } else {
+                            e.b.ins().fcvt_from_uint(fty, v)
+                        };
+                        let out = e.b.ins().bitcast(int_ty(to), MemFlags::new(), x);
+                        e.store(out, dp, dof, tsw)
+                    },
+                )?;
+            }
+            Op::FloatToInt { .. } => return None,
             Op::Fill { dst: d, bytes } => {
                 for (i, &byte) in bytes.iter().enumerate() {
                     let v = self.b.ins().iconst(types::I8, byte as i64);

@@ -60,6 +60,28 @@ pub(crate) enum Op {
         to_swap: bool,
         count: usize,
     },
+    /// Integer to float: exact where the float can hold it, else rounded
+    /// to nearest (as C's conversion does).
+    IntToFloat {
+        src: usize,
+        dst: usize,
+        from: IntT,
+        to: u8,
+        to_swap: bool,
+        count: usize,
+    },
+    /// Float to integer: truncated toward zero (as in C); NaN and values
+    /// outside the receiver's range follow the overflow policy (saturate:
+    /// clamp, NaN becomes 0).
+    FloatToInt {
+        src: usize,
+        dst: usize,
+        from: u8,
+        from_swap: bool,
+        to: IntT,
+        count: usize,
+        field: u32,
+    },
     /// Write constant bytes (declared defaults).
     Fill {
         dst: usize,
@@ -119,6 +141,44 @@ pub struct Plan {
     fixed_only: bool,
     #[cfg(feature = "jit")]
     jit: Option<std::sync::Arc<crate::jit::JitCode>>,
+}
+
+/// The hottest path, copied out of a plan: a fixed-only plan whose compiled
+/// code writes every byte (gaps included), so running it is a length check,
+/// a truncate and one call. Valid only while its plan (and so the code) lives.
+#[derive(Clone, Copy)]
+pub(crate) struct FastPath {
+    src_size: usize,
+    dst_size: usize,
+    #[cfg(feature = "jit")]
+    code: crate::jit::PlanFn,
+}
+
+impl FastPath {
+    /// Convert, or return false (short payload) for the general path to report.
+    ///
+    /// # Safety
+    /// The plan this came from must still be alive (it owns the code).
+    #[inline(always)]
+    pub(crate) unsafe fn run(&self, payload: &[u8], out: &mut Vec<u8>) -> bool {
+        if payload.len() < self.src_size {
+            return false;
+        }
+        if out.len() >= self.dst_size {
+            out.truncate(self.dst_size);
+        } else {
+            out.clear();
+            out.resize(self.dst_size, 0);
+        }
+        #[cfg(feature = "jit")]
+        // SAFETY: payload has >= src_size bytes and out exactly dst_size,
+        // the sizes the plan's extents were checked against; the code lives
+        // as long as the plan (caller contract).
+        unsafe {
+            (self.code)(payload.as_ptr(), out.as_mut_ptr());
+        }
+        true
+    }
 }
 
 /// Which engine runs a plan's fixed part. With the `jit` feature,
@@ -222,6 +282,22 @@ impl Plan {
         #[cfg(feature = "jit")]
         plan.pick_faster();
         Ok(plan)
+    }
+
+    /// See [`FastPath`]; `None` unless the JIT runs a fixed-only plan whose
+    /// output gaps the code zeroes.
+    pub(crate) fn fast_path(&self) -> Option<FastPath> {
+        #[cfg(feature = "jit")]
+        if let (true, Backend::Jit, Some(j), Some(_)) =
+            (self.fixed_only, self.backend, &self.jit, &self.gaps)
+        {
+            return Some(FastPath {
+                src_size: self.src_size,
+                dst_size: self.dst_size,
+                code: j.entry(),
+            });
+        }
+        None
     }
 
     /// The engine `run` uses.
@@ -502,6 +578,28 @@ fn extent(ops: &[Op]) -> (usize, usize) {
                 src.saturating_add((*from as usize).saturating_mul(*count)),
                 dst.saturating_add((*to as usize).saturating_mul(*count)),
             ),
+            Op::IntToFloat {
+                src,
+                dst,
+                from,
+                to,
+                count,
+                ..
+            } => upd(
+                src.saturating_add((from.size as usize).saturating_mul(*count)),
+                dst.saturating_add((*to as usize).saturating_mul(*count)),
+            ),
+            Op::FloatToInt {
+                src,
+                dst,
+                from,
+                to,
+                count,
+                ..
+            } => upd(
+                src.saturating_add((*from as usize).saturating_mul(*count)),
+                dst.saturating_add((to.size as usize).saturating_mul(*count)),
+            ),
             Op::Fill { dst, bytes } => upd(0, dst.saturating_add(bytes.len())),
             Op::Zero { dst, len } => upd(0, dst.saturating_add(*len)),
             Op::Repeat {
@@ -560,6 +658,10 @@ fn gaps(ops: &[Op], var_ops: &[VarOp], dst_size: usize) -> Option<Vec<(u32, u32)
                 } => set(cov, base + dst, *size as usize * count),
                 Op::Int { dst, to, count, .. } => set(cov, base + dst, to.size as usize * count),
                 Op::Float { dst, to, count, .. } => set(cov, base + dst, *to as usize * count),
+                Op::IntToFloat { dst, to, count, .. } => set(cov, base + dst, *to as usize * count),
+                Op::FloatToInt { dst, to, count, .. } => {
+                    set(cov, base + dst, to.size as usize * count)
+                }
                 Op::Fill { dst, bytes } => set(cov, base + dst, bytes.len()),
                 Op::Zero { .. } => {}
                 Op::Repeat {
@@ -783,6 +885,37 @@ fn compile_counted(
                 });
             }
         }
+        (FieldType::Int { size, signed }, FieldType::Float { size: to }) => {
+            ops.push(Op::IntToFloat {
+                src: s,
+                dst: d,
+                from: IntT {
+                    size: *size,
+                    signed: *signed,
+                    swap: wswap,
+                },
+                to: *to,
+                to_swap: nswap,
+                count,
+            });
+        }
+        (FieldType::Float { size: from }, FieldType::Int { size, signed }) => {
+            let field = cx.names.len() as u32;
+            cx.names.push(path.to_string());
+            ops.push(Op::FloatToInt {
+                src: s,
+                dst: d,
+                from: *from,
+                from_swap: wswap,
+                to: IntT {
+                    size: *size,
+                    signed: *signed,
+                    swap: nswap,
+                },
+                count,
+                field,
+            });
+        }
         (
             FieldType::Array {
                 elem: we,
@@ -800,6 +933,26 @@ fn compile_counted(
                 |t: &FieldType| as_int(t).is_some() || matches!(t, FieldType::Float { .. });
             if scalar(we) && scalar(ne) {
                 compile_counted(we, s, word, ne, d, nord, n * count, path, ops, cx)?;
+            } else if we.has_var() && ne.has_var() {
+                // Variable fields inside array elements: their slots are
+                // known by absolute offset (`var_slots` expands arrays), so
+                // the elements are compiled one by one instead of as a loop
+                // body with relative offsets. Bounded by MAX_VAR_SLOTS and
+                // the plan-operation limit.
+                for i in 0..n * count {
+                    compile_counted(
+                        we,
+                        s + i * wes,
+                        word,
+                        ne,
+                        d + i * nes,
+                        nord,
+                        1,
+                        &format!("{path}[{i}]"),
+                        ops,
+                        cx,
+                    )?;
+                }
             } else {
                 let mut body = Vec::new();
                 compile_counted(
@@ -1074,6 +1227,33 @@ fn convert_int(
 /// `src`/`dst` must be valid for the extent of `ops` (see [`extent`]), which
 /// `Plan::compile` checked against the sizes the callers guarantee; the two
 /// regions must not overlap.
+/// Truncate toward zero; NaN or out of range follows the policy.
+fn float_to_int(
+    x: f64,
+    to: IntT,
+    plan: &Plan,
+    field: u32,
+) -> std::result::Result<u64, Box<WireError>> {
+    let bits = 8 * to.size as u32;
+    let (lo, hi): (i128, i128) = if to.signed {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    } else {
+        (0, (1i128 << bits) - 1)
+    };
+    // `as i128` saturates and maps NaN to 0, so the range test is exact.
+    let t = x.trunc() as i128;
+    if x.is_nan() || t < lo || t > hi {
+        return match plan.policy {
+            OverflowPolicy::Saturate => Ok(t.clamp(lo, hi) as u64),
+            OverflowPolicy::Error => Err(Box::new(WireError::Overflow {
+                field: plan.names.get(field as usize).cloned().unwrap_or_default(),
+                value: x.to_string(),
+            })),
+        };
+    }
+    Ok(t as u64)
+}
+
 /// Errors are boxed so the result fits in a register: returning a large
 /// `Result` through memory costs a store-forwarding stall per call.
 type ExecResult = std::result::Result<(), Box<WireError>>;
@@ -1138,6 +1318,49 @@ unsafe fn exec(ops: &[Op], src: *const u8, dst: *mut u8, plan: &Plan) -> ExecRes
                             v.to_bits()
                         };
                         wr(dst.add(d + i * *to as usize), *to, *to_swap, o);
+                    }
+                }
+                Op::IntToFloat {
+                    src: s,
+                    dst: d,
+                    from,
+                    to,
+                    to_swap,
+                    count,
+                } => {
+                    for i in 0..*count {
+                        let raw = rd(src.add(s + i * from.size as usize), from.size, from.swap);
+                        let v = if from.signed {
+                            sign_extend(raw, from.size) as f64
+                        } else {
+                            raw as f64
+                        };
+                        let o = if *to == 4 {
+                            (v as f32).to_bits() as u64
+                        } else {
+                            v.to_bits()
+                        };
+                        wr(dst.add(d + i * *to as usize), *to, *to_swap, o);
+                    }
+                }
+                Op::FloatToInt {
+                    src: s,
+                    dst: d,
+                    from,
+                    from_swap,
+                    to,
+                    count,
+                    field,
+                } => {
+                    for i in 0..*count {
+                        let raw = rd(src.add(s + i * *from as usize), *from, *from_swap);
+                        let x = if *from == 4 {
+                            f32::from_bits(raw as u32) as f64
+                        } else {
+                            f64::from_bits(raw)
+                        };
+                        let v = float_to_int(x, *to, plan, *field)?;
+                        wr(dst.add(d + i * to.size as usize), to.size, to.swap, v);
                     }
                 }
                 Op::Fill { dst: d, bytes } => {

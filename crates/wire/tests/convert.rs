@@ -553,9 +553,15 @@ fn jit_and_interpreter_agree() {
         .field("f", FieldType::F32)
         .field("xs", FieldType::array(FieldType::F64, 300))
         .field("ys", FieldType::array(FieldType::I32, 200))
+        .field("k", FieldType::array(FieldType::I32, 3))
+        .field("q", FieldType::U16)
+        .field("big", FieldType::U64)
         .build()
         .unwrap();
     let n = FormatBuilder::new("w")
+        .field("k", FieldType::array(FieldType::F64, 3))
+        .field("q", FieldType::F32)
+        .field("big", FieldType::F64)
         .field("ys", FieldType::array(FieldType::I64, 200))
         .field("xs", FieldType::array(FieldType::F32, 300))
         .field("f", FieldType::F64)
@@ -609,4 +615,148 @@ fn jit_and_interpreter_agree() {
     if cfg!(feature = "jit") {
         assert!(jitted >= total - 3, "{jitted} of {total} compiled");
     }
+}
+
+/// Integers and floats convert into each other: exactly where possible,
+/// rounded int->float, truncated float->int; NaN and out-of-range values
+/// follow the overflow policy.
+#[test]
+fn int_float_conversion() {
+    let wire = FormatBuilder::with_arch("r", Arch::BE32)
+        .field("a", FieldType::I32)
+        .field("b", FieldType::U64)
+        .field("f", FieldType::F64)
+        .field("g", FieldType::F64)
+        .field("h", FieldType::F32)
+        .build()
+        .unwrap();
+    let native = FormatBuilder::new("r")
+        .field("a", FieldType::F64)
+        .field("b", FieldType::F32)
+        .field("f", FieldType::I32)
+        .field("g", FieldType::I32)
+        .field("h", FieldType::I16)
+        .build()
+        .unwrap();
+    let v = |g: f64, h: f64| {
+        Value::Struct(vec![
+            ("a".into(), Value::I(-7)),
+            ("b".into(), Value::U(1 << 40)),
+            ("f".into(), Value::F(-3.9)),
+            ("g".into(), Value::F(g)),
+            ("h".into(), Value::F(h)),
+        ])
+    };
+    let ok = write_value(&wire, &v(2e9, 12.5)).unwrap();
+    let out = decode_via(&wire, &native, &ok, OverflowPolicy::Error).unwrap();
+    assert_eq!(
+        read_value(&native, &out).unwrap(),
+        Value::Struct(vec![
+            ("a".into(), Value::F(-7.0)),
+            ("b".into(), Value::F((1u64 << 40) as f64)),
+            ("f".into(), Value::I(-3)),
+            ("g".into(), Value::I(2_000_000_000)),
+            ("h".into(), Value::I(12)),
+        ])
+    );
+    let big = write_value(&wire, &v(-1e10, 1.0)).unwrap();
+    let e = decode_via(&wire, &native, &big, OverflowPolicy::Error).unwrap_err();
+    assert!(
+        matches!(e, WireError::Overflow { ref field, .. } if field == "g"),
+        "{e}"
+    );
+    let nan = write_value(&wire, &v(1.0, f64::NAN)).unwrap();
+    let e = decode_via(&wire, &native, &nan, OverflowPolicy::Error).unwrap_err();
+    assert!(
+        matches!(e, WireError::Overflow { ref field, .. } if field == "h"),
+        "{e}"
+    );
+    let out = decode_via(&wire, &native, &big, OverflowPolicy::Saturate).unwrap();
+    assert_eq!(
+        read_value(&native, &out).unwrap().get("g"),
+        Some(&Value::I(i32::MIN as i64))
+    );
+    let out = decode_via(&wire, &native, &nan, OverflowPolicy::Saturate).unwrap();
+    assert_eq!(
+        read_value(&native, &out).unwrap().get("h"),
+        Some(&Value::I(0))
+    );
+    // char/bool stay byte-like: no float conversion for them
+    let c = FormatBuilder::new("c")
+        .field("x", FieldType::Char)
+        .build()
+        .unwrap();
+    let f = FormatBuilder::new("c")
+        .field("x", FieldType::F64)
+        .build()
+        .unwrap();
+    assert!(matches!(
+        Plan::compile(&c, &f, OverflowPolicy::Error),
+        Err(WireError::TypeMismatch { .. })
+    ));
+}
+
+/// Variable-length fields inside elements of a fixed array of structs
+/// convert (the elements are compiled one by one, slots by absolute offset).
+#[test]
+fn var_fields_inside_arrays_of_structs_convert() {
+    let item_w = FormatBuilder::with_arch("item", Arch::BE32)
+        .field("tag", FieldType::I16)
+        .field("name", FieldType::VarString)
+        .field("xs", FieldType::var_array(FieldType::F64))
+        .build()
+        .unwrap();
+    let wire = FormatBuilder::with_arch("rec", Arch::BE32)
+        .field("n", FieldType::U32)
+        .field("items", FieldType::array(FieldType::Nested(item_w), 3))
+        .build()
+        .unwrap();
+    let item_n = FormatBuilder::new("item")
+        .field("xs", FieldType::var_array(FieldType::F32))
+        .field("name", FieldType::VarString)
+        .field("tag", FieldType::I64)
+        .build()
+        .unwrap();
+    let native = FormatBuilder::new("rec")
+        .field("items", FieldType::array(FieldType::Nested(item_n), 2))
+        .field("n", FieldType::U64)
+        .build()
+        .unwrap();
+    let item = |k: i64| {
+        Value::Struct(vec![
+            ("tag".into(), Value::I(-k)),
+            ("name".into(), Value::Str(format!("item {k}"))),
+            (
+                "xs".into(),
+                Value::Array((0..k).map(|i| Value::F(i as f64 + 0.5)).collect()),
+            ),
+        ])
+    };
+    let v = Value::Struct(vec![
+        ("n".into(), Value::U(3)),
+        ("items".into(), Value::Array((1..=3).map(item).collect())),
+    ]);
+    let p = write_value(&wire, &v).unwrap();
+    let out = decode_via(&wire, &native, &p, OverflowPolicy::Error).unwrap();
+    let got = read_value(&native, &out).unwrap();
+    let want_item = |k: i64| {
+        Value::Struct(vec![
+            (
+                "xs".into(),
+                Value::Array((0..k).map(|i| Value::F(i as f64 + 0.5)).collect()),
+            ),
+            ("name".into(), Value::Str(format!("item {k}"))),
+            ("tag".into(), Value::I(-k)),
+        ])
+    };
+    assert_eq!(
+        got,
+        Value::Struct(vec![
+            (
+                "items".into(),
+                Value::Array(vec![want_item(1), want_item(2)])
+            ),
+            ("n".into(), Value::U(3)),
+        ])
+    );
 }

@@ -1,0 +1,52 @@
+#![no_main]
+//! A format from the fuzzer (metadata) and a payload: plans between it and
+//! fixed native formats (both directions, both overflow policies) must
+//! compile or fail cleanly, and running them on any payload must never read
+//! or write out of bounds; interpreter and JIT must agree.
+//! Input: len:u16le metadata[len] payload.
+use gridwire_wire::{meta, vectors, Arch, Backend, OverflowPolicy, Plan};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if data.len() < 2 {
+        return;
+    }
+    let k = u16::from_le_bytes([data[0], data[1]]) as usize;
+    let rest = &data[2..];
+    if k > rest.len() {
+        return;
+    }
+    let Ok(fuzzed) = meta::parse(&rest[..k]) else {
+        return;
+    };
+    let payload = &rest[k..];
+    let natives = [
+        vectors::mixed(Arch::NATIVE).unwrap(),
+        vectors::nested(Arch::NATIVE).unwrap(),
+        vectors::evolved(Arch::BE64).unwrap(),
+        fuzzed.clone(),
+    ];
+    for n in &natives {
+        for (w, t) in [(&fuzzed, n), (n, &fuzzed)] {
+            for policy in [OverflowPolicy::Error, OverflowPolicy::Saturate] {
+                let Ok(mut p) = Plan::compile(w, t, policy) else {
+                    continue;
+                };
+                p.set_backend(Backend::Interpreter);
+                let mut a = Vec::new();
+                let ra = p.run(payload, &mut a);
+                if p.set_backend(Backend::Jit) {
+                    let mut b = Vec::new();
+                    let rb = p.run(payload, &mut b);
+                    assert_eq!(ra.is_ok(), rb.is_ok());
+                    if ra.is_ok() && a != b {
+                        // f32<->f64 of NaNs may differ in payload bits only
+                        let va = gridwire_wire::value::read_value(t, &a).map(|v| format!("{v:?}"));
+                        let vb = gridwire_wire::value::read_value(t, &b).map(|v| format!("{v:?}"));
+                        assert_eq!(va, vb);
+                    }
+                }
+            }
+        }
+    }
+});
