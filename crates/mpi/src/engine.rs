@@ -24,6 +24,7 @@ use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 pub const H_MSG: u32 = 0x4d50_0;
 pub const H_CTS: u32 = 0x4d50_1;
@@ -207,6 +208,31 @@ pub struct Engine {
     ready_len: AtomicUsize,
     /// Eager limit per world rank, 0 = not yet known.
     eager: Vec<AtomicUsize>,
+    /// How long a blocking call polls without yielding before it falls back
+    /// to the runtime's wait (which yields and then sleeps).
+    spin: Duration,
+}
+
+/// `GW_MPI_SPIN_US`, or by default 2 ms when every rank on this machine can
+/// have a core (a blocked MPI call then keeps its core, as in other MPIs) and
+/// 0 when the machine is oversubscribed (the runtime's wait yields early).
+fn spin_budget(size: u32) -> Duration {
+    if let Some(us) = std::env::var("GW_MPI_SPIN_US").ok().and_then(|v| v.parse::<u64>().ok()) {
+        return Duration::from_micros(us);
+    }
+    let env_num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
+    // Emulated hosts share one real machine: count every rank then.
+    let local = if std::env::var_os("GW_HOST_ID").is_some() {
+        size
+    } else {
+        env_num("MPI_LOCALNRANKS").unwrap_or(size)
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    if local <= cores {
+        Duration::from_millis(2)
+    } else {
+        Duration::ZERO
+    }
 }
 
 impl Engine {
@@ -217,6 +243,7 @@ impl Engine {
             st: Mutex::new(State::default()),
             ready_len: AtomicUsize::new(0),
             eager: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+            spin: spin_budget(n as u32),
         });
         let w = Arc::downgrade(&e);
         let reg = |id, f: fn(&Engine, &Context, Request<'_>)| {
@@ -283,6 +310,26 @@ impl Engine {
     /// Drives progress until `done()`; also sends rendezvous data whose
     /// receiver is ready (that cannot happen inside a handler).
     pub fn wait_for(&self, mut done: impl FnMut() -> bool) {
+        if !self.spin.is_zero() {
+            let start = Instant::now();
+            let mut idle = 0u32;
+            loop {
+                self.push_ready();
+                if done() {
+                    return;
+                }
+                if self.ctx.progress() > 0 {
+                    idle = 0;
+                    continue;
+                }
+                idle += 1;
+                std::hint::spin_loop();
+                // Reading the clock costs more than a poll: only now and then.
+                if idle % 256 == 0 && start.elapsed() >= self.spin {
+                    break;
+                }
+            }
+        }
         self.ctx.wait(|| {
             self.push_ready();
             done()
