@@ -9,13 +9,14 @@
 set -eu
 cd "$(dirname "$0")/.."
 T=${CARGO_TARGET_DIR:-target}
+case $T in /*) ;; *) T=$(pwd)/$T ;; esac
 ITERS_LAT=${ITERS_LAT:-20000}
 BW_MB=${BW_MB:-1000}
 LOSSY_MB=${LOSSY_MB:-24}
 cargo build -q --release -p gridwire-core --examples
 cargo build -q --release -p gridwire-launch -p gridwire-linkemu
 GWRUN=$T/release/gwrun
-PROG=$(pwd)/$T/release/examples/udp_check
+PROG=$T/release/examples/udp_check
 EMU=$T/release/gw-linkemu
 
 # run METHOD WRAPPER ARGS... -> the result line of rank 0
@@ -29,10 +30,10 @@ run() {
 }
 field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p"; }
 
-row() { # label wrapper bw_mb
-    label=$1; wrap=$2; mb=$3
-    lu=$(run udp "$wrap" pingpong 8 "$ITERS_LAT" | field half_rtt_us)
-    lt=$(run tcp "$wrap" pingpong 8 "$ITERS_LAT" | field half_rtt_us)
+row() { # label wrapper bw_mb [latency iterations]
+    label=$1; wrap=$2; mb=$3; it=${4:-$ITERS_LAT}
+    lu=$(run udp "$wrap" pingpong 8 "$it" | field half_rtt_us)
+    lt=$(run tcp "$wrap" pingpong 8 "$it" | field half_rtt_us)
     bu=$(run udp "$wrap" bandwidth 1048576 "$mb" | field MB_s)
     bt=$(run tcp "$wrap" bandwidth 1048576 "$mb" | field MB_s)
     echo "| $label | $lu | $lt | $bu | $bt |"
@@ -71,8 +72,8 @@ emu() { # extra emulator args...
 }
 
 emu
-row "namespaces, gw-linkemu, no impairment" "$WRAP" 200
+row "namespaces, gw-linkemu, no impairment" "$WRAP" 200 5000
 emu --delay 10ms --loss 1 --rate 1gbit
-row "gw-linkemu 10 ms delay, 1% loss" "$WRAP" "$LOSSY_MB"
+row "gw-linkemu 10 ms delay, 1% loss" "$WRAP" "$LOSSY_MB" 100
 emu --delay 10ms --loss 5 --rate 1gbit
-row "gw-linkemu 10 ms delay, 5% loss" "$WRAP" "$LOSSY_MB"
+row "gw-linkemu 10 ms delay, 5% loss" "$WRAP" "$LOSSY_MB" 100

@@ -56,10 +56,11 @@ const PARAMS: &[ParamDecl] = &[
     },
     ParamDecl {
         name: "UDP_DEPTH",
-        default: "512",
-        kind: Kind::UInt { min: 4, max: 1 << 20 },
+        default: "0",
+        kind: Kind::UInt { min: 0, max: 1 << 20 },
         help: "Window per peer in datagrams: at most this many unacknowledged datagrams in \
-               flight, and buffered out of order by the receiver (the AM protocol's depth).",
+               flight, and buffered out of order by the receiver (the AM protocol's depth). \
+               0 = automatic: 16 MiB worth of datagrams (256..16384).",
     },
     ParamDecl {
         name: "UDP_CWND",
@@ -186,16 +187,20 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
         }
     }
     let ms = |n: &str| Duration::from_millis(env.params.num(n));
+    let dgram = match env.params.num("UDP_DGRAM") as usize {
+        0 if addr.is_loopback() => 65000,
+        0 => 1472,
+        n => n,
+    };
     let cfg = Config {
         me: env.job.ctx_id,
         size: env.job.size.max(1),
         secret: env.job.secret,
-        dgram: match env.params.num("UDP_DGRAM") as usize {
-            0 if addr.is_loopback() => 65000,
-            0 => 1472,
+        dgram,
+        depth: match env.params.num("UDP_DEPTH") {
+            0 => ((16u64 << 20) / dgram as u64).clamp(256, 16384),
             n => n,
         },
-        depth: env.params.num("UDP_DEPTH"),
         initial_rto: ms("UDP_TIMEOUT"),
         min_rto: ms("UDP_MIN_TIMEOUT"),
         max_rto: ms("UDP_MAX_TIMEOUT").max(ms("UDP_MIN_TIMEOUT")),

@@ -24,7 +24,10 @@
 //!   `cum_ack` piggybacks the cumulative acknowledgement of the reverse
 //!   direction on every data datagram.
 //! * **Acks**: `ACK(cum_ack, ranges)`: the next expected sequence number plus
-//!   up to [`MAX_SACK`] selective ranges received beyond it.
+//!   up to [`MAX_SACK`] selective ranges received beyond it (as many as fit
+//!   the datagram size): first the range holding the newest arrival, then the
+//!   lowest ones. The sender accumulates them in a scoreboard, so each range
+//!   needs to be reported only once and repeated ranges cost nothing.
 //!
 //! # Reliability
 //!
@@ -64,8 +67,8 @@ pub const T_ACK: u8 = 5;
 pub const HDR: usize = 12;
 /// Data header: common header, cumulative ack, sequence number, message length, offset.
 pub const DATA_HDR: usize = HDR + 8 + 8 + 4 + 4;
-/// Selective-ack ranges per ACK datagram.
-pub const MAX_SACK: usize = 16;
+/// Most selective-ack ranges per ACK datagram (fewer when the datagram size is small).
+pub const MAX_SACK: usize = 64;
 /// A datagram is lost when this many later transmissions were acknowledged.
 pub const REORDER_THRESHOLD: u64 = 3;
 /// Handshakes an acceptor remembers per peer.
@@ -174,6 +177,8 @@ struct Peer<A> {
     next_new: u64,
     buffered: usize,
     lost: BTreeSet<u64>,
+    /// Scoreboard: sequence numbers at or above `snd_una` selectively acknowledged.
+    sacked: Ranges,
     /// Transmission order -> sequence number (entries go stale lazily).
     txmap: BTreeMap<u64, u64>,
     largest_acked_tx: Option<u64>,
@@ -188,6 +193,14 @@ struct Peer<A> {
     // Receive side.
     rcv_next: u64,
     ooo: BTreeMap<u64, Vec<u8>>,
+    /// The sequence numbers in `ooo`, as ranges (for building acks cheaply).
+    ooo_ranges: Ranges,
+    /// One past the highest sequence number received.
+    rcv_max: u64,
+    /// The newest out-of-order arrival (its range is reported first).
+    rcv_last: u64,
+    /// In-order datagrams received since the last ack sent.
+    unacked_rx: u32,
     asm: Vec<u8>,
     asm_len: Option<u32>,
     /// Something to acknowledge: immediately (`ack_now`: a gap, a duplicate,
@@ -211,6 +224,7 @@ impl<A> Peer<A> {
             next_new: 0,
             buffered: 0,
             lost: BTreeSet::new(),
+            sacked: Ranges::default(),
             txmap: BTreeMap::new(),
             largest_acked_tx: None,
             next_tx: 0,
@@ -222,6 +236,10 @@ impl<A> Peer<A> {
             backoff: 0,
             rcv_next: 0,
             ooo: BTreeMap::new(),
+            ooo_ranges: Ranges::default(),
+            rcv_max: 0,
+            rcv_last: 0,
+            unacked_rx: 0,
             asm: Vec::new(),
             asm_len: None,
             ack_now: false,
@@ -428,6 +446,8 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             p.lost.clear();
             p.txmap.clear();
             p.ooo.clear();
+            p.ooo_ranges = Ranges::default();
+            p.sacked = Ranges::default();
             p.asm = Vec::new();
             p.in_flight = 0;
             p.buffered = 0;
@@ -606,18 +626,24 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             }
             p.lost.remove(&seq);
             p.largest_acked_tx = Some(p.largest_acked_tx.map_or(tx, |l| l.max(tx)));
-            if !retrans {
-                p.rtt_sample(now.saturating_duration_since(sent_at), &cfg);
+            let rtt = (!retrans).then(|| now.saturating_duration_since(sent_at));
+            if let Some(r) = rtt {
+                p.rtt_sample(r, &cfg);
             }
-            p.cc.on_ack(now, sent_at, len.max(1));
+            p.cc.on_ack(now, sent_at, len.max(1), rtt);
             progress = true;
         };
         for seq in p.snd_una..cum {
             ack_one(p, seq);
         }
+        let mut fresh = Vec::new();
         for &(a, b) in ranges {
-            for seq in a.max(cum)..b.min(end) {
-                ack_one(p, seq);
+            // Only what the scoreboard did not know yet is processed.
+            p.sacked.insert(a.max(cum).max(p.snd_una), b.min(end), &mut fresh);
+            for (x, y) in fresh.drain(..) {
+                for seq in x..y {
+                    ack_one(p, seq);
+                }
             }
         }
         while p.pkts.front().is_some_and(|s| s.acked) {
@@ -626,13 +652,16 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             }
             p.snd_una += 1;
         }
+        p.sacked.remove_below(p.snd_una);
+        // What the receiver has told us about: nothing above this is known lost.
+        let known = p.sacked.max_end().unwrap_or(0).max(cum);
         if progress {
             p.backoff = 0;
         }
         // Fast loss detection by transmission order.
         if let Some(largest) = p.largest_acked_tx {
             while let Some((&tx, &seq)) = p.txmap.first_key_value() {
-                if tx + REORDER_THRESHOLD > largest {
+                if tx + REORDER_THRESHOLD > largest || seq >= known {
                     break;
                 }
                 p.txmap.pop_first();
@@ -668,16 +697,26 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             p.ack_now = true;
             return Ok(()); // beyond the window: the sender broke flow control or it is stale; it retransmits
         }
+        // Ack policy: a new gap or a hole being filled is reported at once
+        // (it drives loss detection); otherwise every second datagram, and
+        // a lone one after `ack_delay` unless a reply carries the ack first.
+        if seq != p.rcv_max {
+            p.ack_now = true;
+        } else {
+            p.unacked_rx += 1;
+            if p.unacked_rx >= 2 {
+                p.ack_now = true;
+            } else if p.ack_due.is_none() {
+                p.ack_due = Some(now + self.cfg.ack_delay);
+            }
+        }
+        p.rcv_max = p.rcv_max.max(seq + 1);
         let body = &d[HDR + 16..];
         if seq > p.rcv_next {
             p.ooo.insert(seq, body.to_vec());
-            p.ack_now = true; // a gap: tell the sender at once (fast loss detection)
+            p.ooo_ranges.insert(seq, seq + 1, &mut Vec::new());
+            p.rcv_last = seq;
             return Ok(());
-        }
-        if p.ack_due.is_some() || !p.ooo.is_empty() {
-            p.ack_now = true;
-        } else {
-            p.ack_due = Some(now + self.cfg.ack_delay);
         }
         let mut out = Vec::new();
         reassemble(p, body, src, &mut out)?;
@@ -686,6 +725,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             reassemble(p, &b, src, &mut out)?;
             p.rcv_next += 1;
         }
+        p.ooo_ranges.remove_below(p.rcv_next);
         self.events.extend(out);
         Ok(())
     }
@@ -804,6 +844,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                     if p.ooo.is_empty() {
                         p.ack_now = false;
                         p.ack_due = None;
+                        p.unacked_rx = 0;
                     }
                     let Some(s) = p.pkt(seq) else { continue };
                     header(buf, T_DATA, self.cfg.me, id);
@@ -819,26 +860,23 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             if p.ack_now || p.ack_due.is_some_and(|t| t <= now) {
                 p.ack_now = false;
                 p.ack_due = None;
+                p.unacked_rx = 0;
                 header(buf, T_ACK, self.cfg.me, id);
                 buf.extend_from_slice(&p.rcv_next.to_le_bytes());
                 let at = buf.len();
                 buf.push(0);
-                let mut runs = 0u8;
-                let mut it = p.ooo.keys().copied().peekable();
-                while let Some(start) = it.next() {
-                    if runs as usize == MAX_SACK {
+                let room = ((self.cfg.dgram - HDR - 9) / 12).min(MAX_SACK);
+                let newest = p.ooo_ranges.containing(p.rcv_last);
+                let mut runs = 0usize;
+                for (a, b) in newest.into_iter().chain(p.ooo_ranges.iter().filter(|r| Some(*r) != newest)) {
+                    if runs == room {
                         break;
                     }
-                    let mut end = start + 1;
-                    while it.peek() == Some(&end) {
-                        it.next();
-                        end += 1;
-                    }
-                    buf.extend_from_slice(&start.to_le_bytes());
-                    buf.extend_from_slice(&((end - start).min(u32::MAX as u64) as u32).to_le_bytes());
+                    buf.extend_from_slice(&a.to_le_bytes());
+                    buf.extend_from_slice(&((b - a).min(u32::MAX as u64) as u32).to_le_bytes());
                     runs += 1;
                 }
-                buf[at] = runs;
+                buf[at] = runs as u8;
                 self.cursor = (idx + 1) % n;
                 self.counters.dgrams_sent += 1;
                 return Some(addr);
@@ -882,6 +920,77 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         p.txmap.insert(tx, seq);
         p.in_flight += len;
         Some(seq)
+    }
+}
+
+/// A set of `u64` as disjoint, non-adjacent half-open ranges.
+#[derive(Debug, Default)]
+struct Ranges(BTreeMap<u64, u64>);
+
+impl Ranges {
+    /// Adds `[a, b)`; appends the parts that were not in the set to `fresh`.
+    fn insert(&mut self, a: u64, b: u64, fresh: &mut Vec<(u64, u64)>) {
+        if a >= b {
+            return;
+        }
+        let (mut start, mut cursor) = (a, a);
+        if let Some((&s, &e)) = self.0.range(..=a).next_back() {
+            if e >= a {
+                if e >= b {
+                    return; // already covered
+                }
+                self.0.remove(&s);
+                start = s;
+                cursor = e;
+            }
+        }
+        let mut end = b;
+        loop {
+            match self.0.range(cursor..).next().map(|(&s, &e)| (s, e)) {
+                Some((s, e)) if s <= b => {
+                    if s > cursor {
+                        fresh.push((cursor, s));
+                    }
+                    self.0.remove(&s);
+                    cursor = e;
+                    end = end.max(e);
+                    if cursor >= b {
+                        break;
+                    }
+                }
+                _ => {
+                    fresh.push((cursor, b));
+                    break;
+                }
+            }
+        }
+        self.0.insert(start, end);
+    }
+
+    /// Removes everything below `x`.
+    fn remove_below(&mut self, x: u64) {
+        while let Some((&s, &e)) = self.0.first_key_value() {
+            if s >= x {
+                break;
+            }
+            self.0.remove(&s);
+            if e > x {
+                self.0.insert(x, e);
+                break;
+            }
+        }
+    }
+
+    fn max_end(&self) -> Option<u64> {
+        self.0.last_key_value().map(|(_, &e)| e)
+    }
+
+    fn containing(&self, x: u64) -> Option<(u64, u64)> {
+        self.0.range(..=x).next_back().filter(|(_, &e)| e > x).map(|(&s, &e)| (s, e))
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.0.iter().map(|(&s, &e)| (s, e))
     }
 }
 
@@ -933,4 +1042,37 @@ fn reassemble<A>(p: &mut Peer<A>, body: &[u8], src: u32, out: &mut Vec<Event>) -
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod ranges_tests {
+    use super::Ranges;
+
+    #[test]
+    fn insert_reports_only_fresh_parts_and_merges() {
+        let mut r = Ranges::default();
+        let mut f = Vec::new();
+        r.insert(10, 20, &mut f);
+        assert_eq!(f, [(10, 20)]);
+        f.clear();
+        r.insert(30, 40, &mut f);
+        r.insert(15, 35, &mut f);
+        assert_eq!(f, [(30, 40), (20, 30)]);
+        assert_eq!(r.iter().collect::<Vec<_>>(), [(10, 40)]);
+        f.clear();
+        r.insert(12, 18, &mut f);
+        assert!(f.is_empty());
+        r.insert(40, 41, &mut f);
+        r.insert(5, 10, &mut f);
+        assert_eq!(f, [(40, 41), (5, 10)]);
+        assert_eq!(r.iter().collect::<Vec<_>>(), [(5, 41)]);
+        r.insert(50, 60, &mut f);
+        r.remove_below(45);
+        assert_eq!(r.iter().collect::<Vec<_>>(), [(50, 60)]);
+        r.remove_below(55);
+        assert_eq!(r.iter().collect::<Vec<_>>(), [(55, 60)]);
+        assert_eq!(r.containing(57), Some((55, 60)));
+        assert_eq!(r.containing(60), None);
+        assert_eq!(r.max_end(), Some(60));
+    }
 }
