@@ -269,3 +269,106 @@ fn same_tests_pass_on_mpich() {
         );
     }
 }
+
+/// `make -f mk/mpi.mk install-mpi-files` lays out bin/ include/ lib/ like
+/// other MPIs; the installed `mpicc` and `mpiexec` work, pkg-config answers,
+/// and CMake's `find_package(MPI)` finds it through `gwcc`.
+#[test]
+fn install_layout_mpicc_pkgconfig_cmake() {
+    if !have_cc() || Command::new("make").arg("--version").output().is_err() {
+        eprintln!("skipping: no cc or make");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    gwrun();
+    let prefix = profile_dir().join("mpi-install-test");
+    let _ = std::fs::remove_dir_all(&prefix);
+    let st = Command::new("make")
+        .current_dir(repo())
+        .args(["-s", "-f", "mk/mpi.mk", "install-mpi-files"])
+        .arg(format!("PREFIX={}", prefix.display()))
+        .arg(format!("MPI_TARGET_DIR={}", profile_dir().display()))
+        .status()
+        .unwrap();
+    assert!(st.success(), "make install-mpi-files");
+    for f in [
+        "bin/gwcc",
+        "bin/mpicc",
+        "bin/gwrun",
+        "bin/mpiexec",
+        "bin/mpirun",
+        "include/mpi.h",
+        "lib/libmpi.so",
+        "lib/libmpi_abi.so",
+        "lib/pkgconfig/mpi.pc",
+    ] {
+        assert!(prefix.join(f).exists(), "{f} not installed");
+    }
+    let exe = prefix.join("basic");
+    let st = Command::new(prefix.join("bin/mpicc"))
+        .env_remove("GW_MPI_LIBDIR")
+        .arg("-o")
+        .arg(&exe)
+        .arg(repo().join("tests/mpi/basic.c"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "installed mpicc");
+    let out = Command::new(prefix.join("bin/mpiexec"))
+        .args(["--timeout", "60", "-n", "2"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("PASS basic"),
+        "installed mpiexec"
+    );
+    if let Ok(o) = Command::new("pkg-config")
+        .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+        .args(["--cflags", "--libs", "mpi"])
+        .output()
+    {
+        let s = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            s.contains(&format!("-I{}/include", prefix.display())) && s.contains("-lmpi"),
+            "pkg-config: {s}"
+        );
+    }
+    if Command::new("cmake").arg("--version").output().is_ok() {
+        let src = prefix.join("cmake-src");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(
+            src.join("CMakeLists.txt"),
+            format!(
+                "cmake_minimum_required(VERSION 3.10)\nproject(t C)\nfind_package(MPI REQUIRED COMPONENTS C)\n\
+                 add_executable(basic {})\ntarget_link_libraries(basic MPI::MPI_C)\n",
+                repo().join("tests/mpi/basic.c").display()
+            ),
+        )
+        .unwrap();
+        let build = prefix.join("cmake-build");
+        let out = Command::new("cmake")
+            .arg("-S")
+            .arg(&src)
+            .arg("-B")
+            .arg(&build)
+            .arg(format!(
+                "-DMPI_C_COMPILER={}",
+                prefix.join("bin/gwcc").display()
+            ))
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && log.contains("Found MPI_C") && log.contains("version \"5.0\""),
+            "cmake:\n{log}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let st = Command::new("cmake")
+            .arg("--build")
+            .arg(&build)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "cmake --build");
+    }
+}

@@ -1,0 +1,41 @@
+# gridwire MPI: installation and the C test suite. Included from the top-level Makefile.
+#
+#   make install-mpi PREFIX=/opt/gridwire   # bin/ include/ lib/ lib/pkgconfig/ like other MPIs
+#   make test-mpi                           # the C suite (tests/mpi) under gwrun, 1-8 ranks, 1 and 2 hosts
+#
+# Layout: bin/{gwcc,mpicc,gwrun,mpiexec,mpirun}, include/mpi.h,
+# lib/{libmpi.so,libmpi_abi.so}, lib/pkgconfig/{mpi,mpich,gridwire-mpi}.pc.
+# CMake's find_package(MPI) finds it with -DMPI_C_COMPILER=$(PREFIX)/bin/gwcc
+# (or with $(PREFIX)/bin first in PATH).
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+MPI_PROFILE ?= release
+MPI_TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)/$(MPI_PROFILE)
+CARGO ?= cargo
+
+.PHONY: install-mpi install-mpi-files build-mpi test-mpi
+
+build-mpi:
+	$(CARGO) build $(if $(filter release,$(MPI_PROFILE)),--release) -p gridwire-capi -p gridwire-launch
+
+install-mpi: build-mpi install-mpi-files
+
+# The files only (from an existing build in MPI_TARGET_DIR).
+install-mpi-files:
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/mpi.h $(DESTDIR)$(PREFIX)/include/mpi.h
+	install -m 755 $(MPI_TARGET_DIR)/libmpi.so $(DESTDIR)$(PREFIX)/lib/libmpi.so
+	ln -sf libmpi.so $(DESTDIR)$(PREFIX)/lib/libmpi_abi.so
+	install -m 755 scripts/gwcc $(DESTDIR)$(PREFIX)/bin/gwcc
+	ln -sf gwcc $(DESTDIR)$(PREFIX)/bin/mpicc
+	install -m 755 $(MPI_TARGET_DIR)/gwrun $(DESTDIR)$(PREFIX)/bin/gwrun
+	ln -sf gwrun $(DESTDIR)$(PREFIX)/bin/mpiexec
+	ln -sf gwrun $(DESTDIR)$(PREFIX)/bin/mpirun
+	for pc in mpi mpich gridwire-mpi; do \
+	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e "s|@NAME@|$$pc|g" include/mpi.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; \
+	done
+	@echo "installed gridwire MPI in $(DESTDIR)$(PREFIX)"
+
+test-mpi:
+	$(CARGO) test -p gridwire-capi --test c_suite
