@@ -84,7 +84,12 @@ struct Run {
 }
 
 fn run(exe: &Path, n: u32, hosts: u32) -> Run {
+    run_env(exe, n, hosts, &[])
+}
+
+fn run_env(exe: &Path, n: u32, hosts: u32, env: &[(&str, &str)]) -> Run {
     let mut c = Command::new(gwrun());
+    c.envs(env.iter().copied());
     c.args(["--timeout", "60", "-n", &n.to_string()]);
     if hosts > 1 {
         c.args(["--emulate-hosts", &hosts.to_string()]);
@@ -193,6 +198,26 @@ fn attr() {
 #[test]
 fn threads() {
     suite("threads", &["-pthread"], &[1, 2, 4]);
+}
+
+/// Rendezvous without the single-copy path (as where `process_vm_readv` is
+/// not permitted): the data then comes through the runtime (`CTS`/`DATA`).
+#[test]
+fn rendezvous_without_single_copy() {
+    if !have_cc() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for name in ["basic", "p2p", "dtype"] {
+        let exe = compile(name, &[]);
+        let r = run_env(&exe, 3, 1, &[("GW_MPI_NO_CMA", "1")]);
+        assert!(
+            r.ok && r.stdout.contains(&format!("PASS {name}")),
+            "{name}:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
 }
 
 /// The default error handler aborts the job with a message naming the

@@ -7,6 +7,14 @@
 //! - `H_CTS` — receiver → sender: (sender request id, receiver request id):
 //!   the receive is matched, send the data.
 //! - `H_DATA` — sender → receiver: receiver request id, then the data.
+//! - `H_FIN` — receiver → sender: sender request id: the receiver copied the
+//!   data itself (single copy within a host, see [`crate::cma`]).
+//!
+//! Within a host the `RTS` also carries the sender's pid and the address of
+//! its (contiguous or packed) data; the receiver of a matched `RTS` copies it
+//! with `process_vm_readv` straight into the receive buffer and answers
+//! `FIN`. Where that is not permitted it answers `CTS` and the data comes as
+//! `H_DATA` (for that peer from then on).
 //!
 //! Ordering: every envelope carries a sequence number per (context id,
 //! source); the receiver processes envelopes of a pair strictly in that
@@ -22,17 +30,18 @@ use crate::{ANY_SOURCE, ANY_TAG};
 use gridwire_core::{Context, Request, Startpoint};
 use std::collections::VecDeque;
 use std::io::IoSlice;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub const H_MSG: u32 = 0x4d50_0;
 pub const H_CTS: u32 = 0x4d50_1;
 pub const H_DATA: u32 = 0x4d50_2;
+pub const H_FIN: u32 = 0x4d50_3;
 
 const EAGER: u8 = 0;
 const RTS: u8 = 1;
-const ENV_LEN: usize = 40;
+const ENV_LEN: usize = 56;
 
 /// Eager limits per method (bytes), overridable with `GW_MPI_EAGER_<METHOD>`.
 const DEFAULT_EAGER: &[(&str, usize)] = &[
@@ -52,6 +61,9 @@ pub struct Env {
     pub seq: u32,
     pub size: u64,
     pub sreq: u64,
+    /// RTS: address of the sender's packed data and the sender's pid (0 = no single copy).
+    pub addr: u64,
+    pub pid: u32,
 }
 
 impl Env {
@@ -64,6 +76,8 @@ impl Env {
         b[16..20].copy_from_slice(&self.seq.to_le_bytes());
         b[24..32].copy_from_slice(&self.size.to_le_bytes());
         b[32..40].copy_from_slice(&self.sreq.to_le_bytes());
+        b[40..48].copy_from_slice(&self.addr.to_le_bytes());
+        b[48..52].copy_from_slice(&self.pid.to_le_bytes());
         b
     }
 
@@ -81,6 +95,8 @@ impl Env {
             seq: u32_at(16),
             size: u64_at(24),
             sreq: u64_at(32),
+            addr: u64_at(40),
+            pid: u32_at(48),
         })
     }
 
@@ -165,6 +181,8 @@ struct State {
     rndv_recv: Slab,
     /// Rendezvous sends cleared to go: (request, world rank, receiver request id).
     ready: VecDeque<(Arc<Req>, u32, u64)>,
+    /// Matched single-copy rendezvous receives to copy: (request, sender, envelope).
+    pulls: VecDeque<(Arc<Req>, u32, Env)>,
     /// Spare buffers for unexpected eager data.
     pool: Vec<Vec<u8>>,
     /// Spare requests.
@@ -197,7 +215,17 @@ impl State {
 /// What a handler decided to send once the lock is released.
 enum After {
     Nothing,
-    Cts { to: u32, sreq: u64, rreq: u64 },
+    Cts {
+        to: u32,
+        sreq: u64,
+        rreq: u64,
+    },
+    /// Copy the data with `process_vm_readv` (outside the handler), then `FIN`.
+    Pull {
+        req: Arc<Req>,
+        from: u32,
+        env: Env,
+    },
 }
 
 /// The point-to-point engine of one process.
@@ -208,6 +236,10 @@ pub struct Engine {
     ready_len: AtomicUsize,
     /// Eager limit per world rank, 0 = not yet known.
     eager: Vec<AtomicUsize>,
+    /// Per world rank: 0 = single copy untried or working, 1 = not permitted.
+    no_cma: Vec<AtomicBool>,
+    /// Whether the peer is on this host (reached by shared memory): 0 unknown, 1 yes, 2 no.
+    same_host: Vec<AtomicU8>,
     /// How long a blocking call polls without yielding before it falls back
     /// to the runtime's wait (which yields and then sleeps).
     spin: Duration,
@@ -217,7 +249,10 @@ pub struct Engine {
 /// have a core (a blocked MPI call then keeps its core, as in other MPIs) and
 /// 0 when the machine is oversubscribed (the runtime's wait yields early).
 fn spin_budget(size: u32) -> Duration {
-    if let Some(us) = std::env::var("GW_MPI_SPIN_US").ok().and_then(|v| v.parse::<u64>().ok()) {
+    if let Some(us) = std::env::var("GW_MPI_SPIN_US")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
         return Duration::from_micros(us);
     }
     let env_num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
@@ -244,6 +279,10 @@ impl Engine {
             ready_len: AtomicUsize::new(0),
             eager: (0..n).map(|_| AtomicUsize::new(0)).collect(),
             spin: spin_budget(n as u32),
+            no_cma: (0..n)
+                .map(|_| AtomicBool::new(std::env::var_os("GW_MPI_NO_CMA").is_some()))
+                .collect(),
+            same_host: (0..n).map(|_| AtomicU8::new(0)).collect(),
         });
         let w = Arc::downgrade(&e);
         let reg = |id, f: fn(&Engine, &Context, Request<'_>)| {
@@ -259,6 +298,7 @@ impl Engine {
         reg(H_MSG, Engine::on_msg);
         reg(H_CTS, Engine::on_cts);
         reg(H_DATA, Engine::on_data);
+        reg(H_FIN, Engine::on_fin);
         e
     }
 
@@ -307,6 +347,93 @@ impl Engine {
         v
     }
 
+    /// Whether single-copy transfers with `world` may be tried (same host, not refused before).
+    fn cma_ok(&self, world: u32) -> bool {
+        if self.no_cma[world as usize].load(Ordering::Relaxed) {
+            return false;
+        }
+        let slot = &self.same_host[world as usize];
+        match slot.load(Ordering::Relaxed) {
+            1 => true,
+            2 => false,
+            _ => {
+                let m = self
+                    .ctx
+                    .method_to(world)
+                    .or_else(|| self.ctx.would_select(world).ok());
+                let yes = matches!(m, Some("shm"));
+                if std::env::var_os("GW_MPI_DEBUG").is_some() {
+                    eprintln!(
+                        "gridwire mpi: rank {}: peer {world} by {m:?}: single copy {}",
+                        self.ctx.rank(),
+                        if yes { "possible" } else { "not possible" }
+                    );
+                }
+                slot.store(if yes { 1 } else { 2 }, Ordering::Relaxed);
+                yes
+            }
+        }
+    }
+
+    /// Copies a matched single-copy rendezvous into `req`'s buffer and tells
+    /// the sender; falls back to `CTS` if the copy is not permitted.
+    fn pull(&self, req: Arc<Req>, from: u32, env: Env) {
+        let buf = req.d.lock().unwrap().recv.clone();
+        let cap = buf.as_ref().map_or(0, |b| b.bytes());
+        let n = (env.size as usize).min(cap);
+        let res = match buf.as_ref().and_then(|b| b.contig_addr()) {
+            // SAFETY: the receive buffer of this pending request, `cap >= n` bytes.
+            Some(dst) => unsafe { crate::cma::read(env.pid, env.addr, dst, n) },
+            None => {
+                let mut tmp = vec![0u8; n];
+                // SAFETY: `tmp` is ours and `n` bytes long.
+                let r =
+                    unsafe { crate::cma::read(env.pid, env.addr, tmp.as_mut_ptr() as usize, n) };
+                if r.is_ok() {
+                    if let Some(b) = &buf {
+                        b.unpack(&tmp);
+                    }
+                }
+                r
+            }
+        };
+        if let Err(e) = res {
+            if std::env::var_os("GW_MPI_DEBUG").is_some() {
+                eprintln!("gridwire mpi: rank {}: single copy from {from} refused ({e}); copying through the runtime", self.ctx.rank());
+            }
+            self.no_cma[from as usize].store(true, Ordering::Relaxed);
+            let rreq = self.lock().rndv_recv.insert(req);
+            if let Err(e) = self.send_cts(from, env.sreq, rreq) {
+                eprintln!(
+                    "gridwire mpi: rank {}: clear-to-send to {from} failed: {e}",
+                    self.ctx.rank()
+                );
+            }
+            return;
+        }
+        {
+            let mut d = req.d.lock().unwrap();
+            d.status.bytes = n;
+            if env.size as usize > cap {
+                d.status.error = class::TRUNCATE;
+            }
+        }
+        req.complete();
+        if let Err(e) = self.ctx.rsr(
+            &Startpoint {
+                ctx: from,
+                endpoint: 0,
+            },
+            H_FIN,
+            &env.sreq.to_le_bytes(),
+        ) {
+            eprintln!(
+                "gridwire mpi: rank {}: rendezvous completion to {from} failed: {e}",
+                self.ctx.rank()
+            );
+        }
+    }
+
     /// Drives progress until `done()`; also sends rendezvous data whose
     /// receiver is ready (that cannot happen inside a handler).
     pub fn wait_for(&self, mut done: impl FnMut() -> bool) {
@@ -345,14 +472,23 @@ impl Engine {
 
     fn push_ready(&self) {
         while self.ready_len.load(Ordering::Acquire) > 0 {
-            let item = {
+            let (item, pull) = {
                 let mut st = self.lock();
-                let it = st.ready.pop_front();
-                if it.is_some() {
+                let pull = st.pulls.pop_front();
+                let it = if pull.is_none() {
+                    st.ready.pop_front()
+                } else {
+                    None
+                };
+                if it.is_some() || pull.is_some() {
                     self.ready_len.fetch_sub(1, Ordering::AcqRel);
                 }
-                it
+                (it, pull)
             };
+            if let Some((req, from, env)) = pull {
+                self.pull(req, from, env);
+                continue;
+            }
             let Some((req, to, rreq)) = item else { return };
             let data = std::mem::replace(&mut req.d.lock().unwrap().send, SendData::None);
             let id = rreq.to_le_bytes();
@@ -411,6 +547,8 @@ impl Engine {
             seq: seqno,
             size: bytes as u64,
             sreq: 0,
+            addr: 0,
+            pid: 0,
         };
         let sp = Startpoint {
             ctx: world,
@@ -444,6 +582,19 @@ impl Engine {
             };
         }
         env.kind = RTS;
+        if self.cma_ok(world) {
+            // The data stays where it is until the receiver says FIN (or CTS).
+            let d = req.d.lock().unwrap();
+            let addr = match &d.send {
+                SendData::User(b) => b.contig_addr(),
+                SendData::Owned(v) => Some(v.as_ptr() as usize),
+                SendData::None => None,
+            };
+            if let Some(a) = addr {
+                env.addr = a as u64;
+                env.pid = crate::cma::my_pid();
+            }
+        }
         env.sreq = self.lock().rndv_send.insert(req.clone());
         self.ctx.rsr(&sp, H_MSG, &env.encode())?;
         Ok(Some(req))
@@ -487,6 +638,11 @@ impl Engine {
             drop(st);
             deliver(req, &u.env, &data);
             self.lock().give_buf(data);
+            Ok(())
+        } else if u.env.pid != 0 && self.cma_ok(u.from) {
+            drop(st);
+            set_envelope(req, &u.env);
+            self.pull(req.clone(), u.from, u.env);
             Ok(())
         } else {
             let rreq = st.rndv_recv.insert(req.clone());
@@ -602,6 +758,13 @@ impl Engine {
             let a = self.arrive(&mut st, u.env, u.from, &[], Some(u.data));
             after.push(a);
         }
+        // Copies wait for the receiving thread's wait loop (not in a handler).
+        for a in &mut after {
+            if let After::Pull { req, from, env } = std::mem::replace(a, After::Nothing) {
+                st.pulls.push_back((req, from, env));
+                self.ready_len.fetch_add(1, Ordering::AcqRel);
+            }
+        }
         drop(st);
         for a in after {
             if let After::Cts { to, sreq, rreq } = a {
@@ -646,6 +809,13 @@ impl Engine {
                 st.give_buf(v);
             }
             After::Nothing
+        } else if env.pid != 0 && self.cma_ok(from) {
+            set_envelope(&p.req, &env);
+            After::Pull {
+                req: p.req,
+                from,
+                env,
+            }
         } else {
             set_envelope(&p.req, &env);
             let rreq = st.rndv_recv.insert(p.req);
@@ -667,6 +837,18 @@ impl Engine {
         if let Some(req) = st.rndv_send.remove(sreq) {
             st.ready.push_back((req, r.src, rreq));
             self.ready_len.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    fn on_fin(&self, _ctx: &Context, r: Request<'_>) {
+        if r.payload.len() != 8 {
+            return;
+        }
+        let sreq = u64::from_le_bytes(r.payload.try_into().unwrap());
+        let req = self.lock().rndv_send.remove(sreq);
+        if let Some(req) = req {
+            req.d.lock().unwrap().send = SendData::None;
+            req.complete();
         }
     }
 

@@ -6,6 +6,7 @@
 //! handles and calls this crate.
 
 pub mod attr;
+pub mod cma;
 pub mod coll;
 pub mod comm;
 pub mod datatype;

@@ -83,6 +83,11 @@ impl Buf {
         }
     }
 
+    /// The address where the packed bytes lie, if they lie contiguously.
+    pub fn contig_addr(&self) -> Option<usize> {
+        (self.dt.contig || self.count == 0).then(|| self.addr.wrapping_add_signed(self.dt.true_lb))
+    }
+
     /// The packed bytes in a new vector.
     pub fn pack(&self) -> Vec<u8> {
         let mut v = vec![0u8; self.bytes()];
