@@ -7,6 +7,9 @@ DEMO_RANKS ?= 4
 
 .PHONY: all deps build build-debug demo test test-rust test-extra bench install clean
 
+# MPI packaging and its C suite (install-mpi, test-mpi).
+include mk/mpi.mk
+
 all: build
 
 deps:
@@ -37,6 +40,9 @@ test-extra:
 ## Benchmarks (not tests): figures go to bench/out and are summarised in docs/benchmarks.md.
 bench: build
 	bash bench/run.sh
+
+## Install MPI-style: PREFIX/bin/{gwcc,mpicc,gwrun,mpiexec,mpirun}, include/mpi.h, lib/libmpi.so …
+install: deps install-mpi
 
 clean:
 	$(CARGO) clean
