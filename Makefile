@@ -16,10 +16,10 @@ deps:
 	@scripts/install-deps.sh
 
 build: deps
-	$(CARGO) build --release --workspace --bins --examples
+	$(CARGO) build --release --workspace --lib --bins --examples
 
 build-debug: deps
-	$(CARGO) build --workspace --bins --examples
+	$(CARGO) build --workspace --lib --bins --examples
 
 ## The main job: RSRs over shm and tcp on 2 emulated hosts, startpoint migration, --stats.
 demo: build

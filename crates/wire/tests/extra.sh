@@ -26,3 +26,8 @@ gcc -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra -Werror -O1 -g -I "$here/include" \
     "$here/tests/c/roundtrip.c" "$tgt/debug/libgridwire_wire_capi.a" \
     -lpthread -ldl -lm -o "$out/roundtrip"
 timeout 60 "$out/roundtrip"
+
+# Opt-in: the same Rust tests with the Cranelift JIT (builds Cranelift).
+if [ -n "${GW_WIRE_JIT_TESTS:-}" ]; then
+    timeout 900 cargo test -q -p gridwire-wire --features jit
+fi
