@@ -114,6 +114,8 @@ struct Inner {
     pmi: Mutex<Pmi>,
     skip_param: u64,
     spin_iters: u64,
+    /// Idle time a waiting thread keeps its core before yielding (see `wait`).
+    spin: Duration,
     dropped: AtomicU64,
     finalized: AtomicBool,
     barrier_epoch: AtomicU64,
@@ -183,6 +185,7 @@ impl Context {
         let _ = peers[rank as usize].table.set(table.clone());
         let skip_param = params.num("SKIP_POLL");
         let spin_iters = params.num("SPIN_ITERS");
+        let spin = spin_budget(&params, size)?;
         let inner = Inner {
             job,
             methods,
@@ -199,6 +202,7 @@ impl Context {
             pmi: Mutex::new(pmi),
             skip_param,
             spin_iters,
+            spin,
             dropped: AtomicU64::new(0),
             finalized: AtomicBool::new(false),
             barrier_epoch: AtomicU64::new(0),
@@ -506,6 +510,10 @@ impl Context {
     /// so oversubscribed jobs do not burn the cores their peers need.
     pub fn wait(&self, mut done: impl FnMut() -> bool) {
         let mut idle: u64 = 0;
+        // When every rank has a core, keep it for up to `spin` of idleness
+        // (as other MPIs do): latency then does not depend on the scheduler.
+        let mut idle_start: Option<std::time::Instant> = None;
+        let mut spinning = !self.inner.spin.is_zero();
         while !done() {
             let in_handler = IN_HANDLER.with(|c| c.get());
             if in_handler {
@@ -515,10 +523,21 @@ impl Context {
             }
             if self.progress() > 0 {
                 idle = 0;
+                idle_start = None;
                 continue;
             }
             idle += 1;
-            if idle < self.inner.spin_iters {
+            if spinning {
+                // Reading the clock costs more than a poll: only now and then.
+                if idle % 256 == 0 {
+                    let start = *idle_start.get_or_insert_with(std::time::Instant::now);
+                    if start.elapsed() >= self.inner.spin {
+                        spinning = false;
+                        idle = 0;
+                    }
+                }
+                std::hint::spin_loop();
+            } else if idle < self.inner.spin_iters {
                 std::hint::spin_loop();
             } else if idle < self.inner.spin_iters + 200 {
                 std::thread::yield_now();
@@ -863,6 +882,25 @@ pub fn real_host_identity() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     format!("{}:{}", host.trim(), boot.trim())
+}
+
+/// `GW_SPIN_US`: a number of microseconds, or `auto` = 2 ms when every rank
+/// on this machine can have a core, else 0 (an oversubscribed job yields early).
+fn spin_budget(params: &Params, size: u32) -> Result<Duration> {
+    let v = params.text("SPIN_US");
+    if v != "auto" {
+        let us: u64 = v.parse().map_err(|_| Error::BadParam {
+            var: "GW_SPIN_US".into(),
+            value: v.into(),
+            reason: "expected `auto` or a number of microseconds".into(),
+        })?;
+        return Ok(Duration::from_micros(us.min(10_000_000)));
+    }
+    let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
+    // Emulated hosts share one real machine: every rank of the job counts then.
+    let local = if params.text("HOST_ID").is_empty() { num("MPI_LOCALNRANKS").unwrap_or(size) } else { size };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    Ok(if local <= cores { Duration::from_millis(2) } else { Duration::ZERO })
 }
 
 fn job_info(params: &Params, pmi: &Pmi, rank: u32, size: u32) -> JobInfo {

@@ -61,11 +61,18 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
                is polled every iteration. 0 = adaptive (grows while sockets are quiet).",
     },
     ParamDecl {
+        name: "SPIN_US",
+        default: "auto",
+        kind: Kind::Text,
+        help: "Microseconds of idleness a waiting thread keeps polling before it yields. \
+               `auto` = 2000 when every rank on this machine has a core, else 0.",
+    },
+    ParamDecl {
         name: "SPIN_ITERS",
         default: "2000",
         kind: Kind::UInt { min: 0, max: 100_000_000 },
-        help: "Idle progress iterations spent spinning before a waiting thread blocks \
-               (yields, then sleeps on the sockets), so oversubscribed jobs do not starve.",
+        help: "After GW_SPIN_US, idle progress iterations spent spinning before a waiting thread \
+               yields and then sleeps on the sockets, so oversubscribed jobs do not starve.",
     },
     ParamDecl {
         name: "HOST_ID",
