@@ -217,7 +217,20 @@ fn as_int(t: &FieldType) -> Option<(u8, bool)> {
 
 impl Plan {
     /// Build the plan converting records written as `wire` into `native`.
+    /// With the `jit` feature the engine is chosen by timing both.
     pub fn compile(wire: &Format, native: &Format, policy: OverflowPolicy) -> Result<Plan> {
+        Self::compile_with(wire, native, policy, None)
+    }
+
+    /// As [`Plan::compile`], but with the engine given (`Jit` falls back to
+    /// the interpreter when there is no machine code) instead of measured:
+    /// for tests and fuzzing, where the timing would dominate.
+    pub fn compile_with(
+        wire: &Format,
+        native: &Format,
+        policy: OverflowPolicy,
+        backend: Option<Backend>,
+    ) -> Result<Plan> {
         let src_slots = var_slots(wire)?;
         let dst_slots = var_slots(native)?;
         let mut cx = Ctx {
@@ -279,8 +292,15 @@ impl Plan {
             jit,
         };
         plan.fixed_only = plan.src_slots.is_empty() && plan.var_ops.is_empty();
-        #[cfg(feature = "jit")]
-        plan.pick_faster();
+        match backend {
+            Some(b) => {
+                plan.set_backend(b);
+            }
+            #[cfg(feature = "jit")]
+            None => plan.pick_faster(),
+            #[cfg(not(feature = "jit"))]
+            None => {}
+        }
         Ok(plan)
     }
 

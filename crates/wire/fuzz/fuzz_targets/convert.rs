@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
     for n in &natives {
         for (w, t) in [(&fuzzed, n), (n, &fuzzed)] {
             for policy in [OverflowPolicy::Error, OverflowPolicy::Saturate] {
-                let Ok(mut p) = Plan::compile(w, t, policy) else {
+                let Ok(mut p) = Plan::compile_with(w, t, policy, Some(Backend::Interpreter)) else {
                     continue;
                 };
                 p.set_backend(Backend::Interpreter);
