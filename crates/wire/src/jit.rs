@@ -279,9 +279,14 @@ impl Emit<'_> {
                     return Some(());
                 }
                 let mut at = 0;
-                for w in [8usize, 4, 2, 1] {
+                for w in [16usize, 8, 4, 2, 1] {
+                    let ty = if w == 16 {
+                        types::I8X16
+                    } else {
+                        int_ty(w as u8)
+                    };
                     while len - at >= w {
-                        let v = self.load(int_ty(w as u8), src, s + at, false)?;
+                        let v = self.load(ty, src, s + at, false)?;
                         self.store(v, dst, d + at, false)?;
                         at += w;
                     }
@@ -422,6 +427,9 @@ impl Emit<'_> {
             Op::Zero { dst: d, len } => {
                 let mut at = 0;
                 for w in [8usize, 4, 2, 1] {
+                    if len - at < w {
+                        continue;
+                    }
                     let z = self.b.ins().iconst(int_ty(w as u8), 0);
                     while len - at >= w {
                         self.store(z, dst, d + at, false)?;
