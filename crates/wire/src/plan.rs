@@ -658,32 +658,24 @@ fn check_extent(ops: &[Op], src: usize, dst: usize) -> Result<()> {
 
 /// The native byte ranges no operation writes (see `Plan::gaps`).
 fn gaps(ops: &[Op], var_ops: &[VarOp], dst_size: usize) -> Option<Vec<(u32, u32)>> {
-    // Coverage is computed byte by byte; for big records zeroing everything
-    // costs little next to converting them.
-    if dst_size > 1 << 16 {
-        return None;
-    }
-    let mut cov = vec![false; dst_size];
-    fn set(cov: &mut [bool], a: usize, n: usize) {
-        for c in cov.iter_mut().skip(a).take(n) {
-            *c = true;
-        }
-    }
-    fn mark(ops: &[Op], base: usize, cov: &mut [bool]) {
+    // Written intervals, then their complement. Intervals rather than a
+    // byte map so a 100 KiB record is covered too (zeroing it all before
+    // converting would double the work); arrays of scalars are one interval
+    // each, loops over structs at most `LIMIT` in total.
+    const LIMIT: usize = 1 << 20;
+    fn mark(ops: &[Op], base: usize, iv: &mut Vec<(usize, usize)>) -> bool {
         for op in ops {
-            match op {
-                Op::Copy { dst, len, .. } => set(cov, base + dst, *len),
+            let (d, n) = match op {
+                Op::Copy { dst, len, .. } => (*dst, *len),
                 Op::Swap {
                     dst, size, count, ..
-                } => set(cov, base + dst, *size as usize * count),
-                Op::Int { dst, to, count, .. } => set(cov, base + dst, to.size as usize * count),
-                Op::Float { dst, to, count, .. } => set(cov, base + dst, *to as usize * count),
-                Op::IntToFloat { dst, to, count, .. } => set(cov, base + dst, *to as usize * count),
-                Op::FloatToInt { dst, to, count, .. } => {
-                    set(cov, base + dst, to.size as usize * count)
-                }
-                Op::Fill { dst, bytes } => set(cov, base + dst, bytes.len()),
-                Op::Zero { .. } => {}
+                } => (*dst, *size as usize * count),
+                Op::Int { dst, to, count, .. } => (*dst, to.size as usize * count),
+                Op::Float { dst, to, count, .. } => (*dst, *to as usize * count),
+                Op::IntToFloat { dst, to, count, .. } => (*dst, *to as usize * count),
+                Op::FloatToInt { dst, to, count, .. } => (*dst, to.size as usize * count),
+                Op::Fill { dst, bytes } => (*dst, bytes.len()),
+                Op::Zero { .. } => continue,
                 Op::Repeat {
                     dst,
                     count,
@@ -692,31 +684,38 @@ fn gaps(ops: &[Op], var_ops: &[VarOp], dst_size: usize) -> Option<Vec<(u32, u32)
                     ..
                 } => {
                     for i in 0..*count {
-                        mark(body, base + dst + i * dst_stride, cov);
+                        if !mark(body, base + dst + i * dst_stride, iv) {
+                            return false;
+                        }
                     }
+                    continue;
                 }
+            };
+            if iv.len() >= LIMIT {
+                return false;
             }
+            iv.push((base + d, base + d + n));
         }
+        true
     }
-    mark(ops, 0, &mut cov);
+    let mut iv = Vec::new();
+    if !mark(ops, 0, &mut iv) {
+        return None;
+    }
     for v in var_ops {
-        let n = 2 * v.dst.pointer_size as usize;
-        for c in cov.iter_mut().skip(v.dst.offset).take(n) {
-            *c = true;
-        }
+        iv.push((v.dst.offset, v.dst.offset + 2 * v.dst.pointer_size as usize));
     }
+    iv.sort_unstable();
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < dst_size {
-        if cov[i] {
-            i += 1;
-            continue;
+    let mut at = 0usize;
+    for (a, e) in iv {
+        if a > at {
+            out.push((at as u32, (a - at) as u32));
         }
-        let a = i;
-        while i < dst_size && !cov[i] {
-            i += 1;
-        }
-        out.push((a as u32, (i - a) as u32));
+        at = at.max(e);
+    }
+    if at < dst_size {
+        out.push((at as u32, (dst_size - at) as u32));
     }
     // Many scattered gaps: one memset is cheaper than many small ones.
     if out.len() > 16 {
