@@ -227,11 +227,14 @@ fn bytes_of<T: Copy>(t: &T) -> &[u8] {
     unsafe { std::slice::from_raw_parts(t as *const T as *const u8, std::mem::size_of::<T>()) }
 }
 
-/// Read a `T` (repr(C), valid for all bit patterns) from the start of `p`.
-fn read<T: WireRecord + Copy>(p: &[u8]) -> T {
+/// Read a `T` (repr(C) records of this file or arrays of them: valid for
+/// all bit patterns) from the start of `p`.
+#[inline(always)]
+fn read<T: Copy>(p: &[u8]) -> T {
     assert!(p.len() >= std::mem::size_of::<T>());
-    // SAFETY: length checked; WireRecord types are valid for every bit
-    // pattern; read_unaligned has no alignment requirement.
+    // SAFETY: length checked; the types used here (derived WireRecords and
+    // arrays of them) are valid for every bit pattern; read_unaligned has no
+    // alignment requirement.
     unsafe { std::ptr::read_unaligned(p.as_ptr() as *const T) }
 }
 
@@ -554,11 +557,11 @@ fn ten_variants() -> Vec<Variant<Ten>> {
             hand: {
                 let id = i386.id();
                 Box::new(move |f, t| {
-                    let w: TenI386 = read(payload(f, id));
-                    t.n = w.n;
-                    let items = w.items;
-                    for (m, x) in t.items.iter_mut().zip(items.iter()) {
-                        mixed_from_i386(m, x);
+                    let p = payload(f, id);
+                    t.n = read(p);
+                    let (o, z) = (offset_of!(TenI386, items), std::mem::size_of::<MixedI386>());
+                    for (i, m) in t.items.iter_mut().enumerate() {
+                        mixed_from_i386(m, &read(&p[o + i * z..]));
                     }
                 })
             },
@@ -569,9 +572,9 @@ fn ten_variants() -> Vec<Variant<Ten>> {
             hand: {
                 let id = extra.id();
                 Box::new(move |f, t| {
-                    let w: TenExtra = read(payload(f, id));
-                    t.n = w.n;
-                    t.items = w.items;
+                    let p = payload(f, id);
+                    t.n = read(&p[offset_of!(TenExtra, n)..]);
+                    t.items = read(&p[offset_of!(TenExtra, items)..]);
                 })
             },
             wire: extra,
@@ -581,10 +584,11 @@ fn ten_variants() -> Vec<Variant<Ten>> {
             hand: {
                 let id = rev.id();
                 Box::new(move |f, t| {
-                    let w: TenRev = read(payload(f, id));
-                    t.n = w.n;
-                    for (m, x) in t.items.iter_mut().zip(w.items.iter()) {
-                        mixed_from_rev(m, x);
+                    let p = payload(f, id);
+                    t.n = read(&p[offset_of!(TenRev, n)..]);
+                    let z = std::mem::size_of::<MixedRev>();
+                    for (i, m) in t.items.iter_mut().enumerate() {
+                        mixed_from_rev(m, &read(&p[i * z..]));
                     }
                 })
             },
