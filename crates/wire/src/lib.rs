@@ -8,10 +8,11 @@
 //! widening/narrowing, f32↔f64, defaults, ignored extras, nested records and
 //! arrays, merged moves) is built once per pair of formats and reused.
 //!
-//! Module map: [`format`] (model, builder, ABI layouts), [`meta`] (canonical
+//! Module map: [`mod@format`] (model, builder, ABI layouts), [`meta`] (canonical
 //! metadata and ids), [`record`] (framing, gather encode), [`plan`]
 //! (conversion), [`decode`] (registry, views), [`value`] (reflection, JSON,
-//! foreign writer), [`file`] (record files).
+//! foreign writer), [`mod@file`] (record files); with the `jit` feature, a
+//! Cranelift back end for plans.
 //!
 //! The derive refuses structs whose in-place view would be unsound:
 //! ```compile_fail
