@@ -222,9 +222,10 @@ impl Plan {
         Self::compile_with(wire, native, policy, None)
     }
 
-    /// As [`Plan::compile`], but with the engine given (`Jit` falls back to
-    /// the interpreter when there is no machine code) instead of measured:
-    /// for tests and fuzzing, where the timing would dominate.
+    /// As [`Plan::compile`], but with the engine given instead of measured
+    /// (for tests and fuzzing, where the timing would dominate): `Jit` falls
+    /// back to the interpreter when there is no machine code; `Interpreter`
+    /// generates none.
     pub fn compile_with(
         wire: &Format,
         native: &Format,
@@ -266,7 +267,9 @@ impl Plan {
         #[cfg(feature = "jit")]
         // The compiled code also zeroes the gaps, so a reused buffer needs
         // no separate pass (see `prepare`).
-        let jit = {
+        let jit = if backend == Some(Backend::Interpreter) {
+            None // asked for the interpreter: spare the Cranelift compile
+        } else {
             let mut jops = ops.clone();
             for &(a, n) in gaps.iter().flatten() {
                 jops.push(Op::Zero {
