@@ -13,13 +13,18 @@ use std::time::{Duration, Instant};
 pub trait Controller: Send + std::fmt::Debug {
     /// Bytes that may be unacknowledged in the network right now.
     fn window(&self) -> usize;
-    /// `bytes` sent at `sent_at` were acknowledged at `now`; `rtt` is the
-    /// sample when unambiguous (not a retransmission).
-    fn on_ack(&mut self, now: Instant, sent_at: Instant, bytes: usize, rtt: Option<Duration>);
+    /// `bytes` sent at `sent_at` were acknowledged at `now`.
+    fn on_ack(&mut self, now: Instant, sent_at: Instant, bytes: usize);
+    /// A round-trip sample (unambiguous: not a retransmission, the newest
+    /// datagram an ack covers).
+    fn on_rtt(&mut self, rtt: Duration);
     /// A packet sent at `sent_at` was declared lost at `now` (fast loss detection).
     fn on_loss(&mut self, now: Instant, sent_at: Instant);
-    /// The retransmission timer fired: everything in flight is presumed lost.
+    /// The retransmission timer fired.
     fn on_timeout(&mut self, now: Instant);
+    /// An original transmission from before the last timeout was acknowledged:
+    /// the timeout was spurious (the path was slow, not broken); undo it.
+    fn on_spurious_timeout(&mut self) {}
 }
 
 /// AIMD with loss differentiation (in the spirit of TCP Veno).
@@ -50,6 +55,8 @@ pub struct Aimd {
     min_rtt: Option<Duration>,
     /// EWMA (gain 1/4) of recent RTT samples: reacts within about a round trip.
     rtt: Option<Duration>,
+    /// (cwnd, ssthresh) before the last timeout, for undoing a spurious one.
+    undo: Option<(usize, usize)>,
 }
 
 impl Aimd {
@@ -66,6 +73,7 @@ impl Aimd {
             acked_acc: 0,
             min_rtt: None,
             rtt: None,
+            undo: None,
         }
     }
 
@@ -78,6 +86,7 @@ impl Aimd {
     }
 
     fn reduce(&mut self, now: Instant) {
+        self.undo = None;
         self.cwnd = (self.cwnd * 7 / 10).max(self.min);
         self.ssthresh = self.cwnd;
         self.recovery_start = Some(now);
@@ -90,11 +99,12 @@ impl Controller for Aimd {
         self.cwnd
     }
 
-    fn on_ack(&mut self, _now: Instant, sent_at: Instant, bytes: usize, rtt: Option<Duration>) {
-        if let Some(r) = rtt {
-            self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
-            self.rtt = Some(self.rtt.map_or(r, |s| (s * 3 + r) / 4));
-        }
+    fn on_rtt(&mut self, r: Duration) {
+        self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
+        self.rtt = Some(self.rtt.map_or(r, |s| (s * 3 + r) / 4));
+    }
+
+    fn on_ack(&mut self, _now: Instant, sent_at: Instant, bytes: usize) {
         if self.recovery_start.is_some_and(|r| sent_at <= r) {
             return; // acks of packets from before the reduction do not grow the window
         }
@@ -126,10 +136,21 @@ impl Controller for Aimd {
     }
 
     fn on_timeout(&mut self, now: Instant) {
+        if self.undo.is_none() {
+            self.undo = Some((self.cwnd, self.ssthresh));
+        }
         self.ssthresh = (self.cwnd / 2).max(self.min);
         self.cwnd = self.min;
         self.recovery_start = Some(now);
         self.acked_acc = 0;
+    }
+
+    fn on_spurious_timeout(&mut self) {
+        if let Some((cwnd, ssthresh)) = self.undo.take() {
+            self.cwnd = self.cwnd.max(cwnd);
+            self.ssthresh = ssthresh;
+            self.recovery_start = None;
+        }
     }
 }
 
@@ -144,10 +165,12 @@ mod tests {
         let t0 = Instant::now();
         let mut c = Aimd::new(1000, 4, 1000);
         assert_eq!(c.window(), 4000);
-        c.on_ack(t0, t0, 4000, Some(20 * MS));
+        c.on_rtt(20 * MS);
+        c.on_ack(t0, t0, 4000);
         assert_eq!(c.window(), 8000, "slow start doubles per window");
         for _ in 0..4 {
-            c.on_ack(t0, t0, 0, Some(40 * MS)); // a queue builds
+            c.on_rtt(40 * MS);
+        c.on_ack(t0, t0, 0); // a queue builds
         }
         let t1 = t0 + 10 * MS;
         c.on_loss(t1, t0);
@@ -155,7 +178,8 @@ mod tests {
         c.on_loss(t1, t0 + 5 * MS);
         assert_eq!(c.window(), 5600, "a loss from before the reduction does not reduce again");
         let t2 = t1 + MS;
-        c.on_ack(t2, t2, 5600, Some(40 * MS));
+        c.on_rtt(40 * MS);
+        c.on_ack(t2, t2, 5600);
         assert_eq!(c.window(), 6600, "congestion avoidance with a queue: one datagram per window");
         c.on_timeout(t2);
         assert_eq!(c.window(), 2000);
@@ -165,12 +189,14 @@ mod tests {
     fn random_loss_without_a_queue_keeps_the_window() {
         let t0 = Instant::now();
         let mut c = Aimd::new(1000, 10, 1000);
-        c.on_ack(t0, t0, 1000, Some(20 * MS));
+        c.on_rtt(20 * MS);
+        c.on_ack(t0, t0, 1000);
         let w = c.window();
         c.on_loss(t0 + MS, t0);
         assert_eq!(c.window(), w, "RTT at its minimum: the loss is not congestion");
         let t2 = t0 + 2 * MS;
-        c.on_ack(t2, t2, 2000, Some(20 * MS));
+        c.on_rtt(20 * MS);
+        c.on_ack(t2, t2, 2000);
         assert_eq!(c.window(), w + 1000, "no queue: grows by half the acked bytes");
     }
 }

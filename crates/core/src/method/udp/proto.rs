@@ -68,7 +68,7 @@ pub const HDR: usize = 12;
 /// Data header: common header, cumulative ack, sequence number, message length, offset.
 pub const DATA_HDR: usize = HDR + 8 + 8 + 4 + 4;
 /// Most selective-ack ranges per ACK datagram (fewer when the datagram size is small).
-pub const MAX_SACK: usize = 64;
+pub const MAX_SACK: usize = 127;
 /// A datagram is lost when this many later transmissions were acknowledged.
 pub const REORDER_THRESHOLD: u64 = 3;
 /// Handshakes an acceptor remembers per peer.
@@ -129,6 +129,8 @@ pub struct Counters {
     /// Well-formed datagrams from a sender not (yet) authenticated at that address.
     pub unauthenticated: u64,
     pub retransmits: u64,
+    /// Retransmissions that proved unnecessary (the original was only late).
+    pub spurious: u64,
     pub timeouts: u64,
     /// Data datagrams received more than once.
     pub duplicates: u64,
@@ -182,12 +184,26 @@ struct Peer<A> {
     /// Transmission order -> sequence number (entries go stale lazily).
     txmap: BTreeMap<u64, u64>,
     largest_acked_tx: Option<u64>,
+    /// Below this, the receiver's reports are complete (see `on_ack`).
+    known: u64,
+    /// When `detect_losses` should run again (a candidate was too young).
+    loss_time: Option<Instant>,
+    /// When the retransmission timer was last (re)started.
+    rto_base: Option<Instant>,
+    /// Transmit order number at the last timeout; an ack of an original
+    /// transmission from before it proves the timeout spurious.
+    rto_tx: Option<u64>,
+    /// After a timeout, one retransmission may go out whatever the window.
+    probe: bool,
     /// Next transmit order number (monotonic, never reused).
     next_tx: u64,
     in_flight: usize,
     cc: Box<dyn Controller>,
     srtt: Option<Duration>,
     rttvar: Duration,
+    min_rtt: Option<Duration>,
+    /// Extra reordering window, grown when a retransmission proves spurious.
+    reo_wnd: Duration,
     rto: Duration,
     backoff: u32,
     // Receive side.
@@ -227,11 +243,18 @@ impl<A> Peer<A> {
             sacked: Ranges::default(),
             txmap: BTreeMap::new(),
             largest_acked_tx: None,
+            known: 0,
+            loss_time: None,
+            rto_base: None,
+            rto_tx: None,
+            probe: false,
             next_tx: 0,
             in_flight: 0,
             cc: Box::new(Aimd::new(cfg.mss(), cfg.initial_cwnd, cfg.depth as usize)),
             srtt: None,
             rttvar: Duration::ZERO,
+            min_rtt: None,
+            reo_wnd: Duration::ZERO,
             rto: cfg.initial_rto,
             backoff: 0,
             rcv_next: 0,
@@ -261,10 +284,10 @@ impl<A> Peer<A> {
     }
 
     /// The oldest transmission still in flight (drops stale map entries).
-    fn oldest_in_flight(&mut self) -> Option<Instant> {
+    fn oldest_in_flight(&mut self) -> Option<u64> {
         while let Some((&tx, &seq)) = self.txmap.first_key_value() {
             match self.pkt(seq) {
-                Some(p) if p.tx == tx && p.in_flight && !p.acked => return Some(p.sent_at),
+                Some(p) if p.tx == tx && p.in_flight && !p.acked => return Some(seq),
                 _ => {
                     self.txmap.pop_first();
                 }
@@ -273,12 +296,58 @@ impl<A> Peer<A> {
         None
     }
 
+    /// The retransmission timer (RFC 6298 5.1-5.3): runs while data is in
+    /// flight, restarted by every ack of new data and by its own expiry, not
+    /// measured from the oldest transmission — on a long fat pipe the oldest
+    /// datagram's ack may legitimately take longer than one RTO when a queue
+    /// grows, and a spurious timeout is expensive.
     fn rto_deadline(&mut self, cfg: &Config) -> Option<Instant> {
-        let t = self.oldest_in_flight()?;
-        Some(t + backoff(self.rto, self.backoff, cfg.max_rto))
+        if self.in_flight == 0 {
+            return None;
+        }
+        Some(self.rto_base? + backoff(self.rto, self.backoff, cfg.max_rto))
+    }
+
+    /// Fast loss detection by transmission order, with a time threshold
+    /// (RACK's): a datagram is lost when one transmitted
+    /// [`REORDER_THRESHOLD`] transmissions after it was acknowledged, it lies
+    /// below what the receiver reported completely, and it is older than an
+    /// RTT plus a reordering window (so jitter that reorders a few datagrams
+    /// does not cause retransmissions). When only the age is missing, a loss
+    /// timer is set: without it the last datagrams before a pause (a full
+    /// send buffer behind a hole) would wait for the retransmission timeout.
+    fn detect_losses(&mut self, now: Instant, cfg: &Config) {
+        self.loss_time = None;
+        let Some(largest) = self.largest_acked_tx else { return };
+        let srtt = self.srtt.unwrap_or(cfg.initial_rto);
+        let age = srtt + (srtt / 4).max(self.reo_wnd);
+        while let Some((&tx, &seq)) = self.txmap.first_key_value() {
+            if tx + REORDER_THRESHOLD > largest || seq >= self.known {
+                break;
+            }
+            let Some(s) = self.pkt(seq) else {
+                self.txmap.pop_first();
+                continue;
+            };
+            if s.tx != tx || s.acked || !s.in_flight {
+                self.txmap.pop_first();
+                continue;
+            }
+            if now.saturating_duration_since(s.sent_at) < age {
+                self.loss_time = Some(s.sent_at + age);
+                break; // later transmissions are younger still
+            }
+            s.in_flight = false;
+            let (len, sent_at) = (s.body.len() - 8, s.sent_at);
+            self.txmap.pop_first();
+            self.in_flight -= len.min(self.in_flight);
+            self.lost.insert(seq);
+            self.cc.on_loss(now, sent_at);
+        }
     }
 
     fn rtt_sample(&mut self, r: Duration, cfg: &Config) {
+        self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
         match self.srtt {
             None => {
                 self.srtt = Some(r);
@@ -586,21 +655,35 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
 
     fn on_ack_dgram(&mut self, now: Instant, src: u32, d: &[u8]) -> Result<(), String> {
         let cum = u64_at(d, HDR).ok_or("short ack")?;
-        let n = *d.get(HDR + 8).ok_or("short ack")? as usize;
-        if n > MAX_SACK || d.len() != HDR + 9 + 12 * n {
+        let count = *d.get(HDR + 8).ok_or("short ack")?;
+        // The top bit says the receiver had more ranges than fit.
+        let (n, truncated) = ((count & 0x7f) as usize, count & 0x80 != 0);
+        if n > MAX_SACK || d.len() != HDR + 9 + 8 * n {
             return Err("malformed ack".into());
         }
+        // Each range: (offset of its start above `cum`, length), u32 each.
         let mut ranges = [(0u64, 0u64); MAX_SACK];
         for (i, r) in ranges.iter_mut().take(n).enumerate() {
-            let at = HDR + 9 + 12 * i;
-            let start = u64_at(d, at).ok_or("short ack")?;
-            let len = u32_at(d, at + 8).ok_or("short ack")? as u64;
+            let at = HDR + 9 + 8 * i;
+            let start = cum.saturating_add(u32_at(d, at).ok_or("short ack")? as u64);
+            let len = u32_at(d, at + 4).ok_or("short ack")? as u64;
             *r = (start, start.saturating_add(len));
         }
-        self.on_ack(now, src, cum, &ranges[..n])
+        // How far the receiver's report is complete: everything up to here
+        // that is not in a range is really missing. A truncated report is
+        // complete only up to its lowest ranges (the first is the newest).
+        let complete = if truncated {
+            ranges[1..n].iter().map(|r| r.1).max().unwrap_or(cum)
+        } else {
+            ranges[..n].iter().map(|r| r.1).max().unwrap_or(cum)
+        };
+        self.on_ack(now, src, cum, &ranges[..n], complete.max(cum))
     }
 
-    fn on_ack(&mut self, now: Instant, src: u32, cum: u64, ranges: &[(u64, u64)]) -> Result<(), String> {
+    /// Processes an acknowledgement: `cum` (everything below received),
+    /// selective `ranges`, and `complete`: below it, whatever is not
+    /// acknowledged is known to be missing at the receiver.
+    fn on_ack(&mut self, now: Instant, src: u32, cum: u64, ranges: &[(u64, u64)], complete: u64) -> Result<(), String> {
         let cfg = self.cfg.clone();
         let Some(p) = self.peers.get_mut(&src) else { return Ok(()) };
         if !p.confirmed {
@@ -613,6 +696,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             return Err(format!("acknowledges sequence {cum} never sent (next is {end})"));
         }
         let mut progress = false;
+        let mut spurious = 0u64;
+        let mut newest: Option<(u64, Instant)> = None;
+        let prev_largest = p.largest_acked_tx;
         let mut ack_one = |p: &mut Peer<A>, seq: u64| {
             let Some(s) = p.pkt(seq) else { return };
             if s.acked {
@@ -625,12 +711,32 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 p.in_flight -= len.min(p.in_flight);
             }
             p.lost.remove(&seq);
-            p.largest_acked_tx = Some(p.largest_acked_tx.map_or(tx, |l| l.max(tx)));
-            let rtt = (!retrans).then(|| now.saturating_duration_since(sent_at));
-            if let Some(r) = rtt {
-                p.rtt_sample(r, &cfg);
+            // An ack of a retransmitted datagram does not say which
+            // transmission arrived (the original may just have been late):
+            // only unambiguous acks advance the loss-detection reference, or
+            // everything sent between the two transmissions would be
+            // presumed lost.
+            if !retrans {
+                p.largest_acked_tx = Some(p.largest_acked_tx.map_or(tx, |l| l.max(tx)));
             }
-            p.cc.on_ack(now, sent_at, len.max(1), rtt);
+            // RTT: sampled once per ack, from the newest datagram it newly
+            // acknowledges (below). Older ones may have waited behind a hole
+            // unreported, and would inflate the estimate.
+            if !retrans && newest.is_none_or(|(t, _)| tx > t) {
+                newest = Some((tx, sent_at));
+            }
+            if retrans && p.min_rtt.is_some_and(|m| now.saturating_duration_since(sent_at) < m / 2) {
+                // Acked sooner than the retransmission could have been: the
+                // original arrived, it was only late. Tolerate more reordering.
+                spurious += 1;
+                let s = p.srtt.unwrap_or_default();
+                p.reo_wnd = (p.reo_wnd * 2).max(s / 4).min(s * 4);
+            }
+            p.cc.on_ack(now, sent_at, len.max(1));
+            if !retrans && p.rto_tx.is_some_and(|t| tx < t) {
+                p.rto_tx = None;
+                p.cc.on_spurious_timeout();
+            }
             progress = true;
         };
         for seq in p.snd_una..cum {
@@ -653,29 +759,23 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             p.snd_una += 1;
         }
         p.sacked.remove_below(p.snd_una);
-        // What the receiver has told us about: nothing above this is known lost.
-        let known = p.sacked.max_end().unwrap_or(0).max(cum);
-        if progress {
-            p.backoff = 0;
-        }
-        // Fast loss detection by transmission order.
-        if let Some(largest) = p.largest_acked_tx {
-            while let Some((&tx, &seq)) = p.txmap.first_key_value() {
-                if tx + REORDER_THRESHOLD > largest || seq >= known {
-                    break;
-                }
-                p.txmap.pop_first();
-                let Some(s) = p.pkt(seq) else { continue };
-                if s.tx != tx || s.acked || !s.in_flight {
-                    continue;
-                }
-                s.in_flight = false;
-                let (len, sent_at) = (s.body.len() - 8, s.sent_at);
-                p.in_flight -= len.min(p.in_flight);
-                p.lost.insert(seq);
-                p.cc.on_loss(now, sent_at);
+        // What the receiver has told us about completely: nothing above this
+        // is known to be lost (it may be in an unreported range).
+        p.known = p.known.max(complete.min(end));
+
+        self.counters.spurious += spurious;
+        if let Some((tx, sent_at)) = newest {
+            if prev_largest.is_none_or(|l| tx > l) {
+                let r = now.saturating_duration_since(sent_at);
+                p.rtt_sample(r, &cfg);
+                p.cc.on_rtt(r);
             }
         }
+        if progress {
+            p.backoff = 0;
+            p.rto_base = Some(now);
+        }
+        p.detect_losses(now, &cfg);
         Ok(())
     }
 
@@ -685,7 +785,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         }
         let cum = u64_at(d, HDR).ok_or("short data")?;
         let seq = u64_at(d, HDR + 8).ok_or("short data")?;
-        self.on_ack(now, src, cum, &[])?;
+        self.on_ack(now, src, cum, &[], cum)?;
         let depth = self.cfg.depth;
         let Some(p) = self.peers.get_mut(&src) else { return Ok(()) };
         if seq < p.rcv_next || p.ooo.contains_key(&seq) {
@@ -768,7 +868,10 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 }
                 _ => {}
             }
-            // Retransmission timeout: everything in flight is presumed lost.
+            if p.loss_time.is_some_and(|t| now >= t) {
+                p.detect_losses(now, &cfg);
+            }
+            // Retransmission timeout.
             if let Some(deadline) = p.rto_deadline(&cfg) {
                 if now >= deadline {
                     self.counters.timeouts += 1;
@@ -782,16 +885,26 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                         )));
                         continue;
                     }
-                    let base = p.snd_una;
-                    for (i, s) in p.pkts.iter_mut().enumerate() {
-                        if s.in_flight && !s.acked {
+                    // Retransmit the oldest datagram as a probe; its ack
+                    // lets fast detection find what else was lost.
+                    if let Some(seq) = p.oldest_in_flight() {
+                        if let Some(s) = p.pkt(seq) {
                             s.in_flight = false;
-                            p.lost.insert(base + i as u64);
+                            let len = s.body.len() - 8;
+                            p.in_flight -= len.min(p.in_flight);
+                            p.lost.insert(seq);
                         }
                     }
-                    p.in_flight = 0;
-                    p.txmap.clear();
-                    p.cc.on_timeout(now);
+                    p.probe = true;
+                    p.rto_base = Some(now);
+                    p.rto_tx = Some(p.next_tx);
+                    // The first timeout is a tail-loss probe (QUIC's PTO):
+                    // usually the last datagrams of a burst were lost and
+                    // nothing after them could reveal it. Only a second
+                    // consecutive timeout says the path is congested or gone.
+                    if p.backoff >= 2 {
+                        p.cc.on_timeout(now);
+                    }
                 }
             }
         }
@@ -813,7 +926,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 Hs::Proof { next, .. } if !p.confirmed => Some(next),
                 _ => None,
             };
-            for c in [hs, p.rto_deadline(&cfg), p.ack_due].into_iter().flatten() {
+            for c in [hs, p.rto_deadline(&cfg), p.ack_due, p.loss_time].into_iter().flatten() {
                 t = Some(t.map_or(c, |t| t.min(c)));
             }
         }
@@ -865,18 +978,22 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 buf.extend_from_slice(&p.rcv_next.to_le_bytes());
                 let at = buf.len();
                 buf.push(0);
-                let room = ((self.cfg.dgram - HDR - 9) / 12).min(MAX_SACK);
+                let room = ((self.cfg.dgram - HDR - 9) / 8).min(MAX_SACK);
+                let base = p.rcv_next;
                 let newest = p.ooo_ranges.containing(p.rcv_last);
                 let mut runs = 0usize;
+                let mut truncated = false;
                 for (a, b) in newest.into_iter().chain(p.ooo_ranges.iter().filter(|r| Some(*r) != newest)) {
                     if runs == room {
+                        truncated = true;
                         break;
                     }
-                    buf.extend_from_slice(&a.to_le_bytes());
+                    // Within the window (< 2^20 datagrams), so the offsets fit.
+                    buf.extend_from_slice(&((a - base).min(u32::MAX as u64) as u32).to_le_bytes());
                     buf.extend_from_slice(&((b - a).min(u32::MAX as u64) as u32).to_le_bytes());
                     runs += 1;
                 }
-                buf[at] = runs as u8;
+                buf[at] = runs as u8 | if truncated { 0x80 } else { 0 };
                 self.cursor = (idx + 1) % n;
                 self.counters.dgrams_sent += 1;
                 return Some(addr);
@@ -900,8 +1017,13 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             return None;
         };
         let len = p.pkt(seq)?.body.len() - 8;
-        if p.in_flight > 0 && p.in_flight + len > window {
+        let probe = p.probe && p.lost.first() == Some(&seq);
+        if p.in_flight > 0 && p.in_flight + len > window && !probe {
             return None;
+        }
+        p.probe = false;
+        if p.in_flight == 0 {
+            p.rto_base = Some(now);
         }
         let retrans = seq < p.next_new;
         if retrans {

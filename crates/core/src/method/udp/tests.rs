@@ -79,13 +79,16 @@ struct Sim {
     /// Endpoints that are dead (neither send nor receive).
     dead: Vec<bool>,
     buf: Vec<u8>,
+    /// Datagrams dropped by the queue limit / at random.
+    dropped_queue: u64,
+    dropped_loss: u64,
 }
 
 impl Sim {
     fn new(eps: Vec<Endpoint<u32>>, imp: Impair, seed: u64) -> Sim {
         let t0 = Instant::now();
         let n = eps.len();
-        Sim { t0, now: t0, eps, q: BinaryHeap::new(), n: 0, rng: Rng(seed), imp, busy: Default::default(), dead: vec![false; n], buf: Vec::new() }
+        Sim { t0, now: t0, eps, q: BinaryHeap::new(), n: 0, rng: Rng(seed), imp, busy: Default::default(), dead: vec![false; n], buf: Vec::new(), dropped_queue: 0, dropped_loss: 0 }
     }
 
     fn transmit_all(&mut self) {
@@ -106,12 +109,14 @@ impl Sim {
         if imp.rate > 0 {
             let free = self.busy.get(&(from, to)).copied().unwrap_or(self.now).max(self.now);
             if free.duration_since(self.now) > imp.queue {
+                self.dropped_queue += 1;
                 return; // drop-tail
             }
             depart = free + Duration::from_nanos(b.len() as u64 * 1000 / imp.rate);
             self.busy.insert((from, to), depart);
         }
         if self.rng.unit() < imp.loss {
+            self.dropped_loss += 1;
             return;
         }
         let copies = if self.rng.unit() < imp.dup { 2 } else { 1 };
@@ -268,13 +273,17 @@ fn hundred_thousand_mixed_messages_over_a_lossy_duplicating_reordering_link() {
     run_streams(&mut sim, &mut s, Duration::from_secs(3600));
     let c = &sim.eps[0].counters;
     eprintln!(
-        "{} + {} messages, {} MB in {:.1} s virtual; sender: {} retransmits, {} timeouts",
+        "{} + {} messages, {} MB in {:.1} s virtual; sender: {} sent, {} retransmits, {} timeouts; network: {} random + {} queue drops; receiver: {} duplicates",
         s[0].got,
         s[1].got,
         (s[0].bytes + s[1].bytes) >> 20,
         sim.elapsed().as_secs_f64(),
+        c.dgrams_sent,
         c.retransmits,
-        c.timeouts
+        c.timeouts,
+        sim.dropped_loss,
+        sim.dropped_queue,
+        sim.eps[1].counters.duplicates
     );
     assert!(c.retransmits > 0);
     assert!(sim.eps[1].counters.duplicates > 0);
