@@ -38,15 +38,19 @@
 //! and retransmits a datagram with its *original* sequence number, so the
 //! receiver deduplicates and orders with one counter.
 //!
-//! Loss is detected two ways. Fast: every transmission gets a transmit order
-//! number; a datagram still unacknowledged when one transmitted
-//! [`REORDER_THRESHOLD`] transmissions after it has been acknowledged is lost
-//! (QUIC's packet threshold, applied to transmissions so retransmissions are
-//! covered too). Slow: the retransmission timeout (RFC 6298 estimate from
-//! unambiguous samples, Karn's rule) presumes everything in flight lost and
-//! doubles; after `retries` consecutive timeouts without progress the peer is
-//! declared unreachable and reported as [`Event::Failed`]. A congestion
-//! controller ([`super::cc`]) bounds the bytes in flight.
+//! Loss is detected two ways. Fast (TCP RACK's rule): every transmission gets
+//! a transmit order number; a datagram is lost when a datagram transmitted
+//! after it has been acknowledged unambiguously, the receiver's report below
+//! it is complete, and it is older than an RTT plus a reordering window that
+//! grows when a retransmission proves spurious (see `detect_losses`).
+//! Counting transmissions rather than sequence numbers covers lost
+//! retransmissions too. Slow: the retransmission timeout (RFC 6298 estimate,
+//! Karn's rule, restarted by every ack of new data) presumes lost what has
+//! been in flight longer than the timeout, and doubles; the first timeout is
+//! a tail-loss probe, later ones also collapse the congestion window; after
+//! `retries` consecutive timeouts without progress the peer is declared
+//! unreachable and reported as [`Event::Failed`]. A congestion controller
+//! ([`super::cc`]) bounds the bytes in flight.
 
 use super::cc::{Aimd, Controller};
 use crate::auth::{self, Role, NONCE_LEN, PROOF_LEN};
@@ -69,8 +73,11 @@ pub const HDR: usize = 12;
 pub const DATA_HDR: usize = HDR + 8 + 8 + 4 + 4;
 /// Most selective-ack ranges per ACK datagram (fewer when the datagram size is small).
 pub const MAX_SACK: usize = 127;
-/// A datagram is lost when this many later transmissions were acknowledged.
-pub const REORDER_THRESHOLD: u64 = 3;
+/// A datagram may be declared lost once a transmission this many places
+/// after it was acknowledged (and the time threshold has passed). 1, as in
+/// RACK: reordering is handled by time, not by counting, because a window
+/// blocked behind a few losses has no later datagrams to count.
+pub const REORDER_THRESHOLD: u64 = 1;
 /// Handshakes an acceptor remembers per peer.
 const ACC_KEPT: usize = 8;
 /// Smallest datagram the protocol works with (handshake datagrams must fit).
@@ -310,7 +317,7 @@ impl<A> Peer<A> {
 
     /// Fast loss detection by transmission order, with a time threshold
     /// (RACK's): a datagram is lost when one transmitted
-    /// [`REORDER_THRESHOLD`] transmissions after it was acknowledged, it lies
+    /// [`REORDER_THRESHOLD`] transmission(s) after it was acknowledged, it lies
     /// below what the receiver reported completely, and it is older than an
     /// RTT plus a reordering window (so jitter that reorders a few datagrams
     /// does not cause retransmissions). When only the age is missing, a loss
@@ -885,15 +892,25 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                         )));
                         continue;
                     }
-                    // Retransmit the oldest datagram as a probe; its ack
-                    // lets fast detection find what else was lost.
-                    if let Some(seq) = p.oldest_in_flight() {
-                        if let Some(s) = p.pkt(seq) {
-                            s.in_flight = false;
-                            let len = s.body.len() - 8;
-                            p.in_flight -= len.min(p.in_flight);
-                            p.lost.insert(seq);
+                    // Presume lost what has been in flight longer than the
+                    // timeout that just expired (at least the oldest, sent
+                    // again as a probe), not the whole window: datagrams sent
+                    // recently may well arrive. Marking only the oldest would
+                    // cost one timeout per lost datagram when the window is
+                    // blocked behind them (nothing newer gets acked).
+                    let expired = backoff(p.rto, p.backoff - 1, cfg.max_rto);
+                    let mut first = true;
+                    while let Some(seq) = p.oldest_in_flight() {
+                        let Some(s) = p.pkt(seq) else { break };
+                        if !first && now.saturating_duration_since(s.sent_at) < expired {
+                            break;
                         }
+                        first = false;
+                        s.in_flight = false;
+                        let len = s.body.len() - 8;
+                        p.in_flight -= len.min(p.in_flight);
+                        p.lost.insert(seq);
+                        p.txmap.pop_first();
                     }
                     p.probe = true;
                     p.rto_base = Some(now);
