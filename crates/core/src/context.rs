@@ -340,21 +340,33 @@ impl Context {
             return Err(Error::LinkFailed { peer: rank, method: "none", reason: why });
         }
         let table = self.table_of(rank)?;
-        let (mi, entry) = self
-            .inner
-            .policy
-            .select(&self.inner.methods, &table)
-            .ok_or_else(|| Error::NoMethod { peer: rank, offered: table.names() })?;
-        let m = &self.inner.methods[mi];
-        let link = m.connect(rank, &table.entries[entry].descriptor)?;
-        if self.inner.job.verbose >= 1 {
-            eprintln!(
-                "gw[{}]: context {rank} reached by {} ({})",
-                self.rank(),
-                m.name(),
-                m.describe(&table.entries[entry].descriptor)
-            );
+        let candidates = self.inner.policy.candidates(&self.inner.methods, &table);
+        if candidates.is_empty() {
+            return Err(Error::NoMethod { peer: rank, offered: table.names() });
         }
+        let mut last_err = None;
+        let mut link = None;
+        for (mi, entry) in candidates {
+            let m = &self.inner.methods[mi];
+            let desc = &table.entries[entry].descriptor;
+            match m.connect(rank, desc) {
+                Ok(l) => {
+                    if self.inner.job.verbose >= 1 {
+                        eprintln!("gw[{}]: context {rank} reached by {} ({})", self.rank(), m.name(), m.describe(desc));
+                    }
+                    link = Some(l);
+                    break;
+                }
+                Err(e) => {
+                    // Fall back to the next applicable method, and say why.
+                    eprintln!("gw[{}]: {} to context {rank} failed ({e}); trying the next method", self.rank(), m.name());
+                    last_err = Some(e);
+                }
+            }
+        }
+        let Some(link) = link else {
+            return Err(last_err.expect("at least one candidate was tried"));
+        };
         let _ = peer.link.set(link);
         Ok(peer.link.get().expect("just set"))
     }
