@@ -197,8 +197,8 @@ struct Peer<A> {
     loss_time: Option<Instant>,
     /// When the retransmission timer was last (re)started.
     rto_base: Option<Instant>,
-    /// Transmit order number at the last timeout; an ack of an original
-    /// transmission from before it proves the timeout spurious.
+    /// Transmit order number at the last timeout: a datagram resent after
+    /// it whose original is acked proves the timeout spurious.
     rto_tx: Option<u64>,
     /// After a timeout, one retransmission may go out whatever the window.
     probe: bool,
@@ -738,12 +738,14 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 spurious += 1;
                 let s = p.srtt.unwrap_or_default();
                 p.reo_wnd = (p.reo_wnd * 2).max(s / 4).min(s * 4);
+                // Resent by the last timeout, yet the original arrived: the
+                // timeout was spurious (the path was slow, not lossy).
+                if p.rto_tx.is_some_and(|t| tx >= t) {
+                    p.rto_tx = None;
+                    p.cc.on_spurious_timeout();
+                }
             }
             p.cc.on_ack(now, sent_at, len.max(1));
-            if !retrans && p.rto_tx.is_some_and(|t| tx < t) {
-                p.rto_tx = None;
-                p.cc.on_spurious_timeout();
-            }
             progress = true;
         };
         for seq in p.snd_una..cum {
@@ -1120,10 +1122,6 @@ impl Ranges {
         }
     }
 
-    fn max_end(&self) -> Option<u64> {
-        self.0.last_key_value().map(|(_, &e)| e)
-    }
-
     fn containing(&self, x: u64) -> Option<(u64, u64)> {
         self.0.range(..=x).next_back().filter(|(_, &e)| e > x).map(|(&s, &e)| (s, e))
     }
@@ -1212,6 +1210,5 @@ mod ranges_tests {
         assert_eq!(r.iter().collect::<Vec<_>>(), [(55, 60)]);
         assert_eq!(r.containing(57), Some((55, 60)));
         assert_eq!(r.containing(60), None);
-        assert_eq!(r.max_end(), Some(60));
     }
 }
