@@ -1,10 +1,14 @@
-//! Collective operations and reduction operations.
+//! Collective operations (blocking and nonblocking) and reduction operations.
+//!
+//! Each collective's arguments are checked and turned into a closure once
+//! (`prep_*`); the blocking function runs it, the nonblocking one hands it
+//! to [`gridwire_mpi::Mpi::icoll`].
 
 use crate::abi::*;
 use crate::errors::run;
-use crate::handles::{self, buf, comm, mpi, OPS};
+use crate::handles::{self, buf, comm, mpi, ReqObj, OPS, REQS};
 use crate::{arr, put, Void};
-use gridwire_mpi::{class, err, Buf, Comm, Op, Result};
+use gridwire_mpi::{class, err, Buf, Comm, Mpi, Op, Result};
 use std::ffi::c_int;
 use std::sync::Arc;
 
@@ -28,11 +32,9 @@ fn is_root(c: &Comm, root: c_int) -> bool {
     root >= 0 && c.rank == root as u32
 }
 
-fn counts_displs(
-    c: &Comm,
-    counts: *const c_int,
-    displs: *const c_int,
-) -> Result<(Vec<i64>, Vec<i64>)> {
+type Counts = (Vec<i64>, Vec<i64>);
+
+fn counts_displs(c: &Comm, counts: *const c_int, displs: *const c_int) -> Result<Counts> {
     let n = c.size as c_int;
     if counts.is_null() || displs.is_null() {
         return Err(err(class::ARG, "counts or displacements array is NULL"));
@@ -48,136 +50,249 @@ fn counts_displs(
     ))
 }
 
-mpi_fn!(fn MPI_Barrier / PMPI_Barrier(c: MPI_Comm) -> c_int {
-    run("MPI_Barrier", c, || mpi()?.barrier(&*comm(c)?))
-});
+fn cd(v: &Option<Counts>) -> Option<(&[i64], &[i64])> {
+    v.as_ref().map(|(c, d)| (&c[..], &d[..]))
+}
 
-mpi_fn!(fn MPI_Bcast / PMPI_Bcast(b: *mut Void, count: c_int, dt: MPI_Datatype, root: c_int, c: MPI_Comm) -> c_int {
-    run("MPI_Bcast", c, || {
-        let cm = comm(c)?;
-        // SAFETY: the program's buffer for this blocking call.
-        let bf = unsafe { buf(b, count as i64, dt) }?;
-        mpi()?.bcast(&cm, &bf, root)
-    })
-});
+/// Exports the blocking and the nonblocking form of one collective.
+macro_rules! coll {
+    ($name:ident / $pname:ident, $iname:ident / $piname:ident, ($($a:ident : $t:ty),*), $c:ident, $prep:expr) => {
+        mpi_fn!(fn $name / $pname($($a: $t),*) -> c_int {
+            run(stringify!($name), $c, || {
+                let m = mpi()?;
+                // SAFETY: the arguments follow the MPI contract of this call.
+                let (cm, f) = unsafe { $prep }?;
+                f(m, &cm)
+            })
+        });
+        mpi_fn!(fn $iname / $piname($($a: $t,)* req: *mut MPI_Request) -> c_int {
+            run(stringify!($iname), $c, || {
+                if req.is_null() {
+                    return Err(err(class::REQUEST, "request pointer is NULL"));
+                }
+                let m = mpi()?;
+                // SAFETY: the arguments follow the MPI contract of this call;
+                // buffers stay valid until the request completes.
+                let (cm, f) = unsafe { $prep }?;
+                let r = m.icoll(&cm, f)?;
+                // SAFETY: checked output argument.
+                unsafe { *req = REQS.insert(ReqObj::Plain(r)) };
+                Ok(())
+            })
+        });
+    };
+}
 
-mpi_fn!(fn MPI_Reduce / PMPI_Reduce(s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, root: c_int, c: MPI_Comm) -> c_int {
-    run("MPI_Reduce", c, || {
-        let cm = comm(c)?;
-        let op = handles::op(o)?;
-        // SAFETY: the program's buffers for this blocking call (recv only significant at the root).
-        let (sb, rb) = unsafe { (sbuf(s, count, dt)?, buf(r, count as i64, dt)?) };
-        mpi()?.reduce(&cm, sb.as_ref(), &rb, &op, root)
-    })
-});
+type Prep<F> = Result<(Arc<Comm>, F)>;
 
-mpi_fn!(fn MPI_Allreduce / PMPI_Allreduce(s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm) -> c_int {
-    run("MPI_Allreduce", c, || {
-        let cm = comm(c)?;
-        let op = handles::op(o)?;
-        // SAFETY: the program's buffers for this blocking call.
-        let (sb, rb) = unsafe { (sbuf(s, count, dt)?, buf(r, count as i64, dt)?) };
-        mpi()?.allreduce(&cm, sb.as_ref(), &rb, &op)
-    })
-});
+unsafe fn prep_barrier(c: MPI_Comm) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    Ok((comm(c)?, |m: &Mpi, cm: &Comm| m.barrier(cm)))
+}
 
-mpi_fn!(fn MPI_Reduce_local / PMPI_Reduce_local(s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op) -> c_int {
-    run("MPI_Reduce_local", MPI_COMM_WORLD, || {
-        let op = handles::op(o)?;
-        // SAFETY: the program's buffers for this blocking call.
-        let (sb, rb) = unsafe { (buf(s, count as i64, dt)?, buf(r, count as i64, dt)?) };
-        op.check(&sb.dt)?;
-        let a = sb.pack();
-        let mut b = rb.pack();
-        op.apply(&sb.dt, sb.count, &a, &mut b);
-        rb.unpack(&b);
-        Ok(())
-    })
-});
+unsafe fn prep_bcast(
+    b: *mut Void,
+    count: c_int,
+    dt: MPI_Datatype,
+    root: c_int,
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    let cm = comm(c)?;
+    // SAFETY: the program's buffer for this call.
+    let bf = unsafe { buf(b, count as i64, dt) }?;
+    Ok((cm, move |m: &Mpi, cm: &Comm| m.bcast(cm, &bf, root)))
+}
 
-mpi_fn!(fn MPI_Gather / PMPI_Gather(s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm) -> c_int {
-    run("MPI_Gather", c, || {
-        let cm = comm(c)?;
-        let root_here = is_root(&cm, root);
-        // SAFETY: the program's buffers for this blocking call.
-        let sb = unsafe { sbuf(s, sc, st) }?;
-        let rb = if root_here { unsafe { buf(r, rc as i64, rt) }? } else { mpi()?.empty_buf() };
-        mpi()?.gatherv(&cm, sb.as_ref(), &rb, None, root)
-    })
-});
+unsafe fn prep_reduce(
+    s: *const Void,
+    r: *mut Void,
+    count: c_int,
+    dt: MPI_Datatype,
+    o: MPI_Op,
+    root: c_int,
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    let cm = comm(c)?;
+    let op = handles::op(o)?;
+    // SAFETY: the program's buffers (recv only significant at the root).
+    let (sb, rb) = unsafe { (sbuf(s, count, dt)?, buf(r, count as i64, dt)?) };
+    Ok((cm, move |m: &Mpi, cm: &Comm| {
+        m.reduce(cm, sb.as_ref(), &rb, &op, root)
+    }))
+}
 
-mpi_fn!(fn MPI_Gatherv / PMPI_Gatherv(s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, displs: *const c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm) -> c_int {
-    run("MPI_Gatherv", c, || {
-        let cm = comm(c)?;
-        // SAFETY: the program's buffers for this blocking call.
-        let sb = unsafe { sbuf(s, sc, st) }?;
-        if is_root(&cm, root) {
-            let (cs, ds) = counts_displs(&cm, rcs, displs)?;
-            // SAFETY: as above.
-            let rb = unsafe { buf(r, 0, rt) }?;
-            mpi()?.gatherv(&cm, sb.as_ref(), &rb, Some((&cs, &ds)), root)
-        } else {
-            let m = mpi()?;
-            m.gatherv(&cm, sb.as_ref(), &m.empty_buf(), None, root)
-        }
-    })
-});
+unsafe fn prep_allreduce(
+    s: *const Void,
+    r: *mut Void,
+    count: c_int,
+    dt: MPI_Datatype,
+    o: MPI_Op,
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    let cm = comm(c)?;
+    let op = handles::op(o)?;
+    // SAFETY: the program's buffers.
+    let (sb, rb) = unsafe { (sbuf(s, count, dt)?, buf(r, count as i64, dt)?) };
+    Ok((cm, move |m: &Mpi, cm: &Comm| {
+        m.allreduce(cm, sb.as_ref(), &rb, &op)
+    }))
+}
 
-mpi_fn!(fn MPI_Scatter / PMPI_Scatter(s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm) -> c_int {
-    run("MPI_Scatter", c, || {
-        let cm = comm(c)?;
-        let m = mpi()?;
-        // SAFETY: the program's buffers for this blocking call.
-        let sb = if is_root(&cm, root) { unsafe { buf(s, sc as i64, st) }? } else { m.empty_buf() };
-        let rb = unsafe { sbuf(r, rc, rt) }?;
-        m.scatterv(&cm, &sb, None, rb.as_ref(), root)
-    })
-});
+unsafe fn prep_gather(
+    s: *const Void,
+    sc: c_int,
+    st: MPI_Datatype,
+    r: *mut Void,
+    rc: c_int,
+    rt: MPI_Datatype,
+    root: c_int,
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    let cm = comm(c)?;
+    let m = mpi()?;
+    // SAFETY: the program's buffers (recv only significant at the root).
+    let sb = unsafe { sbuf(s, sc, st) }?;
+    let rb = if is_root(&cm, root) {
+        unsafe { buf(r, rc as i64, rt) }?
+    } else {
+        m.empty_buf()
+    };
+    Ok((cm, move |m: &Mpi, cm: &Comm| {
+        m.gatherv(cm, sb.as_ref(), &rb, None, root)
+    }))
+}
 
-mpi_fn!(fn MPI_Scatterv / PMPI_Scatterv(s: *const Void, scs: *const c_int, displs: *const c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm) -> c_int {
-    run("MPI_Scatterv", c, || {
-        let cm = comm(c)?;
-        let m = mpi()?;
-        // SAFETY: the program's buffers for this blocking call.
-        let rb = unsafe { sbuf(r, rc, rt) }?;
-        if is_root(&cm, root) {
-            let (cs, ds) = counts_displs(&cm, scs, displs)?;
-            // SAFETY: as above.
-            let sb = unsafe { buf(s, 0, st) }?;
-            m.scatterv(&cm, &sb, Some((&cs, &ds)), rb.as_ref(), root)
-        } else {
-            m.scatterv(&cm, &m.empty_buf(), None, rb.as_ref(), root)
-        }
-    })
-});
+unsafe fn prep_gatherv(
+    s: *const Void,
+    sc: c_int,
+    st: MPI_Datatype,
+    r: *mut Void,
+    rcs: *const c_int,
+    displs: *const c_int,
+    rt: MPI_Datatype,
+    root: c_int,
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    let cm = comm(c)?;
+    let m = mpi()?;
+    // SAFETY: the program's buffers.
+    let sb = unsafe { sbuf(s, sc, st) }?;
+    let (rb, v) = if is_root(&cm, root) {
+        (
+            unsafe { buf(r, 0, rt) }?,
+            Some(counts_displs(&cm, rcs, displs)?),
+        )
+    } else {
+        (m.empty_buf(), None)
+    };
+    Ok((cm, move |m: &Mpi, cm: &Comm| {
+        m.gatherv(cm, sb.as_ref(), &rb, cd(&v), root)
+    }))
+}
 
-mpi_fn!(fn MPI_Allgather / PMPI_Allgather(s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm) -> c_int {
-    run("MPI_Allgather", c, || {
-        let cm = comm(c)?;
-        // SAFETY: the program's buffers for this blocking call.
-        let (sb, rb) = unsafe { (sbuf(s, sc, st)?, buf(r, rc as i64, rt)?) };
-        mpi()?.allgatherv(&cm, sb.as_ref(), &rb, None)
-    })
-});
+unsafe fn prep_scatter(
+    s: *const Void,
+    sc: c_int,
+    st: MPI_Datatype,
+    r: *mut Void,
+    rc: c_int,
+    rt: MPI_Datatype,
+    root: c_int,
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    let cm = comm(c)?;
+    let m = mpi()?;
+    // SAFETY: the program's buffers (send only significant at the root).
+    let sb = if is_root(&cm, root) {
+        unsafe { buf(s, sc as i64, st) }?
+    } else {
+        m.empty_buf()
+    };
+    let rb = unsafe { sbuf(r, rc, rt) }?;
+    Ok((cm, move |m: &Mpi, cm: &Comm| {
+        m.scatterv(cm, &sb, None, rb.as_ref(), root)
+    }))
+}
 
-mpi_fn!(fn MPI_Allgatherv / PMPI_Allgatherv(s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, displs: *const c_int, rt: MPI_Datatype, c: MPI_Comm) -> c_int {
-    run("MPI_Allgatherv", c, || {
-        let cm = comm(c)?;
-        let (cs, ds) = counts_displs(&cm, rcs, displs)?;
-        // SAFETY: the program's buffers for this blocking call.
-        let (sb, rb) = unsafe { (sbuf(s, sc, st)?, buf(r, 0, rt)?) };
-        mpi()?.allgatherv(&cm, sb.as_ref(), &rb, Some((&cs, &ds)))
-    })
-});
+unsafe fn prep_scatterv(
+    s: *const Void,
+    scs: *const c_int,
+    displs: *const c_int,
+    st: MPI_Datatype,
+    r: *mut Void,
+    rc: c_int,
+    rt: MPI_Datatype,
+    root: c_int,
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    let cm = comm(c)?;
+    let m = mpi()?;
+    // SAFETY: the program's buffers.
+    let rb = unsafe { sbuf(r, rc, rt) }?;
+    let (sb, v) = if is_root(&cm, root) {
+        (
+            unsafe { buf(s, 0, st) }?,
+            Some(counts_displs(&cm, scs, displs)?),
+        )
+    } else {
+        (m.empty_buf(), None)
+    };
+    Ok((cm, move |m: &Mpi, cm: &Comm| {
+        m.scatterv(cm, &sb, cd(&v), rb.as_ref(), root)
+    }))
+}
 
-mpi_fn!(fn MPI_Alltoall / PMPI_Alltoall(s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm) -> c_int {
-    run("MPI_Alltoall", c, || {
-        let cm = comm(c)?;
-        // SAFETY: the program's buffers for this blocking call.
-        let (sb, rb) = unsafe { (sbuf(s, sc, st)?, buf(r, rc as i64, rt)?) };
-        mpi()?.alltoall(&cm, sb.as_ref(), &rb)
-    })
-});
+unsafe fn prep_allgather(
+    s: *const Void,
+    sc: c_int,
+    st: MPI_Datatype,
+    r: *mut Void,
+    rc: c_int,
+    rt: MPI_Datatype,
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    let cm = comm(c)?;
+    // SAFETY: the program's buffers.
+    let (sb, rb) = unsafe { (sbuf(s, sc, st)?, buf(r, rc as i64, rt)?) };
+    Ok((cm, move |m: &Mpi, cm: &Comm| {
+        m.allgatherv(cm, sb.as_ref(), &rb, None)
+    }))
+}
+
+unsafe fn prep_allgatherv(
+    s: *const Void,
+    sc: c_int,
+    st: MPI_Datatype,
+    r: *mut Void,
+    rcs: *const c_int,
+    displs: *const c_int,
+    rt: MPI_Datatype,
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    let cm = comm(c)?;
+    let v = Some(counts_displs(&cm, rcs, displs)?);
+    // SAFETY: the program's buffers.
+    let (sb, rb) = unsafe { (sbuf(s, sc, st)?, buf(r, 0, rt)?) };
+    Ok((cm, move |m: &Mpi, cm: &Comm| {
+        m.allgatherv(cm, sb.as_ref(), &rb, cd(&v))
+    }))
+}
+
+unsafe fn prep_alltoall(
+    s: *const Void,
+    sc: c_int,
+    st: MPI_Datatype,
+    r: *mut Void,
+    rc: c_int,
+    rt: MPI_Datatype,
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    let cm = comm(c)?;
+    // SAFETY: the program's buffers.
+    let (sb, rb) = unsafe { (sbuf(s, sc, st)?, buf(r, rc as i64, rt)?) };
+    Ok((cm, move |m: &Mpi, cm: &Comm| {
+        m.alltoall(cm, sb.as_ref(), &rb)
+    }))
+}
 
 /// Per-peer buffers of a `v`/`w` call: byte displacements if `bytes`, else in extents.
 ///
@@ -192,8 +307,11 @@ unsafe fn peers(
     bytes: bool,
 ) -> Result<Vec<Buf>> {
     let n = cm.size as c_int;
-    if counts.is_null() || displs.is_null() {
-        return Err(err(class::ARG, "counts or displacements array is NULL"));
+    if counts.is_null() || displs.is_null() || types.len() < n as usize {
+        return Err(err(
+            class::ARG,
+            "counts, displacements or datatypes array is NULL",
+        ));
     }
     // SAFETY: arrays of comm-size entries.
     let (cs, ds) = unsafe { (arr(counts, n), arr(displs, n)) };
@@ -217,77 +335,193 @@ unsafe fn peers(
     Ok(out)
 }
 
-mpi_fn!(fn MPI_Alltoallv / PMPI_Alltoallv(s: *const Void, scs: *const c_int, sds: *const c_int, st: MPI_Datatype,
-        r: *mut Void, rcs: *const c_int, rds: *const c_int, rt: MPI_Datatype, c: MPI_Comm) -> c_int {
-    run("MPI_Alltoallv", c, || {
-        let cm = comm(c)?;
-        let n = cm.size as usize;
-        // SAFETY: the program's arrays and buffers for this blocking call.
-        let rb = unsafe { peers(&cm, r, rcs, rds, &vec![rt; n], false) }?;
-        let sb = if in_place(s) { None } else { Some(unsafe { peers(&cm, s, scs, sds, &vec![st; n], false) }?) };
-        mpi()?.alltoallw(&cm, sb, rb)
-    })
-});
+unsafe fn prep_alltoallv(
+    s: *const Void,
+    scs: *const c_int,
+    sds: *const c_int,
+    st: MPI_Datatype,
+    r: *mut Void,
+    rcs: *const c_int,
+    rds: *const c_int,
+    rt: MPI_Datatype,
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    let cm = comm(c)?;
+    let n = cm.size as usize;
+    // SAFETY: the program's arrays and buffers.
+    let rb = unsafe { peers(&cm, r, rcs, rds, &vec![rt; n], false) }?;
+    let sb = if in_place(s) {
+        None
+    } else {
+        Some(unsafe { peers(&cm, s, scs, sds, &vec![st; n], false) }?)
+    };
+    Ok((cm, move |m: &Mpi, cm: &Comm| m.alltoallw(cm, sb, rb)))
+}
 
-mpi_fn!(fn MPI_Alltoallw / PMPI_Alltoallw(s: *const Void, scs: *const c_int, sds: *const c_int, sts: *const MPI_Datatype,
-        r: *mut Void, rcs: *const c_int, rds: *const c_int, rts: *const MPI_Datatype, c: MPI_Comm) -> c_int {
-    run("MPI_Alltoallw", c, || {
-        let cm = comm(c)?;
-        let n = cm.size as c_int;
-        // SAFETY: the program's arrays and buffers for this blocking call.
-        let rb = unsafe { peers(&cm, r, rcs, rds, arr(rts, n), true) }?;
-        let sb = if in_place(s) { None } else { Some(unsafe { peers(&cm, s, scs, sds, arr(sts, n), true) }?) };
-        mpi()?.alltoallw(&cm, sb, rb)
-    })
-});
+unsafe fn prep_alltoallw(
+    s: *const Void,
+    scs: *const c_int,
+    sds: *const c_int,
+    sts: *const MPI_Datatype,
+    r: *mut Void,
+    rcs: *const c_int,
+    rds: *const c_int,
+    rts: *const MPI_Datatype,
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    let cm = comm(c)?;
+    let n = cm.size as c_int;
+    // SAFETY: the program's arrays and buffers.
+    let rb = unsafe { peers(&cm, r, rcs, rds, arr(rts, n), true) }?;
+    let sb = if in_place(s) {
+        None
+    } else {
+        Some(unsafe { peers(&cm, s, scs, sds, arr(sts, n), true) }?)
+    };
+    Ok((cm, move |m: &Mpi, cm: &Comm| m.alltoallw(cm, sb, rb)))
+}
 
-mpi_fn!(fn MPI_Reduce_scatter / PMPI_Reduce_scatter(s: *const Void, r: *mut Void, rcs: *const c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm) -> c_int {
-    run("MPI_Reduce_scatter", c, || {
-        let cm = comm(c)?;
+unsafe fn prep_reduce_scatter(
+    s: *const Void,
+    r: *mut Void,
+    rcs: *const c_int,
+    dt: MPI_Datatype,
+    o: MPI_Op,
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    let cm = comm(c)?;
+    let op = handles::op(o)?;
+    if rcs.is_null() {
+        return Err(err(class::ARG, "recvcounts is NULL"));
+    }
+    // SAFETY: comm-size counts.
+    let cs: Vec<i64> = unsafe { arr(rcs, cm.size as c_int) }
+        .iter()
+        .map(|&x| x as i64)
+        .collect();
+    if let Some(x) = cs.iter().find(|&&x| x < 0) {
+        return Err(err(class::COUNT, format!("count {x} is negative")));
+    }
+    let total: i64 = cs.iter().sum();
+    // SAFETY: the program's buffers.
+    let sb = unsafe { sbuf(s, total as c_int, dt) }?;
+    let rb = unsafe {
+        buf(
+            r,
+            if sb.is_none() {
+                total
+            } else {
+                cs[cm.rank as usize]
+            },
+            dt,
+        )
+    }?;
+    Ok((cm, move |m: &Mpi, cm: &Comm| {
+        m.reduce_scatter(cm, sb.as_ref(), &rb, &cs, &op)
+    }))
+}
+
+unsafe fn prep_reduce_scatter_block(
+    s: *const Void,
+    r: *mut Void,
+    rc: c_int,
+    dt: MPI_Datatype,
+    o: MPI_Op,
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    let cm = comm(c)?;
+    let op = handles::op(o)?;
+    if rc < 0 {
+        return Err(err(class::COUNT, format!("count {rc} is negative")));
+    }
+    let cs = vec![rc as i64; cm.size as usize];
+    let total = rc as i64 * cm.size as i64;
+    // SAFETY: the program's buffers.
+    let sb = unsafe { sbuf(s, total as c_int, dt) }?;
+    let rb = unsafe { buf(r, if sb.is_none() { total } else { rc as i64 }, dt) }?;
+    Ok((cm, move |m: &Mpi, cm: &Comm| {
+        m.reduce_scatter(cm, sb.as_ref(), &rb, &cs, &op)
+    }))
+}
+
+unsafe fn prep_scan(
+    s: *const Void,
+    r: *mut Void,
+    count: c_int,
+    dt: MPI_Datatype,
+    o: MPI_Op,
+    c: MPI_Comm,
+    exclusive: bool,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+    let cm = comm(c)?;
+    let op = handles::op(o)?;
+    // SAFETY: the program's buffers.
+    let (sb, rb) = unsafe { (sbuf(s, count, dt)?, buf(r, count as i64, dt)?) };
+    Ok((cm, move |m: &Mpi, cm: &Comm| {
+        m.scan(cm, sb.as_ref(), &rb, &op, exclusive)
+    }))
+}
+
+coll!(MPI_Barrier / PMPI_Barrier, MPI_Ibarrier / PMPI_Ibarrier, (c: MPI_Comm), c, prep_barrier(c));
+coll!(MPI_Bcast / PMPI_Bcast, MPI_Ibcast / PMPI_Ibcast,
+      (b: *mut Void, count: c_int, dt: MPI_Datatype, root: c_int, c: MPI_Comm), c, prep_bcast(b, count, dt, root, c));
+coll!(MPI_Reduce / PMPI_Reduce, MPI_Ireduce / PMPI_Ireduce,
+      (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, root: c_int, c: MPI_Comm), c,
+      prep_reduce(s, r, count, dt, o, root, c));
+coll!(MPI_Allreduce / PMPI_Allreduce, MPI_Iallreduce / PMPI_Iallreduce,
+      (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
+      prep_allreduce(s, r, count, dt, o, c));
+coll!(MPI_Gather / PMPI_Gather, MPI_Igather / PMPI_Igather,
+      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
+      prep_gather(s, sc, st, r, rc, rt, root, c));
+coll!(MPI_Gatherv / PMPI_Gatherv, MPI_Igatherv / PMPI_Igatherv,
+      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, displs: *const c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
+      prep_gatherv(s, sc, st, r, rcs, displs, rt, root, c));
+coll!(MPI_Scatter / PMPI_Scatter, MPI_Iscatter / PMPI_Iscatter,
+      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
+      prep_scatter(s, sc, st, r, rc, rt, root, c));
+coll!(MPI_Scatterv / PMPI_Scatterv, MPI_Iscatterv / PMPI_Iscatterv,
+      (s: *const Void, scs: *const c_int, displs: *const c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
+      prep_scatterv(s, scs, displs, st, r, rc, rt, root, c));
+coll!(MPI_Allgather / PMPI_Allgather, MPI_Iallgather / PMPI_Iallgather,
+      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm), c,
+      prep_allgather(s, sc, st, r, rc, rt, c));
+coll!(MPI_Allgatherv / PMPI_Allgatherv, MPI_Iallgatherv / PMPI_Iallgatherv,
+      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, displs: *const c_int, rt: MPI_Datatype, c: MPI_Comm), c,
+      prep_allgatherv(s, sc, st, r, rcs, displs, rt, c));
+coll!(MPI_Alltoall / PMPI_Alltoall, MPI_Ialltoall / PMPI_Ialltoall,
+      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm), c,
+      prep_alltoall(s, sc, st, r, rc, rt, c));
+coll!(MPI_Alltoallv / PMPI_Alltoallv, MPI_Ialltoallv / PMPI_Ialltoallv,
+      (s: *const Void, scs: *const c_int, sds: *const c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, rds: *const c_int, rt: MPI_Datatype, c: MPI_Comm), c,
+      prep_alltoallv(s, scs, sds, st, r, rcs, rds, rt, c));
+coll!(MPI_Alltoallw / PMPI_Alltoallw, MPI_Ialltoallw / PMPI_Ialltoallw,
+      (s: *const Void, scs: *const c_int, sds: *const c_int, sts: *const MPI_Datatype, r: *mut Void, rcs: *const c_int, rds: *const c_int, rts: *const MPI_Datatype, c: MPI_Comm), c,
+      prep_alltoallw(s, scs, sds, sts, r, rcs, rds, rts, c));
+coll!(MPI_Reduce_scatter / PMPI_Reduce_scatter, MPI_Ireduce_scatter / PMPI_Ireduce_scatter,
+      (s: *const Void, r: *mut Void, rcs: *const c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
+      prep_reduce_scatter(s, r, rcs, dt, o, c));
+coll!(MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block, MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block,
+      (s: *const Void, r: *mut Void, rc: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
+      prep_reduce_scatter_block(s, r, rc, dt, o, c));
+coll!(MPI_Scan / PMPI_Scan, MPI_Iscan / PMPI_Iscan,
+      (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
+      prep_scan(s, r, count, dt, o, c, false));
+coll!(MPI_Exscan / PMPI_Exscan, MPI_Iexscan / PMPI_Iexscan,
+      (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
+      prep_scan(s, r, count, dt, o, c, true));
+
+mpi_fn!(fn MPI_Reduce_local / PMPI_Reduce_local(s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op) -> c_int {
+    run("MPI_Reduce_local", MPI_COMM_WORLD, || {
         let op = handles::op(o)?;
-        if rcs.is_null() {
-            return Err(err(class::ARG, "recvcounts is NULL"));
-        }
-        // SAFETY: comm-size counts.
-        let cs: Vec<i64> = unsafe { arr(rcs, cm.size as c_int) }.iter().map(|&x| x as i64).collect();
-        let total: i64 = cs.iter().sum();
         // SAFETY: the program's buffers for this blocking call.
-        let sb = unsafe { sbuf(s, total as c_int, dt) }?;
-        let rb = unsafe { buf(r, if sb.is_none() { total } else { cs[cm.rank as usize] }, dt) }?;
-        mpi()?.reduce_scatter(&cm, sb.as_ref(), &rb, &cs, &op)
-    })
-});
-
-mpi_fn!(fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(s: *const Void, r: *mut Void, rc: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm) -> c_int {
-    run("MPI_Reduce_scatter_block", c, || {
-        let cm = comm(c)?;
-        let op = handles::op(o)?;
-        let cs = vec![rc as i64; cm.size as usize];
-        let total = rc as i64 * cm.size as i64;
-        // SAFETY: the program's buffers for this blocking call.
-        let sb = unsafe { sbuf(s, total as c_int, dt) }?;
-        let rb = unsafe { buf(r, if sb.is_none() { total } else { rc as i64 }, dt) }?;
-        mpi()?.reduce_scatter(&cm, sb.as_ref(), &rb, &cs, &op)
-    })
-});
-
-mpi_fn!(fn MPI_Scan / PMPI_Scan(s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm) -> c_int {
-    run("MPI_Scan", c, || {
-        let cm = comm(c)?;
-        let op = handles::op(o)?;
-        // SAFETY: the program's buffers for this blocking call.
-        let (sb, rb) = unsafe { (sbuf(s, count, dt)?, buf(r, count as i64, dt)?) };
-        mpi()?.scan(&cm, sb.as_ref(), &rb, &op, false)
-    })
-});
-
-mpi_fn!(fn MPI_Exscan / PMPI_Exscan(s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm) -> c_int {
-    run("MPI_Exscan", c, || {
-        let cm = comm(c)?;
-        let op = handles::op(o)?;
-        // SAFETY: the program's buffers for this blocking call.
-        let (sb, rb) = unsafe { (sbuf(s, count, dt)?, buf(r, count as i64, dt)?) };
-        mpi()?.scan(&cm, sb.as_ref(), &rb, &op, true)
+        let (sb, rb) = unsafe { (buf(s, count as i64, dt)?, buf(r, count as i64, dt)?) };
+        op.check(&sb.dt)?;
+        let a = sb.pack();
+        let mut b = rb.pack();
+        op.apply(&sb.dt, sb.count, &a, &mut b);
+        rb.unpack(&b);
+        Ok(())
     })
 });
 
@@ -329,6 +563,29 @@ mpi_fn!(fn MPI_Op_commutative / PMPI_Op_commutative(o: MPI_Op, flag: *mut c_int)
         let op = handles::op(o)?;
         // SAFETY: output argument.
         unsafe { put(flag, op.commutative() as c_int) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Comm_idup / PMPI_Comm_idup(c: MPI_Comm, out: *mut MPI_Comm, req: *mut MPI_Request) -> c_int {
+    run("MPI_Comm_idup", c, || {
+        if out.is_null() || req.is_null() {
+            return Err(err(class::ARG, "output pointer is NULL"));
+        }
+        let m = mpi()?;
+        let parent = comm(c)?;
+        let outp = out as usize;
+        let r = m.icoll(&parent.clone(), move |m: &Mpi, shadow: &Comm| {
+            let n = m.comm_dup(shadow)?;
+            crate::attr::copy_comm_attrs(c, &parent, &n)?;
+            n.errhandler.store(parent.errhandler.load(std::sync::atomic::Ordering::Relaxed), std::sync::atomic::Ordering::Relaxed);
+            // SAFETY: the program's MPI_Comm variable, which it must not
+            // touch before the request completes (the MPI rule for idup).
+            unsafe { *(outp as *mut MPI_Comm) = handles::new_comm(n) };
+            Ok(())
+        })?;
+        // SAFETY: checked output argument.
+        unsafe { *req = REQS.insert(ReqObj::Plain(r)) };
         Ok(())
     })
 });

@@ -186,6 +186,11 @@ fn coll() {
 }
 
 #[test]
+fn nbc() {
+    suite("nbc", &[], COUNTS);
+}
+
+#[test]
 fn dtype() {
     suite("dtype", &[], &[1, 2, 3, 4]);
 }
@@ -271,7 +276,7 @@ fn same_tests_pass_on_mpich() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = profile_dir().join("mpi-tests-mpich");
     std::fs::create_dir_all(&dir).unwrap();
-    for name in ["basic", "p2p", "coll", "comm", "dtype"] {
+    for name in ["basic", "p2p", "coll", "comm", "dtype", "nbc"] {
         let exe = dir.join(name);
         let st = Command::new(cc)
             .args(["-O1", "-o"])

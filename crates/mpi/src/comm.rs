@@ -11,6 +11,11 @@ use std::sync::{Arc, Mutex};
 pub struct Comm {
     /// Point-to-point context id; collectives use `ctx + 1`.
     pub ctx: u32,
+    /// Nonblocking-collective instance this shadow communicator runs (0 = a real communicator).
+    pub nbc: u32,
+    /// Instances of nonblocking collectives started on this communicator
+    /// (every member starts them in the same order, so they agree on it).
+    pub(crate) nbc_next: AtomicU32,
     pub group: Arc<Group>,
     pub rank: u32,
     pub size: u32,
@@ -37,6 +42,8 @@ impl Comm {
         };
         Arc::new(Comm {
             ctx,
+            nbc: 0,
+            nbc_next: AtomicU32::new(0),
             rank,
             size,
             seq: counters(size),
@@ -48,6 +55,23 @@ impl Comm {
             errhandler: AtomicUsize::new(0),
             handle: AtomicUsize::new(0),
         })
+    }
+
+    /// The matching key of point-to-point traffic (collective traffic uses `key() + 1`).
+    pub fn key(&self) -> u64 {
+        self.ctx as u64 | (self.nbc as u64) << 32
+    }
+
+    /// A private copy of this communicator for one nonblocking collective:
+    /// same group, own matching queues and sequence numbers.
+    pub fn shadow(&self) -> Arc<Comm> {
+        let n = self
+            .nbc_next
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let mut c = Comm::new(self.ctx, self.group.clone(), self.rank, "");
+        Arc::get_mut(&mut c).expect("fresh").nbc = n;
+        c
     }
 
     pub fn world_of(&self, r: u32) -> u32 {

@@ -55,7 +55,8 @@ const DEFAULT_EAGER: &[(&str, usize)] = &[
 #[derive(Debug, Clone, Copy)]
 pub struct Env {
     pub kind: u8,
-    pub ctx: u32,
+    /// Matching key: context id (low 32 bits) and nonblocking-collective instance (high 32).
+    pub ctx: u64,
     pub src: i32,
     pub tag: i32,
     pub seq: u32,
@@ -70,7 +71,8 @@ impl Env {
     fn encode(&self) -> [u8; ENV_LEN] {
         let mut b = [0u8; ENV_LEN];
         b[0] = self.kind;
-        b[4..8].copy_from_slice(&self.ctx.to_le_bytes());
+        b[4..8].copy_from_slice(&(self.ctx as u32).to_le_bytes());
+        b[52..56].copy_from_slice(&((self.ctx >> 32) as u32).to_le_bytes());
         b[8..12].copy_from_slice(&self.src.to_le_bytes());
         b[12..16].copy_from_slice(&self.tag.to_le_bytes());
         b[16..20].copy_from_slice(&self.seq.to_le_bytes());
@@ -89,7 +91,7 @@ impl Env {
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
         Some(Env {
             kind: b[0],
-            ctx: u32_at(4),
+            ctx: u32_at(4) as u64 | (u32_at(52) as u64) << 32,
             src: u32_at(8) as i32,
             tag: u32_at(12) as i32,
             seq: u32_at(16),
@@ -177,6 +179,8 @@ impl Slab {
 struct State {
     /// Matching queues by context id.
     queues: Vec<Option<Box<Queues>>>,
+    /// Queues of nonblocking-collective instances (keys above 2^32), removed when they finish.
+    nbc_queues: std::collections::HashMap<u64, Box<Queues>>,
     rndv_send: Slab,
     rndv_recv: Slab,
     /// Rendezvous sends cleared to go: (request, world rank, receiver request id).
@@ -190,7 +194,10 @@ struct State {
 }
 
 impl State {
-    fn queues(&mut self, ctx: u32) -> &mut Queues {
+    fn queues(&mut self, ctx: u64) -> &mut Queues {
+        if ctx >> 32 != 0 {
+            return self.nbc_queues.entry(ctx).or_default();
+        }
         let i = ctx as usize;
         if self.queues.len() <= i {
             self.queues.resize_with(i + 1, || None);
@@ -528,7 +535,7 @@ impl Engine {
     #[allow(clippy::too_many_arguments)]
     pub fn send(
         &self,
-        ctx: u32,
+        ctx: u64,
         seq: &AtomicU32,
         me: i32,
         world: u32,
@@ -601,7 +608,7 @@ impl Engine {
     }
 
     /// Posts a receive on context `ctx`; the request completes when data has arrived.
-    pub fn recv(&self, ctx: u32, src: i32, tag: i32, buf: Buf) -> Result<Arc<Req>> {
+    pub fn recv(&self, ctx: u64, src: i32, tag: i32, buf: Buf) -> Result<Arc<Req>> {
         let req = self.new_req();
         {
             let mut d = req.d.lock().unwrap();
@@ -683,7 +690,7 @@ impl Engine {
     /// `MPI_Iprobe` (after one round of progress) without removing the message.
     pub fn probe(
         &self,
-        ctx: u32,
+        ctx: u64,
         src: i32,
         tag: i32,
         remove: bool,
@@ -695,6 +702,13 @@ impl Engine {
             Some(Ok(q.unexpected.remove(i).expect("index from position")))
         } else {
             Some(Err(q.unexpected[i].status()))
+        }
+    }
+
+    /// Forgets the queues of a finished nonblocking-collective instance.
+    pub fn remove_queues(&self, key: u64) {
+        if key >> 32 != 0 {
+            self.lock().nbc_queues.remove(&key);
         }
     }
 
@@ -760,9 +774,11 @@ impl Engine {
         }
         // Copies wait for the receiving thread's wait loop (not in a handler).
         for a in &mut after {
-            if let After::Pull { req, from, env } = std::mem::replace(a, After::Nothing) {
-                st.pulls.push_back((req, from, env));
-                self.ready_len.fetch_add(1, Ordering::AcqRel);
+            if matches!(a, After::Pull { .. }) {
+                if let After::Pull { req, from, env } = std::mem::replace(a, After::Nothing) {
+                    st.pulls.push_back((req, from, env));
+                    self.ready_len.fetch_add(1, Ordering::AcqRel);
+                }
             }
         }
         drop(st);

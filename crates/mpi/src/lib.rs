@@ -210,9 +210,9 @@ impl Mpi {
             return Ok(None);
         }
         let (ctx, seq) = if coll {
-            (comm.ctx + 1, &comm.cseq)
+            (comm.key() + 1, &comm.cseq)
         } else {
-            (comm.ctx, &comm.seq)
+            (comm.key(), &comm.seq)
         };
         let world = comm.world_of(dest as u32);
         let seq = &seq[dest as usize];
@@ -301,7 +301,7 @@ impl Mpi {
         if src == PROC_NULL {
             return Ok(Req::new_done(Status::empty()));
         }
-        self.engine.recv(comm.ctx, src, tag, buf)
+        self.engine.recv(comm.key(), src, tag, buf)
     }
 
     /// Blocking receive.
@@ -347,13 +347,13 @@ impl Mpi {
         if src == PROC_NULL {
             return Ok(Some(Status::empty()));
         }
-        if let Some(Err(s)) = self.engine.probe(comm.ctx, src, tag, false) {
+        if let Some(Err(s)) = self.engine.probe(comm.key(), src, tag, false) {
             return Ok(Some(s));
         }
         self.poke();
         Ok(self
             .engine
-            .probe(comm.ctx, src, tag, false)
+            .probe(comm.key(), src, tag, false)
             .map(|r| r.err().expect("not removed")))
     }
 
@@ -367,7 +367,7 @@ impl Mpi {
         self.engine.wait_for(|| {
             got = self
                 .engine
-                .probe(comm.ctx, src, tag, false)
+                .probe(comm.key(), src, tag, false)
                 .map(|r| r.err().expect("not removed"));
             got.is_some()
         });
@@ -391,7 +391,7 @@ impl Mpi {
         let mut try_take = || {
             got = self
                 .engine
-                .probe(comm.ctx, src, tag, true)
+                .probe(comm.key(), src, tag, true)
                 .map(|r| r.ok().expect("removed"));
             got.is_some()
         };
@@ -431,7 +431,7 @@ impl Mpi {
     }
 
     pub(crate) fn c_irecv_buf(&self, comm: &Comm, b: Buf, src: u32) -> Result<Arc<Req>> {
-        self.engine.recv(comm.ctx + 1, src as i32, 0, b)
+        self.engine.recv(comm.key() + 1, src as i32, 0, b)
     }
 
     /// Waits for all, recycles them, and reports the first error.
@@ -458,7 +458,7 @@ impl Mpi {
 
     pub(crate) fn c_irecv(&self, comm: &Comm, out: &mut [u8], src: u32) -> Result<Arc<Req>> {
         let b = Buf::bytes_of(out, &self.byte);
-        self.engine.recv(comm.ctx + 1, src as i32, 0, b)
+        self.engine.recv(comm.key() + 1, src as i32, 0, b)
     }
 
     pub(crate) fn c_recv(&self, comm: &Comm, out: &mut [u8], src: u32) -> Result<usize> {
@@ -494,6 +494,48 @@ impl Mpi {
             return Err(e);
         }
         Ok(st.bytes)
+    }
+
+    // ---- nonblocking collectives -------------------------------------------
+
+    /// Starts a nonblocking collective: `f` runs the blocking algorithm on a
+    /// shadow of `comm` (own matching queues, so several may be in flight and
+    /// overlap with blocking ones) in a helper thread, which also drives
+    /// progress while the caller computes. The request completes with it.
+    pub fn icoll(
+        &'static self,
+        comm: &Comm,
+        f: impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + 'static,
+    ) -> Result<Arc<Req>> {
+        let shadow = comm.shadow();
+        let req = Arc::new(Req::default());
+        let done = req.clone();
+        std::thread::Builder::new()
+            .name("gw-mpi-nbc".into())
+            .spawn(move || {
+                let res = f(self, &shadow);
+                self.engine.remove_queues(shadow.key());
+                self.engine.remove_queues(shadow.key() + 1);
+                {
+                    let mut d = done.d.lock().unwrap_or_else(|e| e.into_inner());
+                    d.status = Status::default();
+                    if let Err(e) = res {
+                        d.status.error = e.class;
+                        eprintln!(
+                            "gridwire MPI: rank {}: nonblocking collective failed: {e}",
+                            self.world.rank
+                        );
+                    }
+                }
+                done.complete();
+            })
+            .map_err(|e| {
+                err(
+                    class::NO_MEM,
+                    format!("cannot start a thread for a nonblocking collective: {e}"),
+                )
+            })?;
+        Ok(req)
     }
 
     // ---- communicators -----------------------------------------------------

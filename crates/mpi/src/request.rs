@@ -118,7 +118,7 @@ pub struct ReqData {
     pub recv: Option<Buf>,
     pub send: SendData,
     /// Context id of a posted receive (to find it again for `MPI_Cancel`).
-    pub ctx: u32,
+    pub ctx: u64,
     pub is_recv: bool,
     /// Buffered send space to give back when this completes.
     pub bsend_bytes: usize,
