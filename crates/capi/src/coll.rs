@@ -589,3 +589,54 @@ mpi_fn!(fn MPI_Comm_idup / PMPI_Comm_idup(c: MPI_Comm, out: *mut MPI_Comm, req: 
         Ok(())
     })
 });
+
+// ---- large-count (`_c`) forms of the collectives with one count ----------------
+
+fn nar(count: MPI_Count) -> Result<c_int> {
+    c_int::try_from(count).map_err(|_| {
+        err(
+            class::COUNT,
+            format!(
+                "count {count} does not fit in an int; counts this large are not supported yet"
+            ),
+        )
+    })
+}
+
+coll!(MPI_Bcast_c / PMPI_Bcast_c, MPI_Ibcast_c / PMPI_Ibcast_c,
+      (b: *mut Void, count: MPI_Count, dt: MPI_Datatype, root: c_int, c: MPI_Comm), c, prep_bcast(b, nar(count)?, dt, root, c));
+coll!(MPI_Reduce_c / PMPI_Reduce_c, MPI_Ireduce_c / PMPI_Ireduce_c,
+      (s: *const Void, r: *mut Void, count: MPI_Count, dt: MPI_Datatype, o: MPI_Op, root: c_int, c: MPI_Comm), c,
+      prep_reduce(s, r, nar(count)?, dt, o, root, c));
+coll!(MPI_Allreduce_c / PMPI_Allreduce_c, MPI_Iallreduce_c / PMPI_Iallreduce_c,
+      (s: *const Void, r: *mut Void, count: MPI_Count, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
+      prep_allreduce(s, r, nar(count)?, dt, o, c));
+coll!(MPI_Gather_c / PMPI_Gather_c, MPI_Igather_c / PMPI_Igather_c,
+      (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rc: MPI_Count, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
+      prep_gather(s, nar(sc)?, st, r, nar(rc)?, rt, root, c));
+coll!(MPI_Scatter_c / PMPI_Scatter_c, MPI_Iscatter_c / PMPI_Iscatter_c,
+      (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rc: MPI_Count, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
+      prep_scatter(s, nar(sc)?, st, r, nar(rc)?, rt, root, c));
+coll!(MPI_Allgather_c / PMPI_Allgather_c, MPI_Iallgather_c / PMPI_Iallgather_c,
+      (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rc: MPI_Count, rt: MPI_Datatype, c: MPI_Comm), c,
+      prep_allgather(s, nar(sc)?, st, r, nar(rc)?, rt, c));
+coll!(MPI_Alltoall_c / PMPI_Alltoall_c, MPI_Ialltoall_c / PMPI_Ialltoall_c,
+      (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rc: MPI_Count, rt: MPI_Datatype, c: MPI_Comm), c,
+      prep_alltoall(s, nar(sc)?, st, r, nar(rc)?, rt, c));
+coll!(MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c, MPI_Ireduce_scatter_block_c / PMPI_Ireduce_scatter_block_c,
+      (s: *const Void, r: *mut Void, rc: MPI_Count, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
+      prep_reduce_scatter_block(s, r, nar(rc)?, dt, o, c));
+coll!(MPI_Scan_c / PMPI_Scan_c, MPI_Iscan_c / PMPI_Iscan_c,
+      (s: *const Void, r: *mut Void, count: MPI_Count, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
+      prep_scan(s, r, nar(count)?, dt, o, c, false));
+coll!(MPI_Exscan_c / PMPI_Exscan_c, MPI_Iexscan_c / PMPI_Iexscan_c,
+      (s: *const Void, r: *mut Void, count: MPI_Count, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
+      prep_scan(s, r, nar(count)?, dt, o, c, true));
+
+mpi_fn!(fn MPI_Reduce_local_c / PMPI_Reduce_local_c(s: *const Void, r: *mut Void, count: MPI_Count, dt: MPI_Datatype, o: MPI_Op) -> c_int {
+    match nar(count) {
+        // SAFETY: same contract as the int form.
+        Ok(n) => unsafe { PMPI_Reduce_local(s, r, n, dt, o) },
+        Err(e) => crate::errors::fail("MPI_Reduce_local_c", MPI_COMM_WORLD, e),
+    }
+});

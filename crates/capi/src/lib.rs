@@ -52,6 +52,7 @@ mod env;
 mod info;
 mod p2p;
 mod stubs;
+mod topo;
 
 pub use abi::*;
 #[allow(unused_imports)]

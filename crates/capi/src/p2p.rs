@@ -28,7 +28,7 @@ fn new_req_handle(r: Arc<Req>, send: bool) -> MPI_Request {
 unsafe fn send_impl(
     name: &str,
     b: *const Void,
-    count: c_int,
+    count: i64,
     dt: MPI_Datatype,
     dest: c_int,
     tag: c_int,
@@ -45,25 +45,25 @@ unsafe fn send_impl(
 
 mpi_fn!(fn MPI_Send / PMPI_Send(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
     // SAFETY: forwarded argument contract.
-    unsafe { send_impl("MPI_Send", b, count, dt, dest, tag, c, Mode::Standard) }
+    unsafe { send_impl("MPI_Send", b, count.into(), dt, dest, tag, c, Mode::Standard) }
 });
 mpi_fn!(fn MPI_Ssend / PMPI_Ssend(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
     // SAFETY: forwarded argument contract.
-    unsafe { send_impl("MPI_Ssend", b, count, dt, dest, tag, c, Mode::Sync) }
+    unsafe { send_impl("MPI_Ssend", b, count.into(), dt, dest, tag, c, Mode::Sync) }
 });
 mpi_fn!(fn MPI_Bsend / PMPI_Bsend(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
     // SAFETY: forwarded argument contract.
-    unsafe { send_impl("MPI_Bsend", b, count, dt, dest, tag, c, Mode::Buffered) }
+    unsafe { send_impl("MPI_Bsend", b, count.into(), dt, dest, tag, c, Mode::Buffered) }
 });
 mpi_fn!(fn MPI_Rsend / PMPI_Rsend(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
     // SAFETY: forwarded argument contract.
-    unsafe { send_impl("MPI_Rsend", b, count, dt, dest, tag, c, Mode::Ready) }
+    unsafe { send_impl("MPI_Rsend", b, count.into(), dt, dest, tag, c, Mode::Ready) }
 });
 
 unsafe fn isend_impl(
     name: &str,
     b: *const Void,
-    count: c_int,
+    count: i64,
     dt: MPI_Datatype,
     dest: c_int,
     tag: c_int,
@@ -87,19 +87,19 @@ unsafe fn isend_impl(
 
 mpi_fn!(fn MPI_Isend / PMPI_Isend(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
     // SAFETY: forwarded argument contract.
-    unsafe { isend_impl("MPI_Isend", b, count, dt, dest, tag, c, Mode::Standard, req) }
+    unsafe { isend_impl("MPI_Isend", b, count.into(), dt, dest, tag, c, Mode::Standard, req) }
 });
 mpi_fn!(fn MPI_Issend / PMPI_Issend(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
     // SAFETY: forwarded argument contract.
-    unsafe { isend_impl("MPI_Issend", b, count, dt, dest, tag, c, Mode::Sync, req) }
+    unsafe { isend_impl("MPI_Issend", b, count.into(), dt, dest, tag, c, Mode::Sync, req) }
 });
 mpi_fn!(fn MPI_Ibsend / PMPI_Ibsend(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
     // SAFETY: forwarded argument contract.
-    unsafe { isend_impl("MPI_Ibsend", b, count, dt, dest, tag, c, Mode::Buffered, req) }
+    unsafe { isend_impl("MPI_Ibsend", b, count.into(), dt, dest, tag, c, Mode::Buffered, req) }
 });
 mpi_fn!(fn MPI_Irsend / PMPI_Irsend(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
     // SAFETY: forwarded argument contract.
-    unsafe { isend_impl("MPI_Irsend", b, count, dt, dest, tag, c, Mode::Ready, req) }
+    unsafe { isend_impl("MPI_Irsend", b, count.into(), dt, dest, tag, c, Mode::Ready, req) }
 });
 
 mpi_fn!(fn MPI_Recv / PMPI_Recv(b: *mut Void, count: c_int, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
@@ -664,7 +664,7 @@ mpi_fn!(fn MPI_Cancel / PMPI_Cancel(req: *mut MPI_Request) -> c_int {
 unsafe fn psend(
     name: &str,
     b: *const Void,
-    count: c_int,
+    count: i64,
     dt: MPI_Datatype,
     dest: c_int,
     tag: c_int,
@@ -710,19 +710,19 @@ unsafe fn psend(
 
 mpi_fn!(fn MPI_Send_init / PMPI_Send_init(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
     // SAFETY: forwarded argument contract.
-    unsafe { psend("MPI_Send_init", b, count, dt, dest, tag, c, Mode::Standard, req) }
+    unsafe { psend("MPI_Send_init", b, count.into(), dt, dest, tag, c, Mode::Standard, req) }
 });
 mpi_fn!(fn MPI_Ssend_init / PMPI_Ssend_init(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
     // SAFETY: forwarded argument contract.
-    unsafe { psend("MPI_Ssend_init", b, count, dt, dest, tag, c, Mode::Sync, req) }
+    unsafe { psend("MPI_Ssend_init", b, count.into(), dt, dest, tag, c, Mode::Sync, req) }
 });
 mpi_fn!(fn MPI_Bsend_init / PMPI_Bsend_init(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
     // SAFETY: forwarded argument contract.
-    unsafe { psend("MPI_Bsend_init", b, count, dt, dest, tag, c, Mode::Buffered, req) }
+    unsafe { psend("MPI_Bsend_init", b, count.into(), dt, dest, tag, c, Mode::Buffered, req) }
 });
 mpi_fn!(fn MPI_Rsend_init / PMPI_Rsend_init(b: *const Void, count: c_int, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
     // SAFETY: forwarded argument contract.
-    unsafe { psend("MPI_Rsend_init", b, count, dt, dest, tag, c, Mode::Ready, req) }
+    unsafe { psend("MPI_Rsend_init", b, count.into(), dt, dest, tag, c, Mode::Ready, req) }
 });
 
 mpi_fn!(fn MPI_Recv_init / PMPI_Recv_init(b: *mut Void, count: c_int, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
@@ -802,6 +802,141 @@ mpi_fn!(fn MPI_Buffer_detach / PMPI_Buffer_detach(addr: *mut Void, size: *mut c_
         unsafe {
             put(addr as *mut usize, a);
             put(size, s as c_int);
+        }
+        Ok(())
+    })
+});
+
+// ---- large-count (`_c`) forms: MPI_Count counts ---------------------------------
+
+mpi_fn!(fn MPI_Send_c / PMPI_Send_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { send_impl("MPI_Send_c", b, count, dt, dest, tag, c, Mode::Standard) }
+});
+mpi_fn!(fn MPI_Ssend_c / PMPI_Ssend_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { send_impl("MPI_Ssend_c", b, count, dt, dest, tag, c, Mode::Sync) }
+});
+mpi_fn!(fn MPI_Bsend_c / PMPI_Bsend_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { send_impl("MPI_Bsend_c", b, count, dt, dest, tag, c, Mode::Buffered) }
+});
+mpi_fn!(fn MPI_Rsend_c / PMPI_Rsend_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { send_impl("MPI_Rsend_c", b, count, dt, dest, tag, c, Mode::Ready) }
+});
+mpi_fn!(fn MPI_Isend_c / PMPI_Isend_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { isend_impl("MPI_Isend_c", b, count, dt, dest, tag, c, Mode::Standard, req) }
+});
+mpi_fn!(fn MPI_Issend_c / PMPI_Issend_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { isend_impl("MPI_Issend_c", b, count, dt, dest, tag, c, Mode::Sync, req) }
+});
+mpi_fn!(fn MPI_Ibsend_c / PMPI_Ibsend_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { isend_impl("MPI_Ibsend_c", b, count, dt, dest, tag, c, Mode::Buffered, req) }
+});
+mpi_fn!(fn MPI_Irsend_c / PMPI_Irsend_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { isend_impl("MPI_Irsend_c", b, count, dt, dest, tag, c, Mode::Ready, req) }
+});
+mpi_fn!(fn MPI_Send_init_c / PMPI_Send_init_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { psend("MPI_Send_init_c", b, count, dt, dest, tag, c, Mode::Standard, req) }
+});
+mpi_fn!(fn MPI_Ssend_init_c / PMPI_Ssend_init_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { psend("MPI_Ssend_init_c", b, count, dt, dest, tag, c, Mode::Sync, req) }
+});
+mpi_fn!(fn MPI_Bsend_init_c / PMPI_Bsend_init_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { psend("MPI_Bsend_init_c", b, count, dt, dest, tag, c, Mode::Buffered, req) }
+});
+mpi_fn!(fn MPI_Rsend_init_c / PMPI_Rsend_init_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // SAFETY: forwarded argument contract.
+    unsafe { psend("MPI_Rsend_init_c", b, count, dt, dest, tag, c, Mode::Ready, req) }
+});
+
+/// `_c` receives and the rest: the int form's arguments are a subset, so
+/// these narrow the count when it fits and refuse it otherwise.
+fn narrow(name: &str, count: MPI_Count) -> Result<c_int> {
+    c_int::try_from(count).map_err(|_| {
+        err(
+            class::COUNT,
+            format!(
+        "{name}: count {count} does not fit in an int; counts this large are not supported yet"
+    ),
+        )
+    })
+}
+
+mpi_fn!(fn MPI_Recv_c / PMPI_Recv_c(b: *mut Void, count: MPI_Count, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    match narrow("MPI_Recv_c", count) {
+        // SAFETY: same contract as the int form.
+        Ok(n) => unsafe { PMPI_Recv(b, n, dt, src, tag, c, status) },
+        Err(e) => crate::errors::fail("MPI_Recv_c", c, e),
+    }
+});
+mpi_fn!(fn MPI_Irecv_c / PMPI_Irecv_c(b: *mut Void, count: MPI_Count, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    match narrow("MPI_Irecv_c", count) {
+        // SAFETY: same contract as the int form.
+        Ok(n) => unsafe { PMPI_Irecv(b, n, dt, src, tag, c, req) },
+        Err(e) => crate::errors::fail("MPI_Irecv_c", c, e),
+    }
+});
+mpi_fn!(fn MPI_Recv_init_c / PMPI_Recv_init_c(b: *mut Void, count: MPI_Count, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
+    match narrow("MPI_Recv_init_c", count) {
+        // SAFETY: same contract as the int form.
+        Ok(n) => unsafe { PMPI_Recv_init(b, n, dt, src, tag, c, req) },
+        Err(e) => crate::errors::fail("MPI_Recv_init_c", c, e),
+    }
+});
+mpi_fn!(fn MPI_Mrecv_c / PMPI_Mrecv_c(b: *mut Void, count: MPI_Count, dt: MPI_Datatype, msg: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    match narrow("MPI_Mrecv_c", count) {
+        // SAFETY: same contract as the int form.
+        Ok(n) => unsafe { PMPI_Mrecv(b, n, dt, msg, status) },
+        Err(e) => crate::errors::fail("MPI_Mrecv_c", MPI_COMM_WORLD, e),
+    }
+});
+mpi_fn!(fn MPI_Imrecv_c / PMPI_Imrecv_c(b: *mut Void, count: MPI_Count, dt: MPI_Datatype, msg: *mut MPI_Message, req: *mut MPI_Request) -> c_int {
+    match narrow("MPI_Imrecv_c", count) {
+        // SAFETY: same contract as the int form.
+        Ok(n) => unsafe { PMPI_Imrecv(b, n, dt, msg, req) },
+        Err(e) => crate::errors::fail("MPI_Imrecv_c", MPI_COMM_WORLD, e),
+    }
+});
+mpi_fn!(fn MPI_Sendrecv_c / PMPI_Sendrecv_c(sb: *const Void, sc: MPI_Count, st: MPI_Datatype, dest: c_int, stag: c_int,
+        rb: *mut Void, rc: MPI_Count, rt: MPI_Datatype, src: c_int, rtag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    match narrow("MPI_Sendrecv_c", sc).and_then(|s| Ok((s, narrow("MPI_Sendrecv_c", rc)?))) {
+        // SAFETY: same contract as the int form.
+        Ok((s, r)) => unsafe { PMPI_Sendrecv(sb, s, st, dest, stag, rb, r, rt, src, rtag, c, status) },
+        Err(e) => crate::errors::fail("MPI_Sendrecv_c", c, e),
+    }
+});
+mpi_fn!(fn MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c(b: *mut Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, stag: c_int,
+        src: c_int, rtag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    match narrow("MPI_Sendrecv_replace_c", count) {
+        // SAFETY: same contract as the int form.
+        Ok(n) => unsafe { PMPI_Sendrecv_replace(b, n, dt, dest, stag, src, rtag, c, status) },
+        Err(e) => crate::errors::fail("MPI_Sendrecv_replace_c", c, e),
+    }
+});
+mpi_fn!(fn MPI_Buffer_attach_c / PMPI_Buffer_attach_c(b: *mut Void, size: MPI_Count) -> c_int {
+    run("MPI_Buffer_attach_c", MPI_COMM_WORLD, || {
+        if size < 0 {
+            return Err(err(class::ARG, format!("buffer size {size} is negative")));
+        }
+        mpi()?.buffer_attach(b as usize, size as usize)
+    })
+});
+mpi_fn!(fn MPI_Buffer_detach_c / PMPI_Buffer_detach_c(addr: *mut Void, size: *mut MPI_Count) -> c_int {
+    run("MPI_Buffer_detach_c", MPI_COMM_WORLD, || {
+        let (a, s) = mpi()?.buffer_detach()?;
+        // SAFETY: `addr` is really a `void **`; `size` an output.
+        unsafe {
+            put(addr as *mut usize, a);
+            put(size, s as MPI_Count);
         }
         Ok(())
     })

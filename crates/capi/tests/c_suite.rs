@@ -191,6 +191,11 @@ fn nbc() {
 }
 
 #[test]
+fn topo() {
+    suite("topo", &[], &[1, 2, 4, 6]);
+}
+
+#[test]
 fn dtype() {
     suite("dtype", &[], &[1, 2, 3, 4]);
 }
@@ -276,7 +281,7 @@ fn same_tests_pass_on_mpich() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = profile_dir().join("mpi-tests-mpich");
     std::fs::create_dir_all(&dir).unwrap();
-    for name in ["basic", "p2p", "coll", "comm", "dtype", "nbc"] {
+    for name in ["basic", "p2p", "coll", "comm", "dtype", "nbc", "topo"] {
         let exe = dir.join(name);
         let st = Command::new(cc)
             .args(["-O1", "-o"])

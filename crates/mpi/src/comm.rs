@@ -29,6 +29,42 @@ pub struct Comm {
     pub errhandler: AtomicUsize,
     /// The C handle `capi` gave this communicator.
     pub handle: AtomicUsize,
+    /// Cartesian topology, if the communicator has one.
+    pub cart: Mutex<Option<Cart>>,
+}
+
+/// A Cartesian topology: extent and periodicity of each dimension (row-major ranks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cart {
+    pub dims: Vec<i32>,
+    pub periods: Vec<bool>,
+}
+
+impl Cart {
+    pub fn coords(&self, mut rank: i32) -> Vec<i32> {
+        let mut c = vec![0; self.dims.len()];
+        for i in (0..self.dims.len()).rev() {
+            c[i] = rank % self.dims[i];
+            rank /= self.dims[i];
+        }
+        c
+    }
+
+    /// Rank of `coords` (periodic dimensions wrap); None if out of a non-periodic range.
+    pub fn rank(&self, coords: &[i32]) -> Option<i32> {
+        let mut r = 0;
+        for i in 0..self.dims.len() {
+            let d = self.dims[i];
+            let mut c = coords[i];
+            if self.periods[i] {
+                c = c.rem_euclid(d);
+            } else if c < 0 || c >= d {
+                return None;
+            }
+            r = r * d + c;
+        }
+        Some(r)
+    }
 }
 
 impl Comm {
@@ -54,6 +90,7 @@ impl Comm {
             info: Default::default(),
             errhandler: AtomicUsize::new(0),
             handle: AtomicUsize::new(0),
+            cart: Mutex::new(None),
         })
     }
 

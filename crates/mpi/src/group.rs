@@ -149,3 +149,52 @@ impl Group {
         }
     }
 }
+
+/// `MPI_Dims_create`: fills the zero entries of `dims` so that their product
+/// times the fixed ones is `n`, as balanced as possible (non-increasing).
+pub fn dims_create(n: i32, dims: &mut [i32]) -> Result<()> {
+    let fixed: i64 = dims.iter().filter(|&&d| d > 0).map(|&d| d as i64).product();
+    if dims.iter().any(|&d| d < 0) || n < 1 || fixed == 0 || n as i64 % fixed != 0 {
+        return Err(err(
+            class::DIMS,
+            format!("cannot split {n} processes into dims {dims:?}"),
+        ));
+    }
+    let free: Vec<usize> = (0..dims.len()).filter(|&i| dims[i] == 0).collect();
+    if free.is_empty() {
+        return if fixed == n as i64 {
+            Ok(())
+        } else {
+            Err(err(
+                class::DIMS,
+                format!("dims {dims:?} do not multiply to {n}"),
+            ))
+        };
+    }
+    let mut rest = (n as i64 / fixed) as i32;
+    // Prime factors, largest first, each to the currently smallest free dimension.
+    let mut factors = Vec::new();
+    let mut p = 2;
+    while rest > 1 {
+        while rest % p == 0 {
+            factors.push(p);
+            rest /= p;
+        }
+        p += 1;
+        if p * p > rest && rest > 1 {
+            factors.push(rest);
+            break;
+        }
+    }
+    factors.sort_unstable_by(|a, b| b.cmp(a));
+    let mut vals = vec![1i32; free.len()];
+    for f in factors {
+        let i = (0..vals.len()).min_by_key(|&i| vals[i]).expect("non-empty");
+        vals[i] *= f;
+    }
+    vals.sort_unstable_by(|a, b| b.cmp(a));
+    for (k, &i) in free.iter().enumerate() {
+        dims[i] = vals[k];
+    }
+    Ok(())
+}

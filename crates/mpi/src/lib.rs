@@ -566,6 +566,7 @@ impl Mpi {
         let id = self.new_ctx(comm)?;
         let c = Comm::new(id, comm.group.clone(), comm.rank, "");
         *c.info.lock().unwrap() = comm.info.lock().unwrap().clone();
+        *c.cart.lock().unwrap() = comm.cart.lock().unwrap().clone();
         Ok(c)
     }
 
@@ -640,6 +641,70 @@ impl Mpi {
         Ok(group
             .rank_of(me)
             .map(|r| Comm::new(id, group.clone(), r, "")))
+    }
+
+    /// `MPI_Cart_create` (no reordering): the first prod(dims) ranks get the grid.
+    pub fn cart_create(
+        &self,
+        comm: &Comm,
+        dims: &[i32],
+        periods: &[bool],
+    ) -> Result<Option<Arc<Comm>>> {
+        let n: i64 = dims.iter().map(|&d| d as i64).product();
+        if dims.iter().any(|&d| d <= 0) || n > comm.size as i64 {
+            return Err(err(
+                class::DIMS,
+                format!("grid {dims:?} does not fit in {} processes", comm.size),
+            ));
+        }
+        let color = if (comm.rank as i64) < n { 0 } else { UNDEFINED };
+        let c = self.comm_split(comm, color, comm.rank as i32)?;
+        if let Some(c) = &c {
+            *c.cart.lock().unwrap() = Some(comm::Cart {
+                dims: dims.to_vec(),
+                periods: periods.to_vec(),
+            });
+        }
+        Ok(c)
+    }
+
+    /// `MPI_Cart_sub`: keeps the dimensions marked in `remain`.
+    pub fn cart_sub(&self, comm: &Comm, remain: &[bool]) -> Result<Arc<Comm>> {
+        let cart = comm.cart.lock().unwrap().clone().ok_or_else(|| {
+            err(
+                class::TOPOLOGY,
+                "the communicator has no Cartesian topology",
+            )
+        })?;
+        if remain.len() != cart.dims.len() {
+            return Err(err(class::ARG, "remain_dims has the wrong length"));
+        }
+        let coords = cart.coords(comm.rank as i32);
+        // Colour: the coordinates in the dropped dimensions; key: those kept.
+        let mut color = 0i32;
+        let mut key = 0i32;
+        for i in 0..cart.dims.len() {
+            if remain[i] {
+                key = key * cart.dims[i] + coords[i];
+            } else {
+                color = color * cart.dims[i] + coords[i];
+            }
+        }
+        let c = self
+            .comm_split(comm, color, key)?
+            .expect("a colour was given");
+        let sub = comm::Cart {
+            dims: (0..cart.dims.len())
+                .filter(|&i| remain[i])
+                .map(|i| cart.dims[i])
+                .collect(),
+            periods: (0..cart.dims.len())
+                .filter(|&i| remain[i])
+                .map(|i| cart.periods[i])
+                .collect(),
+        };
+        *c.cart.lock().unwrap() = Some(sub);
+        Ok(c)
     }
 
     /// `MPI_Comm_create_group`: collective over the members of `group` only;
