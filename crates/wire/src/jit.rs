@@ -70,9 +70,45 @@ impl JitCode {
 /// unrolling (code size and compile time stay bounded).
 const UNROLL: usize = 64;
 
-/// Compile `ops`, or `None` if they contain something left to the interpreter.
+/// Most instructions a plan may compile to. Cranelift's time grows with
+/// the function; a hostile format must not make a plan take seconds to
+/// build (found by the `convert` fuzz target), and beyond this size the
+/// per-operation dispatch the JIT saves is small next to the data moved.
+const BUDGET: usize = 1 << 14;
+
+/// Roughly the instructions `Emit::op` produces (mirrors its choices).
+fn cost(ops: &[Op]) -> usize {
+    let elems = |count: usize| if count <= UNROLL { 3 * count } else { 12 };
+    ops.iter()
+        .map(|op| match op {
+            Op::Copy { len, .. } | Op::Zero { len, .. } => {
+                if *len > 8 * UNROLL {
+                    4
+                } else {
+                    2 * (len / 8 + 4)
+                }
+            }
+            Op::Swap { count, .. }
+            | Op::Int { count, .. }
+            | Op::Float { count, .. }
+            | Op::IntToFloat { count, .. }
+            | Op::FloatToInt { count, .. } => elems(*count),
+            Op::Fill { bytes, .. } => 2 * bytes.len(),
+            Op::Repeat { count, body, .. } => {
+                if count.saturating_mul(body.len()) <= UNROLL {
+                    count.saturating_mul(cost(body) + 2)
+                } else {
+                    cost(body) + 12
+                }
+            }
+        })
+        .fold(0usize, |a, b| a.saturating_add(b))
+}
+
+/// Compile `ops`, or `None` if they contain something left to the
+/// interpreter or would be too large to compile quickly.
 pub(crate) fn compile(ops: &[Op]) -> Option<JitCode> {
-    if !ops.iter().all(supported) {
+    if !ops.iter().all(supported) || cost(ops) > BUDGET {
         return None;
     }
     let mut flags = settings::builder();
@@ -425,6 +461,13 @@ impl Emit<'_> {
                 }
             }
             Op::Zero { dst: d, len } => {
+                if *len > 8 * UNROLL {
+                    let dp = self.b.ins().iadd_imm(dst, *d as i64);
+                    let n = self.b.ins().iconst(self.ptr, *len as i64);
+                    let z = self.b.ins().iconst(types::I8, 0);
+                    self.b.call_memset(self.cfg, dp, z, n);
+                    return Some(());
+                }
                 let mut at = 0;
                 for w in [8usize, 4, 2, 1] {
                     if len - at < w {

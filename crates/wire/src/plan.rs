@@ -356,7 +356,7 @@ impl Plan {
         }
         let payload = vec![0u8; self.src_size];
         let mut out = Vec::new();
-        let iters = ((1usize << 20) / (self.src_size + self.dst_size + 1)).clamp(8, 512);
+        let iters = ((1usize << 20) / (self.src_size + self.dst_size + 1)).clamp(1, 512);
         let mut best = [u128::MAX; 2];
         for _ in 0..3 {
             for (k, b) in [Backend::Interpreter, Backend::Jit].into_iter().enumerate() {
@@ -686,6 +686,9 @@ fn gaps(ops: &[Op], var_ops: &[VarOp], dst_size: usize) -> Option<Vec<(u32, u32)
                     body,
                     ..
                 } => {
+                    if count.saturating_mul(body.len()) > LIMIT - iv.len() {
+                        return false;
+                    }
                     for i in 0..*count {
                         if !mark(body, base + dst + i * dst_stride, iv) {
                             return false;
@@ -1006,14 +1009,19 @@ fn compile_counted(
                         return Ok(());
                     }
                 }
-                ops.push(Op::Repeat {
-                    src: s,
-                    dst: d,
-                    count: total,
-                    src_stride: wes,
-                    dst_stride: nes,
-                    body,
-                });
+                // An empty body (no field in common, or only zero fills)
+                // must not become a loop: a hostile format could make it
+                // billions of empty iterations per record.
+                if !body.is_empty() {
+                    ops.push(Op::Repeat {
+                        src: s,
+                        dst: d,
+                        count: total,
+                        src_stride: wes,
+                        dst_stride: nes,
+                        body,
+                    });
+                }
             }
         }
         (FieldType::Nested(wf), FieldType::Nested(nf)) => {
@@ -1022,14 +1030,17 @@ fn compile_counted(
             } else {
                 let mut body = Vec::new();
                 compile_struct(wf, nf, 0, 0, path, &mut body, cx)?;
-                ops.push(Op::Repeat {
-                    src: s,
-                    dst: d,
-                    count,
-                    src_stride: wf.size() as usize,
-                    dst_stride: nf.size() as usize,
-                    body: merge(body),
-                });
+                let body = merge(body);
+                if !body.is_empty() {
+                    ops.push(Op::Repeat {
+                        src: s,
+                        dst: d,
+                        count,
+                        src_stride: wf.size() as usize,
+                        dst_stride: nf.size() as usize,
+                        body,
+                    });
+                }
             }
         }
         (FieldType::VarString, FieldType::VarString) => {
@@ -1078,8 +1089,16 @@ fn compile_counted(
 }
 
 fn find_slots(cx: &Ctx<'_>, s: usize, d: usize, path: &str) -> Result<(VarSlot, VarSlot)> {
-    let src = cx.src_slots.iter().find(|v| v.offset == s);
-    let dst = cx.dst_slots.iter().find(|v| v.offset == d);
+    // Slots are in offset order (var_slots walks fields by offset and
+    // expands arrays in order): binary search keeps 65 536 slots cheap.
+    fn find(slots: &[VarSlot], o: usize) -> Option<&VarSlot> {
+        slots
+            .binary_search_by_key(&o, |v| v.offset)
+            .ok()
+            .map(|i| &slots[i])
+    }
+    let src = find(cx.src_slots, s);
+    let dst = find(cx.dst_slots, d);
     match (src, dst) {
         (Some(a), Some(b)) => Ok((a.clone(), b.clone())),
         // Variable fields inside repeated (array) structs are addressed by a
