@@ -183,7 +183,7 @@ unsafe fn count_of(
     if t.size == 0 {
         return Ok(0);
     }
-    Ok(if bytes % t.size == 0 {
+    Ok(if bytes.is_multiple_of(t.size) {
         (bytes / t.size) as i64
     } else {
         MPI_UNDEFINED as i64

@@ -23,6 +23,12 @@ pub struct Table<T> {
     free: Mutex<Vec<u32>>,
 }
 
+impl<T: Clone> Default for Table<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<T: Clone> Table<T> {
     pub const fn new() -> Self {
         Table {

@@ -9,7 +9,13 @@
 //! This crate is the FFI boundary: it is where raw pointers from C are read
 //! and written. Each such access has a SAFETY comment stating what the MPI
 //! standard promises about the argument.
-#![allow(non_snake_case, non_camel_case_types, clippy::missing_safety_doc)]
+// MPI signatures are fixed by the standard, hence the argument counts.
+#![allow(
+    non_snake_case,
+    non_camel_case_types,
+    clippy::missing_safety_doc,
+    clippy::too_many_arguments
+)]
 
 use std::ffi::{c_char, c_int, c_void};
 

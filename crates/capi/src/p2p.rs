@@ -38,7 +38,7 @@ unsafe fn send_impl(
     run(name, c, || {
         let cm = comm(c)?;
         // SAFETY: the program's send buffer, valid during the blocking call.
-        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let bf = unsafe { buf(b, count, dt) }?;
         mpi()?.send(&cm, &bf, dest, tag, mode)
     })
 }
@@ -77,7 +77,7 @@ unsafe fn isend_impl(
         }
         let cm = comm(c)?;
         // SAFETY: the program keeps the buffer until the request completes (MPI rule).
-        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let bf = unsafe { buf(b, count, dt) }?;
         let r = mpi()?.isend(&cm, &bf, dest, tag, mode)?;
         // SAFETY: checked non-null output argument.
         unsafe { *req = new_req_handle(r, true) };
@@ -675,7 +675,7 @@ unsafe fn psend(
     run(name, c, || {
         let cm = comm(c)?;
         // SAFETY: the program keeps the buffer while the persistent request exists.
-        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let bf = unsafe { buf(b, count, dt) }?;
         let m = mpi()?;
         m.check_buf(&bf, "send buffer")?;
         if dest != gridwire_mpi::PROC_NULL && (dest < 0 || dest as u32 >= cm.size) {

@@ -219,7 +219,7 @@ impl Mpi {
         let rem = n - pof2;
         let mut tmp = vec![0u8; acc.len()];
         let newrank: i64 = if rank < 2 * rem {
-            if rank % 2 == 0 {
+            if rank.is_multiple_of(2) {
                 self.c_send(comm, &acc, rank + 1)?;
                 -1
             } else {
@@ -424,9 +424,9 @@ impl Mpi {
         }
         let me = comm.rank as usize;
         let mut reqs = Vec::new();
-        for i in 0..n {
+        for (i, b) in recvs.iter().enumerate().take(n) {
             if i != me {
-                reqs.push(self.c_irecv_buf(comm, recvs[i].clone(), i as u32)?);
+                reqs.push(self.c_irecv_buf(comm, b.clone(), i as u32)?);
             }
         }
         for k in 1..n {

@@ -53,10 +53,9 @@ impl Cart {
     /// Rank of `coords` (periodic dimensions wrap); None if out of a non-periodic range.
     pub fn rank(&self, coords: &[i32]) -> Option<i32> {
         let mut r = 0;
-        for i in 0..self.dims.len() {
-            let d = self.dims[i];
-            let mut c = coords[i];
-            if self.periods[i] {
+        for ((&d, &periodic), &c) in self.dims.iter().zip(&self.periods).zip(coords) {
+            let mut c = c;
+            if periodic {
                 c = c.rem_euclid(d);
             } else if c < 0 || c >= d {
                 return None;

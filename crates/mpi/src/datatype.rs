@@ -273,7 +273,7 @@ impl Datatype {
         let rest = bytes % self.size;
         if rest != 0 {
             let bsz = self.basic.map(|b| b.shape().0)?;
-            if rest % bsz != 0 {
+            if !rest.is_multiple_of(bsz) {
                 return None;
             }
             n += rest / bsz;

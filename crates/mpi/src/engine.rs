@@ -34,10 +34,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-pub const H_MSG: u32 = 0x4d50_0;
-pub const H_CTS: u32 = 0x4d50_1;
-pub const H_DATA: u32 = 0x4d50_2;
-pub const H_FIN: u32 = 0x4d50_3;
+pub const H_MSG: u32 = 0x0004_d500;
+pub const H_CTS: u32 = 0x0004_d501;
+pub const H_DATA: u32 = 0x0004_d502;
+pub const H_FIN: u32 = 0x0004_d503;
 
 const EAGER: u8 = 0;
 const RTS: u8 = 1;
@@ -459,7 +459,7 @@ impl Engine {
                 idle += 1;
                 std::hint::spin_loop();
                 // Reading the clock costs more than a poll: only now and then.
-                if idle % 256 == 0 && start.elapsed() >= self.spin {
+                if idle.is_multiple_of(256) && start.elapsed() >= self.spin {
                     break;
                 }
             }

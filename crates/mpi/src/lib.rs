@@ -354,7 +354,7 @@ impl Mpi {
         Ok(self
             .engine
             .probe(comm.key(), src, tag, false)
-            .map(|r| r.err().expect("not removed")))
+            .map(|r| r.expect_err("not removed")))
     }
 
     pub fn probe(&self, comm: &Comm, src: i32, tag: i32) -> Result<Status> {
@@ -368,7 +368,7 @@ impl Mpi {
             got = self
                 .engine
                 .probe(comm.key(), src, tag, false)
-                .map(|r| r.err().expect("not removed"));
+                .map(|r| r.expect_err("not removed"));
             got.is_some()
         });
         Ok(got.expect("wait ended with a message"))
@@ -392,7 +392,7 @@ impl Mpi {
             got = self
                 .engine
                 .probe(comm.key(), src, tag, true)
-                .map(|r| r.ok().expect("removed"));
+                .map(|r| r.expect("removed"));
             got.is_some()
         };
         if block {
