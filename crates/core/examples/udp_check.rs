@@ -85,7 +85,9 @@ impl Rng {
 
 /// FNV-1a, the checksum carried in each message's first 8 bytes.
 fn fnv(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x100_0000_01b3))
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
+        (h ^ x as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// Message `i` from `src`: `[i: u64][fnv(payload): u64][payload]`, shortened
@@ -114,7 +116,12 @@ fn stream(ctx: &Context, n: u64, during: Option<&dyn Fn(u64)>) -> Result<(), Str
     let me = ctx.rank();
     let to = (me + 1) % size;
     let from = (me + size - 1) % size;
-    let rx = Arc::new(Mutex::new(Rx { expect: 0, sizes: Rng(from as u64 + 1), bytes: 0, error: None }));
+    let rx = Arc::new(Mutex::new(Rx {
+        expect: 0,
+        sizes: Rng(from as u64 + 1),
+        bytes: 0,
+        error: None,
+    }));
     let r2 = rx.clone();
     ctx.register_handler(H_DATA, move |_, req: Request| {
         let mut rx = r2.lock().unwrap();
@@ -130,31 +137,42 @@ fn stream(ctx: &Context, n: u64, during: Option<&dyn Fn(u64)>) -> Result<(), Str
                 rx.expect,
                 req.src,
                 got.len(),
-                if got.len() >= 16 { format!(", index {}", u64::from_le_bytes(got[..8].try_into().unwrap())) } else { String::new() }
+                if got.len() >= 16 {
+                    format!(
+                        ", index {}",
+                        u64::from_le_bytes(got[..8].try_into().unwrap())
+                    )
+                } else {
+                    String::new()
+                }
             ));
             return;
         }
-        if got.len() >= 16 && fnv(&got[16..]) != u64::from_le_bytes(got[8..16].try_into().unwrap()) {
+        if got.len() >= 16 && fnv(&got[16..]) != u64::from_le_bytes(got[8..16].try_into().unwrap())
+        {
             rx.error = Some(format!("message {}: checksum mismatch", rx.expect));
             return;
         }
         rx.expect += 1;
         rx.bytes += len as u64;
-    }).map_err(|e| e.to_string())?;
+    })
+    .map_err(|e| e.to_string())?;
     let sums = Arc::new(Mutex::new(Vec::new()));
     let s2 = sums.clone();
     ctx.register_handler(H_SUM, move |_, req: Request| {
         if let Ok(b) = req.payload.try_into() {
             s2.lock().unwrap().push(u64::from_le_bytes(b));
         }
-    }).map_err(|e| e.to_string())?;
+    })
+    .map_err(|e| e.to_string())?;
     ctx.barrier().map_err(|e| e.to_string())?;
     let start = Instant::now();
     let mut sizes = Rng(me as u64 + 1);
     let dest = ctx.startpoint(to).map_err(|e| e.to_string())?;
     for i in 0..n {
         let m = message(me, i, sizes.size());
-        ctx.rsr(&dest, H_DATA, &m).map_err(|e| format!("send {i}: {e}"))?;
+        ctx.rsr(&dest, H_DATA, &m)
+            .map_err(|e| format!("send {i}: {e}"))?;
         if let Some(f) = during {
             f(i);
         }
@@ -172,17 +190,28 @@ fn stream(ctx: &Context, n: u64, during: Option<&dyn Fn(u64)>) -> Result<(), Str
         return Err(format!("link from {from} failed: {e}"));
     }
     if !ok {
-        return Err(format!("timed out with {} of {n} messages", rx_state.expect));
+        return Err(format!(
+            "timed out with {} of {n} messages",
+            rx_state.expect
+        ));
     }
     let secs = start.elapsed().as_secs_f64();
-    println!("STREAM {me} got={} bytes={} secs={secs:.2} method={}", rx_state.expect, rx_state.bytes, ctx.method_to(to).unwrap_or("none"));
+    println!(
+        "STREAM {me} got={} bytes={} secs={secs:.2} method={}",
+        rx_state.expect,
+        rx_state.bytes,
+        ctx.method_to(to).unwrap_or("none")
+    );
     drop(rx_state);
     // A collective: everyone's (rank + 1) * n summed at every rank.
     let mine = (me as u64 + 1) * n;
     for p in 0..size {
-        ctx.rsr(&ctx.startpoint(p).unwrap(), H_SUM, &mine.to_le_bytes()).map_err(|e| e.to_string())?;
+        ctx.rsr(&ctx.startpoint(p).unwrap(), H_SUM, &mine.to_le_bytes())
+            .map_err(|e| e.to_string())?;
     }
-    if !ctx.wait_timeout(Duration::from_secs(120), || sums.lock().unwrap().len() == size as usize) {
+    if !ctx.wait_timeout(Duration::from_secs(120), || {
+        sums.lock().unwrap().len() == size as usize
+    }) {
         return Err("all-to-all sum timed out".into());
     }
     let total: u64 = sums.lock().unwrap().iter().sum();
@@ -200,11 +229,19 @@ fn garbage(ctx: &Context, n: u64) -> Result<(), String> {
     let a2 = addr.clone();
     ctx.register_handler(H_INFO, move |_, req: Request| {
         *a2.lock().unwrap() = Some(String::from_utf8_lossy(req.payload).into_owned());
-    }).map_err(|e| e.to_string())?;
+    })
+    .map_err(|e| e.to_string())?;
     ctx.barrier().map_err(|e| e.to_string())?;
     if ctx.rank() == 1 {
-        let mine = ctx.table().entries.iter().find(|e| e.method == "udp").map(|e| e.descriptor.clone()).ok_or("no udp entry")?;
-        ctx.rsr(&ctx.startpoint(0).unwrap(), H_INFO, &mine).map_err(|e| e.to_string())?;
+        let mine = ctx
+            .table()
+            .entries
+            .iter()
+            .find(|e| e.method == "udp")
+            .map(|e| e.descriptor.clone())
+            .ok_or("no udp entry")?;
+        ctx.rsr(&ctx.startpoint(0).unwrap(), H_INFO, &mine)
+            .map_err(|e| e.to_string())?;
     }
     if ctx.rank() != 0 {
         return stream(ctx, n, None);
@@ -212,7 +249,13 @@ fn garbage(ctx: &Context, n: u64) -> Result<(), String> {
     if !ctx.wait_timeout(Duration::from_secs(30), || addr.lock().unwrap().is_some()) {
         return Err("no address from rank 1".into());
     }
-    let target: std::net::SocketAddr = addr.lock().unwrap().clone().unwrap().parse().map_err(|e| format!("{e}"))?;
+    let target: std::net::SocketAddr = addr
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap()
+        .parse()
+        .map_err(|e| format!("{e}"))?;
     let sock = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     let sent = AtomicU64::new(0);
     let attack = |i: u64| {
@@ -248,15 +291,20 @@ fn freeze(ctx: &Context) -> Result<(), String> {
         if let Ok(b) = req.payload.try_into() {
             p2.store(u64::from_le_bytes(b), Ordering::Release);
         }
-    }).map_err(|e| e.to_string())?;
+    })
+    .map_err(|e| e.to_string())?;
     ctx.register_handler(H_DATA, move |_, _| {
         c2.fetch_add(1, Ordering::Relaxed);
-    }).map_err(|e| e.to_string())?;
+    })
+    .map_err(|e| e.to_string())?;
     ctx.barrier().map_err(|e| e.to_string())?;
     if ctx.rank() == 1 {
         let me = std::process::id() as u64;
-        ctx.rsr(&ctx.startpoint(0).unwrap(), H_INFO, &me.to_le_bytes()).map_err(|e| e.to_string())?;
-        ctx.wait_timeout(Duration::from_secs(30), || count.load(Ordering::Relaxed) >= 100);
+        ctx.rsr(&ctx.startpoint(0).unwrap(), H_INFO, &me.to_le_bytes())
+            .map_err(|e| e.to_string())?;
+        ctx.wait_timeout(Duration::from_secs(30), || {
+            count.load(Ordering::Relaxed) >= 100
+        });
         println!("FROZEN 1");
         // SAFETY: raise takes a signal number only.
         unsafe { libc::raise(libc::SIGSTOP) };
@@ -291,7 +339,10 @@ fn freeze(ctx: &Context) -> Result<(), String> {
         }
     };
     let ms = first_unacked.map_or(0, |t| t.elapsed().as_millis());
-    println!("PEER_ERROR ms={ms} sent={sent} error={}", err.clone().unwrap_or_else(|| "none".into()));
+    println!(
+        "PEER_ERROR ms={ms} sent={sent} error={}",
+        err.clone().unwrap_or_else(|| "none".into())
+    );
     // SAFETY: kill takes a pid and a signal number only.
     unsafe { libc::kill(pid.load(Ordering::Acquire) as libc::pid_t, libc::SIGKILL) };
     if err.is_none() {
@@ -305,7 +356,8 @@ fn pingpong(ctx: &Context, bytes: usize, iters: u64) -> Result<(), String> {
     let g2 = got.clone();
     ctx.register_handler(H_PING, move |_, _| {
         g2.fetch_add(1, Ordering::Release);
-    }).map_err(|e| e.to_string())?;
+    })
+    .map_err(|e| e.to_string())?;
     ctx.barrier().map_err(|e| e.to_string())?;
     let me = ctx.rank();
     if me > 1 {
@@ -329,7 +381,10 @@ fn pingpong(ctx: &Context, bytes: usize, iters: u64) -> Result<(), String> {
     }
     if me == 0 {
         let us = t.elapsed().as_secs_f64() * 1e6 / iters as f64 / 2.0;
-        println!("LATENCY bytes={bytes} half_rtt_us={us:.2} method={}", ctx.method_to(1).unwrap_or("none"));
+        println!(
+            "LATENCY bytes={bytes} half_rtt_us={us:.2} method={}",
+            ctx.method_to(1).unwrap_or("none")
+        );
     }
     ctx.barrier().map_err(|e| e.to_string())
 }
@@ -339,7 +394,8 @@ fn bandwidth(ctx: &Context, bytes: usize, iters: u64) -> Result<(), String> {
     let g2 = got.clone();
     ctx.register_handler(H_PING, move |_, _| {
         g2.fetch_add(1, Ordering::Release);
-    }).map_err(|e| e.to_string())?;
+    })
+    .map_err(|e| e.to_string())?;
     ctx.barrier().map_err(|e| e.to_string())?;
     let me = ctx.rank();
     if me == 0 {
@@ -359,7 +415,8 @@ fn bandwidth(ctx: &Context, bytes: usize, iters: u64) -> Result<(), String> {
         );
     } else if me == 1 {
         ctx.wait(|| got.load(Ordering::Acquire) >= iters);
-        ctx.rsr(&ctx.startpoint(0).unwrap(), H_PING, b"done").map_err(|e| e.to_string())?;
+        ctx.rsr(&ctx.startpoint(0).unwrap(), H_PING, b"done")
+            .map_err(|e| e.to_string())?;
     }
     ctx.barrier().map_err(|e| e.to_string())
 }

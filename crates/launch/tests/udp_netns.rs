@@ -24,8 +24,18 @@ fn bin_dir() -> PathBuf {
 }
 
 fn have(tool: &str) -> bool {
-    Command::new(tool).arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
-        || Command::new(tool).arg("help").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+    Command::new(tool)
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+        || Command::new(tool)
+            .arg("help")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok()
 }
 
 /// Why the test cannot run here, if it cannot.
@@ -44,7 +54,12 @@ fn skip_reason(tools: &[&str]) -> Option<String> {
 
 fn ip(args: &[&str]) {
     let o = Command::new("ip").args(args).output().expect("run ip");
-    assert!(o.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// Owns the namespaces (and a link emulator) of one test; removes them on drop.
@@ -60,7 +75,10 @@ impl Netns {
     }
 
     fn create(tag: &str) -> Netns {
-        let n = Netns { names: Self::names(tag), emu: None };
+        let n = Netns {
+            names: Self::names(tag),
+            emu: None,
+        };
         for ns in &n.names {
             ip(&["netns", "add", ns]);
             ip(&["-n", ns, "link", "set", "lo", "up"]);
@@ -82,7 +100,10 @@ impl Drop for Netns {
             let _ = c.wait();
         }
         for ns in &self.names {
-            let _ = Command::new("ip").args(["netns", "del", ns]).stderr(Stdio::null()).status();
+            let _ = Command::new("ip")
+                .args(["netns", "del", ns])
+                .stderr(Stdio::null())
+                .status();
         }
     }
 }
@@ -96,7 +117,11 @@ struct Out {
 /// Runs `udp_check args` as 2 ranks, rank r in `ns[r]` bound to `addrs[r]`.
 fn gwrun_across(ns: &[String; 2], addrs: [&str; 2], args: &str, envs: &[(&str, &str)]) -> Out {
     let prog = bin_dir().join("examples").join("udp_check");
-    assert!(prog.exists(), "{} missing: build the workspace examples first", prog.display());
+    assert!(
+        prog.exists(),
+        "{} missing: build the workspace examples first",
+        prog.display()
+    );
     let script = format!(
         "if [ \"$PMI_RANK\" = 0 ]; then NS={}; A={}; else NS={}; A={}; fi; exec ip netns exec $NS env GW_UDP_ADDR=$A {} {args}",
         ns[0],
@@ -107,7 +132,9 @@ fn gwrun_across(ns: &[String; 2], addrs: [&str; 2], args: &str, envs: &[(&str, &
     );
     let mut cmd = Command::new(GWRUN);
     cmd.args(["--timeout", "150", "-n", "2", "sh", "-c", &script]);
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("GW_")) {
         cmd.env_remove(k);
     }
@@ -139,17 +166,38 @@ fn gwrun_across(ns: &[String; 2], addrs: [&str; 2], args: &str, envs: &[(&str, &
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    Out { code: status.code().unwrap_or(-1), stdout: t1.join().unwrap(), stderr: t2.join().unwrap() }
+    Out {
+        code: status.code().unwrap_or(-1),
+        stdout: t1.join().unwrap(),
+        stderr: t2.join().unwrap(),
+    }
 }
 
 fn check_stream(o: &Out, n: u64) {
-    assert_eq!(o.code, 0, "job failed\nstdout:\n{}\nstderr:\n{}", o.stdout, o.stderr);
-    let lines: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("STREAM")).collect();
+    assert_eq!(
+        o.code, 0,
+        "job failed\nstdout:\n{}\nstderr:\n{}",
+        o.stdout, o.stderr
+    );
+    let lines: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("STREAM"))
+        .collect();
     assert_eq!(lines.len(), 2, "{}", o.stdout);
     for l in lines {
-        assert!(l.contains(&format!("got={n} ")) && l.ends_with("method=udp"), "{l}");
+        assert!(
+            l.contains(&format!("got={n} ")) && l.ends_with("method=udp"),
+            "{l}"
+        );
     }
-    assert_eq!(o.stdout.lines().filter(|l| l.starts_with("ALLREDUCE")).count(), 2);
+    assert_eq!(
+        o.stdout
+            .lines()
+            .filter(|l| l.starts_with("ALLREDUCE"))
+            .count(),
+        2
+    );
 }
 
 fn messages() -> u64 {
@@ -167,8 +215,24 @@ fn udp_over_veth_with_nftables_random_drop() {
         return;
     }
     let ns = Netns::create("v");
-    let (a, b) = (format!("gwv{}a", std::process::id() % 100_000), format!("gwv{}b", std::process::id() % 100_000));
-    ip(&["link", "add", &a, "netns", &ns.names[0], "type", "veth", "peer", "name", &b, "netns", &ns.names[1]]);
+    let (a, b) = (
+        format!("gwv{}a", std::process::id() % 100_000),
+        format!("gwv{}b", std::process::id() % 100_000),
+    );
+    ip(&[
+        "link",
+        "add",
+        &a,
+        "netns",
+        &ns.names[0],
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &b,
+        "netns",
+        &ns.names[1],
+    ]);
     ip(&["-n", &ns.names[0], "addr", "add", "10.78.0.1/24", "dev", &a]);
     ip(&["-n", &ns.names[1], "addr", "add", "10.78.0.2/24", "dev", &b]);
     ip(&["-n", &ns.names[0], "link", "set", &a, "up"]);
@@ -184,15 +248,32 @@ fn udp_over_veth_with_nftables_random_drop() {
             .expect("nft");
         std::io::Write::write_all(&mut c.stdin.take().unwrap(), rules.as_bytes()).unwrap();
         let o = c.wait_with_output().unwrap();
-        assert!(o.status.success(), "nft: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "nft: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
     let n = messages();
-    let o = gwrun_across(&ns.names, ["10.78.0.1", "10.78.0.2"], &format!("stream {n}"), &[("GW_UDP_DGRAM", "1472")]);
+    let o = gwrun_across(
+        &ns.names,
+        ["10.78.0.1", "10.78.0.2"],
+        &format!("stream {n}"),
+        &[("GW_UDP_DGRAM", "1472")],
+    );
     check_stream(&o, n);
     // The kernel really dropped datagrams on the way.
-    let l = Command::new("ip").args(["netns", "exec", &ns.names[1], "nft", "list", "ruleset"]).output().unwrap();
+    let l = Command::new("ip")
+        .args(["netns", "exec", &ns.names[1], "nft", "list", "ruleset"])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&l.stdout).into_owned();
-    let dropped: u64 = text.split("packets ").nth(1).and_then(|s| s.split_whitespace().next()).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let dropped: u64 = text
+        .split("packets ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     println!("nftables dropped {dropped} datagrams in {}", ns.names[1]);
     assert!(dropped > 10, "{text}");
 }
@@ -210,8 +291,30 @@ fn udp_over_tun_link_emulator_with_delay_reordering_loss() {
     }
     let mut ns = Netns::create("t");
     let mut child = Command::new(&emu)
-        .args(["--ns-a", &ns.names[0], "--ns-b", &ns.names[1], "--addr-a", "10.79.0.1/24", "--addr-b", "10.79.0.2/24"])
-        .args(["--delay", "2ms", "--jitter", "500us", "--reorder", "10", "--loss", "2", "--dup", "1", "--rate", "200mbit"])
+        .args([
+            "--ns-a",
+            &ns.names[0],
+            "--ns-b",
+            &ns.names[1],
+            "--addr-a",
+            "10.79.0.1/24",
+            "--addr-b",
+            "10.79.0.2/24",
+        ])
+        .args([
+            "--delay",
+            "2ms",
+            "--jitter",
+            "500us",
+            "--reorder",
+            "10",
+            "--loss",
+            "2",
+            "--dup",
+            "1",
+            "--rate",
+            "200mbit",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -220,9 +323,15 @@ fn udp_over_tun_link_emulator_with_delay_reordering_loss() {
     ns.emu = Some(child);
     // Wait for READY (the emulator prints it once both devices are up).
     let mut first = [0u8; 5];
-    out.read_exact(&mut first).expect("gw-linkemu exited before READY");
+    out.read_exact(&mut first)
+        .expect("gw-linkemu exited before READY");
     assert_eq!(&first, b"READY");
     let n = messages();
-    let o = gwrun_across(&ns.names, ["10.79.0.1", "10.79.0.2"], &format!("stream {n}"), &[("GW_UDP_DGRAM", "1472")]);
+    let o = gwrun_across(
+        &ns.names,
+        ["10.79.0.1", "10.79.0.2"],
+        &format!("stream {n}"),
+        &[("GW_UDP_DGRAM", "1472")],
+    );
     check_stream(&o, n);
 }

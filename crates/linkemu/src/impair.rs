@@ -8,8 +8,8 @@
 //! duplication, then delay with jitter. "Reorder" sends a fraction of
 //! packets without the delay, so they overtake the ones still delayed.
 
-use std::collections::BinaryHeap;
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
 /// Impairments of one direction.
@@ -30,7 +30,15 @@ pub struct Impairments {
 
 impl Default for Impairments {
     fn default() -> Self {
-        Impairments { delay: Duration::ZERO, jitter: Duration::ZERO, loss: 0.0, dup: 0.0, reorder: 0.0, rate_bps: 0, queue: Duration::from_millis(50) }
+        Impairments {
+            delay: Duration::ZERO,
+            jitter: Duration::ZERO,
+            loss: 0.0,
+            dup: 0.0,
+            reorder: 0.0,
+            rate_bps: 0,
+            queue: Duration::from_millis(50),
+        }
     }
 }
 
@@ -83,7 +91,14 @@ pub struct Direction {
 
 impl Direction {
     pub fn new(imp: Impairments, seed: u64) -> Self {
-        Direction { imp, stats: Stats::default(), rng: Rng(seed), busy_until: None, due: BinaryHeap::new(), n: 0 }
+        Direction {
+            imp,
+            stats: Stats::default(),
+            rng: Rng(seed),
+            busy_until: None,
+            due: BinaryHeap::new(),
+            n: 0,
+        }
     }
 
     /// A packet entered the link at `now`.
@@ -91,13 +106,13 @@ impl Direction {
         self.stats.packets_in += 1;
         self.stats.bytes_in += pkt.len() as u64;
         let mut leave = now;
-        if self.imp.rate_bps > 0 {
+        if let Some(ns) = (pkt.len() as u64 * 8 * 1_000_000_000).checked_div(self.imp.rate_bps) {
             let free = self.busy_until.map_or(now, |b| b.max(now));
             if free.duration_since(now) > self.imp.queue {
                 self.stats.dropped_queue += 1;
                 return;
             }
-            leave = free + Duration::from_nanos(pkt.len() as u64 * 8 * 1_000_000_000 / self.imp.rate_bps);
+            leave = free + Duration::from_nanos(ns);
             self.busy_until = Some(leave);
         }
         if self.rng.chance(self.imp.loss) {
@@ -152,7 +167,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     } else {
         (s, 1e-3)
     };
-    let v: f64 = num.trim().parse().map_err(|_| format!("bad duration {s:?} (e.g. 10ms, 1.5s, 250us)"))?;
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad duration {s:?} (e.g. 10ms, 1.5s, 250us)"))?;
     if !(0.0..=3600.0 / mult).contains(&v) {
         return Err(format!("duration {s:?} out of range"));
     }
@@ -161,7 +179,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Parses a percentage (`5`, `0.5`, `5%`) into a probability.
 pub fn parse_percent(s: &str) -> Result<f64, String> {
-    let v: f64 = s.trim().trim_end_matches('%').parse().map_err(|_| format!("bad percentage {s:?}"))?;
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("bad percentage {s:?}"))?;
     if !(0.0..=100.0).contains(&v) {
         return Err(format!("percentage {s:?} out of 0..100"));
     }
@@ -187,7 +209,8 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
             return Ok((v * m) as u64);
         }
     }
-    l.parse().map_err(|_| format!("bad rate {s:?} (e.g. 100mbit, 1gbit, 10mbps)"))
+    l.parse()
+        .map_err(|_| format!("bad rate {s:?} (e.g. 100mbit, 1gbit, 10mbps)"))
 }
 
 #[cfg(test)]
@@ -217,7 +240,10 @@ mod tests {
 
     #[test]
     fn delay_only_keeps_order_and_delays() {
-        let imp = Impairments { delay: Duration::from_millis(10), ..Default::default() };
+        let imp = Impairments {
+            delay: Duration::from_millis(10),
+            ..Default::default()
+        };
         let (_, out) = run(imp, 100, Duration::from_micros(100));
         assert_eq!(out.len(), 100);
         assert!(out.windows(2).all(|w| w[0].1 < w[1].1));
@@ -226,19 +252,32 @@ mod tests {
 
     #[test]
     fn loss_dup_reorder_rates_are_roughly_right() {
-        let imp = Impairments { delay: Duration::from_millis(5), loss: 0.1, dup: 0.05, reorder: 0.2, ..Default::default() };
+        let imp = Impairments {
+            delay: Duration::from_millis(5),
+            loss: 0.1,
+            dup: 0.05,
+            reorder: 0.2,
+            ..Default::default()
+        };
         let (d, out) = run(imp, 20_000, Duration::from_micros(50));
         let s = d.stats;
         assert!((1700..2300).contains(&s.dropped_loss), "{s:?}");
         assert!((700..1100).contains(&s.duplicated), "{s:?}");
         assert_eq!(out.len() as u64, 20_000 - s.dropped_loss + s.duplicated);
-        assert!(out.windows(2).any(|w| w[0].1 > w[1].1), "some packets overtake");
+        assert!(
+            out.windows(2).any(|w| w[0].1 > w[1].1),
+            "some packets overtake"
+        );
     }
 
     #[test]
     fn rate_limit_spaces_packets_and_drops_on_a_full_queue() {
         // 1000-byte packets at 8 Mbit/s = 1 ms each, offered every 0.5 ms.
-        let imp = Impairments { rate_bps: 8_000_000, queue: Duration::from_millis(10), ..Default::default() };
+        let imp = Impairments {
+            rate_bps: 8_000_000,
+            queue: Duration::from_millis(10),
+            ..Default::default()
+        };
         let t0 = Instant::now();
         let mut d = Direction::new(imp, 1);
         for i in 0..200u32 {

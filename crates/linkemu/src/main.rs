@@ -91,9 +91,16 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| format!("cannot run ip: {e}"))?;
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run ip: {e}"))?;
     if !out.status.success() {
-        return Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
     }
     Ok(())
 }
@@ -126,7 +133,12 @@ fn tun_in(ns: &str, dev: &str, addr: &str, mtu: u32, home: &OwnedFd) -> Result<O
     setns(target.as_raw_fd(), ns)?;
     let made = (|| {
         // SAFETY: a plain open of a device path; the result is checked.
-        let fd = unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        let fd = unsafe {
+            libc::open(
+                c"/dev/net/tun".as_ptr(),
+                libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+            )
+        };
         if fd < 0 {
             return Err(format!("open /dev/net/tun: {}", io::Error::last_os_error()));
         }
@@ -195,9 +207,15 @@ fn run(cli: &Cli) -> Result<(), String> {
         queue: cli.queue,
     };
     // Index 0: A->B, 1: B->A; independent random streams.
-    let mut dirs = [Direction::new(imp, cli.seed), Direction::new(imp, cli.seed ^ 0x5555_5555_5555_5555)];
+    let mut dirs = [
+        Direction::new(imp, cli.seed),
+        Direction::new(imp, cli.seed ^ 0x5555_5555_5555_5555),
+    ];
     let fds = [ta.as_raw_fd(), tb.as_raw_fd()];
-    println!("READY {} {} <-> {} {} {imp:?}", cli.ns_a, cli.addr_a, cli.ns_b, cli.addr_b);
+    println!(
+        "READY {} {} <-> {} {} {imp:?}",
+        cli.ns_a, cli.addr_a, cli.ns_b, cli.addr_b
+    );
     let _ = io::Write::flush(&mut io::stdout());
     let end = cli.duration.map(|d| Instant::now() + d);
     let mut buf = vec![0u8; 65536];
@@ -212,11 +230,23 @@ fn run(cli: &Cli) -> Result<(), String> {
             }
         }
         let mut pfd = [
-            libc::pollfd { fd: fds[0], events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: fds[1], events: libc::POLLIN, revents: 0 },
+            libc::pollfd {
+                fd: fds[0],
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: fds[1],
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         // Sub-millisecond waits spin through poll(0): delay accuracy matters more than a core here.
-        let ms = if timeout < Duration::from_millis(1) { 0 } else { timeout.as_millis() as i32 };
+        let ms = if timeout < Duration::from_millis(1) {
+            0
+        } else {
+            timeout.as_millis() as i32
+        };
         // SAFETY: `pfd` is a live array of two pollfd.
         unsafe { libc::poll(pfd.as_mut_ptr(), 2, ms) };
         for (i, &fd) in fds.iter().enumerate() {

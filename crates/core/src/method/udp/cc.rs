@@ -170,17 +170,25 @@ mod tests {
         assert_eq!(c.window(), 8000, "slow start doubles per window");
         for _ in 0..4 {
             c.on_rtt(40 * MS);
-        c.on_ack(t0, t0, 0); // a queue builds
+            c.on_ack(t0, t0, 0); // a queue builds
         }
         let t1 = t0 + 10 * MS;
         c.on_loss(t1, t0);
         assert_eq!(c.window(), 5600);
         c.on_loss(t1, t0 + 5 * MS);
-        assert_eq!(c.window(), 5600, "a loss from before the reduction does not reduce again");
+        assert_eq!(
+            c.window(),
+            5600,
+            "a loss from before the reduction does not reduce again"
+        );
         let t2 = t1 + MS;
         c.on_rtt(40 * MS);
         c.on_ack(t2, t2, 5600);
-        assert_eq!(c.window(), 6600, "congestion avoidance with a queue: one datagram per window");
+        assert_eq!(
+            c.window(),
+            6600,
+            "congestion avoidance with a queue: one datagram per window"
+        );
         c.on_timeout(t2);
         assert_eq!(c.window(), 2000);
     }
@@ -193,10 +201,18 @@ mod tests {
         c.on_ack(t0, t0, 1000);
         let w = c.window();
         c.on_loss(t0 + MS, t0);
-        assert_eq!(c.window(), w, "RTT at its minimum: the loss is not congestion");
+        assert_eq!(
+            c.window(),
+            w,
+            "RTT at its minimum: the loss is not congestion"
+        );
         let t2 = t0 + 2 * MS;
         c.on_rtt(20 * MS);
         c.on_ack(t2, t2, 2000);
-        assert_eq!(c.window(), w + 1000, "no queue: grows by half the acked bytes");
+        assert_eq!(
+            c.window(),
+            w + 1000,
+            "no queue: grows by half the acked bytes"
+        );
     }
 }

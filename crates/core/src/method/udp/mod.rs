@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 
 pub const INFO: MethodInfo = MethodInfo {
     name: "udp",
-    summary: "reliable UDP (own protocol: SACK, RTT timeouts, AIMD window, authenticated)",
+    summary:
+        "reliable UDP (own protocol: SACK, RACK loss detection, loss-tolerant AIMD, authenticated)",
     params: PARAMS,
     init,
 };
@@ -49,7 +50,8 @@ const PARAMS: &[ParamDecl] = &[
         name: "UDP_DGRAM",
         default: "0",
         kind: Kind::Size { min: 0, max: 65507 },
-        help: "Largest datagram sent, headers included (36 bytes); longer messages are fragmented. \
+        help:
+            "Largest datagram sent, headers included (36 bytes); longer messages are fragmented. \
                0 = automatic: 65000 when bound to a loopback address, else 1472 (an Ethernet \
                MTU minus IP/UDP headers, so IP never fragments: a lost fragment loses the whole \
                datagram). Set the path MTU minus 28 on other networks.",
@@ -57,7 +59,10 @@ const PARAMS: &[ParamDecl] = &[
     ParamDecl {
         name: "UDP_DEPTH",
         default: "0",
-        kind: Kind::UInt { min: 0, max: 1 << 20 },
+        kind: Kind::UInt {
+            min: 0,
+            max: 1 << 20,
+        },
         help: "Window per peer in datagrams: at most this many unacknowledged datagrams in \
                flight, and buffered out of order by the receiver (the AM protocol's depth). \
                0 = automatic: 16 MiB worth of datagrams (256..16384).",
@@ -65,34 +70,49 @@ const PARAMS: &[ParamDecl] = &[
     ParamDecl {
         name: "UDP_CWND",
         default: "32",
-        kind: Kind::UInt { min: 2, max: 1 << 20 },
+        kind: Kind::UInt {
+            min: 2,
+            max: 1 << 20,
+        },
         help: "Initial congestion window in datagrams (then AIMD: slow start, +1 per round \
                trip, x0.7 per loss episode).",
     },
     ParamDecl {
         name: "UDP_TIMEOUT",
         default: "100",
-        kind: Kind::UInt { min: 1, max: 600_000 },
+        kind: Kind::UInt {
+            min: 1,
+            max: 600_000,
+        },
         help: "Initial retransmission timeout in milliseconds (before the first round-trip \
                sample; also the first handshake retry interval).",
     },
     ParamDecl {
         name: "UDP_MIN_TIMEOUT",
         default: "30",
-        kind: Kind::UInt { min: 1, max: 600_000 },
+        kind: Kind::UInt {
+            min: 1,
+            max: 600_000,
+        },
         help: "Lower bound of the retransmission timeout in milliseconds. It covers a peer that \
                polls late: an idle context sleeps in slices of up to 20 ms before it acks.",
     },
     ParamDecl {
         name: "UDP_MAX_TIMEOUT",
         default: "2000",
-        kind: Kind::UInt { min: 1, max: 600_000 },
+        kind: Kind::UInt {
+            min: 1,
+            max: 600_000,
+        },
         help: "Upper bound of the exponential backoff in milliseconds.",
     },
     ParamDecl {
         name: "UDP_ACK_DELAY",
         default: "500",
-        kind: Kind::UInt { min: 0, max: 100_000 },
+        kind: Kind::UInt {
+            min: 0,
+            max: 100_000,
+        },
         help: "Microseconds the acknowledgement of a lone datagram waits for a reply to carry \
                it (saves one datagram per request/reply); a second datagram or a gap is \
                acknowledged at once.",
@@ -108,28 +128,40 @@ const PARAMS: &[ParamDecl] = &[
     ParamDecl {
         name: "UDP_SNDBUF",
         default: "4m",
-        kind: Kind::Size { min: 0, max: 1 << 30 },
+        kind: Kind::Size {
+            min: 0,
+            max: 1 << 30,
+        },
         help: "SO_SNDBUF of the socket (0 = kernel default); capped by net.core.wmem_max \
                unless running as root.",
     },
     ParamDecl {
         name: "UDP_RCVBUF",
         default: "4m",
-        kind: Kind::Size { min: 0, max: 1 << 30 },
+        kind: Kind::Size {
+            min: 0,
+            max: 1 << 30,
+        },
         help: "SO_RCVBUF of the socket (0 = kernel default); capped by net.core.rmem_max \
                unless running as root. Too small a buffer shows up as loss.",
     },
     ParamDecl {
         name: "UDP_MAX_QUEUED",
         default: "16m",
-        kind: Kind::Size { min: 0, max: 1 << 40 },
+        kind: Kind::Size {
+            min: 0,
+            max: 1 << 40,
+        },
         help: "Bytes per peer buffered unacknowledged before a sender waits (driving progress) \
                for acknowledgements.",
     },
     ParamDecl {
         name: "UDP_LINGER",
         default: "2000",
-        kind: Kind::UInt { min: 0, max: 600_000 },
+        kind: Kind::UInt {
+            min: 0,
+            max: 600_000,
+        },
         help: "Milliseconds shutdown keeps retransmitting until every peer acknowledged the \
                last messages (a finalize barrier's last message must not die with the socket).",
     },
@@ -157,22 +189,41 @@ fn percent(env: &MethodEnv, name: &str) -> Result<f64> {
     let raw = env.params.text(name);
     match raw.trim().parse::<f64>() {
         Ok(v) if (0.0..=100.0).contains(&v) => Ok(v / 100.0),
-        _ => Err(Error::BadParam { var: format!("GW_{name}"), value: raw.into(), reason: "expected a percentage 0..100".into() }),
+        _ => Err(Error::BadParam {
+            var: format!("GW_{name}"),
+            value: raw.into(),
+            reason: "expected a percentage 0..100".into(),
+        }),
     }
 }
 
 fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
-    let addr: std::net::IpAddr = env.params.text("UDP_ADDR").parse().map_err(|_| Error::BadParam {
-        var: "GW_UDP_ADDR".into(),
-        value: env.params.text("UDP_ADDR").into(),
-        reason: "expected an IP address".into(),
-    })?;
+    let addr: std::net::IpAddr =
+        env.params
+            .text("UDP_ADDR")
+            .parse()
+            .map_err(|_| Error::BadParam {
+                var: "GW_UDP_ADDR".into(),
+                value: env.params.text("UDP_ADDR").into(),
+                reason: "expected an IP address".into(),
+            })?;
     let sock = UdpSocket::bind((addr, 0)).map_err(|e| Error::io(format!("udp: bind {addr}"), e))?;
-    sock.set_nonblocking(true).map_err(|e| Error::io("udp: set_nonblocking", e))?;
-    let local = sock.local_addr().map_err(|e| Error::io("udp: local_addr", e))?;
+    sock.set_nonblocking(true)
+        .map_err(|e| Error::io("udp: set_nonblocking", e))?;
+    let local = sock
+        .local_addr()
+        .map_err(|e| Error::io("udp: local_addr", e))?;
     for (opt, force, val) in [
-        (libc::SO_SNDBUF, libc::SO_SNDBUFFORCE, env.params.num("UDP_SNDBUF")),
-        (libc::SO_RCVBUF, libc::SO_RCVBUFFORCE, env.params.num("UDP_RCVBUF")),
+        (
+            libc::SO_SNDBUF,
+            libc::SO_SNDBUFFORCE,
+            env.params.num("UDP_SNDBUF"),
+        ),
+        (
+            libc::SO_RCVBUF,
+            libc::SO_RCVBUFFORCE,
+            env.params.num("UDP_RCVBUF"),
+        ),
     ] {
         if val > 0 {
             let v = val.min(i32::MAX as u64) as libc::c_int;
@@ -208,7 +259,11 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
         initial_cwnd: env.params.num("UDP_CWND") as usize,
         ack_delay: Duration::from_micros(env.params.num("UDP_ACK_DELAY")),
     };
-    let inject = Inject { drop: percent(env, "UDP_DROP")?, dup: percent(env, "UDP_DUP")?, reorder: percent(env, "UDP_REORDER")? };
+    let inject = Inject {
+        drop: percent(env, "UDP_DROP")?,
+        dup: percent(env, "UDP_DUP")?,
+        reorder: percent(env, "UDP_REORDER")?,
+    };
     let seed = u64::from_le_bytes(crate::auth::nonce()[..8].try_into().expect("8 bytes")) | 1;
     Ok(Some(Arc::new(UdpMethod {
         shared: Arc::new(Shared {
@@ -426,15 +481,24 @@ impl Method for UdpMethod {
     }
 
     fn connect(&self, peer: u32, remote: &[u8]) -> Result<Arc<dyn Link>> {
-        let addr = parse_addr(remote).ok_or_else(|| Error::Protocol { peer: peer.to_string(), what: "malformed udp descriptor".into() })?;
+        let addr = parse_addr(remote).ok_or_else(|| Error::Protocol {
+            peer: peer.to_string(),
+            what: "malformed udp descriptor".into(),
+        })?;
         let s = &self.shared;
         let mut st = s.lock();
         st.ep.connect(peer, addr, Instant::now());
         s.flush(&mut st, Instant::now());
         if s.verbose >= 2 {
-            eprintln!("gw[{}]: udp: authenticating with context {peer} at {addr}", s.me);
+            eprintln!(
+                "gw[{}]: udp: authenticating with context {peer} at {addr}",
+                s.me
+            );
         }
-        Ok(Arc::new(UdpLink { shared: s.clone(), peer }))
+        Ok(Arc::new(UdpLink {
+            shared: s.clone(),
+            peer,
+        }))
     }
 
     fn poll(&self, sink: &mut dyn Sink) -> Result<usize> {
@@ -473,7 +537,10 @@ impl Method for UdpMethod {
     }
 
     fn cost(&self) -> Cost {
-        Cost { latency_ns: 20_000, bandwidth_mb_s: 1_000 }
+        Cost {
+            latency_ns: 20_000,
+            bandwidth_mb_s: 1_000,
+        }
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
@@ -511,12 +578,20 @@ impl Method for UdpMethod {
                     break;
                 }
             }
-            let mut pfd = libc::pollfd { fd: s.sock.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            let mut pfd = libc::pollfd {
+                fd: s.sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
             // SAFETY: one live pollfd, count 1.
             unsafe { libc::poll(&mut pfd, 1, 2) };
         }
         if s.verbose >= 2 {
-            eprintln!("gw[{}]: udp: shut down; counters {:?}", s.me, self.counters());
+            eprintln!(
+                "gw[{}]: udp: shut down; counters {:?}",
+                s.me,
+                self.counters()
+            );
         }
     }
 }
@@ -532,7 +607,11 @@ struct UdpLink {
 
 impl UdpLink {
     fn failed(&self, reason: String) -> Error {
-        Error::LinkFailed { peer: self.peer, method: "udp", reason }
+        Error::LinkFailed {
+            peer: self.peer,
+            method: "udp",
+            reason,
+        }
     }
 }
 
@@ -546,7 +625,9 @@ impl Link for UdpLink {
         let mut buffered = {
             let mut st = s.lock();
             let now = Instant::now();
-            st.ep.send(self.peer, iov, now).map_err(|why| self.failed(why))?;
+            st.ep
+                .send(self.peer, iov, now)
+                .map_err(|why| self.failed(why))?;
             s.flush(&mut st, now);
             st.ep.buffered(self.peer)
         };

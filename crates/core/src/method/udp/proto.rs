@@ -161,8 +161,17 @@ struct Sent {
 #[derive(Debug, Clone)]
 enum Hs {
     Idle,
-    Hello { nonce: [u8; NONCE_LEN], next: Instant, tries: u32 },
-    Proof { nonce: [u8; NONCE_LEN], theirs: [u8; NONCE_LEN], next: Instant, tries: u32 },
+    Hello {
+        nonce: [u8; NONCE_LEN],
+        next: Instant,
+        tries: u32,
+    },
+    Proof {
+        nonce: [u8; NONCE_LEN],
+        theirs: [u8; NONCE_LEN],
+        next: Instant,
+        tries: u32,
+    },
     Done,
 }
 
@@ -325,7 +334,9 @@ impl<A> Peer<A> {
     /// send buffer behind a hole) would wait for the retransmission timeout.
     fn detect_losses(&mut self, now: Instant, cfg: &Config) {
         self.loss_time = None;
-        let Some(largest) = self.largest_acked_tx else { return };
+        let Some(largest) = self.largest_acked_tx else {
+            return;
+        };
         let srtt = self.srtt.unwrap_or(cfg.initial_rto);
         let age = srtt + (srtt / 4).max(self.reo_wnd);
         while let Some((&tx, &seq)) = self.txmap.first_key_value() {
@@ -361,7 +372,7 @@ impl<A> Peer<A> {
                 self.rttvar = r / 2;
             }
             Some(s) => {
-                let diff = if s > r { s - r } else { r - s };
+                let diff = s.abs_diff(r);
                 self.rttvar = (self.rttvar * 3 + diff) / 4;
                 self.srtt = Some((s * 7 + r) / 8);
             }
@@ -370,7 +381,8 @@ impl<A> Peer<A> {
         // RFC 6298's srtt + 4 rttvar, but never less than srtt + srtt/2: on a
         // steady link rttvar decays to ~0 and a timer that tight fires
         // spuriously whenever a queue grows, resetting the window each time.
-        self.rto = (s + (self.rttvar * 4).max(s / 2).max(Duration::from_micros(500))).clamp(cfg.min_rto, cfg.max_rto);
+        self.rto = (s + (self.rttvar * 4).max(s / 2).max(Duration::from_micros(500)))
+            .clamp(cfg.min_rto, cfg.max_rto);
     }
 }
 
@@ -417,7 +429,15 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     pub fn new(mut cfg: Config) -> Self {
         cfg.dgram = cfg.dgram.clamp(MIN_DGRAM, 65507);
         cfg.depth = cfg.depth.max(4);
-        Endpoint { cfg, peers: HashMap::new(), order: Vec::new(), cursor: 0, ctl: VecDeque::new(), events: VecDeque::new(), counters: Counters::default() }
+        Endpoint {
+            cfg,
+            peers: HashMap::new(),
+            order: Vec::new(),
+            cursor: 0,
+            ctl: VecDeque::new(),
+            events: VecDeque::new(),
+            counters: Counters::default(),
+        }
     }
 
     pub fn config(&self) -> &Config {
@@ -442,7 +462,11 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         p.addr = Some(addr);
         if matches!(p.hs, Hs::Idle) {
             let nonce = auth::nonce();
-            p.hs = Hs::Hello { nonce, next: now + rto, tries: 0 };
+            p.hs = Hs::Hello {
+                nonce,
+                next: now + rto,
+                tries: 0,
+            };
             let mut b = Vec::with_capacity(HDR + NONCE_LEN);
             header(&mut b, T_HELLO, me, peer);
             b.extend_from_slice(&nonce);
@@ -460,7 +484,8 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     pub fn send(&mut self, peer: u32, iov: &[IoSlice<'_>], now: Instant) -> Result<(), String> {
         let mss = self.cfg.mss();
         let total: usize = iov.iter().map(|s| s.len()).sum();
-        let msg_len = u32::try_from(total).map_err(|_| format!("message of {total} bytes exceeds the 4 GiB limit of udp"))?;
+        let msg_len = u32::try_from(total)
+            .map_err(|_| format!("message of {total} bytes exceeds the 4 GiB limit of udp"))?;
         let Some(p) = self.peers.get_mut(&peer) else {
             return Err(format!("no udp link to context {peer} (connect first)"));
         };
@@ -489,7 +514,14 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 need -= k;
             }
             p.buffered += n;
-            p.pkts.push_back(Sent { body, acked: false, in_flight: false, retransmitted: false, tx: 0, sent_at: now });
+            p.pkts.push_back(Sent {
+                body,
+                acked: false,
+                in_flight: false,
+                retransmitted: false,
+                tx: 0,
+                sent_at: now,
+            });
             off += n;
             if off >= total {
                 break;
@@ -505,7 +537,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
 
     /// Whether any data is not yet acknowledged by a live peer.
     pub fn has_unacked(&self) -> bool {
-        self.peers.values().any(|p| p.failed.is_none() && !p.pkts.is_empty())
+        self.peers
+            .values()
+            .any(|p| p.failed.is_none() && !p.pkts.is_empty())
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {
@@ -552,12 +586,19 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             T_CHALLENGE => self.on_challenge(now, from, src, d),
             T_PROOF => self.on_proof(from, src, d),
             T_DATA | T_ACK => {
-                let ok = self.peers.get(&src).is_some_and(|p| p.verified && p.failed.is_none() && p.addr == Some(from));
+                let ok = self
+                    .peers
+                    .get(&src)
+                    .is_some_and(|p| p.verified && p.failed.is_none() && p.addr == Some(from));
                 if !ok {
                     self.counters.unauthenticated += 1;
                     return;
                 }
-                let r = if ty == T_DATA { self.on_data(now, src, d) } else { self.on_ack_dgram(now, src, d) };
+                let r = if ty == T_DATA {
+                    self.on_data(now, src, d)
+                } else {
+                    self.on_ack_dgram(now, src, d)
+                };
                 if let Err(why) = r {
                     self.fail(src, format!("protocol error from context {src}: {why}"));
                 }
@@ -599,21 +640,30 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     }
 
     fn on_challenge(&mut self, now: Instant, from: A, src: u32, d: &[u8]) {
-        let (Some(echo), Some(theirs), Some(proof)) =
-            (nonce_at(d, HDR), nonce_at(d, HDR + NONCE_LEN), d.get(HDR + 2 * NONCE_LEN..).filter(|p| p.len() == PROOF_LEN))
-        else {
+        let (Some(echo), Some(theirs), Some(proof)) = (
+            nonce_at(d, HDR),
+            nonce_at(d, HDR + NONCE_LEN),
+            d.get(HDR + 2 * NONCE_LEN..)
+                .filter(|p| p.len() == PROOF_LEN),
+        ) else {
             self.counters.garbage += 1;
             return;
         };
         let (me, secret, rto) = (self.cfg.me, self.cfg.secret, self.cfg.initial_rto);
-        let Some(p) = self.peers.get_mut(&src).filter(|p| p.failed.is_none() && p.addr == Some(from)) else {
+        let Some(p) = self
+            .peers
+            .get_mut(&src)
+            .filter(|p| p.failed.is_none() && p.addr == Some(from))
+        else {
             self.counters.unauthenticated += 1;
             return;
         };
         let ours = match &p.hs {
             Hs::Hello { nonce, .. } if *nonce == echo => *nonce,
             // A duplicate challenge: our PROOF may have been lost; answer again.
-            Hs::Proof { nonce, theirs: t, .. } if *nonce == echo && *t == theirs => *nonce,
+            Hs::Proof {
+                nonce, theirs: t, ..
+            } if *nonce == echo && *t == theirs => *nonce,
             _ => {
                 self.counters.unauthenticated += 1; // stale or unsolicited
                 return;
@@ -625,17 +675,29 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         }
         p.verified = true;
         if !p.confirmed {
-            let tries = if let Hs::Proof { tries, .. } = p.hs { tries } else { 0 };
-            p.hs = Hs::Proof { nonce: ours, theirs, next: now + rto, tries };
+            let tries = if let Hs::Proof { tries, .. } = p.hs {
+                tries
+            } else {
+                0
+            };
+            p.hs = Hs::Proof {
+                nonce: ours,
+                theirs,
+                next: now + rto,
+                tries,
+            };
         }
         let b = proof_dgram(&secret, me, src, &ours, &theirs);
         self.ctl.push_back((from, b));
     }
 
     fn on_proof(&mut self, from: A, src: u32, d: &[u8]) {
-        let (Some(theirs), Some(mine), Some(proof)) =
-            (nonce_at(d, HDR), nonce_at(d, HDR + NONCE_LEN), d.get(HDR + 2 * NONCE_LEN..).filter(|p| p.len() == PROOF_LEN))
-        else {
+        let (Some(theirs), Some(mine), Some(proof)) = (
+            nonce_at(d, HDR),
+            nonce_at(d, HDR + NONCE_LEN),
+            d.get(HDR + 2 * NONCE_LEN..)
+                .filter(|p| p.len() == PROOF_LEN),
+        ) else {
             self.counters.garbage += 1;
             return;
         };
@@ -690,9 +752,18 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     /// Processes an acknowledgement: `cum` (everything below received),
     /// selective `ranges`, and `complete`: below it, whatever is not
     /// acknowledged is known to be missing at the receiver.
-    fn on_ack(&mut self, now: Instant, src: u32, cum: u64, ranges: &[(u64, u64)], complete: u64) -> Result<(), String> {
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        src: u32,
+        cum: u64,
+        ranges: &[(u64, u64)],
+        complete: u64,
+    ) -> Result<(), String> {
         let cfg = self.cfg.clone();
-        let Some(p) = self.peers.get_mut(&src) else { return Ok(()) };
+        let Some(p) = self.peers.get_mut(&src) else {
+            return Ok(());
+        };
         if !p.confirmed {
             // Any ack after our PROOF means the peer accepted it.
             p.confirmed = true;
@@ -700,7 +771,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         }
         let end = p.snd_una.max(p.next_new);
         if cum > end {
-            return Err(format!("acknowledges sequence {cum} never sent (next is {end})"));
+            return Err(format!(
+                "acknowledges sequence {cum} never sent (next is {end})"
+            ));
         }
         let mut progress = false;
         let mut spurious = 0u64;
@@ -712,7 +785,13 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 return;
             }
             s.acked = true;
-            let (len, sent_at, retrans, tx, was_in_flight) = (s.body.len() - 8, s.sent_at, s.retransmitted, s.tx, s.in_flight);
+            let (len, sent_at, retrans, tx, was_in_flight) = (
+                s.body.len() - 8,
+                s.sent_at,
+                s.retransmitted,
+                s.tx,
+                s.in_flight,
+            );
             s.in_flight = false;
             if was_in_flight {
                 p.in_flight -= len.min(p.in_flight);
@@ -732,7 +811,10 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             if !retrans && newest.is_none_or(|(t, _)| tx > t) {
                 newest = Some((tx, sent_at));
             }
-            if retrans && p.min_rtt.is_some_and(|m| now.saturating_duration_since(sent_at) < m / 2) {
+            if retrans
+                && p.min_rtt
+                    .is_some_and(|m| now.saturating_duration_since(sent_at) < m / 2)
+            {
                 // Acked sooner than the retransmission could have been: the
                 // original arrived, it was only late. Tolerate more reordering.
                 spurious += 1;
@@ -754,7 +836,8 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         let mut fresh = Vec::new();
         for &(a, b) in ranges {
             // Only what the scoreboard did not know yet is processed.
-            p.sacked.insert(a.max(cum).max(p.snd_una), b.min(end), &mut fresh);
+            p.sacked
+                .insert(a.max(cum).max(p.snd_una), b.min(end), &mut fresh);
             for (x, y) in fresh.drain(..) {
                 for seq in x..y {
                     ack_one(p, seq);
@@ -796,7 +879,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         let seq = u64_at(d, HDR + 8).ok_or("short data")?;
         self.on_ack(now, src, cum, &[], cum)?;
         let depth = self.cfg.depth;
-        let Some(p) = self.peers.get_mut(&src) else { return Ok(()) };
+        let Some(p) = self.peers.get_mut(&src) else {
+            return Ok(());
+        };
         if seq < p.rcv_next || p.ooo.contains_key(&seq) {
             self.counters.duplicates += 1;
             p.ack_now = true; // our ack was probably lost
@@ -857,7 +942,11 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                         )));
                         continue;
                     }
-                    p.hs = Hs::Hello { nonce, next: now + backoff(cfg.initial_rto, tries + 1, cfg.max_rto), tries: tries + 1 };
+                    p.hs = Hs::Hello {
+                        nonce,
+                        next: now + backoff(cfg.initial_rto, tries + 1, cfg.max_rto),
+                        tries: tries + 1,
+                    };
                     if let Some(a) = p.addr {
                         let mut b = Vec::with_capacity(HDR + NONCE_LEN);
                         header(&mut b, T_HELLO, cfg.me, id);
@@ -865,14 +954,31 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                         self.ctl.push_back((a, b));
                     }
                 }
-                Hs::Proof { nonce, theirs, next, tries } if now >= next && !p.confirmed => {
+                Hs::Proof {
+                    nonce,
+                    theirs,
+                    next,
+                    tries,
+                } if now >= next && !p.confirmed => {
                     if tries >= cfg.retries {
-                        failures.push((id, format!("context {id} never confirmed authentication after {} attempts", tries + 1)));
+                        failures.push((
+                            id,
+                            format!(
+                                "context {id} never confirmed authentication after {} attempts",
+                                tries + 1
+                            ),
+                        ));
                         continue;
                     }
-                    p.hs = Hs::Proof { nonce, theirs, next: now + backoff(cfg.initial_rto, tries + 1, cfg.max_rto), tries: tries + 1 };
+                    p.hs = Hs::Proof {
+                        nonce,
+                        theirs,
+                        next: now + backoff(cfg.initial_rto, tries + 1, cfg.max_rto),
+                        tries: tries + 1,
+                    };
                     if let Some(a) = p.addr {
-                        self.ctl.push_back((a, proof_dgram(&cfg.secret, cfg.me, id, &nonce, &theirs)));
+                        self.ctl
+                            .push_back((a, proof_dgram(&cfg.secret, cfg.me, id, &nonce, &theirs)));
                     }
                 }
                 _ => {}
@@ -886,7 +992,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                     self.counters.timeouts += 1;
                     p.backoff += 1;
                     if p.backoff > cfg.retries {
-                        let waited = (0..p.backoff).map(|i| backoff(p.rto, i, cfg.max_rto)).sum::<Duration>();
+                        let waited = (0..p.backoff)
+                            .map(|i| backoff(p.rto, i, cfg.max_rto))
+                            .sum::<Duration>();
                         failures.push((id, format!(
                             "context {id} is unreachable: no acknowledgement after {} retransmissions over {:.1} s (peer dead or network down)",
                             cfg.retries,
@@ -945,7 +1053,10 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 Hs::Proof { next, .. } if !p.confirmed => Some(next),
                 _ => None,
             };
-            for c in [hs, p.rto_deadline(&cfg), p.ack_due, p.loss_time].into_iter().flatten() {
+            for c in [hs, p.rto_deadline(&cfg), p.ack_due, p.loss_time]
+                .into_iter()
+                .flatten()
+            {
                 t = Some(t.map_or(c, |t| t.min(c)));
             }
         }
@@ -964,7 +1075,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         for k in 0..n {
             let idx = (self.cursor + k) % n;
             let id = self.order[idx];
-            let Some(p) = self.peers.get_mut(&id) else { continue };
+            let Some(p) = self.peers.get_mut(&id) else {
+                continue;
+            };
             let Some(addr) = p.addr else { continue };
             if p.failed.is_some() || !p.verified {
                 continue;
@@ -1002,7 +1115,10 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 let newest = p.ooo_ranges.containing(p.rcv_last);
                 let mut runs = 0usize;
                 let mut truncated = false;
-                for (a, b) in newest.into_iter().chain(p.ooo_ranges.iter().filter(|r| Some(*r) != newest)) {
+                for (a, b) in newest
+                    .into_iter()
+                    .chain(p.ooo_ranges.iter().filter(|r| Some(*r) != newest))
+                {
                     if runs == room {
                         truncated = true;
                         break;
@@ -1123,7 +1239,11 @@ impl Ranges {
     }
 
     fn containing(&self, x: u64) -> Option<(u64, u64)> {
-        self.0.range(..=x).next_back().filter(|(_, &e)| e > x).map(|(&s, &e)| (s, e))
+        self.0
+            .range(..=x)
+            .next_back()
+            .filter(|(_, &e)| e > x)
+            .map(|(&s, &e)| (s, e))
     }
 
     fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
@@ -1131,7 +1251,13 @@ impl Ranges {
     }
 }
 
-fn proof_dgram(secret: &[u8; 32], me: u32, peer: u32, ours: &[u8; NONCE_LEN], theirs: &[u8; NONCE_LEN]) -> Vec<u8> {
+fn proof_dgram(
+    secret: &[u8; 32],
+    me: u32,
+    peer: u32,
+    ours: &[u8; NONCE_LEN],
+    theirs: &[u8; NONCE_LEN],
+) -> Vec<u8> {
     let proof = auth::proof(secret, Role::Connector, ours, theirs, me, peer);
     let mut b = Vec::with_capacity(HDR + 2 * NONCE_LEN + PROOF_LEN);
     header(&mut b, T_PROOF, me, peer);
@@ -1143,7 +1269,12 @@ fn proof_dgram(secret: &[u8; 32], me: u32, peer: u32, ours: &[u8; NONCE_LEN], th
 
 /// Appends one in-order fragment (`msg_len | offset | payload`) to the
 /// peer's reassembly buffer, emitting the message when it is complete.
-fn reassemble<A>(p: &mut Peer<A>, body: &[u8], src: u32, out: &mut Vec<Event>) -> Result<(), String> {
+fn reassemble<A>(
+    p: &mut Peer<A>,
+    body: &[u8],
+    src: u32,
+    out: &mut Vec<Event>,
+) -> Result<(), String> {
     let msg_len = u32_at(body, 0).ok_or("short fragment")?;
     let off = u32_at(body, 4).ok_or("short fragment")?;
     let payload = &body[8..];
@@ -1153,7 +1284,10 @@ fn reassemble<A>(p: &mut Peer<A>, body: &[u8], src: u32, out: &mut Vec<Event>) -
                 return Err(format!("fragment at offset {off} without a first fragment"));
             }
             if payload.len() as u64 == msg_len as u64 {
-                out.push(Event::Message { src, data: payload.to_vec() });
+                out.push(Event::Message {
+                    src,
+                    data: payload.to_vec(),
+                });
                 return Ok(());
             }
             if payload.len() as u64 > msg_len as u64 {
@@ -1166,7 +1300,10 @@ fn reassemble<A>(p: &mut Peer<A>, body: &[u8], src: u32, out: &mut Vec<Event>) -
         }
         Some(len) => {
             if len != msg_len || off as usize != p.asm.len() {
-                return Err(format!("fragment ({msg_len}, {off}) does not continue message ({len}, {})", p.asm.len()));
+                return Err(format!(
+                    "fragment ({msg_len}, {off}) does not continue message ({len}, {})",
+                    p.asm.len()
+                ));
             }
             if p.asm.len() + payload.len() > len as usize {
                 return Err("fragment overruns its message".into());
@@ -1174,7 +1311,10 @@ fn reassemble<A>(p: &mut Peer<A>, body: &[u8], src: u32, out: &mut Vec<Event>) -
             p.asm.extend_from_slice(payload);
             if p.asm.len() == len as usize {
                 p.asm_len = None;
-                out.push(Event::Message { src, data: std::mem::take(&mut p.asm) });
+                out.push(Event::Message {
+                    src,
+                    data: std::mem::take(&mut p.asm),
+                });
             }
         }
     }

@@ -5,8 +5,8 @@
 
 use super::proto::{Config, Endpoint, Event, DATA_HDR, HDR, T_DATA};
 use super::*;
-use std::collections::BinaryHeap;
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// SplitMix64: the simulator's deterministic randomness.
 struct Rng(u64);
@@ -64,13 +64,16 @@ fn cfg(me: u32, secret: [u8; 32]) -> Config {
     }
 }
 
+/// A datagram on the simulated wire: (arrival, tie-breaker, from, to, bytes).
+type InFlight = (Instant, u64, u32, u32, Vec<u8>);
+
 /// A simulated network of endpoints; endpoint `i` has address `i`.
 struct Sim {
     t0: Instant,
     now: Instant,
     eps: Vec<Endpoint<u32>>,
     /// (arrival, tie-breaker, from, to, bytes)
-    q: BinaryHeap<Reverse<(Instant, u64, u32, u32, Vec<u8>)>>,
+    q: BinaryHeap<Reverse<InFlight>>,
     n: u64,
     rng: Rng,
     imp: Impair,
@@ -88,7 +91,20 @@ impl Sim {
     fn new(eps: Vec<Endpoint<u32>>, imp: Impair, seed: u64) -> Sim {
         let t0 = Instant::now();
         let n = eps.len();
-        Sim { t0, now: t0, eps, q: BinaryHeap::new(), n: 0, rng: Rng(seed), imp, busy: Default::default(), dead: vec![false; n], buf: Vec::new(), dropped_queue: 0, dropped_loss: 0 }
+        Sim {
+            t0,
+            now: t0,
+            eps,
+            q: BinaryHeap::new(),
+            n: 0,
+            rng: Rng(seed),
+            imp,
+            busy: Default::default(),
+            dead: vec![false; n],
+            buf: Vec::new(),
+            dropped_queue: 0,
+            dropped_loss: 0,
+        }
     }
 
     fn transmit_all(&mut self) {
@@ -106,13 +122,18 @@ impl Sim {
     fn put(&mut self, from: u32, to: u32, b: Vec<u8>) {
         let imp = self.imp;
         let mut depart = self.now;
-        if imp.rate > 0 {
-            let free = self.busy.get(&(from, to)).copied().unwrap_or(self.now).max(self.now);
+        if let Some(ns) = (b.len() as u64 * 1000).checked_div(imp.rate) {
+            let free = self
+                .busy
+                .get(&(from, to))
+                .copied()
+                .unwrap_or(self.now)
+                .max(self.now);
             if free.duration_since(self.now) > imp.queue {
                 self.dropped_queue += 1;
                 return; // drop-tail
             }
-            depart = free + Duration::from_nanos(b.len() as u64 * 1000 / imp.rate);
+            depart = free + Duration::from_nanos(ns);
             self.busy.insert((from, to), depart);
         }
         if self.rng.unit() < imp.loss {
@@ -121,7 +142,9 @@ impl Sim {
         }
         let copies = if self.rng.unit() < imp.dup { 2 } else { 1 };
         for _ in 0..copies {
-            let mut at = depart + imp.delay + Duration::from_nanos(self.rng.range(0, imp.jitter.as_nanos() as u64));
+            let mut at = depart
+                + imp.delay
+                + Duration::from_nanos(self.rng.range(0, imp.jitter.as_nanos() as u64));
             if self.rng.unit() < imp.reorder {
                 at += Duration::from_nanos(self.rng.range(0, 3 * imp.delay.as_nanos() as u64));
             }
@@ -180,7 +203,9 @@ fn msg_size(r: &mut Rng) -> usize {
 }
 
 fn msg_bytes(stream: u64, i: u64, len: usize) -> Vec<u8> {
-    let mut x = stream.wrapping_mul(0x9e37_79b9).wrapping_add(i.wrapping_mul(0x85eb_ca6b));
+    let mut x = stream
+        .wrapping_mul(0x9e37_79b9)
+        .wrapping_add(i.wrapping_mul(0x85eb_ca6b));
     (0..len)
         .map(|_| {
             x ^= x << 13;
@@ -223,7 +248,13 @@ fn run_streams(sim: &mut Sim, streams: &mut [Stream], limit: Duration) {
                 // Gathered from two slices, as the context does (header + payload).
                 let cut = len / 3;
                 let now = sim.now;
-                sim.eps[s.from].send(s.to, &[IoSlice::new(&m[..cut]), IoSlice::new(&m[cut..])], now).unwrap();
+                sim.eps[s.from]
+                    .send(
+                        s.to,
+                        &[IoSlice::new(&m[..cut]), IoSlice::new(&m[cut..])],
+                        now,
+                    )
+                    .unwrap();
                 s.sent += 1;
             }
         }
@@ -231,38 +262,76 @@ fn run_streams(sim: &mut Sim, streams: &mut [Stream], limit: Duration) {
             while let Some(e) = ep.poll_event() {
                 match e {
                     Event::Message { src, data } => {
-                        let s = streams.iter_mut().find(|s| s.from == src as usize && s.to == i as u32).expect("a stream");
+                        let s = streams
+                            .iter_mut()
+                            .find(|s| s.from == src as usize && s.to == i as u32)
+                            .expect("a stream");
                         assert!(s.got < s.total, "extra message {src}->{i}");
                         let len = msg_size(&mut s.rx_sizes);
-                        assert_eq!(data.len(), len, "message {} of {src}->{i}: wrong length", s.got);
+                        assert_eq!(
+                            data.len(),
+                            len,
+                            "message {} of {src}->{i}: wrong length",
+                            s.got
+                        );
                         let want = msg_bytes((src as u64) << 32 | i as u64, s.got, len);
-                        assert!(data == want, "message {} of {src}->{i}: corrupted or out of order", s.got);
+                        assert!(
+                            data == want,
+                            "message {} of {src}->{i}: corrupted or out of order",
+                            s.got
+                        );
                         s.got += 1;
                         s.bytes += len as u64;
                     }
-                    Event::Failed { peer, reason } => panic!("endpoint {i}: peer {peer} failed: {reason}"),
+                    Event::Failed { peer, reason } => {
+                        panic!("endpoint {i}: peer {peer} failed: {reason}")
+                    }
                 }
             }
         }
         if streams.iter().all(|s| s.got == s.total) && !sim.eps.iter().any(|e| e.has_unacked()) {
             return;
         }
-        assert!(sim.elapsed() < limit, "virtual time limit {limit:?} exceeded; progress {:?}", streams.iter().map(|s| (s.got, s.total)).collect::<Vec<_>>());
-        assert!(sim.step(), "deadlock: nothing scheduled, progress {:?}", streams.iter().map(|s| (s.got, s.total)).collect::<Vec<_>>());
+        assert!(
+            sim.elapsed() < limit,
+            "virtual time limit {limit:?} exceeded; progress {:?}",
+            streams.iter().map(|s| (s.got, s.total)).collect::<Vec<_>>()
+        );
+        assert!(
+            sim.step(),
+            "deadlock: nothing scheduled, progress {:?}",
+            streams.iter().map(|s| (s.got, s.total)).collect::<Vec<_>>()
+        );
     }
 }
 
 fn stream(from: usize, to: u32, total: u64, seed: u64) -> Stream {
-    Stream { from, to, total, sent: 0, got: 0, tx_sizes: Rng(seed), rx_sizes: Rng(seed), bytes: 0 }
+    Stream {
+        from,
+        to,
+        total,
+        sent: 0,
+        got: 0,
+        tx_sizes: Rng(seed),
+        rx_sizes: Rng(seed),
+        bytes: 0,
+    }
 }
 
 fn pair(secret_b: [u8; 32]) -> Vec<Endpoint<u32>> {
-    vec![Endpoint::new(cfg(0, [7; 32])), Endpoint::new(cfg(1, secret_b))]
+    vec![
+        Endpoint::new(cfg(0, [7; 32])),
+        Endpoint::new(cfg(1, secret_b)),
+    ]
 }
 
 /// Release builds run the full 100 000-message stream; debug builds a shorter one.
 fn long_count() -> u64 {
-    if cfg!(debug_assertions) { 4_000 } else { 100_000 }
+    if cfg!(debug_assertions) {
+        4_000
+    } else {
+        100_000
+    }
 }
 
 #[test]
@@ -298,7 +367,10 @@ fn many_seeds_many_impairments() {
         imp.reorder = [0.0, 0.3][(seed / 4) as usize % 2];
         imp.rate = [0, 1000, 10][seed as usize % 3];
         let mut sim = Sim::new(pair([7; 32]), imp, seed);
-        let mut s = [stream(0, 1, per, seed * 10), stream(1, 0, per / 2, seed * 10 + 1)];
+        let mut s = [
+            stream(0, 1, per, seed * 10),
+            stream(1, 0, per / 2, seed * 10 + 1),
+        ];
         run_streams(&mut sim, &mut s, Duration::from_secs(3600));
     }
 }
@@ -325,7 +397,9 @@ fn zero_length_and_exact_multiple_messages() {
     let sizes = [0, 1, mss - 1, mss, mss + 1, 2 * mss, 3 * mss + 7, 0];
     for (i, &n) in sizes.iter().enumerate() {
         let now = sim.now;
-        sim.eps[0].send(1, &[IoSlice::new(&vec![i as u8; n])], now).unwrap();
+        sim.eps[0]
+            .send(1, &[IoSlice::new(&vec![i as u8; n])], now)
+            .unwrap();
     }
     let mut got = Vec::new();
     while got.len() < sizes.len() {
@@ -344,7 +418,16 @@ fn zero_length_and_exact_multiple_messages() {
 
 #[test]
 fn wrong_secret_never_delivers_and_fails_within_the_retry_limit() {
-    let mut sim = Sim::new(pair([8; 32]), Impair { loss: 0.0, dup: 0.0, reorder: 0.0, ..LOSSY }, 1);
+    let mut sim = Sim::new(
+        pair([8; 32]),
+        Impair {
+            loss: 0.0,
+            dup: 0.0,
+            reorder: 0.0,
+            ..LOSSY
+        },
+        1,
+    );
     sim.eps[0].connect(1, 1, sim.now);
     sim.eps[1].connect(0, 0, sim.now);
     let now = sim.now;
@@ -367,20 +450,35 @@ fn wrong_secret_never_delivers_and_fails_within_the_retry_limit() {
     assert_eq!(failed.len(), 2, "{failed:?}");
     assert!(failed[0].2.contains("authentication"), "{}", failed[0].2);
     // 100 ms doubling to the 1 s cap, 8 retries: about 5.3 s.
-    assert!(sim.elapsed() < Duration::from_secs(7), "{:?}", sim.elapsed());
+    assert!(
+        sim.elapsed() < Duration::from_secs(7),
+        "{:?}",
+        sim.elapsed()
+    );
     assert!(sim.eps[0].counters.auth_failed > 0 && sim.eps[1].counters.auth_failed > 0);
     assert!(sim.eps[0].send(1, &[IoSlice::new(b"x")], sim.now).is_err());
 }
 
 #[test]
 fn dead_peer_is_reported_within_the_retry_limit() {
-    let mut sim = Sim::new(pair([7; 32]), Impair { loss: 0.0, dup: 0.0, reorder: 0.0, ..LOSSY }, 1);
+    let mut sim = Sim::new(
+        pair([7; 32]),
+        Impair {
+            loss: 0.0,
+            dup: 0.0,
+            reorder: 0.0,
+            ..LOSSY
+        },
+        1,
+    );
     let mut s = [stream(0, 1, 50, 1)];
     run_streams(&mut sim, &mut s, Duration::from_secs(60));
     sim.dead[1] = true;
     let t_dead = sim.now;
     let now = sim.now;
-    sim.eps[0].send(1, &[IoSlice::new(&[1u8; 100_000])], now).unwrap();
+    sim.eps[0]
+        .send(1, &[IoSlice::new(&[1u8; 100_000])], now)
+        .unwrap();
     let reason = loop {
         assert!(sim.step(), "no failure reported");
         if let Some(Event::Failed { peer: 1, reason }) = sim.eps[0].poll_event() {
@@ -391,18 +489,36 @@ fn dead_peer_is_reported_within_the_retry_limit() {
     assert!(reason.contains("unreachable"), "{reason}");
     // RTO ~5-10 ms doubling to 1 s, 8 retries: a few seconds at most.
     assert!(took < Duration::from_secs(6), "{took:?}");
-    assert!(!sim.eps[0].has_unacked(), "a failed peer's data is dropped, so finalize does not wait on it");
-    assert!(sim.eps[0].send(1, &[IoSlice::new(b"x")], sim.now).unwrap_err().contains("unreachable"));
+    assert!(
+        !sim.eps[0].has_unacked(),
+        "a failed peer's data is dropped, so finalize does not wait on it"
+    );
+    assert!(sim.eps[0]
+        .send(1, &[IoSlice::new(b"x")], sim.now)
+        .unwrap_err()
+        .contains("unreachable"));
 }
 
 #[test]
 fn garbage_forgeries_and_mutations_never_deliver_or_panic() {
-    let mut sim = Sim::new(pair([7; 32]), Impair { loss: 0.0, dup: 0.0, reorder: 0.0, rate: 0, ..LOSSY }, 1);
+    let mut sim = Sim::new(
+        pair([7; 32]),
+        Impair {
+            loss: 0.0,
+            dup: 0.0,
+            reorder: 0.0,
+            rate: 0,
+            ..LOSSY
+        },
+        1,
+    );
     let mut s = [stream(0, 1, 20, 1)];
     run_streams(&mut sim, &mut s, Duration::from_secs(60));
     // A valid data datagram, captured, to mutate.
     let now = sim.now;
-    sim.eps[0].send(1, &[IoSlice::new(b"template")], now).unwrap();
+    sim.eps[0]
+        .send(1, &[IoSlice::new(b"template")], now)
+        .unwrap();
     let mut tmpl = Vec::new();
     let to = sim.eps[0].poll_transmit(now, &mut tmpl).unwrap();
     assert_eq!((to, tmpl[3]), (1, T_DATA));
@@ -438,11 +554,17 @@ fn garbage_forgeries_and_mutations_never_deliver_or_panic() {
         sim.eps[1].handle(sim.now, from, &d);
     }
     while let Some(e) = sim.eps[1].poll_event() {
-        assert!(!matches!(e, Event::Message { .. }), "a forged datagram was delivered: {e:?}");
+        assert!(
+            !matches!(e, Event::Message { .. }),
+            "a forged datagram was delivered: {e:?}"
+        );
     }
     let c = &sim.eps[1].counters;
     assert!(c.garbage > before.garbage + 1000, "{c:?}");
-    assert!(c.unauthenticated >= before.unauthenticated + forged, "{c:?}");
+    assert!(
+        c.unauthenticated >= before.unauthenticated + forged,
+        "{c:?}"
+    );
     // The real link still works afterwards.
     sim.q.push(Reverse((sim.now, 0, 0, 1, tmpl.clone())));
     let mut got = false;
@@ -459,8 +581,20 @@ fn garbage_forgeries_and_mutations_never_deliver_or_panic() {
 }
 
 /// Bulk transfer of `total` bytes in 1 MiB messages over `imp`; returns MB/s.
-fn bulk(imp: Impair, dgram: usize, depth: u64, total: u64, seed: u64) -> (f64, super::proto::Counters) {
-    let mk = |me| Endpoint::new(Config { dgram, depth, ..cfg(me, [7; 32]) });
+fn bulk(
+    imp: Impair,
+    dgram: usize,
+    depth: u64,
+    total: u64,
+    seed: u64,
+) -> (f64, super::proto::Counters) {
+    let mk = |me| {
+        Endpoint::new(Config {
+            dgram,
+            depth,
+            ..cfg(me, [7; 32])
+        })
+    };
     let mut sim = Sim::new(vec![mk(0), mk(1)], imp, seed);
     sim.eps[0].connect(1, 1, sim.now);
     let chunk = vec![5u8; 1 << 20];
@@ -487,8 +621,26 @@ fn bulk(imp: Impair, dgram: usize, depth: u64, total: u64, seed: u64) -> (f64, s
 #[test]
 fn congestion_window_keeps_a_slow_link_busy_without_collapse() {
     // 10 MB/s link, 20 ms RTT, 1% loss, 20 ms queue: near the link rate.
-    let imp = Impair { delay: Duration::from_millis(10), jitter: Duration::ZERO, loss: 0.01, dup: 0.0, reorder: 0.0, rate: 10, queue: Duration::from_millis(20) };
-    let (mbps, c) = bulk(imp, 8192, 512, if cfg!(debug_assertions) { 8 << 20 } else { 32 << 20 }, 77);
+    let imp = Impair {
+        delay: Duration::from_millis(10),
+        jitter: Duration::ZERO,
+        loss: 0.01,
+        dup: 0.0,
+        reorder: 0.0,
+        rate: 10,
+        queue: Duration::from_millis(20),
+    };
+    let (mbps, c) = bulk(
+        imp,
+        8192,
+        512,
+        if cfg!(debug_assertions) {
+            8 << 20
+        } else {
+            32 << 20
+        },
+        77,
+    );
     eprintln!("10 MB/s link, 20 ms RTT, 1% loss: {mbps:.2} MB/s; {c:?}");
     assert!(mbps > 5.0, "throughput collapsed: {mbps:.2} MB/s");
 }
@@ -498,11 +650,26 @@ fn random_loss_on_a_long_fast_link_does_not_collapse_the_window() {
     // 1 Gbit/s, 20 ms RTT, 100 ms queue, 1472-byte datagrams (the bench's
     // emulated link): Reno's rule would cap this at ~0.9 MB/s (1%) and
     // ~0.4 MB/s (5%).
-    let total = if cfg!(debug_assertions) { 16 << 20 } else { 64 << 20 };
+    let total = if cfg!(debug_assertions) {
+        16 << 20
+    } else {
+        64 << 20
+    };
     for (loss, want) in [(0.01, 20.0), (0.05, 8.0)] {
-        let imp = Impair { delay: Duration::from_millis(10), jitter: Duration::ZERO, loss, dup: 0.0, reorder: 0.0, rate: 125, queue: Duration::from_millis(100) };
+        let imp = Impair {
+            delay: Duration::from_millis(10),
+            jitter: Duration::ZERO,
+            loss,
+            dup: 0.0,
+            reorder: 0.0,
+            rate: 125,
+            queue: Duration::from_millis(100),
+        };
         let (mbps, c) = bulk(imp, 1472, 11397, total, 78);
-        eprintln!("1 Gbit/s, 20 ms RTT, {}% loss: {mbps:.2} MB/s; {c:?}", loss * 100.0);
+        eprintln!(
+            "1 Gbit/s, 20 ms RTT, {}% loss: {mbps:.2} MB/s; {c:?}",
+            loss * 100.0
+        );
         assert!(mbps > want, "{}% loss: {mbps:.2} MB/s", loss * 100.0);
     }
 }
@@ -527,19 +694,46 @@ impl Waiter for NoWait {
 }
 
 fn method(id: u32, secret: [u8; 32], extra: &[(&str, &str)]) -> Arc<dyn Method> {
-    let job = crate::method::JobInfo { ctx_id: id, size: 4, job_id: "udptest".into(), host_id: "h".into(), secret, verbose: 0 };
-    let extra: Vec<(String, String)> = extra.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let params = crate::params::Params::from_lookup(|k| extra.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())).unwrap();
-    (INFO.init)(&MethodEnv { job: &job, params: &params }).unwrap().unwrap()
+    let job = crate::method::JobInfo {
+        ctx_id: id,
+        size: 4,
+        job_id: "udptest".into(),
+        host_id: "h".into(),
+        secret,
+        verbose: 0,
+    };
+    let extra: Vec<(String, String)> = extra
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let params = crate::params::Params::from_lookup(|k| {
+        extra.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    })
+    .unwrap();
+    (INFO.init)(&MethodEnv {
+        job: &job,
+        params: &params,
+    })
+    .unwrap()
+    .unwrap()
 }
 
 fn counter(m: &Arc<dyn Method>, name: &str) -> u64 {
-    m.counters().into_iter().find(|(n, _)| *n == name).map(|(_, v)| v).unwrap()
+    m.counters()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v)
+        .unwrap()
 }
 
 #[test]
 fn sockets_deliver_in_order_with_injected_impairments() {
-    let imp = [("GW_UDP_DROP", "5"), ("GW_UDP_DUP", "2"), ("GW_UDP_REORDER", "10"), ("GW_UDP_MIN_TIMEOUT", "2")];
+    let imp = [
+        ("GW_UDP_DROP", "5"),
+        ("GW_UDP_DUP", "2"),
+        ("GW_UDP_REORDER", "10"),
+        ("GW_UDP_MIN_TIMEOUT", "2"),
+    ];
     let a = method(0, [3; 32], &imp);
     let b = method(1, [3; 32], &imp);
     let ab = a.connect(1, &b.descriptor()).unwrap();
@@ -548,11 +742,22 @@ fn sockets_deliver_in_order_with_injected_impairments() {
     let (mut sa, mut sb) = (Collect(vec![], vec![]), Collect(vec![], vec![]));
     let end = Instant::now() + Duration::from_secs(60);
     let mut sent = 0;
-    while (sb.0.len() as u32) < n || sa.0.len() < 10 || a.has_pending_output() || b.has_pending_output() {
+    while (sb.0.len() as u32) < n
+        || sa.0.len() < 10
+        || a.has_pending_output()
+        || b.has_pending_output()
+    {
         assert!(Instant::now() < end, "timed out: {} of {n}", sb.0.len());
         if sent < n {
             let len = (sent as usize * 7919) % 40_000;
-            ab.send(&[IoSlice::new(&sent.to_le_bytes()), IoSlice::new(&vec![sent as u8; len])], &NoWait).unwrap();
+            ab.send(
+                &[
+                    IoSlice::new(&sent.to_le_bytes()),
+                    IoSlice::new(&vec![sent as u8; len]),
+                ],
+                &NoWait,
+            )
+            .unwrap();
             sent += 1;
             if sent % 200 == 0 {
                 ba.send(&[IoSlice::new(b"reply")], &NoWait).unwrap();
@@ -576,7 +781,11 @@ fn sockets_deliver_in_order_with_injected_impairments() {
 fn socket_garbage_and_wrong_secret_are_dropped_and_counted() {
     let a = method(0, [3; 32], &[]);
     let b = method(1, [3; 32], &[]);
-    let stranger = method(2, [4; 32], &[("GW_UDP_RETRIES", "3"), ("GW_UDP_TIMEOUT", "20")]);
+    let stranger = method(
+        2,
+        [4; 32],
+        &[("GW_UDP_RETRIES", "3"), ("GW_UDP_TIMEOUT", "20")],
+    );
     let addr: SocketAddr = String::from_utf8(a.descriptor()).unwrap().parse().unwrap();
     let raw = UdpSocket::bind("127.0.0.1:0").unwrap();
     for i in 0..200u32 {
@@ -597,7 +806,11 @@ fn socket_garbage_and_wrong_secret_are_dropped_and_counted() {
     sl.send(&[IoSlice::new(b"intruder")], &NoWait).unwrap();
     let ba = b.connect(0, &a.descriptor()).unwrap();
     ba.send(&[IoSlice::new(b"friend")], &NoWait).unwrap();
-    let (mut sa, mut sb, mut ss) = (Collect(vec![], vec![]), Collect(vec![], vec![]), Collect(vec![], vec![]));
+    let (mut sa, mut sb, mut ss) = (
+        Collect(vec![], vec![]),
+        Collect(vec![], vec![]),
+        Collect(vec![], vec![]),
+    );
     let end = Instant::now() + Duration::from_secs(10);
     while ss.1.is_empty() || sa.0.is_empty() {
         assert!(Instant::now() < end, "a={:?} stranger={:?}", sa.0, ss.1);
@@ -606,10 +819,21 @@ fn socket_garbage_and_wrong_secret_are_dropped_and_counted() {
         stranger.poll(&mut ss).unwrap();
         std::thread::sleep(Duration::from_millis(1));
     }
-    assert_eq!(sa.0, vec![(1, b"friend".to_vec())], "only the authenticated peer's message is delivered");
-    assert!(sa.1.is_empty(), "garbage must not fail real links: {:?}", sa.1);
+    assert_eq!(
+        sa.0,
+        vec![(1, b"friend".to_vec())],
+        "only the authenticated peer's message is delivered"
+    );
+    assert!(
+        sa.1.is_empty(),
+        "garbage must not fail real links: {:?}",
+        sa.1
+    );
     assert!(counter(&a, "garbage_dropped") + counter(&a, "unauthenticated_dropped") >= 150);
-    assert!(counter(&stranger, "auth_failed") > 0, "the stranger sees a's proof fail");
+    assert!(
+        counter(&stranger, "auth_failed") > 0,
+        "the stranger sees a's proof fail"
+    );
     assert!(ss.1[0].1.contains("authentication"), "{:?}", ss.1);
     assert!(sl.send(&[IoSlice::new(b"more")], &NoWait).is_err());
     for m in [a, b, stranger] {
