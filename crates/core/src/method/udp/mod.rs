@@ -114,7 +114,7 @@ const PARAMS: &[ParamDecl] = &[
             max: 100_000,
         },
         help: "Microseconds the acknowledgement of a lone datagram waits for a reply to carry \
-               it (saves one datagram per request/reply); a second datagram or a gap is \
+               it (saves one datagram per request/reply); a 4th datagram or a gap is \
                acknowledged at once.",
     },
     ParamDecl {

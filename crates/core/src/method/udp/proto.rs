@@ -78,6 +78,11 @@ pub const MAX_SACK: usize = 127;
 /// RACK: reordering is handled by time, not by counting, because a window
 /// blocked behind a few losses has no later datagrams to count.
 pub const REORDER_THRESHOLD: u64 = 1;
+/// In-order datagrams acknowledged together (sooner on a gap, or when the
+/// ack delay expires). Fewer acks matter on links where each datagram costs
+/// (a software router, an emulator, a busy receiver); 4 still gives the
+/// sender a clock of acks several times per window.
+pub const ACK_EVERY: u32 = 4;
 /// Handshakes an acceptor remembers per peer.
 const ACC_KEPT: usize = 8;
 /// Smallest datagram the protocol works with (handshake datagrams must fit).
@@ -236,7 +241,7 @@ struct Peer<A> {
     asm: Vec<u8>,
     asm_len: Option<u32>,
     /// Something to acknowledge: immediately (`ack_now`: a gap, a duplicate,
-    /// a second datagram) or by `ack_due` (a lone in-order datagram waits a
+    /// [`ACK_EVERY`] datagrams) or by `ack_due` (a lone in-order datagram waits a
     /// little for a reply to carry the ack, saving a datagram per request).
     ack_now: bool,
     ack_due: Option<Instant>,
@@ -892,13 +897,13 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             return Ok(()); // beyond the window: the sender broke flow control or it is stale; it retransmits
         }
         // Ack policy: a new gap or a hole being filled is reported at once
-        // (it drives loss detection); otherwise every second datagram, and
+        // (it drives loss detection); otherwise every ACK_EVERY datagrams, and
         // a lone one after `ack_delay` unless a reply carries the ack first.
         if seq != p.rcv_max {
             p.ack_now = true;
         } else {
             p.unacked_rx += 1;
-            if p.unacked_rx >= 2 {
+            if p.unacked_rx >= ACK_EVERY {
                 p.ack_now = true;
             } else if p.ack_due.is_none() {
                 p.ack_due = Some(now + self.cfg.ack_delay);

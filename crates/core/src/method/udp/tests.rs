@@ -840,3 +840,53 @@ fn socket_garbage_and_wrong_secret_are_dropped_and_counted() {
         m.shutdown();
     }
 }
+
+#[test]
+fn socket_killed_peer_fails_the_link_within_the_retry_limit() {
+    let fast = [
+        ("GW_UDP_RETRIES", "4"),
+        ("GW_UDP_MIN_TIMEOUT", "10"),
+        ("GW_UDP_MAX_TIMEOUT", "100"),
+        ("GW_UDP_LINGER", "0"),
+    ];
+    let a = method(0, [5; 32], &fast);
+    let b = method(1, [5; 32], &fast);
+    let ab = a.connect(1, &b.descriptor()).unwrap();
+    let (mut sa, mut sb) = (Collect(vec![], vec![]), Collect(vec![], vec![]));
+    ab.send(&[IoSlice::new(b"hello")], &NoWait).unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    while sb.0.is_empty() || a.has_pending_output() {
+        assert!(Instant::now() < end);
+        a.poll(&mut sa).unwrap();
+        b.poll(&mut sb).unwrap();
+    }
+    // The peer's process dies: its socket closes (the kernel answers with
+    // ICMP port-unreachable, which an unconnected UDP socket never reports).
+    b.shutdown();
+    drop(b);
+    let killed = Instant::now();
+    ab.send(&[IoSlice::new(&[9u8; 300_000])], &NoWait).unwrap();
+    while sa.1.is_empty() {
+        assert!(
+            killed.elapsed() < Duration::from_secs(5),
+            "no failure reported"
+        );
+        a.poll(&mut sa).unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // 4 timeouts: RTO from 10 ms doubling to 100 ms: well under 1 s.
+    assert!(
+        killed.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        killed.elapsed()
+    );
+    assert_eq!(sa.1[0].0, 1);
+    assert!(sa.1[0].1.contains("unreachable"), "{}", sa.1[0].1);
+    assert!(!a.has_pending_output(), "the dead peer's data is released");
+    let e = ab
+        .send(&[IoSlice::new(b"x")], &NoWait)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("context 1") && e.contains("udp"), "{e}");
+    a.shutdown();
+}
