@@ -243,7 +243,7 @@ impl Plan {
         };
         let mut ops = Vec::new();
         compile_struct(wire, native, 0, 0, "", &mut ops, &mut cx)?;
-        let ops = merge(ops);
+        let ops = merge(flatten(merge(ops)));
         let var_ops = std::mem::take(&mut cx.var_ops);
         let names = std::mem::take(&mut cx.names);
         let (src_size, dst_size) = (wire.size() as usize, native.size() as usize);
@@ -1111,6 +1111,55 @@ fn find_slots(cx: &Ctx<'_>, s: usize, d: usize, path: &str) -> Result<(VarSlot, 
     }
 }
 
+/// Unroll short loops (at most `FLAT` operations in all, bodies without
+/// loops) into operations at absolute offsets: the interpreter then pays no
+/// call per element, and moves of neighbouring elements can merge.
+fn flatten(ops: Vec<Op>) -> Vec<Op> {
+    const FLAT: usize = 256;
+    let mut out = Vec::with_capacity(ops.len());
+    for op in ops {
+        match op {
+            Op::Repeat {
+                src,
+                dst,
+                count,
+                src_stride,
+                dst_stride,
+                body,
+            } if count.saturating_mul(body.len()) <= FLAT
+                && !body.iter().any(|o| matches!(o, Op::Repeat { .. })) =>
+            {
+                for i in 0..count {
+                    for o in &body {
+                        out.push(shifted(o, src + i * src_stride, dst + i * dst_stride));
+                    }
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// `op` with `s`/`d` added to its offsets (loop-free operations only).
+fn shifted(op: &Op, s: usize, d: usize) -> Op {
+    let mut o = op.clone();
+    match &mut o {
+        Op::Copy { src, dst, .. }
+        | Op::Swap { src, dst, .. }
+        | Op::Int { src, dst, .. }
+        | Op::Float { src, dst, .. }
+        | Op::IntToFloat { src, dst, .. }
+        | Op::FloatToInt { src, dst, .. }
+        | Op::Repeat { src, dst, .. } => {
+            *src += s;
+            *dst += d;
+        }
+        Op::Fill { dst, .. } | Op::Zero { dst, .. } => *dst += d,
+    }
+    o
+}
+
 /// Merge adjacent moves and swaps; drop zero fills (the output starts zeroed).
 fn merge(ops: Vec<Op>) -> Vec<Op> {
     let mut out: Vec<Op> = Vec::with_capacity(ops.len());
@@ -1308,7 +1357,7 @@ unsafe fn exec(ops: &[Op], src: *const u8, dst: *mut u8, plan: &Plan) -> ExecRes
                     src: s,
                     dst: d,
                     len,
-                } => std::ptr::copy_nonoverlapping(src.add(*s), dst.add(*d), *len),
+                } => copy(src.add(*s), dst.add(*d), *len),
                 Op::Swap {
                     src: s,
                     dst: d,
@@ -1429,6 +1478,48 @@ unsafe fn exec(ops: &[Op], src: *const u8, dst: *mut u8, plan: &Plan) -> ExecRes
         }
     }
     Ok(())
+}
+
+/// Copy `n` bytes; short copies (most fields) as two overlapping unaligned
+/// moves instead of a call to `memcpy`, which dominated interpreted plans
+/// of reordered fields.
+///
+/// # Safety
+/// `s` readable and `d` writable for `n` bytes, not overlapping.
+#[inline(always)]
+unsafe fn copy(s: *const u8, d: *mut u8, n: usize) {
+    // SAFETY: every access below is inside [0, n) of both regions.
+    unsafe {
+        match n {
+            0 => {}
+            1 => *d = *s,
+            2..=3 => {
+                let a = (s as *const u16).read_unaligned();
+                let b = (s.add(n - 2) as *const u16).read_unaligned();
+                (d as *mut u16).write_unaligned(a);
+                (d.add(n - 2) as *mut u16).write_unaligned(b);
+            }
+            4..=7 => {
+                let a = (s as *const u32).read_unaligned();
+                let b = (s.add(n - 4) as *const u32).read_unaligned();
+                (d as *mut u32).write_unaligned(a);
+                (d.add(n - 4) as *mut u32).write_unaligned(b);
+            }
+            8..=16 => {
+                let a = (s as *const u64).read_unaligned();
+                let b = (s.add(n - 8) as *const u64).read_unaligned();
+                (d as *mut u64).write_unaligned(a);
+                (d.add(n - 8) as *mut u64).write_unaligned(b);
+            }
+            17..=32 => {
+                let a = (s as *const u128).read_unaligned();
+                let b = (s.add(n - 16) as *const u128).read_unaligned();
+                (d as *mut u128).write_unaligned(a);
+                (d.add(n - 16) as *mut u128).write_unaligned(b);
+            }
+            _ => std::ptr::copy_nonoverlapping(s, d, n),
+        }
+    }
 }
 
 /// Byte-swap `n` unaligned scalars (the compiler vectorises this loop).
