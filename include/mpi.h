@@ -1137,6 +1137,11 @@ int MPI_Status_get_tag(MPI_Status *status, int *tag);
 int MPI_Status_set_tag(MPI_Status *status, int tag);
 int MPI_Status_get_error(MPI_Status *status, int *error);
 int MPI_Status_set_error(MPI_Status *status, int error);
+int MPI_Comm_attach_buffer_c(MPI_Comm comm, void *buffer, MPI_Count size);
+int MPI_Comm_detach_buffer_c(MPI_Comm comm, void *buffer_addr, MPI_Count *size);
+int MPI_Session_attach_buffer_c(MPI_Session session, void *buffer, MPI_Count size);
+int MPI_Session_detach_buffer_c(MPI_Session session, void *buffer_addr, MPI_Count *size);
+int MPI_Status_set_elements_c(MPI_Status *status, MPI_Datatype datatype, MPI_Count count);
 
 int PMPI_Status_c2f(const MPI_Status *c_status, MPI_Fint *f_status);
 int PMPI_Status_f2c(const MPI_Fint *f_status, MPI_Status *c_status);
@@ -1833,6 +1838,11 @@ int PMPI_Status_get_tag(MPI_Status *status, int *tag);
 int PMPI_Status_set_tag(MPI_Status *status, int tag);
 int PMPI_Status_get_error(MPI_Status *status, int *error);
 int PMPI_Status_set_error(MPI_Status *status, int error);
+int PMPI_Comm_attach_buffer_c(MPI_Comm comm, void *buffer, MPI_Count size);
+int PMPI_Comm_detach_buffer_c(MPI_Comm comm, void *buffer_addr, MPI_Count *size);
+int PMPI_Session_attach_buffer_c(MPI_Session session, void *buffer, MPI_Count size);
+int PMPI_Session_detach_buffer_c(MPI_Session session, void *buffer_addr, MPI_Count *size);
+int PMPI_Status_set_elements_c(MPI_Status *status, MPI_Datatype datatype, MPI_Count count);
 
 #if defined(__cplusplus)
 }

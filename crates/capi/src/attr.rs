@@ -73,7 +73,24 @@ fn call_delete(h: Handle, k: c_int, v: usize) -> Result<()> {
 
 /// Runs the copy callbacks of `old`'s attributes for a duplicate.
 pub fn copy_comm_attrs(h: Handle, old: &Comm, new: &Comm) -> Result<()> {
-    let attrs = old.attrs.lock().unwrap().map.clone();
+    copy_attrs(h, &old.attrs, &new.attrs)
+}
+
+/// Runs the copy callbacks of a datatype's attributes for `MPI_Type_dup`.
+pub fn copy_type_attrs(
+    h: Handle,
+    old: &gridwire_mpi::Datatype,
+    new: &gridwire_mpi::Datatype,
+) -> Result<()> {
+    copy_attrs(h, &old.attrs, &new.attrs)
+}
+
+fn copy_attrs(
+    h: Handle,
+    old: &Mutex<gridwire_mpi::attr::AttrSet>,
+    new: &Mutex<gridwire_mpi::attr::AttrSet>,
+) -> Result<()> {
+    let attrs = old.lock().unwrap().map.clone();
     for (k, v) in attrs {
         let kv = keyval(k)?;
         let out = match kv.copy {
@@ -102,7 +119,7 @@ pub fn copy_comm_attrs(h: Handle, old: &Comm, new: &Comm) -> Result<()> {
             }
         };
         if let Some(v) = out {
-            new.attrs.lock().unwrap().map.insert(k, v);
+            new.lock().unwrap().map.insert(k, v);
         }
     }
     Ok(())

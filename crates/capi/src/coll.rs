@@ -34,20 +34,63 @@ fn is_root(c: &Comm, root: c_int) -> bool {
 
 type Counts = (Vec<i64>, Vec<i64>);
 
-fn counts_displs(c: &Comm, counts: *const c_int, displs: *const c_int) -> Result<Counts> {
+/// The counts and displacements arrays of a `v`/`w` collective, as given:
+/// ints, or `MPI_Count` counts with `MPI_Aint` displacements (`_c` forms).
+/// Read only where the standard says they are significant.
+#[derive(Clone, Copy)]
+enum VArgs {
+    Int(*const c_int, *const c_int),
+    Big(*const MPI_Count, *const MPI_Aint),
+}
+
+fn resolve(c: &Comm, v: VArgs) -> Result<Counts> {
     let n = c.size as c_int;
-    if counts.is_null() || displs.is_null() {
-        return Err(err(class::ARG, "counts or displacements array is NULL"));
-    }
-    // SAFETY: arrays of comm-size entries by the standard.
-    let (cs, ds) = unsafe { (arr(counts, n), arr(displs, n)) };
+    let (cs, ds): (Vec<i64>, Vec<i64>) = match v {
+        VArgs::Int(cp, dp) => {
+            if cp.is_null() || dp.is_null() {
+                return Err(err(class::ARG, "counts or displacements array is NULL"));
+            }
+            // SAFETY: arrays of comm-size entries by the standard.
+            unsafe {
+                (
+                    arr(cp, n).iter().map(|&x| x as i64).collect(),
+                    arr(dp, n).iter().map(|&x| x as i64).collect(),
+                )
+            }
+        }
+        VArgs::Big(cp, dp) => {
+            if cp.is_null() || dp.is_null() {
+                return Err(err(class::ARG, "counts or displacements array is NULL"));
+            }
+            // SAFETY: arrays of comm-size entries by the standard.
+            unsafe {
+                (
+                    arr(cp, n).to_vec(),
+                    arr(dp, n).iter().map(|&x| x as i64).collect(),
+                )
+            }
+        }
+    };
     if let Some(x) = cs.iter().find(|&&x| x < 0) {
         return Err(err(class::COUNT, format!("count {x} is negative")));
     }
-    Ok((
-        cs.iter().map(|&x| x as i64).collect(),
-        ds.iter().map(|&x| x as i64).collect(),
-    ))
+    Ok((cs, ds))
+}
+
+/// The counts of `MPI_Reduce_scatter(_c)` (no displacements).
+fn resolve_counts(c: &Comm, v: VArgs) -> Result<Vec<i64>> {
+    let n = c.size as c_int;
+    let cs: Vec<i64> = match v {
+        VArgs::Int(cp, _) if !cp.is_null() => {
+            unsafe { arr(cp, n) }.iter().map(|&x| x as i64).collect()
+        }
+        VArgs::Big(cp, _) if !cp.is_null() => unsafe { arr(cp, n) }.to_vec(),
+        _ => return Err(err(class::ARG, "recvcounts is NULL")),
+    };
+    if let Some(x) = cs.iter().find(|&&x| x < 0) {
+        return Err(err(class::COUNT, format!("count {x} is negative")));
+    }
+    Ok(cs)
 }
 
 fn cd(v: &Option<Counts>) -> Option<(&[i64], &[i64])> {
@@ -166,8 +209,7 @@ unsafe fn prep_gatherv(
     sc: c_int,
     st: MPI_Datatype,
     r: *mut Void,
-    rcs: *const c_int,
-    displs: *const c_int,
+    v: VArgs,
     rt: MPI_Datatype,
     root: c_int,
     c: MPI_Comm,
@@ -177,10 +219,7 @@ unsafe fn prep_gatherv(
     // SAFETY: the program's buffers.
     let sb = unsafe { sbuf(s, sc, st) }?;
     let (rb, v) = if is_root(&cm, root) {
-        (
-            unsafe { buf(r, 0, rt) }?,
-            Some(counts_displs(&cm, rcs, displs)?),
-        )
+        (unsafe { buf(r, 0, rt) }?, Some(resolve(&cm, v)?))
     } else {
         (m.empty_buf(), None)
     };
@@ -215,8 +254,7 @@ unsafe fn prep_scatter(
 
 unsafe fn prep_scatterv(
     s: *const Void,
-    scs: *const c_int,
-    displs: *const c_int,
+    v: VArgs,
     st: MPI_Datatype,
     r: *mut Void,
     rc: c_int,
@@ -229,10 +267,7 @@ unsafe fn prep_scatterv(
     // SAFETY: the program's buffers.
     let rb = unsafe { sbuf(r, rc, rt) }?;
     let (sb, v) = if is_root(&cm, root) {
-        (
-            unsafe { buf(s, 0, st) }?,
-            Some(counts_displs(&cm, scs, displs)?),
-        )
+        (unsafe { buf(s, 0, st) }?, Some(resolve(&cm, v)?))
     } else {
         (m.empty_buf(), None)
     };
@@ -263,13 +298,12 @@ unsafe fn prep_allgatherv(
     sc: c_int,
     st: MPI_Datatype,
     r: *mut Void,
-    rcs: *const c_int,
-    displs: *const c_int,
+    v: VArgs,
     rt: MPI_Datatype,
     c: MPI_Comm,
 ) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
     let cm = comm(c)?;
-    let v = Some(counts_displs(&cm, rcs, displs)?);
+    let v = Some(resolve(&cm, v)?);
     // SAFETY: the program's buffers.
     let (sb, rb) = unsafe { (sbuf(s, sc, st)?, buf(r, 0, rt)?) };
     Ok((cm, move |m: &Mpi, cm: &Comm| {
@@ -301,20 +335,15 @@ unsafe fn prep_alltoall(
 unsafe fn peers(
     cm: &Comm,
     base: *const Void,
-    counts: *const c_int,
-    displs: *const c_int,
+    v: VArgs,
     types: &[MPI_Datatype],
     bytes: bool,
 ) -> Result<Vec<Buf>> {
     let n = cm.size as c_int;
-    if counts.is_null() || displs.is_null() || types.len() < n as usize {
-        return Err(err(
-            class::ARG,
-            "counts, displacements or datatypes array is NULL",
-        ));
+    if types.len() < n as usize {
+        return Err(err(class::ARG, "datatypes array is NULL"));
     }
-    // SAFETY: arrays of comm-size entries.
-    let (cs, ds) = unsafe { (arr(counts, n), arr(displs, n)) };
+    let (cs, ds) = resolve(cm, v)?;
     let mut out = Vec::with_capacity(n as usize);
     for i in 0..n as usize {
         let t = handles::dtype(types[i])?;
@@ -337,46 +366,42 @@ unsafe fn peers(
 
 unsafe fn prep_alltoallv(
     s: *const Void,
-    scs: *const c_int,
-    sds: *const c_int,
+    sv: VArgs,
     st: MPI_Datatype,
     r: *mut Void,
-    rcs: *const c_int,
-    rds: *const c_int,
+    rv: VArgs,
     rt: MPI_Datatype,
     c: MPI_Comm,
 ) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
     let cm = comm(c)?;
     let n = cm.size as usize;
     // SAFETY: the program's arrays and buffers.
-    let rb = unsafe { peers(&cm, r, rcs, rds, &vec![rt; n], false) }?;
+    let rb = unsafe { peers(&cm, r, rv, &vec![rt; n], false) }?;
     let sb = if in_place(s) {
         None
     } else {
-        Some(unsafe { peers(&cm, s, scs, sds, &vec![st; n], false) }?)
+        Some(unsafe { peers(&cm, s, sv, &vec![st; n], false) }?)
     };
     Ok((cm, move |m: &Mpi, cm: &Comm| m.alltoallw(cm, sb, rb)))
 }
 
 unsafe fn prep_alltoallw(
     s: *const Void,
-    scs: *const c_int,
-    sds: *const c_int,
+    sv: VArgs,
     sts: *const MPI_Datatype,
     r: *mut Void,
-    rcs: *const c_int,
-    rds: *const c_int,
+    rv: VArgs,
     rts: *const MPI_Datatype,
     c: MPI_Comm,
 ) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
     let cm = comm(c)?;
     let n = cm.size as c_int;
     // SAFETY: the program's arrays and buffers.
-    let rb = unsafe { peers(&cm, r, rcs, rds, arr(rts, n), true) }?;
+    let rb = unsafe { peers(&cm, r, rv, arr(rts, n), true) }?;
     let sb = if in_place(s) {
         None
     } else {
-        Some(unsafe { peers(&cm, s, scs, sds, arr(sts, n), true) }?)
+        Some(unsafe { peers(&cm, s, sv, arr(sts, n), true) }?)
     };
     Ok((cm, move |m: &Mpi, cm: &Comm| m.alltoallw(cm, sb, rb)))
 }
@@ -384,24 +409,14 @@ unsafe fn prep_alltoallw(
 unsafe fn prep_reduce_scatter(
     s: *const Void,
     r: *mut Void,
-    rcs: *const c_int,
+    rcs: VArgs,
     dt: MPI_Datatype,
     o: MPI_Op,
     c: MPI_Comm,
 ) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
     let cm = comm(c)?;
     let op = handles::op(o)?;
-    if rcs.is_null() {
-        return Err(err(class::ARG, "recvcounts is NULL"));
-    }
-    // SAFETY: comm-size counts.
-    let cs: Vec<i64> = unsafe { arr(rcs, cm.size as c_int) }
-        .iter()
-        .map(|&x| x as i64)
-        .collect();
-    if let Some(x) = cs.iter().find(|&&x| x < 0) {
-        return Err(err(class::COUNT, format!("count {x} is negative")));
-    }
+    let cs = resolve_counts(&cm, rcs)?;
     let total: i64 = cs.iter().sum();
     // SAFETY: the program's buffers.
     let sb = unsafe { sbuf(s, total as c_int, dt) }?;
@@ -476,31 +491,31 @@ coll!(MPI_Gather / PMPI_Gather, MPI_Igather / PMPI_Igather,
       prep_gather(s, sc, st, r, rc, rt, root, c));
 coll!(MPI_Gatherv / PMPI_Gatherv, MPI_Igatherv / PMPI_Igatherv,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, displs: *const c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_gatherv(s, sc, st, r, rcs, displs, rt, root, c));
+      prep_gatherv(s, sc, st, r, VArgs::Int(rcs, displs), rt, root, c));
 coll!(MPI_Scatter / PMPI_Scatter, MPI_Iscatter / PMPI_Iscatter,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
       prep_scatter(s, sc, st, r, rc, rt, root, c));
 coll!(MPI_Scatterv / PMPI_Scatterv, MPI_Iscatterv / PMPI_Iscatterv,
       (s: *const Void, scs: *const c_int, displs: *const c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_scatterv(s, scs, displs, st, r, rc, rt, root, c));
+      prep_scatterv(s, VArgs::Int(scs, displs), st, r, rc, rt, root, c));
 coll!(MPI_Allgather / PMPI_Allgather, MPI_Iallgather / PMPI_Iallgather,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm), c,
       prep_allgather(s, sc, st, r, rc, rt, c));
 coll!(MPI_Allgatherv / PMPI_Allgatherv, MPI_Iallgatherv / PMPI_Iallgatherv,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, displs: *const c_int, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_allgatherv(s, sc, st, r, rcs, displs, rt, c));
+      prep_allgatherv(s, sc, st, r, VArgs::Int(rcs, displs), rt, c));
 coll!(MPI_Alltoall / PMPI_Alltoall, MPI_Ialltoall / PMPI_Ialltoall,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm), c,
       prep_alltoall(s, sc, st, r, rc, rt, c));
 coll!(MPI_Alltoallv / PMPI_Alltoallv, MPI_Ialltoallv / PMPI_Ialltoallv,
       (s: *const Void, scs: *const c_int, sds: *const c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, rds: *const c_int, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_alltoallv(s, scs, sds, st, r, rcs, rds, rt, c));
+      prep_alltoallv(s, VArgs::Int(scs, sds), st, r, VArgs::Int(rcs, rds), rt, c));
 coll!(MPI_Alltoallw / PMPI_Alltoallw, MPI_Ialltoallw / PMPI_Ialltoallw,
       (s: *const Void, scs: *const c_int, sds: *const c_int, sts: *const MPI_Datatype, r: *mut Void, rcs: *const c_int, rds: *const c_int, rts: *const MPI_Datatype, c: MPI_Comm), c,
-      prep_alltoallw(s, scs, sds, sts, r, rcs, rds, rts, c));
+      prep_alltoallw(s, VArgs::Int(scs, sds), sts, r, VArgs::Int(rcs, rds), rts, c));
 coll!(MPI_Reduce_scatter / PMPI_Reduce_scatter, MPI_Ireduce_scatter / PMPI_Ireduce_scatter,
       (s: *const Void, r: *mut Void, rcs: *const c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_reduce_scatter(s, r, rcs, dt, o, c));
+      prep_reduce_scatter(s, r, VArgs::Int(rcs, std::ptr::null()), dt, o, c));
 coll!(MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block, MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block,
       (s: *const Void, r: *mut Void, rc: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
       prep_reduce_scatter_block(s, r, rc, dt, o, c));
@@ -639,4 +654,42 @@ mpi_fn!(fn MPI_Reduce_local_c / PMPI_Reduce_local_c(s: *const Void, r: *mut Void
         Ok(n) => unsafe { PMPI_Reduce_local(s, r, n, dt, o) },
         Err(e) => crate::errors::fail("MPI_Reduce_local_c", MPI_COMM_WORLD, e),
     }
+});
+
+coll!(MPI_Gatherv_c / PMPI_Gatherv_c, MPI_Igatherv_c / PMPI_Igatherv_c,
+      (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rcs: *const MPI_Count, displs: *const MPI_Aint, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
+      prep_gatherv(s, nar(sc)?, st, r, VArgs::Big(rcs, displs), rt, root, c));
+coll!(MPI_Scatterv_c / PMPI_Scatterv_c, MPI_Iscatterv_c / PMPI_Iscatterv_c,
+      (s: *const Void, scs: *const MPI_Count, displs: *const MPI_Aint, st: MPI_Datatype, r: *mut Void, rc: MPI_Count, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
+      prep_scatterv(s, VArgs::Big(scs, displs), st, r, nar(rc)?, rt, root, c));
+coll!(MPI_Allgatherv_c / PMPI_Allgatherv_c, MPI_Iallgatherv_c / PMPI_Iallgatherv_c,
+      (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rcs: *const MPI_Count, displs: *const MPI_Aint, rt: MPI_Datatype, c: MPI_Comm), c,
+      prep_allgatherv(s, nar(sc)?, st, r, VArgs::Big(rcs, displs), rt, c));
+coll!(MPI_Alltoallv_c / PMPI_Alltoallv_c, MPI_Ialltoallv_c / PMPI_Ialltoallv_c,
+      (s: *const Void, scs: *const MPI_Count, sds: *const MPI_Aint, st: MPI_Datatype, r: *mut Void, rcs: *const MPI_Count, rds: *const MPI_Aint, rt: MPI_Datatype, c: MPI_Comm), c,
+      prep_alltoallv(s, VArgs::Big(scs, sds), st, r, VArgs::Big(rcs, rds), rt, c));
+coll!(MPI_Alltoallw_c / PMPI_Alltoallw_c, MPI_Ialltoallw_c / PMPI_Ialltoallw_c,
+      (s: *const Void, scs: *const MPI_Count, sds: *const MPI_Aint, sts: *const MPI_Datatype, r: *mut Void, rcs: *const MPI_Count, rds: *const MPI_Aint, rts: *const MPI_Datatype, c: MPI_Comm), c,
+      prep_alltoallw(s, VArgs::Big(scs, sds), sts, r, VArgs::Big(rcs, rds), rts, c));
+coll!(MPI_Reduce_scatter_c / PMPI_Reduce_scatter_c, MPI_Ireduce_scatter_c / PMPI_Ireduce_scatter_c,
+      (s: *const Void, r: *mut Void, rcs: *const MPI_Count, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
+      prep_reduce_scatter(s, r, VArgs::Big(rcs, std::ptr::null()), dt, o, c));
+
+type UserFnBig = unsafe extern "C" fn(*mut Void, *mut Void, *mut MPI_Count, *mut MPI_Datatype);
+
+mpi_fn!(fn MPI_Op_create_c / PMPI_Op_create_c(f: Option<UserFnBig>, commute: c_int, out: *mut MPI_Op) -> c_int {
+    run("MPI_Op_create_c", MPI_COMM_WORLD, || {
+        let f = f.ok_or_else(|| err(class::ARG, "the user function is NULL"))?;
+        let call = move |a: usize, b: usize, n: usize, dt: &Arc<gridwire_mpi::Datatype>| {
+            let mut len = n as MPI_Count;
+            let mut h = dt.handle.load(std::sync::atomic::Ordering::Relaxed);
+            // SAFETY: the program's reduction function, called with the
+            // standard's arguments: two buffers of `len` elements of `h`.
+            unsafe { f(a as *mut Void, b as *mut Void, &mut len, &mut h) };
+        };
+        let op = Op::User { f: Arc::new(call), commute: commute != 0 };
+        // SAFETY: output argument.
+        unsafe { put(out, OPS.insert(Arc::new(op))) };
+        Ok(())
+    })
 });

@@ -122,7 +122,7 @@ mpi_fn!(fn MPI_Type_dup / PMPI_Type_dup(old: MPI_Datatype, out: *mut MPI_Datatyp
     run("MPI_Type_dup", MPI_COMM_WORLD, || {
         let o = dtype(old)?;
         let n = Datatype::dup(&o);
-        *n.attrs.lock().unwrap() = o.attrs.lock().unwrap().clone();
+        crate::attr::copy_type_attrs(old, &o, &n)?;
         // SAFETY: output argument.
         unsafe { out_type(out, Ok(n)) }
     })
@@ -252,48 +252,261 @@ mpi_fn!(fn MPI_Pack_size / PMPI_Pack_size(n: c_int, t: MPI_Datatype, _c: MPI_Com
     })
 });
 
+/// Packs `n` elements at `inb` into `outb[p..]`; returns the new position.
+///
+/// # Safety
+/// `inb` holds `n` elements of `t`; `outb` holds `outsize` bytes.
+unsafe fn pack_at(
+    name: &str,
+    inb: *const Void,
+    n: i64,
+    t: MPI_Datatype,
+    outb: *mut Void,
+    outsize: i64,
+    p: i64,
+) -> Result<i64> {
+    // SAFETY: the program's input buffer.
+    let b = unsafe { handles::buf(inb, n, t) }?;
+    handles::mpi()?.check_buf(&b, "input buffer")?;
+    let need = b.bytes() as i64;
+    if p < 0 || p + need > outsize {
+        return Err(err(
+            class::TRUNCATE,
+            format!("{name}: {need} bytes at position {p} do not fit in {outsize}"),
+        ));
+    }
+    if need > 0 {
+        // SAFETY: `outb` holds `outsize` >= p + need bytes.
+        let out = unsafe {
+            std::slice::from_raw_parts_mut((outb as *mut u8).add(p as usize), need as usize)
+        };
+        out.copy_from_slice(&b.pack());
+    }
+    Ok(p + need)
+}
+
+/// Unpacks `n` elements from `inb[p..]`; returns the new position.
+///
+/// # Safety
+/// `inb` holds `insize` bytes; `outb` holds `n` elements of `t`.
+unsafe fn unpack_at(
+    name: &str,
+    inb: *const Void,
+    insize: i64,
+    p: i64,
+    outb: *mut Void,
+    n: i64,
+    t: MPI_Datatype,
+) -> Result<i64> {
+    // SAFETY: the program's output buffer.
+    let b = unsafe { handles::buf(outb, n, t) }?;
+    handles::mpi()?.check_buf(&b, "output buffer")?;
+    let need = b.bytes() as i64;
+    if p < 0 || p + need > insize {
+        return Err(err(
+            class::TRUNCATE,
+            format!("{name}: {need} bytes at position {p} exceed the input of {insize}"),
+        ));
+    }
+    if need > 0 {
+        // SAFETY: `inb` holds `insize` >= p + need bytes.
+        let data = unsafe {
+            std::slice::from_raw_parts((inb as *const u8).add(p as usize), need as usize)
+        };
+        b.unpack(data);
+    }
+    Ok(p + need)
+}
+
 mpi_fn!(fn MPI_Pack / PMPI_Pack(inb: *const Void, n: c_int, t: MPI_Datatype, outb: *mut Void, outsize: c_int, pos: *mut c_int, c: MPI_Comm) -> c_int {
     run("MPI_Pack", c, || {
-        // SAFETY: the program's input buffer.
-        let b = unsafe { handles::buf(inb, n as i64, t) }?;
-        handles::mpi()?.check_buf(&b, "input buffer")?;
         if pos.is_null() {
             return Err(err(class::ARG, "position is NULL"));
         }
-        // SAFETY: checked in/out argument.
-        let p = unsafe { *pos };
-        let need = b.bytes();
-        if p < 0 || p as usize + need > outsize.max(0) as usize {
-            return Err(err(class::TRUNCATE, format!("MPI_Pack: {need} bytes at position {p} do not fit in {outsize}")));
+        // SAFETY: checked in/out argument; buffers as the standard says.
+        unsafe { *pos = pack_at("MPI_Pack", inb, n as i64, t, outb, outsize as i64, *pos as i64)? as c_int };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Pack_c / PMPI_Pack_c(inb: *const Void, n: MPI_Count, t: MPI_Datatype, outb: *mut Void, outsize: MPI_Count, pos: *mut MPI_Count, c: MPI_Comm) -> c_int {
+    run("MPI_Pack_c", c, || {
+        if pos.is_null() {
+            return Err(err(class::ARG, "position is NULL"));
         }
-        // SAFETY: `outb` holds `outsize` bytes, and we write inside it.
-        let out = unsafe { arr_mut((outb as *mut u8).add(p as usize), need as c_int) };
-        out.copy_from_slice(&b.pack());
-        // SAFETY: as above.
-        unsafe { *pos = p + need as c_int };
+        // SAFETY: checked in/out argument; buffers as the standard says.
+        unsafe { *pos = pack_at("MPI_Pack_c", inb, n, t, outb, outsize, *pos)? };
         Ok(())
     })
 });
 
 mpi_fn!(fn MPI_Unpack / PMPI_Unpack(inb: *const Void, insize: c_int, pos: *mut c_int, outb: *mut Void, n: c_int, t: MPI_Datatype, c: MPI_Comm) -> c_int {
     run("MPI_Unpack", c, || {
-        // SAFETY: the program's output buffer.
-        let b = unsafe { handles::buf(outb, n as i64, t) }?;
-        handles::mpi()?.check_buf(&b, "output buffer")?;
         if pos.is_null() {
             return Err(err(class::ARG, "position is NULL"));
         }
-        // SAFETY: checked in/out argument.
-        let p = unsafe { *pos };
-        let need = b.bytes();
-        if p < 0 || p as usize + need > insize.max(0) as usize {
-            return Err(err(class::TRUNCATE, format!("MPI_Unpack: {need} bytes at position {p} exceed the input of {insize}")));
+        // SAFETY: checked in/out argument; buffers as the standard says.
+        unsafe { *pos = unpack_at("MPI_Unpack", inb, insize as i64, *pos as i64, outb, n as i64, t)? as c_int };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Unpack_c / PMPI_Unpack_c(inb: *const Void, insize: MPI_Count, pos: *mut MPI_Count, outb: *mut Void, n: MPI_Count, t: MPI_Datatype, c: MPI_Comm) -> c_int {
+    run("MPI_Unpack_c", c, || {
+        if pos.is_null() {
+            return Err(err(class::ARG, "position is NULL"));
         }
-        // SAFETY: `inb` holds `insize` bytes; we read inside it.
-        let data = unsafe { arr((inb as *const u8).add(p as usize), need as c_int) };
-        b.unpack(data);
-        // SAFETY: as above.
-        unsafe { *pos = p + need as c_int };
+        // SAFETY: checked in/out argument; buffers as the standard says.
+        unsafe { *pos = unpack_at("MPI_Unpack_c", inb, insize, *pos, outb, n, t)? };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Pack_size_c / PMPI_Pack_size_c(n: MPI_Count, t: MPI_Datatype, _c: MPI_Comm, size: *mut MPI_Count) -> c_int {
+    run("MPI_Pack_size_c", MPI_COMM_WORLD, || {
+        if n < 0 {
+            return Err(err(class::COUNT, format!("count {n} is negative")));
+        }
+        let dt = dtype(t)?;
+        // SAFETY: output argument.
+        unsafe { put(size, dt.size as MPI_Count * n) };
+        Ok(())
+    })
+});
+
+// ---- large-count (`_c`) constructors -------------------------------------------
+
+fn counts_c(p: *const MPI_Count, n: MPI_Count) -> Result<Vec<i64>> {
+    let n = c_int::try_from(n).map_err(|_| err(class::COUNT, format!("count {n} is too large")))?;
+    // SAFETY: the program's array of `n` counts.
+    Ok(unsafe { arr(p, n) }.to_vec())
+}
+
+fn aints_c(p: *const MPI_Count, n: MPI_Count) -> Result<Vec<isize>> {
+    Ok(counts_c(p, n)?.into_iter().map(|x| x as isize).collect())
+}
+
+mpi_fn!(fn MPI_Type_contiguous_c / PMPI_Type_contiguous_c(n: MPI_Count, old: MPI_Datatype, out: *mut MPI_Datatype) -> c_int {
+    run("MPI_Type_contiguous_c", MPI_COMM_WORLD, || {
+        // SAFETY: output argument.
+        unsafe { out_type(out, Datatype::contiguous(n, &dtype(old)?)) }
+    })
+});
+
+mpi_fn!(fn MPI_Type_vector_c / PMPI_Type_vector_c(n: MPI_Count, bl: MPI_Count, stride: MPI_Count, old: MPI_Datatype, out: *mut MPI_Datatype) -> c_int {
+    run("MPI_Type_vector_c", MPI_COMM_WORLD, || {
+        // SAFETY: output argument.
+        unsafe { out_type(out, Datatype::vector(n, bl, stride, &dtype(old)?)) }
+    })
+});
+
+mpi_fn!(fn MPI_Type_create_hvector_c / PMPI_Type_create_hvector_c(n: MPI_Count, bl: MPI_Count, stride: MPI_Count, old: MPI_Datatype, out: *mut MPI_Datatype) -> c_int {
+    run("MPI_Type_create_hvector_c", MPI_COMM_WORLD, || {
+        // SAFETY: output argument.
+        unsafe { out_type(out, Datatype::hvector(n, bl, stride as isize, &dtype(old)?)) }
+    })
+});
+
+mpi_fn!(fn MPI_Type_indexed_c / PMPI_Type_indexed_c(n: MPI_Count, bls: *const MPI_Count, ds: *const MPI_Count, old: MPI_Datatype, out: *mut MPI_Datatype) -> c_int {
+    run("MPI_Type_indexed_c", MPI_COMM_WORLD, || {
+        // SAFETY: output argument.
+        unsafe { out_type(out, Datatype::indexed(&counts_c(bls, n)?, &counts_c(ds, n)?, &dtype(old)?)) }
+    })
+});
+
+mpi_fn!(fn MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c(n: MPI_Count, bls: *const MPI_Count, ds: *const MPI_Count, old: MPI_Datatype, out: *mut MPI_Datatype) -> c_int {
+    run("MPI_Type_create_hindexed_c", MPI_COMM_WORLD, || {
+        // SAFETY: output argument.
+        unsafe { out_type(out, Datatype::hindexed(&counts_c(bls, n)?, &aints_c(ds, n)?, &dtype(old)?)) }
+    })
+});
+
+mpi_fn!(fn MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(n: MPI_Count, bl: MPI_Count, ds: *const MPI_Count, old: MPI_Datatype, out: *mut MPI_Datatype) -> c_int {
+    run("MPI_Type_create_indexed_block_c", MPI_COMM_WORLD, || {
+        // SAFETY: output argument.
+        unsafe { out_type(out, Datatype::indexed_block(bl, &counts_c(ds, n)?, &dtype(old)?)) }
+    })
+});
+
+mpi_fn!(fn MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(n: MPI_Count, bl: MPI_Count, ds: *const MPI_Count, old: MPI_Datatype, out: *mut MPI_Datatype) -> c_int {
+    run("MPI_Type_create_hindexed_block_c", MPI_COMM_WORLD, || {
+        // SAFETY: output argument.
+        unsafe { out_type(out, Datatype::hindexed_block(bl, &aints_c(ds, n)?, &dtype(old)?)) }
+    })
+});
+
+mpi_fn!(fn MPI_Type_create_struct_c / PMPI_Type_create_struct_c(n: MPI_Count, bls: *const MPI_Count, ds: *const MPI_Count, ts: *const MPI_Datatype, out: *mut MPI_Datatype) -> c_int {
+    run("MPI_Type_create_struct_c", MPI_COMM_WORLD, || {
+        let nn = c_int::try_from(n).map_err(|_| err(class::COUNT, format!("count {n} is too large")))?;
+        // SAFETY: the program's array of `n` datatypes.
+        let types = unsafe { arr(ts, nn) }.iter().map(|&t| dtype(t)).collect::<Result<Vec<_>>>()?;
+        // SAFETY: output argument.
+        unsafe { out_type(out, Datatype::create_struct(&counts_c(bls, n)?, &aints_c(ds, n)?, &types)) }
+    })
+});
+
+mpi_fn!(fn MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c(nd: c_int, sizes: *const MPI_Count, subs: *const MPI_Count, starts: *const MPI_Count, order: c_int, old: MPI_Datatype, out: *mut MPI_Datatype) -> c_int {
+    run("MPI_Type_create_subarray_c", MPI_COMM_WORLD, || {
+        let order_c = match order {
+            MPI_ORDER_C => true,
+            MPI_ORDER_FORTRAN => false,
+            _ => return Err(err(class::ARG, format!("order {order} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN"))),
+        };
+        let n = nd as MPI_Count;
+        // SAFETY: output argument.
+        unsafe { out_type(out, Datatype::subarray(&counts_c(sizes, n)?, &counts_c(subs, n)?, &counts_c(starts, n)?, order_c, &dtype(old)?)) }
+    })
+});
+
+mpi_fn!(fn MPI_Type_create_resized_c / PMPI_Type_create_resized_c(old: MPI_Datatype, lb: MPI_Count, extent: MPI_Count, out: *mut MPI_Datatype) -> c_int {
+    run("MPI_Type_create_resized_c", MPI_COMM_WORLD, || {
+        // SAFETY: output argument.
+        unsafe { out_type(out, Datatype::resized(lb as isize, extent as isize, &dtype(old)?)) }
+    })
+});
+
+mpi_fn!(fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(t: MPI_Datatype, ni: *mut MPI_Count, na: *mut MPI_Count, nl: *mut MPI_Count, nt: *mut MPI_Count, comb: *mut c_int) -> c_int {
+    run("MPI_Type_get_envelope_c", MPI_COMM_WORLD, || {
+        // Constructor arguments are reported as ints and addresses (no large counts).
+        let (c, i, a, ty) = envelope(&*dtype(t)?);
+        // SAFETY: output arguments.
+        unsafe {
+            put(ni, i as MPI_Count);
+            put(na, a as MPI_Count);
+            put(nl, 0);
+            put(nt, ty as MPI_Count);
+            put(comb, c);
+        }
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(t: MPI_Datatype, mi: MPI_Count, ma: MPI_Count, _ml: MPI_Count, mt: MPI_Count,
+        is: *mut c_int, as_: *mut MPI_Aint, _ls: *mut MPI_Count, ts: *mut MPI_Datatype) -> c_int {
+    let clamp = |v: MPI_Count| v.clamp(0, c_int::MAX as MPI_Count) as c_int;
+    // SAFETY: same contract as the int form (no large counts are reported).
+    unsafe { PMPI_Type_get_contents(t, clamp(mi), clamp(ma), clamp(mt), is, as_, ts) }
+});
+
+// `MPI_Type_match_size`: the predefined type of a class and size.
+mpi_fn!(fn MPI_Type_match_size / PMPI_Type_match_size(class_: c_int, size: c_int, out: *mut MPI_Datatype) -> c_int {
+    run("MPI_Type_match_size", MPI_COMM_WORLD, || {
+        // MPI_TYPECLASS_INTEGER 192, REAL 193, COMPLEX 194
+        let h = match (class_, size) {
+            (192, 1) => 576,
+            (192, 2) => 584,
+            (192, 4) => 592,
+            (192, 8) => 600,
+            (193, 4) => 528,
+            (193, 8) => 532,
+            (193, 16) => 544,
+            (194, 8) => 530,
+            (194, 16) => 534,
+            (194, 32) => 548,
+            _ => return Err(err(class::ARG, format!("no predefined type of class {class_} and size {size}"))),
+        };
+        // SAFETY: output argument.
+        unsafe { put(out, h) };
         Ok(())
     })
 });

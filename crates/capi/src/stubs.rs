@@ -63,7 +63,6 @@ stub!(MPI_Intercomm_merge, PMPI_Intercomm_merge);
 stub!(MPI_Pack_external, PMPI_Pack_external);
 stub!(MPI_Pack_external_size, PMPI_Pack_external_size);
 stub!(MPI_Type_create_darray, PMPI_Type_create_darray);
-stub!(MPI_Type_match_size, PMPI_Type_match_size);
 stub!(MPI_Unpack_external, PMPI_Unpack_external);
 stub!(MPI_Address, PMPI_Address);
 stub!(MPI_Type_extent, PMPI_Type_extent);
@@ -247,30 +246,20 @@ stub!(MPI_T_source_get_info, PMPI_T_source_get_info);
 stub!(MPI_T_source_get_num, PMPI_T_source_get_num);
 stub!(MPI_T_source_get_timestamp, PMPI_T_source_get_timestamp);
 stub!(MPI_Allgather_init_c, PMPI_Allgather_init_c);
-stub!(MPI_Allgatherv_c, PMPI_Allgatherv_c);
 stub!(MPI_Allgatherv_init_c, PMPI_Allgatherv_init_c);
 stub!(MPI_Allreduce_init_c, PMPI_Allreduce_init_c);
 stub!(MPI_Alltoall_init_c, PMPI_Alltoall_init_c);
-stub!(MPI_Alltoallv_c, PMPI_Alltoallv_c);
 stub!(MPI_Alltoallv_init_c, PMPI_Alltoallv_init_c);
-stub!(MPI_Alltoallw_c, PMPI_Alltoallw_c);
 stub!(MPI_Alltoallw_init_c, PMPI_Alltoallw_init_c);
 stub!(MPI_Bcast_init_c, PMPI_Bcast_init_c);
 stub!(MPI_Exscan_init_c, PMPI_Exscan_init_c);
 stub!(MPI_Gather_init_c, PMPI_Gather_init_c);
-stub!(MPI_Gatherv_c, PMPI_Gatherv_c);
 stub!(MPI_Gatherv_init_c, PMPI_Gatherv_init_c);
-stub!(MPI_Iallgatherv_c, PMPI_Iallgatherv_c);
-stub!(MPI_Ialltoallv_c, PMPI_Ialltoallv_c);
-stub!(MPI_Ialltoallw_c, PMPI_Ialltoallw_c);
-stub!(MPI_Igatherv_c, PMPI_Igatherv_c);
 stub!(MPI_Ineighbor_allgather_c, PMPI_Ineighbor_allgather_c);
 stub!(MPI_Ineighbor_allgatherv_c, PMPI_Ineighbor_allgatherv_c);
 stub!(MPI_Ineighbor_alltoall_c, PMPI_Ineighbor_alltoall_c);
 stub!(MPI_Ineighbor_alltoallv_c, PMPI_Ineighbor_alltoallv_c);
 stub!(MPI_Ineighbor_alltoallw_c, PMPI_Ineighbor_alltoallw_c);
-stub!(MPI_Ireduce_scatter_c, PMPI_Ireduce_scatter_c);
-stub!(MPI_Iscatterv_c, PMPI_Iscatterv_c);
 stub!(MPI_Neighbor_allgather_c, PMPI_Neighbor_allgather_c);
 stub!(
     MPI_Neighbor_allgather_init_c,
@@ -294,7 +283,6 @@ stub!(
     PMPI_Neighbor_alltoallw_init_c
 );
 stub!(MPI_Reduce_init_c, PMPI_Reduce_init_c);
-stub!(MPI_Reduce_scatter_c, PMPI_Reduce_scatter_c);
 stub!(
     MPI_Reduce_scatter_block_init_c,
     PMPI_Reduce_scatter_block_init_c
@@ -302,34 +290,11 @@ stub!(
 stub!(MPI_Reduce_scatter_init_c, PMPI_Reduce_scatter_init_c);
 stub!(MPI_Scan_init_c, PMPI_Scan_init_c);
 stub!(MPI_Scatter_init_c, PMPI_Scatter_init_c);
-stub!(MPI_Scatterv_c, PMPI_Scatterv_c);
 stub!(MPI_Scatterv_init_c, PMPI_Scatterv_init_c);
-stub!(MPI_Pack_c, PMPI_Pack_c);
 stub!(MPI_Pack_external_c, PMPI_Pack_external_c);
 stub!(MPI_Pack_external_size_c, PMPI_Pack_external_size_c);
-stub!(MPI_Pack_size_c, PMPI_Pack_size_c);
-stub!(MPI_Type_contiguous_c, PMPI_Type_contiguous_c);
 stub!(MPI_Type_create_darray_c, PMPI_Type_create_darray_c);
-stub!(MPI_Type_create_hindexed_c, PMPI_Type_create_hindexed_c);
-stub!(
-    MPI_Type_create_hindexed_block_c,
-    PMPI_Type_create_hindexed_block_c
-);
-stub!(MPI_Type_create_hvector_c, PMPI_Type_create_hvector_c);
-stub!(
-    MPI_Type_create_indexed_block_c,
-    PMPI_Type_create_indexed_block_c
-);
-stub!(MPI_Type_create_resized_c, PMPI_Type_create_resized_c);
-stub!(MPI_Type_create_struct_c, PMPI_Type_create_struct_c);
-stub!(MPI_Type_create_subarray_c, PMPI_Type_create_subarray_c);
-stub!(MPI_Type_get_contents_c, PMPI_Type_get_contents_c);
-stub!(MPI_Type_get_envelope_c, PMPI_Type_get_envelope_c);
-stub!(MPI_Type_indexed_c, PMPI_Type_indexed_c);
-stub!(MPI_Type_vector_c, PMPI_Type_vector_c);
-stub!(MPI_Unpack_c, PMPI_Unpack_c);
 stub!(MPI_Unpack_external_c, PMPI_Unpack_external_c);
-stub!(MPI_Op_create_c, PMPI_Op_create_c);
 stub!(MPI_Isendrecv_c, PMPI_Isendrecv_c);
 stub!(MPI_Isendrecv_replace_c, PMPI_Isendrecv_replace_c);
 stub!(MPI_Accumulate_c, PMPI_Accumulate_c);
@@ -460,3 +425,7 @@ stub!(MPI_Session_attach_buffer, PMPI_Session_attach_buffer);
 stub!(MPI_Session_detach_buffer, PMPI_Session_detach_buffer);
 stub!(MPI_Session_flush_buffer, PMPI_Session_flush_buffer);
 stub!(MPI_Session_iflush_buffer, PMPI_Session_iflush_buffer);
+stub!(MPI_Comm_attach_buffer_c, PMPI_Comm_attach_buffer_c);
+stub!(MPI_Comm_detach_buffer_c, PMPI_Comm_detach_buffer_c);
+stub!(MPI_Session_attach_buffer_c, PMPI_Session_attach_buffer_c);
+stub!(MPI_Session_detach_buffer_c, PMPI_Session_detach_buffer_c);

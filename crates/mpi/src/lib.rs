@@ -17,6 +17,7 @@ pub mod info;
 pub mod mem;
 pub mod op;
 pub mod request;
+pub mod x87;
 
 pub use comm::Comm;
 pub use datatype::{Basic, Datatype};

@@ -120,8 +120,8 @@ impl Op {
 fn applies(op: &Op, b: Basic) -> bool {
     use Basic::*;
     let int = matches!(b, I8 | I16 | I32 | I64 | U8 | U16 | U32 | U64 | Char);
-    let float = matches!(b, F32 | F64);
-    let complex = matches!(b, C32 | C64);
+    let float = matches!(b, F32 | F64) || (b == LongDouble && crate::x87::SUPPORTED);
+    let complex = matches!(b, C32 | C64) || (b == CLongDouble && crate::x87::SUPPORTED);
     let logical = matches!(b, Bool | Logical(_));
     let pair = matches!(
         b,
@@ -247,6 +247,8 @@ fn reduce(op: &Op, b: Basic, inb: &[u8], io: &mut [u8]) {
         F64 => float_op!(f64, op, inb, io),
         C32 => complex_op!(f32, op, inb, io),
         C64 => complex_op!(f64, op, inb, io),
+        LongDouble => long_double(op, inb, io),
+        CLongDouble => complex_long_double(op, inb, io),
         FloatInt => loc_op!(f32, i32, op, inb, io),
         DoubleInt => loc_op!(f64, i32, op, inb, io),
         LongInt => loc_op!(i64, i32, op, inb, io),
@@ -255,5 +257,52 @@ fn reduce(op: &Op, b: Basic, inb: &[u8], io: &mut [u8]) {
         TwoF32 => loc_op!(f32, f32, op, inb, io),
         TwoF64 => loc_op!(f64, f64, op, inb, io),
         _ => {}
+    }
+}
+
+/// `long double` (16-byte slots, 10 significant bytes) through the x87 FPU.
+fn long_double(op: &Op, inb: &[u8], io: &mut [u8]) {
+    use crate::x87::{arith, less};
+    for (a, b) in inb.chunks_exact(16).zip(io.chunks_exact_mut(16)) {
+        match op {
+            Op::Sum => arith(0, a, b),
+            Op::Prod => arith(1, a, b),
+            Op::Min if less(a, b) => b.copy_from_slice(a),
+            Op::Max if less(b, a) => b.copy_from_slice(a),
+            _ => {}
+        }
+    }
+}
+
+/// `long double _Complex` (two 16-byte slots).
+fn complex_long_double(op: &Op, inb: &[u8], io: &mut [u8]) {
+    use crate::x87::arith;
+    for (a, b) in inb.chunks_exact(32).zip(io.chunks_exact_mut(32)) {
+        match op {
+            Op::Sum => {
+                arith(0, &a[..16], &mut b[..16]);
+                arith(0, &a[16..], &mut b[16..]);
+            }
+            Op::Prod => {
+                // (ar + i ai)(br + i bi) = (ar br - ai bi) + i (ar bi + ai br)
+                let (ar, ai) = (&a[..16], &a[16..]);
+                let (mut br, mut bi) = ([0u8; 16], [0u8; 16]);
+                br.copy_from_slice(&b[..16]);
+                bi.copy_from_slice(&b[16..]);
+                let mut re = br;
+                arith(1, ar, &mut re); // ar*br
+                let mut t = bi;
+                arith(1, ai, &mut t); // ai*bi
+                arith(2, &re, &mut t); // ar*br - ai*bi
+                let mut im = bi;
+                arith(1, ar, &mut im); // ar*bi
+                let mut u = br;
+                arith(1, ai, &mut u); // ai*br
+                arith(0, &im, &mut u); // ar*bi + ai*br
+                b[..16].copy_from_slice(&t);
+                b[16..].copy_from_slice(&u);
+            }
+            _ => {}
+        }
     }
 }
