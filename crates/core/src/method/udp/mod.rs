@@ -122,7 +122,7 @@ const PARAMS: &[ParamDecl] = &[
         default: "12",
         kind: Kind::UInt { min: 1, max: 1000 },
         help: "Consecutive retransmission timeouts without any acknowledgement after which the \
-               peer is declared unreachable and sends to it fail (~12 s with the defaults). \
+               peer is declared unreachable and sends to it fail (~16 s with the defaults). \
                A peer must enter progress (any MPI/gridwire call) within this limit.",
     },
     ParamDecl {
