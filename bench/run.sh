@@ -6,7 +6,8 @@
 #          two processes, raw TCP ping-pong with TCP_NODELAY, single-thread memcpy;
 #          and peers: the same ping-pong with Debian's MPICH and Open MPI.
 #   parts: each crate's own bench script (crates/*/bench.sh) and bench/udp.sh, if present.
-# Every figure is the median of RUNS runs (default 3); the machine is shared and
+# BENCH_PARTS=0 runs only the core part. Every figure is the median of RUNS
+# runs (default 3); the machine is shared and
 # noisy, so compare ratios within one run, not figures across runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,7 @@ medians() {
 }
 floor() { for _ in $(seq "$RUNS"); do "$@"; done | median; }
 
+load=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "bench: floors" >&2
 cl=$(floor "$BIN/cacheline" 200000)
 tcp8=$(floor "$BIN/tcp_pingpong" 8 20000)
@@ -52,7 +54,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) pri
 {
   echo "### Core: RSR latency and bandwidth ($(date -u +%Y-%m-%d), $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo))"
   echo
-  echo "Command: \`make bench\` (bench/run.sh), median of $RUNS runs. One-way latency in µs; bandwidth in MB/s (10^6 B/s)."
+  echo "Command: \`make bench\` (bench/run.sh), median of $RUNS runs; load average before the run: $load. One-way latency in µs; bandwidth in MB/s (10^6 B/s)."
   echo
   echo "| size | gridwire shm | gridwire tcp | MPICH (ch4 default) | Open MPI (default) |"
   echo "| ---: | ---: | ---: | ---: | ---: |"
@@ -73,6 +75,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) pri
   echo "| shm 8 B latency / Open MPI 8 B | $(ratio "$(get lat 8 "$shm")" "$(get lat 8 "$ompi")") | (peer) |"
 } | tee "$OUT/core.md"
 
+[ "${BENCH_PARTS:-1}" = 0 ] && exit 0
 for part in crates/*/bench.sh bench/udp.sh; do
   [ -x "$part" ] || [ -f "$part" ] || continue
   echo >&2; echo "bench: $part" >&2
