@@ -474,6 +474,16 @@ impl Context {
             .collect()
     }
 
+    /// Each method's own counters (e.g. `tcp refused_connections`, `udp
+    /// auth_failed`), as (method, counter, value).
+    pub fn method_counters(&self) -> Vec<(&'static str, &'static str, u64)> {
+        self.inner
+            .methods
+            .iter()
+            .flat_map(|m| m.counters().into_iter().map(move |(k, v)| (m.name(), k, v)))
+            .collect()
+    }
+
     /// Requests dropped because their endpoint or handler did not exist.
     pub fn dropped_requests(&self) -> u64 {
         self.inner.dropped.load(Ordering::Relaxed)
@@ -1007,6 +1017,7 @@ mod tests {
         let ctx = singleton(&[("GW_METHODS", "tcp"), ("GW_TCP_MAX_QUEUED", "64k")]);
         assert_eq!(ctx.method_names(), ["tcp"]);
         roundtrip(&ctx, "tcp");
+        assert_eq!(ctx.method_counters(), vec![("tcp", "refused_connections", 0)]);
         ctx.finalize().unwrap();
     }
 
