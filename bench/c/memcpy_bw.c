@@ -1,5 +1,8 @@
 /* memcpy floor: single-thread copy bandwidth of SIZE-byte buffers (default
- * 4 MiB, cache-cold-ish by rotating over 64 MiB). Prints MB/s (10^6 B/s). */
+ * 4 MiB). Usage: memcpy_bw [SIZE [POOL]]: copies rotate over POOL bytes
+ * (default SIZE: the same two buffers again and again, as the message
+ * benchmarks reuse theirs; a large POOL measures cache-cold copies).
+ * Prints MB/s (10^6 B/s). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +16,7 @@ static double now(void) {
 
 int main(int argc, char **argv) {
     size_t size = argc > 1 ? (size_t)atol(argv[1]) : 4 << 20;
-    size_t pool = 64 << 20;
+    size_t pool = argc > 2 ? (size_t)atol(argv[2]) : size;
     if (size > pool) pool = size;
     size_t slots = pool / size;
     char *src = malloc(pool), *dst = malloc(pool);
