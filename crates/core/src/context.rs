@@ -246,6 +246,13 @@ impl Context {
         id: u32,
         handler: impl Fn(&Context, Request<'_>) + Send + Sync + 'static,
     ) -> Result<()> {
+        if IN_HANDLER.with(|c| c.get()) {
+            return Err(Error::BadParam {
+                var: "handler id".into(),
+                value: id.to_string(),
+                reason: "handlers cannot be registered from inside a handler".into(),
+            });
+        }
         if id >= FIRST_INTERNAL_HANDLER || id > 1 << 20 {
             return Err(Error::BadParam {
                 var: "handler id".into(),
@@ -737,8 +744,10 @@ impl Sink for Dispatch<'_> {
             inner.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        peer.recv_msgs.fetch_add(1, Ordering::Relaxed);
-        peer.recv_bytes.fetch_add(msg.len() as u64, Ordering::Relaxed);
+        // Only the thread that owns progress delivers, so plain load+store
+        // suffices (no locked read-modify-write on the hot path).
+        peer.recv_msgs.store(peer.recv_msgs.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        peer.recv_bytes.store(peer.recv_bytes.load(Ordering::Relaxed) + msg.len() as u64, Ordering::Relaxed);
         if msg.len() < RSR_HEADER {
             inner.dropped.fetch_add(1, Ordering::Relaxed);
             return;
@@ -749,21 +758,20 @@ impl Sink for Dispatch<'_> {
             self.internal(src, handler, &msg[RSR_HEADER..]);
             return;
         }
-        let h = inner
-            .handlers
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(handler as usize)
-            .and_then(|h| h.clone());
         let known = endpoint == DEFAULT_ENDPOINT
             || inner.endpoints.read().unwrap_or_else(|e| e.into_inner()).contains(&endpoint);
-        match h {
+        // The handler runs under the table's read lock rather than on a
+        // cloned Arc: two fewer atomic operations per message. Registering
+        // from inside a handler is refused (it would need the write lock).
+        let table = inner.handlers.read().unwrap_or_else(|e| e.into_inner());
+        match table.get(handler as usize).and_then(|h| h.as_ref()) {
             Some(h) if known => {
                 let was = IN_HANDLER.with(|c| c.replace(true));
                 h(self.ctx, Request { src, endpoint, payload: &msg[RSR_HEADER..] });
                 IN_HANDLER.with(|c| c.set(was));
             }
             _ => {
+                drop(table);
                 inner.dropped.fetch_add(1, Ordering::Relaxed);
                 if inner.job.verbose >= 1 {
                     eprintln!(
@@ -1054,6 +1062,17 @@ mod tests {
         }).expect("valid handler id");
         ctx.rsr(&ctx.startpoint(0).unwrap(), 2, &0u32.to_le_bytes()).unwrap();
         assert!(ctx.wait_timeout(Duration::from_secs(10), || n.load(Ordering::Relaxed) == 1000));
+        // Registering from a handler is an error, not a deadlock.
+        let refused = Arc::new(AtomicU32::new(0));
+        let r = refused.clone();
+        ctx.register_handler(4, move |ctx, _| {
+            if ctx.register_handler(5, |_, _| {}).is_err() {
+                r.store(1, Ordering::Relaxed);
+            }
+        })
+        .unwrap();
+        ctx.rsr(&ctx.startpoint(0).unwrap(), 4, b"").unwrap();
+        assert!(ctx.wait_timeout(Duration::from_secs(10), || refused.load(Ordering::Relaxed) == 1));
     }
 
     #[test]
