@@ -216,3 +216,31 @@ mpi_fn!(fn MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: MPI_Comm, 
     let _ = fail("MPI_Comm_call_errhandler", comm, MpiError::new(code, "called by the program"));
     MPI_SUCCESS
 });
+
+fn remove_user(name: &str, code: c_int) -> c_int {
+    run(name, MPI_COMM_WORLD, || {
+        let mut g = USER_ERRORS.lock().unwrap();
+        match g.as_mut().and_then(|m| m.remove(&code)) {
+            Some(_) => Ok(()),
+            None => Err(err(
+                class::ARG,
+                format!("{code} is not a user-added error class or code"),
+            )),
+        }
+    })
+}
+
+mpi_fn!(fn MPI_Remove_error_class / PMPI_Remove_error_class(c: c_int) -> c_int { remove_user("MPI_Remove_error_class", c) });
+mpi_fn!(fn MPI_Remove_error_code / PMPI_Remove_error_code(c: c_int) -> c_int { remove_user("MPI_Remove_error_code", c) });
+mpi_fn!(fn MPI_Remove_error_string / PMPI_Remove_error_string(code: c_int) -> c_int {
+    run("MPI_Remove_error_string", MPI_COMM_WORLD, || {
+        let mut g = USER_ERRORS.lock().unwrap();
+        match g.as_mut().and_then(|m| m.get_mut(&code)) {
+            Some(e) => {
+                e.1.clear();
+                Ok(())
+            }
+            None => Err(err(class::ARG, format!("{code} is not a user-added error code"))),
+        }
+    })
+});

@@ -367,6 +367,9 @@ pub fn errh(h: MPI_Errhandler) -> Result<Errh> {
 }
 
 pub fn info(h: MPI_Info) -> Result<Arc<Mutex<gridwire_mpi::info::Info>>> {
+    if h == MPI_INFO_ENV {
+        return Ok(Arc::new(Mutex::new(crate::misc::env_info())));
+    }
     INFOS.get(h).ok_or_else(|| {
         if h == MPI_INFO_NULL {
             err(class::INFO, "the info is MPI_INFO_NULL")

@@ -56,6 +56,7 @@ mod comm;
 mod dtype;
 mod env;
 mod info;
+mod misc;
 mod p2p;
 mod stubs;
 mod topo;

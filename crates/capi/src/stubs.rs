@@ -43,10 +43,7 @@ stub!(MPI_Neighbor_alltoallv_init, PMPI_Neighbor_alltoallv_init);
 stub!(MPI_Neighbor_alltoallw, PMPI_Neighbor_alltoallw);
 stub!(MPI_Neighbor_alltoallw_init, PMPI_Neighbor_alltoallw_init);
 stub!(MPI_Reduce_init, PMPI_Reduce_init);
-stub!(
-    MPI_Reduce_scatter_block_init,
-    PMPI_Reduce_scatter_block_init
-);
+stub!(MPI_Reduce_scatter_block_init, PMPI_Reduce_scatter_block_init);
 stub!(MPI_Reduce_scatter_init, PMPI_Reduce_scatter_init);
 stub!(MPI_Scan_init, PMPI_Scan_init);
 stub!(MPI_Scatter_init, PMPI_Scatter_init);
@@ -55,10 +52,7 @@ stub!(MPI_Comm_idup_with_info, PMPI_Comm_idup_with_info);
 stub!(MPI_Comm_remote_group, PMPI_Comm_remote_group);
 stub!(MPI_Comm_remote_size, PMPI_Comm_remote_size);
 stub!(MPI_Intercomm_create, PMPI_Intercomm_create);
-stub!(
-    MPI_Intercomm_create_from_groups,
-    PMPI_Intercomm_create_from_groups
-);
+stub!(MPI_Intercomm_create_from_groups, PMPI_Intercomm_create_from_groups);
 stub!(MPI_Intercomm_merge, PMPI_Intercomm_merge);
 stub!(MPI_Pack_external, PMPI_Pack_external);
 stub!(MPI_Pack_external_size, PMPI_Pack_external_size);
@@ -76,10 +70,7 @@ stub!(MPI_File_create_errhandler, PMPI_File_create_errhandler);
 stub!(MPI_File_get_errhandler, PMPI_File_get_errhandler);
 stub!(MPI_File_set_errhandler, PMPI_File_set_errhandler);
 stub!(MPI_Session_call_errhandler, PMPI_Session_call_errhandler);
-stub!(
-    MPI_Session_create_errhandler,
-    PMPI_Session_create_errhandler
-);
+stub!(MPI_Session_create_errhandler, PMPI_Session_create_errhandler);
 stub!(MPI_Session_get_errhandler, PMPI_Session_get_errhandler);
 stub!(MPI_Session_set_errhandler, PMPI_Session_set_errhandler);
 stub!(MPI_Win_call_errhandler, PMPI_Win_call_errhandler);
@@ -89,7 +80,6 @@ stub!(MPI_Win_set_errhandler, PMPI_Win_set_errhandler);
 stub!(MPI_Errhandler_create, PMPI_Errhandler_create);
 stub!(MPI_Errhandler_get, PMPI_Errhandler_get);
 stub!(MPI_Errhandler_set, PMPI_Errhandler_set);
-stub!(MPI_Info_create_env, PMPI_Info_create_env);
 stub!(MPI_Comm_create_from_group, PMPI_Comm_create_from_group);
 stub!(MPI_Group_from_session_pset, PMPI_Group_from_session_pset);
 stub!(MPI_Session_finalize, PMPI_Session_finalize);
@@ -98,22 +88,17 @@ stub!(MPI_Session_get_nth_pset, PMPI_Session_get_nth_pset);
 stub!(MPI_Session_get_num_psets, PMPI_Session_get_num_psets);
 stub!(MPI_Session_get_pset_info, PMPI_Session_get_pset_info);
 stub!(MPI_Session_init, PMPI_Session_init);
-stub!(MPI_Pcontrol, PMPI_Pcontrol);
 stub!(MPI_Parrived, PMPI_Parrived);
 stub!(MPI_Pready, PMPI_Pready);
 stub!(MPI_Pready_list, PMPI_Pready_list);
 stub!(MPI_Pready_range, PMPI_Pready_range);
 stub!(MPI_Precv_init, PMPI_Precv_init);
 stub!(MPI_Psend_init, PMPI_Psend_init);
-stub!(MPI_Isendrecv, PMPI_Isendrecv);
-stub!(MPI_Isendrecv_replace, PMPI_Isendrecv_replace);
 stub!(MPI_Grequest_complete, PMPI_Grequest_complete);
 stub!(MPI_Grequest_start, PMPI_Grequest_start);
 stub!(MPI_Accumulate, PMPI_Accumulate);
-stub!(MPI_Alloc_mem, PMPI_Alloc_mem);
 stub!(MPI_Compare_and_swap, PMPI_Compare_and_swap);
 stub!(MPI_Fetch_and_op, PMPI_Fetch_and_op);
-stub!(MPI_Free_mem, PMPI_Free_mem);
 stub!(MPI_Get, PMPI_Get);
 stub!(MPI_Get_accumulate, PMPI_Get_accumulate);
 stub!(MPI_Put, PMPI_Put);
@@ -152,7 +137,6 @@ stub!(MPI_Win_wait, PMPI_Win_wait);
 stub!(MPI_Close_port, PMPI_Close_port);
 stub!(MPI_Comm_accept, PMPI_Comm_accept);
 stub!(MPI_Comm_connect, PMPI_Comm_connect);
-stub!(MPI_Comm_get_parent, PMPI_Comm_get_parent);
 stub!(MPI_Comm_join, PMPI_Comm_join);
 stub!(MPI_Comm_spawn, PMPI_Comm_spawn);
 stub!(MPI_Comm_spawn_multiple, PMPI_Comm_spawn_multiple);
@@ -161,15 +145,9 @@ stub!(MPI_Open_port, PMPI_Open_port);
 stub!(MPI_Publish_name, PMPI_Publish_name);
 stub!(MPI_Unpublish_name, PMPI_Unpublish_name);
 stub!(MPI_Dist_graph_create, PMPI_Dist_graph_create);
-stub!(
-    MPI_Dist_graph_create_adjacent,
-    PMPI_Dist_graph_create_adjacent
-);
+stub!(MPI_Dist_graph_create_adjacent, PMPI_Dist_graph_create_adjacent);
 stub!(MPI_Dist_graph_neighbors, PMPI_Dist_graph_neighbors);
-stub!(
-    MPI_Dist_graph_neighbors_count,
-    PMPI_Dist_graph_neighbors_count
-);
+stub!(MPI_Dist_graph_neighbors_count, PMPI_Dist_graph_neighbors_count);
 stub!(MPI_Graph_create, PMPI_Graph_create);
 stub!(MPI_Graph_get, PMPI_Graph_get);
 stub!(MPI_Graph_map, PMPI_Graph_map);
@@ -177,19 +155,13 @@ stub!(MPI_Graph_neighbors, PMPI_Graph_neighbors);
 stub!(MPI_Graph_neighbors_count, PMPI_Graph_neighbors_count);
 stub!(MPI_Graphdims_get, PMPI_Graphdims_get);
 stub!(MPI_T_category_changed, PMPI_T_category_changed);
-stub!(
-    MPI_T_category_get_categories,
-    PMPI_T_category_get_categories
-);
+stub!(MPI_T_category_get_categories, PMPI_T_category_get_categories);
 stub!(MPI_T_category_get_cvars, PMPI_T_category_get_cvars);
 stub!(MPI_T_category_get_events, PMPI_T_category_get_events);
 stub!(MPI_T_category_get_index, PMPI_T_category_get_index);
 stub!(MPI_T_category_get_info, PMPI_T_category_get_info);
 stub!(MPI_T_category_get_num, PMPI_T_category_get_num);
-stub!(
-    MPI_T_category_get_num_events,
-    PMPI_T_category_get_num_events
-);
+stub!(MPI_T_category_get_num_events, PMPI_T_category_get_num_events);
 stub!(MPI_T_category_get_pvars, PMPI_T_category_get_pvars);
 stub!(MPI_T_cvar_get_index, PMPI_T_cvar_get_index);
 stub!(MPI_T_cvar_get_info, PMPI_T_cvar_get_info);
@@ -200,14 +172,8 @@ stub!(MPI_T_cvar_read, PMPI_T_cvar_read);
 stub!(MPI_T_cvar_write, PMPI_T_cvar_write);
 stub!(MPI_T_enum_get_info, PMPI_T_enum_get_info);
 stub!(MPI_T_enum_get_item, PMPI_T_enum_get_item);
-stub!(
-    MPI_T_event_callback_get_info,
-    PMPI_T_event_callback_get_info
-);
-stub!(
-    MPI_T_event_callback_set_info,
-    PMPI_T_event_callback_set_info
-);
+stub!(MPI_T_event_callback_get_info, PMPI_T_event_callback_get_info);
+stub!(MPI_T_event_callback_set_info, PMPI_T_event_callback_set_info);
 stub!(MPI_T_event_copy, PMPI_T_event_copy);
 stub!(MPI_T_event_get_index, PMPI_T_event_get_index);
 stub!(MPI_T_event_get_info, PMPI_T_event_get_info);
@@ -219,14 +185,8 @@ stub!(MPI_T_event_handle_free, PMPI_T_event_handle_free);
 stub!(MPI_T_event_handle_get_info, PMPI_T_event_handle_get_info);
 stub!(MPI_T_event_handle_set_info, PMPI_T_event_handle_set_info);
 stub!(MPI_T_event_read, PMPI_T_event_read);
-stub!(
-    MPI_T_event_register_callback,
-    PMPI_T_event_register_callback
-);
-stub!(
-    MPI_T_event_set_dropped_handler,
-    PMPI_T_event_set_dropped_handler
-);
+stub!(MPI_T_event_register_callback, PMPI_T_event_register_callback);
+stub!(MPI_T_event_set_dropped_handler, PMPI_T_event_set_dropped_handler);
 stub!(MPI_T_finalize, PMPI_T_finalize);
 stub!(MPI_T_init_thread, PMPI_T_init_thread);
 stub!(MPI_T_pvar_get_index, PMPI_T_pvar_get_index);
@@ -261,32 +221,17 @@ stub!(MPI_Ineighbor_alltoall_c, PMPI_Ineighbor_alltoall_c);
 stub!(MPI_Ineighbor_alltoallv_c, PMPI_Ineighbor_alltoallv_c);
 stub!(MPI_Ineighbor_alltoallw_c, PMPI_Ineighbor_alltoallw_c);
 stub!(MPI_Neighbor_allgather_c, PMPI_Neighbor_allgather_c);
-stub!(
-    MPI_Neighbor_allgather_init_c,
-    PMPI_Neighbor_allgather_init_c
-);
+stub!(MPI_Neighbor_allgather_init_c, PMPI_Neighbor_allgather_init_c);
 stub!(MPI_Neighbor_allgatherv_c, PMPI_Neighbor_allgatherv_c);
-stub!(
-    MPI_Neighbor_allgatherv_init_c,
-    PMPI_Neighbor_allgatherv_init_c
-);
+stub!(MPI_Neighbor_allgatherv_init_c, PMPI_Neighbor_allgatherv_init_c);
 stub!(MPI_Neighbor_alltoall_c, PMPI_Neighbor_alltoall_c);
 stub!(MPI_Neighbor_alltoall_init_c, PMPI_Neighbor_alltoall_init_c);
 stub!(MPI_Neighbor_alltoallv_c, PMPI_Neighbor_alltoallv_c);
-stub!(
-    MPI_Neighbor_alltoallv_init_c,
-    PMPI_Neighbor_alltoallv_init_c
-);
+stub!(MPI_Neighbor_alltoallv_init_c, PMPI_Neighbor_alltoallv_init_c);
 stub!(MPI_Neighbor_alltoallw_c, PMPI_Neighbor_alltoallw_c);
-stub!(
-    MPI_Neighbor_alltoallw_init_c,
-    PMPI_Neighbor_alltoallw_init_c
-);
+stub!(MPI_Neighbor_alltoallw_init_c, PMPI_Neighbor_alltoallw_init_c);
 stub!(MPI_Reduce_init_c, PMPI_Reduce_init_c);
-stub!(
-    MPI_Reduce_scatter_block_init_c,
-    PMPI_Reduce_scatter_block_init_c
-);
+stub!(MPI_Reduce_scatter_block_init_c, PMPI_Reduce_scatter_block_init_c);
 stub!(MPI_Reduce_scatter_init_c, PMPI_Reduce_scatter_init_c);
 stub!(MPI_Scan_init_c, PMPI_Scan_init_c);
 stub!(MPI_Scatter_init_c, PMPI_Scatter_init_c);
@@ -295,8 +240,6 @@ stub!(MPI_Pack_external_c, PMPI_Pack_external_c);
 stub!(MPI_Pack_external_size_c, PMPI_Pack_external_size_c);
 stub!(MPI_Type_create_darray_c, PMPI_Type_create_darray_c);
 stub!(MPI_Unpack_external_c, PMPI_Unpack_external_c);
-stub!(MPI_Isendrecv_c, PMPI_Isendrecv_c);
-stub!(MPI_Isendrecv_replace_c, PMPI_Isendrecv_replace_c);
 stub!(MPI_Accumulate_c, PMPI_Accumulate_c);
 stub!(MPI_Get_c, PMPI_Get_c);
 stub!(MPI_Get_accumulate_c, PMPI_Get_accumulate_c);
@@ -372,25 +315,16 @@ stub!(MPI_File_read_at_c, PMPI_File_read_at_c);
 stub!(MPI_File_read_at_all_c, PMPI_File_read_at_all_c);
 stub!(MPI_File_read_at_all_begin_c, PMPI_File_read_at_all_begin_c);
 stub!(MPI_File_read_ordered_c, PMPI_File_read_ordered_c);
-stub!(
-    MPI_File_read_ordered_begin_c,
-    PMPI_File_read_ordered_begin_c
-);
+stub!(MPI_File_read_ordered_begin_c, PMPI_File_read_ordered_begin_c);
 stub!(MPI_File_read_shared_c, PMPI_File_read_shared_c);
 stub!(MPI_File_write_c, PMPI_File_write_c);
 stub!(MPI_File_write_all_c, PMPI_File_write_all_c);
 stub!(MPI_File_write_all_begin_c, PMPI_File_write_all_begin_c);
 stub!(MPI_File_write_at_c, PMPI_File_write_at_c);
 stub!(MPI_File_write_at_all_c, PMPI_File_write_at_all_c);
-stub!(
-    MPI_File_write_at_all_begin_c,
-    PMPI_File_write_at_all_begin_c
-);
+stub!(MPI_File_write_at_all_begin_c, PMPI_File_write_at_all_begin_c);
 stub!(MPI_File_write_ordered_c, PMPI_File_write_ordered_c);
-stub!(
-    MPI_File_write_ordered_begin_c,
-    PMPI_File_write_ordered_begin_c
-);
+stub!(MPI_File_write_ordered_begin_c, PMPI_File_write_ordered_begin_c);
 stub!(MPI_File_write_shared_c, PMPI_File_write_shared_c);
 stub!(MPI_File_iread_c, PMPI_File_iread_c);
 stub!(MPI_File_iread_all_c, PMPI_File_iread_all_c);
@@ -408,13 +342,7 @@ stub!(MPI_Abi_get_fortran_info, PMPI_Abi_get_fortran_info);
 stub!(MPI_Abi_set_fortran_info, PMPI_Abi_set_fortran_info);
 stub!(MPI_Abi_get_fortran_booleans, PMPI_Abi_get_fortran_booleans);
 stub!(MPI_Abi_set_fortran_booleans, PMPI_Abi_set_fortran_booleans);
-stub!(MPI_Remove_error_class, PMPI_Remove_error_class);
-stub!(MPI_Remove_error_code, PMPI_Remove_error_code);
-stub!(MPI_Remove_error_string, PMPI_Remove_error_string);
 stub!(MPI_Get_hw_resource_info, PMPI_Get_hw_resource_info);
-stub!(MPI_Request_get_status_any, PMPI_Request_get_status_any);
-stub!(MPI_Request_get_status_all, PMPI_Request_get_status_all);
-stub!(MPI_Request_get_status_some, PMPI_Request_get_status_some);
 stub!(MPI_Buffer_flush, PMPI_Buffer_flush);
 stub!(MPI_Buffer_iflush, PMPI_Buffer_iflush);
 stub!(MPI_Comm_attach_buffer, PMPI_Comm_attach_buffer);

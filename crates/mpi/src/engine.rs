@@ -388,14 +388,25 @@ impl Engine {
         let buf = req.d.lock().unwrap().recv.clone();
         let cap = buf.as_ref().map_or(0, |b| b.bytes());
         let n = (env.size as usize).min(cap);
+        // A message to ourselves: the sender's data is in this address space.
+        let local = from == self.ctx.rank() && env.pid == crate::cma::my_pid();
+        let read = |dst: usize| -> std::io::Result<()> {
+            if local {
+                // SAFETY: the sender's data (kept until we answer FIN) and a
+                // destination of `n` bytes (the receive buffer or `tmp`).
+                unsafe { crate::mem::write(dst, crate::mem::slice(env.addr as usize, n)) };
+                Ok(())
+            } else {
+                // SAFETY: as above; the kernel checks the remote range.
+                unsafe { crate::cma::read(env.pid, env.addr, dst, n) }
+            }
+        };
         let res = match buf.as_ref().and_then(|b| b.contig_addr()) {
-            // SAFETY: the receive buffer of this pending request, `cap >= n` bytes.
-            Some(dst) => unsafe { crate::cma::read(env.pid, env.addr, dst, n) },
+            // The receive buffer of this pending request, `cap >= n` bytes.
+            Some(dst) => read(dst),
             None => {
                 let mut tmp = vec![0u8; n];
-                // SAFETY: `tmp` is ours and `n` bytes long.
-                let r =
-                    unsafe { crate::cma::read(env.pid, env.addr, tmp.as_mut_ptr() as usize, n) };
+                let r = read(tmp.as_mut_ptr() as usize);
                 if r.is_ok() {
                     if let Some(b) = &buf {
                         b.unpack(&tmp);

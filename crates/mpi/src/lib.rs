@@ -497,6 +497,65 @@ impl Mpi {
         Ok(st.bytes)
     }
 
+    /// A request that completes when both `a` and `b` have (`MPI_Isendrecv`);
+    /// its status is `a`'s. A helper thread waits when `b` is still in flight.
+    pub fn join(&'static self, a: Arc<Req>, b: Arc<Req>) -> Result<Arc<Req>> {
+        if b.done() {
+            return Ok(a);
+        }
+        let req = Arc::new(Req::default());
+        let done = req.clone();
+        std::thread::Builder::new()
+            .name("gw-mpi-join".into())
+            .spawn(move || {
+                self.engine.wait_for(|| a.done() && b.done());
+                let mut st = a.status();
+                if st.error == 0 {
+                    st.error = b.status().error;
+                }
+                done.d.lock().unwrap_or_else(|e| e.into_inner()).status = st;
+                done.complete();
+            })
+            .map_err(|e| err(class::NO_MEM, format!("cannot start a thread: {e}")))?;
+        Ok(req)
+    }
+
+    /// `MPI_Isendrecv_replace`: sends a packed copy of `buf`, receives into it.
+    pub fn isendrecv_replace(
+        &'static self,
+        comm: &Comm,
+        buf: Buf,
+        dest: i32,
+        stag: i32,
+        src: i32,
+        rtag: i32,
+    ) -> Result<Arc<Req>> {
+        self.check_buf(&buf, "buffer")?;
+        Self::check_peer(comm, dest, false)?;
+        Self::check_tag(stag, false)?;
+        let copy = buf.pack();
+        let r = self.irecv(comm, buf.clone(), src, rtag)?;
+        if dest == PROC_NULL {
+            return Ok(r);
+        }
+        let sbuf = Buf::bytes_of(&copy, &self.byte);
+        let world = comm.world_of(dest as u32);
+        let s = self.engine.send(
+            comm.key(),
+            &comm.seq[dest as usize],
+            comm.rank as i32,
+            world,
+            stag,
+            &sbuf,
+            false,
+            Some(copy.clone()),
+        )?;
+        match s {
+            None => Ok(r),
+            Some(s) => self.join(r, s),
+        }
+    }
+
     // ---- nonblocking collectives -------------------------------------------
 
     /// Starts a nonblocking collective: `f` runs the blocking algorithm on a
