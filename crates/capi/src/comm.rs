@@ -67,7 +67,7 @@ mpi_fn!(fn MPI_Comm_dup / PMPI_Comm_dup(c: MPI_Comm, out: *mut MPI_Comm) -> c_in
 mpi_fn!(fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(c: MPI_Comm, info: MPI_Info, out: *mut MPI_Comm) -> c_int {
     run("MPI_Comm_dup_with_info", c, || {
         let cm = comm(c)?;
-        let i = handles::info(info)?.lock().unwrap().clone();
+        let i = info_or_empty(info)?;
         let n = mpi()?.comm_dup(&cm)?;
         *n.info.lock().unwrap() = i;
         crate::attr::copy_comm_attrs(c, &cm, &n)?;
@@ -85,19 +85,58 @@ mpi_fn!(fn MPI_Comm_split / PMPI_Comm_split(c: MPI_Comm, color: c_int, key: c_in
     })
 });
 
-mpi_fn!(fn MPI_Comm_split_type / PMPI_Comm_split_type(c: MPI_Comm, kind: c_int, key: c_int, _info: MPI_Info, out: *mut MPI_Comm) -> c_int {
+/// An info argument where `MPI_INFO_NULL` means "no hints".
+fn info_or_empty(h: MPI_Info) -> Result<gridwire_mpi::info::Info> {
+    if h == MPI_INFO_NULL {
+        return Ok(Default::default());
+    }
+    Ok(handles::info(h)?.lock().unwrap().clone())
+}
+
+const HW_KEY: &str = "mpi_hw_resource_type";
+const HW_SHARED: &str = "mpi_shared_memory";
+
+mpi_fn!(fn MPI_Comm_split_type / PMPI_Comm_split_type(c: MPI_Comm, kind: c_int, key: c_int, info: MPI_Info, out: *mut MPI_Comm) -> c_int {
     run("MPI_Comm_split_type", c, || {
         let cm = comm(c)?;
         let m = mpi()?;
+        let hints = info_or_empty(info)?;
+        let shared = |m: &gridwire_mpi::Mpi| -> Result<Option<Arc<Comm>>> {
+            let n = m.comm_split_shared(&cm, key)?;
+            n.info.lock().unwrap().set(HW_KEY, HW_SHARED)?;
+            Ok(Some(n))
+        };
         let n = match kind {
             MPI_UNDEFINED => m.comm_split(&cm, MPI_UNDEFINED, key)?,
-            // Hardware-guided splits fall back to the host: the finest level we know.
-            221..=224 => Some(m.comm_split_shared(&cm, key)?),
+            MPI_COMM_TYPE_SHARED => shared(m)?,
+            // Unguided: the next level below the parent; the host is the only
+            // level we know, so nothing if the parent is within one host.
+            222 => {
+                let n = shared(m)?.expect("a communicator");
+                if n.size == cm.size { None } else { Some(n) }
+            }
+            // Guided: only the shared-memory resource type is known.
+            223 | 224 => {
+                if hints.get(HW_KEY) == Some(HW_SHARED) {
+                    shared(m)?
+                } else {
+                    m.comm_split(&cm, MPI_UNDEFINED, key)?
+                }
+            }
             _ => return Err(err(class::ARG, format!("split type {kind} is not known"))),
         };
         // SAFETY: output argument.
         unsafe { out_comm(out, &cm, n) }
     })
+});
+
+mpi_fn!(fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(c: MPI_Comm, info: MPI_Info, out: *mut MPI_Comm, req: *mut MPI_Request) -> c_int {
+    // Hints are checked but not used (no hint changes how a communicator works yet).
+    if let Err(e) = info_or_empty(info) {
+        return crate::errors::fail("MPI_Comm_idup_with_info", c, e);
+    }
+    // SAFETY: same contract as MPI_Comm_idup.
+    unsafe { crate::coll::PMPI_Comm_idup(c, out, req) }
 });
 
 mpi_fn!(fn MPI_Comm_create / PMPI_Comm_create(c: MPI_Comm, g: MPI_Group, out: *mut MPI_Comm) -> c_int {
@@ -223,7 +262,7 @@ mpi_fn!(fn MPI_Comm_get_name / PMPI_Comm_get_name(c: MPI_Comm, name: *mut c_char
 mpi_fn!(fn MPI_Comm_set_info / PMPI_Comm_set_info(c: MPI_Comm, info: MPI_Info) -> c_int {
     run("MPI_Comm_set_info", c, || {
         let cm = comm(c)?;
-        let i = handles::info(info)?.lock().unwrap().clone();
+        let i = info_or_empty(info)?;
         *cm.info.lock().unwrap() = i;
         Ok(())
     })

@@ -11,7 +11,8 @@ use std::sync::Mutex;
 
 /// User-added error classes/codes (`MPI_Add_error_*`): code -> (class, string).
 static USER_ERRORS: Mutex<Option<HashMap<c_int, (c_int, String)>>> = Mutex::new(None);
-static LAST_CODE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(100);
+/// User classes and codes come after `MPI_ERR_LASTCODE`.
+static LAST_CODE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(class::LASTCODE);
 
 pub fn last_used_code() -> c_int {
     LAST_CODE.load(Ordering::Relaxed)

@@ -229,7 +229,7 @@ unsafe fn mprobe_impl(
                 None => {}
                 Some(None) => {
                     put(msg, MPI_MESSAGE_NO_PROC);
-                    put_status(status, &Status::empty());
+                    put_status(status, &Status::proc_null());
                 }
                 Some(Some(u)) => {
                     put_status(status, &u.status());
@@ -497,6 +497,11 @@ unsafe fn wait_many(
             } else {
                 m.poke();
             }
+            acts = hs.iter().map(|&h| active(h)).collect::<Result<_>>()?;
+        }
+        if matches!(mode, Many::Some) {
+            // Deliver whatever else has arrived, so "some" reports all that can complete.
+            m.poke();
             acts = hs.iter().map(|&h| active(h)).collect::<Result<_>>()?;
         }
         let mut first_err = None;

@@ -48,7 +48,6 @@ stub!(MPI_Reduce_scatter_init, PMPI_Reduce_scatter_init);
 stub!(MPI_Scan_init, PMPI_Scan_init);
 stub!(MPI_Scatter_init, PMPI_Scatter_init);
 stub!(MPI_Scatterv_init, PMPI_Scatterv_init);
-stub!(MPI_Comm_idup_with_info, PMPI_Comm_idup_with_info);
 stub!(MPI_Comm_remote_group, PMPI_Comm_remote_group);
 stub!(MPI_Comm_remote_size, PMPI_Comm_remote_size);
 stub!(MPI_Intercomm_create, PMPI_Intercomm_create);

@@ -300,7 +300,7 @@ impl Mpi {
         Self::check_peer(comm, src, true)?;
         Self::check_tag(tag, true)?;
         if src == PROC_NULL {
-            return Ok(Req::new_done(Status::empty()));
+            return Ok(Req::new_done(Status::proc_null()));
         }
         self.engine.recv(comm.key(), src, tag, buf)
     }
@@ -346,7 +346,7 @@ impl Mpi {
         Self::check_peer(comm, src, true)?;
         Self::check_tag(tag, true)?;
         if src == PROC_NULL {
-            return Ok(Some(Status::empty()));
+            return Ok(Some(Status::proc_null()));
         }
         if let Some(Err(s)) = self.engine.probe(comm.key(), src, tag, false) {
             return Ok(Some(s));
@@ -362,7 +362,7 @@ impl Mpi {
         Self::check_peer(comm, src, true)?;
         Self::check_tag(tag, true)?;
         if src == PROC_NULL {
-            return Ok(Status::empty());
+            return Ok(Status::proc_null());
         }
         let mut got = None;
         self.engine.wait_for(|| {
@@ -408,7 +408,7 @@ impl Mpi {
     pub fn mrecv(&self, msg: Option<Unexpected>, buf: Buf) -> Result<Arc<Req>> {
         self.check_buf(&buf, "receive buffer")?;
         match msg {
-            None => Ok(Req::new_done(Status::empty())),
+            None => Ok(Req::new_done(Status::proc_null())),
             Some(u) => self.engine.recv_message(u, buf),
         }
     }

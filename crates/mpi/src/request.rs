@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What a completed operation reports.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Status {
     pub source: i32,
     pub tag: i32,
@@ -16,14 +16,31 @@ pub struct Status {
     pub cancelled: bool,
 }
 
-impl Status {
-    pub fn empty() -> Status {
+/// The empty status (null or inactive requests, completed sends):
+/// `MPI_ANY_SOURCE`, `MPI_ANY_TAG`, no error, nothing received.
+impl Default for Status {
+    fn default() -> Self {
         Status {
-            source: crate::PROC_NULL,
+            source: crate::ANY_SOURCE,
             tag: crate::ANY_TAG,
             error: 0,
             bytes: 0,
             cancelled: false,
+        }
+    }
+}
+
+impl Status {
+    /// The empty status (see `Default`).
+    pub fn empty() -> Status {
+        Status::default()
+    }
+
+    /// What a receive from `MPI_PROC_NULL` reports.
+    pub fn proc_null() -> Status {
+        Status {
+            source: crate::PROC_NULL,
+            ..Status::default()
         }
     }
 }
