@@ -630,3 +630,51 @@ mpi_fn!(fn MPI_Type_get_value_index / PMPI_Type_get_value_index(v: MPI_Datatype,
         Ok(())
     })
 });
+
+// ---- Fortran 90 parameterized types: the predefined type that fits -------------
+
+fn f90_pick(
+    what: &str,
+    p: c_int,
+    r: c_int,
+    table: &[(c_int, c_int, MPI_Datatype)],
+) -> Result<MPI_Datatype> {
+    let any = |v: c_int| v == MPI_UNDEFINED;
+    table
+        .iter()
+        .find(|&&(tp, tr, _)| (any(p) || p <= tp) && (any(r) || r <= tr))
+        .map(|&(_, _, h)| h)
+        .ok_or_else(|| {
+            err(
+                class::ARG,
+                format!("no {what} type with precision {p} and range {r}"),
+            )
+        })
+}
+
+mpi_fn!(fn MPI_Type_create_f90_real / PMPI_Type_create_f90_real(p: c_int, r: c_int, out: *mut MPI_Datatype) -> c_int {
+    run("MPI_Type_create_f90_real", MPI_COMM_WORLD, || {
+        let h = f90_pick("REAL", p, r, &[(6, 37, 722), (15, 307, 730), (33, 4931, 738)])?;
+        // SAFETY: output argument.
+        unsafe { put(out, h) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex(p: c_int, r: c_int, out: *mut MPI_Datatype) -> c_int {
+    run("MPI_Type_create_f90_complex", MPI_COMM_WORLD, || {
+        let h = f90_pick("COMPLEX", p, r, &[(6, 37, 731), (15, 307, 739), (33, 4931, 747)])?;
+        // SAFETY: output argument.
+        unsafe { put(out, h) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Type_create_f90_integer / PMPI_Type_create_f90_integer(r: c_int, out: *mut MPI_Datatype) -> c_int {
+    run("MPI_Type_create_f90_integer", MPI_COMM_WORLD, || {
+        let h = f90_pick("INTEGER", 0, r, &[(0, 2, 705), (0, 4, 713), (0, 9, 721), (0, 18, 729)])?;
+        // SAFETY: output argument.
+        unsafe { put(out, h) };
+        Ok(())
+    })
+});

@@ -272,7 +272,8 @@ impl Mpi {
             ));
         }
         b.attached = true;
-        b.size = size;
+        // MPI_BUFFER_AUTOMATIC (address 2): the library buffers without limit.
+        b.size = if addr == 2 { usize::MAX / 2 } else { size };
         b.addr = addr;
         Ok(())
     }
@@ -282,6 +283,11 @@ impl Mpi {
         for r in pending {
             self.wait(&r);
         }
+    }
+
+    /// `MPI_Buffer_flush`: waits until every buffered send has left.
+    pub fn buffer_flush(&self) {
+        self.detach_wait();
     }
 
     /// Waits for buffered sends to leave, then detaches. Returns (addr, size).
