@@ -5,64 +5,13 @@
 //! `crates/core/examples/rsr_check.rs`. Every test is bounded twice: by
 //! `gwrun --timeout` and by a deadline here that kills the launcher.
 
-use std::io::Read;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-const GWRUN: &str = env!("CARGO_BIN_EXE_gwrun");
+use common::{example, run, Out, GWRUN};
+use std::time::Duration;
 
 fn rsr_check() -> String {
-    let p = PathBuf::from(GWRUN).parent().unwrap().join("examples").join("rsr_check");
-    assert!(p.exists(), "{} missing: build the workspace examples first (make build-debug)", p.display());
-    p.to_string_lossy().into_owned()
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
-
-/// Runs `program args` with `envs`, killing it after `limit`.
-fn run(program: &str, args: &[&str], envs: &[(&str, &str)], limit: Duration) -> Out {
-    let start = Instant::now();
-    let mut cmd = Command::new(program);
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    cmd.env_remove("MPIEXEC_TIMEOUT");
-    for k in ["GW_METHODS", "GW_SHM_CMA", "GW_VERBOSE", "GW_HOST_ID"] {
-        cmd.env_remove(k);
-    }
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("spawn");
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let t1 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = so.read_to_string(&mut s);
-        s
-    });
-    let t2 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
-    });
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{program} {args:?} did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let elapsed = start.elapsed();
-    Out { code: status.code().unwrap_or(-1), stdout: t1.join().unwrap(), stderr: t2.join().unwrap(), elapsed }
+    example("rsr_check")
 }
 
 fn gwrun(args: &[&str], envs: &[(&str, &str)]) -> Out {

@@ -5,80 +5,22 @@
 //! program is `crates/core/examples/udp_check.rs`. Every test is bounded by
 //! `gwrun --timeout` and by a deadline here that kills the launcher.
 
-use std::io::Read;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-const GWRUN: &str = env!("CARGO_BIN_EXE_gwrun");
+use common::{example, run, Out, GWRUN};
+use std::time::Duration;
 
 fn udp_check() -> String {
-    let p = PathBuf::from(GWRUN)
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join("udp_check");
-    assert!(
-        p.exists(),
-        "{} missing: build the workspace examples first (make build-debug)",
-        p.display()
-    );
-    p.to_string_lossy().into_owned()
+    example("udp_check")
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
-
+/// `gwrun --timeout 150 args…` with `GW_METHODS=udp` and `envs`, bounded at 180 s.
 fn gwrun(args: &[&str], envs: &[(&str, &str)]) -> Out {
-    let start = Instant::now();
-    let mut cmd = Command::new(GWRUN);
-    cmd.args(["--timeout", "150"])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd.env_remove("MPIEXEC_TIMEOUT");
-    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("GW_")) {
-        cmd.env_remove(k);
-    }
-    cmd.env("GW_METHODS", "udp");
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("spawn gwrun");
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let t1 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = so.read_to_string(&mut s);
-        s
-    });
-    let t2 = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
-    });
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(180) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("gwrun {args:?} did not finish within 180 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Out {
-        code: status.code().unwrap_or(-1),
-        stdout: t1.join().unwrap(),
-        stderr: t2.join().unwrap(),
-        elapsed: start.elapsed(),
-    }
+    let mut a = vec!["--timeout", "150"];
+    a.extend_from_slice(args);
+    let mut e = vec![("GW_METHODS", "udp")];
+    e.extend_from_slice(envs);
+    run(GWRUN, &a, &e, Duration::from_secs(180))
 }
 
 fn assert_ok(o: &Out) {
