@@ -252,6 +252,12 @@ pub struct Engine {
     spin: Duration,
 }
 
+thread_local! {
+    /// Set in the library's helper threads: they wait without the spin phase,
+    /// so they do not take a core from the program's own threads.
+    pub static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// `GW_MPI_SPIN_US`, or by default 2 ms when every rank on this machine can
 /// have a core (a blocked MPI call then keeps its core, as in other MPIs) and
 /// 0 when the machine is oversubscribed (the runtime's wait yields early).
@@ -455,7 +461,7 @@ impl Engine {
     /// Drives progress until `done()`; also sends rendezvous data whose
     /// receiver is ready (that cannot happen inside a handler).
     pub fn wait_for(&self, mut done: impl FnMut() -> bool) {
-        if !self.spin.is_zero() {
+        if !self.spin.is_zero() && !QUIET.with(|q| q.get()) {
             let start = Instant::now();
             let mut idle = 0u32;
             loop {

@@ -325,9 +325,10 @@ impl Mpi {
     }
 
     pub fn wait(&self, r: &Arc<Req>) {
-        if !r.done() {
-            self.engine.wait_for(|| r.done());
+        if r.done() {
+            return;
         }
+        self.engine.wait_for(|| r.done());
     }
 
     /// Drives progress until one of `reqs` is done; returns its index.
@@ -514,6 +515,7 @@ impl Mpi {
         std::thread::Builder::new()
             .name("gw-mpi-join".into())
             .spawn(move || {
+                engine::QUIET.with(|q| q.set(true));
                 self.engine.wait_for(|| a.done() && b.done());
                 let mut st = a.status();
                 if st.error == 0 {
@@ -579,6 +581,7 @@ impl Mpi {
         std::thread::Builder::new()
             .name("gw-mpi-nbc".into())
             .spawn(move || {
+                engine::QUIET.with(|q| q.set(true));
                 let res = f(self, &shadow);
                 self.engine.remove_queues(shadow.key());
                 self.engine.remove_queues(shadow.key() + 1);
