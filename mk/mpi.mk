@@ -2,6 +2,7 @@
 #
 #   make install-mpi PREFIX=/opt/gridwire   # bin/ include/ lib/ lib/pkgconfig/ like other MPIs
 #   make test-mpi                           # the C suite (tests/mpi) under gwrun, 1-8 ranks, 1 and 2 hosts
+#   make test-mpi4py [MPI4PY_SDIST=...]     # mpi4py from source with gwcc, its passing tests with 2 ranks
 #
 # Layout: bin/{gwcc,mpicc,gwrun,mpiexec,mpirun}, include/mpi.h,
 # lib/{libmpi.so,libmpi_abi.so}, lib/pkgconfig/{mpi,mpich,gridwire-mpi}.pc.
@@ -14,7 +15,7 @@ MPI_PROFILE ?= release
 MPI_TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)/$(MPI_PROFILE)
 CARGO ?= cargo
 
-.PHONY: install-mpi install-mpi-files build-mpi test-mpi
+.PHONY: install-mpi install-mpi-files build-mpi test-mpi test-mpi4py
 
 build-mpi:
 	$(CARGO) build $(if $(filter release,$(MPI_PROFILE)),--release) -p gridwire-capi -p gridwire-launch
@@ -39,3 +40,8 @@ install-mpi-files:
 
 test-mpi:
 	$(CARGO) test -p gridwire-capi --test c_suite
+
+# mpi4py built from source with gwcc, its passing test modules under gwrun -n 2
+# (needs an mpi4py sdist or network for pip; prints "skipped" otherwise).
+test-mpi4py:
+	bash tests/mpi/mpi4py.sh $(MPI4PY_SDIST)
