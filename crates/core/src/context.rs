@@ -516,8 +516,11 @@ impl Context {
             n += got;
             // Adaptive skip_poll: sockets quiet -> poll them less often (up to
             // every 64 iterations); traffic -> every iteration again.
+            // With no cheap method besides `self` there is nothing to save
+            // the iterations for: poll the sockets every time.
             if self.inner.skip_param == 0 {
-                st.skip = if got > 0 || n > 0 { 1 } else { (st.skip * 2).min(64) };
+                let cap = if self.inner.cheap.len() > 1 { 64 } else { 1 };
+                st.skip = if got > 0 || n > 0 { 1 } else { (st.skip * 2).min(cap) };
             }
             st.next_expensive = st.iter + st.skip;
         }
