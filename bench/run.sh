@@ -24,20 +24,26 @@ command -v mpicc.mpich >/dev/null && mpicc.mpich -O2 -Wno-stringop-overflow -o "
 command -v mpicc.openmpi >/dev/null && mpicc.openmpi -O2 -Wno-stringop-overflow -o "$BIN/pp_ompi" bench/c/mpi_pingpong.c && have_ompi=1
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+minimum() { sort -g | head -1; }
 # runs CMD RUNS times, each printing "lat/bw SIZE VALUE" lines; prints the median per key.
 medians() {
   local tmp; tmp=$(mktemp)
   for _ in $(seq "$RUNS"); do "$@" | grep -E '^(lat|bw) ' >>"$tmp" || true; done
   awk '{print $1" "$2}' "$tmp" | sort -u | while read -r k s; do
-    printf '%s %s %s\n' "$k" "$s" "$(awk -v k="$k" -v s="$s" '$1==k && $2==s {print $3}' "$tmp" | median)"
+    vals=$(awk -v k="$k" -v s="$s" '$1==k && $2==s {print $3}' "$tmp")
+    printf '%s %s %s %s\n' "$k" "$s" "$(median <<<"$vals")" "$(minimum <<<"$vals")"
   done
   rm -f "$tmp"
 }
 floor() { for _ in $(seq "$RUNS"); do "$@"; done | median; }
+# The least of RUNS runs: latency under interference only ever adds, so the
+# minimum estimates the undisturbed cost (used alike for floors and gridwire).
+floormin() { for _ in $(seq "$RUNS"); do "$@"; done | minimum; }
 
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "bench: floors" >&2
 cl=$(floor "$BIN/cacheline" 200000)
+clmin=$(floormin "$BIN/cacheline" 200000)
 tcp8b=$(floor "$BIN/tcp_pingpong" 8 20000)
 tcp8s=$(floor "$BIN/tcp_pingpong" 8 20000 spin)
 tcp8=$(printf '%s\n%s\n' "$tcp8b" "$tcp8s" | sort -g | head -1)   # the better of the two is the floor
@@ -52,6 +58,7 @@ if [ $have_mpich = 1 ]; then echo "bench: MPICH" >&2; mpich=$(medians mpiexec.mp
 if [ $have_ompi = 1 ]; then echo "bench: Open MPI" >&2; ompi=$(medians mpirun.openmpi --allow-run-as-root --oversubscribe -n 2 "$BIN/pp_ompi"); fi
 
 get() { awk -v k="$1" -v s="$2" '$1==k && $2==s {print $3}' <<<"$3"; }
+getmin() { awk -v k="$1" -v s="$2" '$1==k && $2==s {print $4}' <<<"$3"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
 
 {
@@ -71,7 +78,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) pri
   echo
   echo "| target | measured ratio | goal |"
   echo "| --- | ---: | --- |"
-  echo "| shm 8 B latency / cache-line floor | $(ratio "$(get lat 8 "$shm")" "$(awk -v c="$cl" 'BEGIN{print c/1000}')") | ≤ 2 |"
+  echo "| shm 8 B latency / cache-line floor (medians) | $(ratio "$(get lat 8 "$shm")" "$(awk -v c="$cl" 'BEGIN{print c/1000}')") | ≤ 2 |"
+  echo "| shm 8 B latency / cache-line floor (least of $RUNS runs each: $(getmin lat 8 "$shm") µs / $clmin ns) | $(ratio "$(getmin lat 8 "$shm")" "$(awk -v c="$clmin" 'BEGIN{print c/1000}')") | ≤ 2 |"
   echo "| tcp 8 B latency / raw TCP floor | $(ratio "$(get lat 8 "$tcp")" "$tcp8") | ≤ 1.15 |"
   echo "| shm 4 MiB bandwidth / memcpy | $(ratio "$(get bw $b "$shm")" "$mc") | ≥ 0.5 |"
   echo "| shm 8 B latency / MPICH 8 B | $(ratio "$(get lat 8 "$shm")" "$(get lat 8 "$mpich")") | (peer) |"
