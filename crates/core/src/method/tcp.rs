@@ -581,8 +581,10 @@ impl In {
         self.buf.copy_within(self.start..self.end, 0);
         self.end -= self.start;
         self.start = 0;
-        // Give back memory after a very large message.
-        if self.buf.len() > (4 << 20) && self.end < (1 << 20) {
+        // Give back memory after a very large message, but keep a buffer
+        // that fits common large messages: growing it again for every 4 MiB
+        // message costs a remap and fresh page faults each time.
+        if self.buf.len() > (64 << 20) && self.end < (1 << 20) {
             self.buf.truncate((1 << 20).max(self.end));
             self.buf.shrink_to_fit();
         }
