@@ -356,7 +356,7 @@ unsafe fn peers(
         out.push(unsafe {
             buf(
                 (base as usize).wrapping_add_signed(off) as *const Void,
-                cs[i] as i64,
+                cs[i],
                 types[i],
             )
         }?);

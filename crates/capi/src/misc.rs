@@ -28,7 +28,7 @@ mpi_fn!(fn MPI_Alloc_mem / PMPI_Alloc_mem(size: MPI_Aint, _info: MPI_Info, base:
 
 mpi_fn!(fn MPI_Free_mem / PMPI_Free_mem(base: *mut Void) -> c_int {
     // SAFETY: memory from MPI_Alloc_mem (malloc), or NULL.
-    unsafe { libc::free(base as *mut libc::c_void) };
+    unsafe { libc::free(base) };
     MPI_SUCCESS
 });
 
