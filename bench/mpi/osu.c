@@ -1,0 +1,229 @@
+/* osu-style MPI micro-benchmarks, one program for every MPI (built with each
+ * MPI's own compiler wrapper: gridwire's gwcc, mpicc.mpich, mpicc.openmpi).
+ *
+ *   osu [latency] [bw] [bibw] [allreduce] [bcast] [alltoall] [barrier]
+ *       (no argument: all of them)
+ *
+ * Prints one line per figure: "NAME SIZE VALUE", where NAME is one of
+ *   lat        one-way ping-pong latency between ranks 0 and 1, µs
+ *   bw         streaming bandwidth 0 -> 1, window of 64 MPI_Isend, MB/s (10^6 B/s)
+ *   bibw       both directions at once, window of 64 each way, MB/s (sum of both)
+ *   allreduce  MPI_Allreduce of SIZE bytes of MPI_FLOAT (MPI_SUM), µs per call
+ *   bcast      MPI_Bcast of SIZE bytes from rank 0, µs per call
+ *   alltoall   MPI_Alltoall with SIZE bytes per pair, µs per call
+ *   barrier    MPI_Barrier (SIZE 0), µs per call
+ * Collective times are per-call times averaged over the iterations and then
+ * over the ranks; as in the OSU suite, a barrier separates the timed calls
+ * and is not counted (except for the barrier benchmark itself).
+ *
+ * Iteration counts: after a short warm-up, rank 0 picks the count that makes
+ * each size run about OSU_MS milliseconds (default 150; at least a few
+ * iterations, at most 200000) and broadcasts it, so fast and slow transports
+ * alike get a stable figure in bounded time. Each collective is checked once
+ * per size for a correct result, so a wrong fast answer cannot pass for a
+ * fast one. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WINDOW 64
+#define MAXSZ (4L << 20)
+#define COLL_MAX (1L << 20)
+
+static int rank, nprocs;
+static char *sbuf, *rbuf;
+static double budget = 0.15; /* seconds per size */
+
+static const long p2p_sizes[] = {0, 1, 8, 64, 512, 4096, 32768, 262144, 1048576, 4194304};
+static const long coll_sizes[] = {8, 64, 512, 4096, 32768, 262144, 1048576};
+#define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* Rank 0 turns the time WARM iterations took into the count for BUDGET
+ * seconds and every rank learns it. */
+static int plan(double warm_time, int warm, int lo, int hi) {
+    int n = 0;
+    if (rank == 0) {
+        double per = warm_time / warm;
+        double want = per > 0 ? budget / per : hi;
+        n = want > hi ? hi : want < lo ? lo : (int)want;
+    }
+    MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return n;
+}
+
+static double pingpong(long n, int iters) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++) {
+        if (rank == 0) {
+            MPI_Send(sbuf, (int)n, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
+            MPI_Recv(rbuf, (int)n, MPI_CHAR, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+            MPI_Recv(rbuf, (int)n, MPI_CHAR, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(sbuf, (int)n, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
+        }
+    }
+    return MPI_Wtime() - t0;
+}
+
+static void latency(void) {
+    for (int s = 0; s < NELEM(p2p_sizes); s++) {
+        long n = p2p_sizes[s];
+        int warm = n >= 1048576 ? 4 : n >= 32768 ? 20 : 200;
+        int iters = plan(pingpong(n, warm), warm, 10, 200000);
+        double t = pingpong(n, iters);
+        if (rank == 0) printf("lat %ld %.3f\n", n, t / (2.0 * iters) * 1e6);
+    }
+}
+
+/* One round of the window: rank 0 (and rank 1 too when BI) posts WINDOW sends,
+ * the peer WINDOW receives; a 4-byte reply closes the round. */
+static double window(long n, int iters, int bi) {
+    MPI_Request req[2 * WINDOW];
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters && rank <= 1; i++) {
+        int k = 0, peer = 1 - rank;
+        if (rank == 1 || bi)
+            for (int w = 0; w < WINDOW; w++) MPI_Irecv(rbuf, (int)n, MPI_CHAR, peer, 10, MPI_COMM_WORLD, &req[k++]);
+        if (rank == 0 || bi)
+            for (int w = 0; w < WINDOW; w++) MPI_Isend(sbuf, (int)n, MPI_CHAR, peer, 10, MPI_COMM_WORLD, &req[k++]);
+        MPI_Waitall(k, req, MPI_STATUSES_IGNORE);
+        if (rank == 0) MPI_Recv(rbuf, 4, MPI_CHAR, 1, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        else MPI_Send(sbuf, 4, MPI_CHAR, 0, 11, MPI_COMM_WORLD);
+    }
+    return MPI_Wtime() - t0;
+}
+
+static void bandwidth(int bi) {
+    for (int s = 0; s < NELEM(p2p_sizes); s++) {
+        long n = p2p_sizes[s];
+        if (n == 0) continue;
+        int warm = n >= 1048576 ? 1 : n >= 32768 ? 4 : 20;
+        int iters = plan(window(n, warm, bi), warm, 2, 20000);
+        double t = window(n, iters, bi);
+        if (rank == 0)
+            printf("%s %ld %.1f\n", bi ? "bibw" : "bw", n, (double)n * WINDOW * iters * (bi ? 2 : 1) / t / 1e6);
+    }
+}
+
+enum coll { ALLREDUCE, BCAST, ALLTOALL };
+static const char *coll_name[] = {"allreduce", "bcast", "alltoall"};
+
+static void call(enum coll c, long n) {
+    switch (c) {
+    case ALLREDUCE: MPI_Allreduce(sbuf, rbuf, (int)(n / 4), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+    case BCAST: MPI_Bcast(sbuf, (int)n, MPI_CHAR, 0, MPI_COMM_WORLD); break;
+    case ALLTOALL: MPI_Alltoall(sbuf, (int)n, MPI_CHAR, rbuf, (int)n, MPI_CHAR, MPI_COMM_WORLD); break;
+    }
+}
+
+/* Sum of the per-call times of ITERS calls (barrier between calls, not timed). */
+static double coll_time(enum coll c, long n, int iters) {
+    double sum = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < iters; i++) {
+        double t0 = MPI_Wtime();
+        call(c, n);
+        sum += MPI_Wtime() - t0;
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    return sum;
+}
+
+static void check(enum coll c, long n) {
+    int bad = 0;
+    switch (c) {
+    case ALLREDUCE: {
+        float *f = (float *)sbuf, *g = (float *)rbuf;
+        for (long i = 0; i < n / 4; i++) f[i] = (float)(rank + 1 + (i & 7));
+        call(c, n);
+        for (long i = 0; i < n / 4; i++)
+            if (g[i] != (float)(nprocs * (nprocs + 1) / 2 + nprocs * (i & 7))) bad = 1;
+        break;
+    }
+    case BCAST:
+        for (long i = 0; i < n; i++) sbuf[i] = rank == 0 ? (char)(i * 7 + 3) : 0;
+        call(c, n);
+        for (long i = 0; i < n; i++)
+            if (sbuf[i] != (char)(i * 7 + 3)) bad = 1;
+        break;
+    case ALLTOALL:
+        for (int p = 0; p < nprocs; p++) memset(sbuf + p * n, 16 * rank + p, (size_t)n);
+        call(c, n);
+        for (int p = 0; p < nprocs; p++)
+            for (long i = 0; i < n; i++)
+                if (rbuf[p * n + i] != (char)(16 * p + rank)) bad = 1;
+        break;
+    }
+    if (bad) {
+        fprintf(stderr, "osu: rank %d: wrong %s result at %ld bytes\n", rank, coll_name[c], n);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+}
+
+static void collective(enum coll c) {
+    for (int s = 0; s < NELEM(coll_sizes); s++) {
+        long n = coll_sizes[s];
+        int warm = n >= 262144 ? 5 : 100;
+        int iters = plan(coll_time(c, n, warm), warm, 5, 200000);
+        double mine = coll_time(c, n, iters) / iters, sum = 0;
+        MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+        if (rank == 0) printf("%s %ld %.3f\n", coll_name[c], n, sum / nprocs * 1e6);
+        check(c, n);
+    }
+}
+
+static void barrier(void) {
+    int warm = 200;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < warm; i++) MPI_Barrier(MPI_COMM_WORLD);
+    int iters = plan(MPI_Wtime() - t0, warm, 10, 200000);
+    t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++) MPI_Barrier(MPI_COMM_WORLD);
+    double mine = (MPI_Wtime() - t0) / iters, sum = 0;
+    MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) printf("barrier 0 %.3f\n", sum / nprocs * 1e6);
+}
+
+static int wanted(int argc, char **argv, const char *name) {
+    if (argc <= 1) return 1;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], name) == 0) return 1;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    const char *ms = getenv("OSU_MS");
+    if (ms && atof(ms) > 0) budget = atof(ms) / 1000.0;
+    long coll_bytes = COLL_MAX * (nprocs > 4 ? nprocs : 4);
+    size_t bytes = (size_t)(coll_bytes > MAXSZ ? coll_bytes : MAXSZ);
+    sbuf = malloc(bytes);
+    rbuf = malloc(bytes);
+    if (!sbuf || !rbuf) {
+        fprintf(stderr, "osu: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    memset(sbuf, 1, bytes);
+    memset(rbuf, 0, bytes);
+    if (nprocs < 2) {
+        if (rank == 0) fprintf(stderr, "osu: needs at least 2 ranks\n");
+        MPI_Finalize();
+        return 1;
+    }
+    if (wanted(argc, argv, "latency")) latency();
+    if (wanted(argc, argv, "bw")) bandwidth(0);
+    if (wanted(argc, argv, "bibw")) bandwidth(1);
+    if (wanted(argc, argv, "allreduce")) collective(ALLREDUCE);
+    if (wanted(argc, argv, "bcast")) collective(BCAST);
+    if (wanted(argc, argv, "alltoall")) collective(ALLTOALL);
+    if (wanted(argc, argv, "barrier")) barrier();
+    fflush(stdout);
+    MPI_Finalize();
+    return 0;
+}
