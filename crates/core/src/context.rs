@@ -18,6 +18,7 @@ use crate::method::{self, JobInfo, Link, Method, MethodEnv, PollClass, Sink, Wai
 use crate::params::Params;
 use crate::select::{FirstApplicable, SelectionPolicy};
 use crate::startpoint::Startpoint;
+use crate::sync::TryLock;
 use std::cell::Cell;
 use std::collections::HashSet;
 use std::io::IoSlice;
@@ -95,6 +96,10 @@ struct ProgressState {
     /// Current interval between polls of expensive methods.
     skip: u64,
     next_expensive: u64,
+    /// Handlers by id. They live under the progress lock because only the
+    /// thread holding it delivers: dispatch then needs no lock of its own
+    /// (registration, which is rare, takes the progress lock to change them).
+    handlers: Vec<Option<Handler>>,
 }
 
 struct Inner {
@@ -107,10 +112,9 @@ struct Inner {
     table: DescriptorTable,
     peers: Vec<Peer>,
     policy: Box<dyn SelectionPolicy>,
-    handlers: RwLock<Vec<Option<Handler>>>,
     endpoints: RwLock<HashSet<u32>>,
     next_endpoint: AtomicU32,
-    progress: Mutex<ProgressState>,
+    progress: TryLock<ProgressState>,
     pmi: Mutex<Pmi>,
     skip_param: u64,
     spin_iters: u64,
@@ -195,10 +199,9 @@ impl Context {
             table,
             peers,
             policy: Box::new(FirstApplicable),
-            handlers: RwLock::new(Vec::new()),
             endpoints: RwLock::new(HashSet::from([DEFAULT_ENDPOINT])),
             next_endpoint: AtomicU32::new(1),
-            progress: Mutex::new(ProgressState { iter: 0, skip: skip_param.max(1), next_expensive: 0 }),
+            progress: TryLock::new(ProgressState { iter: 0, skip: skip_param.max(1), next_expensive: 0, handlers: Vec::new() }),
             pmi: Mutex::new(pmi),
             skip_param,
             spin_iters,
@@ -260,7 +263,8 @@ impl Context {
                 reason: "user handler ids must be below 1048576".into(),
             });
         }
-        let mut h = self.inner.handlers.write().unwrap_or_else(|e| e.into_inner());
+        let mut st = self.inner.progress.lock();
+        let h = &mut st.handlers;
         let i = id as usize;
         if h.len() <= i {
             h.resize_with(i + 1, || None);
@@ -331,8 +335,10 @@ impl Context {
             }
             return Err(e);
         }
-        peer.sent_msgs.fetch_add(1, Ordering::Relaxed);
-        peer.sent_bytes.fetch_add((len + RSR_HEADER) as u64, Ordering::Relaxed);
+        if !link.counts_sends() {
+            peer.sent_msgs.fetch_add(1, Ordering::Relaxed);
+            peer.sent_bytes.fetch_add((len + RSR_HEADER) as u64, Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -468,11 +474,12 @@ impl Context {
             .iter()
             .enumerate()
             .filter_map(|(i, p)| {
+                let (link_msgs, link_bytes) = p.link.get().map(|l| l.sent()).unwrap_or((0, 0));
                 let s = LinkStats {
                     peer: i as u32,
                     method: p.link.get().map(|l| l.method().to_string()).unwrap_or_default(),
-                    sent_msgs: p.sent_msgs.load(Ordering::Relaxed),
-                    sent_bytes: p.sent_bytes.load(Ordering::Relaxed),
+                    sent_msgs: p.sent_msgs.load(Ordering::Relaxed) + link_msgs,
+                    sent_bytes: p.sent_bytes.load(Ordering::Relaxed) + link_bytes,
                     recv_msgs: p.recv_msgs.load(Ordering::Relaxed),
                     recv_bytes: p.recv_bytes.load(Ordering::Relaxed),
                 };
@@ -499,11 +506,12 @@ impl Context {
     /// One round of progress. Returns the number of messages delivered, or 0
     /// if another thread is progressing right now.
     pub fn progress(&self) -> usize {
-        let Ok(mut st) = self.inner.progress.try_lock() else {
+        let Some(mut guard) = self.inner.progress.try_lock() else {
             return 0;
         };
+        let st = &mut *guard;
         st.iter += 1;
-        let mut sink = Dispatch { ctx: self };
+        let mut sink = Dispatch { ctx: self, handlers: &st.handlers };
         let mut n = 0;
         for &i in &self.inner.cheap {
             n += self.poll_method(i, &mut sink);
@@ -602,7 +610,7 @@ impl Context {
         // SAFETY: `fds` is a live array of pollfd of the length passed.
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, slice_ms) };
         // A readable socket must be polled at once, whatever skip_poll says.
-        if let Ok(mut st) = self.inner.progress.try_lock() {
+        if let Some(mut st) = self.inner.progress.try_lock() {
             st.next_expensive = 0;
         }
     }
@@ -738,6 +746,7 @@ impl Drop for Inner {
 /// Delivers polled messages to handlers.
 struct Dispatch<'a> {
     ctx: &'a Context,
+    handlers: &'a [Option<Handler>],
 }
 
 impl Sink for Dispatch<'_> {
@@ -763,18 +772,16 @@ impl Sink for Dispatch<'_> {
         }
         let known = endpoint == DEFAULT_ENDPOINT
             || inner.endpoints.read().unwrap_or_else(|e| e.into_inner()).contains(&endpoint);
-        // The handler runs under the table's read lock rather than on a
-        // cloned Arc: two fewer atomic operations per message. Registering
-        // from inside a handler is refused (it would need the write lock).
-        let table = inner.handlers.read().unwrap_or_else(|e| e.into_inner());
-        match table.get(handler as usize).and_then(|h| h.as_ref()) {
+        // The table is borrowed from the progress state we hold: no lock and
+        // no reference count per message. Registering from inside a handler
+        // is refused (it would need the progress lock this thread holds).
+        match self.handlers.get(handler as usize).and_then(|h| h.as_ref()) {
             Some(h) if known => {
                 let was = IN_HANDLER.with(|c| c.replace(true));
                 h(self.ctx, Request { src, endpoint, payload: &msg[RSR_HEADER..] });
                 IN_HANDLER.with(|c| c.set(was));
             }
             _ => {
-                drop(table);
                 inner.dropped.fetch_add(1, Ordering::Relaxed);
                 if inner.job.verbose >= 1 {
                     eprintln!(

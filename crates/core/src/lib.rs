@@ -15,6 +15,7 @@ pub mod method;
 pub mod params;
 pub mod select;
 pub mod startpoint;
+pub mod sync;
 
 pub use context::{Context, LinkStats, Request, TableSource, DEFAULT_ENDPOINT};
 pub use error::{Error, Result};

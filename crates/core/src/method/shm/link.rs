@@ -24,8 +24,9 @@ use crate::error::{Error, Result};
 use crate::method::{iov_len, Link, Waiter};
 use std::collections::VecDeque;
 use std::io::IoSlice;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{TryLock, TryLockGuard};
+use std::sync::Arc;
 
 /// A message we had to copy because we could not wait.
 struct Pending {
@@ -48,6 +49,9 @@ struct Out {
     listed: bool,
     /// Flushes with output still queued, to check the peer now and then.
     stalled: u32,
+    /// Eager messages and their bytes (counted under the lock, see `Link::counts_sends`).
+    eager_msgs: u64,
+    eager_bytes: u64,
 }
 
 pub struct ShmLink {
@@ -55,7 +59,11 @@ pub struct ShmLink {
     /// Receiver's pid, when it is in our pid namespace (for liveness checks).
     peer_pid: Option<libc::pid_t>,
     shared: Arc<Shared>,
-    out: Mutex<Out>,
+    /// A try-lock, not a mutex: released with a plain store (see `crate::sync`).
+    out: TryLock<Out>,
+    /// Messages above `eager_max` and their bytes (rare: atomics are fine).
+    large_msgs: AtomicU64,
+    large_bytes: AtomicU64,
     // Last: the mapping outlives the producer's pointers into it.
     seg: Segment,
 }
@@ -91,7 +99,7 @@ impl ShmLink {
             peer,
             peer_pid,
             shared,
-            out: Mutex::new(Out {
+            out: TryLock::new(Out {
                 prod,
                 backlog: VecDeque::new(),
                 busy: false,
@@ -99,7 +107,11 @@ impl ShmLink {
                 inflight: VecDeque::new(),
                 listed: false,
                 stalled: 0,
+                eager_msgs: 0,
+                eager_bytes: 0,
             }),
+            large_msgs: AtomicU64::new(0),
+            large_bytes: AtomicU64::new(0),
             seg,
         }
     }
@@ -131,8 +143,8 @@ impl ShmLink {
         self.relist(&mut g);
     }
 
-    fn lock(&self) -> MutexGuard<'_, Out> {
-        self.out.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> TryLockGuard<'_, Out> {
+        self.out.lock()
     }
 
     fn fail(&self, reason: impl Into<String>) -> Error {
@@ -177,17 +189,22 @@ impl ShmLink {
         Ok(waiter.progress())
     }
 
-    fn send_eager(&self, iov: &[IoSlice<'_>], waiter: &dyn Waiter) -> Result<()> {
+    fn send_eager(&self, iov: &[IoSlice<'_>], total: usize, waiter: &dyn Waiter) -> Result<()> {
         let mut n = 0;
         loop {
             {
                 let mut g = self.lock();
                 if !g.busy && g.backlog.is_empty() && g.prod.try_push(TAG_EAGER, iov) {
+                    g.eager_msgs += 1;
+                    g.eager_bytes += total as u64;
                     return Ok(());
                 }
             }
             if !self.step(&mut n, waiter)? {
                 self.enqueue(concat(iov, 0));
+                let mut g = self.lock();
+                g.eager_msgs += 1;
+                g.eager_bytes += total as u64;
                 return Ok(());
             }
         }
@@ -342,7 +359,7 @@ impl ShmLink {
     /// Flushes what it can of the backlog (called by `poll` too); frees
     /// rendezvous buffers the receiver has copied.
     pub(super) fn flush(&self) {
-        if let Ok(mut g) = self.out.try_lock() {
+        if let Some(mut g) = self.out.try_lock() {
             self.flush_locked(&mut g);
         }
     }
@@ -446,16 +463,28 @@ impl Link for ShmLink {
         self.check()?;
         let total = iov_len(iov);
         if total <= self.shared.cfg.eager_max {
-            return self.send_eager(iov, waiter);
+            return self.send_eager(iov, total, waiter);
         }
         match self.plan(iov, waiter)? {
-            Plan::Cma => self.send_cma(iov, total, waiter),
-            Plan::Chunked => self.send_chunked(iov, total, waiter),
-            Plan::Queue => {
-                self.enqueue(concat(iov, 0));
-                Ok(())
-            }
+            Plan::Cma => self.send_cma(iov, total, waiter)?,
+            Plan::Chunked => self.send_chunked(iov, total, waiter)?,
+            Plan::Queue => self.enqueue(concat(iov, 0)),
         }
+        self.large_msgs.fetch_add(1, Ordering::Relaxed);
+        self.large_bytes.fetch_add(total as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn counts_sends(&self) -> bool {
+        true
+    }
+
+    fn sent(&self) -> (u64, u64) {
+        let g = self.lock();
+        (
+            g.eager_msgs + self.large_msgs.load(Ordering::Relaxed),
+            g.eager_bytes + self.large_bytes.load(Ordering::Relaxed),
+        )
     }
 }
 

@@ -40,7 +40,8 @@ use crate::error::{Error, Result};
 use crate::params::{Kind, ParamDecl};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use crate::sync::TryLock;
+use std::sync::{Arc, Mutex};
 
 pub const PARAMS: &[ParamDecl] = &[
     ParamDecl {
@@ -367,8 +368,10 @@ pub struct Shm {
     ctrl: Segment,
     /// Attach counter value last acted on (fast-path compare without a lock).
     seen_attach: AtomicU64,
-    attach_lock: Mutex<()>,
-    incoming: RwLock<Vec<Arc<Mutex<Incoming>>>>,
+    /// The rings we consume. One try-lock for all of them (not one per
+    /// ring): only one thread polls at a time anyway (the context's progress
+    /// lock), and each lock taken costs a locked instruction per poll.
+    incoming: TryLock<Vec<Incoming>>,
     links: Mutex<HashMap<u32, Arc<ShmLink>>>,
 }
 
@@ -451,8 +454,7 @@ impl Shm {
             probe: cma::probe_word(),
             ctrl,
             seen_attach: AtomicU64::new(0),
-            attach_lock: Mutex::new(()),
-            incoming: RwLock::new(Vec::new()),
+            incoming: TryLock::new(Vec::new()),
             links: Mutex::new(HashMap::new()),
         }))
     }
@@ -480,15 +482,8 @@ impl Shm {
         }
     }
 
-    /// Maps rings announced since the last look. Never blocks: a poll nested
-    /// in a handler (which holds the read lock) just tries again later.
-    fn attach_new(&self, sink: &mut dyn Sink) {
-        let Ok(_g) = self.attach_lock.try_lock() else {
-            return;
-        };
-        let Ok(mut incoming) = self.incoming.try_write() else {
-            return;
-        };
+    /// Maps rings announced since the last look (the caller holds `incoming`).
+    fn attach_new(&self, incoming: &mut Vec<Incoming>, sink: &mut dyn Sink) {
         let now = self.ctrl_hdr().attach.0.load(Ordering::Acquire);
         // Recorded before scanning: a bump during the scan triggers another.
         self.seen_attach.store(now, Ordering::Relaxed);
@@ -504,7 +499,7 @@ impl Shm {
                 continue;
             }
             match self.attach_one(src as u32) {
-                Ok(inc) => incoming.push(Arc::new(Mutex::new(inc))),
+                Ok(inc) => incoming.push(inc),
                 Err(e) => sink.link_failed(src as u32, e.to_string()),
             }
         }
@@ -674,19 +669,18 @@ impl Method for Shm {
         if self.shared.closed.load(Ordering::Relaxed) {
             return Ok(0);
         }
-        // The one load per iteration that notices new connections.
-        if self.ctrl_hdr().attach.0.load(Ordering::Relaxed)
-            != self.seen_attach.load(Ordering::Relaxed)
-        {
-            self.attach_new(sink);
-        }
         let mut n = 0;
-        if let Ok(incoming) = self.incoming.try_read() {
-            for inc in incoming.iter() {
-                // A ring another thread (or an outer poll on this thread) is draining is skipped.
-                if let Ok(mut g) = inc.try_lock() {
-                    n += g.drain(sink, &self.shared);
-                }
+        // Another thread (or an outer poll on this thread, from a handler) is
+        // draining: it will deliver what is there.
+        if let Some(mut incoming) = self.incoming.try_lock() {
+            // The one load per iteration that notices new connections.
+            if self.ctrl_hdr().attach.0.load(Ordering::Relaxed)
+                != self.seen_attach.load(Ordering::Relaxed)
+            {
+                self.attach_new(&mut incoming, sink);
+            }
+            for inc in incoming.iter_mut() {
+                n += inc.drain(sink, &self.shared);
             }
         }
         if self.shared.pending_links.load(Ordering::Acquire) > 0 {
@@ -721,11 +715,9 @@ impl Method for Shm {
         if self.shared.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        let incoming =
-            std::mem::take(&mut *self.incoming.write().unwrap_or_else(|p| p.into_inner()));
+        let incoming = std::mem::take(&mut *self.incoming.lock());
         for inc in incoming {
-            let g = inc.lock().unwrap_or_else(|p| p.into_inner());
-            g.hdr().rx.0.closed.store(1, Ordering::Release);
+            inc.hdr().rx.0.closed.store(1, Ordering::Release);
         }
         let links = std::mem::take(&mut *self.links.lock().unwrap_or_else(|p| p.into_inner()));
         for l in links.values() {

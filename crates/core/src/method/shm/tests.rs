@@ -160,9 +160,8 @@ fn roundtrip(a: &Shm, b: &Shm) {
 }
 
 fn cma_state(b: &Shm) -> u32 {
-    let inc = b.incoming.read().unwrap();
-    let g = inc[0].lock().unwrap();
-    g.hdr().rx.0.cma.load(Ordering::Acquire)
+    let inc = b.incoming.lock();
+    inc[0].hdr().rx.0.cma.load(Ordering::Acquire)
 }
 
 fn finish(a: Shm, b: Shm, id: &str) {
@@ -394,8 +393,8 @@ fn corrupt_ring_reports_link_failure() {
     link.send(&[IoSlice::new(b"fine")], &w).unwrap();
     b.poll(&mut *sink.borrow_mut()).unwrap();
     {
-        let inc = b.incoming.read().unwrap();
-        let g = inc[0].lock().unwrap();
+        let inc = b.incoming.lock();
+        let g = &inc[0];
         // Scribble a bogus length over the next record (at 32: the first took 16 + 4, padded).
         link.send(&[IoSlice::new(b"soon garbage")], &w)
             .unwrap_or(());
