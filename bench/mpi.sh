@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# MPI (osu-style) benchmarks: bench/mpi/osu.c built against gridwire (gwcc),
+# Debian's MPICH and Debian's Open MPI, all run in this one invocation, with
+# 2 ranks on one host and 2 ranks on two emulated hosts (tcp), next to the raw
+# TCP floor (bench/c/tcp_pingpong.c). Not a test: prints Markdown tables (for
+# docs/benchmarks.md) with ratios and the targets, and draws one log-log
+# latency plot per method (PNG).
+#
+#   bench/mpi.sh                       (run by `make bench` via bench/run.sh)
+# Env: RUNS (default 3; each figure is the median of RUNS runs, the runs of
+#      all nine configurations interleaved so that noise falls on all alike),
+#      OSU_MS (milliseconds per message size, default 150), CARGO_TARGET_DIR,
+#      PLOT_DIR (default docs/img), NETPIPE=1 to also run bench/netpipe.sh.
+#
+# How "two hosts" is forced for the peers (both would use shared memory):
+#   MPICH (ch4:ucx):  MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self
+#   Open MPI:         --mca pml ob1 --mca btl tcp,self
+#   gridwire:         gwrun -n 2 --emulate-hosts 2 (tcp between the hosts)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+T=${CARGO_TARGET_DIR:-target}
+case $T in /*) ;; *) T=$(pwd)/$T ;; esac
+RUNS=${RUNS:-3}
+export OSU_MS=${OSU_MS:-150}
+PLOT_DIR=${PLOT_DIR:-docs/img}
+W=$T/bench-mpi
+mkdir -p "$W"
+export MPIEXEC_TIMEOUT=300
+
+CARGO_TARGET_DIR=$T cargo build -q --release -p gridwire-capi -p gridwire-launch >&2 || exit 1
+GWRUN=$T/release/gwrun
+GW_MPI_LIBDIR=$T/release scripts/gwcc -O2 -o "$W/osu_gw" bench/mpi/osu.c || exit 1
+gcc -O2 -o "$W/tcp_pingpong" bench/c/tcp_pingpong.c || exit 1
+have_mpich=0; have_ompi=0
+command -v mpicc.mpich >/dev/null && mpicc.mpich -O2 -Wno-stringop-overflow -o "$W/osu_mpich" bench/mpi/osu.c && have_mpich=1
+command -v mpicc.openmpi >/dev/null && mpicc.openmpi -O2 -o "$W/osu_ompi" bench/mpi/osu.c && have_ompi=1
+
+# config name -> command (each prints "NAME SIZE VALUE" lines)
+run_config() {
+  case $1 in
+    gw-shm) "$GWRUN" -n 2 --timeout 300 "$W/osu_gw" ;;
+    gw-tcp) "$GWRUN" -n 2 --emulate-hosts 2 --timeout 300 "$W/osu_gw" ;;
+    mpich-shm) mpiexec.mpich -n 2 "$W/osu_mpich" ;;
+    mpich-tcp) MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self mpiexec.mpich -n 2 "$W/osu_mpich" ;;
+    ompi-shm) mpirun.openmpi --allow-run-as-root --oversubscribe -n 2 "$W/osu_ompi" ;;
+    ompi-tcp) mpirun.openmpi --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self -n 2 "$W/osu_ompi" ;;
+    raw-spin | raw-block) # the raw TCP floor at every latency size, busy-polling or blocking
+      for s in 0 1 8 64 512 4096 32768 262144 1048576 4194304; do
+        if [ "$1" = raw-spin ]; then it=$(( s <= 4096 ? 20000 : s <= 262144 ? 2000 : 100 )); mode=spin
+        else it=$(( s <= 4096 ? 5000 : s <= 262144 ? 1000 : 100 )); mode=; fi
+        echo "lat $s $("$W/tcp_pingpong" "$s" "$it" $mode)"
+      done ;;
+  esac
+}
+configs="raw-spin raw-block gw-shm gw-tcp"
+[ $have_mpich = 1 ] && configs="$configs mpich-shm mpich-tcp"
+[ $have_ompi = 1 ] && configs="$configs ompi-shm ompi-tcp"
+
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+start=$(date -u '+%Y-%m-%d %H:%M UTC')
+raw=$W/raw.txt
+: >"$raw"
+for r in $(seq "$RUNS"); do
+  for c in $configs; do
+    t0=$SECONDS
+    out=$(timeout 400 bash -c "$(declare -f run_config); W='$W' GWRUN='$GWRUN'; run_config $c" 2>"$W/$c.err")
+    rc=$?
+    echo "bench/mpi.sh: run $r/$RUNS: $c: $((SECONDS - t0)) s, load $(cut -d' ' -f1 /proc/loadavg)" >&2
+    [ $rc -ne 0 ] && echo "bench/mpi.sh: $c exited $rc (see $W/$c.err)" >&2
+    grep -E '^[a-z]+ [0-9]+ [0-9.]+$' <<<"$out" | sed "s/^/$c /" >>"$raw"
+  done
+done
+# medians: "config name size median min max"
+med=$W/medians.txt
+sort -k1,1 -k2,2 -k3,3n -k4,4g "$raw" | awk '
+  function flush() { if (n) print key, v[int((n + 1) / 2)], v[1], v[n]; n = 0 }
+  { k = $1 " " $2 " " $3; if (k != key) { flush(); key = k } v[++n] = $4 }
+  END { flush() }' >"$med"
+
+get() { awk -v c="$1" -v k="$2" -v s="$3" '$1==c && $2==k && $3==s {print $4}' "$med"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
+human() { awk -v s="$1" 'BEGIN { if (s >= 1048576) printf "%d MiB", s / 1048576; else if (s >= 1024) printf "%d KiB", s / 1024; else printf "%d B", s }'; }
+# worst (largest for "max", smallest for "min") ratio of gridwire to REF over sizes
+worst() { # how name gwcfg refcfg sizes...
+  local how=$1 k=$2 a=$3 b=$4; shift 4
+  for s in "$@"; do ratio "$(get "$a" "$k" "$s")" "$(get "$b" "$k" "$s")"; echo; done | grep -v n/a |
+    sort -g | { if [ "$how" = max ]; then tail -1; else head -1; fi; }
+}
+met() { # value op goal
+  awk -v v="$1" -v op="$2" -v g="$3" 'BEGIN { if (v == "") print "no data"; else if ((op == "<=" && v <= g) || (op == ">=" && v >= g)) print "**met**"; else print "**not met**" }'
+}
+
+table() { # name unit sizes...
+  local k=$1 unit=$2; shift 2
+  echo "| size | gridwire shm | MPICH shm | Open MPI shm | gw/MPICH | gw/Open MPI | gridwire tcp | MPICH tcp | Open MPI tcp | gw/MPICH | gw/Open MPI |"
+  echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  for s in "$@"; do
+    local gs ms os gt mt ot
+    gs=$(get gw-shm "$k" "$s"); ms=$(get mpich-shm "$k" "$s"); os=$(get ompi-shm "$k" "$s")
+    gt=$(get gw-tcp "$k" "$s"); mt=$(get mpich-tcp "$k" "$s"); ot=$(get ompi-tcp "$k" "$s")
+    echo "| $(human "$s") | $gs | $ms | $os | $(ratio "$gs" "$ms") | $(ratio "$gs" "$os") | $gt | $mt | $ot | $(ratio "$gt" "$mt") | $(ratio "$gt" "$ot") |"
+  done
+  echo
+}
+
+P2P="0 1 8 64 512 4096 32768 262144 1048576 4194304"
+COLL="8 64 512 4096 32768 262144 1048576"
+floor_of() { # the better of busy-polling and blocking raw TCP at SIZE
+  printf '%s\n%s\n' "$(get raw-spin lat "$1")" "$(get raw-block lat "$1")" | grep -v '^$' | sort -g | head -1
+}
+tcp_ratio_worst=$(for s in 0 1 8; do ratio "$(get gw-tcp lat "$s")" "$(floor_of "$s")"; echo; done | grep -v n/a | sort -g | tail -1)
+lat_worst=$(worst max lat gw-shm mpich-shm 0 1 8)
+bw_worst=$(worst min bw gw-shm mpich-shm 1048576 4194304)
+ar=$(ratio "$(get gw-shm allreduce 8)" "$(get mpich-shm allreduce 8)")
+[ "$ar" = n/a ] && ar=""
+
+echo "### MPI (osu-style), $start"
+echo
+echo "Command: \`bench/mpi.sh\` (RUNS=$RUNS, OSU_MS=$OSU_MS; also run by \`make bench\`). Machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(uname -sr); load average before the run: $load."
+echo "Each figure is the median of $RUNS runs of \`bench/mpi/osu.c\` (2 ranks), the runs of all configurations interleaved."
+echo "\"shm\": 2 ranks on one host (\`gwrun -n 2\`, \`mpiexec.mpich -n 2\`, \`mpirun.openmpi -n 2\`, each MPI's default transport)."
+echo "\"tcp\": 2 ranks on two emulated hosts: \`gwrun -n 2 --emulate-hosts 2\`; MPICH forced onto TCP with \`MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self\`; Open MPI with \`--mca pml ob1 --mca btl tcp,self\`."
+echo "Ratios are gridwire / peer: below 1 is better for times, above 1 is better for bandwidths."
+echo
+echo "#### Targets"
+echo
+echo "| target | measured (gridwire / reference) | goal | |"
+echo "| --- | ---: | --- | --- |"
+echo "| intra-host 0–8 B latency / MPICH (worst of 0, 1, 8 B) | $lat_worst | ≤ 1.00 | $(met "$lat_worst" "<=" 1.00) |"
+echo "| intra-host 1 MiB–4 MiB bandwidth / MPICH (worst of 1, 4 MiB) | $bw_worst | ≥ 1.00 | $(met "$bw_worst" ">=" 1.00) |"
+echo "| 8 B allreduce, 2 ranks, intra-host / MPICH | ${ar:-n/a} | ≤ 1.00 | $(met "$ar" "<=" 1.00) |"
+echo "| tcp 0–8 B latency / raw TCP floor (worst of 0, 1, 8 B) | $tcp_ratio_worst | ≤ 1.10 | $(met "$tcp_ratio_worst" "<=" 1.10) |"
+echo
+echo "Raw TCP floor (\`bench/c/tcp_pingpong\`, loopback, TCP_NODELAY; a 0-byte message is sent as 1 byte), one-way µs:"
+echo "busy-polling $(get raw-spin lat 0) / $(get raw-spin lat 1) / $(get raw-spin lat 8) at 0 / 1 / 8 B, blocking reads $(get raw-block lat 0) / $(get raw-block lat 1) / $(get raw-block lat 8); the floor is the better of the two."
+echo "gridwire tcp at 0 / 1 / 8 B: $(get gw-tcp lat 0) / $(get gw-tcp lat 1) / $(get gw-tcp lat 8) µs."
+echo
+echo "#### Latency (one-way ping-pong, µs)"
+echo
+table lat µs $P2P
+echo "#### Bandwidth (window of 64 \`MPI_Isend\`, MB/s = 10^6 B/s)"
+echo
+table bw MB/s ${P2P#0 }
+echo "#### Bidirectional bandwidth (window of 64 each way, MB/s, both directions summed)"
+echo
+table bibw MB/s ${P2P#0 }
+echo "#### Allreduce (\`MPI_FLOAT\`, \`MPI_SUM\`, µs per call)"
+echo
+table allreduce µs $COLL
+echo "#### Bcast (root 0, µs per call)"
+echo
+table bcast µs $COLL
+echo "#### Alltoall (bytes per pair, µs per call)"
+echo
+table alltoall µs $COLL
+echo "#### Barrier (µs per call)"
+echo
+table barrier µs 0
+
+# One log-log latency plot per method.
+plotpy=""
+for py in /usr/bin/python3 python3; do
+  if "$py" -c 'import matplotlib' 2>/dev/null; then plotpy=$py; break; fi
+done
+if [ -n "$plotpy" ]; then
+  mkdir -p "$PLOT_DIR"
+  "$plotpy" bench/mpi/plot.py "$med" "$PLOT_DIR" "$start" >&2 &&
+    echo "Plots: \`$PLOT_DIR/mpi-latency-shm.png\`, \`$PLOT_DIR/mpi-latency-tcp.png\`."
+else
+  echo "bench/mpi.sh: no python3 with matplotlib (python3-matplotlib); plots skipped" >&2
+fi
+echo
+
+if [ "${NETPIPE:-0}" = 1 ]; then bash bench/netpipe.sh; fi
+exit 0
