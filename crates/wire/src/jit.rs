@@ -16,6 +16,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 
 use crate::plan::{IntT, Op};
+use crate::prog::{Ext, Prog};
 
 /// Signature of compiled plans: source and destination fixed parts.
 pub(crate) type PlanFn = unsafe extern "C" fn(*const u8, *mut u8) -> u32;
@@ -105,10 +106,12 @@ fn cost(ops: &[Op]) -> usize {
         .fold(0usize, |a, b| a.saturating_add(b))
 }
 
-/// Compile `ops`, or `None` if they contain something left to the
-/// interpreter or would be too large to compile quickly.
-pub(crate) fn compile(ops: &[Op]) -> Option<JitCode> {
-    if !ops.iter().all(supported) || cost(ops) > BUDGET {
+/// Compile a lowered program (its moves, then the operations left in
+/// `rest`), or `None` if it contains something left to the interpreter or
+/// would be too large to compile quickly.
+pub(crate) fn compile(prog: &Prog) -> Option<JitCode> {
+    let ops = &prog.rest;
+    if !ops.iter().all(supported) || cost(ops).saturating_add(2 * prog.len()) > BUDGET {
         return None;
     }
     let mut flags = settings::builder();
@@ -139,6 +142,7 @@ pub(crate) fn compile(ops: &[Op]) -> Option<JitCode> {
             ptr,
             cfg: module.target_config(),
         };
+        e.moves(prog, src, dst)?;
         e.ops(ops, src, dst)?;
         let zero = e.b.ins().iconst(types::I32, 0);
         e.b.ins().return_(&[zero]);
@@ -291,6 +295,38 @@ impl Emit<'_> {
         let s0 = self.b.ins().iadd_imm(src, s as i64);
         let d0 = self.b.ins().iadd_imm(dst, d as i64);
         self.counted_loop(count, s0, d0, ss, ds, &mut |e, sp, dp| one(e, sp, dp, 0, 0))
+    }
+
+    /// The lowered moves: a load (swapped, extended) and a store each.
+    fn moves(&mut self, prog: &Prog, src: Value, dst: Value) -> Option<()> {
+        for (k, es) in prog.moves() {
+            let (lw, sw, ext) = k.shape();
+            let ty = |w: u8| if w == 16 { types::I8X16 } else { int_ty(w) };
+            for e in es {
+                let (s, d) = (e.s as usize, e.d as usize);
+                let v = match ext {
+                    Ext::Zero if sw == 16 => {
+                        let z = self.b.ins().iconst(types::I64, 0);
+                        self.store(z, dst, d, false)?;
+                        self.store(z, dst, d + 8, false)?;
+                        continue;
+                    }
+                    Ext::Zero => self.b.ins().iconst(int_ty(sw), 0),
+                    Ext::Move => self.load(ty(lw), src, s, false)?,
+                    Ext::Swap => self.load(ty(lw), src, s, true)?,
+                    Ext::ZeroExtend | Ext::SwapZeroExtend => {
+                        let v = self.load(int_ty(lw), src, s, ext == Ext::SwapZeroExtend)?;
+                        self.b.ins().uextend(int_ty(sw), v)
+                    }
+                    Ext::SignExtend => {
+                        let v = self.load(int_ty(lw), src, s, false)?;
+                        self.b.ins().sextend(int_ty(sw), v)
+                    }
+                };
+                self.store(v, dst, d, false)?;
+            }
+        }
+        Some(())
     }
 
     fn ops(&mut self, ops: &[Op], src: Value, dst: Value) -> Option<()> {

@@ -42,6 +42,7 @@ mod jit;
 pub mod limits;
 pub mod meta;
 pub mod plan;
+mod prog;
 pub mod record;
 pub mod value;
 pub mod vectors;

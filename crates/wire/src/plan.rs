@@ -132,10 +132,10 @@ pub struct Plan {
     src_slots: Vec<VarSlot>,
     names: Vec<String>,
     policy: OverflowPolicy,
-    /// Byte ranges of the native fixed part that no operation writes
-    /// (padding, missing fields): the only bytes to zero when `out` is
-    /// reused, instead of clearing the whole record. `None`: zero it all.
-    gaps: Option<Vec<(u32, u32)>>,
+    /// The fixed-part operations lowered to grouped scalar moves, with the
+    /// native gaps (padding, missing fields) as zero stores, so a reused
+    /// `out` needs no clearing (see `prog.rs`); what both engines run.
+    prog: crate::prog::Prog,
     backend: Backend,
     /// No variable-length parts on either side: `run` takes the short path.
     fixed_only: bool,
@@ -243,7 +243,9 @@ impl Plan {
         };
         let mut ops = Vec::new();
         compile_struct(wire, native, 0, 0, "", &mut ops, &mut cx)?;
-        let ops = merge(flatten(merge(ops)));
+        // Zero marks survive until after the last merge: they keep moves
+        // from merging across bytes that must stay zero.
+        let ops = drop_zeros(merge(flatten(merge(ops))));
         let var_ops = std::mem::take(&mut cx.var_ops);
         let names = std::mem::take(&mut cx.names);
         let (src_size, dst_size) = (wire.size() as usize, native.size() as usize);
@@ -264,20 +266,16 @@ impl Plan {
             }
         }
         let gaps = gaps(&ops, &var_ops, dst_size);
+        let prog = crate::prog::lower(&ops, gaps.as_deref(), src_size, dst_size).ok_or_else(
+            || WireError::Usage("internal: lowered plan leaves the record".into()),
+        )?;
         #[cfg(feature = "jit")]
-        // The compiled code also zeroes the gaps, so a reused buffer needs
-        // no separate pass (see `prepare`).
+        // The compiled code runs the same lowered program, gaps included,
+        // so a reused buffer needs no separate pass (see `prepare`).
         let jit = if backend == Some(Backend::Interpreter) {
             None // asked for the interpreter: spare the Cranelift compile
         } else {
-            let mut jops = ops.clone();
-            for &(a, n) in gaps.iter().flatten() {
-                jops.push(Op::Zero {
-                    dst: a as usize,
-                    len: n as usize,
-                });
-            }
-            crate::jit::compile(&jops).map(std::sync::Arc::new)
+            crate::jit::compile(&prog).map(std::sync::Arc::new)
         };
         #[allow(unused_mut)]
         let mut plan = Plan {
@@ -288,7 +286,7 @@ impl Plan {
             src_slots,
             names,
             policy,
-            gaps,
+            prog,
             fixed_only: false,
             backend: Backend::Interpreter,
             #[cfg(feature = "jit")]
@@ -311,8 +309,8 @@ impl Plan {
     /// output gaps the code zeroes.
     pub(crate) fn fast_path(&self) -> Option<FastPath> {
         #[cfg(feature = "jit")]
-        if let (true, Backend::Jit, Some(j), Some(_)) =
-            (self.fixed_only, self.backend, &self.jit, &self.gaps)
+        if let (true, Backend::Jit, Some(j), false) =
+            (self.fixed_only, self.backend, &self.jit, self.prog.zero_all)
         {
             return Some(FastPath {
                 src_size: self.src_size,
@@ -416,7 +414,7 @@ impl Plan {
                 return Ok(());
             }
             // SAFETY: as above, for the interpreter.
-            return unsafe { exec(&self.ops, payload.as_ptr(), out.as_mut_ptr(), self) }
+            return unsafe { self.exec_fixed(payload.as_ptr(), out.as_mut_ptr()) }
                 .map_err(|e| *e);
         }
         self.run_general(payload, out)
@@ -446,14 +444,14 @@ impl Plan {
             }
         } else {
             // SAFETY: see below.
-            unsafe { exec(&self.ops, payload.as_ptr(), out.as_mut_ptr(), self).map_err(|e| *e)? };
+            unsafe { self.exec_fixed(payload.as_ptr(), out.as_mut_ptr()).map_err(|e| *e)? };
         }
         #[cfg(not(feature = "jit"))]
         // SAFETY: `payload` has at least src_size bytes (checked above) and
         // `out` exactly dst_size; compile() checked every op's extent
         // against these sizes (check_extent).
         unsafe {
-            exec(&self.ops, payload.as_ptr(), out.as_mut_ptr(), self).map_err(|e| *e)?
+            self.exec_fixed(payload.as_ptr(), out.as_mut_ptr()).map_err(|e| *e)?
         };
         for v in &self.var_ops {
             let r = slot_range(&v.src, payload, self.src_size)?;
@@ -541,21 +539,32 @@ impl Plan {
     /// has its gaps cleared (a 100-byte record has a few bytes of padding).
     #[inline]
     fn prepare(&self, out: &mut Vec<u8>) {
-        match &self.gaps {
-            Some(gaps) if out.len() >= self.dst_size => {
-                out.truncate(self.dst_size);
-                if self.backend == Backend::Jit {
-                    return; // the compiled code zeroes the gaps itself
-                }
-                for &(a, n) in gaps {
-                    out[a as usize..(a + n) as usize].fill(0);
-                }
-            }
-            _ => {
-                out.clear();
-                out.resize(self.dst_size, 0);
-            }
+        if out.len() >= self.dst_size && !self.prog.zero_all {
+            // Both engines run the lowered program, which zeroes the gaps.
+            out.truncate(self.dst_size);
+        } else {
+            out.clear();
+            out.resize(self.dst_size, 0);
         }
+    }
+
+    /// Run the fixed part with the interpreter: the lowered moves, then
+    /// the operations that were not lowered.
+    ///
+    /// # Safety
+    /// `src` readable for `src_size` bytes, `dst` writable for `dst_size`
+    /// bytes, not overlapping (the sizes `lower` and `check_extent` checked
+    /// every move and operation against).
+    #[inline(always)]
+    unsafe fn exec_fixed(&self, src: *const u8, dst: *mut u8) -> ExecResult {
+        // SAFETY: forwarded caller contract.
+        unsafe { self.prog.run_moves(src, dst) };
+        if self.prog.rest.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: forwarded caller contract; `rest` are operations of the
+        // checked plan (or zero fills of its gaps).
+        unsafe { exec(&self.prog.rest, src, dst, self) }
     }
 }
 
@@ -723,12 +732,7 @@ fn gaps(ops: &[Op], var_ops: &[VarOp], dst_size: usize) -> Option<Vec<(u32, u32)
     if at < dst_size {
         out.push((at as u32, (dst_size - at) as u32));
     }
-    // Many scattered gaps: one memset is cheaper than many small ones.
-    if out.len() > 16 {
-        None
-    } else {
-        Some(out)
-    }
+    Some(out)
 }
 
 fn compile_struct(
@@ -954,6 +958,38 @@ fn compile_counted(
             let n = (*wc).min(*nc) as usize;
             let wes = we.size(8) as usize; // composite sizes below use the nested format's own size
             let nes = ne.size(8) as usize;
+            if count > 1 && wc != nc {
+                // Arrays of arrays of other lengths: row by row (the rows
+                // are not contiguous on both sides).
+                let (wrow, nrow) = (wes * *wc as usize, nes * *nc as usize);
+                if we.has_var() && ne.has_var() {
+                    for r in 0..count {
+                        compile_counted(
+                            wt,
+                            s + r * wrow,
+                            word,
+                            nt,
+                            d + r * nrow,
+                            nord,
+                            1,
+                            &format!("{path}[{r}]"),
+                            ops,
+                            cx,
+                        )?;
+                    }
+                    return Ok(());
+                }
+                let mut body = Vec::new();
+                compile_counted(wt, 0, word, nt, 0, nord, 1, path, &mut body, cx)?;
+                push_loop(ops, s, d, count, wrow, nrow, merge(body));
+                return Ok(());
+            }
+            // The receiver's elements past the writer's count stay zero;
+            // marked (after the elements) so no merged move spans them.
+            let tail = (*nc as usize > n).then(|| Op::Zero {
+                dst: d + n * nes,
+                len: (*nc as usize - n) * nes,
+            });
             let scalar =
                 |t: &FieldType| as_int(t).is_some() || matches!(t, FieldType::Float { .. });
             if scalar(we) && scalar(ne) {
@@ -1006,23 +1042,13 @@ fn compile_counted(
                             dst: d,
                             len: len * total,
                         });
+                        ops.extend(tail);
                         return Ok(());
                     }
                 }
-                // An empty body (no field in common, or only zero fills)
-                // must not become a loop: a hostile format could make it
-                // billions of empty iterations per record.
-                if !body.is_empty() {
-                    ops.push(Op::Repeat {
-                        src: s,
-                        dst: d,
-                        count: total,
-                        src_stride: wes,
-                        dst_stride: nes,
-                        body,
-                    });
-                }
+                push_loop(ops, s, d, total, wes, nes, body);
             }
+            ops.extend(tail);
         }
         (FieldType::Nested(wf), FieldType::Nested(nf)) => {
             if count == 1 {
@@ -1031,16 +1057,15 @@ fn compile_counted(
                 let mut body = Vec::new();
                 compile_struct(wf, nf, 0, 0, path, &mut body, cx)?;
                 let body = merge(body);
-                if !body.is_empty() {
-                    ops.push(Op::Repeat {
-                        src: s,
-                        dst: d,
-                        count,
-                        src_stride: wf.size() as usize,
-                        dst_stride: nf.size() as usize,
-                        body,
-                    });
-                }
+                push_loop(
+                    ops,
+                    s,
+                    d,
+                    count,
+                    wf.size() as usize,
+                    nf.size() as usize,
+                    body,
+                );
             }
         }
         (FieldType::VarString, FieldType::VarString) => {
@@ -1066,7 +1091,7 @@ fn compile_counted(
                 &mut body,
                 cx,
             )?;
-            let body = merge(body);
+            let body = drop_zeros(merge(body));
             let src_elem = we.size(src.pointer_size) as usize;
             let dst_elem = ne.size(dst.pointer_size) as usize;
             let identity = matches!(body.as_slice(), [Op::Copy { src: 0, dst: 0, len }] if *len == src_elem && *len == dst_elem);
@@ -1160,7 +1185,53 @@ fn shifted(op: &Op, s: usize, d: usize) -> Op {
     o
 }
 
-/// Merge adjacent moves and swaps; drop zero fills (the output starts zeroed).
+/// `count` iterations of `body` as a loop; a body with nothing to do (no
+/// field in common, or only zero fills) must not become one — a hostile
+/// format could make it billions of empty iterations per record — and
+/// becomes a zero mark over the whole field instead.
+#[allow(clippy::too_many_arguments)]
+fn push_loop(
+    ops: &mut Vec<Op>,
+    src: usize,
+    dst: usize,
+    count: usize,
+    src_stride: usize,
+    dst_stride: usize,
+    body: Vec<Op>,
+) {
+    if body.iter().all(|o| matches!(o, Op::Zero { .. })) {
+        if count > 0 {
+            ops.push(Op::Zero {
+                dst,
+                len: count.saturating_mul(dst_stride),
+            });
+        }
+        return;
+    }
+    ops.push(Op::Repeat {
+        src,
+        dst,
+        count,
+        src_stride,
+        dst_stride,
+        body,
+    });
+}
+
+/// Remove the zero marks (the output's gaps are zeroed anyway), inside
+/// loop bodies too.
+fn drop_zeros(mut ops: Vec<Op>) -> Vec<Op> {
+    ops.retain(|o| !matches!(o, Op::Zero { .. }));
+    for o in &mut ops {
+        if let Op::Repeat { body, .. } = o {
+            *body = drop_zeros(std::mem::take(body));
+        }
+    }
+    ops
+}
+
+/// Merge adjacent moves and swaps. Zero marks (missing fields, elements
+/// past the writer's count) are kept: no move merges across them.
 fn merge(ops: Vec<Op>) -> Vec<Op> {
     let mut out: Vec<Op> = Vec::with_capacity(ops.len());
     for op in ops {
@@ -1212,7 +1283,6 @@ fn merge(ops: Vec<Op>) -> Vec<Op> {
         }
         out.push(op);
     }
-    out.retain(|o| !matches!(o, Op::Zero { .. }));
     out
 }
 

@@ -1,0 +1,455 @@
+//! Lowered fixed-part programs: what the interpreter (and the JIT) actually
+//! run for a plan's fixed part.
+//!
+//! A plan's operations are lowered once, at plan build time, into single
+//! scalar moves of 1, 2, 4, 8 or 16 bytes — plain, byte-swapped, zero- or
+//! sign-extending — and zero stores for the native record's gaps (padding,
+//! missing fields). Copies of up to 128 bytes become 16-byte moves with an
+//! overlapping tail (15 bytes: two 8-byte moves, not 8+4+2+1), and a move
+//! followed by a gap is widened to cover it (a 4-byte `int` before 4 bytes
+//! of padding becomes one zero-extending 8-byte store). The moves are then
+//! grouped by kind, so running the program is one branch per *kind* and a
+//! tight loop of loads and stores per group, instead of one dispatch per
+//! field. Everything else (long runs, narrowing checks, float conversions,
+//! declared defaults, loops) stays an [`Op`] in `rest`, run by the
+//! general executor afterwards. The destinations of all of these are
+//! disjoint, so their order does not matter.
+
+use crate::plan::Op;
+
+/// Kind of a lowered move: `(load width, store width)` and how the loaded
+/// value becomes the stored one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum K {
+    M1,
+    M2,
+    M4,
+    M8,
+    M16,
+    /// Byte-swapped move.
+    S2,
+    S4,
+    S8,
+    /// Zero store (no load).
+    Z1,
+    Z2,
+    Z4,
+    Z8,
+    Z16,
+    /// Zero-extending move: load `a` bytes, store `b` (`Uab`).
+    U12,
+    U14,
+    U18,
+    U24,
+    U28,
+    U48,
+    /// Byte-swapped load, then zero-extended.
+    V24,
+    V28,
+    V48,
+    /// Sign-extending move.
+    I12,
+    I14,
+    I18,
+    I24,
+    I28,
+    I48,
+}
+
+/// How a loaded value is turned into the stored one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ext {
+    Move,
+    Swap,
+    Zero,
+    ZeroExtend,
+    SwapZeroExtend,
+    SignExtend,
+}
+
+impl K {
+    /// (bytes loaded, bytes stored, conversion)
+    pub(crate) fn shape(self) -> (u8, u8, Ext) {
+        use Ext::*;
+        match self {
+            K::M1 => (1, 1, Move),
+            K::M2 => (2, 2, Move),
+            K::M4 => (4, 4, Move),
+            K::M8 => (8, 8, Move),
+            K::M16 => (16, 16, Move),
+            K::S2 => (2, 2, Swap),
+            K::S4 => (4, 4, Swap),
+            K::S8 => (8, 8, Swap),
+            K::Z1 => (0, 1, Zero),
+            K::Z2 => (0, 2, Zero),
+            K::Z4 => (0, 4, Zero),
+            K::Z8 => (0, 8, Zero),
+            K::Z16 => (0, 16, Zero),
+            K::U12 => (1, 2, ZeroExtend),
+            K::U14 => (1, 4, ZeroExtend),
+            K::U18 => (1, 8, ZeroExtend),
+            K::U24 => (2, 4, ZeroExtend),
+            K::U28 => (2, 8, ZeroExtend),
+            K::U48 => (4, 8, ZeroExtend),
+            K::V24 => (2, 4, SwapZeroExtend),
+            K::V28 => (2, 8, SwapZeroExtend),
+            K::V48 => (4, 8, SwapZeroExtend),
+            K::I12 => (1, 2, SignExtend),
+            K::I14 => (1, 4, SignExtend),
+            K::I18 => (1, 8, SignExtend),
+            K::I24 => (2, 4, SignExtend),
+            K::I28 => (2, 8, SignExtend),
+            K::I48 => (4, 8, SignExtend),
+        }
+    }
+
+    fn of(load: u8, store: u8, ext: Ext) -> Option<K> {
+        use Ext::*;
+        Some(match (load, store, ext) {
+            (1, 1, Move | Swap) => K::M1,
+            (2, 2, Move) => K::M2,
+            (4, 4, Move) => K::M4,
+            (8, 8, Move) => K::M8,
+            (16, 16, Move) => K::M16,
+            (2, 2, Swap) => K::S2,
+            (4, 4, Swap) => K::S4,
+            (8, 8, Swap) => K::S8,
+            (1, 2, ZeroExtend | SwapZeroExtend) => K::U12,
+            (1, 4, ZeroExtend | SwapZeroExtend) => K::U14,
+            (1, 8, ZeroExtend | SwapZeroExtend) => K::U18,
+            (2, 4, ZeroExtend) => K::U24,
+            (2, 8, ZeroExtend) => K::U28,
+            (4, 8, ZeroExtend) => K::U48,
+            (2, 4, SwapZeroExtend) => K::V24,
+            (2, 8, SwapZeroExtend) => K::V28,
+            (4, 8, SwapZeroExtend) => K::V48,
+            (1, 2, SignExtend) => K::I12,
+            (1, 4, SignExtend) => K::I14,
+            (1, 8, SignExtend) => K::I18,
+            (2, 4, SignExtend) => K::I24,
+            (2, 8, SignExtend) => K::I28,
+            (4, 8, SignExtend) => K::I48,
+            _ => return None,
+        })
+    }
+
+    fn zero(w: u8) -> K {
+        match w {
+            1 => K::Z1,
+            2 => K::Z2,
+            4 => K::Z4,
+            8 => K::Z8,
+            _ => K::Z16,
+        }
+    }
+}
+
+/// One lowered move: source and destination offsets in the fixed parts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct E {
+    pub(crate) s: u32,
+    pub(crate) d: u32,
+}
+
+/// A lowered fixed-part program (see the module documentation).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Prog {
+    /// `(kind, start, end)` ranges of `es`, one per kind present.
+    groups: Vec<(K, u32, u32)>,
+    es: Vec<E>,
+    /// Operations that are not lowered, run after the moves.
+    pub(crate) rest: Vec<Op>,
+    /// The gaps are not part of the program (too many): the caller zeroes
+    /// the whole output first.
+    pub(crate) zero_all: bool,
+}
+
+/// Longest copy, zero fill or run of elements lowered into single moves;
+/// longer ones stay operations (a `memcpy` or a vectorised loop).
+const MAX_LOWERED_BYTES: usize = 128;
+const MAX_LOWERED_ELEMS: usize = 16;
+/// Most gaps turned into zero stores; beyond, the output is cleared first.
+const MAX_GAPS: usize = 1 << 16;
+
+/// Split `len` bytes at `at` into moves of 16/8/4/2/1 bytes, the last one
+/// overlapping the previous instead of descending through smaller widths.
+fn pieces(len: usize, mut f: impl FnMut(usize, u8)) {
+    match len {
+        0 => {}
+        1 | 2 | 4 | 8 | 16 => f(0, len as u8),
+        3 => {
+            f(0, 2);
+            f(1, 2)
+        }
+        5..=7 => {
+            f(0, 4);
+            f(len - 4, 4)
+        }
+        9..=15 => {
+            f(0, 8);
+            f(len - 8, 8)
+        }
+        _ => {
+            let mut at = 0;
+            while at + 16 <= len {
+                f(at, 16);
+                at += 16;
+            }
+            if at < len {
+                f(len - 16, 16);
+            }
+        }
+    }
+}
+
+/// Lower `ops` (merged, top level) plus the native `gaps` (`None`: too many
+/// to list) into a program. `None` if a lowered move would leave the fixed
+/// parts (which the extent check of the operations already excludes).
+pub(crate) fn lower(
+    ops: &[Op],
+    gaps: Option<&[(u32, u32)]>,
+    src_size: usize,
+    dst_size: usize,
+) -> Option<Prog> {
+    let mut items: Vec<(K, usize, usize)> = Vec::new();
+    let mut rest = Vec::new();
+    // Items that end exactly at the end of their field, so a gap that
+    // follows may be folded into them: index into `items`.
+    let mut exact: Vec<usize> = Vec::new();
+    for op in ops {
+        match op {
+            Op::Copy { src, dst, len } if *len <= MAX_LOWERED_BYTES => {
+                if matches!(len, 1 | 2 | 4) {
+                    exact.push(items.len());
+                }
+                pieces(*len, |o, w| {
+                    let k = K::of(w, w, Ext::Move).unwrap_or(K::M1);
+                    items.push((k, src + o, dst + o));
+                });
+            }
+            Op::Swap {
+                src,
+                dst,
+                size,
+                count,
+            } if *count <= MAX_LOWERED_ELEMS && matches!(size, 2 | 4 | 8) => {
+                let z = *size as usize;
+                let k = K::of(*size, *size, Ext::Swap)?;
+                for i in 0..*count {
+                    if i + 1 == *count && *size < 8 {
+                        exact.push(items.len());
+                    }
+                    items.push((k, src + i * z, dst + i * z));
+                }
+            }
+            Op::Int {
+                src,
+                dst,
+                from,
+                to,
+                count,
+                ..
+            } if *count <= MAX_LOWERED_ELEMS
+                && to.size > from.size
+                && !to.swap
+                && (!from.signed || to.signed)
+                && cfg!(target_endian = "little") =>
+            {
+                let ext = match (from.signed, from.swap) {
+                    (true, false) => Ext::SignExtend,
+                    (false, false) => Ext::ZeroExtend,
+                    (false, true) => Ext::SwapZeroExtend,
+                    (true, true) => {
+                        rest.push(op.clone());
+                        continue;
+                    }
+                };
+                let Some(k) = K::of(from.size, to.size, ext) else {
+                    rest.push(op.clone());
+                    continue;
+                };
+                let (fs, ts) = (from.size as usize, to.size as usize);
+                for i in 0..*count {
+                    if i + 1 == *count && ext != Ext::SignExtend {
+                        exact.push(items.len());
+                    }
+                    items.push((k, src + i * fs, dst + i * ts));
+                }
+            }
+            _ => rest.push(op.clone()),
+        }
+    }
+    let zero_all = gaps.is_none_or(|g| g.len() > MAX_GAPS);
+    if !zero_all {
+        let mut gaps: Vec<(usize, usize)> = gaps
+            .unwrap_or_default()
+            .iter()
+            .map(|&(a, n)| (a as usize, n as usize))
+            .collect();
+        // Widen a move that a gap follows so its store covers the gap's
+        // start (zero-extension writes the zeros): little-endian only.
+        if cfg!(target_endian = "little") {
+            for &i in &exact {
+                let (k, s, d) = items[i];
+                let (lw, sw, ext) = k.shape();
+                let end = d + sw as usize;
+                let Ok(g) = gaps.binary_search_by_key(&end, |&(a, _)| a) else {
+                    continue;
+                };
+                let avail = sw as usize + gaps[g].1;
+                let mut w = 8usize;
+                while w > avail {
+                    w /= 2;
+                }
+                if w <= sw as usize {
+                    continue;
+                }
+                let ext = match ext {
+                    Ext::Move | Ext::ZeroExtend => Ext::ZeroExtend,
+                    Ext::Swap | Ext::SwapZeroExtend => Ext::SwapZeroExtend,
+                    _ => continue,
+                };
+                let Some(nk) = K::of(lw, w as u8, ext) else {
+                    continue;
+                };
+                items[i] = (nk, s, d);
+                let used = w - sw as usize;
+                gaps[g] = (gaps[g].0 + used, gaps[g].1 - used);
+            }
+        }
+        for (a, n) in gaps {
+            if n > MAX_LOWERED_BYTES {
+                rest.push(Op::Zero { dst: a, len: n });
+            } else {
+                pieces(n, |o, w| items.push((K::zero(w), 0, a + o)));
+            }
+        }
+    }
+    for &(k, s, d) in &items {
+        let (lw, sw, _) = k.shape();
+        if s + lw as usize > src_size || d + sw as usize > dst_size {
+            return None;
+        }
+    }
+    if src_size > u32::MAX as usize || dst_size > u32::MAX as usize {
+        return None;
+    }
+    items.sort_unstable_by_key(|&(k, s, d)| (k, d, s));
+    let mut groups: Vec<(K, u32, u32)> = Vec::new();
+    let mut es = Vec::with_capacity(items.len());
+    for (i, &(k, s, d)) in items.iter().enumerate() {
+        match groups.last_mut() {
+            Some(g) if g.0 == k => g.2 = i as u32 + 1,
+            _ => groups.push((k, i as u32, i as u32 + 1)),
+        }
+        es.push(E {
+            s: s as u32,
+            d: d as u32,
+        });
+    }
+    Some(Prog {
+        groups,
+        es,
+        rest,
+        zero_all,
+    })
+}
+
+impl Prog {
+    /// Every lowered move, grouped by kind (for the JIT).
+    #[cfg(feature = "jit")]
+    pub(crate) fn moves(&self) -> impl Iterator<Item = (K, &[E])> {
+        self.groups
+            .iter()
+            .map(|&(k, a, b)| (k, &self.es[a as usize..b as usize]))
+    }
+
+    /// Number of lowered moves.
+    #[cfg(feature = "jit")]
+    pub(crate) fn len(&self) -> usize {
+        self.es.len()
+    }
+
+    /// Run the lowered moves (not `rest`).
+    ///
+    /// # Safety
+    /// `src` readable for the source fixed size and `dst` writable for the
+    /// destination fixed size given to [`lower`] (which checked every move
+    /// against them); the regions do not overlap.
+    #[inline(always)]
+    pub(crate) unsafe fn run_moves(&self, src: *const u8, dst: *mut u8) {
+        for &(k, a, b) in &self.groups {
+            // SAFETY: `lower` built every group range inside `es`.
+            let es = unsafe { self.es.get_unchecked(a as usize..b as usize) };
+            // SAFETY: forwarded caller contract.
+            unsafe { group(k, es, src, dst) }
+        }
+    }
+}
+
+/// One group's loop; `T` loaded, converted by `f` into `U`, stored.
+///
+/// # Safety
+/// Every move of `es` is inside the regions (see [`Prog::run_moves`]).
+#[inline(always)]
+unsafe fn each<T: Copy, U: Copy>(es: &[E], src: *const u8, dst: *mut u8, f: impl Fn(T) -> U) {
+    for e in es {
+        // SAFETY: `lower` checked `s + size_of T <= src size` and
+        // `d + size_of U <= dst size` for this move; unaligned accesses.
+        unsafe {
+            let v = (src.add(e.s as usize) as *const T).read_unaligned();
+            (dst.add(e.d as usize) as *mut U).write_unaligned(f(v));
+        }
+    }
+}
+
+/// As [`each`] for zero stores (no load).
+///
+/// # Safety
+/// As for [`each`].
+#[inline(always)]
+unsafe fn zeros<U: Copy + Default>(es: &[E], dst: *mut u8) {
+    for e in es {
+        // SAFETY: `lower` checked `d + size_of U <= dst size`.
+        unsafe { (dst.add(e.d as usize) as *mut U).write_unaligned(U::default()) };
+    }
+}
+
+/// # Safety
+/// As for [`each`].
+#[inline(always)]
+unsafe fn group(k: K, es: &[E], s: *const u8, d: *mut u8) {
+    // SAFETY (every arm): forwarded contract of `each`/`zeros`.
+    unsafe {
+        match k {
+            K::M1 => each(es, s, d, |v: u8| v),
+            K::M2 => each(es, s, d, |v: u16| v),
+            K::M4 => each(es, s, d, |v: u32| v),
+            K::M8 => each(es, s, d, |v: u64| v),
+            K::M16 => each(es, s, d, |v: u128| v),
+            K::S2 => each(es, s, d, u16::swap_bytes),
+            K::S4 => each(es, s, d, u32::swap_bytes),
+            K::S8 => each(es, s, d, u64::swap_bytes),
+            K::Z1 => zeros::<u8>(es, d),
+            K::Z2 => zeros::<u16>(es, d),
+            K::Z4 => zeros::<u32>(es, d),
+            K::Z8 => zeros::<u64>(es, d),
+            K::Z16 => zeros::<u128>(es, d),
+            K::U12 => each(es, s, d, |v: u8| v as u16),
+            K::U14 => each(es, s, d, |v: u8| v as u32),
+            K::U18 => each(es, s, d, |v: u8| v as u64),
+            K::U24 => each(es, s, d, |v: u16| v as u32),
+            K::U28 => each(es, s, d, |v: u16| v as u64),
+            K::U48 => each(es, s, d, |v: u32| v as u64),
+            K::V24 => each(es, s, d, |v: u16| v.swap_bytes() as u32),
+            K::V28 => each(es, s, d, |v: u16| v.swap_bytes() as u64),
+            K::V48 => each(es, s, d, |v: u32| v.swap_bytes() as u64),
+            K::I12 => each(es, s, d, |v: i8| v as i16),
+            K::I14 => each(es, s, d, |v: i8| v as i32),
+            K::I18 => each(es, s, d, |v: i8| v as i64),
+            K::I24 => each(es, s, d, |v: i16| v as i32),
+            K::I28 => each(es, s, d, |v: i16| v as i64),
+            K::I48 => each(es, s, d, |v: i32| v as i64),
+        }
+    }
+}
