@@ -205,6 +205,13 @@ fn attr() {
     suite("attr", &[], &[1, 2, 3]);
 }
 
+/// Messages to itself on duplicates of `MPI_COMM_SELF` (mprobe/improbe/mrecv,
+/// the pattern of mpi4py's `test_util_pkl5`).
+#[test]
+fn selfmsg() {
+    suite("selfmsg", &[], &[1, 2, 4]);
+}
+
 #[test]
 fn threads() {
     suite("threads", &["-pthread"], &[1, 2, 4]);
