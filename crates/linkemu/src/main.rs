@@ -84,6 +84,9 @@ struct Cli {
     duration: Option<Duration>,
 }
 
+/// Waits shorter than this spin (a sleep costs a few microseconds of wake-up latency).
+const SPIN_BELOW: Duration = Duration::from_micros(20);
+
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -188,6 +191,8 @@ fn run(cli: &Cli) -> Result<(), String> {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
+    // SAFETY: PR_SET_TIMERSLACK takes an integer; it only affects this thread's timers.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
     if cli.create_ns {
         for ns in [&cli.ns_a, &cli.ns_b] {
             ip(&["netns", "add", ns])?;
@@ -241,14 +246,24 @@ fn run(cli: &Cli) -> Result<(), String> {
                 revents: 0,
             },
         ];
-        // Sub-millisecond waits spin through poll(0): delay accuracy matters more than a core here.
-        let ms = if timeout < Duration::from_millis(1) {
-            0
+        // A precise sleep (ppoll takes nanoseconds; the timer slack is set
+        // to 1 ns at start), so the emulator does not spin for sub-millisecond
+        // waits and leaves the CPU to the processes it connects; only waits
+        // under SPIN_BELOW spin.
+        let ts = if timeout < SPIN_BELOW {
+            libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            }
         } else {
-            timeout.as_millis() as i32
+            libc::timespec {
+                tv_sec: timeout.as_secs() as libc::time_t,
+                tv_nsec: timeout.subsec_nanos() as libc::c_long,
+            }
         };
-        // SAFETY: `pfd` is a live array of two pollfd.
-        unsafe { libc::poll(pfd.as_mut_ptr(), 2, ms) };
+        // SAFETY: `pfd` is a live array of two pollfd; `ts` a live timespec;
+        // no signal mask is passed.
+        unsafe { libc::ppoll(pfd.as_mut_ptr(), 2, &ts, std::ptr::null()) };
         for (i, &fd) in fds.iter().enumerate() {
             // Drain what is readable (bounded, so the other side is served too).
             for _ in 0..256 {

@@ -108,6 +108,10 @@ impl Controller for Aimd {
         if self.recovery_start.is_some_and(|r| sent_at <= r) {
             return; // acks of packets from before the reduction do not grow the window
         }
+        if self.cwnd < self.ssthresh && self.rtt.is_some() && self.queueing() {
+            // HyStart's delay signal: a queue is building, leave slow start.
+            self.ssthresh = self.cwnd;
+        }
         if self.cwnd < self.ssthresh {
             self.cwnd += bytes;
         } else if !self.queueing() {
@@ -128,11 +132,8 @@ impl Controller for Aimd {
         }
         if self.queueing() {
             self.reduce(now);
-        } else {
-            // Random loss: leave slow start, keep the window.
-            self.ssthresh = self.cwnd;
-            self.recovery_start = Some(now);
         }
+        // Otherwise random loss: the window, its growth and slow start go on.
     }
 
     fn on_timeout(&mut self, now: Instant) {
@@ -194,7 +195,7 @@ mod tests {
     }
 
     #[test]
-    fn random_loss_without_a_queue_keeps_the_window() {
+    fn random_loss_without_a_queue_keeps_the_window_and_slow_start() {
         let t0 = Instant::now();
         let mut c = Aimd::new(1000, 10, 1000);
         c.on_rtt(20 * MS);
@@ -211,8 +212,24 @@ mod tests {
         c.on_ack(t2, t2, 2000);
         assert_eq!(
             c.window(),
-            w + 1000,
-            "no queue: grows by half the acked bytes"
+            w + 2000,
+            "a random loss neither ends slow start nor holds back growth"
         );
+        // A queue builds (HyStart's delay signal): slow start ends without a loss.
+        for _ in 0..8 {
+            c.on_rtt(40 * MS);
+        }
+        c.on_ack(t2, t2, 1000);
+        assert_eq!(
+            c.window(),
+            w + 2000,
+            "with a queue: one datagram per window of acks, not slow start"
+        );
+        // The queue drains: congestion avoidance without a queue (+50% per round trip).
+        for _ in 0..16 {
+            c.on_rtt(20 * MS);
+        }
+        c.on_ack(t2, t2, 2000);
+        assert_eq!(c.window(), w + 3000, "no queue: grows by half the acked bytes");
     }
 }

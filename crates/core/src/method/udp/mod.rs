@@ -282,6 +282,7 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
                 held: Vec::new(),
                 stalled: None,
                 io: IoCounters::default(),
+                traced: Instant::now(),
             }),
             down: AtomicBool::new(false),
         }),
@@ -320,7 +321,11 @@ struct State {
     /// A datagram the kernel refused (EAGAIN); sent before anything else.
     stalled: Option<(SocketAddr, Vec<u8>)>,
     io: IoCounters,
+    traced: Instant,
 }
+
+/// How often `GW_VERBOSE=3` prints each busy peer's congestion state.
+const TRACE_EVERY: Duration = Duration::from_millis(10);
 
 impl State {
     /// xorshift64*: cheap, and deterministic quality does not matter here.
@@ -455,6 +460,17 @@ impl Shared {
         let now = Instant::now();
         st.ep.handle_timeout(now);
         self.flush(st, now);
+        if self.verbose >= 3 && now.duration_since(st.traced) >= TRACE_EVERY {
+            st.traced = now;
+            let ms = |d: Option<Duration>| d.unwrap_or_default().as_secs_f64() * 1e3;
+            for p in st.ep.peer_states() {
+                eprintln!(
+                    "gw[{}]: udp: cc to {}: window {} in_flight {} buffered {} srtt {:.1} ms min_rtt {:.1} ms lost {} retransmits {} timeouts {}",
+                    self.me, p.peer, p.window, p.in_flight, p.buffered, ms(p.srtt), ms(p.min_rtt), p.lost,
+                    st.ep.counters.retransmits, st.ep.counters.timeouts
+                );
+            }
+        }
         let mut ev = Vec::new();
         while let Some(e) = st.ep.poll_event() {
             ev.push(e);
@@ -628,6 +644,7 @@ impl Link for UdpLink {
             st.ep
                 .send(self.peer, iov, now)
                 .map_err(|why| self.failed(why))?;
+
             s.flush(&mut st, now);
             st.ep.buffered(self.peer)
         };
@@ -638,6 +655,7 @@ impl Link for UdpLink {
                 break;
             }
             let st = s.lock();
+
             if let Some(why) = st.ep.failure(self.peer) {
                 return Err(self.failed(why.to_string()));
             }

@@ -122,6 +122,21 @@ impl Config {
     }
 }
 
+/// A snapshot of one peer's sending state (see [`Endpoint::peer_states`]).
+#[derive(Debug, Clone)]
+pub struct PeerState {
+    pub peer: u32,
+    /// Congestion window and bytes in flight.
+    pub window: usize,
+    pub in_flight: usize,
+    /// Bytes queued or unacknowledged.
+    pub buffered: usize,
+    pub srtt: Option<Duration>,
+    pub min_rtt: Option<Duration>,
+    /// Datagrams declared lost and not yet resent.
+    pub lost: usize,
+}
+
 /// What the protocol tells its user.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Event {
@@ -533,6 +548,27 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             }
         }
         Ok(())
+    }
+
+    /// Congestion state towards each peer with data in flight or queued
+    /// (diagnostics: the `GW_VERBOSE=3` trace).
+    pub fn peer_states(&self) -> Vec<PeerState> {
+        let mut v: Vec<PeerState> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| p.failed.is_none() && !p.pkts.is_empty())
+            .map(|(&id, p)| PeerState {
+                peer: id,
+                window: p.cc.window(),
+                in_flight: p.in_flight,
+                buffered: p.buffered,
+                srtt: p.srtt,
+                min_rtt: p.min_rtt,
+                lost: p.lost.len(),
+            })
+            .collect();
+        v.sort_by_key(|s| s.peer);
+        v
     }
 
     /// Bytes queued or unacknowledged for `peer` (for the sender's memory bound).
