@@ -238,28 +238,54 @@ fn read<T: Copy>(p: &[u8]) -> T {
     unsafe { std::ptr::read_unaligned(p.as_ptr() as *const T) }
 }
 
-/// min over batches of mean ns per call
-fn time<F: FnMut()>(mut f: F) -> f64 {
-    let mut iters = 1u64;
-    loop {
+/// A batch runner: `n` calls of `f` (inlined into the loop), total ns.
+fn looped<'a, F: FnMut() + 'a>(mut f: F) -> Box<dyn FnMut(u64) -> f64 + 'a> {
+    Box::new(move |n| {
         let t = Instant::now();
-        for _ in 0..iters {
+        for _ in 0..n {
             f();
         }
-        if t.elapsed().as_millis() >= 20 || iters >= 1 << 26 {
-            break;
+        t.elapsed().as_nanos() as f64
+    })
+}
+
+/// Rounds of batches (`RUNS`, default 7).
+fn rounds() -> usize {
+    std::env::var("RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7)
+        .max(1)
+}
+
+/// Time several batch runners *interleaved*: each round runs one batch
+/// (>= 20 ms) of every runner in turn, so all of them see the same load
+/// on a shared machine; the result per runner is the least mean ns per
+/// call over the rounds. Ratios between runners of one call are what the
+/// tables compare.
+fn time_all(runs: &mut [Box<dyn FnMut(u64) -> f64 + '_>]) -> Vec<f64> {
+    let iters: Vec<u64> = runs
+        .iter_mut()
+        .map(|r| {
+            let mut n = 1u64;
+            while r(n) < 20e6 && n < 1 << 26 {
+                n *= 2;
+            }
+            n
+        })
+        .collect();
+    let mut best = vec![f64::MAX; runs.len()];
+    for _ in 0..rounds() {
+        for (i, r) in runs.iter_mut().enumerate() {
+            best[i] = best[i].min(r(iters[i]) / iters[i] as f64);
         }
-        iters *= 2;
-    }
-    let mut best = f64::MAX;
-    for _ in 0..7 {
-        let t = Instant::now();
-        for _ in 0..iters {
-            f();
-        }
-        best = best.min(t.elapsed().as_nanos() as f64 / iters as f64);
     }
     best
+}
+
+/// Least mean ns per call of `f` (see [`time_all`]).
+fn time<F: FnMut()>(f: F) -> f64 {
+    time_all(&mut [looped(f)])[0]
 }
 
 /// The native format laid out for another ABI (big-endian writer).
@@ -287,6 +313,7 @@ struct Row {
     interp: f64,
     jit: Option<f64>,
     auto: &'static str,
+    auto_ns: f64,
     hand: Option<f64>,
     memcpy: f64,
     bincode: f64,
@@ -307,7 +334,29 @@ fn as_bytes(v: &[u64], n: usize) -> &[u8] {
 }
 
 /// A hand-written receiver: parse the header, check the id, convert.
-type Hand<T> = Box<dyn Fn(&[u8], &mut T)>;
+/// `batch` runs it in a loop compiled for exactly this closure (no
+/// indirect call per record), as gridwire's decode is timed.
+struct Hand<T> {
+    f: HandFn<T>,
+    batch: HandBatch<T>,
+}
+type HandFn<T> = Box<dyn Fn(&[u8], &mut T)>;
+type HandBatch<T> = Box<dyn Fn(&[u8], &mut T, u64) -> f64>;
+
+fn hand<T: 'static, F: Fn(&[u8], &mut T) + Clone + 'static>(f: F) -> Hand<T> {
+    let g = f.clone();
+    Hand {
+        f: Box::new(f),
+        batch: Box::new(move |framed, t, n| {
+            let st = Instant::now();
+            for _ in 0..n {
+                g(black_box(framed), t);
+                black_box(&*t);
+            }
+            st.elapsed().as_nanos() as f64
+        }),
+    }
+}
 
 struct Variant<T> {
     label: &'static str,
@@ -322,39 +371,51 @@ struct Base {
     prost: f64,
 }
 
-/// Time gridwire's decode of `framed` into `native` with each engine.
-fn decode_rows<T>(
-    reg: &mut Registry,
+/// Time gridwire's decode of `framed` into `native` with each engine
+/// (the engine `Plan::compile` picked, and each one forced), interleaved
+/// with `hand` (a batch runner of the hand-written receiver). Returns
+/// (interp ns, jit ns, auto's pick, auto ns, hand ns).
+fn decode_rows<'h>(
     wire: &Arc<Format>,
     native: &Arc<Format>,
     framed: &[u8],
     check: &dyn Fn(&[u8]) -> bool,
-) -> (f64, Option<f64>, &'static str) {
+    hand: Box<dyn FnMut(u64) -> f64 + 'h>,
+) -> (f64, Option<f64>, &'static str, f64, f64) {
     let (r, _) = RecordRef::parse(framed).unwrap();
-    let auto = reg.plan(wire, native).unwrap();
-    let auto = match auto.backend() {
-        Backend::Jit => "jit",
-        Backend::Interpreter => "interp",
+    let reg = || {
+        let mut reg = Registry::new();
+        reg.register(wire.clone());
+        reg.register(native.clone());
+        reg
     };
-    let mut out = Vec::new();
-    let mut run = |reg: &mut Registry| {
+    let mut auto_reg = reg();
+    let plan = auto_reg.plan(wire, native).unwrap();
+    let auto = match (plan.backend(), plan.uses_permutes()) {
+        (Backend::Jit, _) => "jit",
+        (Backend::Interpreter, true) => "interp (permutes)",
+        (Backend::Interpreter, false) => "interp",
+    };
+    let mut jit_reg = reg();
+    let has_jit = jit_reg.set_backend(wire, native, Backend::Jit).unwrap();
+    let mut int_reg = reg();
+    int_reg.set_backend(wire, native, Backend::Interpreter).unwrap();
+    let runner = |mut reg: Registry| {
+        let mut out = Vec::new();
         reg.decode_into(&r, native, &mut out).unwrap();
         assert!(check(&out), "{}: wrong conversion", wire.name());
-        time(|| {
+        looped(move || {
             let (r, _) = RecordRef::parse(black_box(framed)).unwrap();
             reg.decode_into(&r, native, &mut out).unwrap();
             black_box(&out);
         })
     };
-    let jit = if reg.set_backend(wire, native, Backend::Jit).unwrap() {
-        Some(run(reg))
-    } else {
-        None
-    };
-    reg.set_backend(wire, native, Backend::Interpreter).unwrap();
-    let interp = run(reg);
-    let _ = std::marker::PhantomData::<T>;
-    (interp, jit, auto)
+    let mut runs = vec![hand, runner(auto_reg), runner(int_reg)];
+    if has_jit {
+        runs.push(runner(jit_reg));
+    }
+    let t = time_all(&mut runs);
+    (t[2], t.get(3).copied(), auto, t[1], t[0])
 }
 
 fn bench_fixed<T: WireRecord + Copy>(
@@ -418,22 +479,22 @@ fn bench_fixed<T: WireRecord + Copy>(
                 .map(|x| x == value)
                 .unwrap_or(false)
         };
-        let (interp, jit, auto) = decode_rows::<T>(&mut reg, &v.wire, &native, framed, &check);
         let mut t = *rec;
-        (v.hand)(framed, &mut t);
+        (v.hand.f)(framed, &mut t);
         assert!(
             read_value(&native, bytes_of(&t)).unwrap() == value,
             "{name}: hand-written {} is wrong",
             v.label
         );
-        let hand = time(|| {
-            (v.hand)(black_box(framed), &mut t);
-            black_box(&t);
-        });
+        let batch = &v.hand.batch;
+        let hand_run: Box<dyn FnMut(u64) -> f64 + '_> = Box::new(move |n| batch(framed, &mut t, n));
+        let (interp, jit, auto, auto_ns, hand) =
+            decode_rows(&v.wire, &native, framed, &check, hand_run);
         rows.push(Row {
             interp,
             jit,
             auto,
+            auto_ns,
             hand: Some(hand),
             ..row(v.label)
         });
@@ -502,7 +563,7 @@ fn mixed_variants() -> Vec<Variant<Mixed>> {
             label: "decode, byte-swapped writer (be64)",
             hand: {
                 let id = be.id();
-                Box::new(move |f, m| hand_mixed_be(payload(f, id), 0, m))
+                hand(move |f: &[u8], m: &mut Mixed| hand_mixed_be(payload(f, id), 0, m))
             },
             wire: be,
         },
@@ -510,7 +571,7 @@ fn mixed_variants() -> Vec<Variant<Mixed>> {
             label: "decode, 4-byte long + 4-byte double align (i386)",
             hand: {
                 let id = i386.id();
-                Box::new(move |f, m| mixed_from_i386(m, &read(payload(f, id))))
+                hand(move |f: &[u8], m: &mut Mixed| mixed_from_i386(m, &read(payload(f, id))))
             },
             wire: i386,
         },
@@ -518,7 +579,7 @@ fn mixed_variants() -> Vec<Variant<Mixed>> {
             label: "decode, unexpected extra field first",
             hand: {
                 let id = extra.id();
-                Box::new(move |f, m| mixed_from_extra(m, &read(payload(f, id))))
+                hand(move |f: &[u8], m: &mut Mixed| mixed_from_extra(m, &read(payload(f, id))))
             },
             wire: extra,
         },
@@ -526,7 +587,7 @@ fn mixed_variants() -> Vec<Variant<Mixed>> {
             label: "decode, fields in another order",
             hand: {
                 let id = rev.id();
-                Box::new(move |f, m| mixed_from_rev(m, &read(payload(f, id))))
+                hand(move |f: &[u8], m: &mut Mixed| mixed_from_rev(m, &read(payload(f, id))))
             },
             wire: rev,
         },
@@ -541,7 +602,7 @@ fn ten_variants() -> Vec<Variant<Ten>> {
             label: "decode, byte-swapped writer (be64)",
             hand: {
                 let id = be.id();
-                Box::new(move |f, t| {
+                hand(move |f: &[u8], t: &mut Ten| {
                     let p = payload(f, id);
                     t.n = i32::from_ne_bytes(rev_bytes(p, 0));
                     for i in 0..10 {
@@ -556,7 +617,7 @@ fn ten_variants() -> Vec<Variant<Ten>> {
             label: "decode, 4-byte long + 4-byte double align (i386)",
             hand: {
                 let id = i386.id();
-                Box::new(move |f, t| {
+                hand(move |f: &[u8], t: &mut Ten| {
                     let p = payload(f, id);
                     t.n = read(p);
                     let (o, z) = (offset_of!(TenI386, items), std::mem::size_of::<MixedI386>());
@@ -571,7 +632,7 @@ fn ten_variants() -> Vec<Variant<Ten>> {
             label: "decode, unexpected extra field first",
             hand: {
                 let id = extra.id();
-                Box::new(move |f, t| {
+                hand(move |f: &[u8], t: &mut Ten| {
                     let p = payload(f, id);
                     t.n = read(&p[offset_of!(TenExtra, n)..]);
                     t.items = read(&p[offset_of!(TenExtra, items)..]);
@@ -583,7 +644,7 @@ fn ten_variants() -> Vec<Variant<Ten>> {
             label: "decode, fields in another order (nested too)",
             hand: {
                 let id = rev.id();
-                Box::new(move |f, t| {
+                hand(move |f: &[u8], t: &mut Ten| {
                     let p = payload(f, id);
                     t.n = read(&p[offset_of!(TenRev, n)..]);
                     let z = std::mem::size_of::<MixedRev>();
@@ -612,7 +673,7 @@ fn big_variants() -> Vec<Variant<Big>> {
             label: "decode, byte-swapped writer (be64)",
             hand: {
                 let id = be.id();
-                Box::new(move |f, b| {
+                hand(move |f: &[u8], b: &mut Big| {
                     let p = payload(f, id);
                     b.n = i64::from_ne_bytes(rev_bytes(p, 0));
                     f64s_at(p, 8, &mut b.data, true);
@@ -624,7 +685,7 @@ fn big_variants() -> Vec<Variant<Big>> {
             label: "decode, 4-byte long + 4-byte double align (i386)",
             hand: {
                 let id = i386.id();
-                Box::new(move |f, b| {
+                hand(move |f: &[u8], b: &mut Big| {
                     let p = payload(f, id);
                     b.n = i32::from_ne_bytes(p[..4].try_into().unwrap()) as i64;
                     f64s_at(p, offset_of!(BigI386, data), &mut b.data, false);
@@ -636,7 +697,7 @@ fn big_variants() -> Vec<Variant<Big>> {
             label: "decode, unexpected extra field first",
             hand: {
                 let id = extra.id();
-                Box::new(move |f, b| {
+                hand(move |f: &[u8], b: &mut Big| {
                     let p = payload(f, id);
                     b.n = i64::from_ne_bytes(p[8..16].try_into().unwrap());
                     f64s_at(p, offset_of!(BigExtra, data), &mut b.data, false);
@@ -648,7 +709,7 @@ fn big_variants() -> Vec<Variant<Big>> {
             label: "decode, fields in another order",
             hand: {
                 let id = rev.id();
-                Box::new(move |f, b| {
+                hand(move |f: &[u8], b: &mut Big| {
                     let p = payload(f, id);
                     let o = offset_of!(BigRev, n);
                     b.n = i64::from_ne_bytes(p[o..o + 8].try_into().unwrap());
@@ -807,7 +868,6 @@ fn bench_var(rows: &mut Vec<Row>) {
                 .map(|x| x == value)
                 .unwrap_or(false)
         };
-        let (interp, jit, auto) = decode_rows::<()>(&mut reg, &wire, &native, framed, &check);
         // Hand-written: read n and the slot words at this layout's offsets.
         let swap = wire.byte_order() != ByteOrder::NATIVE;
         let w = wire.pointer_size() as usize;
@@ -840,14 +900,17 @@ fn bench_var(rows: &mut Vec<Row>) {
         };
         hand(framed, &mut hv);
         assert!(hv == xs);
-        let h = time(|| {
+        let hand_run = looped(|| {
             hand(black_box(framed), &mut hv);
             black_box(&hv);
         });
+        let (interp, jit, auto, auto_ns, h) =
+            decode_rows(&wire, &native, framed, &check, hand_run);
         rows.push(Row {
             interp,
             jit,
             auto,
+            auto_ns,
             hand: Some(h),
             ..row(label)
         });
@@ -915,18 +978,17 @@ fn main() {
     }
     let jit_on = rows.iter().any(|r| r.jit.is_some());
     println!(
-        "| record | bytes | operation | gridwire interp ns | gridwire jit ns | auto | hand-written ns | best × hand | memcpy ns | bincode ns | prost ns |"
+        "| record | bytes | operation | gridwire interp ns | gridwire jit ns | auto | hand-written ns | auto × hand | memcpy ns | bincode ns | prost ns |"
     );
     println!("| --- | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |");
     for r in rows {
-        let best = r.jit.map_or(r.interp, |j| j.min(r.interp));
         let jit = match r.jit {
             Some(j) => format!("{j:.1}"),
             None if jit_on || r.hand.is_none() => "–".into(),
             None => "(no --features jit)".into(),
         };
         let (hand, ratio) = match r.hand {
-            Some(h) => (format!("{h:.1}"), format!("{:.2}", best / h)),
+            Some(h) => (format!("{h:.1}"), format!("{:.2}", r.auto_ns / h)),
             None => ("–".into(), "–".into()),
         };
         println!(

@@ -335,6 +335,21 @@ impl Plan {
         false
     }
 
+    /// Whether the interpreter runs this plan's permutable moves as
+    /// AVX-512 VBMI byte permutes (chosen at build time when the CPU has
+    /// them and they are cheaper; see `prog.rs`).
+    pub fn uses_permutes(&self) -> bool {
+        self.prog.uses_permutes()
+    }
+
+    /// Force the interpreter's byte-permute executor on or off (tests,
+    /// fuzzing, benchmarks). False if asked for it where it is unavailable
+    /// (no AVX-512 VBMI, compiler older than 1.89, or a record too large).
+    #[doc(hidden)]
+    pub fn set_permutes(&mut self, on: bool) -> bool {
+        self.prog.set_permutes(on, self.src_size, self.dst_size)
+    }
+
     /// Force an engine (benchmarks, tests). False if `Jit` is not available.
     pub fn set_backend(&mut self, b: Backend) -> bool {
         if b == Backend::Jit && !self.has_jit() {

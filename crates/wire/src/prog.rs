@@ -162,6 +162,12 @@ pub(crate) struct Prog {
     /// The gaps are not part of the program (too many): the caller zeroes
     /// the whole output first.
     pub(crate) zero_all: bool,
+    /// Groups from here on are not byte permutations (sign extension).
+    residual_from: usize,
+    /// The permutable moves as AVX-512 byte permutes, when the CPU has
+    /// them and they are cheaper than the moves (see [`Perm`]).
+    #[cfg(all(gw_avx512, target_arch = "x86_64"))]
+    perm: Option<Perm>,
 }
 
 /// Longest copy, zero fill or run of elements lowered into single moves;
@@ -347,12 +353,38 @@ pub(crate) fn lower(
             d: d as u32,
         });
     }
-    Some(Prog {
+    let residual_from = groups
+        .iter()
+        .position(|g| !permutable(g.0))
+        .unwrap_or(groups.len());
+    #[allow(unused_mut)]
+    let mut prog = Prog {
         groups,
         es,
         rest,
         zero_all,
-    })
+        residual_from,
+        #[cfg(all(gw_avx512, target_arch = "x86_64"))]
+        perm: None,
+    };
+    #[cfg(all(gw_avx512, target_arch = "x86_64"))]
+    {
+        prog.perm = Perm::build(&prog, src_size, dst_size).filter(|p| {
+            // Cheaper than the moves? (calibrated on the benchmark records:
+            // a part costs about three moves, a group dispatch two)
+            let moves = prog.groups[..prog.residual_from]
+                .iter()
+                .map(|g| (g.2 - g.1) as usize)
+                .sum::<usize>();
+            3 * p.parts.len() + p.chunks.len() < moves + 2 * prog.residual_from
+        });
+    }
+    Some(prog)
+}
+
+/// Kinds whose result bytes are source bytes or zeros (all but sign extension).
+fn permutable(k: K) -> bool {
+    !matches!(k.shape().2, Ext::SignExtend)
 }
 
 impl Prog {
@@ -370,6 +402,33 @@ impl Prog {
         self.es.len()
     }
 
+    /// Whether the byte-permute executor runs the permutable moves.
+    pub(crate) fn uses_permutes(&self) -> bool {
+        #[cfg(all(gw_avx512, target_arch = "x86_64"))]
+        return self.perm.is_some();
+        #[cfg(not(all(gw_avx512, target_arch = "x86_64")))]
+        false
+    }
+
+    /// Use the byte permutes (if built) or the moves; false if asked for
+    /// permutes that are not available. For tests and fuzzing.
+    pub(crate) fn set_permutes(&mut self, on: bool, src_size: usize, dst_size: usize) -> bool {
+        #[cfg(all(gw_avx512, target_arch = "x86_64"))]
+        {
+            self.perm = if on {
+                Perm::build(self, src_size, dst_size)
+            } else {
+                None
+            };
+            self.perm.is_some() == on
+        }
+        #[cfg(not(all(gw_avx512, target_arch = "x86_64")))]
+        {
+            let _ = (src_size, dst_size);
+            !on
+        }
+    }
+
     /// Run the lowered moves (not `rest`).
     ///
     /// # Safety
@@ -378,7 +437,17 @@ impl Prog {
     /// against them); the regions do not overlap.
     #[inline(always)]
     pub(crate) unsafe fn run_moves(&self, src: *const u8, dst: *mut u8) {
-        for &(k, a, b) in &self.groups {
+        #[allow(unused_mut)]
+        let mut groups = &self.groups[..];
+        #[cfg(all(gw_avx512, target_arch = "x86_64"))]
+        if let Some(p) = &self.perm {
+            // SAFETY: `Perm::build` only succeeds when the CPU has
+            // AVX-512 F/BW/VBMI; it checked every access against the sizes
+            // of the caller contract.
+            unsafe { p.run(src, dst) };
+            groups = &self.groups[self.residual_from..];
+        }
+        for &(k, a, b) in groups {
             // SAFETY: `lower` built every group range inside `es`.
             let es = unsafe { self.es.get_unchecked(a as usize..b as usize) };
             // SAFETY: forwarded caller contract.
@@ -450,6 +519,157 @@ unsafe fn group(k: K, es: &[E], s: *const u8, d: *mut u8) {
             K::I24 => each(es, s, d, |v: i16| v as i32),
             K::I28 => each(es, s, d, |v: i16| v as i64),
             K::I48 => each(es, s, d, |v: i32| v as i64),
+        }
+    }
+}
+
+/// The permutable moves of a small program as AVX-512 VBMI byte permutes:
+/// the native record is cut into 64-byte chunks; each chunk is the OR of a
+/// few `vpermi2b` of 128-byte source windows (masked: bytes no move writes
+/// come out zero, which is also how gaps are zeroed), then one (masked)
+/// 64-byte store. A 104-byte record with reordered, byte-swapped or
+/// zero-extended fields is then two permutes instead of a dozen moves.
+/// Sign extensions and the operations in `rest` run afterwards and
+/// overwrite their own bytes.
+#[cfg(all(gw_avx512, target_arch = "x86_64"))]
+#[derive(Clone, Debug)]
+struct Perm {
+    /// `(dst offset, store mask, parts start, parts end)`
+    chunks: Vec<(u32, u64, u32, u32)>,
+    parts: Vec<Part>,
+    idx: Vec<[u8; 64]>,
+}
+
+#[cfg(all(gw_avx512, target_arch = "x86_64"))]
+#[derive(Clone, Copy, Debug)]
+struct Part {
+    /// Source window start; `lo`/`hi`: load masks of its two 64-byte
+    /// halves (bytes past the fixed part are not read); `z`: the chunk
+    /// bytes this part provides.
+    win: u32,
+    lo: u64,
+    hi: u64,
+    z: u64,
+}
+
+/// Programs with more destination bytes than this keep the moves.
+#[cfg(all(gw_avx512, target_arch = "x86_64"))]
+const MAX_PERM_BYTES: usize = 1 << 16;
+
+// Compiled only by rustc >= 1.89 (build.rs), where these intrinsics are stable.
+#[cfg(all(gw_avx512, target_arch = "x86_64"))]
+#[clippy::msrv = "1.89"]
+impl Perm {
+    fn build(prog: &Prog, src_size: usize, dst_size: usize) -> Option<Perm> {
+        if !(std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vbmi"))
+        {
+            return None;
+        }
+        if dst_size > MAX_PERM_BYTES || prog.residual_from == 0 {
+            return None;
+        }
+        // For each destination byte: the source byte (>= 0), zero (-1), or
+        // not written by a permutable move (-2).
+        let mut map = vec![-2i64; dst_size];
+        for &(k, a, b) in &prog.groups[..prog.residual_from] {
+            let (lw, sw, ext) = k.shape();
+            for e in &prog.es[a as usize..b as usize] {
+                let (s, d) = (e.s as i64, e.d as usize);
+                for i in 0..sw as usize {
+                    let from = match ext {
+                        Ext::Zero => -1,
+                        _ if i >= lw as usize => -1,
+                        Ext::Swap | Ext::SwapZeroExtend => s + (lw as i64 - 1 - i as i64),
+                        _ => s + i as i64,
+                    };
+                    *map.get_mut(d + i)? = from;
+                }
+            }
+        }
+        let mut p = Perm {
+            chunks: Vec::new(),
+            parts: Vec::new(),
+            idx: Vec::new(),
+        };
+        for c in (0..dst_size).step_by(64) {
+            let bytes = &map[c..dst_size.min(c + 64)];
+            if bytes.iter().all(|&x| x == -2) {
+                continue; // written entirely by other operations
+            }
+            let store = if bytes.len() == 64 {
+                u64::MAX
+            } else {
+                (1u64 << bytes.len()) - 1
+            };
+            let first = p.parts.len() as u32;
+            let mut srcs: Vec<i64> = bytes.iter().copied().filter(|&x| x >= 0).collect();
+            srcs.sort_unstable();
+            let mut at = 0;
+            while at < srcs.len() {
+                let win = (srcs[at] as usize).min(src_size.saturating_sub(128));
+                let end = win + 128;
+                let mut idx = [0u8; 64];
+                let mut z = 0u64;
+                for (j, &x) in bytes.iter().enumerate() {
+                    if x >= 0 && (x as usize) >= win && (x as usize) < end {
+                        idx[j] = (x as usize - win) as u8;
+                        z |= 1 << j;
+                    }
+                }
+                let half = |from: usize| -> u64 {
+                    let n = src_size.saturating_sub(from).min(64);
+                    if n == 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << n) - 1
+                    }
+                };
+                p.parts.push(Part {
+                    win: win as u32,
+                    lo: half(win),
+                    hi: half(win + 64),
+                    z,
+                });
+                p.idx.push(idx);
+                while at < srcs.len() && (srcs[at] as usize) < end {
+                    at += 1;
+                }
+            }
+            p.chunks
+                .push((c as u32, store, first, p.parts.len() as u32));
+        }
+        Some(p)
+    }
+
+    /// # Safety
+    /// The CPU supports AVX-512 F, BW and VBMI (`build` checked), `src` is
+    /// readable for the source fixed size and `dst` writable for the
+    /// destination fixed size that `build` was given.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+    unsafe fn run(&self, src: *const u8, dst: *mut u8) {
+        use std::arch::x86_64::*;
+        for &(c, store, a, b) in &self.chunks {
+            let mut r = _mm512_setzero_si512();
+            for i in a as usize..b as usize {
+                // SAFETY: `build` made every part and its index entry.
+                let (pt, idx) = unsafe { (self.parts.get_unchecked(i), self.idx.get_unchecked(i)) };
+                let w = src.wrapping_add(pt.win as usize);
+                // SAFETY: masked loads read only the bytes of the window
+                // inside the source fixed part (`lo`/`hi` from its size);
+                // masked-off bytes are not accessed, so the addresses past
+                // the end (computed with wrapping_add) are never touched.
+                unsafe {
+                    let x = _mm512_maskz_loadu_epi8(pt.lo, w as *const i8);
+                    let y = _mm512_maskz_loadu_epi8(pt.hi, w.wrapping_add(64) as *const i8);
+                    let ix = _mm512_loadu_epi8(idx.as_ptr() as *const i8);
+                    r = _mm512_or_si512(r, _mm512_maskz_permutex2var_epi8(pt.z, x, ix, y));
+                }
+            }
+            // SAFETY: the store mask covers only chunk bytes below the
+            // destination fixed size.
+            unsafe { _mm512_mask_storeu_epi8(dst.add(c as usize) as *mut i8, store, r) };
         }
     }
 }

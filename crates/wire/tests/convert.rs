@@ -785,6 +785,7 @@ fn random_layouts_match_the_value_layer() {
     }
     let archs = [Arch::X86_64, Arch::I386, Arch::BE32, Arch::BE64];
     let mut jitted = 0;
+    let mut permuted = 0;
     for case in 0..400 {
         let arch = archs[next(4) as usize];
         let mut nat = Vec::new(); // (name, native type, wire type)
@@ -916,12 +917,21 @@ fn random_layouts_match_the_value_layer() {
         let v = val(&FieldType::Nested(wire.clone()), &mut next);
         let payload = write_value(&wire, &v).unwrap();
         let want = read_value(&native, &write_value(&native, &read_value(&wire, &payload).unwrap()).unwrap()).unwrap();
-        for b in [Backend::Interpreter, Backend::Jit] {
+        // the interpreter with moves, with byte permutes (where the CPU
+        // has them), and the JIT
+        for (b, perm) in [
+            (Backend::Interpreter, false),
+            (Backend::Interpreter, true),
+            (Backend::Jit, false),
+        ] {
             let Ok(mut p) = Plan::compile(&wire, &native, OverflowPolicy::Error) else {
                 panic!("case {case}: no plan for {wire:?} -> {native:?}");
             };
-            if !p.set_backend(b) {
+            if !p.set_backend(b) || !p.set_permutes(perm) {
                 continue;
+            }
+            if perm {
+                permuted += 1;
             }
             if b == Backend::Jit {
                 jitted += 1;
@@ -941,4 +951,5 @@ fn random_layouts_match_the_value_layer() {
     if cfg!(feature = "jit") {
         assert!(jitted > 300, "{jitted} compiled");
     }
+    eprintln!("{permuted} plans run with byte permutes");
 }

@@ -2,7 +2,8 @@
 //! A format from the fuzzer (metadata) and a payload: plans between it and
 //! fixed native formats (both directions, both overflow policies) must
 //! compile or fail cleanly, and running them on any payload must never read
-//! or write out of bounds; interpreter and JIT must agree.
+//! or write out of bounds; interpreter and JIT must agree, and so must the
+//! interpreter's two executors (moves, AVX-512 byte permutes).
 //! Input: len:u16le metadata[len] payload.
 use gridwire_wire::{meta, vectors, Arch, Backend, OverflowPolicy, Plan};
 use libfuzzer_sys::fuzz_target;
@@ -33,11 +34,21 @@ fuzz_target!(|data: &[u8]| {
     for n in &natives {
         for (w, t) in [(&fuzzed, n), (n, &fuzzed)] {
             for policy in [OverflowPolicy::Error, OverflowPolicy::Saturate] {
-                let Ok(p) = Plan::compile_with(w, t, policy, Some(Backend::Interpreter)) else {
+                let Ok(mut p) = Plan::compile_with(w, t, policy, Some(Backend::Interpreter)) else {
                     continue;
                 };
+                p.set_permutes(false);
                 let mut a = Vec::new();
                 let ra = p.run(payload, &mut a);
+                let mut q = p.clone();
+                if q.set_permutes(true) {
+                    let mut b = vec![0x5A; 33];
+                    let rb = q.run(payload, &mut b);
+                    assert_eq!(ra.is_ok(), rb.is_ok());
+                    if ra.is_ok() {
+                        assert_eq!(a, b);
+                    }
+                }
                 let jit = if with_jit {
                     Plan::compile_with(w, t, policy, Some(Backend::Jit)).ok()
                 } else {

@@ -2,7 +2,9 @@
 //! Any bytes as a record file, and as a record of fixed formats (nested with
 //! variable fields; the PBIO-style mixed struct) decoded into the native
 //! layout and reflected. Where a plan has machine code, the interpreter and
-//! the JIT must agree byte for byte (same error or same output). Plans and
+//! the JIT must agree byte for byte (same error or same output), and so must
+//! the interpreter's two executors (moves, AVX-512 byte permutes where the
+//! CPU has them). Plans and
 //! the registry are built once per thread: the target is the decoder, not
 //! the compiler.
 use std::cell::RefCell;
@@ -16,6 +18,7 @@ struct Case {
     native: Arc<Format>,
     interp: Plan,
     jit: Plan,
+    perm: Option<Plan>,
 }
 
 thread_local! {
@@ -30,7 +33,11 @@ thread_local! {
             let (wire, native) = (w.unwrap(), n.unwrap());
             reg.register(wire.clone());
             let p = |b| Plan::compile_with(&wire, &native, OverflowPolicy::Error, Some(b)).unwrap();
-            cases.push(Case { interp: p(Backend::Interpreter), jit: p(Backend::Jit), wire, native });
+            let mut interp = p(Backend::Interpreter);
+            interp.set_permutes(false);
+            let mut perm = interp.clone();
+            let perm = perm.set_permutes(true).then_some(perm);
+            cases.push(Case { interp, jit: p(Backend::Jit), perm, wire, native });
         }
         (reg, cases)
     });
@@ -51,6 +58,14 @@ fuzz_target!(|data: &[u8]| {
             let _ = gridwire_wire::value::read_value(&c.wire, rec.payload);
             let mut a = Vec::new();
             let ra = c.interp.run(rec.payload, &mut a);
+            if let Some(p) = &c.perm {
+                let mut b = vec![0x5A; 300];
+                let rb = p.run(rec.payload, &mut b);
+                assert_eq!(ra, rb);
+                if ra.is_ok() {
+                    assert_eq!(a, b);
+                }
+            }
             if c.jit.backend() == Backend::Jit {
                 let mut b = vec![0xA5; 7];
                 let rb = c.jit.run(rec.payload, &mut b);
