@@ -7,9 +7,11 @@
 #
 #   bench/netpipe.sh                 (also: NETPIPE=1 bench/mpi.sh)
 # Env: CARGO_TARGET_DIR (default target), NETPIPE_UPPER (largest message,
-#      bytes, default 4194304). NPmpi runs with -p 0 (no perturbed sizes
-#      beside each size), which keeps each of the two runs to well under a
-#      minute on a quiet machine.
+#      bytes, default 4194304), NETPIPE_REPEAT (round trips per trial and
+#      size, default 200; empty: NetPIPE's own choice, which aims at 0.25 s a
+#      size but is misled by one fast trial on a loaded machine). With -p 0
+#      (no perturbed sizes beside each size) each of the two runs takes
+#      seconds on a quiet machine.
 #
 # apt-get source needs deb-src entries. When there are none and we are root,
 # this script adds them once, as a copy of the system's Debian `deb` entries
@@ -24,6 +26,8 @@ T=${CARGO_TARGET_DIR:-target}
 case $T in /*) ;; *) T=$root/$T ;; esac
 W=$T/netpipe
 UPPER=${NETPIPE_UPPER:-4194304}
+REPEAT=${NETPIPE_REPEAT-200}
+npargs=(-p 0 -u "$UPPER"); [ -n "$REPEAT" ] && npargs+=(-n "$REPEAT")
 mkdir -p "$W"
 skip() { echo "bench/netpipe.sh: skipped: $*" >&2; echo "NetPIPE: skipped ($*)."; exit 0; }
 
@@ -68,7 +72,8 @@ if [ -z "$src" ]; then
 fi
 src=${src%/}
 version=$(basename "$src")
-[ -f "$W/source.note" ] && version="$version: $(cat "$W/source.note")"
+note=""
+[ -f "$W/source.note" ] && note=" Source: $(cat "$W/source.note")."
 
 # 2. gridwire's libmpi and gwrun, then NPmpi built with gwcc (NetPIPE's own makefile target).
 CARGO_TARGET_DIR=$T cargo build -q --release -p gridwire-capi -p gridwire-launch >&2 || { echo "NetPIPE: gridwire build failed."; exit 1; }
@@ -98,7 +103,7 @@ for mode in shm tcp; do
   rm -f "$out"
   hosts=(); [ $mode = tcp ] && hosts=(--emulate-hosts 2)
   t0=$(date +%s.%N)
-  (cd "$W" && timeout 300 "$T/release/gwrun" -n 2 "${hosts[@]}" --timeout 240 "$src/NPmpi" -p 0 -u "$UPPER" -o "$out" >"$W/np-$mode.log" 2>&1)
+  (cd "$W" && timeout 330 "$T/release/gwrun" -n 2 "${hosts[@]}" --timeout 300 "$src/NPmpi" "${npargs[@]}" -o "$out" >"$W/np-$mode.log" 2>&1)
   rc=$?
   secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
   if [ $rc -ne 0 ] || [ ! -s "$out" ]; then
@@ -110,7 +115,7 @@ for mode in shm tcp; do
   fi
 done
 
-echo "NetPIPE ($version, Debian source package), NPmpi built with \`scripts/gwcc\`, run as \`gwrun -n 2 [--emulate-hosts 2] NPmpi -p 0 -u $UPPER\` ($(date -u '+%Y-%m-%d %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)):"
+echo "NetPIPE ($version, from Debian's source package \`netpipe\`), NPmpi built with \`scripts/gwcc\`, run as \`gwrun -n 2 [--emulate-hosts 2] NPmpi ${npargs[*]}\` ($(date -u '+%Y-%m-%d %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)).$note"
 echo
 echo "| gridwire method | sizes measured | one-way latency, smallest size | peak bandwidth | largest size, run time |"
 echo "| --- | ---: | ---: | ---: | --- |"
