@@ -7,7 +7,7 @@
 #     Open MPI (benchmark peer), numpy (the second, independent record reader),
 #     iproute2 and nftables (network-namespace tests, later).
 set -euo pipefail
-pkgs=(gcc make mpich libmpich-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-matplotlib iproute2 nftables procps)
+pkgs=(gcc make mpich libmpich-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-matplotlib python3-dev python3-venv iproute2 nftables procps)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,55 +1,189 @@
 #!/bin/bash
-# mpi4py on gridwire: builds mpi4py from source with gwcc and runs the modules
-# of mpi4py's own test suite that pass (and must keep passing) under
-# `gwrun -n 2`. Not part of `cargo test` (it needs an mpi4py source
-# distribution and a few minutes of compiling).
+# mpi4py on gridwire: `pip install`s mpi4py from its source distribution with
+# gwcc as the MPI compiler (into a venv under the target directory), runs a
+# numpy point-to-point and collectives check under `gwrun -n 4`, and then the
+# modules of mpi4py's own test suite that pass (and must keep passing) under
+# `gwrun -n 2`. Run by `make test` (crates/capi/tests/extra.sh) and
+# `make test-mpi4py`.
 #
 #   tests/mpi/mpi4py.sh [mpi4py-X.Y.Z.tar.gz]   # else `pip download` fetches one
 #   MPI4PY_TESTS="test_p2p_buf test_op" tests/mpi/mpi4py.sh ...
+#   MPI4PY_TESTS=all tests/mpi/mpi4py.sh        # every module, report only (exit 0)
+#   MPI4PY_PROFILE=release tests/mpi/mpi4py.sh  # against target/release (default debug)
 #
-# Exit 0 when every listed module passes, 1 otherwise; 0 with "skipped" when
-# no source distribution can be had (offline) or numpy-free Python lacks pip.
+# Library profile: debug by default, because `make test` builds the debug
+# library (build-debug) and this then only re-checks it; a release build would
+# add minutes of compiling for nothing the tests need (the time here goes into
+# compiling mpi4py's 280k-line MPI.c, the same for either library). mpi4py's
+# extension is linked with an rpath to that directory, so it loads exactly
+# the library built for this run.
+#
+# Needs: python3 with venv and its headers (Debian: python3-venv, python3-dev;
+# scripts/install-deps.sh installs them), a C compiler, and PyPI for the sdist,
+# Cython and setuptools (cached under the target directory after the first
+# run). Exit 0 when everything listed passes, 1 otherwise; 0 with "skipped"
+# only when no mpi4py source distribution can be had (offline).
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 target=${CARGO_TARGET_DIR:-$here/target}
+case $target in /*) ;; *) target=$here/$target ;; esac
+profile=${MPI4PY_PROFILE:-debug}
 work=$target/mpi4py-test
 mkdir -p "$work"
+t0=$(date +%s)
 # Modules that pass with 2 ranks (mpi4py 4.1.2); see docs/mpi.md for the others.
 must_pass=${MPI4PY_TESTS:-"test_address test_attributes test_cco_buf test_cco_obj test_cco_vec test_cffi
  test_ctypes test_doc test_environ test_group test_handle test_info test_mpiabi test_mpiapi test_mpimem
  test_msgzero test_op test_p2p_buf test_p2p_buf_matched test_p2p_obj test_p2p_obj_matched test_package
  test_pickle test_rma test_rma_nb test_status test_threads test_toplevel test_util_dtlib test_util_pool"}
 
-(cd "$here" && cargo build --release -p gridwire-capi -p gridwire-launch) || exit 1
-libdir=$target/release
+(cd "$here" && cargo build $([ "$profile" = release ] && echo --release) -q -p gridwire-capi -p gridwire-launch) || exit 1
+libdir=$target/$profile
 gwrun=$libdir/gwrun
 
+# 1. The source distribution.
 sdist=${1:-}
 if [ -z "$sdist" ]; then
-    sdist=$(ls "$work"/mpi4py-*.tar.gz 2>/dev/null | head -1)
+    sdist=$(ls "$work"/mpi4py-*.tar.gz 2>/dev/null | sort -V | tail -1)
 fi
 if [ -z "$sdist" ]; then
-    if ! timeout 300 python3 -m pip download mpi4py --no-deps --no-binary :all: --no-build-isolation -d "$work" >"$work/pip.log" 2>&1; then
-        echo "mpi4py.sh: skipped: no mpi4py source distribution (see $work/pip.log)"
+    if ! timeout 300 python3 -m pip download mpi4py --no-deps --no-binary :all: --no-build-isolation -d "$work" >"$work/pip-download.log" 2>&1; then
+        echo "mpi4py.sh: skipped: no mpi4py source distribution could be downloaded (offline?); see $work/pip-download.log"
         exit 0
     fi
-    sdist=$(ls "$work"/mpi4py-*.tar.gz | head -1)
+    sdist=$(ls "$work"/mpi4py-*.tar.gz | sort -V | tail -1)
 fi
-src=$work/$(basename "$sdist" .tar.gz)
-if [ ! -d "$src/build" ] || [ "$libdir/libmpi.so" -nt "$src/build" ]; then
-    rm -rf "$src" && tar -C "$work" -xzf "$sdist" || exit 1
-    echo "building $(basename "$src") with gwcc (a few minutes)..."
-    (cd "$src" && GW_MPI_LIBDIR=$libdir MPICC=$here/scripts/gwcc timeout 1800 python3 setup.py build >"$work/build.log" 2>&1) \
-        || { echo "mpi4py.sh: build failed, see $work/build.log"; exit 1; }
+sdist=$(cd "$(dirname "$sdist")" && pwd)/$(basename "$sdist")
+name=$(basename "$sdist" .tar.gz)
+
+# 2. A venv (sees the system's numpy) with the build requirements.
+venv=$work/venv
+py=$venv/bin/python
+if ! "$py" -c 'import sys' 2>/dev/null; then
+    rm -rf "$venv"
+    python3 -m venv --system-site-packages "$venv" >"$work/venv.log" 2>&1 \
+        || { echo "mpi4py.sh: FAIL: cannot create a venv (Debian: apt-get install python3-venv); see $work/venv.log"; exit 1; }
 fi
-export PYTHONPATH=$(ls -d "$src"/build/lib.*)
+if ! "$py" -c 'import Cython, setuptools, sys; sys.exit(int(Cython.__version__.split(".")[0]) < 3)' 2>/dev/null; then
+    timeout 600 "$py" -m pip install -q 'cython>=3.0.1' 'setuptools>=42' >"$work/pip-build-deps.log" 2>&1 \
+        || { echo "mpi4py.sh: FAIL: cannot install Cython/setuptools into $venv; see $work/pip-build-deps.log"; exit 1; }
+fi
+"$py" -c 'import numpy' 2>/dev/null || { echo "mpi4py.sh: FAIL: numpy missing (Debian: python3-numpy)"; exit 1; }
+
+# 3. pip install from source with gwcc (again when the sdist, mpi.h or the library directory changed).
+stamp=$work/installed.stamp
+want="$name $libdir $(cksum <"$here/include/mpi.h")"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$py" -c 'import mpi4py' 2>/dev/null; then
+    echo "mpi4py.sh: pip install $name with MPICC=gwcc against $libdir (a few minutes)..."
+    tb=$(date +%s)
+    "$py" -m pip uninstall -q -y mpi4py >/dev/null 2>&1
+    rm -f "$stamp"
+    if ! (cd "$work" && GW_MPI_LIBDIR=$libdir MPICC=$here/scripts/gwcc timeout 1500 \
+            "$py" -m pip install -v --no-deps --no-build-isolation --no-binary :all: "$sdist" >"$work/build.log" 2>&1); then
+        echo "mpi4py.sh: FAIL: building $name failed; see $work/build.log"; tail -20 "$work/build.log"; exit 1
+    fi
+    echo "$want" >"$stamp"
+    echo "mpi4py.sh: built in $(( $(date +%s) - tb )) s"
+fi
+# The test suite comes from the sdist (it is not installed).
+src=$work/$name
+[ -f "$src/test/main.py" ] || tar -C "$work" -xzf "$sdist" "$name/test" || exit 1
 fail=0
+
+# 4. numpy arrays: point-to-point and collectives with 4 ranks, results asserted.
+numpy_check='
+from mpi4py import MPI
+import numpy as np
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+nxt, prv = (rank + 1) % size, (rank - 1) % size
+lib = MPI.Get_library_version()
+assert "gridwire" in lib.lower(), lib
+# Send/Recv, eager and rendezvous sizes, two dtypes; Sendrecv; Isend/Irecv.
+for n in (10, 300000):
+    for dt in ("i4", "f8"):
+        a = np.arange(n, dtype=dt) * (rank + 1)
+        b = np.empty(n, dtype=dt)
+        if rank % 2 == 0:
+            comm.Send(a, dest=nxt, tag=7); comm.Recv(b, source=prv, tag=7)
+        else:
+            comm.Recv(b, source=prv, tag=7); comm.Send(a, dest=nxt, tag=7)
+        assert np.array_equal(b, np.arange(n, dtype=dt) * (prv + 1)), (n, dt)
+        c = np.empty(n, dtype=dt)
+        comm.Sendrecv(a, dest=nxt, sendtag=8, recvbuf=c, source=prv, recvtag=8)
+        assert np.array_equal(c, b)
+        d = np.empty(n, dtype=dt)
+        reqs = [comm.Irecv(d, source=prv, tag=9), comm.Isend(a, dest=nxt, tag=9)]
+        MPI.Request.Waitall(reqs)
+        assert np.array_equal(d, b)
+st = MPI.Status()
+comm.Send(np.full(5, rank, dtype="i8"), dest=nxt, tag=11)
+comm.Probe(source=MPI.ANY_SOURCE, tag=11, status=st)
+assert st.Get_source() == prv and st.Get_count(MPI.INT64_T) == 5
+x = np.empty(5, dtype="i8"); comm.Recv(x, source=prv, tag=11)
+assert (x == prv).all()
+# Bcast from every root.
+for root in range(size):
+    v = np.arange(1000, dtype="f8") * (root + 1) if rank == root else np.zeros(1000)
+    comm.Bcast(v, root=root)
+    assert np.array_equal(v, np.arange(1000, dtype="f8") * (root + 1)), root
+# Allreduce (sum, max, in place), Reduce.
+s = np.empty(100, dtype="i4"); comm.Allreduce(np.arange(100, dtype="i4") + rank, s, op=MPI.SUM)
+assert np.array_equal(s, size * np.arange(100) + size * (size - 1) // 2)
+m = np.empty(3, dtype="f8"); comm.Allreduce(np.array([rank, -rank, 0.5], dtype="f8"), m, op=MPI.MAX)
+assert np.array_equal(m, [size - 1, 0, 0.5])
+ip = np.full(4, float(rank + 1)); comm.Allreduce(MPI.IN_PLACE, ip, op=MPI.PROD)
+assert np.allclose(ip, np.prod(np.arange(1, size + 1)))
+r = np.zeros(8, dtype="i8") if rank == 0 else None
+comm.Reduce(np.full(8, rank, dtype="i8"), r, op=MPI.SUM, root=0)
+assert rank != 0 or (r == size * (size - 1) // 2).all()
+# Allgather, Gather, Scatter, Alltoall.
+g = np.empty((size, 3), dtype="i4"); comm.Allgather(np.array([rank, rank * 2, -rank], dtype="i4"), g)
+assert np.array_equal(g, np.array([[i, 2 * i, -i] for i in range(size)]))
+sc = np.arange(size * 2, dtype="f4").reshape(size, 2) if rank == 1 % size else None
+mine = np.empty(2, dtype="f4"); comm.Scatter(sc, mine, root=1 % size)
+assert np.array_equal(mine, [2 * rank, 2 * rank + 1])
+out = np.array([100 * rank + j for j in range(size)], dtype="i4")
+inn = np.empty(size, dtype="i4"); comm.Alltoall(out, inn)
+assert np.array_equal(inn, [100 * j + rank for j in range(size)]), inn
+# Python objects too.
+assert comm.allgather({"r": rank}) == [{"r": i} for i in range(size)]
+assert comm.bcast(("x", [1, 2]) if rank == 0 else None, root=0) == ("x", [1, 2])
+assert comm.allreduce(rank, op=MPI.SUM) == size * (size - 1) // 2
+comm.Barrier()
+if rank == 0:
+    print("numpy p2p+collectives ok with", size, "ranks")
+'
+out=$(cd "$work" && timeout 150 "$gwrun" --timeout 120 -n 4 "$py" -c "$numpy_check" 2>&1)
+if [ $? -eq 0 ] && echo "$out" | grep -q "numpy p2p+collectives ok with 4 ranks"; then
+    echo "ok   numpy check (gwrun -n 4 python -c ...)"
+else
+    echo "FAIL numpy check (gwrun -n 4 python -c ...)"; echo "$out" | tail -20; fail=1
+fi
+
+# 5. mpi4py's own test modules with 2 ranks.
+if [ "$must_pass" = all ]; then
+    must_pass=$(cd "$src/test" && ls test_*.py | sed 's/\.py$//')
+    report=1
+else
+    report=0
+fi
+passed=0
+total=0
 for t in $must_pass; do
-    out=$(cd "$src" && timeout 150 "$gwrun" --timeout 120 -n 2 python3 test/main.py -q "$t" 2>&1)
-    if [ $? -eq 0 ]; then
-        echo "ok   $t: $(echo "$out" | grep -E '^Ran' | head -1)"
+    total=$((total + 1))
+    tt=$(date +%s)
+    out=$(cd "$src" && timeout 200 "$gwrun" --timeout 180 -n 2 "$py" test/main.py --no-builddir -q "$t" 2>&1)
+    rc=$?
+    secs=$(( $(date +%s) - tt ))
+    if [ $rc -eq 0 ]; then
+        passed=$((passed + 1))
+        echo "ok   $t: $(echo "$out" | grep -E '^Ran' | head -1) (${secs} s)"
     else
-        echo "FAIL $t"; echo "$out" | tail -15; fail=1
+        echo "FAIL $t (${secs} s)"
+        [ $report = 1 ] || { echo "$out" | tail -15; fail=1; }
     fi
 done
+echo "mpi4py.sh: $passed of $total modules passed with 2 ranks; $(( $(date +%s) - t0 )) s in all"
+[ $report = 1 ] && exit 0
 exit $fail
