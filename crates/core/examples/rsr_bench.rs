@@ -48,8 +48,12 @@ fn main() {
     ctx.bootstrap_barrier().unwrap();
     let buf = vec![7u8; 4 << 20];
     let rank = ctx.rank();
-    for &n in &[0usize, 8, 1024, 65536, 1 << 20] {
-        let iters: u64 = if n >= 65536 { 500 } else { 5000 };
+    // `rsr_bench 8 1024`: only these latency sizes (and no bandwidth part),
+    // e.g. to profile one size.
+    let only: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let sizes = if only.is_empty() { vec![0usize, 8, 1024, 65536, 1 << 20] } else { only.clone() };
+    for &n in &sizes {
+        let iters: u64 = if n >= 65536 { 500 } else if only.is_empty() { 5000 } else { 50000 };
         let warm = iters / 10;
         ctx.barrier().unwrap();
         if rank == 0 {
@@ -68,6 +72,10 @@ fn main() {
         }
     }
     // Streaming bandwidth: rank 0 sends windows of 16 x 4 MiB; rank 1 acks each window.
+    if !only.is_empty() {
+        ctx.finalize().unwrap();
+        return;
+    }
     let n = 4usize << 20;
     let reps = 20u64;
     ctx.barrier().unwrap();

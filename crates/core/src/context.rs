@@ -69,8 +69,9 @@ struct Peer {
     link: OnceLock<Arc<dyn Link>>,
     /// Serialises connection establishment to this peer.
     connecting: Mutex<()>,
-    /// Why the link broke, if it did; sends then fail with this reason.
-    failed: Mutex<Option<String>>,
+    /// Why the link broke (the first cause), if it did; sends then fail
+    /// with this reason. A `OnceLock`: waits check it on every iteration.
+    failed: OnceLock<String>,
     /// Contexts whose tables we already sent to this peer inside startpoints.
     tables_sent: Mutex<HashSet<u32>>,
     /// How we learned the table (for reports and tests): 1 = startpoint, 2 = bootstrap.
@@ -125,6 +126,9 @@ struct Inner {
     barrier_epoch: AtomicU64,
     /// Barrier messages received, by (epoch, round).
     barrier_seen: Mutex<std::collections::HashMap<(u64, u32), u32>>,
+    /// Barrier messages received so far: a waiting barrier looks at
+    /// `barrier_seen` only when this moved (its wait loop spins on it).
+    barrier_arrivals: AtomicU64,
 }
 
 /// A process's runtime. Cloning is cheap and shares the same context.
@@ -210,6 +214,7 @@ impl Context {
             finalized: AtomicBool::new(false),
             barrier_epoch: AtomicU64::new(0),
             barrier_seen: Mutex::new(std::collections::HashMap::new()),
+            barrier_arrivals: AtomicU64::new(0),
             params,
         };
         Ok(Context { inner: Arc::new(inner) })
@@ -330,7 +335,7 @@ impl Context {
             link.send(&iov, &waiter)
         };
         if let Err(e) = res {
-            if let Some(why) = peer.failed.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            if let Some(why) = peer.failed.get().cloned() {
                 return Err(Error::LinkFailed { peer: sp.ctx, method: link.method(), reason: why });
             }
             return Err(e);
@@ -349,7 +354,7 @@ impl Context {
         if let Some(l) = peer.link.get() {
             return Ok(l);
         }
-        if let Some(why) = peer.failed.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+        if let Some(why) = peer.failed.get().cloned() {
             return Err(Error::LinkFailed { peer: rank, method: "none", reason: why });
         }
         let table = self.table_of(rank)?;
@@ -400,7 +405,7 @@ impl Context {
 
     /// Why the link to `rank` failed, if it did.
     pub fn link_error(&self, rank: u32) -> Option<String> {
-        self.peer(rank).ok()?.failed.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.peer(rank).ok()?.failed.get().cloned()
     }
 
     /// Where this context learned `rank`'s descriptor table.
@@ -633,6 +638,7 @@ impl Context {
             let key = (epoch, round);
             let from = (self.rank() + n - dist) % n;
             let mut broken = None;
+            let mut arrivals_seen = u64::MAX;
             self.wait(|| {
                 // A peer whose link broke will never answer: fail instead of hanging.
                 for p in [to, from] {
@@ -641,6 +647,11 @@ impl Context {
                         return true;
                     }
                 }
+                let arrivals = self.inner.barrier_arrivals.load(Ordering::Acquire);
+                if arrivals == arrivals_seen {
+                    return false;
+                }
+                arrivals_seen = arrivals;
                 let mut seen = self.inner.barrier_seen.lock().unwrap_or_else(|e| e.into_inner());
                 match seen.get_mut(&key) {
                     Some(c) => {
@@ -807,6 +818,7 @@ impl Dispatch<'_> {
                 let epoch = u64::from_le_bytes(payload[..8].try_into().unwrap());
                 let round = u32::from_le_bytes(payload[8..].try_into().unwrap());
                 *inner.barrier_seen.lock().unwrap_or_else(|e| e.into_inner()).entry((epoch, round)).or_insert(0) += 1;
+                inner.barrier_arrivals.fetch_add(1, Ordering::Release);
             }
             _ => {
                 inner.dropped.fetch_add(1, Ordering::Relaxed);
@@ -818,7 +830,7 @@ impl Dispatch<'_> {
     fn record_failure(&mut self, src: u32, reason: String) {
         let inner = &self.ctx.inner;
         if let Some(peer) = inner.peers.get(src as usize) {
-            *peer.failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.clone());
+            let _ = peer.failed.set(reason.clone());
         }
         if !inner.finalized.load(Ordering::Relaxed) {
             eprintln!("gw[{}]: link from context {src} failed: {reason}", self.ctx.rank());
@@ -1035,7 +1047,10 @@ mod tests {
         let ctx = singleton(&[("GW_METHODS", "tcp"), ("GW_TCP_MAX_QUEUED", "64k")]);
         assert_eq!(ctx.method_names(), ["tcp"]);
         roundtrip(&ctx, "tcp");
-        assert_eq!(ctx.method_counters(), vec![("tcp", "refused_connections", 0)]);
+        assert_eq!(
+            ctx.method_counters(),
+            vec![("tcp", "refused_connections", 0), ("tcp", "merged_connections", 0)]
+        );
         ctx.finalize().unwrap();
     }
 
