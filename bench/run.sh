@@ -36,7 +36,7 @@ minimum() { sort -g | head -1; }
 # runs CMD RUNS times, each printing "lat/bw SIZE VALUE" lines; prints the median per key.
 medians() {
   local tmp; tmp=$(mktemp)
-  for _ in $(seq "$RUNS"); do "$@" | grep -E '^(lat|bw) ' >>"$tmp" || true; done
+  for _ in $(seq "$RUNS"); do "$@" | grep -E '^(lat|bw|best) ' >>"$tmp" || true; done
   awk '{print $1" "$2}' "$tmp" | sort -u | while read -r k s; do
     vals=$(awk -v k="$k" -v s="$s" '$1==k && $2==s {print $3}' "$tmp")
     printf '%s %s %s %s\n' "$k" "$s" "$(median <<<"$vals")" "$(minimum <<<"$vals")"
@@ -52,6 +52,7 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "bench: floors" >&2
 cl=$(floor "$BIN/cacheline" 200000)
 clmin=$(floormin "$BIN/cacheline" 200000)
+clbest=$(floormin "$BIN/cacheline" 200000 best)
 tcp8b=$(floor "$BIN/tcp_pingpong" 8 20000)
 tcp8s=$(floor "$BIN/tcp_pingpong" 8 20000 spin)
 tcp8=$(printf '%s\n%s\n' "$tcp8b" "$tcp8s" | sort -g | head -1)   # the better of the two is the floor
@@ -88,10 +89,13 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) pri
   echo "| --- | ---: | --- |"
   echo "| shm 8 B latency / cache-line floor (medians) | $(ratio "$(get lat 8 "$shm")" "$(awk -v c="$cl" 'BEGIN{print c/1000}')") | ≤ 2 |"
   echo "| shm 8 B latency / cache-line floor (least of $RUNS runs each: $(getmin lat 8 "$shm") µs / $clmin ns) | $(ratio "$(getmin lat 8 "$shm")" "$(awk -v c="$clmin" 'BEGIN{print c/1000}')") | ≤ 2 |"
+  echo "| shm 8 B latency / cache-line floor (least batch of 500 / 1000 round trips, over $RUNS runs: $(getmin best 8 "$shm") µs / $clbest ns) | $(ratio "$(getmin best 8 "$shm")" "$(awk -v c="$clbest" 'BEGIN{print c/1000}')") | ≤ 2 |"
   echo "| tcp 8 B latency / raw TCP floor | $(ratio "$(get lat 8 "$tcp")" "$tcp8") | ≤ 1.15 |"
   echo "| shm 4 MiB bandwidth / memcpy | $(ratio "$(get bw $b "$shm")" "$mc") | ≥ 0.5 |"
   echo "| shm 8 B latency / MPICH 8 B | $(ratio "$(get lat 8 "$shm")" "$(get lat 8 "$mpich")") | (peer) |"
   echo "| shm 8 B latency / Open MPI 8 B | $(ratio "$(get lat 8 "$shm")" "$(get lat 8 "$ompi")") | (peer) |"
+  echo "| shm 8 B least batch / MPICH's least batch | $(ratio "$(getmin best 8 "$shm")" "$(getmin best 8 "$mpich")") | (peer) |"
+  echo "| shm 8 B least batch / Open MPI's least batch | $(ratio "$(getmin best 8 "$shm")" "$(getmin best 8 "$ompi")") | (peer) |"
 } | tee "$OUT/core.md"
 
 [ "${BENCH_PARTS:-1}" = 0 ] && exit 0
