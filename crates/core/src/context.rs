@@ -101,6 +101,8 @@ struct ProgressState {
     /// thread holding it delivers: dispatch then needs no lock of its own
     /// (registration, which is rare, takes the progress lock to change them).
     handlers: Vec<Option<Handler>>,
+    /// A socket method delivered a message at least once.
+    sockets_used: bool,
 }
 
 struct Inner {
@@ -205,7 +207,7 @@ impl Context {
             policy: Box::new(FirstApplicable),
             endpoints: RwLock::new(HashSet::from([DEFAULT_ENDPOINT])),
             next_endpoint: AtomicU32::new(1),
-            progress: TryLock::new(ProgressState { iter: 0, skip: skip_param.max(1), next_expensive: 0, handlers: Vec::new() }),
+            progress: TryLock::new(ProgressState { iter: 0, skip: skip_param.max(1), next_expensive: 0, handlers: Vec::new(), sockets_used: false }),
             pmi: Mutex::new(pmi),
             skip_param,
             spin_iters,
@@ -531,8 +533,19 @@ impl Context {
             // every 64 iterations); traffic -> every iteration again.
             // With no cheap method besides `self` there is nothing to save
             // the iterations for: poll the sockets every time.
+            // Until a socket method has delivered anything at all (e.g. every
+            // peer is on this host), poll them only every 1024 iterations:
+            // each poll is a system call or two, and only a first connection
+            // can be waiting (it then waits ~1024 cheap polls, once).
+            if got > 0 {
+                st.sockets_used = true;
+            }
             if self.inner.skip_param == 0 {
-                let cap = if self.inner.cheap.len() > 1 { 64 } else { 1 };
+                let cap = match (self.inner.cheap.len() > 1, st.sockets_used) {
+                    (false, _) => 1,
+                    (true, true) => 64,
+                    (true, false) => 1024,
+                };
                 st.skip = if got > 0 || n > 0 { 1 } else { (st.skip * 2).min(cap) };
             }
             st.next_expensive = st.iter + st.skip;
