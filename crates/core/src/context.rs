@@ -530,7 +530,7 @@ impl Context {
             }
             n += got;
             // Adaptive skip_poll: sockets quiet -> poll them less often (up to
-            // every 64 iterations); traffic -> every iteration again.
+            // every 64 iterations); socket traffic -> every iteration again.
             // With no cheap method besides `self` there is nothing to save
             // the iterations for: poll the sockets every time.
             // Until a socket method has delivered anything at all (e.g. every
@@ -546,7 +546,11 @@ impl Context {
                     (true, true) => 64,
                     (true, false) => 1024,
                 };
-                st.skip = if got > 0 || n > 0 { 1 } else { (st.skip * 2).min(cap) };
+                // Only socket traffic brings the sockets back to every
+                // iteration: shm traffic says nothing about them, and a
+                // socket poll after each shm message would put a system
+                // call or two on the shm latency path.
+                st.skip = if got > 0 { 1 } else { (st.skip * 2).min(cap) };
             }
             st.next_expensive = st.iter + st.skip;
         }

@@ -470,7 +470,9 @@ impl Engine {
     /// receiver is ready (that cannot happen inside a handler).
     pub fn wait_for(&self, mut done: impl FnMut() -> bool) {
         if !self.spin.is_zero() && !QUIET.with(|q| q.get()) {
-            let start = Instant::now();
+            // The clock is read only after 256 idle polls: most waits of a
+            // small message end sooner, and a clock read costs more than a poll.
+            let mut start: Option<Instant> = None;
             let mut idle = 0u32;
             loop {
                 self.push_ready();
@@ -483,8 +485,7 @@ impl Engine {
                 }
                 idle += 1;
                 std::hint::spin_loop();
-                // Reading the clock costs more than a poll: only now and then.
-                if idle.is_multiple_of(256) && start.elapsed() >= self.spin {
+                if idle.is_multiple_of(256) && start.get_or_insert_with(Instant::now).elapsed() >= self.spin {
                     break;
                 }
             }
