@@ -783,9 +783,10 @@ impl Engine {
             });
             return;
         }
-        let mut after = Vec::new();
-        let a = self.arrive(&mut st, env, r.src, data, None);
-        after.push(a);
+        // The common case (no early envelopes) allocates nothing: `more`
+        // stays empty, and an empty Vec owns no memory.
+        let first = self.arrive(&mut st, env, r.src, data, None);
+        let mut more = Vec::new();
         // Envelopes that were waiting for this one.
         loop {
             let q = st.queues(env.ctx);
@@ -800,10 +801,11 @@ impl Engine {
             };
             let u = q.early.swap_remove(i);
             let a = self.arrive(&mut st, u.env, u.from, &[], Some(u.data));
-            after.push(a);
+            more.push(a);
         }
+        let mut first = [first];
         // Copies wait for the receiving thread's wait loop (not in a handler).
-        for a in &mut after {
+        for a in first.iter_mut().chain(more.iter_mut()) {
             if matches!(a, After::Pull { .. }) {
                 if let After::Pull { req, from, env } = std::mem::replace(a, After::Nothing) {
                     st.pulls.push_back((req, from, env));
@@ -812,7 +814,7 @@ impl Engine {
             }
         }
         drop(st);
-        for a in after {
+        for a in first.into_iter().chain(more) {
             if let After::Cts { to, sreq, rreq } = a {
                 if let Err(e) = self.send_cts(to, sreq, rreq) {
                     eprintln!(
