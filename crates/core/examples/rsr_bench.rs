@@ -68,7 +68,7 @@ fn main() {
                 if i == warm {
                     t0 = Instant::now();
                 }
-                if i >= warm && (i - warm) % batch == 0 {
+                if i >= warm && (i - warm).is_multiple_of(batch) {
                     if i > warm {
                         best = best.min(tb.elapsed().as_secs_f64() * 1e6 / (2 * batch) as f64);
                     }

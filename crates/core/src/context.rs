@@ -591,7 +591,7 @@ impl Context {
             idle += 1;
             if spinning {
                 // Reading the clock costs more than a poll: only now and then.
-                if idle % 256 == 0 {
+                if idle.is_multiple_of(256) {
                     let start = *idle_start.get_or_insert_with(std::time::Instant::now);
                     if start.elapsed() >= self.inner.spin {
                         spinning = false;
@@ -1120,7 +1120,7 @@ mod tests {
     #[test]
     fn long_tables_are_split_over_several_bootstrap_keys() {
         let mut pmi = Pmi::singleton();
-        let hex: String = std::iter::repeat("ab").take(100_000).collect();
+        let hex: String = "ab".repeat(100_000);
         publish_table(&mut pmi, 3, &hex).unwrap();
         assert!(pmi.get("gw.desc.3.1").unwrap().is_some(), "split into parts");
         assert_eq!(lookup_table(&mut pmi, 3).unwrap(), hex);

@@ -68,7 +68,7 @@ impl DescriptorTable {
     }
 
     pub fn from_hex(s: &str) -> Result<Self> {
-        if s.len() % 2 != 0 {
+        if !s.len().is_multiple_of(2) {
             return Err(Error::BadStartpoint("descriptor table: odd hex length".into()));
         }
         let bytes: Option<Vec<u8>> = (0..s.len())

@@ -42,6 +42,9 @@ pub struct MethodEnv<'a> {
     pub params: &'a Params,
 }
 
+/// A method's constructor: `Ok(None)` when the method is not available here.
+pub type InitFn = fn(&MethodEnv) -> Result<Option<Arc<dyn Method>>>;
+
 /// One built-in method: its name, parameters and constructor.
 pub struct MethodInfo {
     pub name: &'static str,
@@ -51,7 +54,7 @@ pub struct MethodInfo {
     /// Initialises the method for this context. `Ok(None)` = not available here
     /// (e.g. shared memory cannot be created); the method is then left out of
     /// the descriptor table.
-    pub init: fn(&MethodEnv) -> Result<Option<Arc<dyn Method>>>,
+    pub init: InitFn,
 }
 
 /// The built-in methods, fastest first: the default order of descriptor tables.

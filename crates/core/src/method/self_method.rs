@@ -16,7 +16,7 @@ pub const INFO: MethodInfo = MethodInfo {
     name: "self",
     summary: "messages to the same context (an in-process queue)",
     params: &[],
-    init: init,
+    init,
 };
 
 fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {

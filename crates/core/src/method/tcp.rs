@@ -963,7 +963,7 @@ impl Method for TcpMethod {
         // raw socket. Every 16th poll (and always with many connections) goes
         // through epoll, which also accepts new connections.
         let n = self.polls.fetch_add(1, Ordering::Relaxed);
-        if n % 16 != 0 {
+        if !n.is_multiple_of(16) {
             let direct = self.direct.lock().unwrap_or_else(|e| e.into_inner()).clone();
             if direct.len() <= DIRECT_POLL_MAX {
                 let mut delivered = 0;
