@@ -3,8 +3,10 @@
 //! records next to memcpy, a hand-written conversion for each pair of
 //! layouts, bincode/serde and prost. Prints a markdown table.
 //!
-//! Timing: min over 7 batches of >= 20 ms each (stable enough on a shared
-//! 2-core machine); every decode includes the header parse. gridwire's
+//! Timing: this thread's CPU time, least over `RUNS` (default 7) rounds of
+//! batches of >= 20 ms each; the runners of one table row (gridwire's
+//! engines and the hand-written code) take turns within each round, so
+//! they see the same machine. Every decode includes the header parse. gridwire's
 //! converting decodes write into a reused buffer (`Registry::decode_into`);
 //! the hand-written receiver parses the same header, checks the id it
 //! expects and converts field by field into a reused struct, which is what a
@@ -15,7 +17,6 @@
 use std::hint::black_box;
 use std::mem::offset_of;
 use std::sync::Arc;
-use std::time::Instant;
 
 use gridwire_wire::value::{read_value, write_value, Value};
 use gridwire_wire::*;
@@ -238,14 +239,37 @@ fn read<T: Copy>(p: &[u8]) -> T {
     unsafe { std::ptr::read_unaligned(p.as_ptr() as *const T) }
 }
 
-/// A batch runner: `n` calls of `f` (inlined into the loop), total ns.
+#[repr(C)]
+struct Timespec {
+    sec: i64,
+    nsec: i64,
+}
+
+unsafe extern "C" {
+    fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+}
+
+/// This thread's CPU time in ns (`CLOCK_THREAD_CPUTIME_ID`): time the
+/// scheduler gives to other processes on the shared machine is not
+/// counted, so batches interrupted by them still measure the code.
+fn cpu_ns() -> f64 {
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut ts = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec (two longs on x86-64
+    // Linux, the layout above) through a valid pointer.
+    let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime");
+    ts.sec as f64 * 1e9 + ts.nsec as f64
+}
+
+/// A batch runner: `n` calls of `f` (inlined into the loop), total CPU ns.
 fn looped<'a, F: FnMut() + 'a>(mut f: F) -> Box<dyn FnMut(u64) -> f64 + 'a> {
     Box::new(move |n| {
-        let t = Instant::now();
+        let t = cpu_ns();
         for _ in 0..n {
             f();
         }
-        t.elapsed().as_nanos() as f64
+        cpu_ns() - t
     })
 }
 
@@ -343,17 +367,24 @@ struct Hand<T> {
 type HandFn<T> = Box<dyn Fn(&[u8], &mut T)>;
 type HandBatch<T> = Box<dyn Fn(&[u8], &mut T, u64) -> f64>;
 
+/// A direct call (not inlined into the batch loop: inlined, LLVM turned
+/// the nested receivers' copies into much slower code, 3-4x on `ten`).
+#[inline(never)]
+fn call_hand<T, F: Fn(&[u8], &mut T)>(f: &F, framed: &[u8], t: &mut T) {
+    f(framed, t)
+}
+
 fn hand<T: 'static, F: Fn(&[u8], &mut T) + Clone + 'static>(f: F) -> Hand<T> {
     let g = f.clone();
     Hand {
         f: Box::new(f),
         batch: Box::new(move |framed, t, n| {
-            let st = Instant::now();
+            let st = cpu_ns();
             for _ in 0..n {
-                g(black_box(framed), t);
+                call_hand(&g, black_box(framed), t);
                 black_box(&*t);
             }
-            st.elapsed().as_nanos() as f64
+            cpu_ns() - st
         }),
     }
 }
@@ -487,7 +518,12 @@ fn bench_fixed<T: WireRecord + Copy>(
             v.label
         );
         let batch = &v.hand.batch;
-        let hand_run: Box<dyn FnMut(u64) -> f64 + '_> = Box::new(move |n| batch(framed, &mut t, n));
+        // `t` stays on this stack frame (moved into the runner it landed
+        // on the heap, where its distance to the payload made the
+        // hand-written code 2-3x slower through 4K aliasing of loads with
+        // stores on some runs).
+        let t = &mut t;
+        let hand_run: Box<dyn FnMut(u64) -> f64 + '_> = Box::new(move |n| batch(framed, t, n));
         let (interp, jit, auto, auto_ns, hand) =
             decode_rows(&v.wire, &native, framed, &check, hand_run);
         rows.push(Row {
@@ -530,25 +566,34 @@ fn hand_mixed_be(p: &[u8], b: usize, m: &mut Mixed) {
     m.seq = u64::from_ne_bytes(rev_bytes(p, b + offset_of!(Mixed, seq)));
 }
 
-/// Field-by-field from any wire struct with the same field names.
-macro_rules! from_fields {
-    ($m:expr, $w:expr, $($f:ident),*) => {{ $( $m.$f = $w.$f.into(); )* }};
+/// A field of type `V` at byte offset `o` of the payload (what a C
+/// receiver does with `memcpy` from the wire struct's field offset).
+#[inline(always)]
+fn get<V: Copy>(p: &[u8], o: usize) -> V {
+    read(&p[o..])
 }
 
-fn mixed_from_i386(m: &mut Mixed, w: &MixedI386) {
-    let w = *w;
-    let (vals, label) = (w.vals, w.label);
-    from_fields!(m, w, id, count, temp, flag, small, ratio, seq);
-    m.vals = vals;
-    m.label = label;
+/// Field by field from the wire struct `$W` whose fields start at byte `$b`
+/// of `$p`, read in place (no copy of the whole wire struct first: that
+/// copy made the compiler reload odd-sized fields across its stores, a
+/// store-forwarding stall per field on some builds).
+macro_rules! fields_at {
+    ($m:expr, $p:expr, $b:expr, $W:ty, $($f:ident),*) => {{
+        $( $m.$f = get($p, $b + offset_of!($W, $f)); )*
+    }};
 }
 
-fn mixed_from_extra(m: &mut Mixed, w: &MixedExtra) {
-    from_fields!(m, w, id, count, temp, flag, label, small, ratio, vals, seq);
+fn mixed_from_i386(m: &mut Mixed, p: &[u8], b: usize) {
+    fields_at!(m, p, b, MixedI386, id, temp, flag, label, small, ratio, vals, seq);
+    m.count = get::<i32>(p, b + offset_of!(MixedI386, count)) as i64;
 }
 
-fn mixed_from_rev(m: &mut Mixed, w: &MixedRev) {
-    from_fields!(m, w, id, count, temp, flag, label, small, ratio, vals, seq);
+fn mixed_from_extra(m: &mut Mixed, p: &[u8], b: usize) {
+    fields_at!(m, p, b, MixedExtra, id, count, temp, flag, label, small, ratio, vals, seq);
+}
+
+fn mixed_from_rev(m: &mut Mixed, p: &[u8], b: usize) {
+    fields_at!(m, p, b, MixedRev, id, count, temp, flag, label, small, ratio, vals, seq);
 }
 
 fn mixed_variants() -> Vec<Variant<Mixed>> {
@@ -571,7 +616,7 @@ fn mixed_variants() -> Vec<Variant<Mixed>> {
             label: "decode, 4-byte long + 4-byte double align (i386)",
             hand: {
                 let id = i386.id();
-                hand(move |f: &[u8], m: &mut Mixed| mixed_from_i386(m, &read(payload(f, id))))
+                hand(move |f: &[u8], m: &mut Mixed| mixed_from_i386(m, payload(f, id), 0))
             },
             wire: i386,
         },
@@ -579,7 +624,7 @@ fn mixed_variants() -> Vec<Variant<Mixed>> {
             label: "decode, unexpected extra field first",
             hand: {
                 let id = extra.id();
-                hand(move |f: &[u8], m: &mut Mixed| mixed_from_extra(m, &read(payload(f, id))))
+                hand(move |f: &[u8], m: &mut Mixed| mixed_from_extra(m, payload(f, id), 0))
             },
             wire: extra,
         },
@@ -587,7 +632,7 @@ fn mixed_variants() -> Vec<Variant<Mixed>> {
             label: "decode, fields in another order",
             hand: {
                 let id = rev.id();
-                hand(move |f: &[u8], m: &mut Mixed| mixed_from_rev(m, &read(payload(f, id))))
+                hand(move |f: &[u8], m: &mut Mixed| mixed_from_rev(m, payload(f, id), 0))
             },
             wire: rev,
         },
@@ -622,7 +667,7 @@ fn ten_variants() -> Vec<Variant<Ten>> {
                     t.n = read(p);
                     let (o, z) = (offset_of!(TenI386, items), std::mem::size_of::<MixedI386>());
                     for (i, m) in t.items.iter_mut().enumerate() {
-                        mixed_from_i386(m, &read(&p[o + i * z..]));
+                        mixed_from_i386(m, p, o + i * z);
                     }
                 })
             },
@@ -635,7 +680,18 @@ fn ten_variants() -> Vec<Variant<Ten>> {
                 hand(move |f: &[u8], t: &mut Ten| {
                     let p = payload(f, id);
                     t.n = read(&p[offset_of!(TenExtra, n)..]);
-                    t.items = read(&p[offset_of!(TenExtra, items)..]);
+                    let items = &p[offset_of!(TenExtra, items)..][..size_of::<[Mixed; 10]>()];
+                    // SAFETY: `items` has exactly the bytes of `t.items`
+                    // (sliced above), which is valid for any bit pattern
+                    // (plain numbers); the regions do not overlap. One
+                    // memcpy, as a C receiver would write it.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            items.as_ptr(),
+                            t.items.as_mut_ptr() as *mut u8,
+                            items.len(),
+                        )
+                    };
                 })
             },
             wire: extra,
@@ -649,7 +705,7 @@ fn ten_variants() -> Vec<Variant<Ten>> {
                     t.n = read(&p[offset_of!(TenRev, n)..]);
                     let z = std::mem::size_of::<MixedRev>();
                     for (i, m) in t.items.iter_mut().enumerate() {
-                        mixed_from_rev(m, &read(&p[i * z..]));
+                        mixed_from_rev(m, p, i * z);
                     }
                 })
             },

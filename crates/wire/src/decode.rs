@@ -81,6 +81,17 @@ pub fn view_bytes<T: WireRecord>(bytes: &[u8]) -> Result<&T> {
     Ok(unsafe { &*(bytes.as_ptr() as *const T) })
 }
 
+#[cold]
+#[inline(never)]
+fn fixed_len_error(rec: &RecordRef<'_>, p: &Plan) -> WireError {
+    WireError::BadHeader(format!(
+        "fixed length {} but format {} has size {}",
+        rec.fixed_len,
+        rec.id,
+        p.src_size()
+    ))
+}
+
 /// Format ids are already SHA-256 prefixes, so hashing them again (SipHash)
 /// only costs time on the per-record look-up path.
 #[derive(Default, Clone, Copy)]
@@ -248,7 +259,7 @@ impl Registry {
     /// after warm-up). Always copies, even for identical layouts.
     // Inlined: returning the result through memory costs a store-forwarding
     // stall per record, a third of a small converting decode (measured).
-    #[inline]
+    #[inline(always)]
     pub fn decode_into(
         &mut self,
         rec: &RecordRef<'_>,
@@ -260,12 +271,7 @@ impl Registry {
         if let Some((w, n, p, fast)) = &self.last {
             if *w == rec.id && *n == native.id() {
                 if rec.fixed_len as usize != p.src_size() {
-                    return Err(WireError::BadHeader(format!(
-                        "fixed length {} but format {} has size {}",
-                        rec.fixed_len,
-                        rec.id,
-                        p.src_size()
-                    )));
+                    return Err(fixed_len_error(rec, p));
                 }
                 if let Some(f) = fast {
                     // SAFETY: `p`, which owns the code, lives in `self.last`.
@@ -276,6 +282,18 @@ impl Registry {
                 return p.run(rec.payload, out);
             }
         }
+        self.decode_into_lookup(rec, native, out)
+    }
+
+    /// `decode_into` for another pair than last time: plan look-up (or
+    /// build), then remember the pair.
+    #[inline(never)]
+    fn decode_into_lookup(
+        &mut self,
+        rec: &RecordRef<'_>,
+        native: &Arc<Format>,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         if let Some(p) = self.plans.get(&(rec.id, native.id())) {
             if let Some(w) = self.formats.get(&rec.id) {
                 rec.check_format(w)?;

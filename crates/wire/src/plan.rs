@@ -414,7 +414,7 @@ impl Plan {
     /// cleared and receives the native fixed part followed by its own tail.
     // Inlined: returning the result through memory costs a store-forwarding
     // stall per record, a third of a small converting decode (measured).
-    #[inline]
+    #[inline(always)]
     pub fn run(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
         if self.fixed_only && payload.len() >= self.src_size {
             // Small-record fast path: no variable fields, so the whole
@@ -435,6 +435,7 @@ impl Plan {
         self.run_general(payload, out)
     }
 
+    #[inline(never)]
     fn run_general(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
         if payload.len() < self.src_size {
             return Err(WireError::Truncated {

@@ -525,12 +525,14 @@ unsafe fn group(k: K, es: &[E], s: *const u8, d: *mut u8) {
 
 /// The permutable moves of a small program as AVX-512 VBMI byte permutes:
 /// the native record is cut into 64-byte chunks; each chunk is the OR of a
-/// few `vpermi2b` of 128-byte source windows (masked: bytes no move writes
-/// come out zero, which is also how gaps are zeroed), then one (masked)
-/// 64-byte store. A 104-byte record with reordered, byte-swapped or
-/// zero-extended fields is then two permutes instead of a dozen moves.
-/// Sign extensions and the operations in `rest` run afterwards and
-/// overwrite their own bytes.
+/// few `vpermi2b` of two 64-byte source loads (masked: bytes no move writes
+/// come out zero, which is also how gaps are zeroed), then one 64-byte
+/// store. A 104-byte record with reordered, byte-swapped or zero-extended
+/// fields is then two permutes instead of a dozen moves. Sign extensions
+/// and the operations in `rest` run afterwards and overwrite their own
+/// bytes. Loads and stores stay inside the fixed parts (the last chunk and
+/// window overlap the previous ones instead of running past the end);
+/// only records under 64 bytes use masked loads and stores.
 #[cfg(all(gw_avx512, target_arch = "x86_64"))]
 #[derive(Clone, Debug)]
 struct Perm {
@@ -538,15 +540,19 @@ struct Perm {
     chunks: Vec<(u32, u64, u32, u32)>,
     parts: Vec<Part>,
     idx: Vec<[u8; 64]>,
+    /// A fixed part under 64 bytes: masked loads/stores (otherwise plain
+    /// ones; masked stores in particular are slow on some CPUs).
+    masked: bool,
 }
 
 #[cfg(all(gw_avx512, target_arch = "x86_64"))]
 #[derive(Clone, Copy, Debug)]
 struct Part {
-    /// Source window start; `lo`/`hi`: load masks of its two 64-byte
-    /// halves (bytes past the fixed part are not read); `z`: the chunk
-    /// bytes this part provides.
-    win: u32,
+    /// Offsets of the two 64-byte source loads, their load masks (all ones
+    /// unless the source is under 64 bytes), and the chunk bytes this part
+    /// provides (`z`).
+    lo_off: u32,
+    hi_off: u32,
     lo: u64,
     hi: u64,
     z: u64,
@@ -567,7 +573,7 @@ impl Perm {
         {
             return None;
         }
-        if dst_size > MAX_PERM_BYTES || prog.residual_from == 0 {
+        if dst_size > MAX_PERM_BYTES || prog.residual_from == 0 || src_size == 0 {
             return None;
         }
         // For each destination byte: the source byte (>= 0), zero (-1), or
@@ -592,53 +598,71 @@ impl Perm {
             chunks: Vec::new(),
             parts: Vec::new(),
             idx: Vec::new(),
+            masked: src_size < 64 || dst_size < 64,
         };
-        for c in (0..dst_size).step_by(64) {
+        let mask = |n: usize| if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let mut starts: Vec<usize> = (0..dst_size / 64).map(|c| 64 * c).collect();
+        if !dst_size.is_multiple_of(64) {
+            // the tail chunk overlaps the one before (same bytes, same values)
+            starts.push(dst_size.saturating_sub(64));
+        }
+        for c in starts {
             let bytes = &map[c..dst_size.min(c + 64)];
             if bytes.iter().all(|&x| x == -2) {
                 continue; // written entirely by other operations
             }
-            let store = if bytes.len() == 64 {
-                u64::MAX
-            } else {
-                (1u64 << bytes.len()) - 1
-            };
             let first = p.parts.len() as u32;
-            let mut srcs: Vec<i64> = bytes.iter().copied().filter(|&x| x >= 0).collect();
+            let mut srcs: Vec<usize> = bytes
+                .iter()
+                .filter(|&&x| x >= 0)
+                .map(|&x| x as usize)
+                .collect();
             srcs.sort_unstable();
             let mut at = 0;
             while at < srcs.len() {
-                let win = (srcs[at] as usize).min(src_size.saturating_sub(128));
-                let end = win + 128;
+                // Two loads covering [lo_off, lo_off+64) and [hi_off, hi_off+64).
+                let (lo_off, hi_off) = if src_size >= 128 {
+                    let w = srcs[at].min(src_size - 128);
+                    (w, w + 64)
+                } else if src_size >= 64 {
+                    (0, src_size - 64)
+                } else {
+                    (0, 0)
+                };
                 let mut idx = [0u8; 64];
                 let mut z = 0u64;
                 for (j, &x) in bytes.iter().enumerate() {
-                    if x >= 0 && (x as usize) >= win && (x as usize) < end {
-                        idx[j] = (x as usize - win) as u8;
-                        z |= 1 << j;
+                    if x < 0 {
+                        continue;
                     }
-                }
-                let half = |from: usize| -> u64 {
-                    let n = src_size.saturating_sub(from).min(64);
-                    if n == 64 {
-                        u64::MAX
+                    let x = x as usize;
+                    let i = if x >= lo_off && x < lo_off + 64 {
+                        x - lo_off
+                    } else if src_size >= 64 && x >= hi_off && x < hi_off + 64 {
+                        64 + x - hi_off
                     } else {
-                        (1u64 << n) - 1
-                    }
-                };
+                        continue;
+                    };
+                    idx[j] = i as u8;
+                    z |= 1 << j;
+                }
                 p.parts.push(Part {
-                    win: win as u32,
-                    lo: half(win),
-                    hi: half(win + 64),
+                    lo_off: lo_off as u32,
+                    hi_off: hi_off as u32,
+                    lo: mask(src_size),
+                    hi: if src_size >= 64 { u64::MAX } else { 0 },
                     z,
                 });
                 p.idx.push(idx);
-                while at < srcs.len() && (srcs[at] as usize) < end {
+                while at < srcs.len()
+                    && ((srcs[at] >= lo_off && srcs[at] < lo_off + 64)
+                        || (src_size >= 64 && srcs[at] >= hi_off && srcs[at] < hi_off + 64))
+                {
                     at += 1;
                 }
             }
             p.chunks
-                .push((c as u32, store, first, p.parts.len() as u32));
+                .push((c as u32, mask(dst_size), first, p.parts.len() as u32));
         }
         Some(p)
     }
@@ -650,25 +674,46 @@ impl Perm {
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
     unsafe fn run(&self, src: *const u8, dst: *mut u8) {
         use std::arch::x86_64::*;
+        if !self.masked {
+            for &(c, _, a, b) in &self.chunks {
+                let mut r = _mm512_setzero_si512();
+                for i in a as usize..b as usize {
+                    // SAFETY: `build` made every part and its index entry.
+                    let (pt, idx) =
+                        unsafe { (self.parts.get_unchecked(i), self.idx.get_unchecked(i)) };
+                    // SAFETY: both 64-byte loads lie inside the source fixed
+                    // part (`build`: offset + 64 <= its size when unmasked).
+                    unsafe {
+                        let x = _mm512_loadu_epi8(src.add(pt.lo_off as usize) as *const i8);
+                        let y = _mm512_loadu_epi8(src.add(pt.hi_off as usize) as *const i8);
+                        let ix = _mm512_loadu_epi8(idx.as_ptr() as *const i8);
+                        r = _mm512_or_si512(r, _mm512_maskz_permutex2var_epi8(pt.z, x, ix, y));
+                    }
+                }
+                // SAFETY: the chunk [c, c+64) is inside the destination
+                // fixed part (`build`: c <= size - 64 when unmasked).
+                unsafe { _mm512_storeu_epi8(dst.add(c as usize) as *mut i8, r) };
+            }
+            return;
+        }
         for &(c, store, a, b) in &self.chunks {
             let mut r = _mm512_setzero_si512();
             for i in a as usize..b as usize {
                 // SAFETY: `build` made every part and its index entry.
                 let (pt, idx) = unsafe { (self.parts.get_unchecked(i), self.idx.get_unchecked(i)) };
-                let w = src.wrapping_add(pt.win as usize);
-                // SAFETY: masked loads read only the bytes of the window
-                // inside the source fixed part (`lo`/`hi` from its size);
-                // masked-off bytes are not accessed, so the addresses past
-                // the end (computed with wrapping_add) are never touched.
+                // SAFETY: both loads lie inside the source fixed part
+                // (`build`: offsets + 64 <= its size), or, for a source
+                // under 64 bytes, are masked to its bytes (masked-off bytes
+                // are not accessed).
                 unsafe {
-                    let x = _mm512_maskz_loadu_epi8(pt.lo, w as *const i8);
-                    let y = _mm512_maskz_loadu_epi8(pt.hi, w.wrapping_add(64) as *const i8);
+                    let x = _mm512_maskz_loadu_epi8(pt.lo, src.add(pt.lo_off as usize) as *const i8);
+                    let y = _mm512_maskz_loadu_epi8(pt.hi, src.add(pt.hi_off as usize) as *const i8);
                     let ix = _mm512_loadu_epi8(idx.as_ptr() as *const i8);
                     r = _mm512_or_si512(r, _mm512_maskz_permutex2var_epi8(pt.z, x, ix, y));
                 }
             }
-            // SAFETY: the store mask covers only chunk bytes below the
-            // destination fixed size.
+            // SAFETY: the chunk [c, c+64) is inside the destination fixed
+            // part, or the store is masked to its bytes (under 64 bytes).
             unsafe { _mm512_mask_storeu_epi8(dst.add(c as usize) as *mut i8, store, r) };
         }
     }
