@@ -46,8 +46,8 @@ run_config() {
     ompi-tcp) mpirun.openmpi --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self -n 2 "$W/osu_ompi" ;;
     raw-spin | raw-block) # the raw TCP floor at every latency size, busy-polling or blocking
       for s in 0 1 8 64 512 4096 32768 262144 1048576 4194304; do
-        if [ "$1" = raw-spin ]; then it=$(( s <= 4096 ? 20000 : s <= 262144 ? 2000 : 100 )); mode=spin
-        else it=$(( s <= 4096 ? 5000 : s <= 262144 ? 1000 : 100 )); mode=; fi
+        it=$(( s <= 4096 ? 5000 : s <= 262144 ? 1000 : 50 )); mode=
+        [ "$1" = raw-spin ] && mode=spin
         echo "lat $s $("$W/tcp_pingpong" "$s" "$it" $mode)"
       done ;;
   esac

@@ -16,10 +16,10 @@
  * over the ranks; as in the OSU suite, a barrier separates the timed calls
  * and is not counted (except for the barrier benchmark itself).
  *
- * Iteration counts: after a short warm-up, rank 0 picks the count that makes
- * each size run about OSU_MS milliseconds (default 150; at least a few
- * iterations, at most 200000) and broadcasts it, so fast and slow transports
- * alike get a stable figure in bounded time. Each collective is checked once
+ * Iteration counts: after a warm-up of doubling rounds (1, 2, 4, ...
+ * iterations, until a round takes OSU_MS/10), rank 0 picks the count that
+ * makes each size run about OSU_MS milliseconds (default 150) and broadcasts
+ * it, so fast and slow transports alike get a stable figure in bounded time. Each collective is checked once
  * per size for a correct result, so a wrong fast answer cannot pass for a
  * fast one. */
 #include <mpi.h>
@@ -39,20 +39,34 @@ static const long p2p_sizes[] = {0, 1, 8, 64, 512, 4096, 32768, 262144, 1048576,
 static const long coll_sizes[] = {8, 64, 512, 4096, 32768, 262144, 1048576};
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-/* Rank 0 turns the time WARM iterations took into the count for BUDGET
- * seconds and every rank learns it. */
-static int plan(double warm_time, int warm, int lo, int hi) {
-    int n = 0;
-    if (rank == 0) {
-        double per = warm_time / warm;
-        double want = per > 0 ? budget / per : hi;
-        n = want > hi ? hi : want < lo ? lo : (int)want;
+typedef double (*bench_fn)(long n, int iters, int arg);
+
+/* Warm-up and iteration count: rounds of 1, 2, 4, ... iterations until one
+ * takes a tenth of the budget (so the warm-up is short however slow the
+ * transport or loaded the machine), then the count that fills the budget at
+ * that round's rate. Rank 0 decides; every rank learns it. */
+static int calibrate(bench_fn f, long n, int arg, int lo, int hi) {
+    int k = 1;
+    double t;
+    for (;;) {
+        t = f(n, k, arg);
+        int more = rank == 0 && t < budget / 10 && k < hi / 2;
+        MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (!more) break;
+        k *= 2;
     }
-    MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    return n;
+    int iters = 0;
+    if (rank == 0) {
+        double per = t / k;
+        double want = per > 0 ? budget / per : hi;
+        iters = want > hi ? hi : want < lo ? lo : (int)want;
+    }
+    MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return iters;
 }
 
-static double pingpong(long n, int iters) {
+static double pingpong(long n, int iters, int unused) {
+    (void)unused;
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     for (int i = 0; i < iters; i++) {
@@ -70,9 +84,8 @@ static double pingpong(long n, int iters) {
 static void latency(void) {
     for (int s = 0; s < NELEM(p2p_sizes); s++) {
         long n = p2p_sizes[s];
-        int warm = n >= 1048576 ? 4 : n >= 32768 ? 20 : 200;
-        int iters = plan(pingpong(n, warm), warm, 10, 200000);
-        double t = pingpong(n, iters);
+        int iters = calibrate(pingpong, n, 0, 10, 1000000);
+        double t = pingpong(n, iters, 0);
         if (rank == 0) printf("lat %ld %.3f\n", n, t / (2.0 * iters) * 1e6);
     }
 }
@@ -100,8 +113,7 @@ static void bandwidth(int bi) {
     for (int s = 0; s < NELEM(p2p_sizes); s++) {
         long n = p2p_sizes[s];
         if (n == 0) continue;
-        int warm = n >= 1048576 ? 1 : n >= 32768 ? 4 : 20;
-        int iters = plan(window(n, warm, bi), warm, 2, 20000);
+        int iters = calibrate(window, n, bi, 2, 100000);
         double t = window(n, iters, bi);
         if (rank == 0)
             printf("%s %ld %.1f\n", bi ? "bibw" : "bw", n, (double)n * WINDOW * iters * (bi ? 2 : 1) / t / 1e6);
@@ -120,7 +132,7 @@ static void call(enum coll c, long n) {
 }
 
 /* Sum of the per-call times of ITERS calls (barrier between calls, not timed). */
-static double coll_time(enum coll c, long n, int iters) {
+static double coll_time(long n, int iters, int c) {
     double sum = 0;
     MPI_Barrier(MPI_COMM_WORLD);
     for (int i = 0; i < iters; i++) {
@@ -166,24 +178,25 @@ static void check(enum coll c, long n) {
 static void collective(enum coll c) {
     for (int s = 0; s < NELEM(coll_sizes); s++) {
         long n = coll_sizes[s];
-        int warm = n >= 262144 ? 5 : 100;
-        int iters = plan(coll_time(c, n, warm), warm, 5, 200000);
-        double mine = coll_time(c, n, iters) / iters, sum = 0;
+        int iters = calibrate(coll_time, n, c, 5, 1000000);
+        double mine = coll_time(n, iters, c) / iters, sum = 0;
         MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
         if (rank == 0) printf("%s %ld %.3f\n", coll_name[c], n, sum / nprocs * 1e6);
         check(c, n);
     }
 }
 
-static void barrier(void) {
-    int warm = 200;
+static double barriers(long n, int iters, int unused) {
+    (void)n, (void)unused;
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    for (int i = 0; i < warm; i++) MPI_Barrier(MPI_COMM_WORLD);
-    int iters = plan(MPI_Wtime() - t0, warm, 10, 200000);
-    t0 = MPI_Wtime();
     for (int i = 0; i < iters; i++) MPI_Barrier(MPI_COMM_WORLD);
-    double mine = (MPI_Wtime() - t0) / iters, sum = 0;
+    return MPI_Wtime() - t0;
+}
+
+static void barrier(void) {
+    int iters = calibrate(barriers, 0, 0, 10, 1000000);
+    double mine = barriers(0, iters, 0) / iters, sum = 0;
     MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) printf("barrier 0 %.3f\n", sum / nprocs * 1e6);
 }
