@@ -6,7 +6,9 @@
 #
 # Usage: bench/udp.sh            (namespace parts need root and `ip`)
 # Env:   CARGO_TARGET_DIR (default target), ITERS_LAT, BW_MB, LOSSY_MB, REPS
-#        (each figure is the best of REPS runs: min latency, max bandwidth)
+#        (each figure is the median of REPS runs, udp and tcp interleaved;
+#        every run is listed after the table), ROWS=lossy (only the two
+#        lossy emulated-link rows)
 set -eu
 cd "$(dirname "$0")/.."
 T=${CARGO_TARGET_DIR:-target}
@@ -14,7 +16,7 @@ case $T in /*) ;; *) T=$(pwd)/$T ;; esac
 ITERS_LAT=${ITERS_LAT:-20000}
 BW_MB=${BW_MB:-1000}
 LOSSY_MB=${LOSSY_MB:-24}
-REPS=${REPS:-3}
+REPS=${REPS:-5}
 cargo build -q --release -p gridwire-core --examples
 cargo build -q --release -p gridwire-launch -p gridwire-linkemu
 GWRUN=$T/release/gwrun
@@ -32,42 +34,60 @@ run() {
 }
 field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p"; }
 
-# best METHOD WRAPPER KEY min|max ARGS...: best of $REPS runs (the machine
-# may be shared: the best run is the least disturbed one)
-best() {
-    m=$1; shift; wrap=$1; shift; key=$1; shift; how=$1; shift
-    i=0; out=""
-    while [ $i -lt "$REPS" ]; do
-        v=$(run "$m" "$wrap" "$@" | field "$key")
-        [ -n "$v" ] && out="$out $v"
-        i=$((i + 1))
-    done
-    if [ "$how" = min ]; then
-        echo $out | tr ' ' '\n' | sort -g | head -1
-    else
-        echo $out | tr ' ' '\n' | sort -g | tail -1
-    fi
+# med V...: the median of the values (the mean of the middle two for an even count)
+med() {
+    echo "$@" | tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {
+        if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2];
+        else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+RUNS=""
 row() { # label wrapper bw_mb [latency iterations]
     label=$1; wrap=$2; mb=$3; it=${4:-$ITERS_LAT}
-    lu=$(best udp "$wrap" half_rtt_us min pingpong 8 "$it")
-    lt=$(best tcp "$wrap" half_rtt_us min pingpong 8 "$it")
-    bu=$(best udp "$wrap" MB_s max bandwidth 1048576 "$mb")
-    bt=$(best tcp "$wrap" MB_s max bandwidth 1048576 "$mb")
-    echo "| $label | $lu | $lt | $bu | $bt |"
+    lu=""; lt=""; bu=""; bt=""
+    # Interleaved (udp, tcp, udp, tcp, ...) so both see the same machine.
+    i=0
+    while [ $i -lt "$REPS" ]; do
+        lu="$lu $(run udp "$wrap" pingpong 8 "$it" | field half_rtt_us)"
+        lt="$lt $(run tcp "$wrap" pingpong 8 "$it" | field half_rtt_us)"
+        i=$((i + 1))
+    done
+    i=0
+    while [ $i -lt "$REPS" ]; do
+        bu="$bu $(run udp "$wrap" bandwidth 1048576 "$mb" | field MB_s)"
+        bt="$bt $(run tcp "$wrap" bandwidth 1048576 "$mb" | field MB_s)"
+        i=$((i + 1))
+    done
+    echo "| $label | $(med $lu) | $(med $lt) | $(med $bu) | $(med $bt) |"
+    RUNS="$RUNS
+| $label |$lu |$lt |$bu |$bt |"
+}
+
+runs() {
+    echo
+    echo "Each run, in order (udp and tcp interleaved):"
+    echo
+    echo "| link | udp latency | tcp latency | udp bandwidth | tcp bandwidth |"
+    echo "| --- | --- | --- | --- | --- |"
+    echo "$RUNS" | grep .
 }
 
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); host: $(uname -srm), $(nproc) cpus, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
+echo "Medians of $REPS interleaved runs:"
+echo
 echo "| link | udp latency (us, half RTT, 8 B) | tcp latency | udp bandwidth (MB/s, 1 MiB msgs) | tcp bandwidth |"
 echo "| --- | --- | --- | --- | --- |"
-row "loopback" "" "$BW_MB"
-row "loopback, GW_UDP_DGRAM=65000" "env GW_UDP_DGRAM=65000" "$BW_MB"
+ROWS=${ROWS:-all}
+if [ "$ROWS" = all ]; then
+    row "loopback" "" "$BW_MB"
+    row "loopback, GW_UDP_DGRAM=65000" "env GW_UDP_DGRAM=65000" "$BW_MB"
+fi
 
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
     echo
     echo "(namespace link skipped: needs root and ip)"
+    runs
     exit 0
 fi
 A=gwbench$$a; B=gwbench$$b
@@ -90,9 +110,12 @@ emu() { # extra emulator args...
     rm -f /tmp/gwbench$$.fifo
 }
 
-emu
-row "namespaces, gw-linkemu, no impairment" "$WRAP" 200 5000
+if [ "$ROWS" = all ]; then
+    emu
+    row "namespaces, gw-linkemu, no impairment" "$WRAP" 200 5000
+fi
 emu --delay 10ms --loss 1 --rate 1gbit
 row "gw-linkemu 10 ms delay, 1% loss" "$WRAP" "$LOSSY_MB" 100
 emu --delay 10ms --loss 5 --rate 1gbit
 row "gw-linkemu 10 ms delay, 5% loss" "$WRAP" "$LOSSY_MB" 100
+runs

@@ -22,6 +22,11 @@ pub trait Controller: Send + std::fmt::Debug {
     fn on_loss(&mut self, now: Instant, sent_at: Instant);
     /// The retransmission timer fired.
     fn on_timeout(&mut self, now: Instant);
+    /// Pacing rate as a multiple of window per round trip: above 1, so the
+    /// pacer spreads a window over the round trip without limiting it.
+    fn pacing_gain(&self) -> f64 {
+        1.25
+    }
     /// An original transmission from before the last timeout was acknowledged:
     /// the timeout was spurious (the path was slow, not broken); undo it.
     fn on_spurious_timeout(&mut self) {}
@@ -57,7 +62,19 @@ pub struct Aimd {
     rtt: Option<Duration>,
     /// (cwnd, ssthresh) before the last timeout, for undoing a spurious one.
     undo: Option<(usize, usize)>,
+    /// The current round trip's loss tally (for the burst-loss rule): it
+    /// ends at `round_end`; bytes acknowledged and datagrams lost in it.
+    round_end: Option<Instant>,
+    round_acked: usize,
+    round_lost: usize,
 }
+
+/// A round trip losing more than this share of its datagrams (and at least
+/// [`BURST_MIN`] of them) is congestion whatever the RTT says: random loss
+/// is independent, while an overflowing queue too short to show in the RTT
+/// (a device ring, a shallow switch buffer) or a policer loses runs.
+pub const BURST_SHARE: f64 = 0.15;
+pub const BURST_MIN: usize = 8;
 
 impl Aimd {
     /// `mss` = payload bytes of a full datagram; `initial` and `max` in datagrams.
@@ -74,6 +91,9 @@ impl Aimd {
             min_rtt: None,
             rtt: None,
             undo: None,
+            round_end: None,
+            round_acked: 0,
+            round_lost: 0,
         }
     }
 
@@ -83,6 +103,22 @@ impl Aimd {
             (Some(min), Some(rtt)) => rtt > min + (min / 4).max(Duration::from_millis(1)),
             _ => true,
         }
+    }
+
+    /// Starts a new loss tally when the round trip it covers is over.
+    fn roll(&mut self, now: Instant) {
+        if self.round_end.is_none_or(|e| now >= e) {
+            let rtt = self.rtt.unwrap_or(Duration::from_millis(100));
+            self.round_end = Some(now + rtt);
+            self.round_acked = 0;
+            self.round_lost = 0;
+        }
+    }
+
+    /// Whether this round trip's losses come in a burst (see [`BURST_SHARE`]).
+    fn burst_loss(&self) -> bool {
+        let total = self.round_acked / self.mss + self.round_lost;
+        self.round_lost >= BURST_MIN && self.round_lost as f64 > BURST_SHARE * total as f64
     }
 
     fn reduce(&mut self, now: Instant) {
@@ -99,12 +135,24 @@ impl Controller for Aimd {
         self.cwnd
     }
 
+    /// Twice the window per round trip in slow start (it doubles per round
+    /// trip), 1.25 times after (Linux's TCP pacing ratios).
+    fn pacing_gain(&self) -> f64 {
+        if self.cwnd < self.ssthresh {
+            2.0
+        } else {
+            1.25
+        }
+    }
+
     fn on_rtt(&mut self, r: Duration) {
         self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
         self.rtt = Some(self.rtt.map_or(r, |s| (s * 3 + r) / 4));
     }
 
-    fn on_ack(&mut self, _now: Instant, sent_at: Instant, bytes: usize) {
+    fn on_ack(&mut self, now: Instant, sent_at: Instant, bytes: usize) {
+        self.roll(now);
+        self.round_acked += bytes;
         if self.recovery_start.is_some_and(|r| sent_at <= r) {
             return; // acks of packets from before the reduction do not grow the window
         }
@@ -127,10 +175,12 @@ impl Controller for Aimd {
     }
 
     fn on_loss(&mut self, now: Instant, sent_at: Instant) {
+        self.roll(now);
+        self.round_lost += 1;
         if self.recovery_start.is_some_and(|r| sent_at <= r) {
             return;
         }
-        if self.queueing() {
+        if self.queueing() || self.burst_loss() {
             self.reduce(now);
         }
         // Otherwise random loss: the window, its growth and slow start go on.
@@ -192,6 +242,31 @@ mod tests {
         );
         c.on_timeout(t2);
         assert_eq!(c.window(), 2000);
+    }
+
+    #[test]
+    fn a_burst_of_losses_is_congestion_even_without_a_queue() {
+        let t0 = Instant::now();
+        let mut c = Aimd::new(1000, 100, 1000);
+        c.on_rtt(20 * MS);
+        c.on_ack(t0, t0, 40_000);
+        let w = c.window();
+        // A few losses: random loss, the window stays.
+        for i in 0..3u32 {
+            c.on_loss(t0 + MS * i, t0);
+        }
+        assert_eq!(c.window(), w);
+        // Then a run of losses (a queue too short to show in the RTT overflowed).
+        for i in 3..7u32 {
+            c.on_loss(t0 + MS * i, t0);
+        }
+        assert_eq!(c.window(), w, "7 of 47 datagrams lost: not yet a burst");
+        c.on_loss(t0 + 7 * MS, t0);
+        assert_eq!(c.window(), w * 7 / 10, "8 of 48 datagrams in a round trip lost");
+        // The next round trip starts a new tally.
+        let t1 = t0 + 30 * MS;
+        c.on_ack(t1, t1, 1000);
+        assert_eq!(c.round_lost, 0);
     }
 
     #[test]

@@ -276,11 +276,11 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
             inject,
             st: Mutex::new(State {
                 ep: Endpoint::new(cfg),
-                tx: Vec::with_capacity(65536),
                 rx: vec![0u8; 65536],
                 rng: seed,
                 held: Vec::new(),
-                stalled: None,
+                out: std::collections::VecDeque::with_capacity(BATCH),
+                spare: Vec::new(),
                 io: IoCounters::default(),
                 traced: Instant::now(),
             }),
@@ -313,13 +313,16 @@ struct IoCounters {
 
 struct State {
     ep: Endpoint<SocketAddr>,
-    tx: Vec<u8>,
     rx: Vec<u8>,
     rng: u64,
     /// Datagrams held back by reorder injection: (when, destination, bytes).
     held: Vec<(Instant, SocketAddr, Vec<u8>)>,
-    /// A datagram the kernel refused (EAGAIN); sent before anything else.
-    stalled: Option<(SocketAddr, Vec<u8>)>,
+    /// Datagrams polled from the protocol and not yet taken by the kernel
+    /// (the next batch, or what a full socket buffer refused: EAGAIN); they
+    /// go out before anything else.
+    out: std::collections::VecDeque<(SocketAddr, Vec<u8>)>,
+    /// Buffers of datagrams already sent, for reuse.
+    spare: Vec<Vec<u8>>,
     io: IoCounters,
     traced: Instant,
 }
@@ -387,39 +390,51 @@ impl Shared {
         }
     }
 
-    /// Sends everything the protocol has to send (with test impairments).
+    /// Sends everything the protocol has to send (with test impairments),
+    /// up to [`BATCH`] datagrams per `sendmmsg` call.
     fn flush(&self, st: &mut State, now: Instant) {
-        if let Some((to, b)) = st.stalled.take() {
-            if let Sent::Full = self.sendto(st, to, &b) {
-                st.stalled = Some((to, b));
-                return;
-            }
-        }
         let mut sent_new = false;
-        let mut tx = std::mem::take(&mut st.tx);
-        while let Some(to) = st.ep.poll_transmit(now, &mut tx) {
-            if self.inject.any() {
-                if st.chance(self.inject.drop) {
-                    st.io.injected_drops += 1;
-                    continue;
+        loop {
+            while st.out.len() < BATCH {
+                let mut b = st.spare.pop().unwrap_or_default();
+                let Some(to) = st.ep.poll_transmit(now, &mut b) else {
+                    st.spare.push(b);
+                    break;
+                };
+                if self.inject.any() {
+                    if st.chance(self.inject.drop) {
+                        st.io.injected_drops += 1;
+                        st.spare.push(b);
+                        continue;
+                    }
+                    if st.chance(self.inject.reorder) {
+                        st.io.injected_reorders += 1;
+                        st.held.push((now, to, b));
+                        continue;
+                    }
+                    if st.chance(self.inject.dup) {
+                        st.io.injected_dups += 1;
+                        st.out.push_back((to, b.clone()));
+                    }
                 }
-                if st.chance(self.inject.reorder) {
-                    st.io.injected_reorders += 1;
-                    st.held.push((now, to, tx.clone()));
-                    continue;
-                }
-                if st.chance(self.inject.dup) {
-                    st.io.injected_dups += 1;
-                    let _ = self.sendto(st, to, &tx);
-                }
+                sent_new = true;
+                st.out.push_back((to, b));
             }
-            sent_new = true;
-            if let Sent::Full = self.sendto(st, to, &tx) {
-                st.stalled = Some((to, tx.clone()));
+            if st.out.is_empty() {
                 break;
             }
+            let n = self.send_batch(st);
+            for _ in 0..n {
+                if let Some((_, b)) = st.out.pop_front() {
+                    if st.spare.len() < BATCH {
+                        st.spare.push(b);
+                    }
+                }
+            }
+            if !st.out.is_empty() {
+                break; // the socket buffer is full: the rest goes at the next flush
+            }
         }
-        st.tx = tx;
         // Held datagrams go out after later ones did (or after 2 ms at most).
         if !st.held.is_empty() {
             let held = std::mem::take(&mut st.held);
@@ -433,26 +448,88 @@ impl Shared {
         }
     }
 
+    /// Hands the first datagrams of `st.out` (at most [`BATCH`]) to the
+    /// kernel with one `sendmmsg`; returns how many it took (a datagram
+    /// refused with an error other than EAGAIN counts as taken: it is lost,
+    /// which the protocol repairs like any other loss).
+    fn send_batch(&self, st: &mut State) -> usize {
+        let n = st.out.len().min(BATCH);
+        // SAFETY: all-zero is a valid value of these plain C structs.
+        let mut names: [libc::sockaddr_storage; BATCH] = unsafe { std::mem::zeroed() };
+        let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        for (i, (to, b)) in st.out.iter().take(n).enumerate() {
+            let len = sockaddr(to, &mut names[i]);
+            iov[i] = libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            };
+            let h = &mut msgs[i].msg_hdr;
+            h.msg_name = &mut names[i] as *mut libc::sockaddr_storage as *mut libc::c_void;
+            h.msg_namelen = len;
+            h.msg_iov = &mut iov[i];
+            h.msg_iovlen = 1;
+        }
+        let mut done = 0;
+        while done < n {
+            // SAFETY: `msgs[done..n]` are initialised mmsghdr whose names and
+            // iovecs point into `names`, `iov` and the buffers of `st.out`,
+            // all alive and unmodified until this call returns.
+            let r = unsafe {
+                libc::sendmmsg(
+                    self.sock.as_raw_fd(),
+                    msgs[done..].as_mut_ptr(),
+                    (n - done) as libc::c_uint,
+                    0,
+                )
+            };
+            if r > 0 {
+                done += r as usize;
+                continue;
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => break,
+                _ => {
+                    // E.g. ENETUNREACH or EPERM from a firewall: this datagram
+                    // is lost; go on with the next.
+                    st.io.send_errors += 1;
+                    if self.verbose >= 3 {
+                        eprintln!("gw[{}]: udp: sendmmsg to {}: {e}", self.me, st.out[done].0);
+                    }
+                    done += 1;
+                }
+            }
+        }
+        done
+    }
+
     /// Reads every waiting datagram (bounded), runs timers, flushes, and
     /// returns the protocol's events. The lock is released by the caller
     /// before delivering, because handlers send (and so lock) again.
     fn drive(&self, st: &mut State) -> Vec<Event> {
         for _round in 0..16 {
-            let now = Instant::now();
             let mut got = 0;
             let mut rx = std::mem::take(&mut st.rx);
             while got < 64 {
                 match self.sock.recv_from(&mut rx) {
                     Ok((n, from)) => {
                         got += 1;
-                        st.ep.handle(now, from, &rx[..n]);
+                        // The clock is read after the datagram arrived: a time
+                        // read before the receive call would be early by as
+                        // long as the process was preempted in between (many
+                        // ms on a loaded machine), and an ack processed with
+                        // it gives a round-trip sample shorter than the path's,
+                        // which the controller then takes for its minimum.
+                        st.ep.handle(Instant::now(), from, &rx[..n]);
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(_) => break, // WouldBlock, or an ICMP error report: nothing to read
                 }
             }
             st.rx = rx;
-            self.flush(st, now);
+            self.flush(st, Instant::now());
             if got < 64 {
                 break;
             }
@@ -549,7 +626,7 @@ impl Method for UdpMethod {
 
     fn has_pending_output(&self) -> bool {
         let st = self.shared.lock();
-        st.ep.has_unacked() || st.stalled.is_some()
+        st.ep.has_unacked() || !st.out.is_empty()
     }
 
     fn cost(&self) -> Cost {
@@ -608,6 +685,42 @@ impl Method for UdpMethod {
                 s.me,
                 self.counters()
             );
+        }
+    }
+}
+
+/// Datagrams handed to the kernel per `sendmmsg` call.
+const BATCH: usize = 32;
+
+/// Writes `a` as a C socket address into `out`; returns its length.
+fn sockaddr(a: &SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
+    match a {
+        SocketAddr::V4(v4) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: v4.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(v4.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { std::ptr::write(out as *mut _ as *mut libc::sockaddr_in, sin) };
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t
+        }
+        SocketAddr::V6(v6) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: v6.port().to_be(),
+                sin6_flowinfo: v6.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: v6.ip().octets(),
+                },
+                sin6_scope_id: v6.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { std::ptr::write(out as *mut _ as *mut libc::sockaddr_in6, sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t
         }
     }
 }

@@ -83,6 +83,11 @@ pub const REORDER_THRESHOLD: u64 = 1;
 /// (a software router, an emulator, a busy receiver); 4 still gives the
 /// sender a clock of acks several times per window.
 pub const ACK_EVERY: u32 = 4;
+/// Datagrams a paced sender may send back to back after a pause (the
+/// pacer's bucket). Bursts longer than a few dozen datagrams overflow small
+/// queues on the way — a TUN device's ring, a switch port, a software
+/// router — as random loss that no window reduction can prevent.
+pub const PACE_BURST: usize = 16;
 /// Handshakes an acceptor remembers per peer.
 const ACC_KEPT: usize = 8;
 /// Smallest datagram the protocol works with (handshake datagrams must fit).
@@ -231,6 +236,9 @@ struct Peer<A> {
     rto_tx: Option<u64>,
     /// After a timeout, one retransmission may go out whatever the window.
     probe: bool,
+    /// Pacing: the next datagram may leave at this instant (a virtual clock
+    /// that runs [`PACE_BURST`] datagrams' worth behind `now` at most).
+    pace_next: Option<Instant>,
     /// Next transmit order number (monotonic, never reused).
     next_tx: u64,
     in_flight: usize,
@@ -284,6 +292,7 @@ impl<A> Peer<A> {
             rto_base: None,
             rto_tx: None,
             probe: false,
+            pace_next: None,
             next_tx: 0,
             in_flight: 0,
             cc: Box::new(Aimd::new(cfg.mss(), cfg.initial_cwnd, cfg.depth as usize)),
@@ -330,6 +339,45 @@ impl<A> Peer<A> {
             }
         }
         None
+    }
+
+    /// The next datagram to send (a lost one first, then new data within the
+    /// sequence window) and its payload length, if the congestion window
+    /// has room for it (or it is a timeout's probe).
+    fn sendable(&mut self, depth: u64) -> Option<(u64, usize, bool)> {
+        let seq = if let Some(&seq) = self.lost.first() {
+            seq
+        } else if self.next_new < self.end_seq() && self.next_new < self.snd_una + depth {
+            self.next_new
+        } else {
+            return None;
+        };
+        let window = self.cc.window();
+        let len = self.pkt(seq)?.body.len() - 8;
+        let probe = self.probe && self.lost.first() == Some(&seq);
+        if self.in_flight > 0 && self.in_flight + len > window && !probe {
+            return None;
+        }
+        Some((seq, len, probe))
+    }
+
+    /// Pacing rate in bytes per second: the window per smoothed round trip
+    /// times the controller's gain (none before the first RTT sample).
+    fn pace_rate(&self) -> Option<f64> {
+        let srtt = self.srtt?.as_secs_f64();
+        (srtt > 0.0).then(|| self.cc.window() as f64 * self.cc.pacing_gain() / srtt)
+    }
+
+    /// Records that `len` bytes left at `now`: the pacer's clock advances by
+    /// their serialisation time at the pacing rate.
+    fn paced(&mut self, now: Instant, len: usize, mss: usize) {
+        let Some(rate) = self.pace_rate() else {
+            return;
+        };
+        let gap = |bytes: usize| Duration::from_secs_f64((bytes as f64 / rate).min(1.0));
+        let floor = now.checked_sub(gap(PACE_BURST * mss)).unwrap_or(now);
+        let base = self.pace_next.map_or(floor, |t| t.max(floor));
+        self.pace_next = Some(base + gap(len));
     }
 
     /// The retransmission timer (RFC 6298 5.1-5.3): runs while data is in
@@ -1094,7 +1142,15 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 Hs::Proof { next, .. } if !p.confirmed => Some(next),
                 _ => None,
             };
-            for c in [hs, p.rto_deadline(&cfg), p.ack_due, p.loss_time]
+            // The pacer's clock, when it alone holds back a datagram.
+            let pace = match p.pace_next {
+                Some(t) if p.established() => p
+                    .sendable(cfg.depth)
+                    .filter(|&(_, _, probe)| !probe)
+                    .map(|_| t),
+                _ => None,
+            };
+            for c in [hs, p.rto_deadline(&cfg), p.ack_due, p.loss_time, pace]
                 .into_iter()
                 .flatten()
             {
@@ -1182,21 +1238,13 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     /// new data) if the congestion and sequence windows allow, and records its
     /// transmission.
     fn next_data(&mut self, id: u32, now: Instant) -> Option<u64> {
-        let depth = self.cfg.depth;
+        let (depth, mss) = (self.cfg.depth, self.cfg.mss());
         let p = self.peers.get_mut(&id)?;
-        let window = p.cc.window();
-        let seq = if let Some(&seq) = p.lost.first() {
-            seq
-        } else if p.next_new < p.end_seq() && p.next_new < p.snd_una + depth {
-            p.next_new
-        } else {
-            return None;
-        };
-        let len = p.pkt(seq)?.body.len() - 8;
-        let probe = p.probe && p.lost.first() == Some(&seq);
-        if p.in_flight > 0 && p.in_flight + len > window && !probe {
+        let (seq, len, probe) = p.sendable(depth)?;
+        if !probe && p.pace_next.is_some_and(|t| t > now) {
             return None;
         }
+        p.paced(now, len, mss);
         p.probe = false;
         if p.in_flight == 0 {
             p.rto_base = Some(now);
