@@ -25,7 +25,7 @@ use crate::params::{Kind, ParamDecl};
 use proto::{Config, Endpoint, Event};
 use std::io::{self, IoSlice};
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -264,6 +264,7 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
         dup: percent(env, "UDP_DUP")?,
         reorder: percent(env, "UDP_REORDER")?,
     };
+    let (wait, timer) = wait_fds(sock.as_raw_fd())?;
     let seed = u64::from_le_bytes(crate::auth::nonce()[..8].try_into().expect("8 bytes")) | 1;
     Ok(Some(Arc::new(UdpMethod {
         shared: Arc::new(Shared {
@@ -271,6 +272,8 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
             verbose: env.job.verbose,
             local,
             sock,
+            wait,
+            timer,
             max_queued: env.params.num("UDP_MAX_QUEUED") as usize,
             linger: ms("UDP_LINGER"),
             inject,
@@ -283,6 +286,7 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
                 spare: Vec::new(),
                 io: IoCounters::default(),
                 traced: Instant::now(),
+                armed: None,
             }),
             down: AtomicBool::new(false),
         }),
@@ -325,6 +329,8 @@ struct State {
     spare: Vec<Vec<u8>>,
     io: IoCounters,
     traced: Instant,
+    /// When the timer descriptor is set to fire (see [`Shared::arm`]).
+    armed: Option<Instant>,
 }
 
 /// How often `GW_VERBOSE=3` prints each busy peer's congestion state.
@@ -349,6 +355,12 @@ struct Shared {
     verbose: u8,
     local: SocketAddr,
     sock: UdpSocket,
+    /// The descriptor an idle context sleeps on (`wait_fd`): an epoll set of
+    /// the socket and `timer`, a timerfd set to the protocol's next deadline
+    /// (pacing, acks, loss and retransmission timers), so a sleeping context
+    /// wakes for its timers as well as for datagrams.
+    wait: OwnedFd,
+    timer: OwnedFd,
     max_queued: usize,
     linger: Duration,
     inject: Inject,
@@ -448,6 +460,33 @@ impl Shared {
         }
     }
 
+    /// Sets the timer descriptor to the protocol's next deadline, unless it
+    /// is already set to fire sooner (an early wake-up only costs a poll).
+    fn arm(&self, st: &mut State, now: Instant) {
+        let Some(t) = st.ep.poll_wakeup() else {
+            return;
+        };
+        if st.armed.is_some_and(|a| a > now && a <= t) {
+            return;
+        }
+        // At least 20 us ahead: a deadline already due (a full socket buffer)
+        // must not turn the idle wait into a spin.
+        let d = t.saturating_duration_since(now).max(Duration::from_micros(20));
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: d.as_secs() as libc::time_t,
+                tv_nsec: d.subsec_nanos() as libc::c_long,
+            },
+        };
+        // SAFETY: `spec` is a live itimerspec; the old value is not wanted.
+        unsafe { libc::timerfd_settime(self.timer.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+        st.armed = Some(now + d);
+    }
+
     /// Hands the first datagrams of `st.out` (at most [`BATCH`]) to the
     /// kernel with one `sendmmsg`; returns how many it took (a datagram
     /// refused with an error other than EAGAIN counts as taken: it is lost,
@@ -509,6 +548,15 @@ impl Shared {
     /// returns the protocol's events. The lock is released by the caller
     /// before delivering, because handlers send (and so lock) again.
     fn drive(&self, st: &mut State) -> Vec<Event> {
+        if st.armed.is_some_and(|a| a <= Instant::now()) {
+            // The timer has fired (or is about to): consume its expiry so
+            // the wait descriptor stops being readable.
+            let mut n = [0u8; 8];
+            // SAFETY: reads at most 8 bytes into a live 8-byte buffer; the
+            // timerfd is non-blocking.
+            unsafe { libc::read(self.timer.as_raw_fd(), n.as_mut_ptr() as *mut libc::c_void, 8) };
+            st.armed = None;
+        }
         for _round in 0..16 {
             let mut got = 0;
             let mut rx = std::mem::take(&mut st.rx);
@@ -548,6 +596,7 @@ impl Shared {
                 );
             }
         }
+        self.arm(st, now);
         let mut ev = Vec::new();
         while let Some(e) = st.ep.poll_event() {
             ev.push(e);
@@ -621,7 +670,7 @@ impl Method for UdpMethod {
     }
 
     fn wait_fd(&self) -> Option<RawFd> {
-        Some(self.shared.sock.as_raw_fd())
+        Some(self.shared.wait.as_raw_fd())
     }
 
     fn has_pending_output(&self) -> bool {
@@ -687,6 +736,38 @@ impl Method for UdpMethod {
             );
         }
     }
+}
+
+/// Creates the wait descriptor: an epoll set holding the socket and a new
+/// timerfd (returned second).
+fn wait_fds(sock: RawFd) -> Result<(OwnedFd, OwnedFd)> {
+    // SAFETY: plain descriptor-creating calls; results are checked.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if ep < 0 {
+        return Err(Error::io("udp: epoll_create1", io::Error::last_os_error()));
+    }
+    // SAFETY: `ep` is a fresh descriptor we own.
+    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+    // SAFETY: as above.
+    let tfd = unsafe {
+        libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC)
+    };
+    if tfd < 0 {
+        return Err(Error::io("udp: timerfd_create", io::Error::last_os_error()));
+    }
+    // SAFETY: `tfd` is a fresh descriptor we own.
+    let tfd = unsafe { OwnedFd::from_raw_fd(tfd) };
+    for fd in [sock, tfd.as_raw_fd()] {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: fd as u64,
+        };
+        // SAFETY: `ev` is a live epoll_event; both descriptors are open.
+        if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+            return Err(Error::io("udp: epoll_ctl", io::Error::last_os_error()));
+        }
+    }
+    Ok((ep, tfd))
 }
 
 /// Datagrams handed to the kernel per `sendmmsg` call.

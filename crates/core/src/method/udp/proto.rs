@@ -1129,8 +1129,23 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         }
     }
 
-    /// The next instant at which [`handle_timeout`](Self::handle_timeout) has work.
+    /// The next instant at which [`handle_timeout`](Self::handle_timeout) or
+    /// [`poll_transmit`](Self::poll_transmit) has work.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
+        self.deadline(true)
+    }
+
+    /// Like [`poll_timeout`](Self::poll_timeout) without the delayed-ack
+    /// deadlines: what a sleeping process should wake up for. A delayed ack
+    /// only saves a datagram when a reply comes first; waking up for each
+    /// would put timer calls on the request/reply path, so it goes out at
+    /// the next wake-up instead (the retransmission timeout's floor allows for
+    /// that).
+    pub fn poll_wakeup(&mut self) -> Option<Instant> {
+        self.deadline(false)
+    }
+
+    fn deadline(&mut self, acks: bool) -> Option<Instant> {
         let cfg = self.cfg.clone();
         let mut t: Option<Instant> = None;
         for p in self.peers.values_mut() {
@@ -1150,7 +1165,8 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                     .map(|_| t),
                 _ => None,
             };
-            for c in [hs, p.rto_deadline(&cfg), p.ack_due, p.loss_time, pace]
+            let ack = p.ack_due.filter(|_| acks);
+            for c in [hs, p.rto_deadline(&cfg), ack, p.loss_time, pace]
                 .into_iter()
                 .flatten()
             {

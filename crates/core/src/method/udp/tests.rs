@@ -915,3 +915,53 @@ fn random_loss_does_not_end_slow_start() {
         assert!(mbps > want, "{}% loss: {mbps:.2} MB/s", loss * 100.0);
     }
 }
+
+#[test]
+fn pacing_spreads_a_window_over_the_round_trip() {
+    // No impairment but a 10 ms one-way delay: the first message gives an
+    // RTT sample of ~20 ms; after it, a 1 MiB message may leave only in
+    // bursts of PACE_BURST datagrams, the rest at the pacing rate.
+    let imp = Impair {
+        delay: Duration::from_millis(10),
+        jitter: Duration::ZERO,
+        loss: 0.0,
+        dup: 0.0,
+        reorder: 0.0,
+        rate: 0,
+        queue: Duration::from_millis(100),
+    };
+    let mut sim = Sim::new(pair([7; 32]), imp, 5);
+    let now = sim.now;
+    sim.eps[0].connect(1, 1, now);
+    sim.eps[0].send(1, &[IoSlice::new(b"first")], now).unwrap();
+    let mut got = 0;
+    while sim.eps[0].has_unacked() || got == 0 {
+        assert!(sim.step());
+        while let Some(e) = sim.eps[1].poll_event() {
+            assert!(matches!(e, Event::Message { .. }));
+            got += 1;
+        }
+        assert!(sim.elapsed() < Duration::from_secs(5));
+    }
+    let now = sim.now;
+    let big = vec![1u8; 1 << 20];
+    sim.eps[0].send(1, &[IoSlice::new(&big)], now).unwrap();
+    let mut buf = Vec::new();
+    let mut burst = 0;
+    while sim.eps[0].poll_transmit(now, &mut buf).is_some() {
+        burst += 1;
+    }
+    let window = sim.eps[0].peer_states()[0].window / sim.eps[0].config().mss();
+    assert!(
+        burst <= super::proto::PACE_BURST + 1 && burst < window,
+        "{burst} datagrams at once (window {window})"
+    );
+    // The pacer's deadline is a wake-up reason, soon (a 2x-window-per-RTT rate).
+    let next = sim.eps[0].poll_wakeup().expect("a pacing deadline");
+    assert!(next > now && next - now < Duration::from_millis(2), "{:?}", next - now);
+    let mut more = 0;
+    while sim.eps[0].poll_transmit(next, &mut buf).is_some() {
+        more += 1;
+    }
+    assert!(more >= 1, "the deadline released datagrams");
+}
