@@ -9,14 +9,14 @@
 //! left to the interpreter: `compile` returns `None` and the plan keeps
 //! interpreting, so the JIT never changes a result, only its speed.
 
-use cranelift_codegen::ir::{types, AbiParam, InstBuilder, MemFlags, Type, Value};
+use cranelift_codegen::ir::{types, AbiParam, ConstantData, Endianness, InstBuilder, MemFlags, Type, Value};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 
 use crate::plan::{IntT, Op};
-use crate::prog::{Ext, Prog};
+use crate::prog::{Ext, Prog, E, K};
 
 /// Signature of compiled plans: source and destination fixed parts.
 pub(crate) type PlanFn = unsafe extern "C" fn(*const u8, *mut u8) -> u32;
@@ -109,7 +109,7 @@ fn cost(ops: &[Op]) -> usize {
 /// Compile a lowered program (its moves, then the operations left in
 /// `rest`), or `None` if it contains something left to the interpreter or
 /// would be too large to compile quickly.
-pub(crate) fn compile(prog: &Prog) -> Option<JitCode> {
+pub(crate) fn compile(prog: &Prog, src_size: usize, dst_size: usize) -> Option<JitCode> {
     let ops = &prog.rest;
     if !ops.iter().all(supported) || cost(ops).saturating_add(2 * prog.len()) > BUDGET {
         return None;
@@ -142,7 +142,7 @@ pub(crate) fn compile(prog: &Prog) -> Option<JitCode> {
             ptr,
             cfg: module.target_config(),
         };
-        e.moves(prog, src, dst)?;
+        e.moves(prog, src, dst, src_size, dst_size)?;
         e.ops(ops, src, dst)?;
         let zero = e.b.ins().iconst(types::I32, 0);
         e.b.ins().return_(&[zero]);
@@ -297,36 +297,81 @@ impl Emit<'_> {
         self.counted_loop(count, s0, d0, ss, ds, &mut |e, sp, dp| one(e, sp, dp, 0, 0))
     }
 
-    /// The lowered moves: a load (swapped, extended) and a store each.
-    fn moves(&mut self, prog: &Prog, src: Value, dst: Value) -> Option<()> {
-        for (k, es) in prog.moves() {
-            let (lw, sw, ext) = k.shape();
-            let ty = |w: u8| if w == 16 { types::I8X16 } else { int_ty(w) };
-            for e in es {
-                let (s, d) = (e.s as usize, e.d as usize);
-                let v = match ext {
-                    Ext::Zero if sw == 16 => {
-                        let z = self.b.ins().iconst(types::I64, 0);
-                        self.store(z, dst, d, false)?;
-                        self.store(z, dst, d + 8, false)?;
-                        continue;
-                    }
-                    Ext::Zero => self.b.ins().iconst(int_ty(sw), 0),
-                    Ext::Move => self.load(ty(lw), src, s, false)?,
-                    Ext::Swap => self.load(ty(lw), src, s, true)?,
-                    Ext::ZeroExtend | Ext::SwapZeroExtend => {
-                        let v = self.load(int_ty(lw), src, s, ext == Ext::SwapZeroExtend)?;
-                        self.b.ins().uextend(int_ty(sw), v)
-                    }
-                    Ext::SignExtend => {
-                        let v = self.load(int_ty(lw), src, s, false)?;
-                        self.b.ins().sextend(int_ty(sw), v)
-                    }
-                };
-                self.store(v, dst, d, false)?;
+    /// The lowered moves in destination order: runs of neighbouring moves
+    /// whose sources fit in 16 bytes become one load, one byte shuffle
+    /// (`pshufb`) and one 8- or 16-byte store (e.g. an `int` and the
+    /// `long` after it from a writer with the other field order, or two
+    /// byte-swapped doubles); the rest a load (swapped, extended) and a
+    /// store each. Fewer stores: what the hand-written code is bound by.
+    fn moves(
+        &mut self,
+        prog: &Prog,
+        src: Value,
+        dst: Value,
+        src_size: usize,
+        dst_size: usize,
+    ) -> Option<()> {
+        let mut all: Vec<(K, E)> = prog
+            .moves()
+            .flat_map(|(k, es)| es.iter().map(move |e| (k, *e)))
+            .collect();
+        all.sort_by_key(|&(_, e)| (e.d, e.s));
+        let mut i = 0;
+        while i < all.len() {
+            if let Some((n, w, d0, width, mask)) = shuffle_block(&all[i..], src_size, dst_size) {
+                let v = self.load(types::I8X16, src, w, false)?;
+                let c = self
+                    .b
+                    .func
+                    .dfg
+                    .constants
+                    .insert(ConstantData::from(&mask[..]));
+                let m = self.b.ins().vconst(types::I8X16, c);
+                // pshufb itself: mask bytes with the top bit set give zero
+                // (`swizzle` would first add 0x70 to a constant mask).
+                let r = self.b.ins().x86_pshufb(v, m);
+                if width == 16 {
+                    self.store(r, dst, d0, false)?;
+                } else {
+                    let lanes = MemFlags::new().with_endianness(Endianness::Little);
+                    let q = self.b.ins().bitcast(types::I64X2, lanes, r);
+                    let lo = self.b.ins().extractlane(q, 0);
+                    self.store(lo, dst, d0, false)?;
+                }
+                i += n;
+                continue;
             }
+            let (k, e) = all[i];
+            self.one_move(k, e, src, dst)?;
+            i += 1;
         }
         Some(())
+    }
+
+    /// One lowered move: a load (swapped, extended) and a store.
+    fn one_move(&mut self, k: K, e: E, src: Value, dst: Value) -> Option<()> {
+        let (lw, sw, ext) = k.shape();
+        let ty = |w: u8| if w == 16 { types::I8X16 } else { int_ty(w) };
+        let (s, d) = (e.s as usize, e.d as usize);
+        let v = match ext {
+            Ext::Zero if sw == 16 => {
+                let z = self.b.ins().iconst(types::I64, 0);
+                self.store(z, dst, d, false)?;
+                return self.store(z, dst, d + 8, false);
+            }
+            Ext::Zero => self.b.ins().iconst(int_ty(sw), 0),
+            Ext::Move => self.load(ty(lw), src, s, false)?,
+            Ext::Swap => self.load(ty(lw), src, s, true)?,
+            Ext::ZeroExtend | Ext::SwapZeroExtend => {
+                let v = self.load(int_ty(lw), src, s, ext == Ext::SwapZeroExtend)?;
+                self.b.ins().uextend(int_ty(sw), v)
+            }
+            Ext::SignExtend => {
+                let v = self.load(int_ty(lw), src, s, false)?;
+                self.b.ins().sextend(int_ty(sw), v)
+            }
+        };
+        self.store(v, dst, d, false)
     }
 
     fn ops(&mut self, ops: &[Op], src: Value, dst: Value) -> Option<()> {
@@ -547,4 +592,73 @@ impl Emit<'_> {
         }
         Some(())
     }
+}
+
+/// A run of moves starting with `moves[0]` (sorted by destination) that one
+/// 16-byte load and a byte shuffle can produce: every move a byte
+/// permutation (plain, swapped, zero-extended, zero), all inside 16
+/// destination bytes from `moves[0]`, all sources inside 16 bytes, at
+/// least two of them. Returns (moves used, source window, destination,
+/// store width 8 or 16, shuffle mask; 0x80 = zero). Bytes of the store
+/// past the last move's end are rewritten by the moves and operations
+/// emitted after it (all later in destination order, or run later).
+fn shuffle_block(
+    moves: &[(K, E)],
+    src_size: usize,
+    dst_size: usize,
+) -> Option<(usize, usize, usize, usize, [u8; 16])> {
+    if src_size < 16 {
+        return None;
+    }
+    let d0 = moves.first()?.1.d as usize;
+    // per destination byte: None = not produced, Some(None) = zero,
+    // Some(Some(s)) = source byte s
+    let mut bytes: [Option<Option<usize>>; 16] = [None; 16];
+    let (mut lo, mut hi) = (usize::MAX, 0usize);
+    let (mut n, mut end) = (0usize, d0);
+    for &(k, e) in moves {
+        let (lw, sw, ext) = k.shape();
+        let (s, d) = (e.s as usize, e.d as usize);
+        if ext == Ext::SignExtend || d + sw as usize > d0 + 16 {
+            break;
+        }
+        let (nlo, nhi) = if lw == 0 {
+            (lo, hi)
+        } else {
+            (lo.min(s), hi.max(s + lw as usize))
+        };
+        if nlo != usize::MAX && nhi - nlo > 16 {
+            break;
+        }
+        (lo, hi) = (nlo, nhi);
+        for j in 0..sw as usize {
+            let lw = lw as usize;
+            bytes[d - d0 + j] = Some(match ext {
+                Ext::Zero => None,
+                _ if j >= lw => None,
+                Ext::Swap | Ext::SwapZeroExtend => Some(s + lw - 1 - j),
+                _ => Some(s + j),
+            });
+        }
+        end = end.max(d + sw as usize);
+        n += 1;
+    }
+    if n < 2 {
+        return None;
+    }
+    let width = if end - d0 <= 8 { 8 } else { 16 };
+    if d0 + width > dst_size {
+        return None;
+    }
+    let w = if lo == usize::MAX { 0 } else { lo.min(src_size - 16) };
+    let mut mask = [0x80u8; 16];
+    for (j, b) in bytes.iter().enumerate() {
+        if let Some(Some(x)) = b {
+            if *x < w || *x >= w + 16 {
+                return None;
+            }
+            mask[j] = (x - w) as u8;
+        }
+    }
+    Some((n, w, d0, width, mask))
 }

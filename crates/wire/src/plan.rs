@@ -164,11 +164,14 @@ impl FastPath {
         if payload.len() < self.src_size {
             return false;
         }
-        if out.len() >= self.dst_size {
-            out.truncate(self.dst_size);
-        } else {
-            out.clear();
-            out.resize(self.dst_size, 0);
+        // A reused buffer already has the length: no store at all.
+        if out.len() != self.dst_size {
+            if out.len() > self.dst_size {
+                out.truncate(self.dst_size);
+            } else {
+                out.clear();
+                out.resize(self.dst_size, 0);
+            }
         }
         #[cfg(feature = "jit")]
         // SAFETY: payload has >= src_size bytes and out exactly dst_size,
@@ -275,7 +278,7 @@ impl Plan {
         let jit = if backend == Some(Backend::Interpreter) {
             None // asked for the interpreter: spare the Cranelift compile
         } else {
-            crate::jit::compile(&prog).map(std::sync::Arc::new)
+            crate::jit::compile(&prog, src_size, dst_size).map(std::sync::Arc::new)
         };
         #[allow(unused_mut)]
         let mut plan = Plan {
@@ -557,7 +560,9 @@ impl Plan {
     fn prepare(&self, out: &mut Vec<u8>) {
         if out.len() >= self.dst_size && !self.prog.zero_all {
             // Both engines run the lowered program, which zeroes the gaps.
-            out.truncate(self.dst_size);
+            if out.len() != self.dst_size {
+                out.truncate(self.dst_size);
+            }
         } else {
             out.clear();
             out.resize(self.dst_size, 0);

@@ -549,11 +549,17 @@ struct Perm {
     /// `(dst offset, store mask, parts start, parts end)`
     chunks: Vec<(u32, u64, u32, u32)>,
     parts: Vec<Part>,
-    idx: Vec<[u8; 64]>,
+    idx: Vec<Idx>,
     /// A fixed part under 64 bytes: masked loads/stores (otherwise plain
     /// ones; masked stores in particular are slow on some CPUs).
     masked: bool,
 }
+
+/// A permute's byte indices, cache-line aligned (one load, never split).
+#[cfg(all(gw_avx512, target_arch = "x86_64"))]
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Idx([u8; 64]);
 
 #[cfg(all(gw_avx512, target_arch = "x86_64"))]
 #[derive(Clone, Copy, Debug)]
@@ -663,7 +669,7 @@ impl Perm {
                     hi: if src_size >= 64 { u64::MAX } else { 0 },
                     z,
                 });
-                p.idx.push(idx);
+                p.idx.push(Idx(idx));
                 while at < srcs.len()
                     && ((srcs[at] >= lo_off && srcs[at] < lo_off + 64)
                         || (src_size >= 64 && srcs[at] >= hi_off && srcs[at] < hi_off + 64))
@@ -696,7 +702,7 @@ impl Perm {
                         );
                         let x = _mm512_loadu_epi8(src.add(pt.lo_off as usize) as *const i8);
                         let y = _mm512_loadu_epi8(src.add(pt.hi_off as usize) as *const i8);
-                        let ix = _mm512_loadu_epi8(idx.as_ptr() as *const i8);
+                        let ix = _mm512_loadu_epi8(idx.0.as_ptr() as *const i8);
                         let r = _mm512_maskz_permutex2var_epi8(pt.z, x, ix, y);
                         _mm512_storeu_epi8(dst.add(c as usize) as *mut i8, r);
                     }
@@ -712,7 +718,7 @@ impl Perm {
                     unsafe {
                         let x = _mm512_loadu_epi8(src.add(pt.lo_off as usize) as *const i8);
                         let y = _mm512_loadu_epi8(src.add(pt.hi_off as usize) as *const i8);
-                        let ix = _mm512_loadu_epi8(idx.as_ptr() as *const i8);
+                        let ix = _mm512_loadu_epi8(idx.0.as_ptr() as *const i8);
                         r = _mm512_or_si512(r, _mm512_maskz_permutex2var_epi8(pt.z, x, ix, y));
                     }
                 }
@@ -734,7 +740,7 @@ impl Perm {
                 unsafe {
                     let x = _mm512_maskz_loadu_epi8(pt.lo, src.add(pt.lo_off as usize) as *const i8);
                     let y = _mm512_maskz_loadu_epi8(pt.hi, src.add(pt.hi_off as usize) as *const i8);
-                    let ix = _mm512_loadu_epi8(idx.as_ptr() as *const i8);
+                    let ix = _mm512_loadu_epi8(idx.0.as_ptr() as *const i8);
                     r = _mm512_or_si512(r, _mm512_maskz_permutex2var_epi8(pt.z, x, ix, y));
                 }
             }
