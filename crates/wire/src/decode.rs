@@ -125,7 +125,32 @@ pub struct Registry {
     /// The last (wire id, native id) pair decoded and its plan: a stream of
     /// records of one format skips the hash look-up entirely.
     /// Holding the Arc keeps the fast path's code alive.
-    last: Option<(FormatId, FormatId, Arc<Plan>, Option<FastPath>)>,
+    last: Option<Last>,
+}
+
+/// See `Registry::last`.
+struct Last {
+    wire: FormatId,
+    /// Held so its address stays this format's: a pointer compare then
+    /// proves the caller passed the same native format (no id load).
+    native: Arc<Format>,
+    native_id: FormatId,
+    src_size: u64,
+    plan: Arc<Plan>,
+    fast: Option<FastPath>,
+}
+
+impl Last {
+    fn new(wire: FormatId, native: &Arc<Format>, plan: Arc<Plan>) -> Last {
+        Last {
+            wire,
+            native: native.clone(),
+            native_id: native.id(),
+            src_size: plan.src_size() as u64,
+            fast: plan.fast_path(),
+            plan,
+        }
+    }
 }
 
 impl Registry {
@@ -268,18 +293,18 @@ impl Registry {
     ) -> Result<()> {
         // Hot path: same pair as last time. The plan was built for exactly
         // this wire id, so the header check reduces to the fixed length.
-        if let Some((w, n, p, fast)) = &self.last {
-            if *w == rec.id && *n == native.id() {
-                if rec.fixed_len as usize != p.src_size() {
-                    return Err(fixed_len_error(rec, p));
+        if let Some(l) = &self.last {
+            if l.wire == rec.id && (Arc::ptr_eq(&l.native, native) || l.native_id == native.id()) {
+                if rec.fixed_len != l.src_size {
+                    return Err(fixed_len_error(rec, &l.plan));
                 }
-                if let Some(f) = fast {
-                    // SAFETY: `p`, which owns the code, lives in `self.last`.
+                if let Some(f) = &l.fast {
+                    // SAFETY: `l.plan`, which owns the code, lives in `self.last`.
                     if unsafe { f.run(rec.payload, out) } {
                         return Ok(());
                     }
                 }
-                return p.run(rec.payload, out);
+                return l.plan.run(rec.payload, out);
             }
         }
         self.decode_into_lookup(rec, native, out)
@@ -298,7 +323,7 @@ impl Registry {
             if let Some(w) = self.formats.get(&rec.id) {
                 rec.check_format(w)?;
             }
-            self.last = Some((rec.id, native.id(), p.clone(), p.fast_path()));
+            self.last = Some(Last::new(rec.id, native, p.clone()));
             return p.run(rec.payload, out);
         }
         let wire = self
@@ -308,7 +333,7 @@ impl Registry {
             .ok_or(WireError::UnknownFormat(rec.id))?;
         rec.check_format(&wire)?;
         let plan = self.plan(&wire, native)?;
-        self.last = Some((rec.id, native.id(), plan.clone(), plan.fast_path()));
+        self.last = Some(Last::new(rec.id, native, plan.clone()));
         plan.run(rec.payload, out)
     }
 
