@@ -110,7 +110,8 @@ fn cost(ops: &[Op]) -> usize {
 /// `rest`), or `None` if it contains something left to the interpreter or
 /// would be too large to compile quickly.
 pub(crate) fn compile(prog: &Prog, src_size: usize, dst_size: usize) -> Option<JitCode> {
-    let ops = &prog.rest;
+    let ops: Vec<Op> = prog.bulk.iter().chain(&prog.rest).cloned().collect();
+    let ops = &ops;
     if !ops.iter().all(supported) || cost(ops).saturating_add(2 * prog.len()) > BUDGET {
         return None;
     }

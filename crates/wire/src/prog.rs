@@ -157,6 +157,9 @@ pub(crate) struct Prog {
     /// `(kind, start, end)` ranges of `es`, one per kind present.
     groups: Vec<(K, u32, u32)>,
     es: Vec<E>,
+    /// Copies and zero fills too long to lower (plain `memcpy`/`memset`,
+    /// run right after the moves without the general executor).
+    pub(crate) bulk: Vec<Op>,
     /// Operations that are not lowered, run after the moves.
     pub(crate) rest: Vec<Op>,
     /// The gaps are not part of the program (too many): the caller zeroes
@@ -219,6 +222,7 @@ pub(crate) fn lower(
 ) -> Option<Prog> {
     let mut items: Vec<(K, usize, usize)> = Vec::new();
     let mut rest = Vec::new();
+    let mut bulk = Vec::new();
     // Items that end exactly at the end of their field, so a gap that
     // follows may be folded into them: index into `items`.
     let mut exact: Vec<usize> = Vec::new();
@@ -282,6 +286,7 @@ pub(crate) fn lower(
                     items.push((k, src + i * fs, dst + i * ts));
                 }
             }
+            Op::Copy { .. } => bulk.push(op.clone()),
             _ => rest.push(op.clone()),
         }
     }
@@ -325,7 +330,7 @@ pub(crate) fn lower(
         }
         for (a, n) in gaps {
             if n > MAX_LOWERED_BYTES {
-                rest.push(Op::Zero { dst: a, len: n });
+                bulk.push(Op::Zero { dst: a, len: n });
             } else {
                 pieces(n, |o, w| items.push((K::zero(w), 0, a + o)));
             }
@@ -361,6 +366,7 @@ pub(crate) fn lower(
     let mut prog = Prog {
         groups,
         es,
+        bulk,
         rest,
         zero_all,
         residual_from,
@@ -462,6 +468,19 @@ impl Prog {
             let es = unsafe { self.es.get_unchecked(a as usize..b as usize) };
             // SAFETY: forwarded caller contract.
             unsafe { group(k, es, src, dst) }
+        }
+        for op in &self.bulk {
+            // SAFETY: operations of the checked plan (`check_extent`) or
+            // gaps of the destination fixed part; forwarded caller contract.
+            unsafe {
+                match op {
+                    Op::Copy { src: s, dst: d, len } => {
+                        std::ptr::copy_nonoverlapping(src.add(*s), dst.add(*d), *len)
+                    }
+                    Op::Zero { dst: d, len } => std::ptr::write_bytes(dst.add(*d), 0, *len),
+                    _ => {}
+                }
+            }
         }
     }
 }
