@@ -60,8 +60,9 @@ configs="raw-spin raw-block gw-shm gw-tcp"
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 start=$(date -u '+%Y-%m-%d %H:%M UTC')
 raw=$W/raw.txt
-: >"$raw"
+[ "${REPORT_ONLY:-0}" = 1 ] || : >"$raw"   # REPORT_ONLY=1: tables and plots again from the last run's raw.txt
 for r in $(seq "$RUNS"); do
+  [ "${REPORT_ONLY:-0}" = 1 ] && break
   for c in $configs; do
     t0=$SECONDS
     out=$(timeout 400 bash -c "$(declare -f run_config); W='$W' GWRUN='$GWRUN'; run_config $c" 2>"$W/$c.err")
@@ -78,7 +79,9 @@ sort -k1,1 -k2,2 -k3,3n -k4,4g "$raw" | awk '
   { k = $1 " " $2 " " $3; if (k != key) { flush(); key = k } v[++n] = $4 }
   END { flush() }' >"$med"
 
-get() { awk -v c="$1" -v k="$2" -v s="$3" '$1==c && $2==k && $3==s {print $4}' "$med"; }
+# COL: 4 = median, 5 = least, 6 = greatest of the runs
+COL=4
+get() { awk -v c="$1" -v k="$2" -v s="$3" -v col="$COL" '$1==c && $2==k && $3==s {print $col}' "$med"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
 human() { awk -v s="$1" 'BEGIN { if (s >= 1048576) printf "%d MiB", s / 1048576; else if (s >= 1024) printf "%d KiB", s / 1024; else printf "%d B", s }'; }
 # worst (largest for "max", smallest for "min") ratio of gridwire to REF over sizes
@@ -109,11 +112,18 @@ COLL="8 64 512 4096 32768 262144 1048576"
 floor_of() { # the better of busy-polling and blocking raw TCP at SIZE
   printf '%s\n%s\n' "$(get raw-spin lat "$1")" "$(get raw-block lat "$1")" | grep -v '^$' | sort -g | head -1
 }
-tcp_ratio_worst=$(for s in 0 1 8; do ratio "$(get gw-tcp lat "$s")" "$(floor_of "$s")"; echo; done | grep -v n/a | sort -g | tail -1)
-lat_worst=$(worst max lat gw-shm mpich-shm 0 1 8)
-bw_worst=$(worst min bw gw-shm mpich-shm 1048576 4194304)
-ar=$(ratio "$(get gw-shm allreduce 8)" "$(get mpich-shm allreduce 8)")
-[ "$ar" = n/a ] && ar=""
+targets() { # the four target ratios from column COL (times) and BWCOL (bandwidths)
+  tcp_ratio_worst=$(for s in 0 1 8; do ratio "$(get gw-tcp lat "$s")" "$(floor_of "$s")"; echo; done | grep -v n/a | sort -g | tail -1)
+  lat_worst=$(worst max lat gw-shm mpich-shm 0 1 8)
+  bw_worst=$(COL=$BWCOL worst min bw gw-shm mpich-shm 1048576 4194304)
+  ar=$(ratio "$(get gw-shm allreduce 8)" "$(get mpich-shm allreduce 8)")
+  [ "$ar" = n/a ] && ar=""
+}
+# best of the runs: least time, greatest bandwidth (noise only ever slows)
+COL=5 BWCOL=6 targets
+best="$lat_worst|$bw_worst|$ar|$tcp_ratio_worst"
+COL=4 BWCOL=4 targets
+IFS='|' read -r lat_best bw_best ar_best tcp_best <<<"$best"
 
 echo "### MPI (osu-style), $start"
 echo
@@ -125,12 +135,14 @@ echo "Ratios are gridwire / peer: below 1 is better for times, above 1 is better
 echo
 echo "#### Targets"
 echo
-echo "| target | measured (gridwire / reference) | goal | |"
-echo "| --- | ---: | --- | --- |"
-echo "| intra-host 0–8 B latency / MPICH (worst of 0, 1, 8 B) | $lat_worst | ≤ 1.00 | $(met "$lat_worst" "<=" 1.00) |"
-echo "| intra-host 1 MiB–4 MiB bandwidth / MPICH (worst of 1, 4 MiB) | $bw_worst | ≥ 1.00 | $(met "$bw_worst" ">=" 1.00) |"
-echo "| 8 B allreduce, 2 ranks, intra-host / MPICH | ${ar:-n/a} | ≤ 1.00 | $(met "$ar" "<=" 1.00) |"
-echo "| tcp 0–8 B latency / raw TCP floor (worst of 0, 1, 8 B) | $tcp_ratio_worst | ≤ 1.10 | $(met "$tcp_ratio_worst" "<=" 1.10) |"
+echo "| target | gridwire / reference (medians) | goal | | best of $RUNS runs each | |"
+echo "| --- | ---: | --- | --- | ---: | --- |"
+echo "| intra-host 0–8 B latency / MPICH (worst of 0, 1, 8 B) | $lat_worst | ≤ 1.00 | $(met "$lat_worst" "<=" 1.00) | $lat_best | $(met "$lat_best" "<=" 1.00) |"
+echo "| intra-host 1 MiB–4 MiB bandwidth / MPICH (worst of 1, 4 MiB) | $bw_worst | ≥ 1.00 | $(met "$bw_worst" ">=" 1.00) | $bw_best | $(met "$bw_best" ">=" 1.00) |"
+echo "| 8 B allreduce, 2 ranks, intra-host / MPICH | ${ar:-n/a} | ≤ 1.00 | $(met "$ar" "<=" 1.00) | ${ar_best:-n/a} | $(met "$ar_best" "<=" 1.00) |"
+echo "| tcp 0–8 B latency / raw TCP floor (worst of 0, 1, 8 B) | $tcp_ratio_worst | ≤ 1.10 | $(met "$tcp_ratio_worst" "<=" 1.10) | $tcp_best | $(met "$tcp_best" "<=" 1.10) |"
+echo
+echo "\"Best of runs\" compares the least time (greatest bandwidth) of the $RUNS runs on each side: on a shared machine interference only ever slows a run down."
 echo
 echo "Raw TCP floor (\`bench/c/tcp_pingpong\`, loopback, TCP_NODELAY; a 0-byte message is sent as 1 byte), one-way µs:"
 echo "busy-polling $(get raw-spin lat 0) / $(get raw-spin lat 1) / $(get raw-spin lat 8) at 0 / 1 / 8 B, blocking reads $(get raw-block lat 0) / $(get raw-block lat 1) / $(get raw-block lat 8); the floor is the better of the two."
