@@ -166,6 +166,19 @@ int main(int argc, char **argv) {
     MPI_Error_string(ncode, msg, &mlen);
     CHECK(strcmp(msg, "my very own error") == 0, "added error string");
     MPI_Error_class(ncode, &cls); CHECK(cls == ncls, "added class");
+    /* Removing them: not while a string or (for a class) codes remain, not twice. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    CHECK(MPI_Remove_error_class(ncls) != MPI_SUCCESS, "removed a class that has a code");
+    CHECK(MPI_Remove_error_code(ncode) != MPI_SUCCESS, "removed a code that has a string");
+    CHECK(MPI_Remove_error_code(ncls) != MPI_SUCCESS, "removed a class as a code");
+    CHECK(MPI_Remove_error_class(MPI_ERR_ARG) != MPI_SUCCESS, "removed a predefined class");
+    CHECK(MPI_Remove_error_string(ncode) == MPI_SUCCESS, "remove string");
+    MPI_Error_string(ncode, msg, &mlen);
+    CHECK(mlen == 0, "removed string still there: %s", msg);
+    CHECK(MPI_Remove_error_code(ncode) == MPI_SUCCESS, "remove code");
+    CHECK(MPI_Remove_error_code(ncode) != MPI_SUCCESS, "removed a code twice");
+    CHECK(MPI_Remove_error_class(ncls) == MPI_SUCCESS, "remove class");
+    CHECK(MPI_Remove_error_class(ncls) != MPI_SUCCESS, "removed a class twice");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 
     /* Environment queries. */

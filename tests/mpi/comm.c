@@ -74,6 +74,38 @@ int main(int argc, char **argv) {
     MPI_Allreduce(&s, &nsum, 1, MPI_INT, MPI_SUM, node);
     CHECK(nsum == s * s, "node consistent");
 
+    /* split_type with MPI_UNDEFINED on some ranks (one root at a time joins),
+     * shared and guided by mpi_hw_resource_type; then a collective on WORLD
+     * must still match (every rank ran the same collectives inside). */
+    MPI_Info hw;
+    MPI_Info_create(&hw);
+    MPI_Info_set(hw, "mpi_hw_resource_type", "mpi_shared_memory");
+    for (int root = 0; root < size; root++) {
+        for (int kind = 0; kind < 2; kind++) {
+            int type = kind == 0 ? MPI_COMM_TYPE_SHARED : MPI_COMM_TYPE_HW_GUIDED;
+            MPI_Comm one;
+            MPI_Comm_split_type(MPI_COMM_WORLD, rank == root ? type : MPI_UNDEFINED, 0, hw, &one);
+            if (rank == root) {
+                CHECK(one != MPI_COMM_NULL, "split_type root %d kind %d: null", root, kind);
+                MPI_Comm_size(one, &s);
+                CHECK(s == 1, "split_type root %d kind %d: size %d", root, kind, s);
+                MPI_Comm_free(&one);
+            } else {
+                CHECK(one == MPI_COMM_NULL, "split_type root %d kind %d: not null on %d", root, kind, rank);
+            }
+            int token = rank == root ? 1000 + root : -1;
+            MPI_Bcast(&token, 1, MPI_INT, root, MPI_COMM_WORLD);
+            CHECK(token == 1000 + root, "bcast after split_type: %d", token);
+        }
+    }
+    /* Guided by an unknown resource type: MPI_COMM_NULL everywhere. */
+    MPI_Info_set(hw, "mpi_hw_resource_type", "no-such-thing");
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_GUIDED, 0, hw, &none);
+    CHECK(none == MPI_COMM_NULL, "guided by an unknown resource");
+    MPI_Info_free(&hw);
+    MPI_Comm_get_name(MPI_COMM_NULL, name, &len);
+    CHECK(strcmp(name, "MPI_COMM_NULL") == 0, "null name %s", name);
+
     /* groups */
     MPI_Group wg, g1, g2, gu, gi, gd;
     MPI_Comm_group(MPI_COMM_WORLD, &wg);

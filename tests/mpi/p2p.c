@@ -145,6 +145,13 @@ int main(int argc, char **argv) {
         for (int i = 0; i < K; i++) CHECK(in[i] == prev * 10 + i, "any/some data");
         MPI_Waitany(K, r, &idx, &st);
         CHECK(idx == MPI_UNDEFINED, "waitany all null");
+        /* All null: flag true, MPI_UNDEFINED and the empty status. */
+        int gflag = 0;
+        st.MPI_SOURCE = 5; st.MPI_TAG = 5; st.MPI_ERROR = MPI_ERR_OTHER;
+        MPI_Request_get_status_any(K, r, &idx, &gflag, &st);
+        CHECK(gflag && idx == MPI_UNDEFINED && st.MPI_SOURCE == MPI_ANY_SOURCE && st.MPI_TAG == MPI_ANY_TAG
+              && st.MPI_ERROR == MPI_SUCCESS, "get_status_any all null: flag %d idx %d source %d tag %d error %d",
+              gflag, idx, st.MPI_SOURCE, st.MPI_TAG, st.MPI_ERROR);
         MPI_Waitall(K, s, MPI_STATUSES_IGNORE);
     }
 

@@ -101,30 +101,29 @@ mpi_fn!(fn MPI_Comm_split_type / PMPI_Comm_split_type(c: MPI_Comm, kind: c_int, 
         let cm = comm(c)?;
         let m = mpi()?;
         let hints = info_or_empty(info)?;
-        let shared = |m: &gridwire_mpi::Mpi| -> Result<Option<Arc<Comm>>> {
-            let n = m.comm_split_shared(&cm, key)?;
-            n.info.lock().unwrap().set(HW_KEY, HW_SHARED)?;
-            Ok(Some(n))
-        };
-        let n = match kind {
-            MPI_UNDEFINED => m.comm_split(&cm, MPI_UNDEFINED, key)?,
-            MPI_COMM_TYPE_SHARED => shared(m)?,
-            // Unguided: the next level below the parent; the host is the only
-            // level we know, so nothing if the parent is within one host.
-            222 => {
-                let n = shared(m)?.expect("a communicator");
-                if n.size == cm.size { None } else { Some(n) }
-            }
+        // Whether this rank joins a per-host communicator. Ranks may pass
+        // MPI_UNDEFINED while others split: everyone runs the same collectives.
+        let join = match kind {
+            MPI_UNDEFINED => false,
+            MPI_COMM_TYPE_SHARED | MPI_COMM_TYPE_HW_UNGUIDED => true,
             // Guided: only the shared-memory resource type is known.
-            223 | 224 => {
-                if hints.get(HW_KEY) == Some(HW_SHARED) {
-                    shared(m)?
-                } else {
-                    m.comm_split(&cm, MPI_UNDEFINED, key)?
-                }
-            }
+            MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED => hints.get(HW_KEY) == Some(HW_SHARED),
             _ => return Err(err(class::ARG, format!("split type {kind} is not known"))),
         };
+        let mut n = m.comm_split_shared(&cm, join, key)?;
+        // Unguided: the next level below the parent; the host is the only
+        // level we know, so nothing if the parent is within one host.
+        // (Every member of a host sees the same sizes, so they agree.)
+        if kind == MPI_COMM_TYPE_HW_UNGUIDED && n.as_ref().is_some_and(|n| n.size == cm.size) {
+            n = None;
+        }
+        if let Some(n) = &n {
+            n.info.lock().unwrap().set(HW_KEY, HW_SHARED)?;
+            // Unguided: tell the caller which kind of resource the split followed.
+            if kind == MPI_COMM_TYPE_HW_UNGUIDED && info != MPI_INFO_NULL {
+                handles::info(info)?.lock().unwrap().set(HW_KEY, HW_SHARED)?;
+            }
+        }
         // SAFETY: output argument.
         unsafe { out_comm(out, &cm, n) }
     })
@@ -251,8 +250,12 @@ mpi_fn!(fn MPI_Comm_set_name / PMPI_Comm_set_name(c: MPI_Comm, name: *const c_ch
 
 mpi_fn!(fn MPI_Comm_get_name / PMPI_Comm_get_name(c: MPI_Comm, name: *mut c_char, len: *mut c_int) -> c_int {
     run("MPI_Comm_get_name", c, || {
-        let cm = comm(c)?;
-        let s = cm.name.lock().unwrap().clone();
+        // The null handle has a name too (as in MPICH and Open MPI).
+        let s = if c == MPI_COMM_NULL {
+            "MPI_COMM_NULL".to_string()
+        } else {
+            comm(c)?.name.lock().unwrap().clone()
+        };
         // SAFETY: `name` holds MPI_MAX_OBJECT_NAME bytes by the standard.
         unsafe { put_str(&s, name, MPI_MAX_OBJECT_NAME, len) };
         Ok(())

@@ -234,8 +234,12 @@ mpi_fn!(fn MPI_Type_set_name / PMPI_Type_set_name(t: MPI_Datatype, name: *const 
 
 mpi_fn!(fn MPI_Type_get_name / PMPI_Type_get_name(t: MPI_Datatype, name: *mut c_char, len: *mut c_int) -> c_int {
     run("MPI_Type_get_name", MPI_COMM_WORLD, || {
-        let dt = dtype(t)?;
-        let s = dt.name.lock().unwrap().clone();
+        // The null handle has a name too (as in MPICH and Open MPI).
+        let s = if t == MPI_DATATYPE_NULL {
+            "MPI_DATATYPE_NULL".to_string()
+        } else {
+            dtype(t)?.name.lock().unwrap().clone()
+        };
         // SAFETY: `name` holds MPI_MAX_OBJECT_NAME bytes.
         unsafe { put_str(&s, name, MPI_MAX_OBJECT_NAME, len) };
         Ok(())

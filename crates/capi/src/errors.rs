@@ -218,21 +218,40 @@ mpi_fn!(fn MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: MPI_Comm, 
     MPI_SUCCESS
 });
 
-fn remove_user(name: &str, code: c_int) -> c_int {
+/// `MPI_Remove_error_class` (`class = true`) and `MPI_Remove_error_code`:
+/// only user-added ones, a class only without codes, and neither while it
+/// still has a string (MPI 4.1, 8.5).
+fn remove_user(name: &str, code: c_int, is_class: bool) -> c_int {
     run(name, MPI_COMM_WORLD, || {
         let mut g = USER_ERRORS.lock().unwrap();
-        match g.as_mut().and_then(|m| m.remove(&code)) {
-            Some(_) => Ok(()),
-            None => Err(err(
-                class::ARG,
-                format!("{code} is not a user-added error class or code"),
-            )),
+        let m = g.get_or_insert_with(HashMap::new);
+        let what = if is_class { "class" } else { "code" };
+        match m.get(&code) {
+            Some(&(cls, _)) if (cls == code) != is_class => {
+                return Err(err(class::ARG, format!("{code} is not a user-added error {what}")))
+            }
+            Some((_, s)) if !s.is_empty() => {
+                return Err(err(
+                    class::ARG,
+                    format!("error {what} {code} still has a string (MPI_Remove_error_string first)"),
+                ))
+            }
+            Some(_) => {}
+            None => return Err(err(class::ARG, format!("{code} is not a user-added error {what}"))),
         }
+        if is_class && m.iter().any(|(&k, &(cls, _))| cls == code && k != code) {
+            return Err(err(
+                class::ARG,
+                format!("error class {code} still has error codes (remove them first)"),
+            ));
+        }
+        m.remove(&code);
+        Ok(())
     })
 }
 
-mpi_fn!(fn MPI_Remove_error_class / PMPI_Remove_error_class(c: c_int) -> c_int { remove_user("MPI_Remove_error_class", c) });
-mpi_fn!(fn MPI_Remove_error_code / PMPI_Remove_error_code(c: c_int) -> c_int { remove_user("MPI_Remove_error_code", c) });
+mpi_fn!(fn MPI_Remove_error_class / PMPI_Remove_error_class(c: c_int) -> c_int { remove_user("MPI_Remove_error_class", c, true) });
+mpi_fn!(fn MPI_Remove_error_code / PMPI_Remove_error_code(c: c_int) -> c_int { remove_user("MPI_Remove_error_code", c, false) });
 mpi_fn!(fn MPI_Remove_error_string / PMPI_Remove_error_string(code: c_int) -> c_int {
     run("MPI_Remove_error_string", MPI_COMM_WORLD, || {
         let mut g = USER_ERRORS.lock().unwrap();

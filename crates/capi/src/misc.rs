@@ -188,6 +188,10 @@ mpi_fn!(fn MPI_Request_get_status_any / PMPI_Request_get_status_any(n: c_int, re
                 None => {
                     put(index, MPI_UNDEFINED);
                     put(flag, !active as c_int);
+                    if !active {
+                        // No active request: the empty status, as MPI_Testany gives.
+                        put_status(st, &gridwire_mpi::Status::empty());
+                    }
                 }
             }
         }

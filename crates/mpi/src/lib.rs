@@ -677,8 +677,10 @@ impl Mpi {
         Ok(Some(Comm::new(id, Group::new(world), rank, "")))
     }
 
-    /// `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`: one communicator per host.
-    pub fn comm_split_shared(&self, comm: &Comm, key: i32) -> Result<Arc<Comm>> {
+    /// `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`: one communicator per host;
+    /// None where `join` is false (`MPI_UNDEFINED`). Every member of `comm`
+    /// calls this, joining or not, so all run the same collectives.
+    pub fn comm_split_shared(&self, comm: &Comm, join: bool, key: i32) -> Result<Option<Arc<Comm>>> {
         let host = self.ctx().host_id().to_string();
         let mut h = [0u8; 64];
         let hb = host.as_bytes();
@@ -687,12 +689,14 @@ impl Mpi {
         let mut all = vec![0u8; 64 * comm.size as usize];
         self.allgather_bytes(comm, &h, &mut all)?;
         // Colour = lowest rank on my host.
-        let color = (0..comm.size as usize)
-            .find(|&r| all[64 * r..64 * r + 64] == h)
-            .unwrap_or(0) as i32;
-        Ok(self
-            .comm_split(comm, color, key)?
-            .expect("a colour was given"))
+        let color = if join {
+            (0..comm.size as usize)
+                .find(|&r| all[64 * r..64 * r + 64] == h)
+                .unwrap_or(0) as i32
+        } else {
+            UNDEFINED
+        };
+        self.comm_split(comm, color, key)
     }
 
     /// `MPI_Comm_create`: collective over `comm`; None where the caller is not in `group`.
