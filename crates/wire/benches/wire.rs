@@ -718,10 +718,22 @@ fn ten_variants() -> Vec<Variant<Ten>> {
     ]
 }
 
+/// `out.len()` doubles from `p[off..]`, byte-swapped or not; same order is
+/// one `memcpy`, as a C receiver would write it.
+#[inline(always)]
 fn f64s_at(p: &[u8], off: usize, out: &mut [f64], swap: bool) {
-    for (i, c) in p[off..off + 8 * out.len()].chunks_exact(8).enumerate() {
+    let src = &p[off..off + 8 * out.len()];
+    if !swap {
+        // SAFETY: `src` has exactly the bytes of `out` (sliced above); any
+        // bit pattern is a valid f64; the regions do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), out.as_mut_ptr() as *mut u8, src.len())
+        };
+        return;
+    }
+    for (o, c) in out.iter_mut().zip(src.chunks_exact(8)) {
         let v = u64::from_ne_bytes(c.try_into().unwrap());
-        out[i] = f64::from_bits(if swap { v.swap_bytes() } else { v });
+        *o = f64::from_bits(v.swap_bytes());
     }
 }
 

@@ -506,15 +506,17 @@ impl Plan {
                             limit: limits::MAX_VAR_TAIL,
                         });
                     };
-                    out.resize(total, 0);
-                    if *identity {
-                        out[pad..].copy_from_slice(data);
+                    if *identity && data.len() == total - pad {
+                        // Same element layout: one copy, no zero fill first.
+                        out.resize(pad, 0);
+                        out.extend_from_slice(data);
                     } else if data.len() != n * src_elem {
                         return Err(WireError::BadVarField {
                             field: v.src.path.clone(),
                             reason: "length is not a whole number of elements".into(),
                         });
                     } else if let Some(op) = scaled(ops, n) {
+                        out.resize(total, 0);
                         // SAFETY: the scaled op touches n elements: n*src_elem
                         // bytes of `data` (checked just above) and n*dst_elem
                         // bytes of `out` from `pad` (resized to that above).
@@ -528,6 +530,7 @@ impl Plan {
                             .map_err(|e| *e)?
                         };
                     } else {
+                        out.resize(total, 0);
                         for i in 0..n {
                             // SAFETY: element i lies inside `data` and inside
                             // `out[pad..]` as above; the body stays inside one
