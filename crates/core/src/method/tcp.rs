@@ -214,6 +214,7 @@ impl TcpMethod {
             idle_reads: AtomicU32::new(0),
             outgoing: matches!(state, HsState::AwaitChallenge { .. }),
             redirect: std::sync::OnceLock::new(),
+            made_ours_hold: AtomicBool::new(false),
             fd: owned,
             peer: AtomicU32::new(peer),
             out: Mutex::new(Out { ready: false, buf: Vec::new(), off: 0, broken: None, hold: false, held: Vec::new() }),
@@ -253,6 +254,9 @@ impl TcpMethod {
     }
 
     fn close(&self, conn: &Arc<Conn>) {
+        if conn.made_ours_hold.swap(false, Ordering::Relaxed) {
+            self.release_hold(conn.peer.load(Ordering::Relaxed));
+        }
         let fd = conn.fd.as_raw_fd();
         // SAFETY: removing a registered fd; a null event pointer is allowed for DEL.
         unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
@@ -404,7 +408,7 @@ impl TcpMethod {
                     let mut reply = [0u8; CHALLENGE_LEN];
                     reply[..NONCE_LEN].copy_from_slice(&mine);
                     reply[NONCE_LEN..NONCE_LEN + PROOF_LEN].copy_from_slice(&proof);
-                    reply[CHALLENGE_LEN - 1] = self.tie_break(their_id);
+                    reply[CHALLENGE_LEN - 1] = self.tie_break(their_id, conn);
                     // The peer id is provisional until its proof arrives.
                     conn.peer.store(their_id, Ordering::Relaxed);
                     inp.my_nonce = mine;
@@ -521,7 +525,7 @@ impl TcpMethod {
     /// too and our connection has carried no payload, the lower context's
     /// connection wins: ours gives way (holds its payload) when we are the
     /// higher, and the peer's must when we are the lower.
-    fn tie_break(&self, peer: u32) -> u8 {
+    fn tie_break(&self, peer: u32, incoming: &Conn) -> u8 {
         if peer == self.me {
             // Our own connection to ourselves: both ends are one connection.
             return 0;
@@ -542,6 +546,7 @@ impl TcpMethod {
         }
         // Not ready, so everything sent so far is still in `buf`.
         out.hold = true;
+        incoming.made_ours_hold.store(true, Ordering::Relaxed);
         let off = out.off;
         let pending = out.buf.split_off(off);
         out.held.extend_from_slice(&pending);
@@ -599,6 +604,37 @@ impl TcpMethod {
         self.merged.fetch_add(1, Ordering::Relaxed);
         if self.verbose >= 2 {
             eprintln!("gw[{}]: tcp: both ends connected; using the connection context {peer} made", self.me);
+        }
+    }
+
+    /// Undoes a tie lost to a connection that closed before it authenticated
+    /// (a forged hello, or a peer that died): our own connection sends its
+    /// held payload itself after all. Nothing of it was written anywhere, so
+    /// order holds.
+    fn release_hold(&self, peer: u32) {
+        let own = self.by_peer.lock().unwrap_or_else(|e| e.into_inner()).get(&peer).cloned();
+        let Some(own) = own else { return };
+        if !own.outgoing || own.redirect.get().is_some() {
+            return;
+        }
+        {
+            let mut out = own.out.lock().unwrap_or_else(|e| e.into_inner());
+            if !out.hold {
+                return;
+            }
+            out.hold = false;
+            let held = std::mem::take(&mut out.held);
+            let was_empty = out.off == out.buf.len();
+            out.buf.extend_from_slice(&held);
+            let queued = out.buf.len() - out.off;
+            own.queued.store(queued, Ordering::Relaxed);
+            if was_empty && queued > 0 {
+                self.queued_conns.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.flush(&own);
+        if self.verbose >= 1 {
+            eprintln!("gw[{}]: tcp: the connection from context {peer} that won the tie never authenticated; using ours", self.me);
         }
     }
 
@@ -764,6 +800,10 @@ struct Conn {
     outgoing: bool,
     /// The pair's connection, once this one lost the tie (see the module doc).
     redirect: std::sync::OnceLock<Arc<Conn>>,
+    /// Accepted, and its (not yet authenticated) hello made our own
+    /// connection to the same peer give way: if it never authenticates, ours
+    /// must take its payload back (else an impostor's hello could stall it).
+    made_ours_hold: AtomicBool,
 }
 
 impl Conn {
@@ -1175,6 +1215,54 @@ mod tests {
         let merged = |m: &Arc<dyn Method>| m.counters().iter().find(|c| c.0 == "merged_connections").unwrap().1;
         // The higher context's connection gave way; the lower's carries both directions.
         assert_eq!((merged(&a), merged(&b)), (0, 1));
+        a.shutdown();
+        b.shutdown();
+    }
+
+    #[test]
+    fn a_forged_hello_cannot_stall_a_connection_in_progress() {
+        // Context 1 connects to 0 and queues payload; before 0 answers, an
+        // impostor claiming to be context 0 says hello to 1. The tie rule
+        // makes 1's own connection give way to it — until it fails to
+        // authenticate; then 1's connection must carry everything after all.
+        let a = method(0, [6; 32]);
+        let b = method(1, [6; 32]);
+        let ba = b.connect(0, &a.descriptor()).unwrap();
+        for i in 0..10u32 {
+            ba.send(&[IoSlice::new(&i.to_le_bytes())], &NoWait).unwrap();
+        }
+        let b_addr: SocketAddr = String::from_utf8(b.descriptor()).unwrap().parse().unwrap();
+        let mut imp = TcpStream::connect(b_addr).unwrap();
+        let mut hello = Vec::from(&MAGIC[..]);
+        hello.extend_from_slice(&0u32.to_le_bytes());
+        hello.extend_from_slice(&1u32.to_le_bytes());
+        hello.extend_from_slice(&[9; NONCE_LEN]);
+        imp.write_all(&hello).unwrap();
+        let mut sb = Collect(Vec::new(), Vec::new());
+        poll_for(&b, &mut sb, 100);
+        let mut challenge = [0u8; CHALLENGE_LEN];
+        imp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        imp.read_exact(&mut challenge).unwrap();
+        imp.write_all(&[7; PROOF_LEN]).unwrap();
+        let mut sa = Collect(Vec::new(), Vec::new());
+        for round in 0..500 {
+            if round == 50 {
+                for i in 10..20u32 {
+                    ba.send(&[IoSlice::new(&i.to_le_bytes())], &NoWait).unwrap();
+                }
+            }
+            a.poll(&mut sa).unwrap();
+            b.poll(&mut sb).unwrap();
+            if sa.0.len() == 20 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let seq: Vec<u32> = sa.0.iter().map(|(_, m)| u32::from_le_bytes(m[..4].try_into().unwrap())).collect();
+        assert_eq!(seq, (0..20).collect::<Vec<_>>(), "everything arrives once, in order");
+        assert!(sa.0.iter().all(|(src, _)| *src == 1));
+        assert!(sb.0.is_empty() && sb.1.is_empty(), "the impostor delivered nothing and failed no link");
+        assert_eq!(b.counters(), vec![("refused_connections", 1), ("merged_connections", 0)]);
         a.shutdown();
         b.shutdown();
     }
