@@ -7,12 +7,13 @@
 //!   (the first exchange of a job is usually symmetric: a barrier). Two
 //!   connections, one per direction, cost a pure ACK packet per message and
 //!   ~50% latency against one (`/tmp`-style raw C test: 7.9 vs 5.3 µs). The
-//!   acceptor of a hello from a peer it is itself connecting to decides, by
-//!   a rule both ends reach independently: a connection that already carried
-//!   payload ("committed") wins, else the lower context's. The loser's
-//!   payload is *held* (never written to its socket) and moved, in order, to
-//!   the winner once that one is authenticated; later sends follow
-//!   `redirect`. The loser completes its handshake and then idles.
+//!   acceptor of a hello from a peer it is itself connecting to answers
+//!   `USE_MINE` when its own connection already carried payload or it is the
+//!   lower context (see `tie_break`); the connector acts on the flag only once
+//!   the acceptor's proof checks out. The loser's payload is *held* (never
+//!   written to its socket) and moved, in order, to the winner once that one
+//!   is authenticated; later sends follow `redirect`. The loser completes its
+//!   handshake and then idles.
 //! * Every connection is authenticated (see [`crate::auth`]) before a single
 //!   payload byte is delivered: connector sends `hello`, acceptor answers with
 //!   its nonce and proof, connector answers with its proof. The connector may
@@ -214,7 +215,6 @@ impl TcpMethod {
             idle_reads: AtomicU32::new(0),
             outgoing: matches!(state, HsState::AwaitChallenge { .. }),
             redirect: std::sync::OnceLock::new(),
-            made_ours_hold: AtomicBool::new(false),
             fd: owned,
             peer: AtomicU32::new(peer),
             out: Mutex::new(Out { ready: false, buf: Vec::new(), off: 0, broken: None, hold: false, held: Vec::new() }),
@@ -254,9 +254,6 @@ impl TcpMethod {
     }
 
     fn close(&self, conn: &Arc<Conn>) {
-        if conn.made_ours_hold.swap(false, Ordering::Relaxed) {
-            self.release_hold(conn.peer.load(Ordering::Relaxed));
-        }
         let fd = conn.fd.as_raw_fd();
         // SAFETY: removing a registered fd; a null event pointer is allowed for DEL.
         unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
@@ -408,7 +405,7 @@ impl TcpMethod {
                     let mut reply = [0u8; CHALLENGE_LEN];
                     reply[..NONCE_LEN].copy_from_slice(&mine);
                     reply[NONCE_LEN..NONCE_LEN + PROOF_LEN].copy_from_slice(&proof);
-                    reply[CHALLENGE_LEN - 1] = self.tie_break(their_id, conn);
+                    reply[CHALLENGE_LEN - 1] = self.tie_break(their_id);
                     // The peer id is provisional until its proof arrives.
                     conn.peer.store(their_id, Ordering::Relaxed);
                     inp.my_nonce = mine;
@@ -521,11 +518,14 @@ impl TcpMethod {
     }
 
     /// Acceptor side of the tie (see the module doc): we got a hello from
-    /// `peer`. Returns the challenge flags. If we are connecting to `peer`
-    /// too and our connection has carried no payload, the lower context's
-    /// connection wins: ours gives way (holds its payload) when we are the
-    /// higher, and the peer's must when we are the lower.
-    fn tie_break(&self, peer: u32, incoming: &Conn) -> u8 {
+    /// `peer`; returns the challenge flags. If we are connecting to `peer`
+    /// too, ours is the pair's connection when it already carried payload or
+    /// when we are the lower context: we answer `USE_MINE`, and the peer
+    /// (once our proof checks out) holds its payload for ours. Otherwise we
+    /// answer normally and the peer, being the lower, answers our own hello
+    /// with `USE_MINE`. Nothing is decided on the unauthenticated hello
+    /// alone: a forged one can at most receive a flag it cannot use.
+    fn tie_break(&self, peer: u32) -> u8 {
         if peer == self.me {
             // Our own connection to ourselves: both ends are one connection.
             return 0;
@@ -536,26 +536,12 @@ impl TcpMethod {
         if !own.outgoing || own.redirect.get().is_some() {
             return 0;
         }
-        let mut out = own.out.lock().unwrap_or_else(|e| e.into_inner());
-        if out.hold {
-            // Ours already gave way (to this very peer's connection).
-            return 0;
+        let out = own.out.lock().unwrap_or_else(|e| e.into_inner());
+        if !out.hold && (out.committed() || self.me < peer) {
+            USE_MINE
+        } else {
+            0
         }
-        if out.committed() || self.me < peer {
-            return USE_MINE;
-        }
-        // Not ready, so everything sent so far is still in `buf`.
-        out.hold = true;
-        incoming.made_ours_hold.store(true, Ordering::Relaxed);
-        let off = out.off;
-        let pending = out.buf.split_off(off);
-        out.held.extend_from_slice(&pending);
-        out.buf.clear();
-        out.off = 0;
-        if conn_queued_reset(&own) {
-            self.queued_conns.fetch_sub(1, Ordering::Relaxed);
-        }
-        0
     }
 
     /// Moves the payload held by our connection to `peer` (if it lost the
@@ -604,37 +590,6 @@ impl TcpMethod {
         self.merged.fetch_add(1, Ordering::Relaxed);
         if self.verbose >= 2 {
             eprintln!("gw[{}]: tcp: both ends connected; using the connection context {peer} made", self.me);
-        }
-    }
-
-    /// Undoes a tie lost to a connection that closed before it authenticated
-    /// (a forged hello, or a peer that died): our own connection sends its
-    /// held payload itself after all. Nothing of it was written anywhere, so
-    /// order holds.
-    fn release_hold(&self, peer: u32) {
-        let own = self.by_peer.lock().unwrap_or_else(|e| e.into_inner()).get(&peer).cloned();
-        let Some(own) = own else { return };
-        if !own.outgoing || own.redirect.get().is_some() {
-            return;
-        }
-        {
-            let mut out = own.out.lock().unwrap_or_else(|e| e.into_inner());
-            if !out.hold {
-                return;
-            }
-            out.hold = false;
-            let held = std::mem::take(&mut out.held);
-            let was_empty = out.off == out.buf.len();
-            out.buf.extend_from_slice(&held);
-            let queued = out.buf.len() - out.off;
-            own.queued.store(queued, Ordering::Relaxed);
-            if was_empty && queued > 0 {
-                self.queued_conns.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.flush(&own);
-        if self.verbose >= 1 {
-            eprintln!("gw[{}]: tcp: the connection from context {peer} that won the tie never authenticated; using ours", self.me);
         }
     }
 
@@ -698,11 +653,6 @@ impl TcpMethod {
             conn.queued.store(out.buf.len() - out.off, Ordering::Relaxed);
         }
     }
-}
-
-/// Clears `conn`'s queued-bytes count; true if it was counted as queued.
-fn conn_queued_reset(conn: &Conn) -> bool {
-    conn.queued.swap(0, Ordering::Relaxed) != 0
 }
 
 /// Handshake state of a connection's receive side.
@@ -800,10 +750,6 @@ struct Conn {
     outgoing: bool,
     /// The pair's connection, once this one lost the tie (see the module doc).
     redirect: std::sync::OnceLock<Arc<Conn>>,
-    /// Accepted, and its (not yet authenticated) hello made our own
-    /// connection to the same peer give way: if it never authenticates, ours
-    /// must take its payload back (else an impostor's hello could stall it).
-    made_ours_hold: AtomicBool,
 }
 
 impl Conn {
@@ -1222,9 +1168,9 @@ mod tests {
     #[test]
     fn a_forged_hello_cannot_stall_a_connection_in_progress() {
         // Context 1 connects to 0 and queues payload; before 0 answers, an
-        // impostor claiming to be context 0 says hello to 1. The tie rule
-        // makes 1's own connection give way to it — until it fails to
-        // authenticate; then 1's connection must carry everything after all.
+        // impostor claiming to be context 0 says hello to 1 (as if both ends
+        // were connecting at once). Nothing may be decided on that hello: 1's
+        // connection carries everything, in order.
         let a = method(0, [6; 32]);
         let b = method(1, [6; 32]);
         let ba = b.connect(0, &a.descriptor()).unwrap();
