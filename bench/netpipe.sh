@@ -36,7 +36,7 @@ srcdir() { ls -d "$W"/netpipe-*/ "$W"/NetPIPE-*/ 2>/dev/null | head -1; }
 src=$(srcdir)
 if [ -z "$src" ]; then
   rm -f "$W/source.note"
-  if ! apt-cache showsrc netpipe 2>/dev/null | grep -q '^Package: netpipe'; then
+  if ! apt-cache showsrc netpipe 2>/dev/null | grep '^Package: netpipe' >/dev/null; then
     [ "$(id -u)" -eq 0 ] || skip "no deb-src entries for apt and not root to add them"
     if [ -f /etc/apt/sources.list.d/debian.sources ]; then
       # deb822: every stanza signed by the Debian archive key, as deb-src.
@@ -53,7 +53,7 @@ if [ -z "$src" ]; then
     fi
     echo "bench/netpipe.sh: added deb-src entries; apt-get update" >&2
     apt-get update -qq >"$W/apt-update.log" 2>&1 || skip "apt-get update failed (see $W/apt-update.log)"
-    apt-cache showsrc netpipe 2>/dev/null | grep -q '^Package: netpipe' || skip "apt knows no source package netpipe"
+    apt-cache showsrc netpipe 2>/dev/null | grep '^Package: netpipe' >/dev/null || skip "apt knows no source package netpipe"
   fi
   command -v dpkg-source >/dev/null || {
     [ "$(id -u)" -eq 0 ] || skip "dpkg-dev (dpkg-source) is missing and not root"
