@@ -63,22 +63,36 @@ pub fn view<'a, T: WireRecord>(rec: &RecordRef<'a>) -> Result<&'a T> {
 }
 
 /// View raw native-layout bytes (e.g. `Decoded::bytes`) as `T`.
+#[inline(always)]
 pub fn view_bytes<T: WireRecord>(bytes: &[u8]) -> Result<&T> {
     if bytes.len() < std::mem::size_of::<T>() {
-        return Err(WireError::NotViewable(
-            "payload shorter than the type".into(),
-        ));
+        return Err(not_viewable("payload shorter than the type"));
     }
     if !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) {
-        return Err(WireError::NotViewable(
-            "payload is misaligned for the type".into(),
-        ));
+        return Err(not_viewable("payload is misaligned for the type"));
     }
     // SAFETY: length and alignment are checked above; `WireRecord` guarantees
     // that T is repr(C), pointer-free and valid for every bit pattern, so any
     // initialised bytes of the right size are a valid T. The lifetime ties the
     // reference to the borrowed bytes.
     Ok(unsafe { &*(bytes.as_ptr() as *const T) })
+}
+
+#[cold]
+#[inline(never)]
+fn not_viewable(why: &str) -> WireError {
+    WireError::NotViewable(why.into())
+}
+
+#[cold]
+#[inline(never)]
+fn not_native(rec: &RecordRef<'_>, native: &Format) -> WireError {
+    WireError::NotViewable(format!(
+        "record format {} is not {} ({})",
+        rec.id,
+        native.id(),
+        native.name()
+    ))
 }
 
 #[cold]
@@ -213,22 +227,28 @@ impl Registry {
     /// layout (checked: header and every variable slot), else
     /// `NotViewable`. Unlike [`Registry::decode`] it touches no reference
     /// counts, which is most of the cost of an in-place decode.
-    #[inline]
+    // Always inlined, errors out of line: returned through memory, the
+    // borrowed slice cost a store-forwarding stall per record.
+    #[inline(always)]
     pub fn decode_in_place<'a>(
         &mut self,
         rec: &RecordRef<'a>,
         native: &Format,
     ) -> Result<&'a [u8]> {
         if rec.id != native.id() {
-            return Err(WireError::NotViewable(format!(
-                "record format {} is not {} ({})",
-                rec.id,
-                native.id(),
-                native.name()
-            )));
+            return Err(not_native(rec, native));
         }
         rec.check_format(native)?;
         if native.has_var() {
+            return self.check_slots(rec, native);
+        }
+        Ok(rec.payload)
+    }
+
+    /// `decode_in_place` for formats with variable fields: every slot.
+    #[inline(never)]
+    fn check_slots<'a>(&mut self, rec: &RecordRef<'a>, native: &Format) -> Result<&'a [u8]> {
+        {
             let size = native.size() as usize;
             if let std::collections::hash_map::Entry::Vacant(e) = self.slots.entry(rec.id) {
                 e.insert(Arc::new(var_slots(native)?));

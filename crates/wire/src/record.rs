@@ -397,24 +397,31 @@ impl<'a> RecordRef<'a> {
     }
 
     /// Check that the header agrees with the format it names.
+    #[inline(always)]
     pub fn check_format(&self, f: &Format) -> Result<()> {
+        if self.id == f.id() && self.fixed_len == f.size() as u64 {
+            return Ok(());
+        }
+        Err(self.format_mismatch(f))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn format_mismatch(&self, f: &Format) -> WireError {
         if self.id != f.id() {
-            return Err(WireError::BadHeader(format!(
+            return WireError::BadHeader(format!(
                 "record has id {}, format `{}` is {}",
                 self.id,
                 f.name(),
                 f.id()
-            )));
+            ));
         }
-        if self.fixed_len != f.size() as u64 {
-            return Err(WireError::BadHeader(format!(
-                "fixed length {} but format `{}` has size {}",
-                self.fixed_len,
-                f.name(),
-                f.size()
-            )));
-        }
-        Ok(())
+        WireError::BadHeader(format!(
+            "fixed length {} but format `{}` has size {}",
+            self.fixed_len,
+            f.name(),
+            f.size()
+        ))
     }
 }
 
