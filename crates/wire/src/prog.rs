@@ -377,20 +377,21 @@ pub(crate) fn lower(
     {
         prog.perm = Perm::build(&prog, src_size, dst_size).filter(|p| {
             // Cheaper than the moves? Costs in 1/40 ns, fitted to the
-            // 104-byte benchmark records (byte-swapped, reordered, i386) on
-            // the project machine: a move 7, a group 20, a permute 48, and
-            // running groups after the permutes 56 more.
+            // benchmark records (104-byte and ten nested ones; byte-swapped,
+            // reordered, i386) on the project machine: a move 15, a group
+            // 4, a permute 60, and running groups after the permutes 100
+            // more.
             let moves = |gs: &[(K, u32, u32)]| {
                 gs.iter()
-                    .map(|g| 7 * (g.2 - g.1) as usize + 20)
+                    .map(|g| 15 * (g.2 - g.1) as usize + 4)
                     .sum::<usize>()
             };
             let residual = &prog.groups[prog.residual_from..];
-            let with = 48 * p.parts.len()
+            let with = 60 * p.parts.len()
                 + if residual.is_empty() {
                     0
                 } else {
-                    56 + moves(residual)
+                    100 + moves(residual)
                 };
             with < moves(&prog.groups)
         });
