@@ -58,7 +58,7 @@ pub struct Aimd {
     /// Bytes acknowledged since the last additive increase (congestion avoidance).
     acked_acc: usize,
     min_rtt: Option<Duration>,
-    /// EWMA (gain 1/4) of recent RTT samples: reacts within about a round trip.
+    /// EWMA (gain 1/4) of recent RTT samples (the length of a round trip).
     rtt: Option<Duration>,
     /// (cwnd, ssthresh) before the last timeout, for undoing a spurious one.
     undo: Option<(usize, usize)>,
@@ -67,6 +67,9 @@ pub struct Aimd {
     round_end: Option<Instant>,
     round_acked: usize,
     round_lost: usize,
+    /// The least RTT sample of this round trip and of the one before.
+    round_min: Option<Duration>,
+    prev_round_min: Option<Duration>,
 }
 
 /// A round trip losing more than this share of its datagrams (and at least
@@ -94,13 +97,24 @@ impl Aimd {
             round_end: None,
             round_acked: 0,
             round_lost: 0,
+            round_min: None,
+            prev_round_min: None,
         }
     }
 
-    /// Whether the RTT shows a standing queue (without samples: assume so).
+    /// Whether the RTT shows a standing queue (without samples: assume so):
+    /// the least RTT of this round trip and the last is above the minimum by
+    /// a quarter or 1 ms. The least, not an average: a queue delays every
+    /// datagram, while a process that was not scheduled for a few
+    /// milliseconds (a loaded machine) delays only the acks of that moment —
+    /// an average of samples took such spikes for congestion.
     fn queueing(&self) -> bool {
-        match (self.min_rtt, self.rtt) {
-            (Some(min), Some(rtt)) => rtt > min + (min / 4).max(Duration::from_millis(1)),
+        let recent = match (self.prev_round_min, self.round_min) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match (self.min_rtt, recent) {
+            (Some(min), Some(r)) => r > min + (min / 4).max(Duration::from_millis(1)),
             _ => true,
         }
     }
@@ -112,6 +126,9 @@ impl Aimd {
             self.round_end = Some(now + rtt);
             self.round_acked = 0;
             self.round_lost = 0;
+            if self.round_min.is_some() {
+                self.prev_round_min = self.round_min.take();
+            }
         }
     }
 
@@ -147,6 +164,7 @@ impl Controller for Aimd {
 
     fn on_rtt(&mut self, r: Duration) {
         self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
+        self.round_min = Some(self.round_min.map_or(r, |m| m.min(r)));
         self.rtt = Some(self.rtt.map_or(r, |s| (s * 3 + r) / 4));
     }
 
@@ -211,6 +229,38 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    /// Feeds `rounds` round trips of RTT samples `r` (no bytes acked);
+    /// returns the time after them.
+    fn rounds(c: &mut Aimd, mut t: Instant, r: Duration, rounds: u32) -> Instant {
+        for _ in 0..rounds {
+            t += r + MS;
+            c.on_rtt(r);
+            c.on_ack(t, t, 0);
+        }
+        t
+    }
+
+    #[test]
+    fn a_scheduling_spike_is_not_a_queue() {
+        let t0 = Instant::now();
+        let mut c = Aimd::new(1000, 10, 1000);
+        let t = rounds(&mut c, t0, 20 * MS, 2);
+        // Acks delayed by a process that was not scheduled: a few samples
+        // far above the minimum, among normal ones in the same round trip.
+        for _ in 0..6 {
+            c.on_rtt(35 * MS);
+        }
+        c.on_rtt(20 * MS);
+        c.on_ack(t + MS, t + MS, 0);
+        let w = c.window();
+        c.on_loss(t + 2 * MS, t + MS);
+        assert_eq!(c.window(), w, "a spike is not congestion");
+        // Every sample of two round trips high: a standing queue.
+        let t = rounds(&mut c, t + 2 * MS, 35 * MS, 3);
+        c.on_loss(t + MS, t);
+        assert_eq!(c.window(), w * 7 / 10);
+    }
+
     #[test]
     fn congestion_loss_reduces_once_per_recovery_period() {
         let t0 = Instant::now();
@@ -219,10 +269,7 @@ mod tests {
         c.on_rtt(20 * MS);
         c.on_ack(t0, t0, 4000);
         assert_eq!(c.window(), 8000, "slow start doubles per window");
-        for _ in 0..4 {
-            c.on_rtt(40 * MS);
-            c.on_ack(t0, t0, 0); // a queue builds
-        }
+        let t0 = rounds(&mut c, t0, 40 * MS, 3); // a queue builds
         let t1 = t0 + 10 * MS;
         c.on_loss(t1, t0);
         assert_eq!(c.window(), 5600);
@@ -291,9 +338,7 @@ mod tests {
             "a random loss neither ends slow start nor holds back growth"
         );
         // A queue builds (HyStart's delay signal): slow start ends without a loss.
-        for _ in 0..8 {
-            c.on_rtt(40 * MS);
-        }
+        let t2 = rounds(&mut c, t2, 40 * MS, 3);
         c.on_ack(t2, t2, 1000);
         assert_eq!(
             c.window(),
@@ -301,9 +346,7 @@ mod tests {
             "with a queue: one datagram per window of acks, not slow start"
         );
         // The queue drains: congestion avoidance without a queue (+50% per round trip).
-        for _ in 0..16 {
-            c.on_rtt(20 * MS);
-        }
+        let t2 = rounds(&mut c, t2, 20 * MS, 3);
         c.on_ack(t2, t2, 2000);
         assert_eq!(c.window(), w + 3000, "no queue: grows by half the acked bytes");
     }
