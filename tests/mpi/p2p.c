@@ -86,6 +86,33 @@ int main(int argc, char **argv) {
         void *dbuf; int dsize;
         MPI_Buffer_detach(&dbuf, &dsize);
         CHECK(dbuf == bbuf && dsize == bufsize, "detach");
+
+        /* A communicator's own buffer (MPI 4.1), with no process buffer attached. */
+        MPI_Comm dup;
+        MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+        MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+        CHECK(MPI_Bsend(&a, 1, MPI_INT, next, 35, dup) != MPI_SUCCESS, "bsend without any buffer");
+        MPI_Comm_attach_buffer(dup, bbuf, bufsize);
+        CHECK(MPI_Comm_attach_buffer(dup, bbuf, bufsize) != MPI_SUCCESS, "attached twice");
+        for (int i = 0; i < 100000; i++) big[i] = i ^ rank;
+        MPI_Bsend(big, 100000, MPI_INT, next, 36, dup);
+        memset(big, 0, 100000 * sizeof(int));
+        MPI_Recv(bigin, 100000, MPI_INT, prev, 36, dup, &st);
+        MPI_Comm_flush_buffer(dup); /* after the receive: a rendezvous leaves when matched */
+        for (int i = 0; i < 100000; i++) CHECK(bigin[i] == (i ^ prev), "comm bsend data");
+        MPI_Request fr;
+        MPI_Comm_iflush_buffer(dup, &fr);
+        MPI_Wait(&fr, MPI_STATUS_IGNORE);
+        MPI_Comm_detach_buffer(dup, &dbuf, &dsize);
+        CHECK(dbuf == bbuf && dsize == bufsize, "comm detach");
+        CHECK(MPI_Comm_detach_buffer(dup, &dbuf, &dsize) != MPI_SUCCESS, "comm detach twice");
+        MPI_Comm_attach_buffer(dup, MPI_BUFFER_AUTOMATIC, 0);
+        MPI_Bsend(&a, 1, MPI_INT, next, 37, dup);
+        MPI_Recv(&b, 1, MPI_INT, prev, 37, dup, &st);
+        CHECK(b == prev, "bsend with MPI_BUFFER_AUTOMATIC");
+        MPI_Comm_detach_buffer(dup, &dbuf, &dsize);
+        CHECK(dbuf == MPI_BUFFER_AUTOMATIC, "automatic detach");
+        MPI_Comm_free(&dup);
         free(bbuf); free(big); free(bigin);
     }
 

@@ -234,7 +234,7 @@ mpi_fn!(fn MPI_Request_get_status_some / PMPI_Request_get_status_some(n: c_int, 
 
 mpi_fn!(fn MPI_Buffer_flush / PMPI_Buffer_flush() -> c_int {
     run("MPI_Buffer_flush", MPI_COMM_WORLD, || {
-        mpi()?.buffer_flush();
+        mpi()?.buffer_flush(None);
         Ok(())
     })
 });
@@ -242,7 +242,7 @@ mpi_fn!(fn MPI_Buffer_flush / PMPI_Buffer_flush() -> c_int {
 mpi_fn!(fn MPI_Buffer_iflush / PMPI_Buffer_iflush(req: *mut MPI_Request) -> c_int {
     run("MPI_Buffer_iflush", MPI_COMM_WORLD, || {
         // Flushed at once: the request is already complete.
-        mpi()?.buffer_flush();
+        mpi()?.buffer_flush(None);
         // SAFETY: output argument.
         unsafe { put(req, REQUEST_DONE_SEND) };
         Ok(())

@@ -31,6 +31,8 @@ pub struct Comm {
     pub handle: AtomicUsize,
     /// Cartesian topology, if the communicator has one.
     pub cart: Mutex<Option<Cart>>,
+    /// Buffer for `MPI_Bsend` on this communicator (`MPI_Comm_attach_buffer`).
+    pub(crate) bsend: Mutex<crate::Bsend>,
 }
 
 /// A Cartesian topology: extent and periodicity of each dimension (row-major ranks).
@@ -90,6 +92,7 @@ impl Comm {
             errhandler: AtomicUsize::new(0),
             handle: AtomicUsize::new(0),
             cart: Mutex::new(None),
+            bsend: Default::default(),
         })
     }
 

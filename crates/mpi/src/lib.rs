@@ -54,8 +54,9 @@ pub enum Mode {
     Ready,
 }
 
-#[derive(Default)]
-struct Bsend {
+/// An attached buffer for `MPI_Bsend` (the process's, or a communicator's).
+#[derive(Default, Debug)]
+pub(crate) struct Bsend {
     size: usize,
     used: usize,
     attached: bool,
@@ -102,7 +103,7 @@ impl Mpi {
     }
 
     pub fn finalize(&self) -> Result<()> {
-        self.detach_wait();
+        self.detach_wait(None);
         self.ctx().finalize()?;
         Ok(())
     }
@@ -227,8 +228,14 @@ impl Mpi {
                 .send(ctx, seq, comm.rank as i32, world, tag, buf, true, None),
             Mode::Buffered => {
                 let n = buf.bytes();
+                // The communicator's buffer if one is attached, else the process's.
+                let pool = if comm.bsend.lock().unwrap().attached {
+                    &comm.bsend
+                } else {
+                    &self.bsend
+                };
                 {
-                    let mut b = self.bsend.lock().unwrap();
+                    let mut b = pool.lock().unwrap();
                     b.pending.retain(|r| !r.done());
                     let used: usize = b
                         .pending
@@ -256,15 +263,21 @@ impl Mpi {
                 )?;
                 if let Some(r) = r {
                     r.d.lock().unwrap().bsend_bytes = n + BSEND_OVERHEAD;
-                    self.bsend.lock().unwrap().pending.push(r);
+                    pool.lock().unwrap().pending.push(r);
                 }
                 Ok(None)
             }
         }
     }
 
-    pub fn buffer_attach(&self, addr: usize, size: usize) -> Result<()> {
-        let mut b = self.bsend.lock().unwrap();
+    /// The buffer of `comm` (`MPI_Comm_*_buffer`) or, for None, of the process (`MPI_Buffer_*`).
+    fn pool<'a>(&'a self, comm: Option<&'a Comm>) -> &'a Mutex<Bsend> {
+        comm.map_or(&self.bsend, |c| &c.bsend)
+    }
+
+    /// `MPI_Buffer_attach` / `MPI_Comm_attach_buffer`.
+    pub fn buffer_attach(&self, comm: Option<&Comm>, addr: usize, size: usize) -> Result<()> {
+        let mut b = self.pool(comm).lock().unwrap();
         if b.attached {
             return Err(err(
                 class::BUFFER,
@@ -278,22 +291,22 @@ impl Mpi {
         Ok(())
     }
 
-    fn detach_wait(&self) {
-        let pending: Vec<Arc<Req>> = std::mem::take(&mut self.bsend.lock().unwrap().pending);
+    fn detach_wait(&self, comm: Option<&Comm>) {
+        let pending: Vec<Arc<Req>> = std::mem::take(&mut self.pool(comm).lock().unwrap().pending);
         for r in pending {
             self.wait(&r);
         }
     }
 
-    /// `MPI_Buffer_flush`: waits until every buffered send has left.
-    pub fn buffer_flush(&self) {
-        self.detach_wait();
+    /// `MPI_Buffer_flush` / `MPI_Comm_flush_buffer`: waits until every buffered send has left.
+    pub fn buffer_flush(&self, comm: Option<&Comm>) {
+        self.detach_wait(comm);
     }
 
     /// Waits for buffered sends to leave, then detaches. Returns (addr, size).
-    pub fn buffer_detach(&self) -> Result<(usize, usize)> {
-        self.detach_wait();
-        let mut b = self.bsend.lock().unwrap();
+    pub fn buffer_detach(&self, comm: Option<&Comm>) -> Result<(usize, usize)> {
+        self.detach_wait(comm);
+        let mut b = self.pool(comm).lock().unwrap();
         if !b.attached {
             return Err(err(class::BUFFER, "no buffer is attached"));
         }
