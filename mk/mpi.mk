@@ -2,7 +2,9 @@
 #
 #   make install-mpi PREFIX=/opt/gridwire   # bin/ include/ lib/ lib/pkgconfig/ like other MPIs
 #   make test-mpi                           # the C suite (tests/mpi) under gwrun, 1-8 ranks, 1 and 2 hosts
-#   make test-mpi4py [MPI4PY_SDIST=...]     # mpi4py from source with gwcc, its passing tests with 2 ranks
+#   make test-mpi4py [MPI4PY_SDIST=...]     # pip install mpi4py from source with gwcc (venv under the
+#                                           # target dir), numpy check with 4 ranks, its must-pass tests
+#                                           # with 2 ranks; also run by `make test` (crates/capi/tests/extra.sh)
 #
 # Layout: bin/{gwcc,mpicc,gwrun,mpiexec,mpirun}, include/mpi.h,
 # lib/{libmpi.so,libmpi_abi.so}, lib/pkgconfig/{mpi,mpich,gridwire-mpi}.pc.
@@ -41,7 +43,8 @@ install-mpi-files:
 test-mpi:
 	$(CARGO) test -p gridwire-capi --test c_suite
 
-# mpi4py built from source with gwcc, its passing test modules under gwrun -n 2
-# (needs an mpi4py sdist or network for pip; prints "skipped" otherwise).
+# mpi4py built from source with gwcc against the debug library (MPI4PY_PROFILE=release
+# for the other), its must-pass test modules under gwrun -n 2 (needs an mpi4py sdist or
+# PyPI; prints "skipped" only when no sdist can be had). MPI4PY_TESTS=all: every module.
 test-mpi4py:
 	bash tests/mpi/mpi4py.sh $(MPI4PY_SDIST)
