@@ -175,6 +175,40 @@ int main(int argc, char **argv) {
         MPI_Type_free(&abs);
     }
 
+    /* Type_match_size: a predefined type of that class and size, for every size the ABI has. */
+    {
+        struct { int cls, size; } want[] = {
+            {MPIX_TYPECLASS_LOGICAL, 1}, {MPIX_TYPECLASS_LOGICAL, 16}, {MPI_TYPECLASS_INTEGER, 1},
+            {MPI_TYPECLASS_INTEGER, 8}, {MPI_TYPECLASS_INTEGER, 16}, {MPI_TYPECLASS_REAL, 2},
+            {MPI_TYPECLASS_REAL, 8}, {MPI_TYPECLASS_COMPLEX, 4}, {MPI_TYPECLASS_COMPLEX, 16},
+        };
+        for (int i = 0; i < (int)(sizeof want / sizeof want[0]); i++) {
+            MPI_Datatype t = MPI_DATATYPE_NULL;
+            int sz = -1;
+            MPI_Type_match_size(want[i].cls, want[i].size, &t);
+            MPI_Type_size(t, &sz);
+            CHECK(t != MPI_DATATYPE_NULL && sz == want[i].size, "match_size class %d size %d: got size %d",
+                  want[i].cls, want[i].size, sz);
+        }
+        MPI_Datatype t;
+        MPI_Type_match_size(MPI_TYPECLASS_REAL, 8, &t);
+        CHECK(t == MPI_REAL8, "match_size real 8 is MPI_REAL8");
+        /* Get_value_index: a pair type, MPI_DATATYPE_NULL when there is none, an error for null input. */
+        MPI_Type_get_value_index(MPI_DOUBLE, MPI_INT, &t);
+        CHECK(t == MPI_DOUBLE_INT, "value index double/int");
+        MPI_Type_get_value_index(MPI_DOUBLE, MPI_FLOAT, &t);
+        CHECK(t == MPI_DATATYPE_NULL, "value index double/float");
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        int rc = MPI_Type_get_value_index(MPI_DATATYPE_NULL, MPI_INT, &t), cls = -1;
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_TYPE, "value index of MPI_DATATYPE_NULL: class %d", cls);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+        char tname[MPI_MAX_OBJECT_NAME];
+        int tlen;
+        MPI_Type_get_name(MPI_DATATYPE_NULL, tname, &tlen);
+        CHECK(strcmp(tname, "MPI_DATATYPE_NULL") == 0, "null type name %s", tname);
+    }
+
     MPI_Type_free(&column); MPI_Type_free(&col1); MPI_Type_free(&ptype);
     free(m); free(col); free(two); free(ps); free(pr);
     PASS("dtype");

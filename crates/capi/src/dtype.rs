@@ -495,18 +495,28 @@ mpi_fn!(fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(t: MPI_Datatype, m
 // `MPI_Type_match_size`: the predefined type of a class and size.
 mpi_fn!(fn MPI_Type_match_size / PMPI_Type_match_size(class_: c_int, size: c_int, out: *mut MPI_Datatype) -> c_int {
     run("MPI_Type_match_size", MPI_COMM_WORLD, || {
-        // MPI_TYPECLASS_INTEGER 192, REAL 193, COMPLEX 194
+        // The fixed-size Fortran types of the standard ABI (MPI_LOGICALn,
+        // MPI_INTEGERn, MPI_REALn, MPI_COMPLEXn), as the standard asks:
+        // MPIX_TYPECLASS_LOGICAL 191, MPI_TYPECLASS_INTEGER 192, REAL 193, COMPLEX 194.
         let h = match (class_, size) {
-            (192, 1) => 576,
-            (192, 2) => 584,
-            (192, 4) => 592,
-            (192, 8) => 600,
-            (193, 4) => 528,
-            (193, 8) => 532,
-            (193, 16) => 544,
-            (194, 8) => 530,
-            (194, 16) => 534,
-            (194, 32) => 548,
+            (191, 1) => 704,
+            (191, 2) => 712,
+            (191, 4) => 720,
+            (191, 8) => 728,
+            (191, 16) => 736,
+            (192, 1) => 705,
+            (192, 2) => 713,
+            (192, 4) => 721,
+            (192, 8) => 729,
+            (192, 16) => 737,
+            (193, 2) => 714,
+            (193, 4) => 722,
+            (193, 8) => 730,
+            (193, 16) => 738,
+            (194, 4) => 723,
+            (194, 8) => 731,
+            (194, 16) => 739,
+            (194, 32) => 747,
             _ => return Err(err(class::ARG, format!("no predefined type of class {class_} and size {size}"))),
         };
         // SAFETY: output argument.
@@ -617,6 +627,8 @@ mpi_fn!(fn MPI_Type_get_contents / PMPI_Type_get_contents(t: MPI_Datatype, mi: c
 
 mpi_fn!(fn MPI_Type_get_value_index / PMPI_Type_get_value_index(v: MPI_Datatype, i: MPI_Datatype, out: *mut MPI_Datatype) -> c_int {
     run("MPI_Type_get_value_index", MPI_COMM_WORLD, || {
+        dtype(v)?;
+        dtype(i)?;
         let h = match (v, i) {
             (528, 521) => 552,
             (532, 521) => 553,
