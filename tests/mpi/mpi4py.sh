@@ -44,17 +44,20 @@ must_pass=${MPI4PY_TESTS:-"test_address test_attributes test_buffer test_cco_buf
 libdir=$target/$profile
 gwrun=$libdir/gwrun
 
-# 1. The source distribution.
+# 1. The source distribution, pinned: the must-pass list is for this version
+#    (MPI4PY_VERSION=X.Y.Z for another, MPI4PY_VERSION= for the newest).
+ver=${MPI4PY_VERSION-4.1.2}
+spec=mpi4py${ver:+==$ver}
 sdist=${1:-}
 if [ -z "$sdist" ]; then
-    sdist=$(ls "$work"/mpi4py-*.tar.gz 2>/dev/null | sort -V | tail -1)
+    sdist=$(ls "$work"/mpi4py-${ver}*.tar.gz 2>/dev/null | sort -V | tail -1)
 fi
 if [ -z "$sdist" ]; then
-    if ! timeout 300 python3 -m pip download mpi4py --no-deps --no-binary :all: --no-build-isolation -d "$work" >"$work/pip-download.log" 2>&1; then
+    if ! timeout 300 python3 -m pip download "$spec" --no-deps --no-binary :all: --no-build-isolation -d "$work" >"$work/pip-download.log" 2>&1; then
         echo "mpi4py.sh: skipped: no mpi4py source distribution could be downloaded (offline?); see $work/pip-download.log"
         exit 0
     fi
-    sdist=$(ls "$work"/mpi4py-*.tar.gz | sort -V | tail -1)
+    sdist=$(ls "$work"/mpi4py-${ver}*.tar.gz | sort -V | tail -1)
 fi
 sdist=$(cd "$(dirname "$sdist")" && pwd)/$(basename "$sdist")
 name=$(basename "$sdist" .tar.gz)
