@@ -87,6 +87,7 @@ int main(int argc, char **argv) {
         MPI_Buffer_detach(&dbuf, &dsize);
         CHECK(dbuf == bbuf && dsize == bufsize, "detach");
 
+#ifdef GRIDWIRE_MPI /* MPI 4.1: not in the MPICH this suite is also built with */
         /* A communicator's own buffer (MPI 4.1), with no process buffer attached. */
         MPI_Comm dup;
         MPI_Comm_dup(MPI_COMM_WORLD, &dup);
@@ -113,6 +114,7 @@ int main(int argc, char **argv) {
         MPI_Comm_detach_buffer(dup, &dbuf, &dsize);
         CHECK(dbuf == MPI_BUFFER_AUTOMATIC, "automatic detach");
         MPI_Comm_free(&dup);
+#endif
         free(bbuf); free(big); free(bigin);
     }
 
@@ -172,6 +174,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < K; i++) CHECK(in[i] == prev * 10 + i, "any/some data");
         MPI_Waitany(K, r, &idx, &st);
         CHECK(idx == MPI_UNDEFINED, "waitany all null");
+#ifdef GRIDWIRE_MPI /* MPI 4.1 */
         /* All null: flag true, MPI_UNDEFINED and the empty status. */
         int gflag = 0;
         st.MPI_SOURCE = 5; st.MPI_TAG = 5; st.MPI_ERROR = MPI_ERR_OTHER;
@@ -179,6 +182,7 @@ int main(int argc, char **argv) {
         CHECK(gflag && idx == MPI_UNDEFINED && st.MPI_SOURCE == MPI_ANY_SOURCE && st.MPI_TAG == MPI_ANY_TAG
               && st.MPI_ERROR == MPI_SUCCESS, "get_status_any all null: flag %d idx %d source %d tag %d error %d",
               gflag, idx, st.MPI_SOURCE, st.MPI_TAG, st.MPI_ERROR);
+#endif
         MPI_Waitall(K, s, MPI_STATUSES_IGNORE);
     }
 
