@@ -279,7 +279,7 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
             inject,
             st: Mutex::new(State {
                 ep: Endpoint::new(cfg),
-                rx: vec![0u8; 65536],
+                rx: vec![0u8; 65536.max(RX_SLOT * RX_BATCH)],
                 rng: seed,
                 held: Vec::new(),
                 out: std::collections::VecDeque::with_capacity(BATCH),
@@ -287,6 +287,7 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
                 io: IoCounters::default(),
                 traced: Instant::now(),
                 armed: None,
+                single_rx: false,
             }),
             down: AtomicBool::new(false),
         }),
@@ -331,6 +332,8 @@ struct State {
     traced: Instant,
     /// When the timer descriptor is set to fire (see [`Shared::arm`]).
     armed: Option<Instant>,
+    /// Receive one datagram per call (a peer sent one longer than a batch slot).
+    single_rx: bool,
 }
 
 /// How often `GW_VERBOSE=3` prints each busy peer's congestion state.
@@ -460,6 +463,59 @@ impl Shared {
         }
     }
 
+    /// Receives up to [`RX_BATCH`] datagrams with one `recvmmsg` into slots
+    /// of [`RX_SLOT`] bytes of `rx` and handles them; returns how many. A
+    /// datagram longer than a slot (a peer with a larger `GW_UDP_DGRAM`) is
+    /// truncated by the kernel: it is dropped (the peer resends it) and this
+    /// context receives one datagram per call into the whole buffer from then on.
+    fn recv_batch(&self, st: &mut State, rx: &mut [u8]) -> usize {
+        let n = (rx.len() / RX_SLOT).min(RX_BATCH);
+        // SAFETY: all-zero is a valid value of these plain C structs.
+        let mut names: [libc::sockaddr_storage; RX_BATCH] = unsafe { std::mem::zeroed() };
+        let mut iov: [libc::iovec; RX_BATCH] = unsafe { std::mem::zeroed() };
+        let mut msgs: [libc::mmsghdr; RX_BATCH] = unsafe { std::mem::zeroed() };
+        for (i, slot) in rx.chunks_exact_mut(RX_SLOT).take(n).enumerate() {
+            iov[i] = libc::iovec {
+                iov_base: slot.as_mut_ptr() as *mut libc::c_void,
+                iov_len: RX_SLOT,
+            };
+            let h = &mut msgs[i].msg_hdr;
+            h.msg_name = &mut names[i] as *mut libc::sockaddr_storage as *mut libc::c_void;
+            h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_iov = &mut iov[i];
+            h.msg_iovlen = 1;
+        }
+        // SAFETY: `msgs[..n]` point into `names`, `iov` and disjoint slots of
+        // `rx`, all alive and not otherwise accessed during the call.
+        let r = unsafe {
+            libc::recvmmsg(
+                self.sock.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if r <= 0 {
+            return 0; // EAGAIN, EINTR, or an ICMP error report: nothing to read now
+        }
+        let r = r as usize;
+        for i in 0..r {
+            let h = &msgs[i].msg_hdr;
+            let len = msgs[i].msg_len as usize;
+            if h.msg_flags & libc::MSG_TRUNC != 0 {
+                st.single_rx = true;
+                continue;
+            }
+            let Some(from) = from_sockaddr(&names[i]) else {
+                continue;
+            };
+            let d = &rx[i * RX_SLOT..i * RX_SLOT + len.min(RX_SLOT)];
+            st.ep.handle(Instant::now(), from, d);
+        }
+        r
+    }
+
     /// Sets the timer descriptor to the protocol's next deadline, unless it
     /// is already set to fire sooner (an early wake-up only costs a poll).
     fn arm(&self, st: &mut State, now: Instant) {
@@ -561,6 +617,18 @@ impl Shared {
             let mut got = 0;
             let mut rx = std::mem::take(&mut st.rx);
             while got < 64 {
+                if !st.single_rx && st.ep.config().dgram <= RX_SLOT {
+                    match self.recv_batch(st, &mut rx) {
+                        0 => break,
+                        k => {
+                            got += k;
+                            if k < RX_BATCH {
+                                break; // the socket is drained
+                            }
+                            continue;
+                        }
+                    }
+                }
                 match self.sock.recv_from(&mut rx) {
                     Ok((n, from)) => {
                         got += 1;
@@ -768,6 +836,38 @@ fn wait_fds(sock: RawFd) -> Result<(OwnedFd, OwnedFd)> {
         }
     }
     Ok((ep, tfd))
+}
+
+/// Datagrams received per `recvmmsg` call, into slots of `RX_SLOT` bytes
+/// (used when the datagram size fits a slot; loopback's 65000-byte datagrams
+/// are received one per call).
+const RX_BATCH: usize = 16;
+const RX_SLOT: usize = 4096;
+
+/// The address in a C socket address filled in by the kernel.
+fn from_sockaddr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match ss.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in, which it
+            // is large enough and aligned for.
+            let sin = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
+            Some(SocketAddr::from((
+                u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
+                u16::from_be(sin.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, for sockaddr_in6.
+            let sin6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
+            Some(SocketAddr::V6(std::net::SocketAddrV6::new(
+                sin6.sin6_addr.s6_addr.into(),
+                u16::from_be(sin6.sin6_port),
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
 }
 
 /// Datagrams handed to the kernel per `sendmmsg` call.

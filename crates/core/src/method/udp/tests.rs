@@ -965,3 +965,18 @@ fn pacing_spreads_a_window_over_the_round_trip() {
     }
     assert!(more >= 1, "the deadline released datagrams");
 }
+
+#[test]
+fn c_socket_addresses_round_trip() {
+    for a in ["10.80.0.2:4242", "127.0.0.1:1", "[::1]:65535", "[fe80::1%3]:9"] {
+        let a: SocketAddr = a.parse().unwrap();
+        // SAFETY: all-zero is a valid sockaddr_storage.
+        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let len = super::sockaddr(&a, &mut ss);
+        assert!(len as usize <= std::mem::size_of::<libc::sockaddr_storage>());
+        assert_eq!(super::from_sockaddr(&ss), Some(a));
+    }
+    // SAFETY: as above; family 0 is no address.
+    let ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    assert_eq!(super::from_sockaddr(&ss), None);
+}
