@@ -528,7 +528,7 @@ impl Mpi {
         std::thread::Builder::new()
             .name("gw-mpi-join".into())
             .spawn(move || {
-                engine::QUIET.with(|q| q.set(true));
+                let _helper = self.engine.helper();
                 self.engine.wait_for(|| a.done() && b.done());
                 let mut st = a.status();
                 if st.error == 0 {
@@ -594,7 +594,7 @@ impl Mpi {
         std::thread::Builder::new()
             .name("gw-mpi-nbc".into())
             .spawn(move || {
-                engine::QUIET.with(|q| q.set(true));
+                let _helper = self.engine.helper();
                 let res = f(self, &shadow);
                 self.engine.remove_queues(shadow.key());
                 self.engine.remove_queues(shadow.key() + 1);
