@@ -228,16 +228,26 @@ fn remove_user(name: &str, code: c_int, is_class: bool) -> c_int {
         let what = if is_class { "class" } else { "code" };
         match m.get(&code) {
             Some(&(cls, _)) if (cls == code) != is_class => {
-                return Err(err(class::ARG, format!("{code} is not a user-added error {what}")))
+                return Err(err(
+                    class::ARG,
+                    format!("{code} is not a user-added error {what}"),
+                ))
             }
             Some((_, s)) if !s.is_empty() => {
                 return Err(err(
                     class::ARG,
-                    format!("error {what} {code} still has a string (MPI_Remove_error_string first)"),
+                    format!(
+                        "error {what} {code} still has a string (MPI_Remove_error_string first)"
+                    ),
                 ))
             }
             Some(_) => {}
-            None => return Err(err(class::ARG, format!("{code} is not a user-added error {what}"))),
+            None => {
+                return Err(err(
+                    class::ARG,
+                    format!("{code} is not a user-added error {what}"),
+                ))
+            }
         }
         if is_class && m.iter().any(|(&k, &(cls, _))| cls == code && k != code) {
             return Err(err(

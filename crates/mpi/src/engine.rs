@@ -512,7 +512,11 @@ impl Engine {
                 }
                 std::thread::sleep(nap);
                 // Up to 100 us for the first 20 ms of a wait, then up to 1 ms.
-                let cap = if start.elapsed() < Duration::from_millis(20) { 100 } else { 1000 };
+                let cap = if start.elapsed() < Duration::from_millis(20) {
+                    100
+                } else {
+                    1000
+                };
                 nap = (nap * 2).min(Duration::from_micros(cap));
             }
         }
@@ -532,7 +536,9 @@ impl Engine {
                 }
                 idle += 1;
                 std::hint::spin_loop();
-                if idle.is_multiple_of(256) && start.get_or_insert_with(Instant::now).elapsed() >= self.spin {
+                if idle.is_multiple_of(256)
+                    && start.get_or_insert_with(Instant::now).elapsed() >= self.spin
+                {
                     break;
                 }
             }

@@ -693,7 +693,12 @@ impl Mpi {
     /// `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`: one communicator per host;
     /// None where `join` is false (`MPI_UNDEFINED`). Every member of `comm`
     /// calls this, joining or not, so all run the same collectives.
-    pub fn comm_split_shared(&self, comm: &Comm, join: bool, key: i32) -> Result<Option<Arc<Comm>>> {
+    pub fn comm_split_shared(
+        &self,
+        comm: &Comm,
+        join: bool,
+        key: i32,
+    ) -> Result<Option<Arc<Comm>>> {
         let host = self.ctx().host_id().to_string();
         let mut h = [0u8; 64];
         let hb = host.as_bytes();
