@@ -97,11 +97,11 @@ fn not_native(rec: &RecordRef<'_>, native: &Format) -> WireError {
 
 #[cold]
 #[inline(never)]
-fn fixed_len_error(rec: &RecordRef<'_>, p: &Plan) -> WireError {
+fn fixed_len_error(id: FormatId, fixed_len: u64, p: &Plan) -> WireError {
     WireError::BadHeader(format!(
         "fixed length {} but format {} has size {}",
-        rec.fixed_len,
-        rec.id,
+        fixed_len,
+        id,
         p.src_size()
     ))
 }
@@ -316,7 +316,7 @@ impl Registry {
         if let Some(l) = &self.last {
             if l.wire == rec.id && (Arc::ptr_eq(&l.native, native) || l.native_id == native.id()) {
                 if rec.fixed_len != l.src_size {
-                    return Err(fixed_len_error(rec, &l.plan));
+                    return Err(fixed_len_error(rec.id, rec.fixed_len, &l.plan));
                 }
                 if let Some(f) = &l.fast {
                     // SAFETY: `l.plan`, which owns the code, lives in `self.last`.
@@ -327,7 +327,9 @@ impl Registry {
                 return l.plan.run(rec.payload, out);
             }
         }
-        self.decode_into_lookup(rec, native, out)
+        // By value: the caller's record need not be stored to memory on
+        // the hot path just so that this rare one can borrow it.
+        self.decode_into_lookup(rec.id, rec.fixed_len, rec.payload, native, out)
     }
 
     /// `decode_into` for another pair than last time: plan look-up (or
@@ -335,10 +337,17 @@ impl Registry {
     #[inline(never)]
     fn decode_into_lookup(
         &mut self,
-        rec: &RecordRef<'_>,
+        id: FormatId,
+        fixed_len: u64,
+        payload: &[u8],
         native: &Arc<Format>,
         out: &mut Vec<u8>,
     ) -> Result<()> {
+        let rec = &RecordRef {
+            id,
+            fixed_len,
+            payload,
+        };
         if let Some(p) = self.plans.get(&(rec.id, native.id())) {
             if let Some(w) = self.formats.get(&rec.id) {
                 rec.check_format(w)?;
