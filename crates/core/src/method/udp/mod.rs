@@ -549,6 +549,17 @@ impl Shared {
     /// which the protocol repairs like any other loss).
     fn send_batch(&self, st: &mut State) -> usize {
         let n = st.out.len().min(BATCH);
+        if n == 1 {
+            // One datagram (a request or reply): a plain sendto is cheaper
+            // than setting up a batch (the latency path).
+            let (to, b) = st.out.pop_front().expect("one datagram");
+            let sent = self.sendto(st, to, &b);
+            st.out.push_front((to, b));
+            return match sent {
+                Sent::Ok => 1,
+                Sent::Full => 0,
+            };
+        }
         // SAFETY: all-zero is a valid value of these plain C structs.
         let mut names: [libc::sockaddr_storage; BATCH] = unsafe { std::mem::zeroed() };
         let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
