@@ -60,6 +60,19 @@ mc=$(floor "$BIN/memcpy_bw" $((4 << 20)))                  # same buffers again,
 mccold=$(floor "$BIN/memcpy_bw" $((4 << 20)) $((256 << 20)))
 echo "bench: gridwire shm" >&2
 shm=$(GW_METHODS=self,shm medians $REL/gwrun -n 2 --timeout 300 $REL/examples/rsr_bench)
+# The cache-line floor moves between ~45 and ~200 ns as the hypervisor
+# places the two vCPUs (same core or not), also within one run: pair each
+# shm measurement with a floor measured right before it and take the median
+# of the per-pair ratios.
+echo "bench: gridwire shm 8 B next to the floor, interleaved" >&2
+pairs=""
+for _ in $(seq "$RUNS"); do
+  c=$("$BIN/cacheline" 200000 best)
+  g=$(GW_METHODS=self,shm $REL/gwrun -n 2 --timeout 300 $REL/examples/rsr_bench 8 | awk '$1=="best" {print $3}')
+  pairs+="$(awk -v g="$g" -v c="$c" 'BEGIN { if (c > 0 && g != "") printf "%.2f %s %s", g * 1000 / c, g, c }')"$'\n'
+done
+pair_ratio=$(awk 'NF {print $1}' <<<"$pairs" | median)
+pair_list=$(awk 'NF {printf "%s%.3f µs / %.1f ns", (n++ ? "; " : ""), $2, $3}' <<<"$pairs")
 echo "bench: gridwire tcp" >&2
 tcp=$(GW_METHODS=self,tcp medians $REL/gwrun -n 2 --timeout 300 $REL/examples/rsr_bench)
 mpich=""; ompi=""
@@ -90,6 +103,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) pri
   echo "| shm 8 B latency / cache-line floor (medians) | $(ratio "$(get lat 8 "$shm")" "$(awk -v c="$cl" 'BEGIN{print c/1000}')") | ≤ 2 |"
   echo "| shm 8 B latency / cache-line floor (least of $RUNS runs each: $(getmin lat 8 "$shm") µs / $clmin ns) | $(ratio "$(getmin lat 8 "$shm")" "$(awk -v c="$clmin" 'BEGIN{print c/1000}')") | ≤ 2 |"
   echo "| shm 8 B latency / cache-line floor (least batch of 500 / 1000 round trips, over $RUNS runs: $(getmin best 8 "$shm") µs / $clbest ns) | $(ratio "$(getmin best 8 "$shm")" "$(awk -v c="$clbest" 'BEGIN{print c/1000}')") | ≤ 2 |"
+  echo "| shm 8 B latency / cache-line floor, each shm run next to its own floor (least batches; median of $RUNS pairs: $pair_list) | $pair_ratio | ≤ 2 |"
   echo "| tcp 8 B latency / raw TCP floor | $(ratio "$(get lat 8 "$tcp")" "$tcp8") | ≤ 1.15 |"
   echo "| shm 4 MiB bandwidth / memcpy | $(ratio "$(get bw $b "$shm")" "$mc") | ≥ 0.5 |"
   echo "| shm 8 B latency / MPICH 8 B | $(ratio "$(get lat 8 "$shm")" "$(get lat 8 "$mpich")") | (peer) |"
