@@ -535,7 +535,8 @@ impl Engine {
                     continue;
                 }
                 idle += 1;
-                std::hint::spin_loop();
+                // No pause instruction: it would be added to the time to
+                // notice the next message (see `Context::wait`).
                 if idle.is_multiple_of(256)
                     && start.get_or_insert_with(Instant::now).elapsed() >= self.spin
                 {
