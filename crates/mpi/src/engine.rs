@@ -31,6 +31,7 @@ use gridwire_core::{Context, Request, Startpoint};
 use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use gridwire_core::sync::TryLock;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -189,8 +190,6 @@ struct State {
     pulls: VecDeque<(Arc<Req>, u32, Env)>,
     /// Spare buffers for unexpected eager data.
     pool: Vec<Vec<u8>>,
-    /// Spare requests.
-    reqs: Vec<Arc<Req>>,
 }
 
 impl State {
@@ -239,6 +238,9 @@ enum After {
 pub struct Engine {
     pub ctx: Context,
     st: Mutex<State>,
+    /// Spare requests: a try-lock, apart from `st`, so taking and giving
+    /// back a request costs one compare-exchange, not a mutex round trip.
+    pool: TryLock<Vec<Arc<Req>>>,
     /// Number of entries in `ready` (checked without the lock on every wait iteration).
     ready_len: AtomicUsize,
     /// Eager limit per world rank, 0 = not yet known.
@@ -302,6 +304,7 @@ impl Engine {
         let e = Arc::new(Engine {
             ctx,
             st: Mutex::new(State::default()),
+            pool: TryLock::new(Vec::new()),
             ready_len: AtomicUsize::new(0),
             eager: (0..n).map(|_| AtomicUsize::new(0)).collect(),
             spin: spin_budget(n as u32),
@@ -335,16 +338,33 @@ impl Engine {
 
     /// A fresh (or recycled) request.
     pub fn new_req(&self) -> Arc<Req> {
-        self.lock().reqs.pop().unwrap_or_default()
+        self.pool.try_lock().and_then(|mut p| p.pop()).unwrap_or_default()
+    }
+
+    /// The status of a finished request, which is then recycled if nobody
+    /// else holds it (one lock of the request for both).
+    pub fn finish(&self, r: Arc<Req>) -> Status {
+        if Arc::strong_count(&r) != 1 {
+            return r.status();
+        }
+        let s = r.take_status_and_reset();
+        if let Some(mut p) = self.pool.try_lock() {
+            if p.len() < 256 {
+                p.push(r);
+            }
+        }
+        s
     }
 
     /// Gives a finished request back for reuse if nobody else holds it.
     pub fn recycle(&self, r: Arc<Req>) {
         if Arc::strong_count(&r) == 1 {
             r.reset();
-            let mut st = self.lock();
-            if st.reqs.len() < 256 {
-                st.reqs.push(r);
+            // The pool is a cache: when another thread has it, just drop.
+            if let Some(mut p) = self.pool.try_lock() {
+                if p.len() < 256 {
+                    p.push(r);
+                }
             }
         }
     }

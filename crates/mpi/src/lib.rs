@@ -329,8 +329,7 @@ impl Mpi {
         let cap = buf.bytes();
         let r = self.irecv(comm, buf, src, tag)?;
         self.wait(&r);
-        let s = r.status();
-        self.engine.recycle(r);
+        let s = self.engine.finish(r);
         match engine::status_error(&s, cap) {
             Some(e) => Err(e),
             None => Ok(s),
@@ -460,11 +459,10 @@ impl Mpi {
         let mut first = None;
         for r in reqs {
             self.wait(&r);
-            let s = r.status();
+            let s = self.engine.finish(r);
             if first.is_none() {
                 first = engine::status_error(&s, 0);
             }
-            self.engine.recycle(r);
         }
         first.map_or(Ok(()), Err)
     }
@@ -485,8 +483,7 @@ impl Mpi {
     pub(crate) fn c_recv(&self, comm: &Comm, out: &mut [u8], src: u32) -> Result<usize> {
         let r = self.c_irecv(comm, out, src)?;
         self.wait(&r);
-        let s = r.status();
-        self.engine.recycle(r);
+        let s = self.engine.finish(r);
         if let Some(e) = engine::status_error(&s, out.len()) {
             return Err(e);
         }
@@ -509,8 +506,7 @@ impl Mpi {
             self.engine.recycle(s);
         }
         self.wait(&rr);
-        let st = rr.status();
-        self.engine.recycle(rr);
+        let st = self.engine.finish(rr);
         if let Some(e) = engine::status_error(&st, out.len()) {
             return Err(e);
         }

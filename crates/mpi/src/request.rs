@@ -178,6 +178,16 @@ impl Req {
         self.done.store(true, Ordering::Release);
     }
 
+    /// The status, and the request emptied for reuse, under one lock.
+    pub fn take_status_and_reset(&self) -> Status {
+        let mut d = self.d.lock().unwrap_or_else(|e| e.into_inner());
+        let s = d.status;
+        *d = ReqData::default();
+        drop(d);
+        self.done.store(false, Ordering::Relaxed);
+        s
+    }
+
     pub fn reset(&self) {
         self.done.store(false, Ordering::Relaxed);
         *self.d.lock().unwrap() = ReqData::default();
