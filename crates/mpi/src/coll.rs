@@ -209,22 +209,46 @@ impl Mpi {
         op.check(&src.dt)?;
         let dt = &src.dt;
         let count = src.count;
-        let mut acc = src.pack();
+        let mut acc = self.scratch_take(src.bytes());
+        src.pack_into(&mut acc);
         let n = comm.size;
-        let rank = comm.rank;
         let mut pof2 = 1;
         while pof2 * 2 <= n {
             pof2 *= 2;
         }
         let rem = n - pof2;
-        let mut tmp = vec![0u8; acc.len()];
+        let mut tmp = self.scratch_take(acc.len());
+        let res = self.allreduce_rounds(comm, dt, count, op, &mut acc, &mut tmp, rem, pof2);
+        if res.is_ok() {
+            recv.unpack(&acc);
+        }
+        self.scratch_give(acc);
+        self.scratch_give(tmp);
+        res
+    }
+
+    /// The exchanges of `allreduce` (recursive doubling, with the ranks
+    /// beyond the largest power of two folded in first).
+    #[allow(clippy::too_many_arguments)]
+    fn allreduce_rounds(
+        &self,
+        comm: &Comm,
+        dt: &Arc<Datatype>,
+        count: usize,
+        op: &Op,
+        acc: &mut Vec<u8>,
+        tmp: &mut Vec<u8>,
+        rem: u32,
+        pof2: u32,
+    ) -> Result<()> {
+        let rank = comm.rank;
         let newrank: i64 = if rank < 2 * rem {
             if rank.is_multiple_of(2) {
-                self.c_send(comm, &acc, rank + 1)?;
+                self.c_send(comm, acc, rank + 1)?;
                 -1
             } else {
-                self.c_recv(comm, &mut tmp, rank - 1)?;
-                op.apply(dt, count, &tmp, &mut acc);
+                self.c_recv(comm, tmp, rank - 1)?;
+                op.apply(dt, count, tmp, acc);
                 (rank / 2) as i64
             }
         } else {
@@ -236,24 +260,23 @@ impl Mpi {
             while mask < pof2 {
                 let nd = nr ^ mask;
                 let dst = if nd < rem { nd * 2 + 1 } else { nd + rem };
-                self.c_sendrecv(comm, &acc, dst, &mut tmp, dst)?;
+                self.c_sendrecv(comm, acc, dst, tmp, dst)?;
                 if dst < rank {
-                    op.apply(dt, count, &tmp, &mut acc);
+                    op.apply(dt, count, tmp, acc);
                 } else {
-                    op.apply(dt, count, &acc, &mut tmp);
-                    std::mem::swap(&mut acc, &mut tmp);
+                    op.apply(dt, count, acc, tmp);
+                    std::mem::swap(acc, tmp);
                 }
                 mask <<= 1;
             }
         }
         if rank < 2 * rem {
             if rank % 2 == 1 {
-                self.c_send(comm, &acc, rank - 1)?;
+                self.c_send(comm, acc, rank - 1)?;
             } else {
-                self.c_recv(comm, &mut acc, rank + 1)?;
+                self.c_recv(comm, acc, rank + 1)?;
             }
         }
-        recv.unpack(&acc);
         Ok(())
     }
 

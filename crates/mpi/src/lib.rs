@@ -74,6 +74,9 @@ pub struct Mpi {
     pub byte: Arc<Datatype>,
     pub start: Instant,
     bsend: Mutex<Bsend>,
+    /// Reusable temporaries of collectives: a fresh buffer per call cost a
+    /// page fault per page for large ones (freed memory goes back to the OS).
+    scratch: Mutex<Vec<Vec<u8>>>,
 }
 
 impl Mpi {
@@ -95,7 +98,24 @@ impl Mpi {
             byte: Datatype::predefined(Basic::Byte, "MPI_BYTE"),
             start: Instant::now(),
             bsend: Default::default(),
+            scratch: Default::default(),
         })
+    }
+
+    /// A zeroed temporary of `len` bytes, reused across calls (see `scratch`).
+    pub(crate) fn scratch_take(&self, len: usize) -> Vec<u8> {
+        let mut v = self.scratch.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
+        v.clear();
+        v.resize(len, 0);
+        v
+    }
+
+    /// Gives a temporary back (kept up to 4 buffers of at most 64 MiB).
+    pub(crate) fn scratch_give(&self, v: Vec<u8>) {
+        let mut s = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        if s.len() < 4 && v.capacity() <= 64 << 20 {
+            s.push(v);
+        }
     }
 
     pub fn ctx(&self) -> &Context {

@@ -113,6 +113,13 @@ impl Buf {
         v
     }
 
+    /// Packs the bytes into `out`, which must be `bytes()` long.
+    pub fn pack_into(&self, out: &mut [u8]) {
+        assert_eq!(out.len(), self.bytes(), "pack_into: output of the wrong length");
+        // SAFETY: `Buf::new`'s contract.
+        unsafe { self.dt.pack(self.addr, self.count, out) };
+    }
+
     /// Writes packed `data` (at most `bytes()` long) into the buffer.
     pub fn unpack(&self, data: &[u8]) {
         // SAFETY: `Buf::new`'s contract.
