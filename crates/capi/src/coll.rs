@@ -545,7 +545,7 @@ type UserFnC = unsafe extern "C" fn(*mut Void, *mut Void, *mut c_int, *mut MPI_D
 mpi_fn!(fn MPI_Op_create / PMPI_Op_create(f: Option<UserFnC>, commute: c_int, out: *mut MPI_Op) -> c_int {
     run("MPI_Op_create", MPI_COMM_WORLD, || {
         let f = f.ok_or_else(|| err(class::ARG, "the user function is NULL"))?;
-        let call = move |a: usize, b: usize, n: usize, dt: &Arc<gridwire_mpi::Datatype>| {
+        let call = move |a: usize, b: usize, n: usize, dt: &gridwire_mpi::Datatype| {
             let mut len = n as c_int;
             let mut h = dt.handle.load(std::sync::atomic::Ordering::Relaxed);
             // SAFETY: the program's reduction function, called with the
@@ -680,7 +680,7 @@ type UserFnBig = unsafe extern "C" fn(*mut Void, *mut Void, *mut MPI_Count, *mut
 mpi_fn!(fn MPI_Op_create_c / PMPI_Op_create_c(f: Option<UserFnBig>, commute: c_int, out: *mut MPI_Op) -> c_int {
     run("MPI_Op_create_c", MPI_COMM_WORLD, || {
         let f = f.ok_or_else(|| err(class::ARG, "the user function is NULL"))?;
-        let call = move |a: usize, b: usize, n: usize, dt: &Arc<gridwire_mpi::Datatype>| {
+        let call = move |a: usize, b: usize, n: usize, dt: &gridwire_mpi::Datatype| {
             let mut len = n as MPI_Count;
             let mut h = dt.handle.load(std::sync::atomic::Ordering::Relaxed);
             // SAFETY: the program's reduction function, called with the

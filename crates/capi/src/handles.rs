@@ -174,12 +174,47 @@ pub fn mpi() -> Result<&'static gridwire_mpi::Mpi> {
         .ok_or_else(|| err(class::OTHER, "MPI is not initialized (call MPI_Init first)"))
 }
 
+/// A communicator found from its handle: `MPI_COMM_WORLD` and `MPI_COMM_SELF`
+/// are borrowed (they live as long as the library), so the calls most
+/// programs make most often take no reference count; others are shared.
+pub enum CommRef {
+    Static(&'static Arc<Comm>),
+    Shared(Arc<Comm>),
+}
+
+impl std::ops::Deref for CommRef {
+    type Target = Arc<Comm>;
+    #[inline]
+    fn deref(&self) -> &Arc<Comm> {
+        match self {
+            CommRef::Static(c) => c,
+            CommRef::Shared(c) => c,
+        }
+    }
+}
+
+impl CommRef {
+    /// An owned handle, for objects that keep the communicator.
+    pub fn arc(&self) -> Arc<Comm> {
+        Arc::clone(self)
+    }
+}
+
 pub fn comm(h: MPI_Comm) -> Result<Arc<Comm>> {
+    match comm_ref(h)? {
+        CommRef::Static(c) => Ok(c.clone()),
+        CommRef::Shared(c) => Ok(c),
+    }
+}
+
+/// [`comm`] without a reference count for the predefined communicators (hot paths).
+#[inline]
+pub fn comm_ref(h: MPI_Comm) -> Result<CommRef> {
     match h {
-        MPI_COMM_WORLD => Ok(mpi()?.world.clone()),
-        MPI_COMM_SELF => Ok(mpi()?.self_comm.clone()),
+        MPI_COMM_WORLD => Ok(CommRef::Static(&mpi()?.world)),
+        MPI_COMM_SELF => Ok(CommRef::Static(&mpi()?.self_comm)),
         MPI_COMM_NULL => Err(err(class::COMM, "the communicator is MPI_COMM_NULL")),
-        _ => COMMS.get(h).ok_or_else(|| {
+        _ => COMMS.get(h).map(CommRef::Shared).ok_or_else(|| {
             err(
                 class::COMM,
                 format!("invalid communicator handle {h:#x} (freed or never created)"),
@@ -392,7 +427,11 @@ pub unsafe fn buf(
     if count < 0 {
         return Err(err(class::COUNT, format!("count {count} is negative")));
     }
-    let t = dtype(dt)?;
+    // Predefined types live as long as the library: borrow them (no reference count per call).
+    let t: gridwire_mpi::DtRef = match predef_types().get(dt) {
+        Some(Some(t)) => gridwire_mpi::DtRef::Static(t),
+        _ => dtype(dt)?.into(),
+    };
     // SAFETY: forwarded from this function's contract.
     Ok(unsafe { gridwire_mpi::Buf::new(addr as usize, count as usize, t) })
 }

@@ -2,7 +2,7 @@
 
 use crate::abi::*;
 use crate::errors::run;
-use crate::handles::{self, buf, comm, mpi, PKind, Persistent, ReqObj, MSGS, REQS};
+use crate::handles::{self, buf, comm, comm_ref, mpi, PKind, Persistent, ReqObj, MSGS, REQS};
 use crate::{arr, arr_mut, put, Void};
 use gridwire_mpi::{class, err, Mode, Req, Result, Status};
 use std::ffi::c_int;
@@ -36,7 +36,7 @@ unsafe fn send_impl(
     mode: Mode,
 ) -> c_int {
     run(name, c, || {
-        let cm = comm(c)?;
+        let cm = comm_ref(c)?;
         // SAFETY: the program's send buffer, valid during the blocking call.
         let bf = unsafe { buf(b, count, dt) }?;
         mpi()?.send(&cm, &bf, dest, tag, mode)
@@ -75,7 +75,7 @@ unsafe fn isend_impl(
         if req.is_null() {
             return Err(err(class::REQUEST, "request pointer is NULL"));
         }
-        let cm = comm(c)?;
+        let cm = comm_ref(c)?;
         // SAFETY: the program keeps the buffer until the request completes (MPI rule).
         let bf = unsafe { buf(b, count, dt) }?;
         let r = mpi()?.isend(&cm, &bf, dest, tag, mode)?;
@@ -104,15 +104,14 @@ mpi_fn!(fn MPI_Irsend / PMPI_Irsend(b: *const Void, count: c_int, dt: MPI_Dataty
 
 mpi_fn!(fn MPI_Recv / PMPI_Recv(b: *mut Void, count: c_int, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
     run("MPI_Recv", c, || {
-        let cm = comm(c)?;
+        let cm = comm_ref(c)?;
         // SAFETY: the program's receive buffer, valid during the blocking call.
         let bf = unsafe { buf(b, count as i64, dt) }?;
         let m = mpi()?;
         let cap = bf.bytes();
         let r = m.irecv(&cm, bf, src, tag)?;
         m.wait(&r);
-        let s = r.status();
-        m.engine.recycle(r);
+        let s = m.engine.finish(r);
         // SAFETY: status output argument (or MPI_STATUS_IGNORE).
         unsafe { put_status(status, &s) };
         match gridwire_mpi::engine::status_error(&s, cap) {
@@ -127,7 +126,7 @@ mpi_fn!(fn MPI_Irecv / PMPI_Irecv(b: *mut Void, count: c_int, dt: MPI_Datatype, 
         if req.is_null() {
             return Err(err(class::REQUEST, "request pointer is NULL"));
         }
-        let cm = comm(c)?;
+        let cm = comm_ref(c)?;
         // SAFETY: the program keeps the buffer until the request completes (MPI rule).
         let bf = unsafe { buf(b, count as i64, dt) }?;
         let r = mpi()?.irecv(&cm, bf, src, tag)?;
@@ -140,7 +139,7 @@ mpi_fn!(fn MPI_Irecv / PMPI_Irecv(b: *mut Void, count: c_int, dt: MPI_Datatype, 
 mpi_fn!(fn MPI_Sendrecv / PMPI_Sendrecv(sb: *const Void, sc: c_int, st: MPI_Datatype, dest: c_int, stag: c_int,
         rb: *mut Void, rc: c_int, rt: MPI_Datatype, src: c_int, rtag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
     run("MPI_Sendrecv", c, || {
-        let cm = comm(c)?;
+        let cm = comm_ref(c)?;
         // SAFETY: the program's buffers, valid during the blocking call.
         let (sbf, rbf) = unsafe { (buf(sb, sc as i64, st)?, buf(rb, rc as i64, rt)?) };
         let m = mpi()?;
@@ -164,7 +163,7 @@ mpi_fn!(fn MPI_Sendrecv / PMPI_Sendrecv(sb: *const Void, sc: c_int, st: MPI_Data
 mpi_fn!(fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(b: *mut Void, count: c_int, dt: MPI_Datatype, dest: c_int, stag: c_int,
         src: c_int, rtag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
     run("MPI_Sendrecv_replace", c, || {
-        let cm = comm(c)?;
+        let cm = comm_ref(c)?;
         // SAFETY: the program's buffer, valid during the blocking call.
         let bf = unsafe { buf(b, count as i64, dt) }?;
         let m = mpi()?;
@@ -678,7 +677,7 @@ unsafe fn psend(
     req: *mut MPI_Request,
 ) -> c_int {
     run(name, c, || {
-        let cm = comm(c)?;
+        let cm = comm_ref(c)?;
         // SAFETY: the program keeps the buffer while the persistent request exists.
         let bf = unsafe { buf(b, count, dt) }?;
         let m = mpi()?;
@@ -699,7 +698,7 @@ unsafe fn psend(
                 tag,
                 mode,
             },
-            comm: cm,
+            comm: cm.arc(),
             active: None,
         };
         // SAFETY: output argument.
@@ -732,11 +731,11 @@ mpi_fn!(fn MPI_Rsend_init / PMPI_Rsend_init(b: *const Void, count: c_int, dt: MP
 
 mpi_fn!(fn MPI_Recv_init / PMPI_Recv_init(b: *mut Void, count: c_int, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
     run("MPI_Recv_init", c, || {
-        let cm = comm(c)?;
+        let cm = comm_ref(c)?;
         // SAFETY: the program keeps the buffer while the persistent request exists.
         let bf = unsafe { buf(b, count as i64, dt) }?;
         mpi()?.check_buf(&bf, "receive buffer")?;
-        let p = Persistent { kind: PKind::Recv { buf: bf, src, tag }, comm: cm, active: None };
+        let p = Persistent { kind: PKind::Recv { buf: bf, src, tag }, comm: cm.arc(), active: None };
         // SAFETY: output argument.
         unsafe { put(req, REQS.insert(ReqObj::Persistent(Arc::new(Mutex::new(p))))) };
         Ok(())
@@ -954,7 +953,7 @@ mpi_fn!(fn MPI_Comm_attach_buffer / PMPI_Comm_attach_buffer(c: MPI_Comm, b: *mut
         if size < 0 {
             return Err(err(class::ARG, format!("buffer size {size} is negative")));
         }
-        let cm = comm(c)?;
+        let cm = comm_ref(c)?;
         mpi()?.buffer_attach(Some(&cm), b as usize, size as usize)
     })
 });
@@ -963,13 +962,13 @@ mpi_fn!(fn MPI_Comm_attach_buffer_c / PMPI_Comm_attach_buffer_c(c: MPI_Comm, b: 
         if size < 0 {
             return Err(err(class::ARG, format!("buffer size {size} is negative")));
         }
-        let cm = comm(c)?;
+        let cm = comm_ref(c)?;
         mpi()?.buffer_attach(Some(&cm), b as usize, size as usize)
     })
 });
 mpi_fn!(fn MPI_Comm_detach_buffer / PMPI_Comm_detach_buffer(c: MPI_Comm, addr: *mut Void, size: *mut c_int) -> c_int {
     run("MPI_Comm_detach_buffer", c, || {
-        let cm = comm(c)?;
+        let cm = comm_ref(c)?;
         let (a, s) = mpi()?.buffer_detach(Some(&cm))?;
         // SAFETY: `addr` is really a `void **` (the standard's signature quirk); `size` an output.
         unsafe {
@@ -981,7 +980,7 @@ mpi_fn!(fn MPI_Comm_detach_buffer / PMPI_Comm_detach_buffer(c: MPI_Comm, addr: *
 });
 mpi_fn!(fn MPI_Comm_detach_buffer_c / PMPI_Comm_detach_buffer_c(c: MPI_Comm, addr: *mut Void, size: *mut MPI_Count) -> c_int {
     run("MPI_Comm_detach_buffer_c", c, || {
-        let cm = comm(c)?;
+        let cm = comm_ref(c)?;
         let (a, s) = mpi()?.buffer_detach(Some(&cm))?;
         // SAFETY: `addr` is really a `void **`; `size` an output.
         unsafe {
@@ -993,14 +992,14 @@ mpi_fn!(fn MPI_Comm_detach_buffer_c / PMPI_Comm_detach_buffer_c(c: MPI_Comm, add
 });
 mpi_fn!(fn MPI_Comm_flush_buffer / PMPI_Comm_flush_buffer(c: MPI_Comm) -> c_int {
     run("MPI_Comm_flush_buffer", c, || {
-        let cm = comm(c)?;
+        let cm = comm_ref(c)?;
         mpi()?.buffer_flush(Some(&cm));
         Ok(())
     })
 });
 mpi_fn!(fn MPI_Comm_iflush_buffer / PMPI_Comm_iflush_buffer(c: MPI_Comm, req: *mut MPI_Request) -> c_int {
     run("MPI_Comm_iflush_buffer", c, || {
-        let cm = comm(c)?;
+        let cm = comm_ref(c)?;
         // Flushed at once (as MPI_Buffer_iflush): the request is already complete.
         mpi()?.buffer_flush(Some(&cm));
         // SAFETY: output argument.

@@ -280,6 +280,25 @@ impl Context {
         Ok(())
     }
 
+    /// Removes the handler of `id`; requests for it are then counted as
+    /// dropped. Handlers run under the progress lock, which this takes, so
+    /// when it returns no call of the old handler is running or will start:
+    /// state the handler borrowed may then be freed.
+    pub fn unregister_handler(&self, id: u32) -> Result<()> {
+        if IN_HANDLER.with(|c| c.get()) {
+            return Err(Error::BadParam {
+                var: "handler id".into(),
+                value: id.to_string(),
+                reason: "handlers cannot be unregistered from inside a handler".into(),
+            });
+        }
+        let mut st = self.inner.progress.lock();
+        if let Some(h) = st.handlers.get_mut(id as usize) {
+            *h = None;
+        }
+        Ok(())
+    }
+
     /// Creates a new endpoint and returns a startpoint bound to it.
     pub fn create_endpoint(&self) -> Startpoint {
         let id = self.inner.next_endpoint.fetch_add(1, Ordering::Relaxed);

@@ -69,6 +69,12 @@ impl<T> TryLock<T> {
     }
 }
 
+impl<T: Default> Default for TryLock<T> {
+    fn default() -> Self {
+        TryLock::new(T::default())
+    }
+}
+
 /// Exclusive access to the value of a [`TryLock`] until dropped.
 pub struct TryLockGuard<'a, T> {
     lock: &'a TryLock<T>,

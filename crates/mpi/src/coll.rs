@@ -9,7 +9,7 @@
 
 use crate::error::{class, err, Result};
 use crate::mem;
-use crate::request::{Buf, Req};
+use crate::request::{Buf, DtRef, Req};
 use crate::{Comm, Datatype, Mpi, Op};
 use std::sync::Arc;
 
@@ -233,7 +233,7 @@ impl Mpi {
     fn allreduce_rounds(
         &self,
         comm: &Comm,
-        dt: &Arc<Datatype>,
+        dt: &DtRef,
         count: usize,
         op: &Op,
         acc: &mut Vec<u8>,
@@ -565,7 +565,7 @@ impl Mpi {
 
 /// A contiguous datatype with the same element type as `dt` and no holes
 /// (to reduce packed data in temporaries).
-fn packed_type(dt: &Arc<Datatype>) -> Arc<Datatype> {
+fn packed_type(dt: &DtRef) -> DtRef {
     if dt.contig {
         return dt.clone();
     }
@@ -578,7 +578,7 @@ fn packed_type(dt: &Arc<Datatype>) -> Arc<Datatype> {
         None => Datatype::predefined(crate::Basic::Byte, ""),
     };
     t.commit();
-    t
+    DtRef::Shared(t)
 }
 
 fn check_root(comm: &Comm, root: i32) -> Result<()> {

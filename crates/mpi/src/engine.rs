@@ -21,8 +21,8 @@
 //! order, holding back early ones, so non-overtaking holds whatever path
 //! (method, eager or rendezvous) each message took.
 //!
-//! Locks: one mutex over the matching state. It is never held across a send
-//! (a send can drive progress, which runs handlers that take it).
+//! Locks: one try-lock over the matching state. It is never held across a
+//! send (a send can drive progress, which runs handlers that take it).
 
 use crate::error::{class, err, MpiError, Result};
 use crate::request::{Buf, Req, SendData, Status};
@@ -31,8 +31,8 @@ use gridwire_core::{Context, Request, Startpoint};
 use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
-use gridwire_core::sync::TryLock;
-use std::sync::{Arc, Mutex, MutexGuard};
+use gridwire_core::sync::{TryLock, TryLockGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const H_MSG: u32 = 0x0004_d500;
@@ -237,7 +237,10 @@ enum After {
 /// The point-to-point engine of one process.
 pub struct Engine {
     pub ctx: Context,
-    st: Mutex<State>,
+    /// The matching state. A [`TryLock`]: it is held only for short,
+    /// non-blocking steps (never across a send), and taking it twice per
+    /// message (post, arrival) is on every message's path.
+    st: TryLock<State>,
     /// Spare requests: a try-lock, apart from `st`, so taking and giving
     /// back a request costs one compare-exchange, not a mutex round trip.
     pool: TryLock<Vec<Arc<Req>>>,
@@ -256,6 +259,15 @@ pub struct Engine {
     /// any runs, waiting threads nap instead of spinning, so the helper that
     /// does the work gets a core.
     helpers: AtomicUsize,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        for id in [H_MSG, H_CTS, H_DATA, H_FIN] {
+            // Fails only inside a handler, which holds no `Arc<Engine>` to drop.
+            let _ = self.ctx.unregister_handler(id);
+        }
+    }
 }
 
 /// Marks the current thread as a library helper for its lifetime (see [`Engine::helper`]).
@@ -303,7 +315,7 @@ impl Engine {
         let n = ctx.size() as usize;
         let e = Arc::new(Engine {
             ctx,
-            st: Mutex::new(State::default()),
+            st: TryLock::new(State::default()),
             pool: TryLock::new(Vec::new()),
             ready_len: AtomicUsize::new(0),
             eager: (0..n).map(|_| AtomicUsize::new(0)).collect(),
@@ -314,14 +326,17 @@ impl Engine {
             same_host: (0..n).map(|_| AtomicU8::new(0)).collect(),
             helpers: AtomicUsize::new(0),
         });
-        let w = Arc::downgrade(&e);
+        // The handlers reach the engine by address, not through a `Weak`:
+        // upgrading one costs two locked instructions per message.
+        let at = Arc::as_ptr(&e) as usize;
         let reg = |id, f: fn(&Engine, &Context, Request<'_>)| {
-            let w = w.clone();
             e.ctx
                 .register_handler(id, move |c, r| {
-                    if let Some(e) = w.upgrade() {
-                        f(&e, c, r)
-                    }
+                    // SAFETY: `Engine::drop` unregisters these handlers, and
+                    // unregistering waits for running ones, before the
+                    // engine's memory is freed: while a handler can run, `at`
+                    // is a live `Engine`.
+                    f(unsafe { &*(at as *const Engine) }, c, r)
                 })
                 .expect("handler ids are below the limit");
         };
@@ -332,8 +347,9 @@ impl Engine {
         e
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    #[inline]
+    fn lock(&self) -> TryLockGuard<'_, State> {
+        self.st.lock()
     }
 
     /// A fresh (or recycled) request.
@@ -433,7 +449,7 @@ impl Engine {
     /// Copies a matched single-copy rendezvous into `req`'s buffer and tells
     /// the sender; falls back to `CTS` if the copy is not permitted.
     fn pull(&self, req: Arc<Req>, from: u32, env: Env) {
-        let buf = req.d.lock().unwrap().recv.clone();
+        let buf = req.d.lock().recv.clone();
         let cap = buf.as_ref().map_or(0, |b| b.bytes());
         let n = (env.size as usize).min(cap);
         // A message to ourselves: the sender's data is in this address space.
@@ -478,7 +494,7 @@ impl Engine {
             return;
         }
         {
-            let mut d = req.d.lock().unwrap();
+            let mut d = req.d.lock();
             d.status.bytes = n;
             if env.size as usize > cap {
                 d.status.error = class::TRUNCATE;
@@ -597,7 +613,7 @@ impl Engine {
                 continue;
             }
             let Some((req, to, rreq)) = item else { return };
-            let data = std::mem::replace(&mut req.d.lock().unwrap().send, SendData::None);
+            let data = std::mem::replace(&mut req.d.lock().send, SendData::None);
             let id = rreq.to_le_bytes();
             let sp = Startpoint {
                 ctx: to,
@@ -621,7 +637,7 @@ impl Engine {
                 SendData::None => Ok(()),
             };
             if let Err(e) = res {
-                req.d.lock().unwrap().status.error = MpiError::from(e).class;
+                req.d.lock().status.error = MpiError::from(e).class;
             }
             req.complete();
         }
@@ -681,7 +697,7 @@ impl Engine {
         }
         let req = self.new_req();
         {
-            let mut d = req.d.lock().unwrap();
+            let mut d = req.d.lock();
             d.send = match owned {
                 Some(v) => SendData::Owned(v),
                 None if buf.dt.contig => SendData::User(buf.clone()),
@@ -695,7 +711,7 @@ impl Engine {
         // tests rely on); to a peer on this host with `process_vm_readv`.
         if world == self.ctx.rank() || self.cma_ok(world) {
             // The data stays where it is until the receiver says FIN (or CTS).
-            let d = req.d.lock().unwrap();
+            let d = req.d.lock();
             let addr = match &d.send {
                 SendData::User(b) => b.contig_addr(),
                 SendData::Owned(v) => Some(v.as_ptr() as usize),
@@ -715,7 +731,7 @@ impl Engine {
     pub fn recv(&self, ctx: u64, src: i32, tag: i32, buf: Buf) -> Result<Arc<Req>> {
         let req = self.new_req();
         {
-            let mut d = req.d.lock().unwrap();
+            let mut d = req.d.lock();
             d.recv = Some(buf);
             d.ctx = ctx;
             d.is_recv = true;
@@ -740,7 +756,7 @@ impl Engine {
     /// Delivers an unexpected message (from the queue or `MPI_Mprobe`) to `req`. Consumes the lock.
     fn take_unexpected(
         &self,
-        mut st: MutexGuard<'_, State>,
+        mut st: TryLockGuard<'_, State>,
         u: Unexpected,
         req: &Arc<Req>,
     ) -> Result<()> {
@@ -767,7 +783,7 @@ impl Engine {
     pub fn recv_message(&self, u: Unexpected, buf: Buf) -> Result<Arc<Req>> {
         let req = self.new_req();
         {
-            let mut d = req.d.lock().unwrap();
+            let mut d = req.d.lock();
             d.recv = Some(buf);
             d.is_recv = true;
         }
@@ -818,14 +834,14 @@ impl Engine {
 
     /// Cancels a posted receive that has not matched. Returns whether it was cancelled.
     pub fn cancel_recv(&self, req: &Arc<Req>) -> bool {
-        let ctx = req.d.lock().unwrap().ctx;
+        let ctx = req.d.lock().ctx;
         let mut st = self.lock();
         let q = st.queues(ctx);
         if let Some(i) = q.posted.iter().position(|p| Arc::ptr_eq(&p.req, req)) {
             q.posted.remove(i);
             drop(st);
             {
-                let mut d = req.d.lock().unwrap();
+                let mut d = req.d.lock();
                 d.status.cancelled = true;
                 d.status.source = crate::ANY_SOURCE;
                 d.status.tag = ANY_TAG;
@@ -847,6 +863,24 @@ impl Engine {
         let s = env.src.max(0) as usize;
         if q.expected.len() <= s {
             q.expected.resize(s + 1, 0);
+        }
+        // The common case first: an eager message in its turn, nothing held
+        // back, and a receive waiting for it. The lock is released before
+        // the copy.
+        if env.kind == EAGER && env.seq == q.expected[s] && q.early.is_empty() {
+            let hit = q.posted.iter().position(|p| env.matches(p.src, p.tag));
+            if let Some(i) = hit {
+                q.expected[s] = q.expected[s].wrapping_add(1);
+                let p = if i == 0 {
+                    q.posted.pop_front()
+                } else {
+                    q.posted.remove(i)
+                };
+                drop(st);
+                let p = p.expect("index from position");
+                deliver(&p.req, &env, data);
+                return;
+            }
         }
         if env.seq != q.expected[s] {
             let v = st.take_buf(data);
@@ -969,7 +1003,7 @@ impl Engine {
         let sreq = u64::from_le_bytes(r.payload.try_into().unwrap());
         let req = self.lock().rndv_send.remove(sreq);
         if let Some(req) = req {
-            req.d.lock().unwrap().send = SendData::None;
+            req.d.lock().send = SendData::None;
             req.complete();
         }
     }
@@ -983,7 +1017,7 @@ impl Engine {
         if let Some(req) = req {
             let data = &r.payload[8..];
             {
-                let mut d = req.d.lock().unwrap();
+                let mut d = req.d.lock();
                 let cap = d.recv.as_ref().map_or(0, |b| b.bytes());
                 if let Some(b) = &d.recv {
                     b.unpack(&data[..data.len().min(cap)]);
@@ -1000,7 +1034,7 @@ impl Engine {
 
 /// Source and tag of a matched rendezvous (the data comes later).
 fn set_envelope(req: &Req, env: &Env) {
-    let mut d = req.d.lock().unwrap();
+    let mut d = req.d.lock();
     d.status.source = env.src;
     d.status.tag = env.tag;
 }
@@ -1008,7 +1042,7 @@ fn set_envelope(req: &Req, env: &Env) {
 /// Copies eager data into a matched receive and completes it.
 fn deliver(req: &Req, env: &Env, data: &[u8]) {
     {
-        let mut d = req.d.lock().unwrap();
+        let mut d = req.d.lock();
         let cap = d.recv.as_ref().map_or(0, |b| b.bytes());
         let n = data.len().min(cap);
         if let Some(b) = &d.recv {

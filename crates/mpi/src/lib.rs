@@ -24,7 +24,7 @@ pub use datatype::{Basic, Datatype};
 pub use error::{class, err, MpiError, Result};
 pub use group::Group;
 pub use op::Op;
-pub use request::{Buf, Req, Status};
+pub use request::{Buf, DtRef, Req, Status};
 
 use engine::{Engine, Unexpected};
 use gridwire_core::Context;
@@ -260,7 +260,7 @@ impl Mpi {
                     let used: usize = b
                         .pending
                         .iter()
-                        .map(|r| r.d.lock().unwrap().bsend_bytes)
+                        .map(|r| r.d.lock().bsend_bytes)
                         .sum();
                     b.used = used;
                     if !b.attached || b.used + n + BSEND_OVERHEAD > b.size {
@@ -282,7 +282,7 @@ impl Mpi {
                     Some(data),
                 )?;
                 if let Some(r) = r {
-                    r.d.lock().unwrap().bsend_bytes = n + BSEND_OVERHEAD;
+                    r.d.lock().bsend_bytes = n + BSEND_OVERHEAD;
                     pool.lock().unwrap().pending.push(r);
                 }
                 Ok(None)
@@ -453,7 +453,7 @@ impl Mpi {
     }
 
     pub fn cancel(&self, r: &Arc<Req>) {
-        let is_recv = r.d.lock().unwrap().is_recv;
+        let is_recv = r.d.lock().is_recv;
         if is_recv && !r.done() {
             self.engine.cancel_recv(r);
         }
@@ -550,7 +550,7 @@ impl Mpi {
                 if st.error == 0 {
                     st.error = b.status().error;
                 }
-                done.d.lock().unwrap_or_else(|e| e.into_inner()).status = st;
+                done.d.lock().status = st;
                 done.complete();
             })
             .map_err(|e| err(class::NO_MEM, format!("cannot start a thread: {e}")))?;
@@ -615,7 +615,7 @@ impl Mpi {
                 self.engine.remove_queues(shadow.key());
                 self.engine.remove_queues(shadow.key() + 1);
                 {
-                    let mut d = done.d.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut d = done.d.lock();
                     d.status = Status::default();
                     if let Err(e) = res {
                         d.status.error = e.class;

@@ -5,7 +5,7 @@ use crate::error::{class, err, Result};
 use std::sync::Arc;
 
 /// A user function: `(in, inout, count, datatype)` on data in the datatype's layout.
-pub type UserFn = Arc<dyn Fn(usize, usize, usize, &Arc<Datatype>) + Send + Sync>;
+pub type UserFn = Arc<dyn Fn(usize, usize, usize, &Datatype) + Send + Sync>;
 
 #[derive(Clone)]
 pub enum Op {
@@ -85,7 +85,7 @@ impl Op {
     }
 
     /// `inout[i] = in[i] op inout[i]` over `count` elements packed in `inb`/`inout`.
-    pub fn apply(&self, dt: &Arc<Datatype>, count: usize, inb: &[u8], inout: &mut [u8]) {
+    pub fn apply(&self, dt: &Datatype, count: usize, inb: &[u8], inout: &mut [u8]) {
         if let Op::User { f, .. } = self {
             if dt.contig {
                 // Packed == memory layout: give the function the buffers themselves.

@@ -130,7 +130,7 @@ fn user_op_sees_the_layout() {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let s2 = seen.clone();
     let op = Op::User {
-        f: Arc::new(move |_a: usize, _b: usize, n: usize, dt: &Arc<Datatype>| {
+        f: Arc::new(move |_a: usize, _b: usize, n: usize, dt: &Datatype| {
             s2.lock().unwrap().push((n, dt.size))
         }),
         commute: false,
