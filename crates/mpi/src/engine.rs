@@ -318,12 +318,6 @@ impl Drop for Helper<'_> {
     }
 }
 
-thread_local! {
-    /// Set in the library's helper threads: they wait without the spin phase,
-    /// so they do not take a core from the program's own threads.
-    pub static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
 /// `GW_MPI_SPIN_US`, or by default 2 ms when every rank on this machine can
 /// have a core (a blocked MPI call then keeps its core, as in other MPIs) and
 /// 0 when the machine is oversubscribed (the runtime's wait yields early).
@@ -555,18 +549,19 @@ impl Engine {
         }
     }
 
-    /// Drives progress until `done()`; also sends rendezvous data whose
-    /// receiver is ready (that cannot happen inside a handler).
-    /// Called at the start of a helper thread: it waits quietly, and others
-    /// do not spin while it runs.
+    /// Called at the start of a helper thread: while it runs, waits (its
+    /// own and others') nap instead of spinning.
     pub fn helper(&self) -> Helper<'_> {
-        QUIET.with(|q| q.set(true));
         self.helpers.fetch_add(1, Ordering::AcqRel);
         Helper(self)
     }
 
+    /// Drives progress until `done()`; also sends rendezvous data whose
+    /// receiver is ready (that cannot happen inside a handler).
     pub fn wait_for(&self, mut done: impl FnMut() -> bool) {
-        if QUIET.with(|q| q.get()) || self.helpers.load(Ordering::Acquire) > 0 {
+        // A counter, not a thread-local flag: reading a thread-local is a
+        // function call in a shared library, on every wait.
+        if self.helpers.load(Ordering::Acquire) > 0 {
             // A helper thread (nonblocking collective), or a thread waiting
             // while one runs: the messages a helper waits for are often taken
             // in by another thread's progress, which does not wake it from
