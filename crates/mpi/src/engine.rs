@@ -683,6 +683,7 @@ impl Engine {
     /// then implies the receive matched). `owned` is data already packed by
     /// the caller (buffered sends).
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub fn send(
         &self,
         ctx: u64,
@@ -696,7 +697,7 @@ impl Engine {
     ) -> Result<Option<Arc<Req>>> {
         let bytes = buf.bytes();
         let seqno = seq.fetch_add(1, Ordering::Relaxed);
-        let mut env = Env {
+        let env = Env {
             kind: EAGER,
             ctx,
             src: me,
@@ -711,7 +712,10 @@ impl Engine {
             ctx: world,
             endpoint: 0,
         };
-        if !sync && bytes <= self.eager_limit(world) {
+        if sync || bytes > self.eager_limit(world) {
+            return self.send_rendezvous(env, sp, buf, owned);
+        }
+        {
             let h = env.encode_eager();
             match (&owned, buf.contig()) {
                 (Some(v), _) => self
@@ -727,8 +731,21 @@ impl Engine {
                         .rsr_v(&sp, H_MSG, &[IoSlice::new(&h), IoSlice::new(&p)])?
                 }
             }
-            return Ok(None);
         }
+        Ok(None)
+    }
+
+    /// The rendezvous half of [`Engine::send`], apart so that the eager half
+    /// stays small enough to inline into the callers.
+    #[inline(never)]
+    fn send_rendezvous(
+        &self,
+        mut env: Env,
+        sp: Startpoint,
+        buf: &Buf,
+        owned: Option<Vec<u8>>,
+    ) -> Result<Option<Arc<Req>>> {
+        let world = sp.ctx;
         let req = self.new_req();
         {
             let mut d = req.d.lock();
@@ -886,6 +903,7 @@ impl Engine {
         false
     }
 
+    #[inline]
     fn on_msg(&self, _ctx: &Context, r: Request<'_>) {
         let Some((env, env_len)) = Env::decode(r.payload) else {
             eprintln!("gridwire mpi: malformed envelope from {}", r.src);
@@ -916,18 +934,27 @@ impl Engine {
                 return;
             }
         }
+        self.on_msg_slow(st, env, r.src, data);
+    }
+
+    /// The rest of [`Engine::on_msg`]: out-of-turn, unexpected and rendezvous
+    /// envelopes.
+    #[inline(never)]
+    fn on_msg_slow(&self, mut st: TryLockGuard<'_, State>, env: Env, from: u32, data: &[u8]) {
+        let s = env.src.max(0) as usize;
+        let q = st.queues(env.ctx);
         if env.seq != q.expected[s] {
             let v = st.take_buf(data);
             st.queues(env.ctx).early.push(Unexpected {
                 env,
-                from: r.src,
+                from,
                 data: v,
             });
             return;
         }
-        // The common case (no early envelopes) allocates nothing: `more`
-        // stays empty, and an empty Vec owns no memory.
-        let first = self.arrive(&mut st, env, r.src, data, None);
+        // Without early envelopes this allocates nothing: `more` stays
+        // empty, and an empty Vec owns no memory.
+        let first = self.arrive(&mut st, env, from, data, None);
         let mut more = Vec::new();
         // Envelopes that were waiting for this one.
         loop {

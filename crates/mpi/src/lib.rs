@@ -204,6 +204,7 @@ impl Mpi {
     }
 
     /// Blocking send (no request object on the eager path).
+    #[inline]
     pub fn send(&self, comm: &Comm, buf: &Buf, dest: i32, tag: i32, mode: Mode) -> Result<()> {
         self.check_buf(buf, "send buffer")?;
         Self::check_peer(comm, dest, false)?;
@@ -219,6 +220,7 @@ impl Mpi {
         Ok(())
     }
 
+    #[inline]
     fn send_on(
         &self,
         comm: &Comm,
@@ -246,48 +248,60 @@ impl Mpi {
             Mode::Sync => self
                 .engine
                 .send(ctx, seq, comm.rank as i32, world, tag, buf, true, None),
-            Mode::Buffered => {
-                let n = buf.bytes();
-                // The communicator's buffer if one is attached, else the process's.
-                let pool = if comm.bsend.lock().unwrap().attached {
-                    &comm.bsend
-                } else {
-                    &self.bsend
-                };
-                {
-                    let mut b = pool.lock().unwrap();
-                    b.pending.retain(|r| !r.done());
-                    let used: usize = b
-                        .pending
-                        .iter()
-                        .map(|r| r.d.lock().bsend_bytes)
-                        .sum();
-                    b.used = used;
-                    if !b.attached || b.used + n + BSEND_OVERHEAD > b.size {
-                        return Err(err(class::BUFFER, format!(
-                            "MPI_Bsend of {n} bytes: the attached buffer ({} bytes, {} in use) is too small; attach a larger one with MPI_Buffer_attach",
-                            b.size, b.used
-                        )));
-                    }
-                }
-                let data = buf.pack();
-                let r = self.engine.send(
-                    ctx,
-                    seq,
-                    comm.rank as i32,
-                    world,
-                    tag,
-                    buf,
-                    false,
-                    Some(data),
-                )?;
-                if let Some(r) = r {
-                    r.d.lock().bsend_bytes = n + BSEND_OVERHEAD;
-                    pool.lock().unwrap().pending.push(r);
-                }
-                Ok(None)
+            Mode::Buffered => self.bsend_on(comm, ctx, seq, world, buf, tag),
+        }
+    }
+
+    /// `MPI_Bsend`'s path of [`Mpi::send_on`], apart so that the others stay small.
+    #[inline(never)]
+    fn bsend_on(
+        &self,
+        comm: &Comm,
+        ctx: u64,
+        seq: &AtomicU32,
+        world: u32,
+        buf: &Buf,
+        tag: i32,
+    ) -> Result<Option<Arc<Req>>> {
+        let n = buf.bytes();
+        // The communicator's buffer if one is attached, else the process's.
+        let pool = if comm.bsend.lock().unwrap().attached {
+            &comm.bsend
+        } else {
+            &self.bsend
+        };
+        {
+            let mut b = pool.lock().unwrap();
+            b.pending.retain(|r| !r.done());
+            let used: usize = b
+                .pending
+                .iter()
+                .map(|r| r.d.lock().bsend_bytes)
+                .sum();
+            b.used = used;
+            if !b.attached || b.used + n + BSEND_OVERHEAD > b.size {
+                return Err(err(class::BUFFER, format!(
+                    "MPI_Bsend of {n} bytes: the attached buffer ({} bytes, {} in use) is too small; attach a larger one with MPI_Buffer_attach",
+                    b.size, b.used
+                )));
             }
         }
+        let data = buf.pack();
+        let r = self.engine.send(
+            ctx,
+            seq,
+            comm.rank as i32,
+            world,
+            tag,
+            buf,
+            false,
+            Some(data),
+        )?;
+        if let Some(r) = r {
+            r.d.lock().bsend_bytes = n + BSEND_OVERHEAD;
+            pool.lock().unwrap().pending.push(r);
+        }
+        Ok(None)
     }
 
     /// The buffer of `comm` (`MPI_Comm_*_buffer`) or, for None, of the process (`MPI_Buffer_*`).
