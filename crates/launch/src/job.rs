@@ -204,6 +204,8 @@ impl Job {
         if let Some(h) = spec.placement.host_id(&spec.real_host_id, r) {
             cmd.env("GW_HOST_ID", h);
         }
+        // MPICH-ABI programs (mpi4py's wheel) find the shim: crates/launch/src/mpich_abi.rs.
+        crate::mpich_abi::apply(&mut cmd);
         // Rank 0 gets gwrun's stdin when it is a file or pipe; a terminal is
         // not passed on because a rank in its own process group reading
         // from the terminal would be stopped (SIGTTIN).

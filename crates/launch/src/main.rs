@@ -9,6 +9,7 @@
 //! stdout carries only the ranks' output.
 
 mod job;
+mod mpich_abi;
 mod placement;
 mod server;
 mod stats;

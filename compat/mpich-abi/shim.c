@@ -1,0 +1,715 @@
+/* shim.c -- the hand-written half of gridwire's MPICH-ABI shim (libmpi.so.12):
+ * loading gridwire's standard-ABI library, handle/constant/status conversion,
+ * and the functions with callbacks or attribute values. See shim.h and gen.py. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "shim.h"
+#include "gen_consts.h"
+
+/* ---- loading gridwire ---- */
+
+static void *gw_lib;
+static pthread_once_t gw_once = PTHREAD_ONCE_INIT;
+static char gw_err[PATH_MAX + 256];
+
+static int try_open(const char *path)
+{
+    /* RTLD_DEEPBIND: gridwire's references to its own MPI_x/PMPI_x must bind
+     * to itself even when this shim (same names, other ABI) is global. */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (!h) {
+        snprintf(gw_err, sizeof gw_err, "%s", dlerror());
+        return 0;
+    }
+    if (!dlsym(h, "PMPI_Abi_get_version") || !dlsym(h, "PMPI_Comm_fromint")) {
+        snprintf(gw_err, sizeof gw_err, "%s is not a standard-ABI MPI library", path);
+        dlclose(h);
+        return 0;
+    }
+    gw_lib = h;
+    return 1;
+}
+
+static void gw_load(void)
+{
+    const char *env = getenv("GW_MPICH_ABI_LIBMPI");
+    if (env && *env) {
+        try_open(env);
+        return;
+    }
+    Dl_info info;
+    if (dladdr((void *)gw_load, &info) && info.dli_fname) {
+        char paths[2][PATH_MAX];
+        snprintf(paths[0], PATH_MAX, "%s", info.dli_fname);
+        if (!realpath(info.dli_fname, paths[1]))
+            paths[1][0] = 0;
+        for (int i = 0; i < 2; i++) {
+            char *slash = strrchr(paths[i], '/');
+            if (!slash)
+                continue;
+            *slash = 0;
+            /* installed: lib/mpich-abi/libmpi.so.12 beside lib/libmpi_abi.so;
+             * build tree: target/<profile>/mpich-abi/ beside target/<profile>/libmpi.so */
+            static const char *const names[] = {"libmpi_abi.so", "libmpi.so"};
+            for (int j = 0; j < 2; j++) {
+                char p[PATH_MAX + 32];
+                snprintf(p, sizeof p, "%s/../%s", paths[i], names[j]);
+                if (access(p, F_OK) == 0 && try_open(p))
+                    return;
+            }
+        }
+    }
+    try_open("libmpi_abi.so");
+}
+
+void *gw_sym(const char *name)
+{
+    pthread_once(&gw_once, gw_load);
+    if (!gw_lib) {
+        static int said;
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+            fprintf(stderr, "gridwire MPICH-ABI shim: cannot load gridwire's libmpi_abi.so (%s); "
+                            "set GW_MPICH_ABI_LIBMPI to its path\n", gw_err);
+        return NULL;
+    }
+    return dlsym(gw_lib, name);
+}
+
+int gw_missing(const char *name)
+{
+    if (gw_lib)
+        fprintf(stderr, "gridwire MPICH-ABI shim: %s is missing from gridwire's library\n", name);
+    return M_ERR_INTERN;
+}
+
+#define GW(ret, name, args)                                                     \
+    static ret(*p_##name) args;                                                 \
+    if (!p_##name) {                                                            \
+        p_##name = (ret(*) args)gw_sym("P" #name);                              \
+        if (!p_##name)                                                          \
+            return gw_missing(#name);                                           \
+    }
+
+/* ---- handles ---- */
+
+#define HASH_SIZE 1024
+static struct { int kind, m, a; } hash_m2a[HASH_SIZE]; /* MPICH values repeat across kinds (MPI_MESSAGE_NULL == MPI_REQUEST_NULL) */
+static int rev_a2m[4096];
+static int (*fromint[K_N])(int);
+static int (*toint[K_N])(ah);
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+static const char *const kind_name[K_N] = {"Comm", "Group", "Type", "Op", "Errhandler", "Request",
+                                           "Info", "Win", "File", "Message", "Session"};
+
+static unsigned hslot(int kind, int m) { return (((unsigned)m ^ (unsigned)kind) * 2654435761u) >> 22; }
+
+static void tables_init(void)
+{
+    for (size_t i = 0; i < N_HANDLES; i++) {
+        const struct hpair *p = &HANDLES[i];
+        unsigned s = hslot(p->kind, p->m) % HASH_SIZE;
+        while (hash_m2a[s].a && (hash_m2a[s].m != p->m || hash_m2a[s].kind != p->kind))
+            s = (s + 1) % HASH_SIZE;
+        if (!hash_m2a[s].a) {
+            hash_m2a[s].kind = p->kind;
+            hash_m2a[s].m = p->m;
+            hash_m2a[s].a = p->a;
+        }
+        if (p->a > 0 && p->a < 4096 && !rev_a2m[p->a])
+            rev_a2m[p->a] = p->m;
+    }
+    for (int k = 0; k < K_N; k++) {
+        char n[64];
+        snprintf(n, sizeof n, "PMPI_%s_fromint", kind_name[k]);
+        fromint[k] = (int (*)(int))gw_sym(n);
+        snprintf(n, sizeof n, "PMPI_%s_toint", kind_name[k]);
+        toint[k] = (int (*)(ah))gw_sym(n);
+    }
+}
+
+ah h2a(int kind, mh v)
+{
+    pthread_once(&tables_once, tables_init);
+    unsigned s = hslot(kind, v) % HASH_SIZE;
+    while (hash_m2a[s].a) {
+        if (hash_m2a[s].m == v && hash_m2a[s].kind == kind)
+            return (ah)(intptr_t)hash_m2a[s].a;
+        s = (s + 1) % HASH_SIZE;
+    }
+    /* A user handle: MPICH's int is gridwire's toint value (>= 0x1000, far below
+     * MPICH's predefined values, which all have high bits set). */
+    if (kind >= 0 && kind < K_N && fromint[kind] && v >= 0x1000)
+        return ((ah(*)(int))fromint[kind])(v);
+    /* A standard-ABI predefined handle MPICH has no name for (passed back as is). */
+    if (v >= 0 && v < 0x1000)
+        return (ah)(intptr_t)v;
+    /* Anything else is invalid: a value gridwire rejects as a handle of any kind. */
+    return (ah)(intptr_t)0x7fffffff;
+}
+
+mh h2m(int kind, ah v)
+{
+    pthread_once(&tables_once, tables_init);
+    intptr_t x = (intptr_t)v;
+    if (x >= 0 && x < 4096)
+        return rev_a2m[x] ? rev_a2m[x] : (int)x;
+    if (kind >= 0 && kind < K_N && toint[kind])
+        return toint[kind](v);
+    return (int)x;
+}
+
+/* ---- integer constants ---- */
+
+int vmap_m2a(const struct ipair *t, int n, int v)
+{
+    for (int i = 0; i < n; i++)
+        if (t[i].m == v)
+            return t[i].a;
+    return v;
+}
+
+int vmap_a2m(const struct ipair *t, int n, int v)
+{
+    for (int i = 0; i < n; i++)
+        if (t[i].a == v)
+            return t[i].m;
+    return v;
+}
+
+int bits_m2a(const struct ipair *t, int n, int v)
+{
+    int r = 0;
+    for (int i = 0; i < n; i++)
+        if (v & t[i].m) {
+            r |= t[i].a;
+            v &= ~t[i].m;
+        }
+    return r | v; /* unknown bits pass through, for gridwire to reject */
+}
+
+int bits_a2m(const struct ipair *t, int n, int v)
+{
+    int r = 0;
+    for (int i = 0; i < n; i++)
+        if (v & t[i].a) {
+            r |= t[i].m;
+            v &= ~t[i].a;
+        }
+    return r | v;
+}
+
+/* Error codes: the classes by table; codes added with MPI_Add_error_class/code
+ * (gridwire: above its MPI_ERR_LASTCODE) move above MPICH's MPI_ERR_LASTCODE,
+ * where MPICH puts its own dynamic codes. */
+#define M_DYN 0x40000000
+int err_a2m(int rc)
+{
+    if (rc == 0)
+        return 0;
+    if (rc > A_ERR_LASTCODE)
+        return M_DYN + (rc - A_ERR_LASTCODE - 1);
+    for (int i = 0; i < N_err; i++)
+        if (MAP_err[i].a == rc)
+            return MAP_err[i].m;
+    return M_ERR_OTHER;
+}
+
+int err_m2a(int rc)
+{
+    if (rc == 0)
+        return 0;
+    if (rc >= M_DYN)
+        return A_ERR_LASTCODE + 1 + (rc - M_DYN);
+    for (int i = 0; i < N_err; i++)
+        if (MAP_err[i].m == rc)
+            return MAP_err[i].a;
+    return rc; /* not a code: gridwire reports it */
+}
+
+/* ---- statuses ---- */
+
+void st_a2m(const astatus *a, mstatus *m)
+{
+    uint64_t bytes = (uint64_t)(uint32_t)a->internal[0] | ((uint64_t)(uint32_t)a->internal[1] << 32);
+    m->count_lo = (int)(uint32_t)bytes;
+    m->count_hi_and_cancelled = (int)(((bytes >> 32) << 1) | (uint64_t)(a->internal[2] & 1));
+    m->MPI_SOURCE = vmap_a2m(MAP_rank, N_rank, a->MPI_SOURCE);
+    m->MPI_TAG = vmap_a2m(MAP_tag, N_tag, a->MPI_TAG);
+    m->MPI_ERROR = err_a2m(a->MPI_ERROR);
+}
+
+void st_m2a(const mstatus *m, astatus *a)
+{
+    uint64_t bytes = (uint64_t)(uint32_t)m->count_lo | ((uint64_t)((uint32_t)m->count_hi_and_cancelled >> 1) << 32);
+    a->internal[0] = (int)(uint32_t)bytes;
+    a->internal[1] = (int)(uint32_t)(bytes >> 32);
+    a->internal[2] = m->count_hi_and_cancelled & 1;
+    a->internal[3] = 0;
+    a->internal[4] = 0;
+    a->MPI_SOURCE = vmap_m2a(MAP_rank, N_rank, m->MPI_SOURCE);
+    a->MPI_TAG = vmap_m2a(MAP_tag, N_tag, m->MPI_TAG);
+    a->MPI_ERROR = err_m2a(m->MPI_ERROR);
+}
+
+/* ---- pointers, scratch, counts ---- */
+
+/* MPICH's MPI_UNWEIGHTED / MPI_WEIGHTS_EMPTY are addresses of these. */
+static int unweighted_, weights_empty_;
+EXPORT int *const MPI_UNWEIGHTED = &unweighted_;
+EXPORT int *const MPI_WEIGHTS_EMPTY = &weights_empty_;
+/* MPICH's MPI_F_STATUS(ES)_IGNORE. */
+static int f_status_ignore_[5], f_statuses_ignore_[5];
+EXPORT int *MPI_F_STATUS_IGNORE = f_status_ignore_;
+EXPORT int *MPI_F_STATUSES_IGNORE = f_statuses_ignore_;
+
+int *weights_m2a(const int *p)
+{
+    if (p == &unweighted_)
+        return A_UNWEIGHTED;
+    if (p == &weights_empty_)
+        return A_WEIGHTS_EMPTY;
+    return (int *)p;
+}
+
+void *scratch(size_t bytes, void *stackbuf, size_t stackbytes)
+{
+    return bytes <= stackbytes ? stackbuf : malloc(bytes);
+}
+
+void scratch_free(void *p, void *stackbuf)
+{
+    if (p && p != stackbuf)
+        free(p);
+}
+
+int peer_count(mh comm, int *n)
+{
+    GW(int, MPI_Comm_test_inter, (ah, int *));
+    GW(int, MPI_Comm_size, (ah, int *));
+    GW(int, MPI_Comm_remote_size, (ah, int *));
+    ah c = h2a(K_COMM, comm);
+    int inter = 0;
+    int rc = p_MPI_Comm_test_inter(c, &inter);
+    if (rc == 0)
+        rc = inter ? p_MPI_Comm_remote_size(c, n) : p_MPI_Comm_size(c, n);
+    return err_a2m(rc);
+}
+
+int neighbor_counts(mh comm, int *indeg, int *outdeg)
+{
+    GW(int, MPI_Topo_test, (ah, int *));
+    GW(int, MPI_Cartdim_get, (ah, int *));
+    GW(int, MPI_Comm_rank, (ah, int *));
+    GW(int, MPI_Graph_neighbors_count, (ah, int, int *));
+    GW(int, MPI_Dist_graph_neighbors_count, (ah, int *, int *, int *));
+    ah c = h2a(K_COMM, comm);
+    int topo = 0, rc = p_MPI_Topo_test(c, &topo);
+    if (rc)
+        return err_a2m(rc);
+    int t = vmap_a2m(MAP_topo, N_topo, topo);
+    int cart = vmap_m2a(MAP_topo, N_topo, 2), graph = vmap_m2a(MAP_topo, N_topo, 1);
+    (void)t;
+    if (topo == cart) {
+        int nd = 0;
+        rc = p_MPI_Cartdim_get(c, &nd);
+        *indeg = *outdeg = 2 * nd;
+    } else if (topo == graph) {
+        int r = 0;
+        rc = p_MPI_Comm_rank(c, &r);
+        if (rc == 0)
+            rc = p_MPI_Graph_neighbors_count(c, r, indeg);
+        *outdeg = *indeg;
+    } else {
+        int w = 0;
+        rc = p_MPI_Dist_graph_neighbors_count(c, indeg, outdeg, &w);
+    }
+    return err_a2m(rc);
+}
+
+/* ---- handle <-> integer: identities in MPICH's ABI (handles are ints) ---- */
+
+#define IDENT(Kind)                                                              \
+    EXPORT int PMPI_##Kind##_c2f(int h) { return h; }                            \
+    EXPORT int PMPI_##Kind##_f2c(int h) { return h; }                            \
+    EXPORT int PMPI_##Kind##_toint(int h) { return h; }                          \
+    EXPORT int PMPI_##Kind##_fromint(int h) { return h; }                        \
+    EXPORT int MPI_##Kind##_c2f(int h) __attribute__((alias("PMPI_" #Kind "_c2f")));         \
+    EXPORT int MPI_##Kind##_f2c(int h) __attribute__((alias("PMPI_" #Kind "_f2c")));         \
+    EXPORT int MPI_##Kind##_toint(int h) __attribute__((alias("PMPI_" #Kind "_toint")));     \
+    EXPORT int MPI_##Kind##_fromint(int h) __attribute__((alias("PMPI_" #Kind "_fromint")));
+IDENT(Comm)
+IDENT(Group)
+IDENT(Type)
+IDENT(Op)
+IDENT(Errhandler)
+IDENT(Request)
+IDENT(Info)
+IDENT(Win)
+IDENT(File)
+IDENT(Message)
+IDENT(Session)
+
+/* MPICH's Fortran status is its C status (MPI_F_STATUS_SIZE 5). */
+EXPORT int PMPI_Status_c2f(const mstatus *c, int *f)
+{
+    if (!c || !f || c == M_STATUS_IGNORE)
+        return M_ERR_ARG;
+    memcpy(f, c, sizeof *c);
+    return 0;
+}
+EXPORT int MPI_Status_c2f(const mstatus *c, int *f) __attribute__((alias("PMPI_Status_c2f")));
+EXPORT int PMPI_Status_f2c(const int *f, mstatus *c)
+{
+    if (!c || !f || c == M_STATUS_IGNORE)
+        return M_ERR_ARG;
+    memcpy(c, f, sizeof *c);
+    return 0;
+}
+EXPORT int MPI_Status_f2c(const int *f, mstatus *c) __attribute__((alias("PMPI_Status_f2c")));
+
+/* The MPI version of the MPICH ABI this shim provides (MPICH's mpi.h it was built with). */
+EXPORT int PMPI_Get_version(int *version, int *subversion)
+{
+    if (!version || !subversion)
+        return M_ERR_ARG;
+    *version = M_VERSION;
+    *subversion = M_SUBVERSION;
+    return 0;
+}
+EXPORT int MPI_Get_version(int *v, int *s) __attribute__((alias("PMPI_Get_version")));
+
+EXPORT int PMPI_Pcontrol(const int level, ...)
+{
+    GW(int, MPI_Pcontrol, (int, ...));
+    return err_a2m(p_MPI_Pcontrol(level));
+}
+EXPORT int MPI_Pcontrol(const int level, ...) __attribute__((alias("PMPI_Pcontrol")));
+
+/* ---- user reduction operations: a fixed set of trampolines ---- */
+
+#define NOPS 64
+typedef void (*m_user_fn)(void *, void *, int *, int *);
+typedef void (*m_user_fn_c)(void *, void *, int64_t *, int *);
+static struct { void *fn; int big; int op; int used; } ops[NOPS];
+static pthread_mutex_t ops_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void op_call(int i, void *in, void *inout, void *len, ah *dt)
+{
+    int mdt = h2m(K_TYPE, dt ? *dt : 0);
+    if (ops[i].big)
+        ((m_user_fn_c)ops[i].fn)(in, inout, (int64_t *)len, &mdt);
+    else
+        ((m_user_fn)ops[i].fn)(in, inout, (int *)len, &mdt);
+}
+#define OPT(i) static void op_t##i(void *a, void *b, void *l, ah *d) { op_call(i, a, b, l, d); }
+#define OPT8(i) OPT(i##0) OPT(i##1) OPT(i##2) OPT(i##3) OPT(i##4) OPT(i##5) OPT(i##6) OPT(i##7)
+OPT8(0) OPT8(1) OPT8(2) OPT8(3) OPT8(4) OPT8(5) OPT8(6) OPT8(7)
+#define OPN(i) op_t##i,
+#define OPN8(i) OPN(i##0) OPN(i##1) OPN(i##2) OPN(i##3) OPN(i##4) OPN(i##5) OPN(i##6) OPN(i##7)
+static void (*const op_tramp[NOPS])(void *, void *, void *, ah *) = {OPN8(0) OPN8(1) OPN8(2) OPN8(3) OPN8(4) OPN8(5) OPN8(6) OPN8(7)};
+
+static int op_create(void *fn, int big, int commute, int *op)
+{
+    GW(int, MPI_Op_create, (void *, int, ah *));
+    GW(int, MPI_Op_create_c, (void *, int, ah *));
+    if (!fn || !op)
+        return M_ERR_ARG;
+    pthread_mutex_lock(&ops_lock);
+    int i = 0;
+    while (i < NOPS && ops[i].used)
+        i++;
+    if (i == NOPS) {
+        pthread_mutex_unlock(&ops_lock);
+        fprintf(stderr, "gridwire MPICH-ABI shim: more than %d user operations at once\n", NOPS);
+        return M_ERR_INTERN;
+    }
+    ops[i].used = 1;
+    ops[i].fn = fn;
+    ops[i].big = big;
+    pthread_mutex_unlock(&ops_lock);
+    ah aop = 0;
+    int rc = big ? p_MPI_Op_create_c((void *)op_tramp[i], commute, &aop)
+                 : p_MPI_Op_create((void *)op_tramp[i], commute, &aop);
+    if (rc) {
+        __atomic_store_n(&ops[i].used, 0, __ATOMIC_RELEASE);
+        return err_a2m(rc);
+    }
+    *op = h2m(K_OP, aop);
+    ops[i].op = *op;
+    return 0;
+}
+
+EXPORT int PMPI_Op_create(m_user_fn fn, int commute, int *op) { return op_create((void *)fn, 0, commute, op); }
+EXPORT int MPI_Op_create(m_user_fn fn, int commute, int *op) __attribute__((alias("PMPI_Op_create")));
+EXPORT int PMPI_Op_create_c(m_user_fn_c fn, int commute, int *op) { return op_create((void *)fn, 1, commute, op); }
+EXPORT int MPI_Op_create_c(m_user_fn_c fn, int commute, int *op) __attribute__((alias("PMPI_Op_create_c")));
+
+EXPORT int PMPI_Op_free(int *op)
+{
+    GW(int, MPI_Op_free, (ah *));
+    if (!op)
+        return M_ERR_ARG;
+    int old = *op;
+    ah a = h2a(K_OP, old);
+    int rc = p_MPI_Op_free(&a);
+    if (rc == 0) {
+        pthread_mutex_lock(&ops_lock);
+        for (int i = 0; i < NOPS; i++)
+            if (ops[i].used && ops[i].op == old) {
+                ops[i].used = 0;
+                break;
+            }
+        pthread_mutex_unlock(&ops_lock);
+        *op = h2m(K_OP, a);
+    }
+    return err_a2m(rc);
+}
+EXPORT int MPI_Op_free(int *op) __attribute__((alias("PMPI_Op_free")));
+
+/* ---- error handlers: trampolines per kind ---- */
+
+#define NERRH 32
+typedef void (*m_errh_fn)(int *, int *, ...);
+static void *errh_fn[4][NERRH];
+static int errh_n[4];
+static pthread_mutex_t errh_lock = PTHREAD_MUTEX_INITIALIZER;
+static const int errh_kind[4] = {K_COMM, K_WIN, K_FILE, K_SESSION};
+
+static void errh_call(int k, int i, ah *h, int *code)
+{
+    int m = h2m(errh_kind[k], h ? *h : 0);
+    int c = err_a2m(code ? *code : 0);
+    ((m_errh_fn)errh_fn[k][i])(&m, &c);
+}
+#define EHT(k, i) static void eh_t##k##_##i(ah *h, int *c, ...) { errh_call(k, i, h, c); }
+#define EHT8(k, i) EHT(k, i##0) EHT(k, i##1) EHT(k, i##2) EHT(k, i##3) EHT(k, i##4) EHT(k, i##5) EHT(k, i##6) EHT(k, i##7)
+#define EHTK(k) EHT8(k, 0) EHT8(k, 1) EHT8(k, 2) EHT8(k, 3)
+EHTK(0) EHTK(1) EHTK(2) EHTK(3)
+#define EHN(k, i) eh_t##k##_##i,
+#define EHN8(k, i) EHN(k, i##0) EHN(k, i##1) EHN(k, i##2) EHN(k, i##3) EHN(k, i##4) EHN(k, i##5) EHN(k, i##6) EHN(k, i##7)
+#define EHNK(k) {EHN8(k, 0) EHN8(k, 1) EHN8(k, 2) EHN8(k, 3)}
+static void (*const errh_tramp[4][NERRH])(ah *, int *, ...) = {EHNK(0), EHNK(1), EHNK(2), EHNK(3)};
+
+static int errh_create(int k, const char *abi_name, void *fn, int *eh)
+{
+    if (!fn || !eh)
+        return M_ERR_ARG;
+    int (*create)(void *, ah *) = (int (*)(void *, ah *))gw_sym(abi_name);
+    if (!create)
+        return gw_missing(abi_name);
+    pthread_mutex_lock(&errh_lock);
+    /* The same function twice shares a trampoline. */
+    int i = 0;
+    while (i < errh_n[k] && errh_fn[k][i] != fn)
+        i++;
+    if (i == errh_n[k]) {
+        if (i == NERRH) {
+            pthread_mutex_unlock(&errh_lock);
+            fprintf(stderr, "gridwire MPICH-ABI shim: more than %d error handler functions\n", NERRH);
+            return M_ERR_INTERN;
+        }
+        errh_fn[k][i] = fn;
+        errh_n[k]++;
+    }
+    pthread_mutex_unlock(&errh_lock);
+    ah a = 0;
+    int rc = create((void *)errh_tramp[k][i], &a);
+    if (rc == 0)
+        *eh = h2m(K_ERRH, a);
+    return err_a2m(rc);
+}
+
+#define ERRH_CREATE(Kind, k)                                                                      \
+    EXPORT int PMPI_##Kind##_create_errhandler(m_errh_fn fn, int *eh)                             \
+    { return errh_create(k, "PMPI_" #Kind "_create_errhandler", (void *)fn, eh); }               \
+    EXPORT int MPI_##Kind##_create_errhandler(m_errh_fn fn, int *eh)                              \
+        __attribute__((alias("PMPI_" #Kind "_create_errhandler")));
+ERRH_CREATE(Comm, 0)
+ERRH_CREATE(Win, 1)
+ERRH_CREATE(File, 2)
+ERRH_CREATE(Session, 3)
+
+/* ---- attribute keyvals: the closure travels as extra_state ---- */
+
+typedef int (*m_copy_fn)(int, int, void *, void *, void *, int *);
+typedef int (*m_delete_fn)(int, int, void *, void *);
+struct kv { m_copy_fn copy; m_delete_fn del; void *extra; int kind; };
+
+EXPORT int MPIR_Dup_fn(int oldcomm, int keyval, void *extra, void *in, void *out, int *flag)
+{
+    (void)oldcomm; (void)keyval; (void)extra;
+    *(void **)out = in;
+    *flag = 1;
+    return 0;
+}
+
+static int kv_copy(ah old, int keyval, void *extra, void *in, void *out, int *flag)
+{
+    struct kv *k = extra;
+    int rc = k->copy(h2m(k->kind, old), vmap_a2m(MAP_keyval, N_keyval, keyval), k->extra, in, out, flag);
+    return err_m2a(rc);
+}
+
+static int kv_delete(ah h, int keyval, void *val, void *extra)
+{
+    struct kv *k = extra;
+    int rc = k->del(h2m(k->kind, h), vmap_a2m(MAP_keyval, N_keyval, keyval), val, k->extra);
+    return err_m2a(rc);
+}
+
+static int keyval_create(int kind, const char *abi_name, m_copy_fn copy, m_delete_fn del, int *keyval, void *extra)
+{
+    int (*create)(void *, void *, int *, void *) = (int (*)(void *, void *, int *, void *))gw_sym(abi_name);
+    if (!create)
+        return gw_missing(abi_name);
+    if (!keyval)
+        return M_ERR_ARG;
+    struct kv *k = malloc(sizeof *k); /* lives as long as the keyval's attributes may */
+    if (!k)
+        return M_ERR_NO_MEM;
+    *k = (struct kv){copy, del, extra, kind};
+    void *acopy = copy == NULL ? (void *)0 : copy == MPIR_Dup_fn ? (void *)1 : (void *)kv_copy;
+    void *adel = del == NULL ? (void *)0 : (void *)kv_delete;
+    int akv = 0;
+    int rc = create(acopy, adel, &akv, k);
+    if (rc) {
+        free(k);
+        return err_a2m(rc);
+    }
+    *keyval = vmap_a2m(MAP_keyval, N_keyval, akv);
+    return 0;
+}
+
+#define KEYVAL_CREATE(Kind, kind)                                                                       \
+    EXPORT int PMPI_##Kind##_create_keyval(m_copy_fn c, m_delete_fn d, int *kv, void *extra)            \
+    { return keyval_create(kind, "PMPI_" #Kind "_create_keyval", c, d, kv, extra); }                    \
+    EXPORT int MPI_##Kind##_create_keyval(m_copy_fn c, m_delete_fn d, int *kv, void *extra)             \
+        __attribute__((alias("PMPI_" #Kind "_create_keyval")));
+KEYVAL_CREATE(Comm, K_COMM)
+KEYVAL_CREATE(Type, K_TYPE)
+KEYVAL_CREATE(Win, K_WIN)
+
+/* Predefined attributes whose values are constants that differ between the ABIs. */
+static int attr_host, attr_io, attr_lastcode, attr_flavor, attr_model;
+
+static int get_attr(int kind, const char *abi_name, int h, int keyval, void *val, int *flag)
+{
+    int (*get)(ah, int, void *, int *) = (int (*)(ah, int, void *, int *))gw_sym(abi_name);
+    if (!get)
+        return gw_missing(abi_name);
+    int akv = vmap_m2a(MAP_keyval, N_keyval, keyval);
+    int rc = get(h2a(kind, h), akv, val, flag);
+    if (rc || !flag || !*flag || !val)
+        return err_a2m(rc);
+    int **pp = (int **)val;
+    int *slot = NULL, v = 0;
+    if (keyval == M_HOST) {
+        v = vmap_a2m(MAP_rank, N_rank, **pp);
+        slot = &attr_host;
+    } else if (keyval == M_IO) {
+        v = vmap_a2m(MAP_rank, N_rank, **pp);
+        slot = &attr_io;
+    } else if (keyval == M_LASTUSEDCODE) {
+        v = err_a2m(**pp);
+        slot = &attr_lastcode;
+    } else if (kind == K_WIN && keyval == M_WIN_CREATE_FLAVOR) {
+        v = vmap_a2m(MAP_flavor, N_flavor, **pp);
+        slot = &attr_flavor;
+    } else if (kind == K_WIN && keyval == M_WIN_MODEL) {
+        v = vmap_a2m(MAP_model, N_model, **pp);
+        slot = &attr_model;
+    }
+    if (slot) {
+        __atomic_store_n(slot, v, __ATOMIC_RELAXED);
+        *pp = slot;
+    }
+    return 0;
+}
+
+#define GET_ATTR(Kind, kind)                                                                    \
+    EXPORT int PMPI_##Kind##_get_attr(int h, int keyval, void *val, int *flag)                  \
+    { return get_attr(kind, "PMPI_" #Kind "_get_attr", h, keyval, val, flag); }                 \
+    EXPORT int MPI_##Kind##_get_attr(int h, int keyval, void *val, int *flag)                   \
+        __attribute__((alias("PMPI_" #Kind "_get_attr")));
+GET_ATTR(Comm, K_COMM)
+GET_ATTR(Type, K_TYPE)
+GET_ATTR(Win, K_WIN)
+
+/* ---- generalized requests ---- */
+
+typedef int (*m_query_fn)(void *, mstatus *);
+typedef int (*m_free_fn)(void *);
+typedef int (*m_cancel_fn)(void *, int);
+struct greq { m_query_fn query; m_free_fn free; m_cancel_fn cancel; void *extra; };
+
+static int greq_query(void *extra, astatus *s)
+{
+    struct greq *g = extra;
+    mstatus m;
+    memset(&m, 0, sizeof m);
+    if (s)
+        st_a2m(s, &m);
+    int rc = g->query(g->extra, &m);
+    if (s)
+        st_m2a(&m, s);
+    return err_m2a(rc);
+}
+
+static int greq_free(void *extra)
+{
+    struct greq *g = extra;
+    int rc = g->free(g->extra);
+    free(g);
+    return err_m2a(rc);
+}
+
+static int greq_cancel(void *extra, int complete)
+{
+    struct greq *g = extra;
+    return err_m2a(g->cancel(g->extra, complete));
+}
+
+EXPORT int PMPI_Grequest_start(m_query_fn q, m_free_fn f, m_cancel_fn c, void *extra, int *request)
+{
+    GW(int, MPI_Grequest_start, (void *, void *, void *, void *, ah *));
+    if (!q || !f || !c || !request)
+        return M_ERR_ARG;
+    struct greq *g = malloc(sizeof *g);
+    if (!g)
+        return M_ERR_NO_MEM;
+    *g = (struct greq){q, f, c, extra};
+    ah r = 0;
+    int rc = p_MPI_Grequest_start((void *)greq_query, (void *)greq_free, (void *)greq_cancel, g, &r);
+    if (rc) {
+        free(g);
+        return err_a2m(rc);
+    }
+    *request = h2m(K_REQ, r);
+    return 0;
+}
+EXPORT int MPI_Grequest_start(m_query_fn q, m_free_fn f, m_cancel_fn c, void *extra, int *request)
+    __attribute__((alias("PMPI_Grequest_start")));
+
+/* ---- data representations: not translated ---- */
+
+EXPORT int PMPI_Register_datarep(const char *rep, void *r, void *w, void *e, void *extra)
+{
+    (void)rep; (void)r; (void)w; (void)e; (void)extra;
+    return M_ERR_UNSUPPORTED_OPERATION;
+}
+EXPORT int MPI_Register_datarep(const char *rep, void *r, void *w, void *e, void *extra)
+    __attribute__((alias("PMPI_Register_datarep")));
+EXPORT int PMPI_Register_datarep_c(const char *rep, void *r, void *w, void *e, void *extra)
+{
+    (void)rep; (void)r; (void)w; (void)e; (void)extra;
+    return M_ERR_UNSUPPORTED_OPERATION;
+}
+EXPORT int MPI_Register_datarep_c(const char *rep, void *r, void *w, void *e, void *extra)
+    __attribute__((alias("PMPI_Register_datarep_c")));
