@@ -395,13 +395,13 @@ fn corrupt_ring_reports_link_failure() {
     {
         let inc = b.incoming.lock();
         let g = &inc[0];
-        // Scribble a bogus length over the next record (at 32: the first took 16 + 4, padded).
+        // Scribble a bogus length over the next record (the first took 16 + 4, padded to one alignment unit).
         link.send(&[IoSlice::new(b"soon garbage")], &w)
             .unwrap_or(());
         // SAFETY: test only; the record at the consumer's position is not in use by anyone else.
         unsafe {
             std::ptr::write(
-                g.seg.as_ptr().add(PAIR_DATA_OFF + 32 + 8) as *mut u64,
+                g.seg.as_ptr().add(PAIR_DATA_OFF + super::ring::ALIGN as usize + 8) as *mut u64,
                 0x7fff_0000,
             )
         };
