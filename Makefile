@@ -9,6 +9,11 @@ DEMO_RANKS ?= 4
 
 # MPI packaging and its C suite (install-mpi, test-mpi).
 include mk/mpi.mk
+# The MPICH-ABI shim (mpi4py's PyPI wheel, MPICH-compiled programs): compat/mpich-abi.
+include compat/mpich-abi/mpich-abi.mk
+build: build-mpich-abi
+build-debug: build-mpich-abi-debug
+install: install-mpich-abi
 
 all: build
 
@@ -34,7 +39,7 @@ test-rust:
 	$(CARGO) test --workspace --no-fail-fast
 
 test-extra:
-	@set -e; for f in crates/*/tests/extra.sh; do \
+	@set -e; for f in crates/*/tests/extra.sh compat/*/tests/extra.sh; do \
 	  [ -e "$$f" ] || continue; echo "== $$f"; timeout 900 bash "$$f"; done
 
 ## Benchmarks (not tests): figures go to bench/out and are summarised in docs/benchmarks.md.

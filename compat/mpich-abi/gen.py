@@ -34,7 +34,7 @@ MPI_Comm_create_errhandler MPI_Win_create_errhandler MPI_File_create_errhandler 
 MPI_Grequest_start MPI_Register_datarep MPI_Register_datarep_c
 MPI_Comm_get_attr MPI_Type_get_attr MPI_Win_get_attr
 MPI_Pcontrol MPI_Status_c2f MPI_Status_f2c
-MPI_Get_version
+MPI_Get_version MPI_Comm_idup MPI_Comm_idup_with_info
 """.split())
 # Left out: not in MPICH's ABI, or not translatable.
 SKIPPED_PREFIXES = ("MPI_T_", "MPI_Abi_")

@@ -713,3 +713,46 @@ EXPORT int PMPI_Register_datarep_c(const char *rep, void *r, void *w, void *e, v
 }
 EXPORT int MPI_Register_datarep_c(const char *rep, void *r, void *w, void *e, void *extra)
     __attribute__((alias("PMPI_Register_datarep_c")));
+
+/* ---- MPI_Comm_idup: gridwire writes the new handle when the request completes,
+ * into a 64-bit MPI_Comm the MPICH caller does not have. The shim completes the
+ * duplication before returning (so it is as collective as MPI_Comm_dup) and hands
+ * back MPI_REQUEST_NULL, which every wait/test accepts as complete. ---- */
+
+static int idup(ah comm, ah info, int with_info, int *newcomm, int *request)
+{
+    GW(int, MPI_Comm_idup, (ah, ah *, ah *));
+    GW(int, MPI_Comm_idup_with_info, (ah, ah, ah *, ah *));
+    GW(int, MPI_Wait, (ah *, astatus *));
+    if (!newcomm || !request)
+        return M_ERR_ARG;
+    ah *cell = malloc(sizeof *cell); /* outlives this call if the wait fails */
+    if (!cell)
+        return M_ERR_NO_MEM;
+    *cell = A_COMM_NULL;
+    ah req = 0;
+    int rc = with_info ? p_MPI_Comm_idup_with_info(comm, info, cell, &req) : p_MPI_Comm_idup(comm, cell, &req);
+    if (rc) {
+        free(cell);
+        return err_a2m(rc);
+    }
+    rc = p_MPI_Wait(&req, NULL);
+    if (rc)
+        return err_a2m(rc);
+    *newcomm = h2m(K_COMM, *cell);
+    free(cell);
+    *request = M_REQUEST_NULL;
+    return 0;
+}
+
+EXPORT int PMPI_Comm_idup(int comm, int *newcomm, int *request)
+{
+    return idup(h2a(K_COMM, comm), 0, 0, newcomm, request);
+}
+EXPORT int MPI_Comm_idup(int comm, int *newcomm, int *request) __attribute__((alias("PMPI_Comm_idup")));
+EXPORT int PMPI_Comm_idup_with_info(int comm, int info, int *newcomm, int *request)
+{
+    return idup(h2a(K_COMM, comm), h2a(K_INFO, info), 1, newcomm, request);
+}
+EXPORT int MPI_Comm_idup_with_info(int comm, int info, int *newcomm, int *request)
+    __attribute__((alias("PMPI_Comm_idup_with_info")));

@@ -1,0 +1,135 @@
+#!/bin/bash
+# mpi4py's PyPI binary wheel (built for MPICH's ABI, no compiler involved) on
+# gridwire through the MPICH-ABI shim (issue 3), and an MPICH-compiled C program:
+#
+#   1. builds gridwire (cargo, the profile below) and the shim beside it
+#      (compat/mpich-abi/build.sh -> $target/$profile/mpich-abi/libmpi.so.12);
+#   2. an MPICH-compiled program (mpicc.mpich tests/mpich_ring.c) under
+#      gwrun -n 4 and -n 3 on 2 emulated hosts;
+#   3. a venv with `pip install --only-binary=:all: mpi4py==4.1.2 numpy`,
+#      then wheel_check.py under `gwrun -n 4` with no environment set (gwrun
+#      finds the shim and points mpi4py at it);
+#   4. the modules of mpi4py's own test suite that pass with the wheel
+#      (docs/mpi.md), under gwrun -n 2 (the suite comes from the sdist).
+#
+#   compat/mpich-abi/test-mpi4py-wheel.sh
+#   MPICH_ABI_PROFILE=release ...      # gridwire's release build (default debug, as `make test`)
+#   MPI4PY_WHEEL_TESTS="test_p2p_buf" ...; MPI4PY_WHEEL_TESTS=all ... (report only)
+#
+# Run by `make test` (compat/mpich-abi/tests/extra.sh). Exit 0 when all pass;
+# 1 otherwise; 0 with "skipped" for a part that needs PyPI when PyPI cannot be
+# reached, or mpicc.mpich when MPICH is not installed.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+target=${CARGO_TARGET_DIR:-$root/target}
+case $target in /*) ;; *) target=$root/$target ;; esac
+profile=${MPICH_ABI_PROFILE:-debug}
+libdir=$target/$profile
+gwrun=$libdir/gwrun
+work=$target/mpi4py-wheel-test
+mkdir -p "$work"
+t0=$(date +%s)
+fail=0
+ver=4.1.2
+must_pass=${MPI4PY_WHEEL_TESTS:-"test_address test_attributes test_buffer test_cco_buf test_cco_nb_buf test_cco_nb_vec
+ test_cco_obj test_cco_vec test_comm test_ctypes test_doc test_environ test_errorcode test_group
+ test_handle test_info test_mpimem test_msgzero test_op test_p2p_buf test_p2p_buf_matched
+ test_p2p_obj test_p2p_obj_matched test_package test_pickle test_request test_status
+ test_threads test_toplevel test_util_dtlib test_util_pkl5~Inter~BigMPI test_util_pool"}
+
+# 1. gridwire and the shim.
+(cd "$root" && cargo build $([ "$profile" = release ] && echo --release) -q -p gridwire-capi -p gridwire-launch) || exit 1
+bash "$here/build.sh" "$libdir/mpich-abi" >"$work/build.log" 2>&1 \
+    || { echo "FAIL building the shim; see $work/build.log"; tail -20 "$work/build.log"; exit 1; }
+[ -x "$gwrun" ] || { echo "FAIL: $gwrun missing"; exit 1; }
+
+# 2. An MPICH-compiled C program.
+if command -v mpicc.mpich >/dev/null 2>&1; then
+    if mpicc.mpich -O1 -Wno-stringop-overflow -o "$work/mpich_ring" "$here/tests/mpich_ring.c" >"$work/cc.log" 2>&1; then
+        for args in "-n 4" "-n 3 --emulate-hosts 2"; do
+            out=$(cd "$work" && timeout 90 "$gwrun" --timeout 60 $args ./mpich_ring 2>&1)
+            rc=$?
+            n=${args#-n }; n=${n%% *}
+            if [ $rc -eq 0 ] && echo "$out" | grep -qx "mpich_ring ok $n"; then
+                echo "ok   MPICH-compiled mpich_ring (gwrun $args)"
+            else
+                echo "FAIL MPICH-compiled mpich_ring (gwrun $args)"; echo "$out" | tail -10; fail=1
+            fi
+        done
+    else
+        echo "FAIL compiling tests/mpich_ring.c with mpicc.mpich; see $work/cc.log"; fail=1
+    fi
+else
+    echo "skipped: MPICH-compiled program (no mpicc.mpich; Debian: libmpich-dev)"
+fi
+
+# 3. The wheel in a venv of its own.
+venv=$work/venv
+py=$venv/bin/python
+if ! "$py" -c 'import mpi4py, numpy, sys; sys.exit(mpi4py.__version__ != "'$ver'")' 2>/dev/null; then
+    rm -rf "$venv"
+    python3 -m venv "$venv" >"$work/venv.log" 2>&1 \
+        || { echo "FAIL: cannot create a venv (Debian: python3-venv); see $work/venv.log"; exit 1; }
+    if ! timeout 600 "$py" -m pip install -q --only-binary=:all: "mpi4py==$ver" numpy >"$work/pip.log" 2>&1; then
+        if grep -qiE "No matching distribution|Could not find a version" "$work/pip.log" && ! grep -qiE "connection|network|resolve" "$work/pip.log"; then
+            echo "FAIL: pip found no binary wheel of mpi4py $ver for this Python; see $work/pip.log"; exit 1
+        fi
+        echo "skipped: mpi4py wheel (PyPI unreachable?); see $work/pip.log"; rm -rf "$venv"; exit $fail
+    fi
+fi
+so=$(ls "$venv"/lib/python*/site-packages/mpi4py/MPI.mpich.*.so 2>/dev/null | head -1)
+[ -n "$so" ] || { echo "FAIL: the installed mpi4py is not the multi-ABI binary wheel (no MPI.mpich.*.so)"; exit 1; }
+
+out=$(cd "$work" && timeout 150 "$gwrun" --timeout 120 -n 4 "$py" "$here/wheel_check.py" 2>&1)
+if [ $? -eq 0 ] && echo "$out" | grep -q "^wheel check ok with 4 ranks"; then
+    echo "ok   mpi4py $ver wheel check (gwrun -n 4 python wheel_check.py)"
+else
+    echo "FAIL mpi4py $ver wheel check (gwrun -n 4 python wheel_check.py)"; echo "$out" | tail -20; fail=1
+fi
+
+# 4. mpi4py's test suite (from the sdist; the wheel has none) with the wheel.
+src=$work/mpi4py-$ver
+if [ ! -f "$src/test/main.py" ]; then
+    sdist=$(ls "$target"/mpi4py-test/mpi4py-$ver.tar.gz "$work"/mpi4py-$ver.tar.gz 2>/dev/null | head -1)
+    if [ -z "$sdist" ]; then
+        timeout 300 "$py" -m pip download "mpi4py==$ver" --no-deps --no-binary :all: -d "$work" >"$work/pip-download.log" 2>&1
+        sdist=$(ls "$work"/mpi4py-$ver.tar.gz 2>/dev/null | head -1)
+    fi
+    if [ -z "$sdist" ]; then
+        echo "skipped: mpi4py's test suite (no sdist; PyPI unreachable?)"
+        exit $fail
+    fi
+    tar -C "$work" -xzf "$sdist" "mpi4py-$ver/test" || exit 1
+fi
+if [ "$must_pass" = all ]; then
+    must_pass=$(cd "$src/test" && ls test_*.py | sed 's/\.py$//')
+    report=1
+else
+    report=0
+fi
+passed=0
+total=0
+for t in $must_pass; do
+    total=$((total + 1))
+    tt=$(date +%s)
+    mod=${t%%~*}
+    excl=()
+    if [ "$mod" != "$t" ]; then
+        IFS='~' read -r -a pats <<<"${t#*~}"
+        for p in "${pats[@]}"; do excl+=(-x "$p"); done
+    fi
+    out=$(cd "$src" && timeout 200 "$gwrun" --timeout 180 -n 2 "$py" test/main.py --no-builddir -q "${excl[@]}" "$mod" 2>&1)
+    rc=$?
+    secs=$(( $(date +%s) - tt ))
+    if [ $rc -eq 0 ]; then
+        passed=$((passed + 1))
+        echo "ok   wheel $t: $(echo "$out" | grep -E '^Ran' | head -1) (${secs} s)"
+    else
+        echo "FAIL wheel $t (${secs} s)"
+        [ $report = 1 ] || { echo "$out" | tail -15; fail=1; }
+    fi
+done
+echo "test-mpi4py-wheel.sh: $passed of $total mpi4py modules passed with the wheel (2 ranks); $(( $(date +%s) - t0 )) s in all"
+[ $report = 1 ] && exit 0
+exit $fail

@@ -1,0 +1,148 @@
+/* An MPICH-compiled program on gridwire: built with MPICH's mpicc (mpicc.mpich,
+ * linked with libmpich.so.12) and run unchanged under gwrun, which puts the
+ * MPICH-ABI shim first in LD_LIBRARY_PATH. Checks a token ring, Sendrecv with
+ * wildcards and the status that comes back, Isend/Irecv + Waitall with statuses,
+ * Allreduce (predefined and user operation, MPI_IN_PLACE), MPI_Comm_split,
+ * MPI_PROC_NULL, an error class, and that the library is gridwire. Prints
+ * "mpich_ring ok N" on rank 0; exits 1 on the first wrong result. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size;
+
+#define CHECK(cond, ...)                                                 \
+    do {                                                                 \
+        if (!(cond)) {                                                   \
+            fprintf(stderr, "rank %d: line %d: ", rank, __LINE__);       \
+            fprintf(stderr, __VA_ARGS__);                                \
+            fprintf(stderr, "\n");                                       \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                \
+        }                                                                \
+    } while (0)
+
+static void absmax(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    CHECK(*dt == MPI_INT, "user op got datatype %#x, not MPI_INT %#x", (unsigned)*dt, (unsigned)MPI_INT);
+    int *a = in, *b = inout;
+    for (int i = 0; i < *len; i++)
+        if (abs(a[i]) > abs(b[i]))
+            b[i] = a[i];
+}
+
+int main(int argc, char **argv)
+{
+    int provided = -1;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    CHECK(provided == MPI_THREAD_SINGLE || provided == MPI_THREAD_FUNNELED || provided == MPI_THREAD_SERIALIZED ||
+              provided == MPI_THREAD_MULTIPLE, "provided %d", provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    CHECK(size >= 2, "needs 2 ranks or more");
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(lib, &len);
+    CHECK(strstr(lib, "gridwire") != NULL, "library is not gridwire: %.60s", lib);
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+
+    /* Token ring: rank 0 starts, each adds its rank. */
+    int token = 0;
+    MPI_Status st;
+    if (rank == 0) {
+        token = 1000;
+        MPI_Send(&token, 1, MPI_INT, next, 1, MPI_COMM_WORLD);
+        MPI_Recv(&token, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+        CHECK(token == 1000 + size * (size - 1) / 2, "token %d", token);
+    } else {
+        MPI_Recv(&token, 1, MPI_INT, prev, 1, MPI_COMM_WORLD, &st);
+        token += rank;
+        MPI_Send(&token, 1, MPI_INT, next, 1, MPI_COMM_WORLD);
+    }
+    int count = -1;
+    MPI_Get_count(&st, MPI_INT, &count);
+    CHECK(st.MPI_SOURCE == prev && st.MPI_TAG == 1 && count == 1, "status source %d tag %d count %d",
+          st.MPI_SOURCE, st.MPI_TAG, count);
+
+    /* Sendrecv of 100000 doubles (rendezvous) with wildcards. */
+    enum { N = 100000 };
+    double *out = malloc(N * sizeof *out), *in = malloc(N * sizeof *in);
+    for (int i = 0; i < N; i++)
+        out[i] = rank * 1e6 + i;
+    MPI_Sendrecv(out, N, MPI_DOUBLE, next, 7, in, N, MPI_DOUBLE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+    MPI_Get_count(&st, MPI_DOUBLE, &count);
+    CHECK(st.MPI_SOURCE == prev && st.MPI_TAG == 7 && count == N, "sendrecv status %d %d %d", st.MPI_SOURCE,
+          st.MPI_TAG, count);
+    for (int i = 0; i < N; i++)
+        CHECK(in[i] == prev * 1e6 + i, "in[%d] = %g", i, in[i]);
+
+    /* Isend/Irecv + Waitall with statuses. */
+    int sv[3], rv[3] = {-1, -1, -1};
+    MPI_Request reqs[6];
+    MPI_Status sts[6];
+    for (int k = 0; k < 3; k++) {
+        sv[k] = rank * 10 + k;
+        MPI_Irecv(&rv[k], 1, MPI_INT, prev, 20 + k, MPI_COMM_WORLD, &reqs[k]);
+    }
+    for (int k = 0; k < 3; k++)
+        MPI_Isend(&sv[k], 1, MPI_INT, next, 20 + k, MPI_COMM_WORLD, &reqs[3 + k]);
+    MPI_Waitall(6, reqs, sts);
+    for (int k = 0; k < 3; k++) {
+        CHECK(rv[k] == prev * 10 + k, "rv[%d] = %d", k, rv[k]);
+        CHECK(sts[k].MPI_SOURCE == prev && sts[k].MPI_TAG == 20 + k, "waitall status %d", k);
+    }
+    for (int k = 0; k < 6; k++)
+        CHECK(reqs[k] == MPI_REQUEST_NULL, "request %d not MPI_REQUEST_NULL", k);
+
+    /* MPI_PROC_NULL. */
+    MPI_Recv(in, 1, MPI_DOUBLE, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st);
+    MPI_Get_count(&st, MPI_DOUBLE, &count);
+    CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG && count == 0, "proc_null status");
+
+    /* Allreduce: SUM, IN_PLACE MAX, a user operation. */
+    long sum = 0;
+    long mine = rank + 1;
+    MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(sum == (long)size * (size + 1) / 2, "sum %ld", sum);
+    double mx[2] = {rank, -rank};
+    MPI_Allreduce(MPI_IN_PLACE, mx, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    CHECK(mx[0] == size - 1 && mx[1] == 0, "max %g %g", mx[0], mx[1]);
+    MPI_Op op;
+    MPI_Op_create(absmax, 1, &op);
+    int v[2] = {rank, -2 * rank}, r[2];
+    MPI_Allreduce(v, r, 2, MPI_INT, op, MPI_COMM_WORLD);
+    CHECK(r[0] == size - 1 && r[1] == -2 * (size - 1), "absmax %d %d", r[0], r[1]);
+    MPI_Op_free(&op);
+    CHECK(op == MPI_OP_NULL, "op not freed");
+
+    /* Comm_split by parity; compare. */
+    MPI_Comm half;
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+    int hsize, hrank, result;
+    MPI_Comm_size(half, &hsize);
+    MPI_Comm_rank(half, &hrank);
+    CHECK(hsize == (size + 1 - rank % 2) / 2 && hrank == rank / 2, "split %d %d", hsize, hrank);
+    MPI_Comm_compare(MPI_COMM_WORLD, half, &result);
+    CHECK(result == MPI_UNEQUAL, "compare %d", result);
+    MPI_Comm_compare(MPI_COMM_WORLD, MPI_COMM_WORLD, &result);
+    CHECK(result == MPI_IDENT, "compare self %d", result);
+    MPI_Comm_free(&half);
+    CHECK(half == MPI_COMM_NULL, "comm not freed");
+
+    /* Errors come back as MPICH's classes. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rc = MPI_Send(&token, 1, MPI_INT, size + 3, 0, MPI_COMM_WORLD), cls = -1;
+    MPI_Error_class(rc, &cls);
+    CHECK(rc != MPI_SUCCESS && cls == MPI_ERR_RANK, "rc %d class %d", rc, cls);
+    int *tag_ub = NULL, flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
+    CHECK(flag && *tag_ub >= 32767, "tag_ub");
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("mpich_ring ok %d\n", size);
+    free(out);
+    free(in);
+    MPI_Finalize();
+    return 0;
+}
