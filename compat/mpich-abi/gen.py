@@ -34,7 +34,8 @@ MPI_Comm_create_errhandler MPI_Win_create_errhandler MPI_File_create_errhandler 
 MPI_Grequest_start MPI_Register_datarep MPI_Register_datarep_c
 MPI_Comm_get_attr MPI_Type_get_attr MPI_Win_get_attr
 MPI_Pcontrol MPI_Status_c2f MPI_Status_f2c
-MPI_Get_version MPI_Comm_idup MPI_Comm_idup_with_info
+MPI_Get_version MPI_Comm_idup MPI_Comm_idup_with_info MPI_Error_class MPI_Error_string
+MPI_Buffer_attach MPI_Buffer_attach_c MPI_Buffer_detach MPI_Buffer_detach_c
 """.split())
 # Left out: not in MPICH's ABI, or not translatable.
 SKIPPED_PREFIXES = ("MPI_T_", "MPI_Abi_")
@@ -43,6 +44,8 @@ MPI_Status_f082c MPI_Status_c2f08 MPI_Status_f082f MPI_Status_f2f08
 MPI_Keyval_create MPI_Keyval_free MPI_Attr_get MPI_Attr_put MPI_Attr_delete MPI_Errhandler_create
 MPI_Errhandler_get MPI_Errhandler_set MPI_Address MPI_Type_extent MPI_Type_lb MPI_Type_ub
 MPI_Type_hindexed MPI_Type_hvector MPI_Type_struct
+MPI_Comm_attach_buffer MPI_Comm_attach_buffer_c MPI_Comm_detach_buffer MPI_Comm_detach_buffer_c
+MPI_Session_attach_buffer MPI_Session_attach_buffer_c MPI_Session_detach_buffer MPI_Session_detach_buffer_c
 """.split())
 for k in KINDS:
     base = "Type" if k == "MPI_Datatype" else k[4:]
@@ -160,7 +163,7 @@ def gen_consts(abi_h, incdir, cc):
               "MPI_ERR_NO_MEM", "MPI_ERR_OP", "MPI_ERR_KEYVAL", "MPI_ERR_COMM", "MPI_ERR_LASTCODE",
               "MPI_TAG_UB", "MPI_HOST", "MPI_IO", "MPI_LASTUSEDCODE", "MPI_WIN_CREATE_FLAVOR", "MPI_WIN_MODEL",
               "MPI_COMM_NULL", "MPI_DATATYPE_NULL", "MPI_REQUEST_NULL", "MPI_OP_NULL", "MPI_ERRHANDLER_NULL",
-              "MPI_SUCCESS", "MPI_KEYVAL_INVALID", "MPI_VERSION", "MPI_SUBVERSION"):
+              "MPI_SUCCESS", "MPI_KEYVAL_INVALID", "MPI_VERSION", "MPI_SUBVERSION", "MPI_BSEND_OVERHEAD"):
         if n in mp:
             lines.append(f"#define M{n[3:]} ({mp[n]})")
         if n in defs:
@@ -171,7 +174,7 @@ def gen_consts(abi_h, incdir, cc):
 
 # ---- wrappers ----
 
-INOUT_HANDLE_FUNCS = re.compile(r"^MPI_(\w+_free|Type_commit|Wait|Test|Start|Comm_disconnect|File_close|Mrecv|Mrecv_c|"
+INOUT_HANDLE_FUNCS = re.compile(r"^MPI_(\w+_free|Type_commit|Wait|Test|Start|Cancel|Comm_disconnect|File_close|Mrecv|Mrecv_c|"
                                 r"Imrecv|Imrecv_c|Session_finalize|Request_get_status)$")
 RANK_IN = {"source", "dest", "root", "target_rank", "rank"}
 RANK_IN_FUNCS_WITH_RANK = re.compile(r"^MPI_Win_(lock|unlock|flush|flush_local)$")

@@ -218,7 +218,15 @@ int err_a2m(int rc)
     for (int i = 0; i < N_err; i++)
         if (MAP_err[i].a == rc)
             return MAP_err[i].m;
-    return M_ERR_OTHER;
+    /* A class MPICH's ABI lacks (MPI_ERR_ERRHANDLER, MPI_ERR_ABI, ...); other
+     * values (a program's own MPI_ERROR in a status) pass unchanged. */
+    int top = 0; /* the largest standard-ABI class below the MPI_T range */
+    for (int i = 0; i < N_err; i++)
+        if (MAP_err[i].a < 1000 && MAP_err[i].a > top)
+            top = MAP_err[i].a;
+    if ((rc > 0 && rc <= top + 2) || (rc > 1000 && rc < 1100))
+        return M_ERR_OTHER;
+    return rc;
 }
 
 int err_m2a(int rc)
@@ -403,16 +411,19 @@ static pthread_mutex_t ops_lock = PTHREAD_MUTEX_INITIALIZER;
 static void op_call(int i, void *in, void *inout, void *len, ah *dt)
 {
     int mdt = h2m(K_TYPE, dt ? *dt : 0);
+    if (i < 0 || i >= NOPS || !ops[i].fn)
+        return; /* cannot happen: gridwire only calls trampolines it was given */
     if (ops[i].big)
         ((m_user_fn_c)ops[i].fn)(in, inout, (int64_t *)len, &mdt);
     else
         ((m_user_fn)ops[i].fn)(in, inout, (int *)len, &mdt);
 }
-#define OPT(i) static void op_t##i(void *a, void *b, void *l, ah *d) { op_call(i, a, b, l, d); }
-#define OPT8(i) OPT(i##0) OPT(i##1) OPT(i##2) OPT(i##3) OPT(i##4) OPT(i##5) OPT(i##6) OPT(i##7)
+/* Trampoline op_t<h><l> calls user operation 8 * h + l. */
+#define OPT(h, l) static void op_t##h##l(void *a, void *b, void *n, ah *d) { op_call(8 * h + l, a, b, n, d); }
+#define OPT8(h) OPT(h, 0) OPT(h, 1) OPT(h, 2) OPT(h, 3) OPT(h, 4) OPT(h, 5) OPT(h, 6) OPT(h, 7)
 OPT8(0) OPT8(1) OPT8(2) OPT8(3) OPT8(4) OPT8(5) OPT8(6) OPT8(7)
-#define OPN(i) op_t##i,
-#define OPN8(i) OPN(i##0) OPN(i##1) OPN(i##2) OPN(i##3) OPN(i##4) OPN(i##5) OPN(i##6) OPN(i##7)
+#define OPN(h, l) op_t##h##l,
+#define OPN8(h) OPN(h, 0) OPN(h, 1) OPN(h, 2) OPN(h, 3) OPN(h, 4) OPN(h, 5) OPN(h, 6) OPN(h, 7)
 static void (*const op_tramp[NOPS])(void *, void *, void *, ah *) = {OPN8(0) OPN8(1) OPN8(2) OPN8(3) OPN8(4) OPN8(5) OPN8(6) OPN8(7)};
 
 static int op_create(void *fn, int big, int commute, int *op)
@@ -484,16 +495,19 @@ static const int errh_kind[4] = {K_COMM, K_WIN, K_FILE, K_SESSION};
 
 static void errh_call(int k, int i, ah *h, int *code)
 {
+    if (k < 0 || k >= 4 || i < 0 || i >= NERRH || !errh_fn[k][i])
+        return;
     int m = h2m(errh_kind[k], h ? *h : 0);
     int c = err_a2m(code ? *code : 0);
     ((m_errh_fn)errh_fn[k][i])(&m, &c);
 }
-#define EHT(k, i) static void eh_t##k##_##i(ah *h, int *c, ...) { errh_call(k, i, h, c); }
-#define EHT8(k, i) EHT(k, i##0) EHT(k, i##1) EHT(k, i##2) EHT(k, i##3) EHT(k, i##4) EHT(k, i##5) EHT(k, i##6) EHT(k, i##7)
+/* Trampoline eh_t<k>_<h><l> calls error handler function 8 * h + l of kind k. */
+#define EHT(k, h, l) static void eh_t##k##_##h##l(ah *x, int *c, ...) { errh_call(k, 8 * h + l, x, c); }
+#define EHT8(k, h) EHT(k, h, 0) EHT(k, h, 1) EHT(k, h, 2) EHT(k, h, 3) EHT(k, h, 4) EHT(k, h, 5) EHT(k, h, 6) EHT(k, h, 7)
 #define EHTK(k) EHT8(k, 0) EHT8(k, 1) EHT8(k, 2) EHT8(k, 3)
 EHTK(0) EHTK(1) EHTK(2) EHTK(3)
-#define EHN(k, i) eh_t##k##_##i,
-#define EHN8(k, i) EHN(k, i##0) EHN(k, i##1) EHN(k, i##2) EHN(k, i##3) EHN(k, i##4) EHN(k, i##5) EHN(k, i##6) EHN(k, i##7)
+#define EHN(k, h, l) eh_t##k##_##h##l,
+#define EHN8(k, h) EHN(k, h, 0) EHN(k, h, 1) EHN(k, h, 2) EHN(k, h, 3) EHN(k, h, 4) EHN(k, h, 5) EHN(k, h, 6) EHN(k, h, 7)
 #define EHNK(k) {EHN8(k, 0) EHN8(k, 1) EHN8(k, 2) EHN8(k, 3)}
 static void (*const errh_tramp[4][NERRH])(ah *, int *, ...) = {EHNK(0), EHNK(1), EHNK(2), EHNK(3)};
 
@@ -756,3 +770,120 @@ EXPORT int PMPI_Comm_idup_with_info(int comm, int info, int *newcomm, int *reque
 }
 EXPORT int MPI_Comm_idup_with_info(int comm, int info, int *newcomm, int *request)
     __attribute__((alias("PMPI_Comm_idup_with_info")));
+
+/* ---- error classes MPICH has and the standard ABI lacks (newer MPICH classes
+ * compiled into a program): their own class, with a string that says so. ---- */
+
+static int mpich_only_class(int code)
+{
+    if (code <= 0 || code >= 128)
+        return 0;
+    for (int i = 0; i < N_err; i++)
+        if (MAP_err[i].m == code)
+            return 0;
+    return 1;
+}
+
+EXPORT int PMPI_Error_class(int code, int *cls)
+{
+    GW(int, MPI_Error_class, (int, int *));
+    if (!cls)
+        return M_ERR_ARG;
+    if (mpich_only_class(code)) {
+        *cls = code;
+        return 0;
+    }
+    int a = 0, rc = p_MPI_Error_class(err_m2a(code), &a);
+    if (rc == 0)
+        *cls = err_a2m(a);
+    return err_a2m(rc);
+}
+EXPORT int MPI_Error_class(int code, int *cls) __attribute__((alias("PMPI_Error_class")));
+
+EXPORT int PMPI_Error_string(int code, char *s, int *len)
+{
+    GW(int, MPI_Error_string, (int, char *, int *));
+    if (!s || !len)
+        return M_ERR_ARG;
+    if (mpich_only_class(code)) {
+        /* MPICH's MPI_MAX_ERROR_STRING is 512, as the standard ABI's. */
+        *len = snprintf(s, 512, "MPI error class %d (MPICH ABI; no gridwire counterpart)", code);
+        return 0;
+    }
+    return err_a2m(p_MPI_Error_string(err_m2a(code), s, len));
+}
+EXPORT int MPI_Error_string(int code, char *s, int *len) __attribute__((alias("PMPI_Error_string")));
+
+/* ---- the Bsend buffer: MPICH's MPI_BSEND_OVERHEAD (compiled into programs,
+ * which size their buffers with it) is smaller than gridwire's, so the shim
+ * attaches a buffer of its own with room for gridwire's overhead on as many
+ * messages as the program's buffer could hold, and gives the program's buffer
+ * back on detach. (Per-communicator and per-session buffers are not exported.) */
+
+static struct { void *user; int64_t size; void *ours; } bbuf;
+static pthread_mutex_t bbuf_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int buffer_attach(void *b, int64_t size)
+{
+    GW(int, MPI_Buffer_attach_c, (void *, int64_t));
+    if (size < 0 || (!b && size > 0))
+        return err_a2m(p_MPI_Buffer_attach_c(b, size)); /* gridwire reports it */
+    int64_t extra = A_BSEND_OVERHEAD > M_BSEND_OVERHEAD ? A_BSEND_OVERHEAD - M_BSEND_OVERHEAD : 0;
+    int64_t want = size + (size / M_BSEND_OVERHEAD + 1) * extra;
+    void *ours = malloc(want > 0 ? want : 1);
+    if (!ours)
+        return M_ERR_NO_MEM;
+    pthread_mutex_lock(&bbuf_lock);
+    int rc = p_MPI_Buffer_attach_c(ours, want);
+    if (rc == 0) {
+        bbuf.user = b;
+        bbuf.size = size;
+        bbuf.ours = ours;
+    } else {
+        free(ours);
+    }
+    pthread_mutex_unlock(&bbuf_lock);
+    return err_a2m(rc);
+}
+
+static int buffer_detach(void **addr, int64_t *size)
+{
+    GW(int, MPI_Buffer_detach_c, (void *, int64_t *));
+    if (!addr || !size)
+        return M_ERR_ARG;
+    void *a = NULL;
+    int64_t n = 0;
+    pthread_mutex_lock(&bbuf_lock);
+    int rc = p_MPI_Buffer_detach_c(&a, &n);
+    if (rc == 0 && a && a == bbuf.ours) {
+        free(bbuf.ours);
+        a = bbuf.user;
+        n = bbuf.size;
+        bbuf.ours = NULL;
+    }
+    pthread_mutex_unlock(&bbuf_lock);
+    if (rc == 0) {
+        *addr = a;
+        *size = n;
+    }
+    return err_a2m(rc);
+}
+
+EXPORT int PMPI_Buffer_attach(void *b, int size) { return buffer_attach(b, size); }
+EXPORT int MPI_Buffer_attach(void *b, int size) __attribute__((alias("PMPI_Buffer_attach")));
+EXPORT int PMPI_Buffer_attach_c(void *b, int64_t size) { return buffer_attach(b, size); }
+EXPORT int MPI_Buffer_attach_c(void *b, int64_t size) __attribute__((alias("PMPI_Buffer_attach_c")));
+
+EXPORT int PMPI_Buffer_detach(void *addr, int *size)
+{
+    if (!size)
+        return M_ERR_ARG;
+    int64_t n = 0;
+    int rc = buffer_detach((void **)addr, &n);
+    if (rc == 0)
+        *size = n > INT_MAX ? INT_MAX : (int)n;
+    return rc;
+}
+EXPORT int MPI_Buffer_detach(void *addr, int *size) __attribute__((alias("PMPI_Buffer_detach")));
+EXPORT int PMPI_Buffer_detach_c(void *addr, int64_t *size) { return buffer_detach((void **)addr, size); }
+EXPORT int MPI_Buffer_detach_c(void *addr, int64_t *size) __attribute__((alias("PMPI_Buffer_detach_c")));
