@@ -887,3 +887,43 @@ EXPORT int PMPI_Buffer_detach(void *addr, int *size)
 EXPORT int MPI_Buffer_detach(void *addr, int *size) __attribute__((alias("PMPI_Buffer_detach")));
 EXPORT int PMPI_Buffer_detach_c(void *addr, int64_t *size) { return buffer_detach((void **)addr, size); }
 EXPORT int MPI_Buffer_detach_c(void *addr, int64_t *size) __attribute__((alias("PMPI_Buffer_detach_c")));
+
+/* ---- strings whose maximum length is smaller in MPICH's ABI ---- */
+
+static void copy_out(const char *from, int n, char *to, int *len, int max)
+{
+    if (n < 0)
+        n = 0;
+    if (n > max - 1)
+        n = max - 1;
+    memcpy(to, from, n);
+    to[n] = 0;
+    if (len)
+        *len = n;
+}
+
+EXPORT int PMPI_Get_processor_name(char *name, int *len)
+{
+    GW(int, MPI_Get_processor_name, (char *, int *));
+    if (!name || !len)
+        return M_ERR_ARG;
+    char tmp[A_MAX_PROCESSOR_NAME + 1];
+    int n = 0, rc = p_MPI_Get_processor_name(tmp, &n);
+    if (rc == 0)
+        copy_out(tmp, n, name, len, M_MAX_PROCESSOR_NAME);
+    return err_a2m(rc);
+}
+EXPORT int MPI_Get_processor_name(char *name, int *len) __attribute__((alias("PMPI_Get_processor_name")));
+
+EXPORT int PMPI_Info_get_nthkey(int info, int n, char *key)
+{
+    GW(int, MPI_Info_get_nthkey, (ah, int, char *));
+    if (!key)
+        return M_ERR_ARG;
+    char tmp[A_MAX_INFO_KEY + 1];
+    int rc = p_MPI_Info_get_nthkey(h2a(K_INFO, info), n, tmp);
+    if (rc == 0)
+        copy_out(tmp, (int)strnlen(tmp, A_MAX_INFO_KEY), key, NULL, M_MAX_INFO_KEY + 1);
+    return err_a2m(rc);
+}
+EXPORT int MPI_Info_get_nthkey(int info, int n, char *key) __attribute__((alias("PMPI_Info_get_nthkey")));
