@@ -103,6 +103,10 @@ struct ProgressState {
     handlers: Vec<Option<Handler>>,
     /// A socket method delivered a message at least once.
     sockets_used: bool,
+    /// A cheap method other than `self` (shared memory) delivered a message
+    /// at least once: only then is there shared-memory latency that skipping
+    /// socket polls protects.
+    shared_used: bool,
 }
 
 struct Inner {
@@ -207,7 +211,7 @@ impl Context {
             policy: Box::new(FirstApplicable),
             endpoints: RwLock::new(HashSet::from([DEFAULT_ENDPOINT])),
             next_endpoint: AtomicU32::new(1),
-            progress: TryLock::new(ProgressState { iter: 0, skip: skip_param.max(1), next_expensive: 0, handlers: Vec::new(), sockets_used: false }),
+            progress: TryLock::new(ProgressState { iter: 0, skip: skip_param.max(1), next_expensive: 0, handlers: Vec::new(), sockets_used: false, shared_used: false }),
             pmi: Mutex::new(pmi),
             skip_param,
             spin_iters,
@@ -540,7 +544,11 @@ impl Context {
         let mut sink = Dispatch { ctx: self, handlers: &st.handlers };
         let mut n = 0;
         for &i in &self.inner.cheap {
-            n += self.poll_method(i, &mut sink);
+            let got = self.poll_method(i, &mut sink);
+            if got > 0 && !st.shared_used && self.inner.methods[i].name() != "self" {
+                st.shared_used = true;
+            }
+            n += got;
         }
         if st.iter >= st.next_expensive && !self.inner.expensive.is_empty() {
             let mut got = 0;
@@ -550,8 +558,11 @@ impl Context {
             n += got;
             // Adaptive skip_poll: sockets quiet -> poll them less often (up to
             // every 64 iterations); socket traffic -> every iteration again.
-            // With no cheap method besides `self` there is nothing to save
-            // the iterations for: poll the sockets every time.
+            // With no cheap method besides `self`, or none that has ever
+            // delivered (every peer on another host: shared memory is idle),
+            // there is nothing to save the iterations for: poll the sockets
+            // every time. (Skipping cost an MPI ping-pong between two hosts
+            // 10-15% of its latency: a message waited for the next poll.)
             // Until a socket method has delivered anything at all (e.g. every
             // peer is on this host), poll them only every 1024 iterations:
             // each poll is a system call or two, and only a first connection
@@ -560,7 +571,7 @@ impl Context {
                 st.sockets_used = true;
             }
             if self.inner.skip_param == 0 {
-                let cap = match (self.inner.cheap.len() > 1, st.sockets_used) {
+                let cap = match (self.inner.cheap.len() > 1 && st.shared_used, st.sockets_used) {
                     (false, _) => 1,
                     (true, true) => 64,
                     (true, false) => 1024,

@@ -96,12 +96,17 @@ const CHALLENGE_LEN: usize = NONCE_LEN + PROOF_LEN + 1;
 const USE_MINE: u8 = 1;
 const LISTENER_TOKEN: u64 = u64::MAX;
 /// A connection whose last this-many direct reads found nothing is "cold":
-/// the direct path skips it and leaves it to the epoll pass (every 16th
-/// poll). Two ranks that connect to each other at the same moment keep two
+/// the direct path skips it and leaves it to the epoll pass (every
+/// `EPOLL_EVERY`th poll). Two ranks that connect to each other at the same moment keep two
 /// connections, each carrying one direction; without this, every spin of a
 /// waiting rank pays a second, always-empty `recv` — and a second socket
 /// lock that the sender's softirq contends for.
 const COLD_AFTER: u32 = 256;
+
+/// With direct reads, every this-many polls go through epoll instead (new
+/// connections, cold ones). Each such poll is an extra system call on the
+/// latency path: at 16 it was one poll in sixteen.
+const EPOLL_EVERY: u64 = 64;
 
 /// Up to this many connections, `poll` reads them directly instead of asking epoll.
 const DIRECT_POLL_MAX: usize = 4;
@@ -304,7 +309,15 @@ impl TcpMethod {
             // SAFETY: `spare` is a live, writable slice; recv writes at most its length.
             let n = unsafe { libc::recv(fd, spare.as_mut_ptr() as *mut libc::c_void, spare.len(), libc::MSG_DONTWAIT) };
             if n < 0 {
-                let e = io::Error::last_os_error();
+                // The common case, an empty socket, without building an io::Error.
+                // SAFETY: errno is this thread's, set by the failed recv just above.
+                let errno = unsafe { *libc::__errno_location() };
+                if errno == libc::EAGAIN && delivered == 0 && inp.end == end {
+                    let idle = conn.idle_reads.load(Ordering::Relaxed);
+                    conn.idle_reads.store(idle.saturating_add(1), Ordering::Relaxed);
+                    break;
+                }
+                let e = io::Error::from_raw_os_error(errno);
                 match e.kind() {
                     io::ErrorKind::WouldBlock => {
                         if delivered == 0 && inp.end == end {
@@ -946,10 +959,13 @@ impl Method for TcpMethod {
         // With few connections, reading each one directly costs one system
         // call per connection, where epoll costs epoll_wait plus the read: on
         // the latency-critical path that extra call is most of the gap to a
-        // raw socket. Every 16th poll (and always with many connections) goes
-        // through epoll, which also accepts new connections.
-        let n = self.polls.fetch_add(1, Ordering::Relaxed);
-        if !n.is_multiple_of(16) {
+        // raw socket. Every `EPOLL_EVERY`th poll (and always with many
+        // connections) goes through epoll, which also accepts new connections.
+        // Polls are serialized by the context's progress lock: a plain load
+        // and store count them (no locked instruction per poll).
+        let n = self.polls.load(Ordering::Relaxed);
+        self.polls.store(n.wrapping_add(1), Ordering::Relaxed);
+        if !n.is_multiple_of(EPOLL_EVERY) {
             let direct = self.direct.lock().unwrap_or_else(|e| e.into_inner()).clone();
             if direct.len() <= DIRECT_POLL_MAX {
                 let mut delivered = 0;

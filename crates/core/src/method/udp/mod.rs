@@ -26,7 +26,7 @@ use proto::{Config, Endpoint, Event};
 use std::io::{self, IoSlice};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -290,6 +290,8 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
                 single_rx: false,
             }),
             down: AtomicBool::new(false),
+            in_use: AtomicBool::new(false),
+            unused_polls: AtomicU32::new(0),
         }),
     })))
 }
@@ -369,7 +371,18 @@ struct Shared {
     inject: Inject,
     st: Mutex<State>,
     down: AtomicBool,
+    /// The endpoint has had a peer (a link was made or a datagram came).
+    /// Until then a poll looks at the socket only every `UNUSED_POLL_EVERY`
+    /// calls: each look is a system call and clock reads, and when every
+    /// peer uses another method (the common case) they would all be spent
+    /// on the latency path of that method's messages.
+    in_use: AtomicBool,
+    unused_polls: AtomicU32,
 }
+
+/// See `Shared::in_use`. A first datagram from a peer waits at most this many
+/// polls, once.
+const UNUSED_POLL_EVERY: u32 = 64;
 
 pub struct UdpMethod {
     shared: Arc<Shared>,
@@ -709,6 +722,7 @@ impl Method for UdpMethod {
         let s = &self.shared;
         let mut st = s.lock();
         st.ep.connect(peer, addr, Instant::now());
+        s.in_use.store(true, Ordering::Relaxed);
         s.flush(&mut st, Instant::now());
         if s.verbose >= 2 {
             eprintln!(
@@ -727,9 +741,22 @@ impl Method for UdpMethod {
         if s.down.load(Ordering::Relaxed) {
             return Ok(0);
         }
+        if !s.in_use.load(Ordering::Relaxed) {
+            // Only the thread holding the context's progress lock polls, so
+            // a plain load and store count the polls.
+            let n = s.unused_polls.load(Ordering::Relaxed);
+            s.unused_polls.store(n.wrapping_add(1), Ordering::Relaxed);
+            if !n.is_multiple_of(UNUSED_POLL_EVERY) {
+                return Ok(0);
+            }
+        }
         let events = {
             let mut st = s.lock();
-            s.drive(&mut st)
+            let ev = s.drive(&mut st);
+            if !st.ep.is_unused() {
+                s.in_use.store(true, Ordering::Relaxed);
+            }
+            ev
         };
         let mut delivered = 0;
         for e in events {

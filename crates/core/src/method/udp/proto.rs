@@ -512,6 +512,11 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         &self.cfg
     }
 
+    /// Whether this endpoint has never had a peer (nothing to send, receive or time).
+    pub fn is_unused(&self) -> bool {
+        self.peers.is_empty() && self.ctl.is_empty() && self.events.is_empty()
+    }
+
     fn peer_mut(&mut self, id: u32) -> &mut Peer<A> {
         if !self.peers.contains_key(&id) {
             self.peers.insert(id, Peer::new(&self.cfg));
