@@ -242,10 +242,17 @@ impl Producer {
 #[inline(always)]
 unsafe fn copy_small_or_large(src: *const u8, dst: *mut u8, n: usize) {
     // SAFETY: every access below stays within [0, n) of both ranges (for
-    // 8 <= n <= 16 the two 8-byte words overlap rather than overrun), and
-    // the unaligned reads/writes need no alignment.
+    // 8 <= n <= 16 the two 8-byte words, for 16 < n <= 32 the two 16-byte
+    // words, overlap rather than overrun), and the unaligned reads/writes
+    // need no alignment.
     unsafe {
-        if (8..=16).contains(&n) {
+        if n > 16 && n <= 32 {
+            // MPI's 24-byte envelope.
+            let a = std::ptr::read_unaligned(src as *const u128);
+            let b = std::ptr::read_unaligned(src.add(n - 16) as *const u128);
+            std::ptr::write_unaligned(dst as *mut u128, a);
+            std::ptr::write_unaligned(dst.add(n - 16) as *mut u128, b);
+        } else if (8..=16).contains(&n) {
             let a = std::ptr::read_unaligned(src as *const u64);
             let b = std::ptr::read_unaligned(src.add(n - 8) as *const u64);
             std::ptr::write_unaligned(dst as *mut u64, a);
