@@ -332,7 +332,7 @@ def classify(fn):
                 ln = "count" if "count" in names else "incount"
                 fn.mdecl.append(f"mstatus {n}[]")
                 fn.adecl.append("astatus *")
-                fn.pre.append(f"int cnt_{n} = {ln} > 0 && {n} != M_STATUS_IGNORE ? {ln} : 0; astatus sb_{n}[8];")
+                fn.pre.append(f"int cnt_{n} = {ln} > 0 && {n} && {n} != M_STATUS_IGNORE ? {ln} : 0; astatus sb_{n}[8];")
                 fn.pre.append(f"astatus *{a} = cnt_{n} ? scratch(sizeof(astatus) * cnt_{n}, sb_{n}, sizeof sb_{n}) : NULL;")
                 fn.pre.append(f"if (cnt_{n} && !{a}) return M_ERR_NO_MEM;")
                 if f.startswith("MPI_Request_get_status") or True:
