@@ -36,7 +36,7 @@ MPI_Comm_get_attr MPI_Type_get_attr MPI_Win_get_attr
 MPI_Pcontrol MPI_Status_c2f MPI_Status_f2c
 MPI_Get_version MPI_Comm_idup MPI_Comm_idup_with_info MPI_Error_class MPI_Error_string
 MPI_Buffer_attach MPI_Buffer_attach_c MPI_Buffer_detach MPI_Buffer_detach_c
-MPI_Get_processor_name MPI_Info_get_nthkey
+MPI_Get_processor_name MPI_Info_get_nthkey MPI_Type_get_contents MPI_Type_get_contents_c
 """.split())
 # Left out: not in MPICH's ABI, or not translatable.
 SKIPPED_PREFIXES = ("MPI_T_", "MPI_Abi_")
@@ -173,7 +173,7 @@ def gen_consts(abi_h, incdir, cc):
               "MPI_TAG_UB", "MPI_HOST", "MPI_IO", "MPI_LASTUSEDCODE", "MPI_WIN_CREATE_FLAVOR", "MPI_WIN_MODEL",
               "MPI_COMM_NULL", "MPI_DATATYPE_NULL", "MPI_REQUEST_NULL", "MPI_OP_NULL", "MPI_ERRHANDLER_NULL",
               "MPI_SUCCESS", "MPI_KEYVAL_INVALID", "MPI_VERSION", "MPI_SUBVERSION", "MPI_BSEND_OVERHEAD",
-              "MPI_MAX_PROCESSOR_NAME", "MPI_MAX_INFO_KEY"):
+              "MPI_MAX_PROCESSOR_NAME", "MPI_MAX_INFO_KEY", "MPI_COMBINER_SUBARRAY", "MPI_COMBINER_DARRAY"):
         if n in mp:
             lines.append(f"#define M{n[3:]} ({mp[n]})")
         if n in defs:

@@ -25,11 +25,11 @@ static int try_open(const char *path)
      * to itself even when this shim (same names, other ABI) is global. */
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (!h) {
-        snprintf(gw_err, sizeof gw_err, "%s", dlerror());
+        snprintf(gw_err, sizeof gw_err, "%.2000s", dlerror());
         return 0;
     }
     if (!dlsym(h, "PMPI_Abi_get_version") || !dlsym(h, "PMPI_Comm_fromint")) {
-        snprintf(gw_err, sizeof gw_err, "%s is not a standard-ABI MPI library", path);
+        snprintf(gw_err, sizeof gw_err, "%.2000s is not a standard-ABI MPI library", path);
         dlclose(h);
         return 0;
     }
@@ -60,7 +60,8 @@ static void gw_load(void)
             static const char *const names[] = {"libmpi_abi.so", "libmpi.so"};
             for (int j = 0; j < 2; j++) {
                 char p[PATH_MAX + 32];
-                snprintf(p, sizeof p, "%s/../%s", paths[i], names[j]);
+                if (snprintf(p, sizeof p, "%.*s/../%s", PATH_MAX - 1, paths[i], names[j]) >= (int)sizeof p)
+                    continue;
                 if (access(p, F_OK) == 0 && try_open(p))
                     return;
             }
@@ -927,3 +928,74 @@ EXPORT int PMPI_Info_get_nthkey(int info, int n, char *key)
     return err_a2m(rc);
 }
 EXPORT int MPI_Info_get_nthkey(int info, int n, char *key) __attribute__((alias("PMPI_Info_get_nthkey")));
+
+/* ---- MPI_Type_get_contents: the integers of a subarray or darray type hold
+ * constants (order, distributions, MPI_DISTRIBUTE_DFLT_DARG) ---- */
+
+static void contents_ints(int combiner, int *ints, int64_t ni)
+{
+    if (!ints || ni < 1)
+        return;
+    int sub = vmap_m2a(MAP_combiner, N_combiner, M_COMBINER_SUBARRAY);
+    int dar = vmap_m2a(MAP_combiner, N_combiner, M_COMBINER_DARRAY);
+    if (combiner != sub && combiner != dar)
+        return;
+    ints[ni - 1] = vmap_a2m(MAP_order, N_order, ints[ni - 1]); /* order is last in both */
+    if (combiner == dar && ni >= 4) {
+        int64_t nd = ints[2];
+        /* [size, rank, ndims, gsizes?, distribs, dargs, psizes, order]: gsizes
+         * are integers, or large counts in the _c form */
+        int64_t at = ni == 4 * nd + 4 ? 3 + nd : ni == 3 * nd + 4 ? 3 : -1;
+        for (int64_t i = 0; at >= 0 && i < 2 * nd && at + i < ni - 1; i++)
+            ints[at + i] = vmap_a2m(MAP_distrib, N_distrib, ints[at + i]);
+    }
+}
+
+EXPORT int PMPI_Type_get_contents(int type, int ni, int na, int nt, int ints[], intptr_t addrs[], int types[])
+{
+    GW(int, MPI_Type_get_contents, (ah, int, int, int, int *, intptr_t *, ah *));
+    GW(int, MPI_Type_get_envelope, (ah, int *, int *, int *, int *));
+    ah t = h2a(K_TYPE, type);
+    ah sb[16];
+    ah *at = nt > 0 && types ? scratch(sizeof(ah) * nt, sb, sizeof sb) : NULL;
+    if (nt > 0 && types && !at)
+        return M_ERR_NO_MEM;
+    int rc = p_MPI_Type_get_contents(t, ni, na, nt, ints, addrs, at ? at : (ah *)types);
+    if (rc == 0) {
+        int e_ni = 0, e_na = 0, e_nt = 0, comb = 0;
+        if (p_MPI_Type_get_envelope(t, &e_ni, &e_na, &e_nt, &comb) == 0)
+            contents_ints(comb, ints, e_ni < ni ? e_ni : ni);
+        for (int i = 0; at && i < nt && i < e_nt; i++)
+            types[i] = h2m(K_TYPE, at[i]);
+    }
+    scratch_free(at, sb);
+    return err_a2m(rc);
+}
+EXPORT int MPI_Type_get_contents(int type, int ni, int na, int nt, int ints[], intptr_t addrs[], int types[])
+    __attribute__((alias("PMPI_Type_get_contents")));
+
+EXPORT int PMPI_Type_get_contents_c(int type, int64_t ni, int64_t na, int64_t nc, int64_t nt, int ints[],
+                                    intptr_t addrs[], int64_t counts[], int types[])
+{
+    GW(int, MPI_Type_get_contents_c, (ah, int64_t, int64_t, int64_t, int64_t, int *, intptr_t *, int64_t *, ah *));
+    GW(int, MPI_Type_get_envelope_c, (ah, int64_t *, int64_t *, int64_t *, int64_t *, int *));
+    ah t = h2a(K_TYPE, type);
+    ah sb[16];
+    ah *at = nt > 0 && types ? scratch(sizeof(ah) * nt, sb, sizeof sb) : NULL;
+    if (nt > 0 && types && !at)
+        return M_ERR_NO_MEM;
+    int rc = p_MPI_Type_get_contents_c(t, ni, na, nc, nt, ints, addrs, counts, at ? at : (ah *)types);
+    if (rc == 0) {
+        int64_t e_ni = 0, e_na = 0, e_nc = 0, e_nt = 0;
+        int comb = 0;
+        if (p_MPI_Type_get_envelope_c(t, &e_ni, &e_na, &e_nc, &e_nt, &comb) == 0)
+            contents_ints(comb, ints, e_ni < ni ? e_ni : ni);
+        for (int64_t i = 0; at && i < nt && i < e_nt; i++)
+            types[i] = h2m(K_TYPE, at[i]);
+    }
+    scratch_free(at, sb);
+    return err_a2m(rc);
+}
+EXPORT int MPI_Type_get_contents_c(int type, int64_t ni, int64_t na, int64_t nc, int64_t nt, int ints[],
+                                   intptr_t addrs[], int64_t counts[], int types[])
+    __attribute__((alias("PMPI_Type_get_contents_c")));

@@ -4,8 +4,9 @@
 #
 #   1. builds gridwire (cargo, the profile below) and the shim beside it
 #      (compat/mpich-abi/build.sh -> $target/$profile/mpich-abi/libmpi.so.12);
-#   2. an MPICH-compiled program (mpicc.mpich tests/mpich_ring.c) under
-#      gwrun -n 4 and -n 3 on 2 emulated hosts;
+#   2. MPICH-compiled programs (mpicc.mpich): tests/mpich_ring.c under
+#      gwrun -n 4 and -n 3 on 2 emulated hosts, and the portable programs of
+#      the C suite (tests/mpi/*.c) under gwrun -n 3;
 #   3. a venv with `pip install --only-binary=:all: mpi4py==4.1.2 numpy`,
 #      then wheel_check.py under `gwrun -n 4` with no environment set (gwrun
 #      finds the shim and points mpi4py at it);
@@ -64,6 +65,19 @@ if command -v mpicc.mpich >/dev/null 2>&1; then
     else
         echo "FAIL compiling tests/mpich_ring.c with mpicc.mpich; see $work/cc.log"; fail=1
     fi
+    # The portable programs of gridwire's C suite (tests/mpi; the others use
+    # MPI 4.1/5.0 functions MPICH 4.0's header lacks), built by MPICH's mpicc.
+    for t in basic p2p coll comm dtype nbc topo threads selfmsg; do
+        if ! mpicc.mpich -O1 -w -I"$root/tests/mpi" -o "$work/c_$t" "$root/tests/mpi/$t.c" >"$work/cc_$t.log" 2>&1; then
+            echo "FAIL compiling tests/mpi/$t.c with mpicc.mpich; see $work/cc_$t.log"; fail=1; continue
+        fi
+        out=$(cd "$work" && timeout 90 "$gwrun" --timeout 60 -n 3 "./c_$t" 2>&1)
+        if [ $? -eq 0 ] && echo "$out" | grep -q "^PASS $t"; then
+            echo "ok   MPICH-compiled tests/mpi/$t.c (gwrun -n 3)"
+        else
+            echo "FAIL MPICH-compiled tests/mpi/$t.c (gwrun -n 3)"; echo "$out" | tail -10; fail=1
+        fi
+    done
 else
     echo "skipped: MPICH-compiled program (no mpicc.mpich; Debian: libmpich-dev)"
 fi

@@ -3,7 +3,8 @@
  * MPICH-ABI shim first in LD_LIBRARY_PATH. Checks a token ring, Sendrecv with
  * wildcards and the status that comes back, Isend/Irecv + Waitall with statuses,
  * Allreduce (predefined and user operation, MPI_IN_PLACE), MPI_Comm_split,
- * MPI_PROC_NULL, an error class, and that the library is gridwire. Prints
+ * MPI_PROC_NULL, attribute callbacks and MPI_COMM_DUP_FN, a user error handler,
+ * an error class, and that the library is gridwire. Prints
  * "mpich_ring ok N" on rank 0; exits 1 on the first wrong result. */
 #include <mpi.h>
 #include <stdio.h>
@@ -31,6 +32,33 @@ static void absmax(void *in, void *inout, int *len, MPI_Datatype *dt)
             b[i] = a[i];
 }
 
+/* Attribute callbacks and error handlers see MPICH's handles and values. */
+static int copies, deletes, copy_args_ok = 1;
+static int copy_fn(MPI_Comm old, int key, void *extra, void *in, void *out, int *flag)
+{
+    (void)key;
+    if (old != MPI_COMM_WORLD || extra != &copies)
+        copy_args_ok = 0;
+    copies++;
+    *(void **)out = (char *)in + 1;
+    *flag = 1;
+    return MPI_SUCCESS;
+}
+static int delete_fn(MPI_Comm c, int key, void *val, void *extra)
+{
+    (void)c; (void)key; (void)val; (void)extra;
+    deletes++;
+    return MPI_SUCCESS;
+}
+static int eh_calls, eh_class = -1;
+static MPI_Comm eh_comm = MPI_COMM_NULL;
+static void my_errhandler(MPI_Comm *c, int *code, ...)
+{
+    eh_calls++;
+    eh_comm = *c;
+    MPI_Error_class(*code, &eh_class);
+}
+
 int main(int argc, char **argv)
 {
     int provided = -1;
@@ -43,7 +71,9 @@ int main(int argc, char **argv)
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     MPI_Get_library_version(lib, &len);
+#ifndef MPICH_RING_ANY_MPI /* -DMPICH_RING_ANY_MPI: check the test itself under MPICH */
     CHECK(strstr(lib, "gridwire") != NULL, "library is not gridwire: %.60s", lib);
+#endif
     int next = (rank + 1) % size, prev = (rank + size - 1) % size;
 
     /* Token ring: rank 0 starts, each adds its rank. */
@@ -128,6 +158,41 @@ int main(int argc, char **argv)
     CHECK(result == MPI_IDENT, "compare self %d", result);
     MPI_Comm_free(&half);
     CHECK(half == MPI_COMM_NULL, "comm not freed");
+
+    /* Keyvals with callbacks, MPI_COMM_DUP_FN (MPICH's MPIR_Dup_fn). */
+    static char base[4];
+    int key = MPI_KEYVAL_INVALID, kdup = MPI_KEYVAL_INVALID, aflag = 0;
+    void *val = NULL;
+    MPI_Comm_create_keyval(copy_fn, delete_fn, &key, &copies);
+    MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, &kdup, NULL);
+    MPI_Comm_set_attr(MPI_COMM_WORLD, key, base);
+    MPI_Comm_set_attr(MPI_COMM_WORLD, kdup, base + 2);
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Comm_get_attr(dup, key, &val, &aflag);
+    CHECK(aflag && val == base + 1 && copies == 1 && copy_args_ok, "copied attribute %d %d %d", aflag, copies,
+          copy_args_ok);
+    MPI_Comm_get_attr(dup, kdup, &val, &aflag);
+    CHECK(aflag && val == base + 2, "MPI_COMM_DUP_FN attribute");
+    MPI_Comm_free(&dup);
+    CHECK(deletes == 1, "deletes %d after free", deletes);
+    MPI_Comm_delete_attr(MPI_COMM_WORLD, key);
+    CHECK(deletes == 2, "deletes %d after delete_attr", deletes);
+    MPI_Comm_free_keyval(&key);
+    CHECK(key == MPI_KEYVAL_INVALID, "keyval not freed");
+    MPI_Comm_free_keyval(&kdup);
+
+    /* A user error handler gets MPICH's communicator and error code. */
+    MPI_Errhandler eh;
+    MPI_Comm_create_errhandler(my_errhandler, &eh);
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Comm_set_errhandler(dup, eh);
+    MPI_Send(&token, 1, MPI_INT, size + 3, 0, dup);
+    CHECK(eh_calls == 1 && eh_comm == dup && eh_class == MPI_ERR_RANK, "errhandler %d %#x %d", eh_calls,
+          (unsigned)eh_comm, eh_class);
+    MPI_Errhandler_free(&eh);
+    CHECK(eh == MPI_ERRHANDLER_NULL, "errhandler not freed");
+    MPI_Comm_free(&dup);
 
     /* Errors come back as MPICH's classes. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
