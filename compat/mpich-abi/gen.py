@@ -472,6 +472,8 @@ def gen_wrapper(fn):
     for s in fn.pre:
         out.append("    " + s)
     out.append(f"    int rc = fp_({', '.join(fn.args)});")
+    if re.match(r"^MPI_(Wait|Test)(all|any|some)?$|^MPI_Request_get_status", f):
+        out.append("    idup_poll();")
     for s in fn.post:
         out.append("    " + s)
     for s in fn.cleanup:

@@ -729,34 +729,66 @@ EXPORT int PMPI_Register_datarep_c(const char *rep, void *r, void *w, void *e, v
 EXPORT int MPI_Register_datarep_c(const char *rep, void *r, void *w, void *e, void *extra)
     __attribute__((alias("PMPI_Register_datarep_c")));
 
-/* ---- MPI_Comm_idup: gridwire writes the new handle when the request completes,
- * into a 64-bit MPI_Comm the MPICH caller does not have. The shim completes the
- * duplication before returning (so it is as collective as MPI_Comm_dup) and hands
- * back MPI_REQUEST_NULL, which every wait/test accepts as complete. ---- */
+/* ---- MPI_Comm_idup: gridwire writes the new 64-bit handle into the MPI_Comm
+ * it was given when the request completes; the MPICH caller has an int. The
+ * shim gives gridwire a cell of its own and remembers (cell, caller's int);
+ * every wait/test/get_status wrapper calls idup_poll() after gridwire returns,
+ * which converts the handles of the cells gridwire has written. A cell is
+ * written before its request completes, so the caller's int is set by the
+ * time a wait or test reports the request complete. ---- */
+
+struct idup { ah cell; int *user; struct idup *next; };
+static struct idup *idups;
+static int idup_pending;
+static pthread_mutex_t idup_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void idup_poll(void)
+{
+    if (!__atomic_load_n(&idup_pending, __ATOMIC_ACQUIRE))
+        return;
+    pthread_mutex_lock(&idup_lock);
+    for (struct idup **pp = &idups; *pp;) {
+        struct idup *d = *pp;
+        ah v = __atomic_load_n(&d->cell, __ATOMIC_ACQUIRE);
+        if (v != A_COMM_NULL) {
+            *d->user = h2m(K_COMM, v);
+            *pp = d->next;
+            free(d);
+            __atomic_sub_fetch(&idup_pending, 1, __ATOMIC_RELEASE);
+        } else {
+            pp = &d->next;
+        }
+    }
+    pthread_mutex_unlock(&idup_lock);
+}
 
 static int idup(ah comm, ah info, int with_info, int *newcomm, int *request)
 {
     GW(int, MPI_Comm_idup, (ah, ah *, ah *));
     GW(int, MPI_Comm_idup_with_info, (ah, ah, ah *, ah *));
-    GW(int, MPI_Wait, (ah *, astatus *));
     if (!newcomm || !request)
         return M_ERR_ARG;
-    ah *cell = malloc(sizeof *cell); /* outlives this call if the wait fails */
-    if (!cell)
+    struct idup *d = malloc(sizeof *d);
+    if (!d)
         return M_ERR_NO_MEM;
-    *cell = A_COMM_NULL;
+    d->cell = A_COMM_NULL;
+    d->user = newcomm;
+    *newcomm = M_COMM_NULL;
     ah req = 0;
-    int rc = with_info ? p_MPI_Comm_idup_with_info(comm, info, cell, &req) : p_MPI_Comm_idup(comm, cell, &req);
+    int rc = with_info ? p_MPI_Comm_idup_with_info(comm, info, &d->cell, &req) : p_MPI_Comm_idup(comm, &d->cell, &req);
     if (rc) {
-        free(cell);
+        free(d);
         return err_a2m(rc);
     }
-    rc = p_MPI_Wait(&req, NULL);
-    if (rc)
-        return err_a2m(rc);
-    *newcomm = h2m(K_COMM, *cell);
-    free(cell);
-    *request = M_REQUEST_NULL;
+    /* Listed after the call (gridwire may already have written the cell: the
+     * next poll converts it). */
+    pthread_mutex_lock(&idup_lock);
+    d->next = idups;
+    idups = d;
+    __atomic_add_fetch(&idup_pending, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&idup_lock);
+    *request = h2m(K_REQ, req);
+    idup_poll();
     return 0;
 }
 

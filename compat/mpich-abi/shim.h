@@ -78,6 +78,9 @@ int *weights_m2a(const int *p);
 void *scratch(size_t bytes, void *stackbuf, size_t stackbytes);
 void scratch_free(void *p, void *stackbuf);
 
+/* Completes the MPI_Comm_idup whose requests completed (after every wait/test). */
+void idup_poll(void);
+
 /* The number of entries of a datatype array of an alltoallw-like call. */
 int peer_count(mh comm, int *n);
 int neighbor_counts(mh comm, int *indeg, int *outdeg);

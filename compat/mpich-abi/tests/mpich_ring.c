@@ -4,6 +4,7 @@
  * wildcards and the status that comes back, Isend/Irecv + Waitall with statuses,
  * Allreduce (predefined and user operation, MPI_IN_PLACE), MPI_Comm_split,
  * MPI_PROC_NULL, attribute callbacks and MPI_COMM_DUP_FN, a user error handler,
+ * a nonblocking MPI_Comm_idup,
  * an error class, and that the library is gridwire. Prints
  * "mpich_ring ok N" on rank 0; exits 1 on the first wrong result. */
 #include <mpi.h>
@@ -193,6 +194,31 @@ int main(int argc, char **argv)
     MPI_Errhandler_free(&eh);
     CHECK(eh == MPI_ERRHANDLER_NULL, "errhandler not freed");
     MPI_Comm_free(&dup);
+
+    /* MPI_Comm_idup is nonblocking: rank 0 sends to rank 1 before waiting
+     * for its idup, which rank 1 starts only after receiving (a blocking
+     * idup would deadlock here; gwrun's timeout ends the job). */
+    MPI_Request ireq;
+    MPI_Comm idc = MPI_COMM_NULL;
+    int ping = 0;
+    if (rank == 0) {
+        MPI_Comm_idup(MPI_COMM_WORLD, &idc, &ireq);
+        ping = 42;
+        MPI_Send(&ping, 1, MPI_INT, 1, 99, MPI_COMM_WORLD);
+    } else if (rank == 1) {
+        MPI_Recv(&ping, 1, MPI_INT, 0, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(ping == 42, "ping %d", ping);
+        MPI_Comm_idup(MPI_COMM_WORLD, &idc, &ireq);
+    } else {
+        MPI_Comm_idup(MPI_COMM_WORLD, &idc, &ireq);
+    }
+    MPI_Wait(&ireq, MPI_STATUS_IGNORE);
+    int isz = 0, isum = 0;
+    CHECK(idc != MPI_COMM_NULL, "idup gave MPI_COMM_NULL");
+    MPI_Comm_size(idc, &isz);
+    MPI_Allreduce(&rank, &isum, 1, MPI_INT, MPI_SUM, idc);
+    CHECK(isz == size && isum == size * (size - 1) / 2, "idup comm size %d sum %d", isz, isum);
+    MPI_Comm_free(&idc);
 
     /* Errors come back as MPICH's classes. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
