@@ -78,9 +78,13 @@ unsafe fn isend_impl(
         let cm = comm_ref(c)?;
         // SAFETY: the program keeps the buffer until the request completes (MPI rule).
         let bf = unsafe { buf(b, count, dt) }?;
-        let r = mpi()?.isend(&cm, &bf, dest, tag, mode)?;
+        let h = match mpi()?.isend_started(&cm, &bf, dest, tag, mode)? {
+            Some(r) => new_req_handle(r, true),
+            // Completed inside the call (eager): no request object at all.
+            None => REQUEST_DONE_SEND,
+        };
         // SAFETY: checked non-null output argument.
-        unsafe { *req = new_req_handle(r, true) };
+        unsafe { *req = h };
         Ok(())
     })
 }
@@ -464,7 +468,9 @@ unsafe fn wait_many(
         let mut acts: Vec<Active> = hs.iter().map(|&h| active(h)).collect::<Result<_>>()?;
         // Null and inactive requests take no part in Any/Some.
         let live: Vec<bool> = acts.iter().map(|a| !matches!(a, Active::Empty)).collect();
-        let ready = |acts: &[Active]| -> bool {
+        // `acts` holds the requests themselves, whose completion flags the
+        // wait below sees change: no second look-up of the handles.
+        let ready = || -> bool {
             match mode {
                 Many::All => acts.iter().all(is_done),
                 Many::Any | Many::Some => {
@@ -473,35 +479,16 @@ unsafe fn wait_many(
                 }
             }
         };
-        if !ready(&acts) {
+        if !ready() {
             if block {
-                let rs: Vec<Option<Arc<Req>>> = acts
-                    .iter()
-                    .map(|a| {
-                        if let Active::Req(r) = a {
-                            Some(r.clone())
-                        } else {
-                            None
-                        }
-                    })
-                    .collect();
-                let live2 = live.clone();
-                m.engine.wait_for(|| match mode {
-                    Many::All => rs.iter().all(|r| r.as_ref().is_none_or(|r| r.done())),
-                    _ => rs
-                        .iter()
-                        .zip(&live2)
-                        .any(|(r, &l)| l && r.as_ref().is_none_or(|r| r.done())),
-                });
+                m.engine.wait_for(ready);
             } else {
                 m.poke();
             }
-            acts = hs.iter().map(|&h| active(h)).collect::<Result<_>>()?;
         }
         if matches!(mode, Many::Some) {
             // Deliver whatever else has arrived, so "some" reports all that can complete.
             m.poke();
-            acts = hs.iter().map(|&h| active(h)).collect::<Result<_>>()?;
         }
         let mut first_err = None;
         let set_status = |i: usize, s: &Status| {

@@ -194,13 +194,28 @@ impl Mpi {
         tag: i32,
         mode: Mode,
     ) -> Result<Arc<Req>> {
-        self.check_buf(buf, "send buffer")?;
-        Self::check_peer(comm, dest, false)?;
-        Self::check_tag(tag, false)?;
-        match self.send_on(comm, false, buf, dest, tag, mode)? {
+        match self.isend_started(comm, buf, dest, tag, mode)? {
             Some(r) => Ok(r),
             None => Ok(Req::new_done(Status::default())),
         }
+    }
+
+    /// [`Mpi::isend`] without a request object when the send completed
+    /// within the call (eager): `None` then. Saves an allocation per
+    /// small nonblocking send.
+    #[inline]
+    pub fn isend_started(
+        &self,
+        comm: &Comm,
+        buf: &Buf,
+        dest: i32,
+        tag: i32,
+        mode: Mode,
+    ) -> Result<Option<Arc<Req>>> {
+        self.check_buf(buf, "send buffer")?;
+        Self::check_peer(comm, dest, false)?;
+        Self::check_tag(tag, false)?;
+        self.send_on(comm, false, buf, dest, tag, mode)
     }
 
     /// Blocking send (no request object on the eager path).
