@@ -8,8 +8,9 @@ value, read by compiling a probe against each header, so nothing is typed in by
 hand) and OUTDIR/gen_wrappers.c (a PMPI_x wrapper, with MPI_x as an alias, for
 every function of gridwire's include/mpi.h that is not hand-written in shim.c:
 arguments converted by their type and name, the call through a pointer found with
-dlsym, outputs and the error code converted back). Fails when a parameter cannot
-be classified, so a new function never slips through unconverted.
+dlsym, outputs and the error code converted back). Stops at a function-pointer
+parameter or a handle in a form it does not know (such functions are written
+by hand in shim.c); an int whose name has no rule passes unchanged.
 """
 import os
 import re
