@@ -97,6 +97,24 @@ impl<T: Clone> Table<T> {
         true
     }
 
+    /// Removes and returns the object of `h`, unless `keep` holds for it:
+    /// then the handle stays live and a clone is returned.
+    pub fn remove_unless(&self, h: Handle, keep: impl FnOnce(&T) -> bool) -> Option<T> {
+        let (i, g) = Self::index(h)?;
+        let mut t = self.inner.lock();
+        let s = t.slots.get_mut(i)?;
+        if s.gen != g {
+            return None;
+        }
+        if keep(s.obj.as_ref()?) {
+            return s.obj.clone();
+        }
+        let o = s.obj.take()?;
+        s.gen = s.gen.wrapping_add(1) & 0x7fff_ffff;
+        t.free.push(i as u32);
+        Some(o)
+    }
+
     pub fn remove(&self, h: Handle) -> Option<T> {
         let (i, g) = Self::index(h)?;
         let mut t = self.inner.lock();

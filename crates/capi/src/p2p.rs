@@ -355,18 +355,18 @@ fn finish(h: &mut MPI_Request, a: Active) -> Status {
             Status::default()
         }
         Active::Req(r) => {
-            let s = r.status();
-            match REQS.get(*h) {
+            // One table look-up: a plain request's handle goes, a persistent
+            // one stays (inactive).
+            match REQS.remove_unless(*h, |o| matches!(o, ReqObj::Persistent(_))) {
                 Some(ReqObj::Persistent(p)) => p.lock().unwrap().active = None,
-                _ => {
-                    REQS.remove(*h);
-                    *h = MPI_REQUEST_NULL;
-                }
+                _ => *h = MPI_REQUEST_NULL,
             }
-            if let Ok(m) = mpi() {
-                m.engine.recycle(r);
+            // The table's reference is gone: the status is read and the
+            // request recycled under one lock of it.
+            match mpi() {
+                Ok(m) => m.engine.finish(r),
+                Err(_) => r.status(),
             }
-            s
         }
     }
 }
