@@ -1031,3 +1031,48 @@ EXPORT int PMPI_Type_get_contents_c(int type, int64_t ni, int64_t na, int64_t nc
 EXPORT int MPI_Type_get_contents_c(int type, int64_t ni, int64_t na, int64_t nc, int64_t nt, int ints[],
                                    intptr_t addrs[], int64_t counts[], int types[])
     __attribute__((alias("PMPI_Type_get_contents_c")));
+
+/* ---- MPI-1 names MPICH 4.0 still exports (deprecated): the communicator
+ * versions under their old names ---- */
+
+EXPORT int PMPI_Keyval_create(m_copy_fn c, m_delete_fn d, int *kv, void *extra)
+{
+    return keyval_create(K_COMM, "PMPI_Comm_create_keyval", c, d, kv, extra);
+}
+EXPORT int MPI_Keyval_create(m_copy_fn c, m_delete_fn d, int *kv, void *extra)
+    __attribute__((alias("PMPI_Keyval_create")));
+EXPORT int PMPI_Attr_get(int comm, int keyval, void *val, int *flag)
+{
+    return get_attr(K_COMM, "PMPI_Comm_get_attr", comm, keyval, val, flag);
+}
+EXPORT int MPI_Attr_get(int comm, int keyval, void *val, int *flag) __attribute__((alias("PMPI_Attr_get")));
+EXPORT int PMPI_Errhandler_create(m_errh_fn fn, int *eh)
+{
+    return errh_create(0, "PMPI_Comm_create_errhandler", (void *)fn, eh);
+}
+EXPORT int MPI_Errhandler_create(m_errh_fn fn, int *eh) __attribute__((alias("PMPI_Errhandler_create")));
+
+static int old_extent(int type, intptr_t *lb, intptr_t *ub, intptr_t *extent)
+{
+    GW(int, MPI_Type_get_extent, (ah, intptr_t *, intptr_t *));
+    intptr_t l = 0, e = 0;
+    int rc = p_MPI_Type_get_extent(h2a(K_TYPE, type), &l, &e);
+    if (rc == 0) {
+        if (lb)
+            *lb = l;
+        if (ub)
+            *ub = l + e;
+        if (extent)
+            *extent = e;
+    }
+    return err_a2m(rc);
+}
+EXPORT int PMPI_Type_extent(int type, intptr_t *extent)
+{
+    return extent ? old_extent(type, NULL, NULL, extent) : M_ERR_ARG;
+}
+EXPORT int MPI_Type_extent(int type, intptr_t *extent) __attribute__((alias("PMPI_Type_extent")));
+EXPORT int PMPI_Type_lb(int type, intptr_t *lb) { return lb ? old_extent(type, lb, NULL, NULL) : M_ERR_ARG; }
+EXPORT int MPI_Type_lb(int type, intptr_t *lb) __attribute__((alias("PMPI_Type_lb")));
+EXPORT int PMPI_Type_ub(int type, intptr_t *ub) { return ub ? old_extent(type, NULL, ub, NULL) : M_ERR_ARG; }
+EXPORT int MPI_Type_ub(int type, intptr_t *ub) __attribute__((alias("PMPI_Type_ub")));

@@ -5,7 +5,8 @@
 #   1. builds gridwire (cargo, the profile below) and the shim beside it
 #      (compat/mpich-abi/build.sh -> $target/$profile/mpich-abi/libmpi.so.12);
 #   2. MPICH-compiled programs (mpicc.mpich): tests/mpich_ring.c under
-#      gwrun -n 4 and -n 3 on 2 emulated hosts, and the portable programs of
+#      gwrun -n 4 and -n 3 on 2 emulated hosts, tests/mpich_mpi1.c (the
+#      deprecated MPI-1 names) under gwrun -n 3, and the portable programs of
 #      the C suite (tests/mpi/*.c) under gwrun -n 3;
 #   3. a venv with `pip install --only-binary=:all: mpi4py==4.1.2 numpy`,
 #      then wheel_check.py under `gwrun -n 4` with no environment set (gwrun
@@ -64,6 +65,16 @@ if command -v mpicc.mpich >/dev/null 2>&1; then
         done
     else
         echo "FAIL compiling tests/mpich_ring.c with mpicc.mpich; see $work/cc.log"; fail=1
+    fi
+    if mpicc.mpich -O1 -Wno-deprecated-declarations -o "$work/mpich_mpi1" "$here/tests/mpich_mpi1.c" >"$work/cc_mpi1.log" 2>&1; then
+        out=$(cd "$work" && timeout 90 "$gwrun" --timeout 60 -n 3 ./mpich_mpi1 2>&1)
+        if [ $? -eq 0 ] && echo "$out" | grep -qx "mpich_mpi1 ok 3"; then
+            echo "ok   MPICH-compiled mpich_mpi1 (deprecated MPI-1 names; gwrun -n 3)"
+        else
+            echo "FAIL MPICH-compiled mpich_mpi1 (deprecated MPI-1 names; gwrun -n 3)"; echo "$out" | tail -10; fail=1
+        fi
+    else
+        echo "FAIL compiling tests/mpich_mpi1.c with mpicc.mpich; see $work/cc_mpi1.log"; fail=1
     fi
     # The portable programs of gridwire's C suite (tests/mpi; the others use
     # MPI 4.1/5.0 functions MPICH 4.0's header lacks), built by MPICH's mpicc.
