@@ -999,8 +999,12 @@ impl Method for TcpMethod {
             let direct = self.direct.lock().unwrap_or_else(|e| e.into_inner()).clone();
             if direct.len() <= DIRECT_POLL_MAX {
                 let mut delivered = 0;
+                // Skipping a cold connection saves a system call on the
+                // path of the others; with only one there are no others,
+                // and skipping would only delay its next message.
+                let alone = direct.len() == 1;
                 for conn in direct.iter() {
-                    if conn.idle_reads.load(Ordering::Relaxed) < COLD_AFTER {
+                    if alone || conn.idle_reads.load(Ordering::Relaxed) < COLD_AFTER {
                         delivered += self.readable(conn, sink);
                     }
                 }
