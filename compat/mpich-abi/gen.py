@@ -37,6 +37,8 @@ MPI_Comm_get_attr MPI_Type_get_attr MPI_Win_get_attr
 MPI_Pcontrol MPI_Status_c2f MPI_Status_f2c
 MPI_Get_version MPI_Comm_idup MPI_Comm_idup_with_info MPI_Error_class MPI_Error_string
 MPI_Buffer_attach MPI_Buffer_attach_c MPI_Buffer_detach MPI_Buffer_detach_c
+MPI_Comm_attach_buffer MPI_Comm_attach_buffer_c MPI_Comm_detach_buffer MPI_Comm_detach_buffer_c
+MPI_Session_attach_buffer MPI_Session_attach_buffer_c MPI_Session_detach_buffer MPI_Session_detach_buffer_c
 MPI_Get_processor_name MPI_Info_get_nthkey MPI_Type_get_contents MPI_Type_get_contents_c
 MPI_Keyval_create MPI_Attr_get MPI_Errhandler_create MPI_Type_extent MPI_Type_lb MPI_Type_ub
 """.split())
@@ -50,8 +52,6 @@ RENAMED = {
 SKIPPED_PREFIXES = ("MPI_T_", "MPI_Abi_")
 SKIPPED = set("""
 MPI_Status_f082c MPI_Status_c2f08 MPI_Status_f082f MPI_Status_f2f08
-MPI_Comm_attach_buffer MPI_Comm_attach_buffer_c MPI_Comm_detach_buffer MPI_Comm_detach_buffer_c
-MPI_Session_attach_buffer MPI_Session_attach_buffer_c MPI_Session_detach_buffer MPI_Session_detach_buffer_c
 """.split())
 for k in KINDS:
     base = "Type" if k == "MPI_Datatype" else k[4:]

@@ -847,52 +847,95 @@ EXPORT int PMPI_Error_string(int code, char *s, int *len)
 }
 EXPORT int MPI_Error_string(int code, char *s, int *len) __attribute__((alias("PMPI_Error_string")));
 
-/* ---- the Bsend buffer: MPICH's MPI_BSEND_OVERHEAD (compiled into programs,
+/* ---- Bsend buffers: MPICH's MPI_BSEND_OVERHEAD (compiled into programs,
  * which size their buffers with it) is smaller than gridwire's, so the shim
  * attaches a buffer of its own with room for gridwire's overhead on as many
  * messages as the program's buffer could hold, and gives the program's buffer
- * back on detach. (Per-communicator and per-session buffers are not exported.) */
+ * back on detach. MPI_BUFFER_AUTOMATIC ((void *)-2 in MPICH 4.2+, 2 in the
+ * standard ABI) is passed on. One buffer per process, communicator, session. */
 
-static struct { void *user; int64_t size; void *ours; } bbuf;
+#define M_BUFFER_AUTOMATIC ((void *)(intptr_t)-2)
+#define A_BUFFER_AUTOMATIC ((void *)(intptr_t)2)
+enum { BB_PROC, BB_COMM, BB_SESSION };
+struct bbuf { int scope, h; void *user; int64_t size; void *ours; struct bbuf *next; };
+static struct bbuf *bbufs;
 static pthread_mutex_t bbuf_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int buffer_attach(void *b, int64_t size)
+static int bb_attach_call(int scope, int h, void *b, int64_t size)
 {
     GW(int, MPI_Buffer_attach_c, (void *, int64_t));
+    GW(int, MPI_Comm_attach_buffer_c, (ah, void *, int64_t));
+    GW(int, MPI_Session_attach_buffer_c, (ah, void *, int64_t));
+    if (scope == BB_COMM)
+        return p_MPI_Comm_attach_buffer_c(h2a(K_COMM, h), b, size);
+    if (scope == BB_SESSION)
+        return p_MPI_Session_attach_buffer_c(h2a(K_SESSION, h), b, size);
+    return p_MPI_Buffer_attach_c(b, size);
+}
+
+static int bb_detach_call(int scope, int h, void **b, int64_t *size)
+{
+    GW(int, MPI_Buffer_detach_c, (void *, int64_t *));
+    GW(int, MPI_Comm_detach_buffer_c, (ah, void *, int64_t *));
+    GW(int, MPI_Session_detach_buffer_c, (ah, void *, int64_t *));
+    if (scope == BB_COMM)
+        return p_MPI_Comm_detach_buffer_c(h2a(K_COMM, h), b, size);
+    if (scope == BB_SESSION)
+        return p_MPI_Session_detach_buffer_c(h2a(K_SESSION, h), b, size);
+    return p_MPI_Buffer_detach_c(b, size);
+}
+
+static int buffer_attach(int scope, int h, void *b, int64_t size)
+{
+    if (b == M_BUFFER_AUTOMATIC)
+        return err_a2m(bb_attach_call(scope, h, A_BUFFER_AUTOMATIC, size));
     if (size < 0 || (!b && size > 0))
-        return err_a2m(p_MPI_Buffer_attach_c(b, size)); /* gridwire reports it */
+        return err_a2m(bb_attach_call(scope, h, b, size)); /* gridwire reports it */
     int64_t extra = A_BSEND_OVERHEAD > M_BSEND_OVERHEAD ? A_BSEND_OVERHEAD - M_BSEND_OVERHEAD : 0;
     int64_t want = size + (size / M_BSEND_OVERHEAD + 1) * extra;
+    struct bbuf *e = malloc(sizeof *e);
     void *ours = malloc(want > 0 ? want : 1);
-    if (!ours)
+    if (!ours || !e) {
+        free(ours);
+        free(e);
         return M_ERR_NO_MEM;
+    }
+    *e = (struct bbuf){scope, h, b, size, ours, NULL};
     pthread_mutex_lock(&bbuf_lock);
-    int rc = p_MPI_Buffer_attach_c(ours, want);
+    int rc = bb_attach_call(scope, h, ours, want);
     if (rc == 0) {
-        bbuf.user = b;
-        bbuf.size = size;
-        bbuf.ours = ours;
+        e->next = bbufs;
+        bbufs = e;
     } else {
         free(ours);
+        free(e);
     }
     pthread_mutex_unlock(&bbuf_lock);
     return err_a2m(rc);
 }
 
-static int buffer_detach(void **addr, int64_t *size)
+static int buffer_detach(int scope, int h, void **addr, int64_t *size)
 {
-    GW(int, MPI_Buffer_detach_c, (void *, int64_t *));
     if (!addr || !size)
         return M_ERR_ARG;
     void *a = NULL;
     int64_t n = 0;
     pthread_mutex_lock(&bbuf_lock);
-    int rc = p_MPI_Buffer_detach_c(&a, &n);
-    if (rc == 0 && a && a == bbuf.ours) {
-        free(bbuf.ours);
-        a = bbuf.user;
-        n = bbuf.size;
-        bbuf.ours = NULL;
+    int rc = bb_detach_call(scope, h, &a, &n);
+    if (rc == 0 && a == A_BUFFER_AUTOMATIC) {
+        a = M_BUFFER_AUTOMATIC;
+    } else if (rc == 0 && a) {
+        for (struct bbuf **pp = &bbufs; *pp; pp = &(*pp)->next) {
+            struct bbuf *e = *pp;
+            if (e->ours == a) {
+                a = e->user;
+                n = e->size;
+                *pp = e->next;
+                free(e->ours);
+                free(e);
+                break;
+            }
+        }
     }
     pthread_mutex_unlock(&bbuf_lock);
     if (rc == 0) {
@@ -902,24 +945,42 @@ static int buffer_detach(void **addr, int64_t *size)
     return err_a2m(rc);
 }
 
-EXPORT int PMPI_Buffer_attach(void *b, int size) { return buffer_attach(b, size); }
-EXPORT int MPI_Buffer_attach(void *b, int size) __attribute__((alias("PMPI_Buffer_attach")));
-EXPORT int PMPI_Buffer_attach_c(void *b, int64_t size) { return buffer_attach(b, size); }
-EXPORT int MPI_Buffer_attach_c(void *b, int64_t size) __attribute__((alias("PMPI_Buffer_attach_c")));
-
-EXPORT int PMPI_Buffer_detach(void *addr, int *size)
+static int detach_int(int scope, int h, void *addr, int *size)
 {
     if (!size)
         return M_ERR_ARG;
     int64_t n = 0;
-    int rc = buffer_detach((void **)addr, &n);
+    int rc = buffer_detach(scope, h, (void **)addr, &n);
     if (rc == 0)
         *size = n > INT_MAX ? INT_MAX : (int)n;
     return rc;
 }
+
+EXPORT int PMPI_Buffer_attach(void *b, int size) { return buffer_attach(BB_PROC, 0, b, size); }
+EXPORT int MPI_Buffer_attach(void *b, int size) __attribute__((alias("PMPI_Buffer_attach")));
+EXPORT int PMPI_Buffer_attach_c(void *b, int64_t size) { return buffer_attach(BB_PROC, 0, b, size); }
+EXPORT int MPI_Buffer_attach_c(void *b, int64_t size) __attribute__((alias("PMPI_Buffer_attach_c")));
+EXPORT int PMPI_Buffer_detach(void *addr, int *size) { return detach_int(BB_PROC, 0, addr, size); }
 EXPORT int MPI_Buffer_detach(void *addr, int *size) __attribute__((alias("PMPI_Buffer_detach")));
-EXPORT int PMPI_Buffer_detach_c(void *addr, int64_t *size) { return buffer_detach((void **)addr, size); }
+EXPORT int PMPI_Buffer_detach_c(void *addr, int64_t *size) { return buffer_detach(BB_PROC, 0, (void **)addr, size); }
 EXPORT int MPI_Buffer_detach_c(void *addr, int64_t *size) __attribute__((alias("PMPI_Buffer_detach_c")));
+
+#define SCOPED_BUFFER(Kind, scope)                                                                            \
+    EXPORT int PMPI_##Kind##_attach_buffer(int h, void *b, int size) { return buffer_attach(scope, h, b, size); } \
+    EXPORT int MPI_##Kind##_attach_buffer(int h, void *b, int size)                                           \
+        __attribute__((alias("PMPI_" #Kind "_attach_buffer")));                                               \
+    EXPORT int PMPI_##Kind##_attach_buffer_c(int h, void *b, int64_t size) { return buffer_attach(scope, h, b, size); } \
+    EXPORT int MPI_##Kind##_attach_buffer_c(int h, void *b, int64_t size)                                     \
+        __attribute__((alias("PMPI_" #Kind "_attach_buffer_c")));                                             \
+    EXPORT int PMPI_##Kind##_detach_buffer(int h, void *addr, int *size) { return detach_int(scope, h, addr, size); } \
+    EXPORT int MPI_##Kind##_detach_buffer(int h, void *addr, int *size)                                       \
+        __attribute__((alias("PMPI_" #Kind "_detach_buffer")));                                               \
+    EXPORT int PMPI_##Kind##_detach_buffer_c(int h, void *addr, int64_t *size)                                \
+    { return buffer_detach(scope, h, (void **)addr, size); }                                                  \
+    EXPORT int MPI_##Kind##_detach_buffer_c(int h, void *addr, int64_t *size)                                 \
+        __attribute__((alias("PMPI_" #Kind "_detach_buffer_c")));
+SCOPED_BUFFER(Comm, BB_COMM)
+SCOPED_BUFFER(Session, BB_SESSION)
 
 /* ---- strings whose maximum length is smaller in MPICH's ABI ---- */
 

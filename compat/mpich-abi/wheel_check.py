@@ -143,6 +143,20 @@ assert vec.Get_envelope()[-1] == MPI.COMBINER_VECTOR and vec.Get_size() == 12
 assert vec.Get_contents()[0] == [3, 1, 2] and vec.Get_contents()[-1][0] == MPI.INT
 vec.Free()
 
+# Buffered sends: buffers sized with MPICH's MPI_BSEND_OVERHEAD (smaller than
+# gridwire's), per process and per communicator, and MPI_BUFFER_AUTOMATIC.
+for attach, detach in ((MPI.Attach_buffer, MPI.Detach_buffer), (comm.Attach_buffer, comm.Detach_buffer)):
+    for mem in (bytearray(3 * (8 + MPI.BSEND_OVERHEAD)), MPI.BUFFER_AUTOMATIC):
+        attach(mem)
+        for k in range(3):
+            comm.Bsend(np.full(1, rank * 10.0 + k), dest=nxt, tag=60 + k)
+        for k in range(3):
+            x = np.empty(1)
+            comm.Recv(x, source=prv, tag=60 + k)
+            assert x[0] == prv * 10.0 + k, (x, k)
+        got = detach()
+        assert got is mem or got == mem, (got, mem)
+
 # Attributes and error classes come back in MPICH's values.
 assert comm.Get_attr(MPI.TAG_UB) >= 32767
 assert MPI.Query_thread() in (MPI.THREAD_SINGLE, MPI.THREAD_FUNNELED, MPI.THREAD_SERIALIZED, MPI.THREAD_MULTIPLE)
