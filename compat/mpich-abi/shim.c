@@ -103,7 +103,7 @@ int gw_missing(const char *name)
 #define HASH_SIZE 1024
 static struct { int kind, m, a; } hash_m2a[HASH_SIZE]; /* MPICH values repeat across kinds (MPI_MESSAGE_NULL == MPI_REQUEST_NULL) */
 static int rev_a2m[4096];
-static int (*fromint[K_N])(int);
+static ah (*fromint[K_N])(int);
 static int (*toint[K_N])(ah);
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 static const char *const kind_name[K_N] = {"Comm", "Group", "Type", "Op", "Errhandler", "Request",
@@ -129,7 +129,7 @@ static void tables_init(void)
     for (int k = 0; k < K_N; k++) {
         char n[64];
         snprintf(n, sizeof n, "PMPI_%s_fromint", kind_name[k]);
-        fromint[k] = (int (*)(int))gw_sym(n);
+        fromint[k] = (ah(*)(int))gw_sym(n);
         snprintf(n, sizeof n, "PMPI_%s_toint", kind_name[k]);
         toint[k] = (int (*)(ah))gw_sym(n);
     }
@@ -144,10 +144,10 @@ ah h2a(int kind, mh v)
             return (ah)(intptr_t)hash_m2a[s].a;
         s = (s + 1) % HASH_SIZE;
     }
-    /* A user handle: MPICH's int is gridwire's toint value (>= 0x1000, far below
-     * MPICH's predefined values, which all have high bits set). */
+    /* A user handle: MPICH's int is gridwire's toint value (0x1000 + a reused
+     * slot; MPICH's predefined values are negative or >= 0x04000000). */
     if (kind >= 0 && kind < K_N && fromint[kind] && v >= 0x1000)
-        return ((ah(*)(int))fromint[kind])(v);
+        return fromint[kind](v);
     /* A standard-ABI predefined handle MPICH has no name for (passed back as is). */
     if (v >= 0 && v < 0x1000)
         return (ah)(intptr_t)v;
@@ -433,15 +433,23 @@ static int op_create(void *fn, int big, int commute, int *op)
     GW(int, MPI_Op_create_c, (void *, int, ah *));
     if (!fn || !op)
         return M_ERR_ARG;
+    /* The free slot after the last one taken, round-robin: a slot freed by
+     * MPI_Op_free is reused as late as possible (an operation may be freed
+     * while a nonblocking collective still uses it). */
+    static int next;
     pthread_mutex_lock(&ops_lock);
-    int i = 0;
-    while (i < NOPS && ops[i].used)
-        i++;
+    int i = NOPS;
+    for (int k = 0; k < NOPS; k++)
+        if (!ops[(next + k) % NOPS].used) {
+            i = (next + k) % NOPS;
+            break;
+        }
     if (i == NOPS) {
         pthread_mutex_unlock(&ops_lock);
         fprintf(stderr, "gridwire MPICH-ABI shim: more than %d user operations at once\n", NOPS);
         return M_ERR_INTERN;
     }
+    next = (i + 1) % NOPS;
     ops[i].used = 1;
     ops[i].fn = fn;
     ops[i].big = big;
