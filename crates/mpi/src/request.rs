@@ -80,16 +80,6 @@ impl From<&'static Datatype> for DtRef {
     }
 }
 
-impl DtRef {
-    /// An owned handle on the datatype (for callers that keep it apart from the buffer).
-    pub fn to_arc(&self) -> Option<Arc<Datatype>> {
-        match self {
-            DtRef::Static(_) => None,
-            DtRef::Shared(d) => Some(d.clone()),
-        }
-    }
-}
-
 /// A user buffer of a pending operation: `count` elements of `dt` at address `addr`.
 #[derive(Debug, Clone)]
 pub struct Buf {
