@@ -10,7 +10,8 @@
 # Env: RUNS (default 3; each figure is the median of RUNS runs, the runs of
 #      all nine configurations interleaved so that noise falls on all alike),
 #      OSU_MS (milliseconds per message size, default 60), CARGO_TARGET_DIR,
-#      PLOT_DIR (default docs/img), NETPIPE=1 to also run bench/netpipe.sh.
+#      PLOT_DIR (default docs/img), NETPIPE=1 to also run bench/netpipe.sh,
+#      PAIRS=0 to skip the oversubscribed pairs (2 x cores ranks, bench/mpi/pairs.c).
 #
 # How "two hosts" is forced for the peers (both would use shared memory):
 #   MPICH (ch4:ucx):  MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self
@@ -169,6 +170,31 @@ table alltoall µs $COLL
 echo "#### Barrier (µs per call)"
 echo
 table barrier µs 0
+
+# Oversubscribed: twice as many ranks as cores, ping-ponging in pairs
+# (bench/mpi/pairs.c), each MPI as it comes; the median of RUNS runs.
+np=$(( $(nproc) * 2 ))
+if [ "${PAIRS:-1}" = 1 ]; then
+  GW_MPI_LIBDIR=$T/release scripts/gwcc -O2 -o "$W/pairs_gw" bench/mpi/pairs.c 2>/dev/null
+  [ $have_mpich = 1 ] && mpicc.mpich -O2 -o "$W/pairs_mpich" bench/mpi/pairs.c 2>/dev/null
+  [ $have_ompi = 1 ] && mpicc.openmpi -O2 -o "$W/pairs_ompi" bench/mpi/pairs.c 2>/dev/null
+  : >"$W/pairs.txt"
+  for r in $(seq "$RUNS"); do
+    echo "gw $(timeout 120 "$GWRUN" -n $np --timeout 100 "$W/pairs_gw" 2000 2>/dev/null)" >>"$W/pairs.txt"
+    [ $have_mpich = 1 ] && echo "mpich $(timeout 120 mpiexec.mpich -n $np "$W/pairs_mpich" 2000 2>/dev/null)" >>"$W/pairs.txt"
+    [ $have_ompi = 1 ] && echo "ompi $(timeout 120 mpirun.openmpi --allow-run-as-root --oversubscribe -n $np "$W/pairs_ompi" 2000 2>/dev/null)" >>"$W/pairs.txt"
+  done
+  pmed() { # median of the figures of one MPI ("n/a" when none ran)
+    awk -v k="$1" '$1==k && NF==2 {print $2}' "$W/pairs.txt" | sort -g |
+      awk '{v[NR]=$1} END {if (NR==0) print "n/a"; else if (NR%2) print v[(NR+1)/2]; else printf "%.3f\n", (v[NR/2]+v[NR/2+1])/2}'
+  }
+  echo "#### Oversubscribed: $np ranks on $(nproc) cores, ping-pong in pairs (\`bench/mpi/pairs.c\`, one-way µs, median of $RUNS)"
+  echo
+  echo "| gridwire | MPICH | Open MPI |"
+  echo "| ---: | ---: | ---: |"
+  echo "| $(pmed gw) | $(pmed mpich) | $(pmed ompi) |"
+  echo
+fi
 
 # One log-log latency plot per method.
 plotpy=""

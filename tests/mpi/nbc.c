@@ -121,6 +121,45 @@ int main(int argc, char **argv) {
         MPI_Ibarrier(MPI_COMM_WORLD, &r);
         MPI_Wait(&r, MPI_STATUS_IGNORE);
     }
+    /* Progress without a wait: rank 0 starts an allreduce and then blocks in
+     * MPI_Recv for a message the last rank sends only after its own wait on
+     * that allreduce returned. Legal MPI: the collective must complete
+     * while rank 0 sits in the receive (it then runs in the background). */
+    {
+        int one = 1, tot = 0, token = 0;
+        MPI_Request r;
+        MPI_Iallreduce(&one, &tot, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &r);
+        if (n > 1 && rank == 0) {
+            MPI_Recv(&token, 1, MPI_INT, n - 1, 91, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            CHECK(token == 42, "message sent after the peer's wait");
+        }
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+        CHECK(tot == n, "iallreduce completed while its starter was blocked elsewhere");
+        if (n > 1 && rank == n - 1) {
+            token = 42;
+            MPI_Send(&token, 1, MPI_INT, 0, 91, MPI_COMM_WORLD);
+        }
+    }
+    /* Two collectives in flight, waited for in opposite orders on even and
+     * odd ranks; and one completed by MPI_Test alone. */
+    {
+        int a = rank, b = 1, sa = -1, sb = -1, flag = 0;
+        MPI_Request ra, rb, rc;
+        MPI_Iallreduce(&a, &sa, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &ra);
+        MPI_Iallreduce(&b, &sb, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &rb);
+        if (rank % 2) {
+            MPI_Wait(&rb, MPI_STATUS_IGNORE);
+            MPI_Wait(&ra, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Wait(&ra, MPI_STATUS_IGNORE);
+            MPI_Wait(&rb, MPI_STATUS_IGNORE);
+        }
+        CHECK(sa == n - 1 && sb == n, "two collectives waited for in different orders");
+        MPI_Ibarrier(MPI_COMM_WORLD, &rc);
+        double t0 = MPI_Wtime();
+        while (!flag && MPI_Wtime() - t0 < 30) MPI_Test(&rc, &flag, MPI_STATUS_IGNORE);
+        CHECK(flag, "ibarrier completed by MPI_Test alone");
+    }
     PASS("nbc");
     MPI_Finalize();
     return 0;

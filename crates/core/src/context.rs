@@ -103,6 +103,9 @@ struct ProgressState {
     handlers: Vec<Option<Handler>>,
     /// A socket method delivered a message at least once.
     sockets_used: bool,
+    /// The next round of progress polls every method thoroughly (see
+    /// `Method::poll_thorough`): set after a sleep.
+    thorough: bool,
     /// A cheap method other than `self` (shared memory) delivered a message
     /// at least once: only then is there shared-memory latency that skipping
     /// socket polls protects.
@@ -125,6 +128,8 @@ struct Inner {
     pmi: Mutex<Pmi>,
     skip_param: u64,
     spin_iters: u64,
+    /// `GW_YIELD_US`: how long an idle wait yields before it sleeps.
+    yield_for: Duration,
     /// Idle time a waiting thread keeps its core before yielding (see `wait`).
     spin: Duration,
     dropped: AtomicU64,
@@ -199,6 +204,7 @@ impl Context {
         let _ = peers[rank as usize].table.set(table.clone());
         let skip_param = params.num("SKIP_POLL");
         let spin_iters = params.num("SPIN_ITERS");
+        let yield_for = Duration::from_micros(params.num("YIELD_US"));
         let spin = spin_budget(&params, size)?;
         let inner = Inner {
             job,
@@ -211,10 +217,11 @@ impl Context {
             policy: Box::new(FirstApplicable),
             endpoints: RwLock::new(HashSet::from([DEFAULT_ENDPOINT])),
             next_endpoint: AtomicU32::new(1),
-            progress: TryLock::new(ProgressState { iter: 0, skip: skip_param.max(1), next_expensive: 0, handlers: Vec::new(), sockets_used: false, shared_used: false }),
+            progress: TryLock::new(ProgressState { iter: 0, skip: skip_param.max(1), next_expensive: 0, handlers: Vec::new(), sockets_used: false, shared_used: false, thorough: false }),
             pmi: Mutex::new(pmi),
             skip_param,
             spin_iters,
+            yield_for,
             spin,
             dropped: AtomicU64::new(0),
             finalized: AtomicBool::new(false),
@@ -552,8 +559,13 @@ impl Context {
         }
         if st.iter >= st.next_expensive && !self.inner.expensive.is_empty() {
             let mut got = 0;
+            let thorough = std::mem::take(&mut st.thorough);
             for &i in &self.inner.expensive {
-                got += self.poll_method(i, &mut sink);
+                got += if thorough {
+                    self.poll_method_thorough(i, &mut sink)
+                } else {
+                    self.poll_method(i, &mut sink)
+                };
             }
             n += got;
             // Adaptive skip_poll: sockets quiet -> poll them less often (up to
@@ -587,6 +599,29 @@ impl Context {
         n
     }
 
+    fn poll_method_thorough(&self, i: usize, sink: &mut Dispatch<'_>) -> usize {
+        match self.inner.methods[i].poll_thorough(sink) {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!("gw[{}]: {} poll failed: {e}", self.rank(), self.inner.methods[i].name());
+                0
+            }
+        }
+    }
+
+    /// One round of progress that polls every method thoroughly: for a
+    /// thread that slept (a nap, a sleep on the sockets), whose polls are far
+    /// apart, so the hot path's economies (sockets every 64 rounds, idle
+    /// connections every 64 socket polls) would delay a message by as many
+    /// sleeps.
+    pub fn progress_thorough(&self) -> usize {
+        if let Some(mut st) = self.inner.progress.try_lock() {
+            st.next_expensive = 0;
+            st.thorough = true;
+        }
+        self.progress()
+    }
+
     fn poll_method(&self, i: usize, sink: &mut Dispatch<'_>) -> usize {
         match self.inner.methods[i].poll(sink) {
             Ok(n) => n,
@@ -598,14 +633,17 @@ impl Context {
     }
 
     /// Drives progress until `done()` holds. Spins for `GW_SPIN_ITERS` idle
-    /// iterations, then yields, then sleeps on the sockets in short slices,
-    /// so oversubscribed jobs do not burn the cores their peers need.
+    /// iterations, then yields for up to `GW_YIELD_US`, then sleeps on the
+    /// sockets in short slices, so oversubscribed jobs do not burn the cores
+    /// their peers need.
     pub fn wait(&self, mut done: impl FnMut() -> bool) {
         let mut idle: u64 = 0;
         // When every rank has a core, keep it for up to `spin` of idleness
         // (as other MPIs do): latency then does not depend on the scheduler.
         let mut idle_start: Option<std::time::Instant> = None;
         let mut spinning = !self.inner.spin.is_zero();
+        let mut yield_start: Option<std::time::Instant> = None;
+        let mut yielding = true;
         while !done() {
             let in_handler = IN_HANDLER.with(|c| c.get());
             if in_handler {
@@ -616,6 +654,8 @@ impl Context {
             if self.progress() > 0 {
                 idle = 0;
                 idle_start = None;
+                yield_start = None;
+                yielding = true;
                 continue;
             }
             idle += 1;
@@ -634,10 +674,21 @@ impl Context {
                 // to notice the next message.
             } else if idle < self.inner.spin_iters {
                 std::hint::spin_loop();
-            } else if idle < self.inner.spin_iters + 200 {
-                std::thread::yield_now();
             } else {
-                self.block_briefly();
+                // Yield for up to `GW_YIELD_US` of idleness, then sleep.
+                // Yielding, not sleeping: a peer rank that shares this core
+                // runs at once and its answer is seen microseconds later,
+                // where a sleep in `block_briefly` costs up to a slice
+                // (1 ms) per message. The clock is read every 64 yields.
+                let start = *yield_start.get_or_insert_with(std::time::Instant::now);
+                if idle.is_multiple_of(64) {
+                    yielding = start.elapsed() < self.inner.yield_for;
+                }
+                if yielding {
+                    std::thread::yield_now();
+                } else {
+                    self.block_briefly();
+                }
             }
         }
     }
@@ -664,9 +715,11 @@ impl Context {
         let slice_ms = if self.inner.cheap.len() > 1 { 1 } else { 20 };
         // SAFETY: `fds` is a live array of pollfd of the length passed.
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, slice_ms) };
-        // A readable socket must be polled at once, whatever skip_poll says.
+        // A readable socket must be polled at once, whatever skip_poll says,
+        // idle connections included.
         if let Some(mut st) = self.inner.progress.try_lock() {
             st.next_expensive = 0;
+            st.thorough = true;
         }
     }
 

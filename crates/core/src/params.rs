@@ -75,6 +75,15 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
                yields and then sleeps on the sockets, so oversubscribed jobs do not starve.",
     },
     ParamDecl {
+        name: "YIELD_US",
+        default: "20000",
+        kind: Kind::UInt { min: 0, max: 10_000_000 },
+        help: "After the spinning, microseconds of idleness a waiting thread spends yielding its \
+               core (sched_yield) before it sleeps on the sockets in short slices. Yielding hands \
+               the core straight to a peer rank that shares it, as MPICH does when \
+               oversubscribed; sleeping costs up to a slice per message.",
+    },
+    ParamDecl {
         name: "HOST_ID",
         default: "",
         kind: Kind::Text,

@@ -562,33 +562,7 @@ impl Engine {
         // A counter, not a thread-local flag: reading a thread-local is a
         // function call in a shared library, on every wait.
         if self.helpers.load(Ordering::Acquire) > 0 {
-            // A helper thread (nonblocking collective), or a thread waiting
-            // while one runs: the messages a helper waits for are often taken
-            // in by another thread's progress, which does not wake it from
-            // the runtime's wait (a poll of up to 1-20 ms per round), and a
-            // spinning thread would keep the helper from a core. Short naps
-            // instead, growing to 1 ms: about as many wake-ups as that poll
-            // when idle for long, far less latency per round.
-            let start = Instant::now();
-            let mut nap = Duration::from_micros(10);
-            loop {
-                self.push_ready();
-                if done() {
-                    return;
-                }
-                if self.ctx.progress() > 0 {
-                    nap = Duration::from_micros(10);
-                    continue;
-                }
-                std::thread::sleep(nap);
-                // Up to 100 us for the first 20 ms of a wait, then up to 1 ms.
-                let cap = if start.elapsed() < Duration::from_millis(20) {
-                    100
-                } else {
-                    1000
-                };
-                nap = (nap * 2).min(Duration::from_micros(cap));
-            }
+            return self.wait_beside_helpers(done);
         }
         if !self.spin.is_zero() {
             // The clock is read only after 256 idle polls: most waits of a
@@ -607,10 +581,15 @@ impl Engine {
                 idle += 1;
                 // No pause instruction: it would be added to the time to
                 // notice the next message (see `Context::wait`).
-                if idle.is_multiple_of(256)
-                    && start.get_or_insert_with(Instant::now).elapsed() >= self.spin
-                {
-                    break;
+                if idle.is_multiple_of(256) {
+                    // A helper thread started meanwhile (by another thread):
+                    // stop spinning on the core it needs.
+                    if self.helpers.load(Ordering::Acquire) > 0 {
+                        return self.wait_beside_helpers(done);
+                    }
+                    if start.get_or_insert_with(Instant::now).elapsed() >= self.spin {
+                        break;
+                    }
                 }
             }
         }
@@ -618,6 +597,51 @@ impl Engine {
             self.push_ready();
             done()
         });
+    }
+
+    /// [`Engine::wait_for`] while helper threads run.
+    fn wait_beside_helpers(&self, mut done: impl FnMut() -> bool) {
+        {
+            // A helper thread (nonblocking collective), or a thread waiting
+            // while one runs: the messages a helper waits for are often taken
+            // in by another thread's progress, which does not wake it from
+            // the runtime's wait (a poll of up to 1-20 ms per round), and a
+            // spinning thread would keep the helper from a core. Short naps
+            // instead, growing to 1 ms: about as many wake-ups as that poll
+            // when idle for long, far less latency per round.
+            let start = Instant::now();
+            let mut nap = Duration::from_micros(10);
+            let mut napped = false;
+            loop {
+                self.push_ready();
+                if done() {
+                    return;
+                }
+                // After a nap, a thorough round: the rounds are far apart,
+                // and the usual one looks at sockets only every 64th time
+                // (and at idle connections every 64th of those): a message
+                // waiting on a socket sat there for seconds of naps.
+                let got = if napped {
+                    self.ctx.progress_thorough()
+                } else {
+                    self.ctx.progress()
+                };
+                napped = false;
+                if got > 0 {
+                    nap = Duration::from_micros(10);
+                    continue;
+                }
+                napped = true;
+                std::thread::sleep(nap);
+                // Up to 100 us for the first 20 ms of a wait, then up to 1 ms.
+                let cap = if start.elapsed() < Duration::from_millis(20) {
+                    100
+                } else {
+                    1000
+                };
+                nap = (nap * 2).min(Duration::from_micros(cap));
+            }
+        }
     }
 
     /// One round of progress (for the `Test` family and `Iprobe`).

@@ -10,6 +10,7 @@ pub mod cma;
 pub mod coll;
 pub mod comm;
 pub mod datatype;
+pub mod deferred;
 pub mod engine;
 pub mod error;
 pub mod group;
@@ -45,6 +46,7 @@ pub const TAG_UB: i32 = (1 << 30) - 1;
 /// Space `MPI_Bsend` needs besides the data, per message.
 pub const BSEND_OVERHEAD: usize = 512;
 
+
 /// Send modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -77,6 +79,8 @@ pub struct Mpi {
     /// Reusable temporaries of collectives: a fresh buffer per call cost a
     /// page fault per page for large ones (freed memory goes back to the OS).
     scratch: Mutex<Vec<Vec<u8>>>,
+    /// Background progress of nonblocking collectives nobody waits for.
+    deferred: deferred::Deferred,
 }
 
 impl Mpi {
@@ -99,6 +103,7 @@ impl Mpi {
             start: Instant::now(),
             bsend: Default::default(),
             scratch: Default::default(),
+            deferred: Default::default(),
         })
     }
 
@@ -389,6 +394,9 @@ impl Mpi {
         if r.done() {
             return;
         }
+        if r.run_job() {
+            return;
+        }
         self.engine.wait_for(|| r.done());
     }
 
@@ -570,10 +578,15 @@ impl Mpi {
         }
         let req = Arc::new(Req::default());
         let done = req.clone();
+        // Counted as a helper from now, not from when the thread first
+        // runs: a caller that waits at once must see it and nap rather
+        // than spin on the core the new thread needs (it spun for its 2 ms
+        // budget, and a nonblocking collective took ~3 ms instead of µs).
+        let helper = self.engine.helper();
         std::thread::Builder::new()
             .name("gw-mpi-join".into())
             .spawn(move || {
-                let _helper = self.engine.helper();
+                let _helper = helper;
                 self.engine.wait_for(|| a.done() && b.done());
                 let mut st = a.status();
                 if st.error == 0 {
@@ -626,8 +639,10 @@ impl Mpi {
 
     /// Starts a nonblocking collective: `f` runs the blocking algorithm on a
     /// shadow of `comm` (own matching queues, so several may be in flight and
-    /// overlap with blocking ones) in a helper thread, which also drives
-    /// progress while the caller computes. The request completes with it.
+    /// overlap with blocking ones), in the thread that first waits for the
+    /// request or, if none does within [`deferred::GRACE`], in a runner
+    /// thread of its own (so it completes while the caller computes or
+    /// blocks elsewhere). The request completes with it.
     pub fn icoll(
         &'static self,
         comm: &Comm,
@@ -636,32 +651,34 @@ impl Mpi {
         let shadow = comm.shadow();
         let req = Arc::new(Req::default());
         let done = req.clone();
-        std::thread::Builder::new()
-            .name("gw-mpi-nbc".into())
-            .spawn(move || {
-                let _helper = self.engine.helper();
-                let res = f(self, &shadow);
-                self.engine.remove_queues(shadow.key());
-                self.engine.remove_queues(shadow.key() + 1);
-                {
-                    let mut d = done.d.lock();
-                    d.status = Status::default();
-                    if let Err(e) = res {
-                        d.status.error = e.class;
-                        eprintln!(
-                            "gridwire MPI: rank {}: nonblocking collective failed: {e}",
-                            self.world.rank
-                        );
-                    }
+        // The work, as a job on the request: a thread that waits for the
+        // request runs it itself (the usual `MPI_Ixxx` + `MPI_Wait`), or a
+        // runner thread does once the grace period has passed (see
+        // `deferred`). Either way it runs once; the shadow's own queues
+        // keep it apart from everything else in flight.
+        req.set_job(Box::new(move || {
+            let res = f(self, &shadow);
+            self.engine.remove_queues(shadow.key());
+            self.engine.remove_queues(shadow.key() + 1);
+            {
+                let mut d = done.d.lock();
+                d.status = Status::default();
+                if let Err(e) = res {
+                    d.status.error = e.class;
+                    eprintln!(
+                        "gridwire MPI: rank {}: nonblocking collective failed: {e}",
+                        self.world.rank
+                    );
                 }
-                done.complete();
-            })
-            .map_err(|e| {
-                err(
-                    class::NO_MEM,
-                    format!("cannot start a thread for a nonblocking collective: {e}"),
-                )
-            })?;
+            }
+            done.complete();
+        }));
+        self.deferred.submit(&self.engine, req.clone()).map_err(|e| {
+            err(
+                class::NO_MEM,
+                format!("cannot start the thread for nonblocking collectives: {e}"),
+            )
+        })?;
         Ok(req)
     }
 

@@ -210,7 +210,14 @@ impl Default for ReqData {
 pub struct Req {
     done: AtomicBool,
     pub d: TryLock<ReqData>,
+    /// The work of a nonblocking collective that no thread has started yet:
+    /// the helper thread takes it when it starts, or a thread that waits for
+    /// the request first takes it and runs it itself (see [`Req::run_job`]).
+    job: TryLock<Option<Job>>,
 }
+
+/// Deferred work that completes a request.
+pub type Job = Box<dyn FnOnce() + Send>;
 
 impl std::fmt::Debug for Req {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -243,6 +250,35 @@ impl Req {
         drop(d);
         self.done.store(false, Ordering::Relaxed);
         s
+    }
+
+    /// Attaches work that completes this request (see the field `job`).
+    pub fn set_job(&self, job: Job) {
+        *self.job.lock() = Some(job);
+    }
+
+    /// Whether work is attached that no thread has taken yet.
+    pub fn has_job(&self) -> bool {
+        self.job.lock().is_some()
+    }
+
+    /// Takes the request's pending work, if no thread has taken it yet.
+    pub fn take_job(&self) -> Option<Job> {
+        self.job.lock().take()
+    }
+
+    /// Runs the request's pending work in this thread, if nobody has
+    /// started it: a wait then costs what the blocking operation costs,
+    /// where handing it to the helper thread cost a thread switch and naps
+    /// per step. Returns whether it ran.
+    pub fn run_job(&self) -> bool {
+        match self.take_job() {
+            Some(job) => {
+                job();
+                true
+            }
+            None => false,
+        }
     }
 
     pub fn reset(&self) {

@@ -111,6 +111,12 @@ pub trait Method: Send + Sync {
     /// Receives whatever has arrived and flushes queued output; returns the
     /// number of messages delivered.
     fn poll(&self, sink: &mut dyn Sink) -> Result<usize>;
+    /// Like [`poll`](Self::poll), but also looks where a poll may skip to
+    /// save time on the hot path (e.g. connections idle for a while): after
+    /// a sleep, or when polls are far apart.
+    fn poll_thorough(&self, sink: &mut dyn Sink) -> Result<usize> {
+        self.poll(sink)
+    }
     fn poll_class(&self) -> PollClass;
     /// A file descriptor that becomes readable when `poll` has work, for idle blocking.
     fn wait_fd(&self) -> Option<RawFd> {

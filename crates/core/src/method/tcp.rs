@@ -985,6 +985,10 @@ impl Method for TcpMethod {
         Ok(self.link(conn))
     }
 
+    fn poll_thorough(&self, sink: &mut dyn Sink) -> Result<usize> {
+        self.poll_epoll(sink)
+    }
+
     fn poll(&self, sink: &mut dyn Sink) -> Result<usize> {
         // With few connections, reading each one directly costs one system
         // call per connection, where epoll costs epoll_wait plus the read: on
@@ -1012,23 +1016,7 @@ impl Method for TcpMethod {
                 return Ok(delivered);
             }
         }
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 32];
-        // SAFETY: `events` is a writable array of the length passed.
-        let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, 0) };
-        let mut delivered = 0;
-        for ev in events.iter().take(n.max(0) as usize) {
-            let token = ev.u64;
-            if token == LISTENER_TOKEN {
-                self.accept_all();
-                continue;
-            }
-            let conn = self.conns.lock().unwrap_or_else(|e| e.into_inner()).get(&(token as RawFd)).cloned();
-            if let Some(conn) = conn {
-                delivered += self.readable(&conn, sink);
-            }
-        }
-        self.flush_queued();
-        Ok(delivered)
+        self.poll_epoll(sink)
     }
 
     fn poll_class(&self) -> PollClass {
@@ -1086,6 +1074,30 @@ impl TcpMethod {
 impl TcpMethod {
     fn link(&self, conn: Arc<Conn>) -> Arc<dyn Link> {
         Arc::new(TcpLink { conn, max_queued: self.max_queued, queued_conns: self.queued_conns.clone() })
+    }
+}
+
+impl TcpMethod {
+    /// The epoll pass: every readable connection, cold ones included, and
+    /// new connections.
+    fn poll_epoll(&self, sink: &mut dyn Sink) -> Result<usize> {
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 32];
+        // SAFETY: `events` is a writable array of the length passed.
+        let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, 0) };
+        let mut delivered = 0;
+        for ev in events.iter().take(n.max(0) as usize) {
+            let token = ev.u64;
+            if token == LISTENER_TOKEN {
+                self.accept_all();
+                continue;
+            }
+            let conn = self.conns.lock().unwrap_or_else(|e| e.into_inner()).get(&(token as RawFd)).cloned();
+            if let Some(conn) = conn {
+                delivered += self.readable(&conn, sink);
+            }
+        }
+        self.flush_queued();
+        Ok(delivered)
     }
 }
 
