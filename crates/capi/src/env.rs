@@ -17,6 +17,7 @@ fn init(required: c_int) -> gridwire_mpi::Result<c_int> {
         return Err(err(class::OTHER, "MPI_Init was already called"));
     }
     let m = Mpi::init()?;
+    m.engine.set_threaded(required >= MPI_THREAD_MULTIPLE);
     if MPI.set(m).is_err() {
         return Err(err(class::OTHER, "MPI_Init was called twice at once"));
     }

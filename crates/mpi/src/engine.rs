@@ -298,6 +298,10 @@ pub struct Engine {
     /// any runs, waiting threads nap instead of spinning, so the helper that
     /// does the work gets a core.
     helpers: AtomicUsize,
+    /// Whether several threads may send at once (`MPI_THREAD_MULTIPLE`; the
+    /// default). Below that level sequence numbers are taken with a load and
+    /// a store instead of a locked add (see [`Engine::set_threaded`]).
+    threaded: AtomicBool,
 }
 
 impl Drop for Engine {
@@ -358,6 +362,7 @@ impl Engine {
                 .collect(),
             same_host: (0..n).map(|_| AtomicU8::new(0)).collect(),
             helpers: AtomicUsize::new(0),
+            threaded: AtomicBool::new(true),
         });
         // The handlers reach the engine by address, not through a `Weak`:
         // upgrading one costs two locked instructions per message.
@@ -549,6 +554,16 @@ impl Engine {
         }
     }
 
+    /// Declares whether the program may call MPI from several threads at
+    /// once. With `false` (`MPI_THREAD_SINGLE`, `FUNNELED`, `SERIALIZED`:
+    /// calls are ordered by the program) a send takes its sequence number
+    /// with a plain load and store: one locked instruction less per message.
+    /// The library's own threads never send on a program's communicators
+    /// (nonblocking collectives run on shadows with their own numbers).
+    pub fn set_threaded(&self, yes: bool) {
+        self.threaded.store(yes, Ordering::Relaxed);
+    }
+
     /// Called at the start of a helper thread: while it runs, waits (its
     /// own and others') nap instead of spinning.
     pub fn helper(&self) -> Helper<'_> {
@@ -720,7 +735,13 @@ impl Engine {
         owned: Option<Vec<u8>>,
     ) -> Result<Option<Arc<Req>>> {
         let bytes = buf.bytes();
-        let seqno = seq.fetch_add(1, Ordering::Relaxed);
+        let seqno = if self.threaded.load(Ordering::Relaxed) {
+            seq.fetch_add(1, Ordering::Relaxed)
+        } else {
+            let v = seq.load(Ordering::Relaxed);
+            seq.store(v.wrapping_add(1), Ordering::Relaxed);
+            v
+        };
         let env = Env {
             kind: EAGER,
             ctx,
