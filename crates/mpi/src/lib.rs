@@ -226,13 +226,9 @@ impl Mpi {
     /// Blocking send (no request object on the eager path).
     #[inline]
     pub fn send(&self, comm: &Comm, buf: &Buf, dest: i32, tag: i32, mode: Mode) -> Result<()> {
-        self.check_buf(buf, "send buffer")?;
-        Self::check_peer(comm, dest, false)?;
-        Self::check_tag(tag, false)?;
-        if let Some(r) = self.send_on(comm, false, buf, dest, tag, mode)? {
+        if let Some(r) = self.isend_started(comm, buf, dest, tag, mode)? {
             self.wait(&r);
-            let s = r.status();
-            self.engine.recycle(r);
+            let s = self.engine.finish(r);
             if let Some(e) = engine::status_error(&s, 0) {
                 return Err(e);
             }
