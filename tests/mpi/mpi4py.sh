@@ -171,34 +171,8 @@ else
 fi
 
 # 5. mpi4py's own test modules with 2 ranks.
-if [ "$must_pass" = all ]; then
-    must_pass=$(cd "$src/test" && ls test_*.py | sed 's/\.py$//')
-    report=1
-else
-    report=0
-fi
-passed=0
-total=0
-for t in $must_pass; do
-    total=$((total + 1))
-    tt=$(date +%s)
-    mod=${t%%~*}
-    excl=()
-    if [ "$mod" != "$t" ]; then
-        IFS='~' read -r -a pats <<<"${t#*~}"
-        for p in "${pats[@]}"; do excl+=(-x "$p"); done
-    fi
-    out=$(cd "$src" && timeout 200 "$gwrun" --timeout 180 -n 2 "$py" test/main.py --no-builddir -q "${excl[@]}" "$mod" 2>&1)
-    rc=$?
-    secs=$(( $(date +%s) - tt ))
-    if [ $rc -eq 0 ]; then
-        passed=$((passed + 1))
-        echo "ok   $t: $(echo "$out" | grep -E '^Ran' | head -1) (${secs} s)"
-    else
-        echo "FAIL $t (${secs} s)"
-        [ $report = 1 ] || { echo "$out" | tail -15; fail=1; }
-    fi
-done
+. "$here/tests/mpi/mpi4py-modules.sh"
+run_mpi4py_modules ""
 echo "mpi4py.sh: $passed of $total modules passed with 2 ranks; $(( $(date +%s) - t0 )) s in all"
 [ $report = 1 ] && exit 0
 exit $fail
