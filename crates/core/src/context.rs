@@ -561,11 +561,7 @@ impl Context {
             let mut got = 0;
             let thorough = std::mem::take(&mut st.thorough);
             for &i in &self.inner.expensive {
-                got += if thorough {
-                    self.poll_method_thorough(i, &mut sink)
-                } else {
-                    self.poll_method(i, &mut sink)
-                };
+                got += self.poll_method_as(i, &mut sink, thorough);
             }
             n += got;
             // Adaptive skip_poll: sockets quiet -> poll them less often (up to
@@ -599,15 +595,6 @@ impl Context {
         n
     }
 
-    fn poll_method_thorough(&self, i: usize, sink: &mut Dispatch<'_>) -> usize {
-        match self.inner.methods[i].poll_thorough(sink) {
-            Ok(n) => n,
-            Err(e) => {
-                eprintln!("gw[{}]: {} poll failed: {e}", self.rank(), self.inner.methods[i].name());
-                0
-            }
-        }
-    }
 
     /// One round of progress that polls every method thoroughly: for a
     /// thread that slept (a nap, a sleep on the sockets), whose polls are far
@@ -623,7 +610,12 @@ impl Context {
     }
 
     fn poll_method(&self, i: usize, sink: &mut Dispatch<'_>) -> usize {
-        match self.inner.methods[i].poll(sink) {
+        self.poll_method_as(i, sink, false)
+    }
+
+    fn poll_method_as(&self, i: usize, sink: &mut Dispatch<'_>, thorough: bool) -> usize {
+        let m = &self.inner.methods[i];
+        match if thorough { m.poll_thorough(sink) } else { m.poll(sink) } {
             Ok(n) => n,
             Err(e) => {
                 eprintln!("gw[{}]: {} poll failed: {e}", self.rank(), self.inner.methods[i].name());
