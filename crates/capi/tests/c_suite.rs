@@ -237,6 +237,30 @@ fn rendezvous_without_single_copy() {
     }
 }
 
+/// Every wait sleeps at once (no spinning, no yielding), on four emulated
+/// hosts: each message, each new connection and the finalize barrier must
+/// wake a rank that sleeps on its sockets (tcp registers its connections
+/// with epoll only around such sleeps).
+#[test]
+fn sleeping_waits_over_tcp() {
+    if !have_cc() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let sleep_at_once = [("GW_SPIN_US", "0"), ("GW_SPIN_ITERS", "0"), ("GW_YIELD_US", "0")];
+    for name in ["p2p", "coll", "nbc"] {
+        let exe = compile(name, &[]);
+        let r = run_env(&exe, 4, 4, &sleep_at_once);
+        eprintln!("{name}: -n 4 hosts 4, sleeping waits: {:.2} s", r.secs);
+        assert!(
+            r.ok && r.stdout.contains(&format!("PASS {name}")),
+            "{name}:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}
+
 /// The default error handler aborts the job with a message naming the
 /// function, the error class and the rank.
 #[test]

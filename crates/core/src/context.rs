@@ -636,12 +636,20 @@ impl Context {
         let mut spinning = !self.inner.spin.is_zero();
         let mut yield_start: Option<std::time::Instant> = None;
         let mut yielding = true;
+        let mut checked = false;
         while !done() {
-            let in_handler = IN_HANDLER.with(|c| c.get());
-            if in_handler {
-                // Cannot recurse into progress from a handler: the caller
-                // asked to block where blocking is forbidden.
-                panic!("Context::wait called from inside a handler (handlers must not block)");
+            // Cannot recurse into progress from a handler: the caller asked
+            // to block where blocking is forbidden. Checked once, not per
+            // round: a handler this thread runs inside the loop has returned
+            // before the next round, and the check is a call into the TLS
+            // resolver in a shared library, on the path that notices the
+            // next message. (Not before the loop: `done` may consume what it
+            // finds, so it is called exactly as often as before.)
+            if !checked {
+                checked = true;
+                if IN_HANDLER.with(|c| c.get()) {
+                    panic!("Context::wait called from inside a handler (handlers must not block)");
+                }
             }
             if self.progress() > 0 {
                 idle = 0;
@@ -705,8 +713,14 @@ impl Context {
         let mut fds: Vec<libc::pollfd> =
             self.inner.wait_fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
         let slice_ms = if self.inner.cheap.len() > 1 { 1 } else { 20 };
+        for m in &self.inner.methods {
+            m.before_block();
+        }
         // SAFETY: `fds` is a live array of pollfd of the length passed.
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, slice_ms) };
+        for m in &self.inner.methods {
+            m.after_block();
+        }
         // A readable socket must be polled at once, whatever skip_poll says,
         // idle connections included.
         if let Some(mut st) = self.inner.progress.try_lock() {
@@ -883,9 +897,12 @@ impl Sink for Dispatch<'_> {
         // is refused (it would need the progress lock this thread holds).
         match self.handlers.get(handler as usize).and_then(|h| h.as_ref()) {
             Some(h) if known => {
-                let was = IN_HANDLER.with(|c| c.replace(true));
-                h(self.ctx, Request { src, endpoint, payload: &msg[RSR_HEADER..] });
-                IN_HANDLER.with(|c| c.set(was));
+                // One TLS access (a call into the resolver in a shared library), not two.
+                IN_HANDLER.with(|c| {
+                    let was = c.replace(true);
+                    h(self.ctx, Request { src, endpoint, payload: &msg[RSR_HEADER..] });
+                    c.set(was);
+                });
             }
             _ => {
                 inner.dropped.fetch_add(1, Ordering::Relaxed);

@@ -122,6 +122,14 @@ pub trait Method: Send + Sync {
     fn wait_fd(&self) -> Option<RawFd> {
         None
     }
+    /// Called by a thread about to sleep on [`wait_fd`](Self::wait_fd), and
+    /// [`after_block`](Self::after_block) when it wakes. A method whose
+    /// `wait_fd` would cost the hot path something while nobody sleeps on it
+    /// (tcp: a socket registered with epoll pays an epoll callback on every
+    /// packet it receives) registers its sources here and drops them after.
+    fn before_block(&self) {}
+    /// See [`before_block`](Self::before_block).
+    fn after_block(&self) {}
     /// Whether `poll` has output still queued (the context must keep polling).
     fn has_pending_output(&self) -> bool {
         false
