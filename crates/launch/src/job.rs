@@ -41,6 +41,7 @@ pub struct JobSpec {
     pub tag_output: bool,
     pub timeout: Option<Duration>,
     pub stats: bool,
+    pub binding: crate::binding::Binding,
 }
 
 /// Prints one of gwrun's own messages (always on stderr, always prefixed).
@@ -219,17 +220,21 @@ impl Job {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         // Own process group: a teardown signal reaches the rank's children too.
         cmd.process_group(0);
+        let cpu = spec.binding.cpu_of(r);
         // SAFETY: runs in the child between fork and exec and only makes
         // async-signal-safe system calls: fcntl(2) to make the PMI socket
-        // inheritable across exec, and prctl(2) so that the rank is killed
+        // inheritable across exec, prctl(2) so that the rank is killed
         // if gwrun itself dies abruptly (e.g. SIGKILL) instead of running on
-        // unsupervised.
+        // unsupervised, and sched_setaffinity(2) for --bind-to.
         unsafe {
             cmd.pre_exec(move || {
                 if libc::fcntl(child_fd, libc::F_SETFD, 0) != 0 {
                     return Err(io::Error::last_os_error());
                 }
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                if let Some(c) = cpu {
+                    crate::binding::pin_self(c)?;
+                }
                 Ok(())
             });
         }

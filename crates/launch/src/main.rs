@@ -8,6 +8,7 @@
 //! behind in `/dev/shm`. Its own messages go to stderr, prefixed `gwrun: `;
 //! stdout carries only the ranks' output.
 
+mod binding;
 mod job;
 mod mpich_abi;
 mod placement;
@@ -58,6 +59,12 @@ struct Cli {
     #[arg(long)]
     stats: bool,
 
+    /// Pin each rank to one CPU: none (default), core (rank r on the r-th
+    /// CPU gwrun may use, cycling) or user:A,B,... (rank r on the r-th CPU
+    /// of the list, cycling), as MPICH's -bind-to.
+    #[arg(long, value_name = "HOW", default_value = "none")]
+    bind_to: String,
+
     /// The program and its arguments.
     #[arg(
         required = true,
@@ -73,7 +80,7 @@ struct Cli {
 fn normalize_args(args: Vec<String>) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
     let mut options_over = false;
-    let takes_value = ["-n", "--np", "--emulate-hosts", "--hostfile", "--timeout"];
+    let takes_value = ["-n", "--np", "--emulate-hosts", "--hostfile", "--timeout", "--bind-to"];
     let mut expect_value = false;
     for (i, a) in args.into_iter().enumerate() {
         if i == 0 || options_over {
@@ -145,6 +152,7 @@ fn build_spec(cli: Cli) -> Result<JobSpec, String> {
         (None, Ok(v)) if !v.trim().is_empty() => Some(parse_timeout(&v, "MPIEXEC_TIMEOUT")?),
         _ => None,
     };
+    let binding = binding::Binding::parse(&cli.bind_to, &binding::allowed_cpus()).map_err(|e| e.to_string())?;
     let mut command = cli.command.into_iter();
     let program = command.next().ok_or("no program given")?;
     Ok(JobSpec {
@@ -156,6 +164,7 @@ fn build_spec(cli: Cli) -> Result<JobSpec, String> {
         tag_output: cli.tag_output,
         timeout,
         stats: cli.stats,
+        binding,
     })
 }
 
