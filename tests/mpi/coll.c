@@ -14,6 +14,13 @@ static void matmul(void *in, void *inout, int *len, MPI_Datatype *dt) {
     }
 }
 
+/* A commutative user op: element-wise sum of 3-int records. */
+static void add_triples(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    int *a = in, *b = inout;
+    for (int i = 0; i < 3 * *len; i++) b[i] += a[i];
+}
+
 int main(int argc, char **argv) {
     int rank, size;
     MPI_Init(&argc, &argv);
@@ -176,6 +183,38 @@ int main(int argc, char **argv) {
         }
         MPI_Op_free(&op);
         CHECK(op == MPI_OP_NULL, "op free");
+    }
+
+    /* Large allreduce (reduce-scatter + allgather from 64 KiB with a
+     * commutative op): a count that no power of two divides, every element
+     * distinct, a user commutative op on a 3-int type, and in place. */
+    {
+        const int cnt = 20011; /* 80 KB of int: above the split */
+        int *in = malloc(cnt * sizeof(int)), *out = malloc(cnt * sizeof(int));
+        double *din = malloc(cnt * sizeof(double)), *dout = malloc(cnt * sizeof(double));
+        for (int i = 0; i < cnt; i++) { in[i] = i * 7 + rank; din[i] = 0.5 * i + rank; }
+        MPI_Allreduce(in, out, cnt, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        int bad = -1;
+        for (int i = 0; i < cnt && bad < 0; i++)
+            if (out[i] != n * i * 7 + n * (n - 1) / 2) bad = i;
+        CHECK(bad < 0, "large int allreduce: element %d is %d", bad, bad < 0 ? 0 : out[bad]);
+        MPI_Allreduce(MPI_IN_PLACE, din, cnt, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        for (int i = 0; i < cnt && bad < 0; i++)
+            if (din[i] != 0.5 * i + (n - 1)) bad = i;
+        CHECK(bad < 0, "large in-place double max: element %d", bad);
+        MPI_Op add3;
+        MPI_Op_create(add_triples, 1, &add3);
+        MPI_Datatype triple;
+        MPI_Type_contiguous(3, MPI_INT, &triple);
+        MPI_Type_commit(&triple);
+        int tcnt = cnt / 3;
+        MPI_Allreduce(in, out, tcnt, triple, add3, MPI_COMM_WORLD);
+        for (int i = 0; i < 3 * tcnt && bad < 0; i++)
+            if (out[i] != n * i * 7 + n * (n - 1) / 2) bad = i;
+        CHECK(bad < 0, "large user-op allreduce: element %d", bad);
+        MPI_Type_free(&triple);
+        MPI_Op_free(&add3);
+        free(in); free(out); free(din); free(dout);
     }
 
     /* Scan / Exscan, in place. */

@@ -2,15 +2,19 @@
 //! communicator's collective context (so they never match user messages).
 //!
 //! Algorithms: dissemination barrier; binomial-tree broadcast and reduce;
-//! recursive-doubling allreduce (commutative or not: blocks of ranks stay
-//! contiguous); ring allgather; pairwise alltoall; recursive-doubling scan
-//! and exscan; linear gather/scatter and the `v`/`w` variants. Data is
-//! handled packed; contiguous user buffers are used in place.
+//! allreduce by recursive doubling (commutative or not: blocks of ranks
+//! stay contiguous), and from `GW_MPI_ALLREDUCE_SPLIT` bytes (64 KiB) with
+//! a commutative op by reduce-scatter (recursive halving) + allgather
+//! (recursive doubling); ring allgather; pairwise alltoall;
+//! recursive-doubling scan and exscan; linear gather/scatter and the
+//! `v`/`w` variants. Data is handled packed; contiguous user buffers are
+//! used in place (allreduce accumulates in a contiguous receive buffer).
 
 use crate::error::{class, err, Result};
 use crate::mem;
 use crate::request::{Buf, DtRef, Req};
 use crate::{Comm, Datatype, Mpi, Op};
+use std::ops::Range;
 use std::sync::Arc;
 
 /// A buffer's memory copied aside, with an address that lays it out like the original.
@@ -209,22 +213,71 @@ impl Mpi {
         op.check(&src.dt)?;
         let dt = &src.dt;
         let count = src.count;
-        let mut acc = self.scratch_take(src.bytes());
-        src.pack_into(&mut acc);
+        let len = src.bytes();
         let n = comm.size;
         let mut pof2 = 1;
         while pof2 * 2 <= n {
             pof2 *= 2;
         }
         let rem = n - pof2;
-        let mut tmp = self.scratch_take(acc.len());
-        let res = self.allreduce_rounds(comm, dt, count, op, &mut acc, &mut tmp, rem, pof2);
-        if res.is_ok() {
-            recv.unpack(&acc);
-        }
-        self.scratch_give(acc);
+        let mut tmp = self.scratch_take(len);
+        // A contiguous receive buffer is the accumulator itself: no
+        // temporary to pack into and unpack from (at 1 MiB those two copies
+        // were a fifth of the call). Not when the send buffer overlaps it
+        // (MPI forbids that; such a program gets the packed path).
+        let direct = recv.contig_addr().filter(|&a| {
+            recv.bytes() == len
+                && send.is_none_or(|s| {
+                    s.contig_addr()
+                        .is_some_and(|b| len == 0 || b.wrapping_add(len) <= a || a.wrapping_add(len) <= b)
+                })
+        });
+        let res = if let Some(addr) = direct {
+            // SAFETY: `recv` is the user's writable receive buffer of this
+            // call (`Buf::new`'s contract), `len` bytes at `addr` since its
+            // type is contiguous, and no other view of it is used while
+            // `acc` lives (the send buffer does not overlap it, see above).
+            let acc = unsafe { mem::slice_mut(addr, len) };
+            if let Some(s) = send {
+                s.pack_into(acc);
+            }
+            self.allreduce_on(comm, dt, count, op, acc, &mut tmp, rem, pof2)
+        } else {
+            let mut acc = self.scratch_take(len);
+            src.pack_into(&mut acc);
+            let res = self.allreduce_on(comm, dt, count, op, &mut acc, &mut tmp, rem, pof2);
+            if res.is_ok() {
+                recv.unpack(&acc);
+            }
+            self.scratch_give(acc);
+            res
+        };
         self.scratch_give(tmp);
         res
+    }
+
+    /// Picks the algorithm by size: large data with a commutative op
+    /// reduce-scatters by recursive halving, then allgathers by recursive
+    /// doubling (Rabenseifner, as MPICH): each rank moves about twice its
+    /// data and reduces it once, instead of moving and reducing the whole of
+    /// it in each of log2(n) rounds.
+    #[allow(clippy::too_many_arguments)]
+    fn allreduce_on(
+        &self,
+        comm: &Comm,
+        dt: &DtRef,
+        count: usize,
+        op: &Op,
+        acc: &mut [u8],
+        tmp: &mut [u8],
+        rem: u32,
+        pof2: u32,
+    ) -> Result<()> {
+        if op.commutative() && count >= pof2 as usize && acc.len() >= allreduce_split() {
+            self.allreduce_halving(comm, dt, count, op, acc, tmp, rem, pof2)
+        } else {
+            self.allreduce_rounds(comm, dt, count, op, acc, tmp, rem, pof2)
+        }
     }
 
     /// The exchanges of `allreduce` (recursive doubling, with the ranks
@@ -236,8 +289,8 @@ impl Mpi {
         dt: &DtRef,
         count: usize,
         op: &Op,
-        acc: &mut Vec<u8>,
-        tmp: &mut Vec<u8>,
+        acc: &mut [u8],
+        tmp: &mut [u8],
         rem: u32,
         pof2: u32,
     ) -> Result<()> {
@@ -261,13 +314,118 @@ impl Mpi {
                 let nd = nr ^ mask;
                 let dst = if nd < rem { nd * 2 + 1 } else { nd + rem };
                 self.c_sendrecv(comm, acc, dst, tmp, dst)?;
+                // acc = lower rank's data op higher rank's, on both sides
+                // alike, so every rank ends with the same bits (MIN/MAX
+                // with NaNs, user ops that are "commutative" up to rounding).
                 if dst < rank {
                     op.apply(dt, count, tmp, acc);
                 } else {
                     op.apply(dt, count, acc, tmp);
-                    std::mem::swap(acc, tmp);
+                    acc.copy_from_slice(tmp);
                 }
                 mask <<= 1;
+            }
+        }
+        if rank < 2 * rem {
+            if rank % 2 == 1 {
+                self.c_send(comm, acc, rank - 1)?;
+            } else {
+                self.c_recv(comm, acc, rank + 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The large-message `allreduce`: ranks beyond the largest power of two
+    /// fold in first (as in `allreduce_rounds`), then the `pof2` others
+    /// reduce-scatter by recursive halving (each ends owning the reduced
+    /// 1/pof2 of the data) and allgather by recursive doubling, then the
+    /// folded ranks get the result. Commutative ops only: blocks are reduced
+    /// in whatever order the halving meets them. The index arithmetic is
+    /// MPICH's (`allreduce_intra_reduce_scatter_allgather`).
+    #[allow(clippy::too_many_arguments)]
+    fn allreduce_halving(
+        &self,
+        comm: &Comm,
+        dt: &DtRef,
+        count: usize,
+        op: &Op,
+        acc: &mut [u8],
+        tmp: &mut [u8],
+        rem: u32,
+        pof2: u32,
+    ) -> Result<()> {
+        let rank = comm.rank;
+        let esize = acc.len() / count;
+        let newrank: Option<usize> = if rank < 2 * rem {
+            if rank.is_multiple_of(2) {
+                self.c_send(comm, acc, rank + 1)?;
+                None
+            } else {
+                self.c_recv(comm, tmp, rank - 1)?;
+                op.apply(dt, count, tmp, acc);
+                Some((rank / 2) as usize)
+            }
+        } else {
+            Some((rank - rem) as usize)
+        };
+        if let Some(nr) = newrank {
+            let p = pof2 as usize;
+            let real = |nd: usize| -> u32 {
+                let nd = nd as u32;
+                if nd < rem {
+                    nd * 2 + 1
+                } else {
+                    nd + rem
+                }
+            };
+            // Block i of the data: elements disps[i]..disps[i + 1].
+            let mut disps = vec![0usize; p + 1];
+            for i in 0..p {
+                disps[i + 1] = disps[i] + count / p + usize::from(i < count % p);
+            }
+            let bytes = |lo: usize, hi: usize| disps[lo] * esize..disps[hi] * esize;
+            let (mut send_idx, mut recv_idx, mut last_idx) = (0usize, 0usize, p);
+            let mut mask = 1usize;
+            while mask < p {
+                let nd = nr ^ mask;
+                let dst = real(nd);
+                let (send, recv) = if nr < nd {
+                    send_idx = recv_idx + p / (mask * 2);
+                    (bytes(send_idx, last_idx), bytes(recv_idx, send_idx))
+                } else {
+                    recv_idx = send_idx + p / (mask * 2);
+                    (bytes(send_idx, recv_idx), bytes(recv_idx, last_idx))
+                };
+                self.c_sendrecv(comm, &acc[send], dst, &mut tmp[recv.clone()], dst)?;
+                let n = (recv.end - recv.start) / esize;
+                op.apply(dt, n, &tmp[recv.clone()], &mut acc[recv]);
+                send_idx = recv_idx;
+                mask <<= 1;
+                if mask < p {
+                    last_idx = recv_idx + p / mask;
+                }
+            }
+            mask >>= 1;
+            while mask > 0 {
+                let nd = nr ^ mask;
+                let dst = real(nd);
+                let (send, recv) = if nr < nd {
+                    if mask != p / 2 {
+                        last_idx += p / (mask * 2);
+                    }
+                    recv_idx = send_idx + p / (mask * 2);
+                    (bytes(send_idx, recv_idx), bytes(recv_idx, last_idx))
+                } else {
+                    recv_idx = send_idx - p / (mask * 2);
+                    (bytes(send_idx, last_idx), bytes(recv_idx, send_idx))
+                };
+                let (out, into) = disjoint(acc, send, recv);
+                self.c_sendrecv(comm, out, dst, into, dst)?;
+                if nr > nd {
+                    send_idx = recv_idx;
+                }
+                mask >>= 1;
             }
         }
         if rank < 2 * rem {
@@ -565,6 +723,34 @@ impl Mpi {
 
 /// A contiguous datatype with the same element type as `dt` and no holes
 /// (to reduce packed data in temporaries).
+/// Two disjoint ranges of one buffer, one to read and one to write.
+fn disjoint(buf: &mut [u8], read: Range<usize>, write: Range<usize>) -> (&[u8], &mut [u8]) {
+    if read.end <= write.start {
+        let (a, b) = buf.split_at_mut(write.start);
+        (&a[read], &mut b[..write.end - write.start])
+    } else {
+        assert!(write.end <= read.start, "overlapping ranges");
+        let (a, b) = buf.split_at_mut(read.start);
+        (&b[..read.end - read.start], &mut a[write])
+    }
+}
+
+/// Bytes from which `allreduce` with a commutative op reduce-scatters and
+/// allgathers rather than exchanging the whole data in every round
+/// (`GW_MPI_ALLREDUCE_SPLIT`, default 64 KiB). 2 ranks on one host,
+/// `bench/mpi/osu.c allreduce`, µs at 32 KiB / 256 KiB / 1 MiB: recursive
+/// doubling only 6.7 / 59.5 / 274; split at 64 KiB 6.7 / 43.3 / 230; at
+/// 16 KiB 7.8 / 43.1 / 227 (MPICH 11.0 / 44.1 / 212 in the same session).
+fn allreduce_split() -> usize {
+    static SPLIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *SPLIT.get_or_init(|| {
+        std::env::var("GW_MPI_ALLREDUCE_SPLIT")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(64 << 10)
+    })
+}
+
 fn packed_type(dt: &DtRef) -> DtRef {
     if dt.contig {
         return dt.clone();
