@@ -53,10 +53,12 @@ pub const PARAMS: &[ParamDecl] = &[
     },
     ParamDecl {
         name: "SHM_EAGER_MAX",
-        default: "16k",
+        default: "64k",
         kind: Kind::Size { min: 64, max: 1 << 29 },
         help: "Largest message copied through the ring as one record (lowest latency). Larger ones \
-               go as ring fragments, or by single copy from SHM_CMA_MIN on. Capped at half the ring.",
+               go as ring fragments, or by single copy from SHM_CMA_MIN on. Capped at half the ring. \
+               64k (the fragment size): a 32 KiB MPI message as one record took 4.5 us one way, as \
+               fragments reassembled by the receiver (a third copy) 5.2 us.",
     },
     ParamDecl {
         name: "SHM_CMA_MIN",
