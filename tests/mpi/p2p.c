@@ -221,6 +221,51 @@ int main(int argc, char **argv) {
         free(big); free(bigin);
     }
 
+    /* Large rendezvous messages (sent in 256 KiB pieces between hosts):
+     * every byte checked, into a contiguous and a noncontiguous receive
+     * type, and truncated with MPI_ERRORS_RETURN. */
+    {
+        const int n = 3 * 65536 + 12345; /* ints: 3 pieces and a part of one */
+        int *out = malloc(n * sizeof(int)), *in = malloc(n * sizeof(int));
+        for (int i = 0; i < n; i++) out[i] = i * 31 + rank;
+        MPI_Sendrecv(out, n, MPI_INT, next, 80, in, n, MPI_INT, prev, 80, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_INT, &cnt);
+        int bad = -1;
+        for (int i = 0; i < n && bad < 0; i++) if (in[i] != i * 31 + prev) bad = i;
+        CHECK(cnt == n && bad < 0, "large message: count %d, first bad element %d", cnt, bad);
+
+        /* 3 of every 4 ints: the receive type is noncontiguous. */
+        MPI_Datatype three_of_four;
+        MPI_Type_vector(n / 4, 3, 4, MPI_INT, &three_of_four);
+        MPI_Type_commit(&three_of_four);
+        int m = (n / 4) * 3;
+        for (int i = 0; i < n; i++) in[i] = -1;
+        MPI_Sendrecv(out, m, MPI_INT, next, 81, in, 1, three_of_four, prev, 81, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_INT, &cnt);
+        bad = -1;
+        for (int i = 0, k = 0; i < (n / 4) * 4 && bad < 0; i++) {
+            int want = i % 4 == 3 ? -1 : k++ * 31 + prev;
+            if (in[i] != want) bad = i;
+        }
+        CHECK(cnt == m && bad < 0, "large noncontiguous receive: count %d, first bad element %d", cnt, bad);
+        MPI_Type_free(&three_of_four);
+
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Request sr;
+        MPI_Isend(out, n, MPI_INT, next, 82, MPI_COMM_WORLD, &sr);
+        for (int i = 0; i < n; i++) in[i] = -1;
+        int rc = MPI_Recv(in, n / 2, MPI_INT, prev, 82, MPI_COMM_WORLD, &st);
+        int cls = -1;
+        MPI_Error_class(rc, &cls);
+        bad = -1;
+        for (int i = 0; i < n / 2 && bad < 0; i++) if (in[i] != i * 31 + prev) bad = i;
+        CHECK(cls == MPI_ERR_TRUNCATE && bad < 0 && in[n / 2] == -1,
+              "large truncated receive: class %d, first bad element %d", cls, bad);
+        MPI_Wait(&sr, MPI_STATUS_IGNORE);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+        free(out); free(in);
+    }
+
     PASS("p2p");
     MPI_Finalize();
     return 0;

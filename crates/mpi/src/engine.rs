@@ -8,7 +8,9 @@
 //!   host, the sender's pid and data address.
 //! - `H_CTS` — receiver → sender: (sender request id, receiver request id):
 //!   the receive is matched, send the data.
-//! - `H_DATA` — sender → receiver: receiver request id, then the data.
+//! - `H_DATA` — sender → receiver: receiver request id, offset, total size,
+//!   then up to `DATA_CHUNK` bytes of the data (a large message is a train
+//!   of them, so the receiver copies each piece while it is still in cache).
 //! - `H_FIN` — receiver → sender: sender request id: the receiver copied the
 //!   data itself (single copy within a host, see [`crate::cma`]).
 //!
@@ -40,6 +42,15 @@ use std::time::{Duration, Instant};
 pub const H_MSG: u32 = 0x0004_d500;
 pub const H_CTS: u32 = 0x0004_d501;
 pub const H_DATA: u32 = 0x0004_d502;
+
+/// Bytes of data per `H_DATA` message. One frame per message made the
+/// receiver (tcp) read 4 MiB into its buffer and then copy it out of
+/// memory; in 256 KiB pieces the copy reads what the socket read just put
+/// in the cache.
+pub const DATA_CHUNK: usize = 256 << 10;
+
+/// `H_DATA` header: receiver request id, offset, total size.
+const DATA_HDR: usize = 24;
 pub const H_FIN: u32 = 0x0004_d503;
 
 const EAGER: u8 = 0;
@@ -204,6 +215,10 @@ impl Slab {
                 (self.items.len() - 1) as u64
             }
         }
+    }
+
+    fn get(&self, id: u64) -> Option<&Arc<Req>> {
+        self.items.get(id as usize)?.as_ref()
     }
 
     fn remove(&mut self, id: u64) -> Option<Arc<Req>> {
@@ -687,32 +702,38 @@ impl Engine {
             }
             let Some((req, to, rreq)) = item else { return };
             let data = std::mem::replace(&mut req.d.lock().send, SendData::None);
-            let id = rreq.to_le_bytes();
-            let sp = Startpoint {
-                ctx: to,
-                endpoint: 0,
-            };
             let res = match &data {
                 SendData::User(b) => match b.contig() {
-                    Some(s) => self
-                        .ctx
-                        .rsr_v(&sp, H_DATA, &[IoSlice::new(&id), IoSlice::new(s)]),
-                    None => {
-                        let p = b.pack();
-                        self.ctx
-                            .rsr_v(&sp, H_DATA, &[IoSlice::new(&id), IoSlice::new(&p)])
-                    }
+                    Some(s) => self.send_data(to, rreq, s),
+                    None => self.send_data(to, rreq, &b.pack()),
                 },
-                SendData::Owned(v) => {
-                    self.ctx
-                        .rsr_v(&sp, H_DATA, &[IoSlice::new(&id), IoSlice::new(v)])
-                }
+                SendData::Owned(v) => self.send_data(to, rreq, v),
                 SendData::None => Ok(()),
             };
             if let Err(e) = res {
                 req.d.lock().status.error = MpiError::from(e).class;
             }
             req.complete();
+        }
+    }
+
+    /// The data of a rendezvous, as `H_DATA` pieces of at most `DATA_CHUNK`
+    /// bytes (one, empty, for an empty message).
+    fn send_data(&self, to: u32, rreq: u64, data: &[u8]) -> gridwire_core::Result<()> {
+        let sp = Startpoint { ctx: to, endpoint: 0 };
+        let total = data.len() as u64;
+        let mut off = 0usize;
+        loop {
+            let piece = &data[off..(off + DATA_CHUNK).min(data.len())];
+            let mut hdr = [0u8; DATA_HDR];
+            hdr[..8].copy_from_slice(&rreq.to_le_bytes());
+            hdr[8..16].copy_from_slice(&(off as u64).to_le_bytes());
+            hdr[16..].copy_from_slice(&total.to_le_bytes());
+            self.ctx.rsr_v(&sp, H_DATA, &[IoSlice::new(&hdr), IoSlice::new(piece)])?;
+            off += piece.len();
+            if off >= data.len() {
+                return Ok(());
+            }
         }
     }
 
@@ -1115,24 +1136,55 @@ impl Engine {
     }
 
     fn on_data(&self, _ctx: &Context, r: Request<'_>) {
-        if r.payload.len() < 8 {
+        if r.payload.len() < DATA_HDR {
+            eprintln!("gridwire mpi: malformed rendezvous data from {}", r.src);
             return;
         }
-        let rreq = u64::from_le_bytes(r.payload[..8].try_into().unwrap());
-        let req = self.lock().rndv_recv.remove(rreq);
-        if let Some(req) = req {
-            let data = &r.payload[8..];
-            {
-                let mut d = req.d.lock();
-                let cap = d.recv.as_ref().map_or(0, |b| b.bytes());
-                if let Some(b) = &d.recv {
-                    b.unpack(&data[..data.len().min(cap)]);
+        let word = |i: usize| u64::from_le_bytes(r.payload[i..i + 8].try_into().unwrap());
+        let (rreq, off, total) = (word(0), word(8), word(16));
+        let data = &r.payload[DATA_HDR..];
+        let Some(req) = self.lock().rndv_recv.get(rreq).cloned() else {
+            return;
+        };
+        let done = {
+            let mut d = req.d.lock();
+            let cap = d.recv.as_ref().map_or(0, |b| b.bytes());
+            let fits = (total as usize).min(cap);
+            // The part of this piece that fits in the receive buffer.
+            let lo = (off as usize).min(fits);
+            let hi = (off as usize).saturating_add(data.len()).min(fits);
+            let part = &data[..hi - lo];
+            match d.recv.as_ref().and_then(|b| b.contig_addr()) {
+                // SAFETY: `Buf::new`'s contract: the receive buffer is
+                // writable for `cap` bytes at its contiguous address, and
+                // `lo..hi` lies within `fits` <= `cap`.
+                Some(addr) => unsafe { crate::mem::write(addr + lo, part) },
+                None => {
+                    // A noncontiguous type: stage the packed bytes, unpack at the end.
+                    if d.staged.len() < fits {
+                        d.staged.resize(fits, 0);
+                    }
+                    d.staged[lo..hi].copy_from_slice(part);
                 }
-                d.status.bytes = data.len().min(cap);
-                if data.len() > cap {
+            }
+            d.rndv_got += data.len();
+            let done = d.rndv_got as u64 >= total;
+            if done {
+                if !d.staged.is_empty() {
+                    let staged = std::mem::take(&mut d.staged);
+                    if let Some(b) = &d.recv {
+                        b.unpack(&staged);
+                    }
+                }
+                d.status.bytes = fits;
+                if total as usize > cap {
                     d.status.error = class::TRUNCATE;
                 }
             }
+            done
+        };
+        if done {
+            self.lock().rndv_recv.remove(rreq);
             req.complete();
         }
     }

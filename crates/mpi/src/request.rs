@@ -186,6 +186,10 @@ pub struct ReqData {
     pub is_recv: bool,
     /// Buffered send space to give back when this completes.
     pub bsend_bytes: usize,
+    /// Rendezvous receive: data bytes arrived so far (`H_DATA` pieces).
+    pub rndv_got: usize,
+    /// Rendezvous receive into a noncontiguous type: the packed bytes so far.
+    pub staged: Vec<u8>,
 }
 
 impl Default for ReqData {
@@ -197,6 +201,8 @@ impl Default for ReqData {
             ctx: 0,
             is_recv: false,
             bsend_bytes: 0,
+            rndv_got: 0,
+            staged: Vec::new(),
         }
     }
 }
