@@ -223,7 +223,8 @@ int main(int argc, char **argv) {
 
     /* Large rendezvous messages (sent in 256 KiB pieces between hosts):
      * every byte checked, into a contiguous and a noncontiguous receive
-     * type, and truncated with MPI_ERRORS_RETURN. */
+     * type; and truncated with MPI_ERRORS_RETURN (reported, nothing written
+     * past the buffer). */
     {
         const int n = 3 * 65536 + 12345; /* ints: 3 pieces and a part of one */
         int *out = malloc(n * sizeof(int)), *in = malloc(n * sizeof(int));
@@ -257,10 +258,10 @@ int main(int argc, char **argv) {
         int rc = MPI_Recv(in, n / 2, MPI_INT, prev, 82, MPI_COMM_WORLD, &st);
         int cls = -1;
         MPI_Error_class(rc, &cls);
-        bad = -1;
-        for (int i = 0; i < n / 2 && bad < 0; i++) if (in[i] != i * 31 + prev) bad = i;
-        CHECK(cls == MPI_ERR_TRUNCATE && bad < 0 && in[n / 2] == -1,
-              "large truncated receive: class %d, first bad element %d", cls, bad);
+        /* What lands in the buffer is not defined (MPICH stores nothing);
+         * nothing may land beyond it. */
+        CHECK(cls == MPI_ERR_TRUNCATE && in[n / 2] == -1 && in[n - 1] == -1,
+              "large truncated receive: class %d, past the end %d", cls, in[n / 2]);
         MPI_Wait(&sr, MPI_STATUS_IGNORE);
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
         free(out); free(in);
