@@ -45,8 +45,37 @@ must_pass=${MPI4PY_TESTS:-"test_address test_attributes test_buffer test_cco_buf
 libdir=$target/$profile
 gwrun=$libdir/gwrun
 
-# 1. The source distribution, pinned: the must-pass list is for this version
+# 1. A venv (sees the system's numpy) with the build requirements. Debian's
+#    python3 first: scripts/install-deps.sh gives it numpy, venv and headers,
+#    while a python3 found first on PATH (pyenv, a CI image's own) may have
+#    none of them.
+sys_py=python3
+for cand in /usr/bin/python3 python3; do
+    if "$cand" -c 'import numpy, venv' 2>/dev/null; then sys_py=$cand; break; fi
+done
+venv=$work/venv
+py=$venv/bin/python
+if ! "$py" -c 'import numpy' 2>/dev/null; then
+    rm -rf "$venv"
+    "$sys_py" -m venv --system-site-packages "$venv" >"$work/venv.log" 2>&1 \
+        || { echo "mpi4py.sh: FAIL: cannot create a venv with $sys_py (Debian: apt-get install python3-venv); see $work/venv.log"; exit 1; }
+fi
+"$py" -c 'import numpy' 2>/dev/null || { echo "mpi4py.sh: FAIL: numpy missing for $sys_py (Debian: python3-numpy)"; exit 1; }
+# setuptools >= 70.1 builds wheels itself (bdist_wheel); `wheel` for older ones.
+if ! "$py" -c 'import Cython, setuptools, wheel, sys; sys.exit(int(Cython.__version__.split(".")[0]) < 3)' 2>/dev/null; then
+    if ! timeout 600 "$py" -m pip install -q 'cython>=3.0.1' 'setuptools>=42' wheel >"$work/pip-build-deps.log" 2>&1; then
+        if grep -qiE 'connection|resolve|network is unreachable|timed out' "$work/pip-build-deps.log"; then
+            echo "mpi4py.sh: skipped: PyPI unreachable (offline?); see $work/pip-build-deps.log"
+            exit 0
+        fi
+        echo "mpi4py.sh: FAIL: cannot install Cython/setuptools into $venv; see $work/pip-build-deps.log"; exit 1
+    fi
+fi
+
+# 2. The source distribution, pinned: the must-pass list is for this version
 #    (MPI4PY_VERSION=X.Y.Z for another, MPI4PY_VERSION= for the newest).
+#    Downloaded with the venv's pip, which has the build requirements that
+#    preparing its metadata needs.
 ver=${MPI4PY_VERSION-4.1.2}
 spec=mpi4py${ver:+==$ver}
 sdist=${1:-}
@@ -54,7 +83,12 @@ if [ -z "$sdist" ]; then
     sdist=$(ls "$work"/mpi4py-${ver}*.tar.gz 2>/dev/null | sort -V | tail -1)
 fi
 if [ -z "$sdist" ]; then
-    if ! timeout 300 python3 -m pip download "$spec" --no-deps --no-binary :all: --no-build-isolation -d "$work" >"$work/pip-download.log" 2>&1; then
+    if ! timeout 300 "$py" -m pip download "$spec" --no-deps --no-binary :all: --no-build-isolation -d "$work" >"$work/pip-download.log" 2>&1; then
+        # Only an unreachable index is a reason to skip; anything else is a failure.
+        if grep -q 'Downloading mpi4py' "$work/pip-download.log"; then
+            echo "mpi4py.sh: FAIL: the mpi4py sdist was fetched but pip could not prepare it; see $work/pip-download.log"
+            tail -5 "$work/pip-download.log"; exit 1
+        fi
         echo "mpi4py.sh: skipped: no mpi4py source distribution could be downloaded (offline?); see $work/pip-download.log"
         exit 0
     fi
@@ -63,24 +97,10 @@ fi
 sdist=$(cd "$(dirname "$sdist")" && pwd)/$(basename "$sdist")
 name=$(basename "$sdist" .tar.gz)
 
-# 2. A venv (sees the system's numpy) with the build requirements.
-venv=$work/venv
-py=$venv/bin/python
-if ! "$py" -c 'import sys' 2>/dev/null; then
-    rm -rf "$venv"
-    python3 -m venv --system-site-packages "$venv" >"$work/venv.log" 2>&1 \
-        || { echo "mpi4py.sh: FAIL: cannot create a venv (Debian: apt-get install python3-venv); see $work/venv.log"; exit 1; }
-fi
-if ! "$py" -c 'import Cython, setuptools, sys; sys.exit(int(Cython.__version__.split(".")[0]) < 3)' 2>/dev/null; then
-    timeout 600 "$py" -m pip install -q 'cython>=3.0.1' 'setuptools>=42' >"$work/pip-build-deps.log" 2>&1 \
-        || { echo "mpi4py.sh: FAIL: cannot install Cython/setuptools into $venv; see $work/pip-build-deps.log"; exit 1; }
-fi
-"$py" -c 'import numpy' 2>/dev/null || { echo "mpi4py.sh: FAIL: numpy missing (Debian: python3-numpy)"; exit 1; }
-
-# 3. pip install from source with gwcc (again when the sdist, mpi.h or the library directory changed).
+# 3. pip install from source with gwcc (again when the sdist, mpi.h, gwcc or the library directory changed).
 stamp=$work/installed.stamp
-want="$name $libdir $(cksum <"$here/include/mpi.h")"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$py" -c 'import mpi4py' 2>/dev/null; then
+want="$name $libdir $(cksum <"$here/include/mpi.h") $(cksum <"$here/scripts/gwcc")"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$py" -c 'from mpi4py import MPI' 2>/dev/null; then
     echo "mpi4py.sh: pip install $name with MPICC=gwcc against $libdir (a few minutes)..."
     tb=$(date +%s)
     "$py" -m pip uninstall -q -y mpi4py >/dev/null 2>&1

@@ -247,7 +247,11 @@ fn sleeping_waits_over_tcp() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let sleep_at_once = [("GW_SPIN_US", "0"), ("GW_SPIN_ITERS", "0"), ("GW_YIELD_US", "0")];
+    let sleep_at_once = [
+        ("GW_SPIN_US", "0"),
+        ("GW_SPIN_ITERS", "0"),
+        ("GW_YIELD_US", "0"),
+    ];
     for name in ["p2p", "coll", "nbc"] {
         let exe = compile(name, &[]);
         let r = run_env(&exe, 4, 4, &sleep_at_once);
@@ -296,6 +300,65 @@ fn gwcc_show() {
         "{s}"
     );
     assert!(s.contains("-lmpi") && s.contains("-Wl,-rpath,"), "{s}");
+}
+
+/// A link line that names another directory holding a `libmpi.so` (Debian's
+/// Python adds `/usr/lib/x86_64-linux-gnu`, where Open MPI's is, to every
+/// extension it builds) still links gridwire's library: mpi4py built that
+/// way loaded Open MPI and failed on the first MPI-4 symbol.
+#[test]
+fn gwcc_links_ours_before_other_library_dirs() {
+    let dir = profile_dir().join("gwcc-libdir-test");
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    // A decoy libmpi.so (with its own SONAME) in the directory the caller names.
+    let decoy_src = dir.join("decoy.c");
+    std::fs::write(
+        &decoy_src,
+        "int MPI_Init(int *c, char ***v) { (void)c; (void)v; return 99; }\n",
+    )
+    .unwrap();
+    let st = Command::new("cc")
+        .args(["-shared", "-fPIC", "-Wl,-soname,libdecoympi.so", "-o"])
+        .arg(other.join("libmpi.so"))
+        .arg(&decoy_src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "building the decoy library");
+    let src = dir.join("uses_mpi.c");
+    std::fs::write(
+        &src,
+        "#include <mpi.h>\nint main(void) { return MPI_Abi_get_version(0, 0) == MPI_SUCCESS ? 0 : 1; }\n",
+    )
+    .unwrap();
+    let exe = dir.join("uses_mpi");
+    let out = Command::new(repo().join("scripts/gwcc"))
+        .env("GW_MPI_LIBDIR", profile_dir())
+        .arg(format!("-L{}", other.display()))
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gwcc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let needed = Command::new("readelf")
+        .arg("-d")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let needed = String::from_utf8_lossy(&needed.stdout);
+    assert!(
+        !needed.contains("libdecoympi"),
+        "linked the other directory's libmpi.so:\n{needed}"
+    );
+    assert!(
+        needed.contains("[libmpi.so]"),
+        "does not need gridwire's libmpi.so:\n{needed}"
+    );
 }
 
 /// The same sources build with MPICH's compiler and pass under its launcher
