@@ -198,9 +198,18 @@ pub static MSGS: Table<Arc<Mutex<Option<Unexpected>>>> = Table::new();
 /// The MPI library state, once `MPI_Init` ran.
 pub static MPI: OnceLock<gridwire_mpi::Mpi> = OnceLock::new();
 
+#[inline]
 pub fn mpi() -> Result<&'static gridwire_mpi::Mpi> {
-    MPI.get()
-        .ok_or_else(|| err(class::OTHER, "MPI is not initialized (call MPI_Init first)"))
+    match MPI.get() {
+        Some(m) => Ok(m),
+        None => Err(not_initialized()),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn not_initialized() -> MpiError {
+    err(class::OTHER, "MPI is not initialized (call MPI_Init first)")
 }
 
 /// A communicator found from its handle: `MPI_COMM_WORLD` and `MPI_COMM_SELF`
@@ -236,9 +245,19 @@ pub fn comm(h: MPI_Comm) -> Result<Arc<Comm>> {
     }
 }
 
-/// [`comm`] without a reference count for the predefined communicators (hot paths).
+/// [`comm`] without a reference count for the predefined communicators (hot
+/// paths). Inlined for `MPI_COMM_WORLD`, the handle of nearly every call on
+/// the latency path; the rest go out of line.
 #[inline]
 pub fn comm_ref(h: MPI_Comm) -> Result<CommRef> {
+    if h == MPI_COMM_WORLD {
+        return Ok(CommRef::Static(&mpi()?.world));
+    }
+    comm_ref_other(h)
+}
+
+#[inline(never)]
+fn comm_ref_other(h: MPI_Comm) -> Result<CommRef> {
     match h {
         MPI_COMM_WORLD => Ok(CommRef::Static(&mpi()?.world)),
         MPI_COMM_SELF => Ok(CommRef::Static(&mpi()?.self_comm)),

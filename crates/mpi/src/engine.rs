@@ -247,7 +247,19 @@ struct State {
 }
 
 impl State {
+    /// The matching queues of context `ctx`. Inlined for the common case
+    /// (a communicator's queues that exist already), on every message.
+    #[inline]
     fn queues(&mut self, ctx: u64) -> &mut Queues {
+        let i = ctx as usize;
+        if ctx >> 32 == 0 && i < self.queues.len() && self.queues[i].is_some() {
+            return self.queues[i].as_mut().expect("checked just above");
+        }
+        self.queues_slow(ctx)
+    }
+
+    #[inline(never)]
+    fn queues_slow(&mut self, ctx: u64) -> &mut Queues {
         if ctx >> 32 != 0 {
             return self.nbc_queues.entry(ctx).or_default();
         }
@@ -681,7 +693,17 @@ impl Engine {
         self.push_ready();
     }
 
+    /// Sends what became ready (rendezvous data, pulls). Inlined: it runs on
+    /// every round of a wait loop, and there is almost never anything.
+    #[inline]
     fn push_ready(&self) {
+        if self.ready_len.load(Ordering::Acquire) > 0 {
+            self.push_ready_now();
+        }
+    }
+
+    #[inline(never)]
+    fn push_ready_now(&self) {
         while self.ready_len.load(Ordering::Acquire) > 0 {
             let (item, pull) = {
                 let mut st = self.lock();

@@ -150,48 +150,74 @@ impl Mpi {
 
     // ---- argument checks -------------------------------------------------
 
+    // The checks run on every call: the tests are inlined, the messages
+    // (formatting, allocation) are built out of line, only on failure.
+    #[inline]
     pub fn check_buf(&self, buf: &Buf, what: &str) -> Result<()> {
-        if !buf.dt.is_committed() {
-            return Err(err(
-                class::TYPE,
-                format!("{what}: the datatype is not committed (call MPI_Type_commit)"),
-            ));
-        }
-        if buf.addr() == 0 && buf.count > 0 && buf.dt.size > 0 && buf.dt.true_lb < 4096 {
-            return Err(err(
-                class::BUFFER,
-                format!("{what}: buffer is NULL but count is {}", buf.count),
-            ));
+        if !buf.dt.is_committed()
+            || (buf.addr() == 0 && buf.count > 0 && buf.dt.size > 0 && buf.dt.true_lb < 4096)
+        {
+            return Err(Self::bad_buf(buf, what));
         }
         Ok(())
     }
 
+    #[cold]
+    #[inline(never)]
+    fn bad_buf(buf: &Buf, what: &str) -> MpiError {
+        if !buf.dt.is_committed() {
+            err(
+                class::TYPE,
+                format!("{what}: the datatype is not committed (call MPI_Type_commit)"),
+            )
+        } else {
+            err(
+                class::BUFFER,
+                format!("{what}: buffer is NULL but count is {}", buf.count),
+            )
+        }
+    }
+
+    #[inline]
     fn check_peer(comm: &Comm, r: i32, any_ok: bool) -> Result<()> {
         if r == PROC_NULL || (any_ok && r == ANY_SOURCE) || (r >= 0 && (r as u32) < comm.size) {
             Ok(())
         } else {
-            Err(err(
-                class::RANK,
-                format!(
-                    "rank {r} is invalid in a communicator of size {}",
-                    comm.size
-                ),
-            ))
+            Err(Self::bad_peer(comm, r))
         }
     }
 
+    #[cold]
+    #[inline(never)]
+    fn bad_peer(comm: &Comm, r: i32) -> MpiError {
+        err(
+            class::RANK,
+            format!(
+                "rank {r} is invalid in a communicator of size {}",
+                comm.size
+            ),
+        )
+    }
+
+    #[inline]
     fn check_tag(t: i32, any_ok: bool) -> Result<()> {
         if (0..=TAG_UB).contains(&t) || (any_ok && t == ANY_TAG) {
             Ok(())
         } else {
-            Err(err(
-                class::TAG,
-                format!(
-                    "tag {t} is invalid (valid: 0..={TAG_UB}{})",
-                    if any_ok { " or MPI_ANY_TAG" } else { "" }
-                ),
-            ))
+            Err(Self::bad_tag(t, any_ok))
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_tag(t: i32, any_ok: bool) -> MpiError {
+        err(
+            class::TAG,
+            format!(
+                "tag {t} is invalid (valid: 0..={TAG_UB}{})",
+                if any_ok { " or MPI_ANY_TAG" } else { "" }
+            ),
+        )
     }
 
     // ---- point-to-point --------------------------------------------------

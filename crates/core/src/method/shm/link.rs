@@ -189,16 +189,33 @@ impl ShmLink {
         Ok(waiter.progress())
     }
 
+    /// A message of up to `eager_max` bytes: one ring record. The first try
+    /// is inline (the ring almost always has room); waiting for room is not.
+    #[inline]
     fn send_eager(&self, iov: &[IoSlice<'_>], total: usize, waiter: &dyn Waiter) -> Result<()> {
+        if self.try_eager(iov, total) {
+            return Ok(());
+        }
+        self.send_eager_wait(iov, total, waiter)
+    }
+
+    #[inline]
+    fn try_eager(&self, iov: &[IoSlice<'_>], total: usize) -> bool {
+        let mut g = self.lock();
+        if !g.busy && g.backlog.is_empty() && g.prod.try_push_len(TAG_EAGER, iov, total) {
+            g.eager_msgs += 1;
+            g.eager_bytes += total as u64;
+            return true;
+        }
+        false
+    }
+
+    #[inline(never)]
+    fn send_eager_wait(&self, iov: &[IoSlice<'_>], total: usize, waiter: &dyn Waiter) -> Result<()> {
         let mut n = 0;
         loop {
-            {
-                let mut g = self.lock();
-                if !g.busy && g.backlog.is_empty() && g.prod.try_push(TAG_EAGER, iov) {
-                    g.eager_msgs += 1;
-                    g.eager_bytes += total as u64;
-                    return Ok(());
-                }
+            if self.try_eager(iov, total) {
+                return Ok(());
             }
             if !self.step(&mut n, waiter)? {
                 self.enqueue(concat(iov, 0));

@@ -185,6 +185,14 @@ impl Producer {
     /// could never fit).
     pub fn try_push(&mut self, tag: u32, iov: &[IoSlice<'_>]) -> bool {
         let len: usize = iov.iter().map(|s| s.len()).sum();
+        self.try_push_len(tag, iov, len)
+    }
+
+    /// [`Self::try_push`] for a caller that has already summed the parts
+    /// (`len` must be their total; checked in debug builds).
+    #[inline]
+    pub fn try_push_len(&mut self, tag: u32, iov: &[IoSlice<'_>], len: usize) -> bool {
+        debug_assert_eq!(len, iov.iter().map(|s| s.len()).sum::<usize>());
         assert!(
             len <= self.max_payload(),
             "record of {len} bytes exceeds the ring's maximum"
