@@ -7,7 +7,9 @@
 #   bench/mpi-ab.sh DIR...     each DIR holds a libmpi.so (e.g. a copy of
 #                              target/release/libmpi.so before and after a change)
 # Env: ROUNDS (default 4), PP_N (round trips per rep, default 500000),
-#      PP_SIZE (bytes, default 8), MPICH=0 to leave MPICH out.
+#      PP_SIZE (bytes, default 8), MPICH=0 to leave MPICH out,
+#      GWRUN_ARGS (extra gwrun options, e.g. "--emulate-hosts 2" for tcp;
+#      MPICH then stays on shared memory: set MPICH=0).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: bench/mpi-ab.sh LIBDIR..." >&2; exit 2; }
@@ -25,7 +27,7 @@ for _ in $(seq "${ROUNDS:-4}"); do
   for d in "$@"; do
     [ -f "$d/libmpi.so" ] || { echo "bench/mpi-ab.sh: no libmpi.so in $d" >&2; exit 2; }
     # LD_LIBRARY_PATH wins over the program's RUNPATH: this build is used.
-    echo "$d $(LD_LIBRARY_PATH=$d "$T/release/gwrun" -n 2 --timeout 120 "$W/pp_gw" "${PP_N:-500000}" "${PP_SIZE:-8}" | best)"
+    echo "$d $(LD_LIBRARY_PATH=$d "$T/release/gwrun" -n 2 --timeout 120 ${GWRUN_ARGS:-} "$W/pp_gw" "${PP_N:-500000}" "${PP_SIZE:-8}" | best)"
   done
   [ $mpich = 1 ] && echo "mpich $(MPIEXEC_TIMEOUT=120 mpiexec.mpich -n 2 "$W/pp_mpich" "${PP_N:-500000}" "${PP_SIZE:-8}" | best)"
 done

@@ -69,10 +69,12 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
     },
     ParamDecl {
         name: "SPIN_ITERS",
-        default: "2000",
+        default: "50",
         kind: Kind::UInt { min: 0, max: 100_000_000 },
         help: "After GW_SPIN_US, idle progress iterations spent spinning before a waiting thread \
-               yields and then sleeps on the sockets, so oversubscribed jobs do not starve.",
+               yields and then sleeps on the sockets, so oversubscribed jobs do not starve. \
+               Small: a rank whose partner shares its core spins these before handing it over, \
+               on every message (2000 made such a pair take 80 us per message).",
     },
     ParamDecl {
         name: "YIELD_US",
