@@ -114,8 +114,11 @@ const COLD_AFTER: u32 = 256;
 
 /// With direct reads, every this-many polls go through epoll instead (new
 /// connections, cold ones). Each such poll is an extra system call on the
-/// latency path: at 16 it was one poll in sixteen.
-const EPOLL_EVERY: u64 = 64;
+/// latency path: at 16 it was one poll in sixteen; from 64 to 256 (with
+/// udp's unused polls likewise) an MPI ping-pong between two emulated hosts
+/// went from 3.445 to 3.353 µs one-way (`bench/mpi-ab.sh`, 8 interleaved
+/// runs each, medians). A new connection waits at most this many polls, once.
+const EPOLL_EVERY: u64 = 256;
 
 /// Messages up to this size (with headers) are copied into one buffer and
 /// sent flat rather than as a gather list (see `Conn::send_vectored`).

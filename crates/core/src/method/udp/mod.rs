@@ -382,7 +382,7 @@ struct Shared {
 
 /// See `Shared::in_use`. A first datagram from a peer waits at most this many
 /// polls, once.
-const UNUSED_POLL_EVERY: u32 = 64;
+const UNUSED_POLL_EVERY: u32 = 256;
 
 pub struct UdpMethod {
     shared: Arc<Shared>,
