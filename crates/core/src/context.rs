@@ -617,15 +617,24 @@ impl Context {
         self.poll_method_as(i, sink, false)
     }
 
+    /// Inlined into the progress loop, which calls it for every method on
+    /// every round; the failure report is out of line.
+    #[inline]
     fn poll_method_as(&self, i: usize, sink: &mut Dispatch<'_>, thorough: bool) -> usize {
         let m = &self.inner.methods[i];
         match if thorough { m.poll_thorough(sink) } else { m.poll(sink) } {
             Ok(n) => n,
             Err(e) => {
-                eprintln!("gw[{}]: {} poll failed: {e}", self.rank(), self.inner.methods[i].name());
+                self.report_poll_failure(i, e);
                 0
             }
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn report_poll_failure(&self, i: usize, e: Error) {
+        eprintln!("gw[{}]: {} poll failed: {e}", self.rank(), self.inner.methods[i].name());
     }
 
     /// Drives progress until `done()` holds. Spins for `GW_SPIN_ITERS` idle

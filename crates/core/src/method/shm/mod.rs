@@ -370,6 +370,11 @@ pub struct Shm {
     ctrl: Segment,
     /// Attach counter value last acted on (fast-path compare without a lock).
     seen_attach: AtomicU64,
+    /// Whether any incoming ring was ever attached (they stay until
+    /// shutdown): until then a poll looks only at the attach counter, and
+    /// takes no lock (a rank whose peers are all on other hosts polls this
+    /// method on every round of its socket loop).
+    has_incoming: AtomicBool,
     /// The rings we consume. One try-lock for all of them (not one per
     /// ring): only one thread polls at a time anyway (the context's progress
     /// lock), and each lock taken costs a locked instruction per poll.
@@ -456,6 +461,7 @@ impl Shm {
             probe: cma::probe_word(),
             ctrl,
             seen_attach: AtomicU64::new(0),
+            has_incoming: AtomicBool::new(false),
             incoming: TryLock::new(Vec::new()),
             links: Mutex::new(HashMap::new()),
         }))
@@ -501,7 +507,10 @@ impl Shm {
                 continue;
             }
             match self.attach_one(src as u32) {
-                Ok(inc) => incoming.push(inc),
+                Ok(inc) => {
+                    incoming.push(inc);
+                    self.has_incoming.store(true, Ordering::Relaxed);
+                }
                 Err(e) => sink.link_failed(src as u32, e.to_string()),
             }
         }
@@ -672,17 +681,19 @@ impl Method for Shm {
             return Ok(0);
         }
         let mut n = 0;
+        // The one load per iteration that notices new connections.
+        let announced = self.ctrl_hdr().attach.0.load(Ordering::Relaxed)
+            != self.seen_attach.load(Ordering::Relaxed);
         // Another thread (or an outer poll on this thread, from a handler) is
         // draining: it will deliver what is there.
-        if let Some(mut incoming) = self.incoming.try_lock() {
-            // The one load per iteration that notices new connections.
-            if self.ctrl_hdr().attach.0.load(Ordering::Relaxed)
-                != self.seen_attach.load(Ordering::Relaxed)
-            {
-                self.attach_new(&mut incoming, sink);
-            }
-            for inc in incoming.iter_mut() {
-                n += inc.drain(sink, &self.shared);
+        if announced || self.has_incoming.load(Ordering::Relaxed) {
+            if let Some(mut incoming) = self.incoming.try_lock() {
+                if announced {
+                    self.attach_new(&mut incoming, sink);
+                }
+                for inc in incoming.iter_mut() {
+                    n += inc.drain(sink, &self.shared);
+                }
             }
         }
         if self.shared.pending_links.load(Ordering::Acquire) > 0 {
