@@ -256,10 +256,10 @@ pub fn comm_ref(h: MPI_Comm) -> Result<CommRef> {
     comm_ref_other(h)
 }
 
+/// Every handle but `MPI_COMM_WORLD` (handled inline by [`comm_ref`]).
 #[inline(never)]
 fn comm_ref_other(h: MPI_Comm) -> Result<CommRef> {
     match h {
-        MPI_COMM_WORLD => Ok(CommRef::Static(&mpi()?.world)),
         MPI_COMM_SELF => Ok(CommRef::Static(&mpi()?.self_comm)),
         MPI_COMM_NULL => Err(err(class::COMM, "the communicator is MPI_COMM_NULL")),
         _ => COMMS.get(h).map(CommRef::Shared).ok_or_else(|| {
