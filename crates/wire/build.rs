@@ -14,7 +14,9 @@ fn main() {
     let Some(version) = text.split_whitespace().nth(1) else {
         return;
     };
-    let mut it = version.split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
+    let mut it = version
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
     let (major, minor) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
     if (major, minor) >= (1, 89) {
         println!("cargo::rustc-cfg=gw_avx512");

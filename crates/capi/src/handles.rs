@@ -6,9 +6,9 @@
 //! object.
 
 use crate::abi::*;
+use gridwire_core::sync::TryLock;
 use gridwire_mpi::engine::Unexpected;
 use gridwire_mpi::{class, err, Basic, Comm, Datatype, Group, MpiError, Op, Req, Result};
-use gridwire_core::sync::TryLock;
 use std::sync::{Arc, Mutex, OnceLock};
 
 const BASE: usize = 0x1000;

@@ -53,21 +53,31 @@ fn run() -> gridwire_core::Result<()> {
             if ctx.rank() == 0 {
                 laps.store(lap + 1, Ordering::Release);
                 if lap + 1 < LAPS {
-                    ctx.rsr(&ctx.startpoint(next).unwrap(), H_TOKEN, &(lap + 1).to_le_bytes()).unwrap();
+                    ctx.rsr(
+                        &ctx.startpoint(next).unwrap(),
+                        H_TOKEN,
+                        &(lap + 1).to_le_bytes(),
+                    )
+                    .unwrap();
                 }
             } else {
-                ctx.rsr(&ctx.startpoint(next).unwrap(), H_TOKEN, req.payload).unwrap();
+                ctx.rsr(&ctx.startpoint(next).unwrap(), H_TOKEN, req.payload)
+                    .unwrap();
             }
-        }).expect("valid handler id");
+        })
+        .expect("valid handler id");
     }
     ctx.register_handler(H_PING, |ctx, req: Request| {
-        ctx.rsr(&ctx.startpoint(req.src).unwrap(), H_PONG, req.payload).unwrap();
-    }).expect("valid handler id");
+        ctx.rsr(&ctx.startpoint(req.src).unwrap(), H_PONG, req.payload)
+            .unwrap();
+    })
+    .expect("valid handler id");
     {
         let p = pongs.clone();
         ctx.register_handler(H_PONG, move |_, _| {
             p.fetch_add(1, Ordering::Release);
-        }).expect("valid handler id");
+        })
+        .expect("valid handler id");
     }
     // Startpoint migration: rank 1 forwards what it gets to rank 2; rank 2 keeps it.
     {
@@ -93,7 +103,8 @@ fn run() -> gridwire_core::Result<()> {
                 req.src
             );
             h.store(req.src as u64, Ordering::Release);
-        }).expect("valid handler id");
+        })
+        .expect("valid handler id");
     }
     // Nobody sends before every rank has its handlers.
     ctx.bootstrap_barrier()?;
@@ -125,11 +136,18 @@ fn run() -> gridwire_core::Result<()> {
         if rank == 0 {
             let ep = ctx.create_endpoint();
             let packed = ctx.pack_startpoint(&ep, 1)?;
-            println!("rank 0: created endpoint {} and sent its startpoint to rank 1", ep.endpoint);
+            println!(
+                "rank 0: created endpoint {} and sent its startpoint to rank 1",
+                ep.endpoint
+            );
             ctx.rsr(&ctx.startpoint(1)?, H_STARTPOINT, &packed)?;
-            let ok = ctx.wait_timeout(Duration::from_secs(30), || hello_from.load(Ordering::Acquire) == 2);
+            let ok = ctx.wait_timeout(Duration::from_secs(30), || {
+                hello_from.load(Ordering::Acquire) == 2
+            });
             if !ok {
-                return Err(gridwire_core::Error::Bootstrap("rank 2 never called back".into()));
+                return Err(gridwire_core::Error::Bootstrap(
+                    "rank 2 never called back".into(),
+                ));
             }
         } else if rank == 2 {
             ctx.wait(|| forwarded.lock().unwrap().is_some());
@@ -168,10 +186,13 @@ fn run() -> gridwire_core::Result<()> {
     ctx.barrier()?;
 
     if rank == 0 && size >= 2 {
-        println!("rank 0: methods selected by rank 0: {}", (1..size)
-            .map(|p| format!("0->{p} {}", ctx.method_to(p).unwrap_or("-")))
-            .collect::<Vec<_>>()
-            .join(", "));
+        println!(
+            "rank 0: methods selected by rank 0: {}",
+            (1..size)
+                .map(|p| format!("0->{p} {}", ctx.method_to(p).unwrap_or("-")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     ctx.finalize()?;
     Ok(())

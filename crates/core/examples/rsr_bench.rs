@@ -27,7 +27,8 @@ fn main() {
     let streamed = Arc::new(AtomicU64::new(0));
     let acks = Arc::new(AtomicU64::new(0));
     ctx.register_handler(H_PING, |ctx, req: Request| {
-        ctx.rsr(&ctx.startpoint(req.src).unwrap(), H_PONG, req.payload).unwrap();
+        ctx.rsr(&ctx.startpoint(req.src).unwrap(), H_PONG, req.payload)
+            .unwrap();
     })
     .unwrap();
     let p = pongs.clone();
@@ -50,10 +51,23 @@ fn main() {
     let rank = ctx.rank();
     // `rsr_bench 8 1024`: only these latency sizes (and no bandwidth part),
     // e.g. to profile one size.
-    let only: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
-    let sizes = if only.is_empty() { vec![0usize, 8, 1024, 65536, 1 << 20] } else { only.clone() };
+    let only: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let sizes = if only.is_empty() {
+        vec![0usize, 8, 1024, 65536, 1 << 20]
+    } else {
+        only.clone()
+    };
     for &n in &sizes {
-        let iters: u64 = if n >= 65536 { 500 } else if only.is_empty() { 5000 } else { 50000 };
+        let iters: u64 = if n >= 65536 {
+            500
+        } else if only.is_empty() {
+            5000
+        } else {
+            50000
+        };
         let warm = iters / 10;
         ctx.barrier().unwrap();
         if rank == 0 {

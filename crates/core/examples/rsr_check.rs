@@ -32,7 +32,10 @@ fn main() {
     let r = match mode {
         "select" => select(&ctx),
         "migrate" => migrate(&ctx),
-        "big" => big(&ctx, args.get(1).and_then(|s| s.parse().ok()).unwrap_or(64 << 20)),
+        "big" => big(
+            &ctx,
+            args.get(1).and_then(|s| s.parse().ok()).unwrap_or(64 << 20),
+        ),
         "threads" => threads(&ctx, args.get(1).and_then(|s| s.parse().ok()).unwrap_or(4)),
         "wrong-secret" => wrong_secret(&ctx),
         "die-after-setup" => die_after_setup(&ctx),
@@ -53,7 +56,8 @@ fn counter_handler(ctx: &Context) -> Arc<Mutex<HashMap<u32, u64>>> {
     let g = got.clone();
     ctx.register_handler(H_DATA, move |_, req: Request| {
         *g.lock().unwrap().entry(req.src).or_insert(0) += 1;
-    }).expect("valid handler id");
+    })
+    .expect("valid handler id");
     got
 }
 
@@ -63,7 +67,8 @@ fn select(ctx: &Context) -> Result<(), String> {
     ctx.barrier().map_err(|e| e.to_string())?;
     for peer in 0..ctx.size() {
         for _ in 0..10 {
-            ctx.rsr(&ctx.startpoint(peer).unwrap(), H_DATA, b"01234567").map_err(|e| e.to_string())?;
+            ctx.rsr(&ctx.startpoint(peer).unwrap(), H_DATA, b"01234567")
+                .map_err(|e| e.to_string())?;
         }
     }
     let n = ctx.size() as usize;
@@ -75,7 +80,12 @@ fn select(ctx: &Context) -> Result<(), String> {
         return Err(format!("received {:?}", got.lock().unwrap()));
     }
     for peer in 0..ctx.size() {
-        println!("SELECT {} {} {}", ctx.rank(), peer, ctx.method_to(peer).unwrap_or("none"));
+        println!(
+            "SELECT {} {} {}",
+            ctx.rank(),
+            peer,
+            ctx.method_to(peer).unwrap_or("none")
+        );
     }
     println!("HOST {} {}", ctx.rank(), ctx.host_id());
     Ok(())
@@ -89,30 +99,45 @@ fn migrate(ctx: &Context) -> Result<(), String> {
     let held = Arc::new(Mutex::new(None));
     let h = held.clone();
     ctx.register_handler(H_SP, move |ctx, req: Request| {
-        let (sp, _) = ctx.unpack_startpoint(req.payload).expect("valid startpoint");
+        let (sp, _) = ctx
+            .unpack_startpoint(req.payload)
+            .expect("valid startpoint");
         if ctx.rank() == 1 {
             let p = ctx.pack_startpoint(&sp, 2).unwrap();
             ctx.rsr(&ctx.startpoint(2).unwrap(), H_SP, &p).unwrap();
         } else {
             *h.lock().unwrap() = Some(sp);
         }
-    }).expect("valid handler id");
+    })
+    .expect("valid handler id");
     let hello = Arc::new(AtomicU64::new(u64::MAX));
     let hh = hello.clone();
     ctx.register_handler(H_HELLO, move |_, req: Request| {
-        hh.store(((req.src as u64) << 32) | req.endpoint as u64, Ordering::Release);
-    }).expect("valid handler id");
+        hh.store(
+            ((req.src as u64) << 32) | req.endpoint as u64,
+            Ordering::Release,
+        );
+    })
+    .expect("valid handler id");
     ctx.bootstrap_barrier().map_err(|e| e.to_string())?;
     match ctx.rank() {
         0 => {
             let ep = ctx.create_endpoint();
             let p = ctx.pack_startpoint(&ep, 1).map_err(|e| e.to_string())?;
-            ctx.rsr(&ctx.startpoint(1).unwrap(), H_SP, &p).map_err(|e| e.to_string())?;
-            if !ctx.wait_timeout(Duration::from_secs(30), || hello.load(Ordering::Acquire) != u64::MAX) {
+            ctx.rsr(&ctx.startpoint(1).unwrap(), H_SP, &p)
+                .map_err(|e| e.to_string())?;
+            if !ctx.wait_timeout(Duration::from_secs(30), || {
+                hello.load(Ordering::Acquire) != u64::MAX
+            }) {
                 return Err("no call from rank 2".into());
             }
             let v = hello.load(Ordering::Acquire);
-            println!("HELLO src={} endpoint={} expected_endpoint={}", v >> 32, v & 0xffff_ffff, ep.endpoint);
+            println!(
+                "HELLO src={} endpoint={} expected_endpoint={}",
+                v >> 32,
+                v & 0xffff_ffff,
+                ep.endpoint
+            );
         }
         2 => {
             if !ctx.wait_timeout(Duration::from_secs(30), || held.lock().unwrap().is_some()) {
@@ -125,7 +150,12 @@ fn migrate(ctx: &Context) -> Result<(), String> {
                 TableSource::Unknown => "unknown",
             };
             ctx.rsr(&sp, H_HELLO, b"hi").map_err(|e| e.to_string())?;
-            println!("MIGRATE from={} endpoint={} method={} table={source}", sp.ctx, sp.endpoint, ctx.method_to(0).unwrap_or("none"));
+            println!(
+                "MIGRATE from={} endpoint={} method={} table={source}",
+                sp.ctx,
+                sp.endpoint,
+                ctx.method_to(0).unwrap_or("none")
+            );
         }
         _ => {}
     }
@@ -163,11 +193,14 @@ fn big(ctx: &Context, bytes: usize) -> Result<(), String> {
         let (sum, data) = req.payload.split_at(8);
         let want = u64::from_le_bytes(sum.try_into().unwrap());
         if data.len() != bytes || checksum(data) != want {
-            b.lock().unwrap().push(format!("len {} checksum mismatch", data.len()));
+            b.lock()
+                .unwrap()
+                .push(format!("len {} checksum mismatch", data.len()));
         } else {
             o.fetch_add(1, Ordering::Release);
         }
-    }).expect("valid handler id");
+    })
+    .expect("valid handler id");
     ctx.barrier().map_err(|e| e.to_string())?;
     if ctx.rank() == 0 {
         for round in 0..2u64 {
@@ -182,18 +215,29 @@ fn big(ctx: &Context, bytes: usize) -> Result<(), String> {
             }
             let sum = checksum(&data).to_le_bytes();
             for peer in 1..ctx.size() {
-                ctx.rsr_v(&ctx.startpoint(peer).unwrap(), H_DATA, &[std::io::IoSlice::new(&sum), std::io::IoSlice::new(&data)])
-                    .map_err(|e| e.to_string())?;
+                ctx.rsr_v(
+                    &ctx.startpoint(peer).unwrap(),
+                    H_DATA,
+                    &[std::io::IoSlice::new(&sum), std::io::IoSlice::new(&data)],
+                )
+                .map_err(|e| e.to_string())?;
             }
         }
-    } else if !ctx.wait_timeout(Duration::from_secs(60), || ok.load(Ordering::Acquire) == 2 || !bad.lock().unwrap().is_empty()) {
+    } else if !ctx.wait_timeout(Duration::from_secs(60), || {
+        ok.load(Ordering::Acquire) == 2 || !bad.lock().unwrap().is_empty()
+    }) {
         return Err("timed out waiting for the large messages".into());
     }
     if let Some(e) = bad.lock().unwrap().first() {
         return Err(e.clone());
     }
     if ctx.rank() != 0 {
-        println!("BIG {} ok {} bytes via {}", ctx.rank(), bytes, ctx.method_to(0).unwrap_or("(received only)"));
+        println!(
+            "BIG {} ok {} bytes via {}",
+            ctx.rank(),
+            bytes,
+            ctx.method_to(0).unwrap_or("(received only)")
+        );
     }
     ctx.barrier().map_err(|e| e.to_string())?;
     Ok(())
@@ -212,10 +256,14 @@ fn threads(ctx: &Context, n: u32) -> Result<(), String> {
         let mut m = ns.lock().unwrap();
         let e = m.entry((req.src, t)).or_insert(0);
         if *e != s {
-            er.lock().unwrap().push(format!("from {} thread {t}: got {s}, expected {}", req.src, *e));
+            er.lock().unwrap().push(format!(
+                "from {} thread {t}: got {s}, expected {}",
+                req.src, *e
+            ));
         }
         *e = s + 1;
-    }).expect("valid handler id");
+    })
+    .expect("valid handler id");
     ctx.barrier().map_err(|e| e.to_string())?;
     let to = (ctx.rank() + 1) % ctx.size();
     std::thread::scope(|s| {
@@ -228,7 +276,12 @@ fn threads(ctx: &Context, n: u32) -> Result<(), String> {
                     let mut hdr = [0u8; 8];
                     hdr[..4].copy_from_slice(&t.to_le_bytes());
                     hdr[4..].copy_from_slice(&i.to_le_bytes());
-                    ctx.rsr_v(&sp, H_DATA, &[std::io::IoSlice::new(&hdr), std::io::IoSlice::new(&pad)]).unwrap();
+                    ctx.rsr_v(
+                        &sp,
+                        H_DATA,
+                        &[std::io::IoSlice::new(&hdr), std::io::IoSlice::new(&pad)],
+                    )
+                    .unwrap();
                     if i % 64 == 0 {
                         ctx.progress();
                     }
@@ -247,7 +300,11 @@ fn threads(ctx: &Context, n: u32) -> Result<(), String> {
     if !done {
         return Err("timed out".into());
     }
-    println!("THREADS {} ok {} threads x {PER_THREAD} messages from {from}", ctx.rank(), n);
+    println!(
+        "THREADS {} ok {} threads x {PER_THREAD} messages from {from}",
+        ctx.rank(),
+        n
+    );
     ctx.barrier().map_err(|e| e.to_string())?;
     Ok(())
 }
@@ -288,11 +345,17 @@ fn die_after_setup(ctx: &Context) -> Result<(), String> {
     let got = counter_handler(ctx);
     ctx.bootstrap_barrier().map_err(|e| e.to_string())?;
     for peer in 0..ctx.size() {
-        ctx.rsr(&ctx.startpoint(peer).unwrap(), H_DATA, b"x").map_err(|e| e.to_string())?;
+        ctx.rsr(&ctx.startpoint(peer).unwrap(), H_DATA, b"x")
+            .map_err(|e| e.to_string())?;
     }
     let n = ctx.size() as usize;
     ctx.wait_timeout(Duration::from_secs(10), || got.lock().unwrap().len() == n);
-    println!("READY {} pid {} job {}", ctx.rank(), std::process::id(), std::env::var("GW_JOB_ID").unwrap_or_default());
+    println!(
+        "READY {} pid {} job {}",
+        ctx.rank(),
+        std::process::id(),
+        std::env::var("GW_JOB_ID").unwrap_or_default()
+    );
     // Every rank has printed READY before rank 1 dies.
     ctx.barrier().map_err(|e| e.to_string())?;
     if ctx.rank() == 1 {

@@ -116,11 +116,26 @@ mod tests {
         let (na, nb) = (nonce(), nonce());
         let p = proof(&s, Role::Acceptor, &na, &nb, 1, 2);
         assert!(verify(&s, Role::Acceptor, &na, &nb, 1, 2, &p));
-        assert!(!verify(&[8u8; 32], Role::Acceptor, &na, &nb, 1, 2, &p), "wrong secret");
-        assert!(!verify(&s, Role::Connector, &na, &nb, 1, 2, &p), "reflected role");
-        assert!(!verify(&s, Role::Acceptor, &na, &nb, 3, 2, &p), "other identity");
-        assert!(!verify(&s, Role::Acceptor, &nb, &na, 1, 2, &p), "swapped nonces");
-        assert!(!verify(&s, Role::Acceptor, &na, &nb, 1, 2, &p[..31]), "truncated");
+        assert!(
+            !verify(&[8u8; 32], Role::Acceptor, &na, &nb, 1, 2, &p),
+            "wrong secret"
+        );
+        assert!(
+            !verify(&s, Role::Connector, &na, &nb, 1, 2, &p),
+            "reflected role"
+        );
+        assert!(
+            !verify(&s, Role::Acceptor, &na, &nb, 3, 2, &p),
+            "other identity"
+        );
+        assert!(
+            !verify(&s, Role::Acceptor, &nb, &na, 1, 2, &p),
+            "swapped nonces"
+        );
+        assert!(
+            !verify(&s, Role::Acceptor, &na, &nb, 1, 2, &p[..31]),
+            "truncated"
+        );
     }
 
     #[test]

@@ -169,7 +169,10 @@ impl Context {
         let size = pmi.size();
         let job = job_info(&params, &pmi, rank, size);
         let chosen = methods_from_params(&params)?;
-        let env = MethodEnv { job: &job, params: &params };
+        let env = MethodEnv {
+            job: &job,
+            params: &params,
+        };
         let mut methods: Vec<Arc<dyn Method>> = Vec::new();
         for info in chosen {
             match (info.init)(&env)? {
@@ -185,7 +188,13 @@ impl Context {
             }
         }
         let table = DescriptorTable {
-            entries: methods.iter().map(|m| Entry { method: m.name().into(), descriptor: m.descriptor() }).collect(),
+            entries: methods
+                .iter()
+                .map(|m| Entry {
+                    method: m.name().into(),
+                    descriptor: m.descriptor(),
+                })
+                .collect(),
         };
         publish_table(&mut pmi, rank, &table.to_hex())?;
         pmi.commit()?;
@@ -217,7 +226,15 @@ impl Context {
             policy: Box::new(FirstApplicable),
             endpoints: RwLock::new(HashSet::from([DEFAULT_ENDPOINT])),
             next_endpoint: AtomicU32::new(1),
-            progress: TryLock::new(ProgressState { iter: 0, skip: skip_param.max(1), next_expensive: 0, handlers: Vec::new(), sockets_used: false, shared_used: false, thorough: false }),
+            progress: TryLock::new(ProgressState {
+                iter: 0,
+                skip: skip_param.max(1),
+                next_expensive: 0,
+                handlers: Vec::new(),
+                sockets_used: false,
+                shared_used: false,
+                thorough: false,
+            }),
             pmi: Mutex::new(pmi),
             skip_param,
             spin_iters,
@@ -230,7 +247,9 @@ impl Context {
             barrier_arrivals: AtomicU64::new(0),
             params,
         };
-        Ok(Context { inner: Arc::new(inner) })
+        Ok(Context {
+            inner: Arc::new(inner),
+        })
     }
 
     pub fn rank(&self) -> u32 {
@@ -313,28 +332,44 @@ impl Context {
     /// Creates a new endpoint and returns a startpoint bound to it.
     pub fn create_endpoint(&self) -> Startpoint {
         let id = self.inner.next_endpoint.fetch_add(1, Ordering::Relaxed);
-        self.inner.endpoints.write().unwrap_or_else(|e| e.into_inner()).insert(id);
-        Startpoint { ctx: self.rank(), endpoint: id }
+        self.inner
+            .endpoints
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id);
+        Startpoint {
+            ctx: self.rank(),
+            endpoint: id,
+        }
     }
 
     /// Destroys an endpoint; requests that arrive for it later are dropped and counted.
     pub fn destroy_endpoint(&self, sp: &Startpoint) {
         if sp.endpoint != DEFAULT_ENDPOINT {
-            self.inner.endpoints.write().unwrap_or_else(|e| e.into_inner()).remove(&sp.endpoint);
+            self.inner
+                .endpoints
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&sp.endpoint);
         }
     }
 
     /// A startpoint to the default endpoint of context `rank`.
     pub fn startpoint(&self, rank: u32) -> Result<Startpoint> {
         self.peer(rank)?;
-        Ok(Startpoint { ctx: rank, endpoint: DEFAULT_ENDPOINT })
+        Ok(Startpoint {
+            ctx: rank,
+            endpoint: DEFAULT_ENDPOINT,
+        })
     }
 
     fn peer(&self, rank: u32) -> Result<&Peer> {
-        self.inner.peers.get(rank as usize).ok_or_else(|| Error::BadStartpoint(format!(
-            "context {rank} does not exist (the job has {} contexts)",
-            self.size()
-        )))
+        self.inner.peers.get(rank as usize).ok_or_else(|| {
+            Error::BadStartpoint(format!(
+                "context {rank} does not exist (the job has {} contexts)",
+                self.size()
+            ))
+        })
     }
 
     /// Issues a remote service request: runs handler `handler` on the
@@ -371,14 +406,19 @@ impl Context {
         };
         if let Err(e) = res {
             if let Some(why) = peer.failed.get().cloned() {
-                return Err(Error::LinkFailed { peer: sp.ctx, method: link.method(), reason: why });
+                return Err(Error::LinkFailed {
+                    peer: sp.ctx,
+                    method: link.method(),
+                    reason: why,
+                });
             }
             return Err(e);
         }
         if !link.counts_sends() {
             let len = method::iov_len(payload);
             peer.sent_msgs.fetch_add(1, Ordering::Relaxed);
-            peer.sent_bytes.fetch_add((len + RSR_HEADER) as u64, Ordering::Relaxed);
+            peer.sent_bytes
+                .fetch_add((len + RSR_HEADER) as u64, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -391,12 +431,19 @@ impl Context {
             return Ok(l);
         }
         if let Some(why) = peer.failed.get().cloned() {
-            return Err(Error::LinkFailed { peer: rank, method: "none", reason: why });
+            return Err(Error::LinkFailed {
+                peer: rank,
+                method: "none",
+                reason: why,
+            });
         }
         let table = self.table_of(rank)?;
         let candidates = self.inner.policy.candidates(&self.inner.methods, &table);
         if candidates.is_empty() {
-            return Err(Error::NoMethod { peer: rank, offered: table.names() });
+            return Err(Error::NoMethod {
+                peer: rank,
+                offered: table.names(),
+            });
         }
         let mut last_err = None;
         let mut link = None;
@@ -406,14 +453,23 @@ impl Context {
             match m.connect(rank, desc) {
                 Ok(l) => {
                     if self.inner.job.verbose >= 1 {
-                        eprintln!("gw[{}]: context {rank} reached by {} ({})", self.rank(), m.name(), m.describe(desc));
+                        eprintln!(
+                            "gw[{}]: context {rank} reached by {} ({})",
+                            self.rank(),
+                            m.name(),
+                            m.describe(desc)
+                        );
                     }
                     link = Some(l);
                     break;
                 }
                 Err(e) => {
                     // Fall back to the next applicable method, and say why.
-                    eprintln!("gw[{}]: {} to context {rank} failed ({e}); trying the next method", self.rank(), m.name());
+                    eprintln!(
+                        "gw[{}]: {} to context {rank} failed ({e}); trying the next method",
+                        self.rank(),
+                        m.name()
+                    );
                     last_err = Some(e);
                 }
             }
@@ -431,7 +487,10 @@ impl Context {
         if let Some(t) = peer.table.get() {
             return Ok(t.clone());
         }
-        let hex = lookup_table(&mut self.inner.pmi.lock().unwrap_or_else(|e| e.into_inner()), rank)?;
+        let hex = lookup_table(
+            &mut self.inner.pmi.lock().unwrap_or_else(|e| e.into_inner()),
+            rank,
+        )?;
         let t = DescriptorTable::from_hex(&hex)?;
         if peer.table.set(t.clone()).is_ok() {
             peer.table_source.store(2, Ordering::Relaxed);
@@ -446,7 +505,10 @@ impl Context {
 
     /// Where this context learned `rank`'s descriptor table.
     pub fn table_source(&self, rank: u32) -> TableSource {
-        match self.peer(rank).map(|p| p.table_source.load(Ordering::Relaxed)) {
+        match self
+            .peer(rank)
+            .map(|p| p.table_source.load(Ordering::Relaxed))
+        {
             Ok(1) => TableSource::Startpoint,
             Ok(2) => TableSource::Bootstrap,
             _ => TableSource::Unknown,
@@ -461,7 +523,12 @@ impl Context {
         let mut out = Vec::with_capacity(64);
         out.extend_from_slice(&sp.ctx.to_le_bytes());
         out.extend_from_slice(&sp.endpoint.to_le_bytes());
-        let first = dest != sp.ctx && to.tables_sent.lock().unwrap_or_else(|e| e.into_inner()).insert(sp.ctx);
+        let first = dest != sp.ctx
+            && to
+                .tables_sent
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(sp.ctx);
         if first {
             let table = self.table_of(sp.ctx)?;
             out.push(1);
@@ -505,7 +572,10 @@ impl Context {
             .policy
             .select(&self.inner.methods, &table)
             .map(|(mi, _)| self.inner.methods[mi].name())
-            .ok_or_else(|| Error::NoMethod { peer: rank, offered: table.names() })
+            .ok_or_else(|| Error::NoMethod {
+                peer: rank,
+                offered: table.names(),
+            })
     }
 
     /// Per-link statistics, one row per peer this context exchanged messages with.
@@ -518,7 +588,11 @@ impl Context {
                 let (link_msgs, link_bytes) = p.link.get().map(|l| l.sent()).unwrap_or((0, 0));
                 let s = LinkStats {
                     peer: i as u32,
-                    method: p.link.get().map(|l| l.method().to_string()).unwrap_or_default(),
+                    method: p
+                        .link
+                        .get()
+                        .map(|l| l.method().to_string())
+                        .unwrap_or_default(),
                     sent_msgs: p.sent_msgs.load(Ordering::Relaxed) + link_msgs,
                     sent_bytes: p.sent_bytes.load(Ordering::Relaxed) + link_bytes,
                     recv_msgs: p.recv_msgs.load(Ordering::Relaxed),
@@ -552,7 +626,10 @@ impl Context {
         };
         let st = &mut *guard;
         st.iter += 1;
-        let mut sink = Dispatch { ctx: self, handlers: &st.handlers };
+        let mut sink = Dispatch {
+            ctx: self,
+            handlers: &st.handlers,
+        };
         let mut n = 0;
         for &i in &self.inner.cheap {
             let got = self.poll_method(i, &mut sink);
@@ -583,7 +660,10 @@ impl Context {
                 st.sockets_used = true;
             }
             if self.inner.skip_param == 0 {
-                let cap = match (self.inner.cheap.len() > 1 && st.shared_used, st.sockets_used) {
+                let cap = match (
+                    self.inner.cheap.len() > 1 && st.shared_used,
+                    st.sockets_used,
+                ) {
                     (false, _) => 1,
                     (true, true) => 64,
                     (true, false) => 1024,
@@ -598,7 +678,6 @@ impl Context {
         }
         n
     }
-
 
     /// One round of progress that polls every method thoroughly: for a
     /// thread that slept (a nap, a sleep on the sockets), whose polls are far
@@ -622,7 +701,11 @@ impl Context {
     #[inline]
     fn poll_method_as(&self, i: usize, sink: &mut Dispatch<'_>, thorough: bool) -> usize {
         let m = &self.inner.methods[i];
-        match if thorough { m.poll_thorough(sink) } else { m.poll(sink) } {
+        match if thorough {
+            m.poll_thorough(sink)
+        } else {
+            m.poll(sink)
+        } {
             Ok(n) => n,
             Err(e) => {
                 self.report_poll_failure(i, e);
@@ -634,7 +717,11 @@ impl Context {
     #[cold]
     #[inline(never)]
     fn report_poll_failure(&self, i: usize, e: Error) {
-        eprintln!("gw[{}]: {} poll failed: {e}", self.rank(), self.inner.methods[i].name());
+        eprintln!(
+            "gw[{}]: {} poll failed: {e}",
+            self.rank(),
+            self.inner.methods[i].name()
+        );
     }
 
     /// Drives progress until `done()` holds. Spins for `GW_SPIN_ITERS` idle
@@ -723,8 +810,16 @@ impl Context {
     /// Sleeps until a socket is readable or a short slice passes (shared
     /// memory has no file descriptor, so the slice bounds its extra latency).
     fn block_briefly(&self) {
-        let mut fds: Vec<libc::pollfd> =
-            self.inner.wait_fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+        let mut fds: Vec<libc::pollfd> = self
+            .inner
+            .wait_fds
+            .iter()
+            .map(|&fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
         let slice_ms = if self.inner.cheap.len() > 1 { 1 } else { 20 };
         for m in &self.inner.methods {
             m.before_block();
@@ -774,7 +869,11 @@ impl Context {
                     return false;
                 }
                 arrivals_seen = arrivals;
-                let mut seen = self.inner.barrier_seen.lock().unwrap_or_else(|e| e.into_inner());
+                let mut seen = self
+                    .inner
+                    .barrier_seen
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
                 match seen.get_mut(&key) {
                     Some(c) => {
                         *c -= 1;
@@ -787,7 +886,11 @@ impl Context {
                 }
             });
             if let Some((p, why)) = broken {
-                return Err(Error::LinkFailed { peer: p, method: self.method_to(p).unwrap_or("none"), reason: why });
+                return Err(Error::LinkFailed {
+                    peer: p,
+                    method: self.method_to(p).unwrap_or("none"),
+                    reason: why,
+                });
             }
             dist *= 2;
             round += 1;
@@ -801,11 +904,22 @@ impl Context {
     /// [`barrier`](Self::barrier) it opens no links.
     pub fn bootstrap_barrier(&self) -> Result<()> {
         self.wait(|| !self.inner.methods.iter().any(|m| m.has_pending_output()));
-        self.inner.pmi.lock().unwrap_or_else(|e| e.into_inner()).barrier()
+        self.inner
+            .pmi
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .barrier()
     }
 
     fn send_internal(&self, to: u32, handler: u32, payload: &[u8]) -> Result<()> {
-        self.rsr(&Startpoint { ctx: to, endpoint: DEFAULT_ENDPOINT }, handler, payload)
+        self.rsr(
+            &Startpoint {
+                ctx: to,
+                endpoint: DEFAULT_ENDPOINT,
+            },
+            handler,
+            payload,
+        )
     }
 
     /// Collective shutdown: flushes queued output, waits for every rank (a
@@ -819,7 +933,10 @@ impl Context {
             !self.inner.methods.iter().any(|m| m.has_pending_output())
         });
         if !ok {
-            eprintln!("gw[{}]: finalize: output still queued after 60 s; giving up on it", self.rank());
+            eprintln!(
+                "gw[{}]: finalize: output still queued after 60 s; giving up on it",
+                self.rank()
+            );
         }
         // Every rank's sends complete before anyone leaves, with progress
         // running. A broken link must not keep the others from finishing: say
@@ -857,12 +974,18 @@ impl Context {
                 })
             })
             .collect();
-        serde_json::json!({ "rank": self.rank(), "host": self.inner.job.host_id, "links": links }).to_string()
+        serde_json::json!({ "rank": self.rank(), "host": self.inner.job.host_id, "links": links })
+            .to_string()
     }
 
     /// Aborts the whole job through the bootstrap.
     pub fn abort(&self, code: i32, msg: &str) -> ! {
-        let _ = self.inner.pmi.lock().unwrap_or_else(|e| e.into_inner()).abort(code, msg);
+        let _ = self
+            .inner
+            .pmi
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .abort(code, msg);
         std::process::exit(code);
     }
 }
@@ -891,8 +1014,14 @@ impl Sink for Dispatch<'_> {
         };
         // Only the thread that owns progress delivers, so plain load+store
         // suffices (no locked read-modify-write on the hot path).
-        peer.recv_msgs.store(peer.recv_msgs.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        peer.recv_bytes.store(peer.recv_bytes.load(Ordering::Relaxed) + msg.len() as u64, Ordering::Relaxed);
+        peer.recv_msgs.store(
+            peer.recv_msgs.load(Ordering::Relaxed) + 1,
+            Ordering::Relaxed,
+        );
+        peer.recv_bytes.store(
+            peer.recv_bytes.load(Ordering::Relaxed) + msg.len() as u64,
+            Ordering::Relaxed,
+        );
         if msg.len() < RSR_HEADER {
             inner.dropped.fetch_add(1, Ordering::Relaxed);
             return;
@@ -904,7 +1033,11 @@ impl Sink for Dispatch<'_> {
             return;
         }
         let known = endpoint == DEFAULT_ENDPOINT
-            || inner.endpoints.read().unwrap_or_else(|e| e.into_inner()).contains(&endpoint);
+            || inner
+                .endpoints
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&endpoint);
         // The table is borrowed from the progress state we hold: no lock and
         // no reference count per message. Registering from inside a handler
         // is refused (it would need the progress lock this thread holds).
@@ -913,7 +1046,14 @@ impl Sink for Dispatch<'_> {
                 // One TLS access (a call into the resolver in a shared library), not two.
                 IN_HANDLER.with(|c| {
                     let was = c.replace(true);
-                    h(self.ctx, Request { src, endpoint, payload: &msg[RSR_HEADER..] });
+                    h(
+                        self.ctx,
+                        Request {
+                            src,
+                            endpoint,
+                            payload: &msg[RSR_HEADER..],
+                        },
+                    );
                     c.set(was);
                 });
             }
@@ -942,12 +1082,20 @@ impl Dispatch<'_> {
             (H_BARRIER, 12) => {
                 let epoch = u64::from_le_bytes(payload[..8].try_into().unwrap());
                 let round = u32::from_le_bytes(payload[8..].try_into().unwrap());
-                *inner.barrier_seen.lock().unwrap_or_else(|e| e.into_inner()).entry((epoch, round)).or_insert(0) += 1;
+                *inner
+                    .barrier_seen
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry((epoch, round))
+                    .or_insert(0) += 1;
                 inner.barrier_arrivals.fetch_add(1, Ordering::Release);
             }
             _ => {
                 inner.dropped.fetch_add(1, Ordering::Relaxed);
-                eprintln!("gw[{}]: malformed runtime request {handler:#x} from {src}", self.ctx.rank());
+                eprintln!(
+                    "gw[{}]: malformed runtime request {handler:#x} from {src}",
+                    self.ctx.rank()
+                );
             }
         }
     }
@@ -958,7 +1106,10 @@ impl Dispatch<'_> {
             let _ = peer.failed.set(reason.clone());
         }
         if !inner.finalized.load(Ordering::Relaxed) {
-            eprintln!("gw[{}]: link from context {src} failed: {reason}", self.ctx.rank());
+            eprintln!(
+                "gw[{}]: link from context {src} failed: {reason}",
+                self.ctx.rank()
+            );
         }
     }
 }
@@ -989,7 +1140,11 @@ fn desc_key(rank: u32) -> String {
 /// (Hydra allows only 1023 bytes).
 fn publish_table(pmi: &mut Pmi, rank: u32, hex: &str) -> Result<()> {
     let room = pmi.max_value_len().saturating_sub(8).max(16);
-    let chunks: Vec<&str> = hex.as_bytes().chunks(room).map(|c| std::str::from_utf8(c).expect("hex is ASCII")).collect();
+    let chunks: Vec<&str> = hex
+        .as_bytes()
+        .chunks(room)
+        .map(|c| std::str::from_utf8(c).expect("hex is ASCII"))
+        .collect();
     let chunks = if chunks.is_empty() { vec![""] } else { chunks };
     pmi.put(&desc_key(rank), &format!("{}:{}", chunks.len(), chunks[0]))?;
     for (i, c) in chunks.iter().enumerate().skip(1) {
@@ -1007,11 +1162,16 @@ fn lookup_table(pmi: &mut Pmi, rank: u32) -> Result<String> {
         .and_then(|(n, h)| Some((n.parse::<usize>().ok()?, h)))
         .ok_or_else(|| Error::Bootstrap(format!("malformed descriptor table of context {rank}")))?;
     if n == 0 || n > 1024 {
-        return Err(Error::Bootstrap(format!("descriptor table of context {rank} claims {n} parts")));
+        return Err(Error::Bootstrap(format!(
+            "descriptor table of context {rank} claims {n} parts"
+        )));
     }
     let mut hex = head.to_string();
     for i in 1..n {
-        hex.push_str(&pmi.get(&format!("{}.{i}", desc_key(rank)))?.ok_or_else(missing)?);
+        hex.push_str(
+            &pmi.get(&format!("{}.{i}", desc_key(rank)))?
+                .ok_or_else(missing)?,
+        );
     }
     Ok(hex)
 }
@@ -1025,11 +1185,14 @@ pub fn methods_from_params(params: &Params) -> Result<Vec<&'static method::Metho
     }
     let mut out: Vec<&'static method::MethodInfo> = Vec::new();
     for name in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let info = reg.iter().find(|m| m.name == name).ok_or_else(|| Error::UnknownMethod {
-            var: "GW_METHODS".into(),
-            name: name.into(),
-            valid: reg.iter().map(|m| m.name).collect::<Vec<_>>().join(", "),
-        })?;
+        let info = reg
+            .iter()
+            .find(|m| m.name == name)
+            .ok_or_else(|| Error::UnknownMethod {
+                var: "GW_METHODS".into(),
+                name: name.into(),
+                valid: reg.iter().map(|m| m.name).collect::<Vec<_>>().join(", "),
+            })?;
         if !out.iter().any(|m| m.name == name) {
             out.push(info);
         }
@@ -1075,9 +1238,17 @@ fn spin_budget(params: &Params, size: u32) -> Result<Duration> {
     }
     let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
     // Emulated hosts share one real machine: every rank of the job counts then.
-    let local = if params.text("HOST_ID").is_empty() { num("MPI_LOCALNRANKS").unwrap_or(size) } else { size };
+    let local = if params.text("HOST_ID").is_empty() {
+        num("MPI_LOCALNRANKS").unwrap_or(size)
+    } else {
+        size
+    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-    Ok(if local <= cores { Duration::from_millis(2) } else { Duration::ZERO })
+    Ok(if local <= cores {
+        Duration::from_millis(2)
+    } else {
+        Duration::ZERO
+    })
 }
 
 fn job_info(params: &Params, pmi: &Pmi, rank: u32, size: u32) -> JobInfo {
@@ -1087,8 +1258,15 @@ fn job_info(params: &Params, pmi: &Pmi, rank: u32, size: u32) -> JobInfo {
         "" => {
             // Under a foreign launcher: derive a file-name-safe id from the kvs
             // name, which every rank of the job shares.
-            let safe: String = kvs.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-            if safe.is_empty() { format!("single{}", std::process::id()) } else { safe }
+            let safe: String = kvs
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect();
+            if safe.is_empty() {
+                format!("single{}", std::process::id())
+            } else {
+                safe
+            }
         }
         s => s.to_string(),
     };
@@ -1101,7 +1279,14 @@ fn job_info(params: &Params, pmi: &Pmi, rank: u32, size: u32) -> JobInfo {
             crate::auth::derive_secret(&kvs)
         }
     };
-    JobInfo { ctx_id: rank, size, job_id, host_id: host_identity(params), secret, verbose }
+    JobInfo {
+        ctx_id: rank,
+        size,
+        job_id,
+        host_id: host_identity(params),
+        secret,
+        verbose,
+    }
 }
 
 #[cfg(test)]
@@ -1110,26 +1295,41 @@ mod tests {
     use std::collections::HashMap;
 
     fn params(pairs: &[(&str, &str)]) -> Result<Params> {
-        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Params::from_lookup(|k| m.get(k).cloned())
     }
 
     #[test]
     fn gw_methods_restricts_orders_and_rejects_unknown_names() {
         let all = methods_from_params(&params(&[]).unwrap()).unwrap();
-        assert_eq!(all.iter().map(|m| m.name).collect::<Vec<_>>(), ["self", "shm", "tcp", "udp"]);
+        assert_eq!(
+            all.iter().map(|m| m.name).collect::<Vec<_>>(),
+            ["self", "shm", "tcp", "udp"]
+        );
         let p = params(&[("GW_METHODS", "tcp, shm,tcp")]).unwrap();
         let v = methods_from_params(&p).unwrap();
         assert_eq!(v.iter().map(|m| m.name).collect::<Vec<_>>(), ["tcp", "shm"]);
         let p = params(&[("GW_METHODS", "tcp,infiniband")]).unwrap();
         let e = methods_from_params(&p).err().unwrap().to_string();
-        assert!(e.contains("infiniband") && e.contains("self, shm, tcp, udp") && e.contains("GW_METHODS"), "{e}");
+        assert!(
+            e.contains("infiniband")
+                && e.contains("self, shm, tcp, udp")
+                && e.contains("GW_METHODS"),
+            "{e}"
+        );
     }
 
     fn singleton(pairs: &[(&str, &str)]) -> Context {
         let mut all = vec![("GW_JOB_ID", "unit"), ("GW_JOB_SECRET", "")];
         all.extend_from_slice(pairs);
-        let job_id = format!("unit{}x{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+        let job_id = format!(
+            "unit{}x{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
         all[0].1 = Box::leak(job_id.into_boxed_str());
         Context::with(params(&all).unwrap(), Pmi::singleton()).unwrap()
     }
@@ -1139,7 +1339,12 @@ mod tests {
     fn roundtrip(ctx: &Context, expect_method: &str) {
         let got = Arc::new(Mutex::new(Vec::<(u32, u32, Vec<u8>)>::new()));
         let g = got.clone();
-        ctx.register_handler(3, move |_, req| g.lock().unwrap().push((req.src, req.endpoint, req.payload.to_vec()))).expect("valid handler id");
+        ctx.register_handler(3, move |_, req| {
+            g.lock()
+                .unwrap()
+                .push((req.src, req.endpoint, req.payload.to_vec()))
+        })
+        .expect("valid handler id");
         let ep = ctx.create_endpoint();
         for i in 0..100u32 {
             ctx.rsr(&ep, 3, &i.to_le_bytes()).unwrap();
@@ -1174,7 +1379,10 @@ mod tests {
         roundtrip(&ctx, "tcp");
         assert_eq!(
             ctx.method_counters(),
-            vec![("tcp", "refused_connections", 0), ("tcp", "merged_connections", 0)]
+            vec![
+                ("tcp", "refused_connections", 0),
+                ("tcp", "merged_connections", 0)
+            ]
         );
         ctx.finalize().unwrap();
     }
@@ -1186,7 +1394,8 @@ mod tests {
         let h = hits.clone();
         ctx.register_handler(1, move |_, _| {
             h.fetch_add(1, Ordering::Relaxed);
-        }).expect("valid handler id");
+        })
+        .expect("valid handler id");
         let ep = ctx.create_endpoint();
         ctx.destroy_endpoint(&ep);
         ctx.rsr(&ep, 1, b"x").unwrap();
@@ -1207,11 +1416,17 @@ mod tests {
             let v = u32::from_le_bytes(req.payload.try_into().unwrap());
             c.store(v, Ordering::Relaxed);
             if v < 1000 {
-                ctx.rsr(&ctx.startpoint(0).unwrap(), 2, &(v + 1).to_le_bytes()).unwrap();
+                ctx.rsr(&ctx.startpoint(0).unwrap(), 2, &(v + 1).to_le_bytes())
+                    .unwrap();
             }
-        }).expect("valid handler id");
-        ctx.rsr(&ctx.startpoint(0).unwrap(), 2, &0u32.to_le_bytes()).unwrap();
-        assert!(ctx.wait_timeout(Duration::from_secs(10), || n.load(Ordering::Relaxed) == 1000));
+        })
+        .expect("valid handler id");
+        ctx.rsr(&ctx.startpoint(0).unwrap(), 2, &0u32.to_le_bytes())
+            .unwrap();
+        assert!(
+            ctx.wait_timeout(Duration::from_secs(10), || n.load(Ordering::Relaxed)
+                == 1000)
+        );
         // Registering from a handler is an error, not a deadlock.
         let refused = Arc::new(AtomicU32::new(0));
         let r = refused.clone();
@@ -1222,7 +1437,10 @@ mod tests {
         })
         .unwrap();
         ctx.rsr(&ctx.startpoint(0).unwrap(), 4, b"").unwrap();
-        assert!(ctx.wait_timeout(Duration::from_secs(10), || refused.load(Ordering::Relaxed) == 1));
+        assert!(
+            ctx.wait_timeout(Duration::from_secs(10), || refused.load(Ordering::Relaxed)
+                == 1)
+        );
     }
 
     #[test]
@@ -1230,7 +1448,10 @@ mod tests {
         let mut pmi = Pmi::singleton();
         let hex: String = "ab".repeat(100_000);
         publish_table(&mut pmi, 3, &hex).unwrap();
-        assert!(pmi.get("gw.desc.3.1").unwrap().is_some(), "split into parts");
+        assert!(
+            pmi.get("gw.desc.3.1").unwrap().is_some(),
+            "split into parts"
+        );
         assert_eq!(lookup_table(&mut pmi, 3).unwrap(), hex);
         publish_table(&mut pmi, 4, "0102").unwrap();
         assert_eq!(pmi.get("gw.desc.4").unwrap().unwrap(), "1:0102");

@@ -50,13 +50,22 @@ impl DescriptorTable {
             if nl == 0 || nl > MAX_NAME {
                 return Err(bad("bad method name length"));
             }
-            let name = buf.get(pos..pos + nl).ok_or_else(|| bad("truncated name"))?;
-            let method = std::str::from_utf8(name).map_err(|_| bad("method name is not UTF-8"))?.to_string();
+            let name = buf
+                .get(pos..pos + nl)
+                .ok_or_else(|| bad("truncated name"))?;
+            let method = std::str::from_utf8(name)
+                .map_err(|_| bad("method name is not UTF-8"))?
+                .to_string();
             pos += nl;
-            let dl = buf.get(pos..pos + 2).ok_or_else(|| bad("truncated length"))?;
+            let dl = buf
+                .get(pos..pos + 2)
+                .ok_or_else(|| bad("truncated length"))?;
             let dl = u16::from_le_bytes([dl[0], dl[1]]) as usize;
             pos += 2;
-            let descriptor = buf.get(pos..pos + dl).ok_or_else(|| bad("truncated descriptor"))?.to_vec();
+            let descriptor = buf
+                .get(pos..pos + dl)
+                .ok_or_else(|| bad("truncated descriptor"))?
+                .to_vec();
             pos += dl;
             entries.push(Entry { method, descriptor });
         }
@@ -69,16 +78,21 @@ impl DescriptorTable {
 
     pub fn from_hex(s: &str) -> Result<Self> {
         if !s.len().is_multiple_of(2) {
-            return Err(Error::BadStartpoint("descriptor table: odd hex length".into()));
+            return Err(Error::BadStartpoint(
+                "descriptor table: odd hex length".into(),
+            ));
         }
         let bytes: Option<Vec<u8>> = (0..s.len())
             .step_by(2)
             .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
             .collect();
-        let bytes = bytes.ok_or_else(|| Error::BadStartpoint("descriptor table: bad hex".into()))?;
+        let bytes =
+            bytes.ok_or_else(|| Error::BadStartpoint("descriptor table: bad hex".into()))?;
         let (t, used) = Self::decode(&bytes)?;
         if used != bytes.len() {
-            return Err(Error::BadStartpoint("descriptor table: trailing bytes".into()));
+            return Err(Error::BadStartpoint(
+                "descriptor table: trailing bytes".into(),
+            ));
         }
         Ok(t)
     }
@@ -101,8 +115,14 @@ mod tests {
     fn table() -> DescriptorTable {
         DescriptorTable {
             entries: vec![
-                Entry { method: "shm".into(), descriptor: b"host-a".to_vec() },
-                Entry { method: "tcp".into(), descriptor: b"127.0.0.1:5000".to_vec() },
+                Entry {
+                    method: "shm".into(),
+                    descriptor: b"host-a".to_vec(),
+                },
+                Entry {
+                    method: "tcp".into(),
+                    descriptor: b"127.0.0.1:5000".to_vec(),
+                },
             ],
         }
     }
@@ -121,7 +141,10 @@ mod tests {
     fn every_truncation_is_an_error() {
         let bytes = table().encode();
         for cut in 0..bytes.len() {
-            assert!(DescriptorTable::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+            assert!(
+                DescriptorTable::decode(&bytes[..cut]).is_err(),
+                "cut at {cut}"
+            );
         }
         assert!(DescriptorTable::from_hex("zz").is_err());
         assert!(DescriptorTable::from_hex(&(table().to_hex() + "00")).is_err());

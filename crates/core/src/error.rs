@@ -8,10 +8,18 @@ use std::io;
 pub enum Error {
     /// A parameter (environment variable) has a value that does not parse or is out of range.
     #[error("bad value for {var}={value:?}: {reason}")]
-    BadParam { var: String, value: String, reason: String },
+    BadParam {
+        var: String,
+        value: String,
+        reason: String,
+    },
     /// `GW_METHODS` names a method that is not built in.
     #[error("unknown communication method {name:?} in {var}; valid methods are: {valid}")]
-    UnknownMethod { var: String, name: String, valid: String },
+    UnknownMethod {
+        var: String,
+        name: String,
+        valid: String,
+    },
     /// No method in the remote's descriptor table is applicable from here.
     #[error("no applicable communication method to context {peer} (its table offers: {offered})")]
     NoMethod { peer: u32, offered: String },
@@ -26,7 +34,11 @@ pub enum Error {
     AuthFailed(String),
     /// A peer is unreachable or its link broke.
     #[error("link to context {peer} ({method}) failed: {reason}")]
-    LinkFailed { peer: u32, method: &'static str, reason: String },
+    LinkFailed {
+        peer: u32,
+        method: &'static str,
+        reason: String,
+    },
     /// A handler id that was never registered.
     #[error("no handler registered with id {0}")]
     NoHandler(u32),
@@ -38,13 +50,20 @@ pub enum Error {
     Shutdown,
     /// An operating system call failed.
     #[error("{what}: {source}")]
-    Io { what: String, #[source] source: io::Error },
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
 }
 
 impl Error {
     /// Wraps an `io::Error` with a short description of the call that failed.
     pub fn io(what: impl Into<String>, source: io::Error) -> Self {
-        Error::Io { what: what.into(), source }
+        Error::Io {
+            what: what.into(),
+            source,
+        }
     }
 }
 

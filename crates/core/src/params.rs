@@ -56,7 +56,10 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
     ParamDecl {
         name: "SKIP_POLL",
         default: "0",
-        kind: Kind::UInt { min: 0, max: 1_000_000 },
+        kind: Kind::UInt {
+            min: 0,
+            max: 1_000_000,
+        },
         help: "Poll expensive methods (sockets) only every N progress iterations; shared memory \
                is polled every iteration. 0 = adaptive (grows while sockets are quiet).",
     },
@@ -70,7 +73,10 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
     ParamDecl {
         name: "SPIN_ITERS",
         default: "50",
-        kind: Kind::UInt { min: 0, max: 100_000_000 },
+        kind: Kind::UInt {
+            min: 0,
+            max: 100_000_000,
+        },
         help: "After GW_SPIN_US, idle progress iterations spent spinning before a waiting thread \
                yields and then sleeps on the sockets, so oversubscribed jobs do not starve. \
                Small: a rank whose partner shares its core spins these before handing it over, \
@@ -79,7 +85,10 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
     ParamDecl {
         name: "YIELD_US",
         default: "20000",
-        kind: Kind::UInt { min: 0, max: 10_000_000 },
+        kind: Kind::UInt {
+            min: 0,
+            max: 10_000_000,
+        },
         help: "After the spinning, microseconds of idleness a waiting thread spends yielding its \
                core (sched_yield) before it sleeps on the sockets in short slices. Yielding hands \
                the core straight to a peer rank that shares it, as MPICH does when \
@@ -103,14 +112,16 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
         name: "JOB_ID",
         default: "",
         kind: Kind::Text,
-        help: "Job identifier used to name shared-memory segments (so the launcher can remove them). \
+        help:
+            "Job identifier used to name shared-memory segments (so the launcher can remove them). \
                Empty = derived from the PMI kvs name.",
     },
     ParamDecl {
         name: "VERBOSE",
         default: "0",
         kind: Kind::UInt { min: 0, max: 3 },
-        help: "Diagnostics on stderr: 1 = method selection per peer, 2 = connections, 3 = everything.",
+        help:
+            "Diagnostics on stderr: 1 = method selection per peer, 2 = connections, 3 = everything.",
     },
 ];
 
@@ -168,9 +179,9 @@ impl Params {
     }
 
     fn get(&self, name: &str) -> &Value {
-        self.values
-            .get(name)
-            .unwrap_or_else(|| panic!("parameter {name} is not declared in any table (programming error)"))
+        self.values.get(name).unwrap_or_else(|| {
+            panic!("parameter {name} is not declared in any table (programming error)")
+        })
     }
 
     /// A numeric (`UInt` or `Size`) parameter.
@@ -216,7 +227,9 @@ fn parse(d: &ParamDecl, raw: &str) -> std::result::Result<Value, String> {
     let s = raw.trim();
     match d.kind {
         Kind::UInt { min, max } => {
-            let n: u64 = s.parse().map_err(|_| "expected an unsigned integer".to_string())?;
+            let n: u64 = s
+                .parse()
+                .map_err(|_| "expected an unsigned integer".to_string())?;
             check_range(n, min, max).map(Value::Num)
         }
         Kind::Size { min, max } => {
@@ -266,7 +279,8 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
         .trim()
         .parse()
         .map_err(|_| "expected a byte size such as 65536, 64k or 4m".to_string())?;
-    n.checked_mul(mult).ok_or_else(|| "size overflows 64 bits".to_string())
+    n.checked_mul(mult)
+        .ok_or_else(|| "size overflows 64 bits".to_string())
 }
 
 #[cfg(test)]
@@ -274,8 +288,10 @@ mod tests {
     use super::*;
 
     fn with(pairs: &[(&str, &str)]) -> Result<Params> {
-        let map: HashMap<String, String> =
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Params::from_lookup(|k| map.get(k).cloned())
     }
 
@@ -299,7 +315,9 @@ mod tests {
         let e = with(&[("GW_SKIP_POLL", "lots")]).unwrap_err().to_string();
         assert!(e.contains("GW_SKIP_POLL"), "{e}");
         assert!(e.contains("lots"), "{e}");
-        let e = with(&[("GW_SPIN_ITERS", "999999999999")]).unwrap_err().to_string();
+        let e = with(&[("GW_SPIN_ITERS", "999999999999")])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("between"), "{e}");
     }
 

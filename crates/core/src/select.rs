@@ -10,14 +10,22 @@ use std::sync::Arc;
 /// Chooses a method for a remote table. Returns (index into `local`, index
 /// into `remote.entries`), or `None` when nothing applies.
 pub trait SelectionPolicy: Send + Sync {
-    fn select(&self, local: &[Arc<dyn Method>], remote: &DescriptorTable) -> Option<(usize, usize)> {
+    fn select(
+        &self,
+        local: &[Arc<dyn Method>],
+        remote: &DescriptorTable,
+    ) -> Option<(usize, usize)> {
         self.candidates(local, remote).into_iter().next()
     }
 
     /// Every applicable choice, best first: the context falls back to the
     /// next one when connecting with the first fails (e.g. a shared-memory
     /// segment that cannot be mapped).
-    fn candidates(&self, local: &[Arc<dyn Method>], remote: &DescriptorTable) -> Vec<(usize, usize)>;
+    fn candidates(
+        &self,
+        local: &[Arc<dyn Method>],
+        remote: &DescriptorTable,
+    ) -> Vec<(usize, usize)>;
 }
 
 /// The Nexus rule: the first entry of the remote's table (ordered fastest
@@ -25,7 +33,11 @@ pub trait SelectionPolicy: Send + Sync {
 pub struct FirstApplicable;
 
 impl SelectionPolicy for FirstApplicable {
-    fn candidates(&self, local: &[Arc<dyn Method>], remote: &DescriptorTable) -> Vec<(usize, usize)> {
+    fn candidates(
+        &self,
+        local: &[Arc<dyn Method>],
+        remote: &DescriptorTable,
+    ) -> Vec<(usize, usize)> {
         remote
             .entries
             .iter()
@@ -74,28 +86,51 @@ mod tests {
             PollClass::EveryIteration
         }
         fn cost(&self) -> Cost {
-            Cost { latency_ns: 0, bandwidth_mb_s: 0 }
+            Cost {
+                latency_ns: 0,
+                bandwidth_mb_s: 0,
+            }
         }
         fn shutdown(&self) {}
     }
 
     fn entry(m: &str, d: u8) -> Entry {
-        Entry { method: m.into(), descriptor: vec![d] }
+        Entry {
+            method: m.into(),
+            descriptor: vec![d],
+        }
     }
 
     #[test]
     fn remote_order_first_then_reachability_then_local_availability() {
-        let local: Vec<Arc<dyn Method>> =
-            vec![Arc::new(Fake { name: "tcp", prefix: 1 }), Arc::new(Fake { name: "shm", prefix: 7 })];
+        let local: Vec<Arc<dyn Method>> = vec![
+            Arc::new(Fake {
+                name: "tcp",
+                prefix: 1,
+            }),
+            Arc::new(Fake {
+                name: "shm",
+                prefix: 7,
+            }),
+        ];
         // The remote lists shm first (fastest), but on another host (prefix 8): not reachable.
-        let remote = DescriptorTable { entries: vec![entry("shm", 8), entry("udp", 1), entry("tcp", 1)] };
+        let remote = DescriptorTable {
+            entries: vec![entry("shm", 8), entry("udp", 1), entry("tcp", 1)],
+        };
         assert_eq!(FirstApplicable.candidates(&local, &remote), vec![(0, 2)]);
         assert_eq!(FirstApplicable.select(&local, &remote), Some((0, 2)));
         // Same host: shm first, tcp as the fallback.
-        let remote = DescriptorTable { entries: vec![entry("shm", 7), entry("tcp", 1)] };
-        assert_eq!(FirstApplicable.candidates(&local, &remote), vec![(1, 0), (0, 1)]);
+        let remote = DescriptorTable {
+            entries: vec![entry("shm", 7), entry("tcp", 1)],
+        };
+        assert_eq!(
+            FirstApplicable.candidates(&local, &remote),
+            vec![(1, 0), (0, 1)]
+        );
         // Nothing in common.
-        let remote = DescriptorTable { entries: vec![entry("udp", 1)] };
+        let remote = DescriptorTable {
+            entries: vec![entry("udp", 1)],
+        };
         assert_eq!(FirstApplicable.select(&local, &remote), None);
     }
 }

@@ -29,7 +29,10 @@ unsafe impl<T: Send> Sync for TryLock<T> {}
 
 impl<T> TryLock<T> {
     pub const fn new(value: T) -> Self {
-        TryLock { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
+        TryLock {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
     }
 
     /// Takes the lock if it is free now; never waits.

@@ -44,7 +44,9 @@ impl Binding {
             "none" => Ok(Binding::None),
             "core" | "cores" | "hwthread" | "hwthreads" => {
                 if allowed.is_empty() {
-                    return Err(BadBinding("--bind-to core: cannot read the CPUs gwrun may use".into()));
+                    return Err(BadBinding(
+                        "--bind-to core: cannot read the CPUs gwrun may use".into(),
+                    ));
                 }
                 Ok(Binding::Cpus(allowed.to_vec()))
             }
@@ -57,7 +59,9 @@ impl Binding {
                 let mut cpus = Vec::new();
                 for item in list.split(',') {
                     let cpu: usize = item.trim().parse().map_err(|_| {
-                        BadBinding(format!("bad CPU {item:?} in --bind-to {s:?}: expected a CPU number"))
+                        BadBinding(format!(
+                            "bad CPU {item:?} in --bind-to {s:?}: expected a CPU number"
+                        ))
                     })?;
                     if cpu > MAX_CPU || !allowed.contains(&cpu) {
                         return Err(BadBinding(format!(
@@ -82,7 +86,10 @@ impl Binding {
 }
 
 fn list_text(cpus: &[usize]) -> String {
-    cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The CPUs this process may run on.
@@ -94,7 +101,9 @@ pub fn allowed_cpus() -> Vec<usize> {
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
             return Vec::new();
         }
-        (0..=MAX_CPU).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+        (0..=MAX_CPU)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
     }
 }
 
@@ -122,17 +131,33 @@ mod tests {
     fn parses_the_hydra_spellings() {
         let allowed = [0, 1, 2, 3];
         assert_eq!(Binding::parse("none", &allowed), Ok(Binding::None));
-        assert_eq!(Binding::parse("core", &allowed), Ok(Binding::Cpus(vec![0, 1, 2, 3])));
-        assert_eq!(Binding::parse("user:1,0", &allowed), Ok(Binding::Cpus(vec![1, 0])));
+        assert_eq!(
+            Binding::parse("core", &allowed),
+            Ok(Binding::Cpus(vec![0, 1, 2, 3]))
+        );
+        assert_eq!(
+            Binding::parse("user:1,0", &allowed),
+            Ok(Binding::Cpus(vec![1, 0]))
+        );
         let b = Binding::parse("user:3,1", &allowed).unwrap();
-        assert_eq!((b.cpu_of(0), b.cpu_of(1), b.cpu_of(2)), (Some(3), Some(1), Some(3)));
+        assert_eq!(
+            (b.cpu_of(0), b.cpu_of(1), b.cpu_of(2)),
+            (Some(3), Some(1), Some(3))
+        );
         assert_eq!(Binding::None.cpu_of(0), None);
     }
 
     #[test]
     fn refuses_bad_lists_with_a_reason() {
         let allowed = [0, 1];
-        for bad in ["socket", "user:", "user:0,x", "user:2", "user:-1", "user:99999"] {
+        for bad in [
+            "socket",
+            "user:",
+            "user:0,x",
+            "user:2",
+            "user:-1",
+            "user:99999",
+        ] {
             let e = Binding::parse(bad, &allowed).unwrap_err().to_string();
             assert!(e.contains("--bind-to"), "{bad}: {e}");
         }
@@ -154,7 +179,8 @@ mod tests {
                 // SAFETY: as in allowed_cpus.
                 unsafe {
                     let mut set: libc::cpu_set_t = std::mem::zeroed();
-                    libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0
+                    libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set)
+                        == 0
                         && libc::CPU_COUNT(&set) == 1
                         && libc::CPU_ISSET(last, &set)
                 }

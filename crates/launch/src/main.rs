@@ -80,7 +80,14 @@ struct Cli {
 fn normalize_args(args: Vec<String>) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
     let mut options_over = false;
-    let takes_value = ["-n", "--np", "--emulate-hosts", "--hostfile", "--timeout", "--bind-to"];
+    let takes_value = [
+        "-n",
+        "--np",
+        "--emulate-hosts",
+        "--hostfile",
+        "--timeout",
+        "--bind-to",
+    ];
     let mut expect_value = false;
     for (i, a) in args.into_iter().enumerate() {
         if i == 0 || options_over {
@@ -152,7 +159,8 @@ fn build_spec(cli: Cli) -> Result<JobSpec, String> {
         (None, Ok(v)) if !v.trim().is_empty() => Some(parse_timeout(&v, "MPIEXEC_TIMEOUT")?),
         _ => None,
     };
-    let binding = binding::Binding::parse(&cli.bind_to, &binding::allowed_cpus()).map_err(|e| e.to_string())?;
+    let binding = binding::Binding::parse(&cli.bind_to, &binding::allowed_cpus())
+        .map_err(|e| e.to_string())?;
     let mut command = cli.command.into_iter();
     let program = command.next().ok_or("no program given")?;
     Ok(JobSpec {

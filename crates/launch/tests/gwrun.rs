@@ -680,27 +680,78 @@ fn rank_leaving_without_barrier_is_detected() {
 fn bind_to_pins_each_rank() {
     let show = "echo \"$PMI_RANK $(awk '/Cpus_allowed_list/ {print $2}' /proc/self/status)\"";
     let cpus = {
-        let o = Command::new("sh").args(["-c", "awk '/Cpus_allowed_list/ {print $2}' /proc/self/status"]).output().unwrap();
+        let o = Command::new("sh")
+            .args([
+                "-c",
+                "awk '/Cpus_allowed_list/ {print $2}' /proc/self/status",
+            ])
+            .output()
+            .unwrap();
         String::from_utf8_lossy(&o.stdout).trim().to_string()
     };
     // The first and last CPU we may use (a list such as "0-1" or "0,2-3").
     let first: String = cpus.chars().take_while(|c| c.is_ascii_digit()).collect();
     let last: String = {
-        let rev: String = cpus.chars().rev().take_while(|c| c.is_ascii_digit()).collect();
+        let rev: String = cpus
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
         rev.chars().rev().collect()
     };
     let list = format!("user:{last},{first}");
-    let o = gwrun(&["-n", "3", "--timeout", "20", "--bind-to", &list, "sh", "-c", show]);
+    let o = gwrun(&[
+        "-n",
+        "3",
+        "--timeout",
+        "20",
+        "--bind-to",
+        &list,
+        "sh",
+        "-c",
+        show,
+    ]);
     assert_eq!(o.code(), 0, "{}", o.stderr);
     let mut got: Vec<&str> = o.stdout.lines().collect();
     got.sort();
-    assert_eq!(got, vec![format!("0 {last}"), format!("1 {first}"), format!("2 {last}")], "{}", o.stdout);
+    assert_eq!(
+        got,
+        vec![
+            format!("0 {last}"),
+            format!("1 {first}"),
+            format!("2 {last}")
+        ],
+        "{}",
+        o.stdout
+    );
 
-    let o = gwrun(&["-n", "1", "--timeout", "20", "--bind-to", "core", "sh", "-c", show]);
+    let o = gwrun(&[
+        "-n",
+        "1",
+        "--timeout",
+        "20",
+        "--bind-to",
+        "core",
+        "sh",
+        "-c",
+        show,
+    ]);
     assert_eq!(o.code(), 0, "{}", o.stderr);
     assert_eq!(o.stdout.trim(), format!("0 {first}"));
 
-    let o = gwrun(&["-n", "2", "--timeout", "20", "--bind-to", "user:100000", "true"]);
+    let o = gwrun(&[
+        "-n",
+        "2",
+        "--timeout",
+        "20",
+        "--bind-to",
+        "user:100000",
+        "true",
+    ]);
     assert_eq!(o.code(), 2);
-    assert!(o.stderr.contains("gwrun: CPU 100000") && o.stdout.is_empty(), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("gwrun: CPU 100000") && o.stdout.is_empty(),
+        "{}",
+        o.stderr
+    );
 }

@@ -26,14 +26,23 @@ fn selections(stdout: &str) -> Vec<(u32, u32, String)> {
         .lines()
         .filter_map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
-            (w.first() == Some(&"SELECT") && w.len() == 4)
-                .then(|| (w[1].parse().unwrap(), w[2].parse().unwrap(), w[3].to_string()))
+            (w.first() == Some(&"SELECT") && w.len() == 4).then(|| {
+                (
+                    w[1].parse().unwrap(),
+                    w[2].parse().unwrap(),
+                    w[3].to_string(),
+                )
+            })
         })
         .collect()
 }
 
 fn assert_ok(o: &Out) {
-    assert_eq!(o.code, 0, "job failed\nstdout:\n{}\nstderr:\n{}", o.stdout, o.stderr);
+    assert_eq!(
+        o.code, 0,
+        "job failed\nstdout:\n{}\nstderr:\n{}",
+        o.stdout, o.stderr
+    );
 }
 
 #[test]
@@ -68,9 +77,16 @@ fn gw_methods_tcp_forces_tcp_within_a_host() {
 #[test]
 fn unknown_method_is_a_clear_error() {
     let prog = rsr_check();
-    let o = gwrun(&["-n", "2", &prog, "select"], &[("GW_METHODS", "tcp,carrier-pigeon")]);
+    let o = gwrun(
+        &["-n", "2", &prog, "select"],
+        &[("GW_METHODS", "tcp,carrier-pigeon")],
+    );
     assert_ne!(o.code, 0);
-    assert!(o.stderr.contains("carrier-pigeon") && o.stderr.contains("self, shm, tcp, udp"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("carrier-pigeon") && o.stderr.contains("self, shm, tcp, udp"),
+        "{}",
+        o.stderr
+    );
     let o = gwrun(&["-n", "1", &prog, "select"], &[("GW_TCP_SNDBUF", "lots")]);
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("GW_TCP_SNDBUF"), "{}", o.stderr);
@@ -82,8 +98,17 @@ fn startpoint_migration_connects_on_demand_by_tcp() {
     // Ranks 0 and 1 on emulated host 0, rank 2 (and 3) on host 1.
     let o = gwrun(&["-n", "4", "--emulate-hosts", "2", &prog, "migrate"], &[]);
     assert_ok(&o);
-    assert!(o.stdout.contains("MIGRATE from=0 endpoint=1 method=tcp table=startpoint"), "{}", o.stdout);
-    let hello = o.stdout.lines().find(|l| l.starts_with("HELLO")).expect("rank 0 got the call");
+    assert!(
+        o.stdout
+            .contains("MIGRATE from=0 endpoint=1 method=tcp table=startpoint"),
+        "{}",
+        o.stdout
+    );
+    let hello = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("HELLO"))
+        .expect("rank 0 got the call");
     assert_eq!(hello, "HELLO src=2 endpoint=1 expected_endpoint=1");
     let sel = selections(&o.stdout);
     assert!(sel.contains(&(0, 1, "shm".into())), "{sel:?}");
@@ -93,20 +118,47 @@ fn startpoint_migration_connects_on_demand_by_tcp() {
 #[test]
 fn connection_with_wrong_secret_is_refused_and_nothing_delivered() {
     let prog = rsr_check();
-    let o = gwrun(&["-n", "2", &prog, "wrong-secret"], &[("GW_METHODS", "tcp")]);
-    assert!(o.stdout.contains("REFUSED"), "stdout:\n{}\nstderr:\n{}", o.stdout, o.stderr);
-    assert!(o.stdout.contains("DELIVERED_FROM_INTRUDER 0"), "{}", o.stdout);
-    assert!(o.stderr.contains("gw[0]: tcp: refused TCP connection"), "{}", o.stderr);
+    let o = gwrun(
+        &["-n", "2", &prog, "wrong-secret"],
+        &[("GW_METHODS", "tcp")],
+    );
+    assert!(
+        o.stdout.contains("REFUSED"),
+        "stdout:\n{}\nstderr:\n{}",
+        o.stdout,
+        o.stderr
+    );
+    assert!(
+        o.stdout.contains("DELIVERED_FROM_INTRUDER 0"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stderr.contains("gw[0]: tcp: refused TCP connection"),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]
 fn killed_rank_ends_the_job_without_leftovers() {
     let prog = rsr_check();
-    let o = gwrun(&["-n", "4", "--emulate-hosts", "2", &prog, "die-after-setup"], &[]);
+    let o = gwrun(
+        &["-n", "4", "--emulate-hosts", "2", &prog, "die-after-setup"],
+        &[],
+    );
     assert_ne!(o.code, 0);
-    assert!(o.elapsed < Duration::from_secs(30), "teardown took {:?}", o.elapsed);
+    assert!(
+        o.elapsed < Duration::from_secs(30),
+        "teardown took {:?}",
+        o.elapsed
+    );
     assert!(o.stderr.contains("rank 1"), "{}", o.stderr);
-    assert!(o.stderr.contains("signal 9") || o.stderr.contains("SIGKILL"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("signal 9") || o.stderr.contains("SIGKILL"),
+        "{}",
+        o.stderr
+    );
     let mut pids = Vec::new();
     let mut job = String::new();
     for l in o.stdout.lines().filter(|l| l.starts_with("READY")) {
@@ -117,7 +169,10 @@ fn killed_rank_ends_the_job_without_leftovers() {
     assert_eq!(pids.len(), 4, "{}", o.stdout);
     for p in &pids {
         let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-        assert!(stat.is_empty() || !stat.contains("rsr_check"), "rank process {p} still exists: {stat}");
+        assert!(
+            stat.is_empty() || !stat.contains("rsr_check"),
+            "rank process {p} still exists: {stat}"
+        );
     }
     let prefix = format!("gw-{job}");
     let left: Vec<String> = std::fs::read_dir("/dev/shm")
@@ -130,7 +185,10 @@ fn killed_rank_ends_the_job_without_leftovers() {
 
 fn big(envs: &[(&str, &str)], via: &str) {
     let prog = rsr_check();
-    let o = gwrun(&["-n", "3", &prog, "big", &(64usize << 20).to_string()], envs);
+    let o = gwrun(
+        &["-n", "3", &prog, "big", &(64usize << 20).to_string()],
+        envs,
+    );
     assert_ok(&o);
     let oks: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("BIG")).collect();
     assert_eq!(oks.len(), 2, "{}", o.stdout);
@@ -158,24 +216,47 @@ fn large_payloads_intact_over_tcp() {
 fn threads_send_concurrently_over_shm_and_tcp() {
     let prog = rsr_check();
     for methods in ["self,shm", "tcp"] {
-        let o = gwrun(&["-n", "2", &prog, "threads", "4"], &[("GW_METHODS", methods)]);
+        let o = gwrun(
+            &["-n", "2", &prog, "threads", "4"],
+            &[("GW_METHODS", methods)],
+        );
         assert_ok(&o);
-        assert_eq!(o.stdout.lines().filter(|l| l.starts_with("THREADS") && l.contains(" ok ")).count(), 2, "{methods}: {}", o.stdout);
+        assert_eq!(
+            o.stdout
+                .lines()
+                .filter(|l| l.starts_with("THREADS") && l.contains(" ok "))
+                .count(),
+            2,
+            "{methods}: {}",
+            o.stdout
+        );
     }
 }
 
 #[test]
 fn starts_under_mpich_hydra() {
-    let Some(mpiexec) = ["/usr/bin/mpiexec.mpich", "/usr/bin/mpiexec.hydra"].into_iter().find(|p| std::path::Path::new(p).exists()) else {
+    let Some(mpiexec) = ["/usr/bin/mpiexec.mpich", "/usr/bin/mpiexec.hydra"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+    else {
         eprintln!("SKIPPED: mpiexec.mpich is not installed (scripts/install-deps.sh installs it)");
         return;
     };
     let prog = rsr_check();
-    let o = run(mpiexec, &["-n", "3", &prog, "select"], &[], Duration::from_secs(90));
+    let o = run(
+        mpiexec,
+        &["-n", "3", &prog, "select"],
+        &[],
+        Duration::from_secs(90),
+    );
     assert_ok(&o);
     let sel = selections(&o.stdout);
     assert_eq!(sel.len(), 9, "{}", o.stdout);
     for (s, d, m) in sel {
-        assert_eq!(m, if s == d { "self" } else { "shm" }, "pair {s} -> {d} on one real host");
+        assert_eq!(
+            m,
+            if s == d { "self" } else { "shm" },
+            "pair {s} -> {d} on one real host"
+        );
     }
 }

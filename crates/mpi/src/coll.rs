@@ -242,8 +242,9 @@ impl Mpi {
         let direct = recv.contig_addr().filter(|&a| {
             recv.bytes() == len
                 && send.is_none_or(|s| {
-                    s.contig_addr()
-                        .is_some_and(|b| len == 0 || b.wrapping_add(len) <= a || a.wrapping_add(len) <= b)
+                    s.contig_addr().is_some_and(|b| {
+                        len == 0 || b.wrapping_add(len) <= a || a.wrapping_add(len) <= b
+                    })
                 })
         });
         let res = if let Some(addr) = direct {

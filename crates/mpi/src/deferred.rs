@@ -76,7 +76,10 @@ fn watch(shared: &(Mutex<Queue>, Condvar), engine: &Arc<Engine>) {
         };
         let age = t.elapsed();
         if age < GRACE {
-            q = cv.wait_timeout(q, GRACE - age).unwrap_or_else(|e| e.into_inner()).0;
+            q = cv
+                .wait_timeout(q, GRACE - age)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
             continue;
         }
         let (_, req) = q.jobs.pop_front().expect("front exists");
@@ -87,13 +90,15 @@ fn watch(shared: &(Mutex<Queue>, Condvar), engine: &Arc<Engine>) {
             let slot = Arc::new(Mutex::new(Some(job)));
             let theirs = slot.clone();
             let engine2 = engine.clone();
-            let spawned = std::thread::Builder::new().name("gw-mpi-nbc".into()).spawn(move || {
-                let job = theirs.lock().unwrap_or_else(|e| e.into_inner()).take();
-                if let Some(job) = job {
-                    let _helper = engine2.helper();
-                    job();
-                }
-            });
+            let spawned = std::thread::Builder::new()
+                .name("gw-mpi-nbc".into())
+                .spawn(move || {
+                    let job = theirs.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    if let Some(job) = job {
+                        let _helper = engine2.helper();
+                        job();
+                    }
+                });
             if spawned.is_err() {
                 // No thread to be had: run it here (the watcher is late for
                 // others meanwhile, but nothing is lost).

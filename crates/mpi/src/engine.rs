@@ -31,11 +31,11 @@
 use crate::error::{class, err, MpiError, Result};
 use crate::request::{Buf, Req, SendData, Status};
 use crate::{ANY_SOURCE, ANY_TAG};
+use gridwire_core::sync::{TryLock, TryLockGuard};
 use gridwire_core::{Context, Request, Startpoint};
 use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
-use gridwire_core::sync::{TryLock, TryLockGuard};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -419,7 +419,10 @@ impl Engine {
 
     /// A fresh (or recycled) request.
     pub fn new_req(&self) -> Arc<Req> {
-        self.pool.try_lock().and_then(|mut p| p.pop()).unwrap_or_default()
+        self.pool
+            .try_lock()
+            .and_then(|mut p| p.pop())
+            .unwrap_or_default()
     }
 
     /// The status of a finished request, which is then recycled if nobody
@@ -742,7 +745,10 @@ impl Engine {
     /// The data of a rendezvous, as `H_DATA` pieces of at most `DATA_CHUNK`
     /// bytes (one, empty, for an empty message).
     fn send_data(&self, to: u32, rreq: u64, data: &[u8]) -> gridwire_core::Result<()> {
-        let sp = Startpoint { ctx: to, endpoint: 0 };
+        let sp = Startpoint {
+            ctx: to,
+            endpoint: 0,
+        };
         let total = data.len() as u64;
         let mut off = 0usize;
         loop {
@@ -751,7 +757,8 @@ impl Engine {
             hdr[..8].copy_from_slice(&rreq.to_le_bytes());
             hdr[8..16].copy_from_slice(&(off as u64).to_le_bytes());
             hdr[16..].copy_from_slice(&total.to_le_bytes());
-            self.ctx.rsr_v(&sp, H_DATA, &[IoSlice::new(&hdr), IoSlice::new(piece)])?;
+            self.ctx
+                .rsr_v(&sp, H_DATA, &[IoSlice::new(&hdr), IoSlice::new(piece)])?;
             off += piece.len();
             if off >= data.len() {
                 return Ok(());
@@ -1033,11 +1040,9 @@ impl Engine {
         let q = st.queues(env.ctx);
         if env.seq != q.expected[s] {
             let v = st.take_buf(data);
-            st.queues(env.ctx).early.push(Unexpected {
-                env,
-                from,
-                data: v,
-            });
+            st.queues(env.ctx)
+                .early
+                .push(Unexpected { env, from, data: v });
             return;
         }
         // Without early envelopes this allocates nothing: `more` stays
@@ -1281,7 +1286,10 @@ mod tests {
         wire.extend_from_slice(&[1u8; 8]);
         let (d, n) = Env::decode(&wire).expect("valid envelope");
         assert_eq!(n, EAGER_ENV_LEN);
-        assert_eq!((d.kind, d.ctx, d.src, d.tag, d.seq), (EAGER, e.ctx, 5, 99, 12345));
+        assert_eq!(
+            (d.kind, d.ctx, d.src, d.tag, d.seq),
+            (EAGER, e.ctx, 5, 99, 12345)
+        );
         // The size is what follows the envelope; rendezvous fields are empty.
         assert_eq!((d.size, d.sreq, d.addr, d.pid), (8, 0, 0, 0));
     }

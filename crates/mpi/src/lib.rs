@@ -46,7 +46,6 @@ pub const TAG_UB: i32 = (1 << 30) - 1;
 /// Space `MPI_Bsend` needs besides the data, per message.
 pub const BSEND_OVERHEAD: usize = 512;
 
-
 /// Send modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -112,7 +111,12 @@ impl Mpi {
     /// it later reads (packed data, received data), and zeroing a reused
     /// 1 MiB temporary cost a 1 MiB allreduce a memset per call.
     pub(crate) fn scratch_take(&self, len: usize) -> Vec<u8> {
-        let mut v = self.scratch.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
+        let mut v = self
+            .scratch
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default();
         if v.len() >= len {
             v.truncate(len);
         } else {
@@ -321,11 +325,7 @@ impl Mpi {
         {
             let mut b = pool.lock().unwrap();
             b.pending.retain(|r| !r.done());
-            let used: usize = b
-                .pending
-                .iter()
-                .map(|r| r.d.lock().bsend_bytes)
-                .sum();
+            let used: usize = b.pending.iter().map(|r| r.d.lock().bsend_bytes).sum();
             b.used = used;
             if !b.attached || b.used + n + BSEND_OVERHEAD > b.size {
                 return Err(err(class::BUFFER, format!(
@@ -701,12 +701,14 @@ impl Mpi {
             }
             done.complete();
         }));
-        self.deferred.submit(&self.engine, req.clone()).map_err(|e| {
-            err(
-                class::NO_MEM,
-                format!("cannot start the thread for nonblocking collectives: {e}"),
-            )
-        })?;
+        self.deferred
+            .submit(&self.engine, req.clone())
+            .map_err(|e| {
+                err(
+                    class::NO_MEM,
+                    format!("cannot start the thread for nonblocking collectives: {e}"),
+                )
+            })?;
         Ok(req)
     }
 

@@ -155,7 +155,11 @@ impl Buf {
 
     /// Packs the bytes into `out`, which must be `bytes()` long.
     pub fn pack_into(&self, out: &mut [u8]) {
-        assert_eq!(out.len(), self.bytes(), "pack_into: output of the wrong length");
+        assert_eq!(
+            out.len(),
+            self.bytes(),
+            "pack_into: output of the wrong length"
+        );
         // SAFETY: `Buf::new`'s contract.
         unsafe { self.dt.pack(self.addr, self.count, out) };
     }

@@ -430,7 +430,9 @@ fn decode_rows<'h>(
     let mut jit_reg = reg();
     let has_jit = jit_reg.set_backend(wire, native, Backend::Jit).unwrap();
     let mut int_reg = reg();
-    int_reg.set_backend(wire, native, Backend::Interpreter).unwrap();
+    int_reg
+        .set_backend(wire, native, Backend::Interpreter)
+        .unwrap();
     let runner = |mut reg: Registry| {
         let mut out = Vec::new();
         reg.decode_into(&r, native, &mut out).unwrap();
@@ -448,7 +450,11 @@ fn decode_rows<'h>(
     let t = time_all(&mut runs);
     // The auto registry runs the same engine and plan as the forced one it
     // picked: both timings measure that configuration; keep the lesser.
-    let picked = if plan.backend() == Backend::Jit { t.get(3) } else { t.get(2) };
+    let picked = if plan.backend() == Backend::Jit {
+        t.get(3)
+    } else {
+        t.get(2)
+    };
     let auto_ns = picked.map_or(t[1], |&p| p.min(t[1]));
     (t[2], t.get(3).copied(), auto, auto_ns, t[0])
 }
@@ -976,8 +982,7 @@ fn bench_var(rows: &mut Vec<Row>) {
             hand(black_box(framed), &mut hv);
             black_box(&hv);
         });
-        let (interp, jit, auto, auto_ns, h) =
-            decode_rows(&wire, &native, framed, &check, hand_run);
+        let (interp, jit, auto, auto_ns, h) = decode_rows(&wire, &native, framed, &check, hand_run);
         rows.push(Row {
             interp,
             jit,

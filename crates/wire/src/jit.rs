@@ -9,7 +9,9 @@
 //! left to the interpreter: `compile` returns `None` and the plan keeps
 //! interpreting, so the JIT never changes a result, only its speed.
 
-use cranelift_codegen::ir::{types, AbiParam, ConstantData, Endianness, InstBuilder, MemFlags, Type, Value};
+use cranelift_codegen::ir::{
+    types, AbiParam, ConstantData, Endianness, InstBuilder, MemFlags, Type, Value,
+};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -651,7 +653,11 @@ fn shuffle_block(
     if d0 + width > dst_size {
         return None;
     }
-    let w = if lo == usize::MAX { 0 } else { lo.min(src_size - 16) };
+    let w = if lo == usize::MAX {
+        0
+    } else {
+        lo.min(src_size - 16)
+    };
     let mut mask = [0x80u8; 16];
     for (j, b) in bytes.iter().enumerate() {
         if let Some(Some(x)) = b {

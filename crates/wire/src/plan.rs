@@ -269,9 +269,8 @@ impl Plan {
             }
         }
         let gaps = gaps(&ops, &var_ops, dst_size);
-        let prog = crate::prog::lower(&ops, gaps.as_deref(), src_size, dst_size).ok_or_else(
-            || WireError::Usage("internal: lowered plan leaves the record".into()),
-        )?;
+        let prog = crate::prog::lower(&ops, gaps.as_deref(), src_size, dst_size)
+            .ok_or_else(|| WireError::Usage("internal: lowered plan leaves the record".into()))?;
         #[cfg(feature = "jit")]
         // The compiled code runs the same lowered program, gaps included,
         // so a reused buffer needs no separate pass (see `prepare`).
@@ -432,8 +431,7 @@ impl Plan {
                 return Ok(());
             }
             // SAFETY: as above, for the interpreter.
-            return unsafe { self.exec_fixed(payload.as_ptr(), out.as_mut_ptr()) }
-                .map_err(|e| *e);
+            return unsafe { self.exec_fixed(payload.as_ptr(), out.as_mut_ptr()) }.map_err(|e| *e);
         }
         self.run_general(payload, out)
     }
@@ -463,14 +461,18 @@ impl Plan {
             }
         } else {
             // SAFETY: see below.
-            unsafe { self.exec_fixed(payload.as_ptr(), out.as_mut_ptr()).map_err(|e| *e)? };
+            unsafe {
+                self.exec_fixed(payload.as_ptr(), out.as_mut_ptr())
+                    .map_err(|e| *e)?
+            };
         }
         #[cfg(not(feature = "jit"))]
         // SAFETY: `payload` has at least src_size bytes (checked above) and
         // `out` exactly dst_size; compile() checked every op's extent
         // against these sizes (check_extent).
         unsafe {
-            self.exec_fixed(payload.as_ptr(), out.as_mut_ptr()).map_err(|e| *e)?
+            self.exec_fixed(payload.as_ptr(), out.as_mut_ptr())
+                .map_err(|e| *e)?
         };
         for v in &self.var_ops {
             let r = slot_range(&v.src, payload, self.src_size)?;

@@ -475,9 +475,11 @@ impl Prog {
             // gaps of the destination fixed part; forwarded caller contract.
             unsafe {
                 match op {
-                    Op::Copy { src: s, dst: d, len } => {
-                        std::ptr::copy_nonoverlapping(src.add(*s), dst.add(*d), *len)
-                    }
+                    Op::Copy {
+                        src: s,
+                        dst: d,
+                        len,
+                    } => std::ptr::copy_nonoverlapping(src.add(*s), dst.add(*d), *len),
                     Op::Zero { dst: d, len } => std::ptr::write_bytes(dst.add(*d), 0, *len),
                     _ => {}
                 }
@@ -758,8 +760,10 @@ impl Perm {
                 // under 64 bytes, are masked to its bytes (masked-off bytes
                 // are not accessed).
                 unsafe {
-                    let x = _mm512_maskz_loadu_epi8(pt.lo, src.add(pt.lo_off as usize) as *const i8);
-                    let y = _mm512_maskz_loadu_epi8(pt.hi, src.add(pt.hi_off as usize) as *const i8);
+                    let x =
+                        _mm512_maskz_loadu_epi8(pt.lo, src.add(pt.lo_off as usize) as *const i8);
+                    let y =
+                        _mm512_maskz_loadu_epi8(pt.hi, src.add(pt.hi_off as usize) as *const i8);
                     let ix = _mm512_loadu_epi8(idx.0.as_ptr() as *const i8);
                     r = _mm512_or_si512(r, _mm512_maskz_permutex2var_epi8(pt.z, x, ix, y));
                 }

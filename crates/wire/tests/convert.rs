@@ -797,7 +797,11 @@ fn random_layouts_match_the_value_layer() {
                         let z = ints[next(4) as usize];
                         let signed = next(2) == 0;
                         let wz = ints[next(4) as usize].min(z);
-                        let ws = if wz == z { signed } else { signed && next(2) == 0 };
+                        let ws = if wz == z {
+                            signed
+                        } else {
+                            signed && next(2) == 0
+                        };
                         (int(z, signed), int(wz, ws))
                     }
                     _ => {
@@ -916,7 +920,11 @@ fn random_layouts_match_the_value_layer() {
         }
         let v = val(&FieldType::Nested(wire.clone()), &mut next);
         let payload = write_value(&wire, &v).unwrap();
-        let want = read_value(&native, &write_value(&native, &read_value(&wire, &payload).unwrap()).unwrap()).unwrap();
+        let want = read_value(
+            &native,
+            &write_value(&native, &read_value(&wire, &payload).unwrap()).unwrap(),
+        )
+        .unwrap();
         // the interpreter with moves, with byte permutes (where the CPU
         // has them), and the JIT
         for (b, perm) in [

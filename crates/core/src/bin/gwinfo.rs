@@ -74,7 +74,11 @@ fn methods_section(params: &Params, hosts: u32) {
             ctx_id: h,
             size: hosts,
             job_id: job_id.clone(),
-            host_id: if hosts == 1 { real.clone() } else { format!("{real}#emu{h}") },
+            host_id: if hosts == 1 {
+                real.clone()
+            } else {
+                format!("{real}#emu{h}")
+            },
             secret: [0; 32],
             verbose: 0,
         };
@@ -88,14 +92,24 @@ fn methods_section(params: &Params, hosts: u32) {
             }
         }
         let table = DescriptorTable {
-            entries: ms.iter().map(|m| Entry { method: m.name().into(), descriptor: m.descriptor() }).collect(),
+            entries: ms
+                .iter()
+                .map(|m| Entry {
+                    method: m.name().into(),
+                    descriptor: m.descriptor(),
+                })
+                .collect(),
         };
         per_host.push((ms, table));
     }
     let (local, table) = &per_host[0];
     println!(
         "\nEnabled here{}: {}",
-        if params.is_set("METHODS") { " (GW_METHODS)" } else { "" },
+        if params.is_set("METHODS") {
+            " (GW_METHODS)"
+        } else {
+            ""
+        },
         table.names()
     );
     println!("Descriptors of a process on this host ({}):", real);
@@ -107,7 +121,12 @@ fn methods_section(params: &Params, hosts: u32) {
         // Another process on the same host: `self` must not match, so compare
         // against a table whose self entry belongs to a different context.
         let remote_other = DescriptorTable {
-            entries: remote.entries.iter().filter(|e| !(h == 0 && e.method == "self")).cloned().collect(),
+            entries: remote
+                .entries
+                .iter()
+                .filter(|e| !(h == 0 && e.method == "self"))
+                .cloned()
+                .collect(),
         };
         let pick = FirstApplicable
             .select(local, &remote_other)
@@ -123,7 +142,9 @@ fn methods_section(params: &Params, hosts: u32) {
 }
 
 fn params_section(params: &Params) {
-    println!("\nParameters (environment variable, type, default, value; * = set in the environment):");
+    println!(
+        "\nParameters (environment variable, type, default, value; * = set in the environment):"
+    );
     for d in all_decls() {
         let kind = match d.kind {
             Kind::UInt { .. } => "uint".to_string(),
@@ -140,6 +161,9 @@ fn params_section(params: &Params) {
             format!("{:?}", d.default),
             params.display(d.name)
         );
-        println!("      {}", d.help.split_whitespace().collect::<Vec<_>>().join(" "));
+        println!(
+            "      {}",
+            d.help.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
     }
 }

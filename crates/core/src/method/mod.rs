@@ -9,7 +9,7 @@
 //! [`registry`]; nothing else changes.
 
 use crate::error::Result;
-use crate::params::{Params, ParamDecl};
+use crate::params::{ParamDecl, Params};
 use std::io::IoSlice;
 use std::os::fd::RawFd;
 use std::sync::Arc;

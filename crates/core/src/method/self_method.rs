@@ -42,7 +42,10 @@ impl SelfMethod {
         SelfMethod {
             ctx_id: job.ctx_id,
             job_id: job.job_id.clone(),
-            queue: Arc::new(Queue { msgs: Mutex::new(VecDeque::new()), len: AtomicUsize::new(0) }),
+            queue: Arc::new(Queue {
+                msgs: Mutex::new(VecDeque::new()),
+                len: AtomicUsize::new(0),
+            }),
         }
     }
 
@@ -100,7 +103,9 @@ impl Method for SelfMethod {
     }
 
     fn connect(&self, _peer: u32, _remote: &[u8]) -> Result<Arc<dyn Link>> {
-        Ok(Arc::new(SelfLink { queue: self.queue.clone() }))
+        Ok(Arc::new(SelfLink {
+            queue: self.queue.clone(),
+        }))
     }
 
     fn poll(&self, sink: &mut dyn Sink) -> Result<usize> {
@@ -138,11 +143,18 @@ impl Method for SelfMethod {
     }
 
     fn cost(&self) -> Cost {
-        Cost { latency_ns: 50, bandwidth_mb_s: 10_000 }
+        Cost {
+            latency_ns: 50,
+            bandwidth_mb_s: 10_000,
+        }
     }
 
     fn shutdown(&self) {
-        self.queue.msgs.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.queue
+            .msgs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         self.queue.len.store(0, Ordering::Release);
     }
 }

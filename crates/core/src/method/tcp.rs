@@ -42,7 +42,7 @@ use crate::sync::TryLock;
 use std::collections::HashMap;
 use std::io::{self, IoSlice};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -65,25 +65,37 @@ const PARAMS: &[ParamDecl] = &[
     ParamDecl {
         name: "TCP_SNDBUF",
         default: "0",
-        kind: Kind::Size { min: 0, max: 1 << 30 },
+        kind: Kind::Size {
+            min: 0,
+            max: 1 << 30,
+        },
         help: "SO_SNDBUF for every connection; 0 = kernel default (auto-tuned).",
     },
     ParamDecl {
         name: "TCP_RCVBUF",
         default: "0",
-        kind: Kind::Size { min: 0, max: 1 << 30 },
+        kind: Kind::Size {
+            min: 0,
+            max: 1 << 30,
+        },
         help: "SO_RCVBUF for every connection; 0 = kernel default (auto-tuned).",
     },
     ParamDecl {
         name: "TCP_MAX_MSG",
         default: "2g",
-        kind: Kind::Size { min: 1024, max: u32::MAX as u64 },
+        kind: Kind::Size {
+            min: 1024,
+            max: u32::MAX as u64,
+        },
         help: "Largest message accepted from a peer; a longer frame header is a protocol error.",
     },
     ParamDecl {
         name: "TCP_MAX_QUEUED",
         default: "8m",
-        kind: Kind::Size { min: 0, max: 1 << 40 },
+        kind: Kind::Size {
+            min: 0,
+            max: 1 << 40,
+        },
         help: "Bytes a connection may queue in user space before a sender waits (driving \
                progress) for the queue to drain.",
     },
@@ -154,14 +166,23 @@ fn copy_short(dst: &mut [u8], src: &[u8]) {
 const DIRECT_POLL_MAX: usize = 4;
 
 fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
-    let addr: std::net::IpAddr = env.params.text("TCP_ADDR").parse().map_err(|_| Error::BadParam {
-        var: "GW_TCP_ADDR".into(),
-        value: env.params.text("TCP_ADDR").into(),
-        reason: "expected an IP address".into(),
-    })?;
-    let listener = TcpListener::bind((addr, 0)).map_err(|e| Error::io(format!("tcp: bind {addr}"), e))?;
-    listener.set_nonblocking(true).map_err(|e| Error::io("tcp: set_nonblocking", e))?;
-    let local = listener.local_addr().map_err(|e| Error::io("tcp: local_addr", e))?;
+    let addr: std::net::IpAddr =
+        env.params
+            .text("TCP_ADDR")
+            .parse()
+            .map_err(|_| Error::BadParam {
+                var: "GW_TCP_ADDR".into(),
+                value: env.params.text("TCP_ADDR").into(),
+                reason: "expected an IP address".into(),
+            })?;
+    let listener =
+        TcpListener::bind((addr, 0)).map_err(|e| Error::io(format!("tcp: bind {addr}"), e))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::io("tcp: set_nonblocking", e))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| Error::io("tcp: local_addr", e))?;
     // SAFETY: epoll_create1 has no memory arguments; the result is checked.
     let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
     if ep < 0 {
@@ -197,7 +218,10 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
 }
 
 fn epoll_add(ep: RawFd, fd: RawFd, token: u64) -> Result<()> {
-    let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: token,
+    };
     // SAFETY: `ev` is a valid epoll_event for the duration of the call.
     if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
         return Err(Error::io("tcp: epoll_ctl", io::Error::last_os_error()));
@@ -254,19 +278,30 @@ impl TcpMethod {
     fn tune(&self, s: &TcpStream) {
         let _ = s.set_nodelay(true);
         let fd = s.as_raw_fd();
-        for (opt, val) in [(libc::SO_SNDBUF, self.sndbuf), (libc::SO_RCVBUF, self.rcvbuf)] {
+        for (opt, val) in [
+            (libc::SO_SNDBUF, self.sndbuf),
+            (libc::SO_RCVBUF, self.rcvbuf),
+        ] {
             if val > 0 {
                 let v = val as libc::c_int;
                 // SAFETY: passes a pointer to a live c_int with its exact size.
                 unsafe {
-                    libc::setsockopt(fd, libc::SOL_SOCKET, opt, &v as *const _ as *const libc::c_void, 4);
+                    libc::setsockopt(
+                        fd,
+                        libc::SOL_SOCKET,
+                        opt,
+                        &v as *const _ as *const libc::c_void,
+                        4,
+                    );
                 }
             }
         }
     }
 
     fn register(&self, stream: TcpStream, state: HsState, peer: u32) -> Result<Arc<Conn>> {
-        stream.set_nonblocking(true).map_err(|e| Error::io("tcp: set_nonblocking", e))?;
+        stream
+            .set_nonblocking(true)
+            .map_err(|e| Error::io("tcp: set_nonblocking", e))?;
         self.tune(&stream);
         let fd = stream.as_raw_fd();
         // SAFETY: into_raw_fd transfers ownership of the descriptor to the OwnedFd.
@@ -278,8 +313,23 @@ impl TcpMethod {
             redirect: std::sync::OnceLock::new(),
             fd: owned,
             peer: AtomicU32::new(peer),
-            out: TryLock::new(Out { ready: false, buf: Vec::new(), off: 0, broken: None, hold: false, held: Vec::new(), sent_msgs: 0, sent_bytes: 0 }),
-            inp: TryLock::new(In { state, buf: Vec::new(), start: 0, end: 0, my_nonce: [0; NONCE_LEN] }),
+            out: TryLock::new(Out {
+                ready: false,
+                buf: Vec::new(),
+                off: 0,
+                broken: None,
+                hold: false,
+                held: Vec::new(),
+                sent_msgs: 0,
+                sent_bytes: 0,
+            }),
+            inp: TryLock::new(In {
+                state,
+                buf: Vec::new(),
+                start: 0,
+                end: 0,
+                my_nonce: [0; NONCE_LEN],
+            }),
             queued: AtomicUsize::new(0),
         });
         {
@@ -300,7 +350,10 @@ impl TcpMethod {
             match self.listener.accept() {
                 Ok((s, _)) => {
                     if let Err(e) = self.register(s, HsState::AwaitHello, u32::MAX) {
-                        eprintln!("gw[{}]: tcp: cannot register accepted connection: {e}", self.me);
+                        eprintln!(
+                            "gw[{}]: tcp: cannot register accepted connection: {e}",
+                            self.me
+                        );
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -351,7 +404,14 @@ impl TcpMethod {
     fn close(&self, conn: &Arc<Conn>) {
         let fd = conn.fd.as_raw_fd();
         // SAFETY: removing a registered fd; a null event pointer is allowed for DEL.
-        unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
+        unsafe {
+            libc::epoll_ctl(
+                self.epoll.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd,
+                std::ptr::null_mut(),
+            )
+        };
         let was_open = {
             let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
             let was = conns.remove(&fd).is_some();
@@ -385,7 +445,9 @@ impl TcpMethod {
     /// Reads what is available on `conn` and delivers complete frames.
     fn readable(&self, conn: &Arc<Conn>, sink: &mut dyn Sink) -> usize {
         // Another thread reading this connection delivers what is there.
-        let Some(mut inp) = conn.inp.try_lock() else { return 0 };
+        let Some(mut inp) = conn.inp.try_lock() else {
+            return 0;
+        };
         let mut delivered = 0;
         // Bound the work per poll so one busy connection cannot starve others.
         let mut budget = 8usize << 20;
@@ -402,14 +464,22 @@ impl TcpMethod {
             // while idle this call is the whole spin loop, so its cost is
             // the detection delay of the next message.
             // SAFETY: `spare` is a live, writable slice; recv writes at most its length.
-            let n = unsafe { libc::recv(fd, spare.as_mut_ptr() as *mut libc::c_void, spare.len(), libc::MSG_DONTWAIT) };
+            let n = unsafe {
+                libc::recv(
+                    fd,
+                    spare.as_mut_ptr() as *mut libc::c_void,
+                    spare.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
             if n < 0 {
                 // The common case, an empty socket, without building an io::Error.
                 // SAFETY: errno is this thread's, set by the failed recv just above.
                 let errno = unsafe { *libc::__errno_location() };
                 if errno == libc::EAGAIN && delivered == 0 && inp.end == end {
                     let idle = conn.idle_reads.load(Ordering::Relaxed);
-                    conn.idle_reads.store(idle.saturating_add(1), Ordering::Relaxed);
+                    conn.idle_reads
+                        .store(idle.saturating_add(1), Ordering::Relaxed);
                     break;
                 }
                 let e = io::Error::from_raw_os_error(errno);
@@ -417,7 +487,8 @@ impl TcpMethod {
                     io::ErrorKind::WouldBlock => {
                         if delivered == 0 && inp.end == end {
                             let idle = conn.idle_reads.load(Ordering::Relaxed);
-                            conn.idle_reads.store(idle.saturating_add(1), Ordering::Relaxed);
+                            conn.idle_reads
+                                .store(idle.saturating_add(1), Ordering::Relaxed);
                         }
                         break;
                     }
@@ -438,7 +509,12 @@ impl TcpMethod {
                 let inp_was_proof = matches!(inp.state, HsState::AwaitProof { .. });
                 drop(inp);
                 if refused_us {
-                    self.fail(conn, sink, "the peer closed the connection during authentication (wrong job secret?)".into());
+                    self.fail(
+                        conn,
+                        sink,
+                        "the peer closed the connection during authentication (wrong job secret?)"
+                            .into(),
+                    );
                 } else if !authed && inp_was_proof {
                     // The connector saw our proof and left: it does not share our secret.
                     self.refused.fetch_add(1, Ordering::Relaxed);
@@ -450,11 +526,19 @@ impl TcpMethod {
                     self.close(conn);
                 } else if clean || !authed {
                     if self.verbose >= 2 {
-                        eprintln!("gw[{}]: tcp: connection from {} closed", self.me, conn.peer_name());
+                        eprintln!(
+                            "gw[{}]: tcp: connection from {} closed",
+                            self.me,
+                            conn.peer_name()
+                        );
                     }
                     self.close(conn);
                 } else {
-                    self.fail(conn, sink, "connection closed in the middle of a message".into());
+                    self.fail(
+                        conn,
+                        sink,
+                        "connection closed in the middle of a message".into(),
+                    );
                 }
                 return delivered;
             }
@@ -468,7 +552,8 @@ impl TcpMethod {
                     // A connection that never authenticated to us tells us
                     // nothing about the context it claimed to be: drop it
                     // without touching that context's real link.
-                    let unproven = matches!(inp.state, HsState::AwaitHello | HsState::AwaitProof { .. });
+                    let unproven =
+                        matches!(inp.state, HsState::AwaitHello | HsState::AwaitProof { .. });
                     drop(inp);
                     if unproven {
                         self.close(conn);
@@ -488,7 +573,12 @@ impl TcpMethod {
     }
 
     /// Runs the handshake and frame parser over the buffered bytes.
-    fn process(&self, conn: &Arc<Conn>, inp: &mut In, sink: &mut dyn Sink) -> std::result::Result<usize, String> {
+    fn process(
+        &self,
+        conn: &Arc<Conn>,
+        inp: &mut In,
+        sink: &mut dyn Sink,
+    ) -> std::result::Result<usize, String> {
         let mut delivered = 0;
         loop {
             let avail = inp.end - inp.start;
@@ -505,11 +595,20 @@ impl TcpMethod {
                     let wanted = u32::from_le_bytes(h[8..12].try_into().unwrap());
                     let their_nonce: [u8; NONCE_LEN] = h[12..12 + NONCE_LEN].try_into().unwrap();
                     if wanted != self.me {
-                        return Err(self.refuse(conn, &format!("connection meant for context {wanted}")));
+                        return Err(
+                            self.refuse(conn, &format!("connection meant for context {wanted}"))
+                        );
                     }
                     inp.start += HELLO_LEN;
                     let mine = auth::nonce();
-                    let proof = auth::proof(&self.secret, Role::Acceptor, &mine, &their_nonce, self.me, their_id);
+                    let proof = auth::proof(
+                        &self.secret,
+                        Role::Acceptor,
+                        &mine,
+                        &their_nonce,
+                        self.me,
+                        their_id,
+                    );
                     let mut reply = [0u8; CHALLENGE_LEN];
                     reply[..NONCE_LEN].copy_from_slice(&mine);
                     reply[NONCE_LEN..NONCE_LEN + PROOF_LEN].copy_from_slice(&proof);
@@ -518,7 +617,8 @@ impl TcpMethod {
                     conn.peer.store(their_id, Ordering::Relaxed);
                     inp.my_nonce = mine;
                     inp.state = HsState::AwaitProof { their_nonce };
-                    conn.write_raw(&reply).map_err(|e| format!("handshake write: {e}"))?;
+                    conn.write_raw(&reply)
+                        .map_err(|e| format!("handshake write: {e}"))?;
                 }
                 HsState::AwaitProof { their_nonce } => {
                     if avail < PROOF_LEN {
@@ -572,7 +672,14 @@ impl TcpMethod {
                     }
                     inp.start += CHALLENGE_LEN;
                     inp.state = HsState::Ready;
-                    let proof = auth::proof(&self.secret, Role::Connector, &my_nonce, &their_nonce, self.me, their_id);
+                    let proof = auth::proof(
+                        &self.secret,
+                        Role::Connector,
+                        &my_nonce,
+                        &their_nonce,
+                        self.me,
+                        their_id,
+                    );
                     // The proof must precede any queued data: put it at the front.
                     let mut out = conn.out.lock();
                     if flags & USE_MINE != 0 && !out.hold {
@@ -607,9 +714,14 @@ impl TcpMethod {
                         inp.compact();
                         return Ok(delivered);
                     }
-                    let len = u32::from_le_bytes(inp.buf[inp.start..inp.start + 4].try_into().unwrap()) as usize;
+                    let len =
+                        u32::from_le_bytes(inp.buf[inp.start..inp.start + 4].try_into().unwrap())
+                            as usize;
                     if len > self.max_msg {
-                        return Err(format!("frame of {len} bytes exceeds GW_TCP_MAX_MSG ({})", self.max_msg));
+                        return Err(format!(
+                            "frame of {len} bytes exceeds GW_TCP_MAX_MSG ({})",
+                            self.max_msg
+                        ));
                     }
                     if avail < 4 + len {
                         inp.compact();
@@ -638,7 +750,13 @@ impl TcpMethod {
             // Our own connection to ourselves: both ends are one connection.
             return 0;
         }
-        let Some(own) = self.by_peer.lock().unwrap_or_else(|e| e.into_inner()).get(&peer).cloned() else {
+        let Some(own) = self
+            .by_peer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&peer)
+            .cloned()
+        else {
             return 0;
         };
         if !own.outgoing || own.redirect.get().is_some() {
@@ -656,7 +774,12 @@ impl TcpMethod {
     /// tie) to the authenticated connection `peer` made to us, in order, and
     /// points later sends there.
     fn merge(&self, peer: u32) {
-        let own = self.by_peer.lock().unwrap_or_else(|e| e.into_inner()).get(&peer).cloned();
+        let own = self
+            .by_peer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&peer)
+            .cloned();
         let Some(own) = own else { return };
         if !own.outgoing || own.redirect.get().is_some() {
             return;
@@ -666,11 +789,7 @@ impl TcpMethod {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .find(|c| {
-                !c.outgoing
-                    && c.peer.load(Ordering::Relaxed) == peer
-                    && c.out.lock().ready
-            })
+            .find(|c| !c.outgoing && c.peer.load(Ordering::Relaxed) == peer && c.out.lock().ready)
             .cloned();
         let Some(winner) = winner else { return };
         let mut out = own.out.lock();
@@ -693,11 +812,17 @@ impl TcpMethod {
             }
         }
         drop(out);
-        self.by_peer.lock().unwrap_or_else(|e| e.into_inner()).insert(peer, winner.clone());
+        self.by_peer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(peer, winner.clone());
         self.flush(&winner);
         self.merged.fetch_add(1, Ordering::Relaxed);
         if self.verbose >= 2 {
-            eprintln!("gw[{}]: tcp: both ends connected; using the connection context {peer} made", self.me);
+            eprintln!(
+                "gw[{}]: tcp: both ends connected; using the connection context {peer} made",
+                self.me
+            );
         }
     }
 
@@ -706,8 +831,10 @@ impl TcpMethod {
     /// could not prove it knows the secret.
     fn refuse(&self, conn: &Arc<Conn>, why: &str) -> String {
         self.refused.fetch_add(1, Ordering::Relaxed);
-        let acceptor = matches!(conn.inp.try_lock().map(|i| i.state), Some(HsState::AwaitHello | HsState::AwaitProof { .. }))
-            || conn.peer.load(Ordering::Relaxed) == u32::MAX;
+        let acceptor = matches!(
+            conn.inp.try_lock().map(|i| i.state),
+            Some(HsState::AwaitHello | HsState::AwaitProof { .. })
+        ) || conn.peer.load(Ordering::Relaxed) == u32::MAX;
         if acceptor {
             eprintln!(
                 "gw[{}]: tcp: refused TCP connection (claims to be context {}): authentication failed: {why}; nothing delivered",
@@ -735,7 +862,9 @@ impl TcpMethod {
 
     /// Writes queued output of `conn` if another thread is not already doing so.
     fn flush(&self, conn: &Conn) {
-        let Some(mut out) = conn.out.try_lock() else { return };
+        let Some(mut out) = conn.out.try_lock() else {
+            return;
+        };
         if !out.ready || out.off == out.buf.len() {
             return;
         }
@@ -758,7 +887,8 @@ impl TcpMethod {
             conn.queued.store(out.buf.len(), Ordering::Relaxed);
         } else {
             let _ = before;
-            conn.queued.store(out.buf.len() - out.off, Ordering::Relaxed);
+            conn.queued
+                .store(out.buf.len() - out.off, Ordering::Relaxed);
         }
     }
 }
@@ -813,7 +943,8 @@ impl In {
     fn next_need(&self, max_msg: usize) -> usize {
         let avail = self.end - self.start;
         if matches!(self.state, HsState::Ready) && avail >= 4 {
-            let len = u32::from_le_bytes(self.buf[self.start..self.start + 4].try_into().unwrap()) as usize;
+            let len = u32::from_le_bytes(self.buf[self.start..self.start + 4].try_into().unwrap())
+                as usize;
             (4 + len.min(max_msg)).saturating_sub(avail)
         } else {
             0
@@ -892,7 +1023,11 @@ impl Conn {
                 let mut msg: libc::msghdr = std::mem::zeroed();
                 msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
                 msg.msg_iovlen = iov.len() as _;
-                libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+                libc::sendmsg(
+                    self.fd.as_raw_fd(),
+                    &msg,
+                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+                )
             };
             if n >= 0 {
                 return Ok(n as usize);
@@ -909,7 +1044,12 @@ impl Conn {
         loop {
             // SAFETY: `bytes` is a live, initialized buffer of the length passed.
             let n = unsafe {
-                libc::send(self.fd.as_raw_fd(), bytes.as_ptr() as *const libc::c_void, bytes.len(), libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+                libc::send(
+                    self.fd.as_raw_fd(),
+                    bytes.as_ptr() as *const libc::c_void,
+                    bytes.len(),
+                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+                )
             };
             if n >= 0 {
                 return Ok(n as usize);
@@ -986,7 +1126,11 @@ impl Link for TcpLink {
             out = conn.out.lock();
         }
         if let Some(why) = &out.broken {
-            return Err(Error::LinkFailed { peer: conn.peer.load(Ordering::Relaxed), method: "tcp", reason: why.clone() });
+            return Err(Error::LinkFailed {
+                peer: conn.peer.load(Ordering::Relaxed),
+                method: "tcp",
+                reason: why.clone(),
+            });
         }
         // Every path below takes the message (sent, queued or held).
         out.sent_msgs += 1;
@@ -1031,7 +1175,11 @@ impl Link for TcpLink {
                         out.broken = Some(format!("write: {e}"));
                         out.sent_msgs -= 1;
                         out.sent_bytes -= total as u64;
-                        return Err(Error::LinkFailed { peer: conn.peer.load(Ordering::Relaxed), method: "tcp", reason: e.to_string() });
+                        return Err(Error::LinkFailed {
+                            peer: conn.peer.load(Ordering::Relaxed),
+                            method: "tcp",
+                            reason: e.to_string(),
+                        });
                     }
                 };
             }
@@ -1062,7 +1210,11 @@ impl Link for TcpLink {
                 break;
             }
             if let Some(why) = &conn.out.lock().broken {
-                return Err(Error::LinkFailed { peer: conn.peer.load(Ordering::Relaxed), method: "tcp", reason: why.clone() });
+                return Err(Error::LinkFailed {
+                    peer: conn.peer.load(Ordering::Relaxed),
+                    method: "tcp",
+                    reason: why.clone(),
+                });
             }
         }
         Ok(())
@@ -1083,21 +1235,34 @@ impl Method for TcpMethod {
     }
 
     fn reachable(&self, remote: &[u8]) -> bool {
-        std::str::from_utf8(remote).ok().and_then(|s| s.parse::<SocketAddr>().ok()).is_some()
+        std::str::from_utf8(remote)
+            .ok()
+            .and_then(|s| s.parse::<SocketAddr>().ok())
+            .is_some()
     }
 
     fn connect(&self, peer: u32, remote: &[u8]) -> Result<Arc<dyn Link>> {
-        if let Some(c) = self.by_peer.lock().unwrap_or_else(|e| e.into_inner()).get(&peer) {
+        if let Some(c) = self
+            .by_peer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&peer)
+        {
             return Ok(self.link(c.clone()));
         }
         let addr: SocketAddr = std::str::from_utf8(remote)
             .ok()
             .and_then(|s| s.parse().ok())
-            .ok_or_else(|| Error::Protocol { peer: peer.to_string(), what: "malformed tcp descriptor".into() })?;
-        let stream = TcpStream::connect_timeout(&addr, self.connect_timeout).map_err(|e| Error::LinkFailed {
-            peer,
-            method: "tcp",
-            reason: format!("connect to {addr}: {e}"),
+            .ok_or_else(|| Error::Protocol {
+                peer: peer.to_string(),
+                what: "malformed tcp descriptor".into(),
+            })?;
+        let stream = TcpStream::connect_timeout(&addr, self.connect_timeout).map_err(|e| {
+            Error::LinkFailed {
+                peer,
+                method: "tcp",
+                reason: format!("connect to {addr}: {e}"),
+            }
         })?;
         let my_nonce = auth::nonce();
         let conn = self.register(stream, HsState::AwaitChallenge { my_nonce }, peer)?;
@@ -1106,9 +1271,13 @@ impl Method for TcpMethod {
         hello[4..8].copy_from_slice(&self.me.to_le_bytes());
         hello[8..12].copy_from_slice(&peer.to_le_bytes());
         hello[12..].copy_from_slice(&my_nonce);
-        conn.write_raw(&hello).map_err(|e| Error::io("tcp: handshake", e))?;
+        conn.write_raw(&hello)
+            .map_err(|e| Error::io("tcp: handshake", e))?;
         if self.verbose >= 2 {
-            eprintln!("gw[{}]: tcp: connected to context {peer} at {addr}", self.me);
+            eprintln!(
+                "gw[{}]: tcp: connected to context {peer} at {addr}",
+                self.me
+            );
         }
         let conn = self
             .by_peer
@@ -1163,7 +1332,10 @@ impl Method for TcpMethod {
     }
 
     fn cost(&self) -> Cost {
-        Cost { latency_ns: 15_000, bandwidth_mb_s: 3_000 }
+        Cost {
+            latency_ns: 15_000,
+            bandwidth_mb_s: 3_000,
+        }
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
@@ -1177,7 +1349,13 @@ impl Method for TcpMethod {
         if self.down.swap(true, Ordering::Relaxed) {
             return;
         }
-        let conns: Vec<Arc<Conn>> = self.conns.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        let conns: Vec<Arc<Conn>> = self
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
         for c in conns {
             self.close(&c);
         }
@@ -1204,7 +1382,11 @@ impl TcpMethod {
 
 impl TcpMethod {
     fn link(&self, conn: Arc<Conn>) -> Arc<dyn Link> {
-        Arc::new(TcpLink { conn, max_queued: self.max_queued, queued_conns: self.queued_conns.clone() })
+        Arc::new(TcpLink {
+            conn,
+            max_queued: self.max_queued,
+            queued_conns: self.queued_conns.clone(),
+        })
     }
 }
 
@@ -1224,7 +1406,13 @@ impl TcpMethod {
         if let Some(mut list) = self.poll_list.try_lock() {
             let gen = self.direct_gen.load(Ordering::Acquire);
             if list.0 != gen {
-                *list = (gen, self.direct.lock().unwrap_or_else(|e| e.into_inner()).clone());
+                *list = (
+                    gen,
+                    self.direct
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone(),
+                );
             }
             if list.1.len() <= DIRECT_POLL_MAX {
                 direct = true;
@@ -1252,7 +1440,14 @@ impl TcpMethod {
     fn poll_epoll(&self, sink: &mut dyn Sink) -> Result<usize> {
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 32];
         // SAFETY: `events` is a writable array of the length passed.
-        let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, 0) };
+        let n = unsafe {
+            libc::epoll_wait(
+                self.epoll.as_raw_fd(),
+                events.as_mut_ptr(),
+                events.len() as i32,
+                0,
+            )
+        };
         let mut delivered = 0;
         for ev in events.iter().take(n.max(0) as usize) {
             let token = ev.u64;
@@ -1260,7 +1455,12 @@ impl TcpMethod {
                 self.accept_all();
                 continue;
             }
-            let conn = self.conns.lock().unwrap_or_else(|e| e.into_inner()).get(&(token as RawFd)).cloned();
+            let conn = self
+                .conns
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&(token as RawFd))
+                .cloned();
             if let Some(conn) = conn {
                 delivered += self.readable(&conn, sink);
             }
@@ -1288,9 +1488,21 @@ mod tests {
     }
 
     fn method(id: u32, secret: [u8; 32]) -> Arc<dyn Method> {
-        let job = JobInfo { ctx_id: id, size: 4, job_id: "tcptest".into(), host_id: "h".into(), secret, verbose: 0 };
+        let job = JobInfo {
+            ctx_id: id,
+            size: 4,
+            job_id: "tcptest".into(),
+            host_id: "h".into(),
+            secret,
+            verbose: 0,
+        };
         let params = Params::from_lookup(|_| None).unwrap();
-        (INFO.init)(&MethodEnv { job: &job, params: &params }).unwrap().unwrap()
+        (INFO.init)(&MethodEnv {
+            job: &job,
+            params: &params,
+        })
+        .unwrap()
+        .unwrap()
     }
 
     fn poll_for(m: &Arc<dyn Method>, sink: &mut Collect, ms: u64) {
@@ -1311,7 +1523,10 @@ mod tests {
     #[test]
     fn garbage_and_forged_handshakes_are_refused_and_never_delivered() {
         let server = method(0, [1; 32]);
-        let addr: SocketAddr = String::from_utf8(server.descriptor()).unwrap().parse().unwrap();
+        let addr: SocketAddr = String::from_utf8(server.descriptor())
+            .unwrap()
+            .parse()
+            .unwrap();
         let mut sink = Collect(Vec::new(), Vec::new());
 
         // 1. Garbage bytes.
@@ -1334,7 +1549,10 @@ mod tests {
         poll_for(&server, &mut sink, 200);
 
         assert!(sink.0.is_empty(), "nothing may be delivered: {:?}", sink.0);
-        assert!(sink.1.is_empty(), "unauthenticated connections must not fail real links");
+        assert!(
+            sink.1.is_empty(),
+            "unauthenticated connections must not fail real links"
+        );
         assert_eq!(server.counters()[0], ("refused_connections", 2));
         server.shutdown();
     }
@@ -1345,7 +1563,10 @@ mod tests {
         let b = method(1, [2; 32]);
         let link = b.connect(0, &a.descriptor()).unwrap();
         link.send(&[IoSlice::new(b"secret data")], &NoWait).unwrap();
-        let (mut sa, mut sb) = (Collect(Vec::new(), Vec::new()), Collect(Vec::new(), Vec::new()));
+        let (mut sa, mut sb) = (
+            Collect(Vec::new(), Vec::new()),
+            Collect(Vec::new(), Vec::new()),
+        );
         for _ in 0..100 {
             a.poll(&mut sa).unwrap();
             b.poll(&mut sb).unwrap();
@@ -1366,7 +1587,10 @@ mod tests {
         let b = method(1, [5; 32]);
         let ab = a.connect(1, &b.descriptor()).unwrap();
         let ba = b.connect(0, &a.descriptor()).unwrap();
-        let (mut sa, mut sb) = (Collect(Vec::new(), Vec::new()), Collect(Vec::new(), Vec::new()));
+        let (mut sa, mut sb) = (
+            Collect(Vec::new(), Vec::new()),
+            Collect(Vec::new(), Vec::new()),
+        );
         let mut next = 0u32;
         for round in 0..400 {
             if next < 300 && round % 2 == 0 {
@@ -1385,11 +1609,24 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         for (name, got) in [("a", &sa.0), ("b", &sb.0)] {
-            let seq: Vec<u32> = got.iter().map(|(_, m)| u32::from_le_bytes(m[..4].try_into().unwrap())).collect();
-            assert_eq!(seq, (0..300).collect::<Vec<_>>(), "{name} got every message once, in order");
+            let seq: Vec<u32> = got
+                .iter()
+                .map(|(_, m)| u32::from_le_bytes(m[..4].try_into().unwrap()))
+                .collect();
+            assert_eq!(
+                seq,
+                (0..300).collect::<Vec<_>>(),
+                "{name} got every message once, in order"
+            );
         }
         assert!(sa.1.is_empty() && sb.1.is_empty(), "no link failed");
-        let merged = |m: &Arc<dyn Method>| m.counters().iter().find(|c| c.0 == "merged_connections").unwrap().1;
+        let merged = |m: &Arc<dyn Method>| {
+            m.counters()
+                .iter()
+                .find(|c| c.0 == "merged_connections")
+                .unwrap()
+                .1
+        };
         // The higher context's connection gave way; the lower's carries both directions.
         assert_eq!((merged(&a), merged(&b)), (0, 1));
         a.shutdown();
@@ -1435,11 +1672,24 @@ mod tests {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        let seq: Vec<u32> = sa.0.iter().map(|(_, m)| u32::from_le_bytes(m[..4].try_into().unwrap())).collect();
-        assert_eq!(seq, (0..20).collect::<Vec<_>>(), "everything arrives once, in order");
+        let seq: Vec<u32> =
+            sa.0.iter()
+                .map(|(_, m)| u32::from_le_bytes(m[..4].try_into().unwrap()))
+                .collect();
+        assert_eq!(
+            seq,
+            (0..20).collect::<Vec<_>>(),
+            "everything arrives once, in order"
+        );
         assert!(sa.0.iter().all(|(src, _)| *src == 1));
-        assert!(sb.0.is_empty() && sb.1.is_empty(), "the impostor delivered nothing and failed no link");
-        assert_eq!(b.counters(), vec![("refused_connections", 1), ("merged_connections", 0)]);
+        assert!(
+            sb.0.is_empty() && sb.1.is_empty(),
+            "the impostor delivered nothing and failed no link"
+        );
+        assert_eq!(
+            b.counters(),
+            vec![("refused_connections", 1), ("merged_connections", 0)]
+        );
         a.shutdown();
         b.shutdown();
     }
@@ -1450,9 +1700,16 @@ mod tests {
         let b = method(1, [3; 32]);
         let ab = b.connect(0, &a.descriptor()).unwrap();
         for i in 0..50u32 {
-            ab.send(&[IoSlice::new(&i.to_le_bytes()), IoSlice::new(&[0u8; 3000])], &NoWait).unwrap();
+            ab.send(
+                &[IoSlice::new(&i.to_le_bytes()), IoSlice::new(&[0u8; 3000])],
+                &NoWait,
+            )
+            .unwrap();
         }
-        let (mut sa, mut sb) = (Collect(Vec::new(), Vec::new()), Collect(Vec::new(), Vec::new()));
+        let (mut sa, mut sb) = (
+            Collect(Vec::new(), Vec::new()),
+            Collect(Vec::new(), Vec::new()),
+        );
         for _ in 0..500 {
             a.poll(&mut sa).unwrap();
             b.poll(&mut sb).unwrap();

@@ -11,8 +11,16 @@ pub const GWRUN: &str = env!("CARGO_BIN_EXE_gwrun");
 
 /// Path of an example program of the workspace (built next to gwrun).
 pub fn example(name: &str) -> String {
-    let p = PathBuf::from(GWRUN).parent().unwrap().join("examples").join(name);
-    assert!(p.exists(), "{} missing: build the workspace examples first (make build-debug)", p.display());
+    let p = PathBuf::from(GWRUN)
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(name);
+    assert!(
+        p.exists(),
+        "{} missing: build the workspace examples first (make build-debug)",
+        p.display()
+    );
     p.to_string_lossy().into_owned()
 }
 
@@ -29,7 +37,10 @@ pub struct Out {
 pub fn run(program: &str, args: &[&str], envs: &[(&str, &str)], limit: Duration) -> Out {
     let start = Instant::now();
     let mut cmd = Command::new(program);
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     cmd.env_remove("MPIEXEC_TIMEOUT");
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("GW_")) {
         cmd.env_remove(k);
@@ -62,5 +73,10 @@ pub fn run(program: &str, args: &[&str], envs: &[(&str, &str)], limit: Duration)
         std::thread::sleep(Duration::from_millis(20));
     };
     let elapsed = start.elapsed();
-    Out { code: status.code().unwrap_or(-1), stdout: t1.join().unwrap(), stderr: t2.join().unwrap(), elapsed }
+    Out {
+        code: status.code().unwrap_or(-1),
+        stdout: t1.join().unwrap(),
+        stderr: t2.join().unwrap(),
+        elapsed,
+    }
 }

@@ -22,10 +22,10 @@ use super::segment::Segment;
 use super::{Shared, MAX_RNDV_IOV, TAG_EAGER, TAG_FIRST, TAG_MORE, TAG_RNDV};
 use crate::error::{Error, Result};
 use crate::method::{iov_len, Link, Waiter};
+use crate::sync::{TryLock, TryLockGuard};
 use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicU64, Ordering};
-use crate::sync::{TryLock, TryLockGuard};
 use std::sync::Arc;
 
 /// A message we had to copy because we could not wait.
@@ -211,7 +211,12 @@ impl ShmLink {
     }
 
     #[inline(never)]
-    fn send_eager_wait(&self, iov: &[IoSlice<'_>], total: usize, waiter: &dyn Waiter) -> Result<()> {
+    fn send_eager_wait(
+        &self,
+        iov: &[IoSlice<'_>],
+        total: usize,
+        waiter: &dyn Waiter,
+    ) -> Result<()> {
         let mut n = 0;
         loop {
             if self.try_eager(iov, total) {

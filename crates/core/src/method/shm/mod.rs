@@ -38,9 +38,9 @@ use self::segment::Segment;
 use super::{Cost, JobInfo, Link, Method, MethodEnv, MethodInfo, PollClass, Sink};
 use crate::error::{Error, Result};
 use crate::params::{Kind, ParamDecl};
+use crate::sync::TryLock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use crate::sync::TryLock;
 use std::sync::{Arc, Mutex};
 
 pub const PARAMS: &[ParamDecl] = &[

@@ -403,7 +403,10 @@ fn corrupt_ring_reports_link_failure() {
         // SAFETY: test only; the record at the consumer's position is not in use by anyone else.
         unsafe {
             std::ptr::write(
-                g.seg.as_ptr().add(PAIR_DATA_OFF + super::ring::ALIGN as usize + 8) as *mut u64,
+                g.seg
+                    .as_ptr()
+                    .add(PAIR_DATA_OFF + super::ring::ALIGN as usize + 8)
+                    as *mut u64,
                 0x7fff_0000,
             )
         };

@@ -309,7 +309,11 @@ mod tests {
         }
         assert_eq!(c.window(), w, "7 of 47 datagrams lost: not yet a burst");
         c.on_loss(t0 + 7 * MS, t0);
-        assert_eq!(c.window(), w * 7 / 10, "8 of 48 datagrams in a round trip lost");
+        assert_eq!(
+            c.window(),
+            w * 7 / 10,
+            "8 of 48 datagrams in a round trip lost"
+        );
         // The next round trip starts a new tally.
         let t1 = t0 + 30 * MS;
         c.on_ack(t1, t1, 1000);
@@ -348,6 +352,10 @@ mod tests {
         // The queue drains: congestion avoidance without a queue (+50% per round trip).
         let t2 = rounds(&mut c, t2, 20 * MS, 3);
         c.on_ack(t2, t2, 2000);
-        assert_eq!(c.window(), w + 3000, "no queue: grows by half the acked bytes");
+        assert_eq!(
+            c.window(),
+            w + 3000,
+            "no queue: grows by half the acked bytes"
+        );
     }
 }

@@ -540,7 +540,9 @@ impl Shared {
         }
         // At least 20 us ahead: a deadline already due (a full socket buffer)
         // must not turn the idle wait into a spin.
-        let d = t.saturating_duration_since(now).max(Duration::from_micros(20));
+        let d = t
+            .saturating_duration_since(now)
+            .max(Duration::from_micros(20));
         let spec = libc::itimerspec {
             it_interval: libc::timespec {
                 tv_sec: 0,
@@ -634,7 +636,13 @@ impl Shared {
             let mut n = [0u8; 8];
             // SAFETY: reads at most 8 bytes into a live 8-byte buffer; the
             // timerfd is non-blocking.
-            unsafe { libc::read(self.timer.as_raw_fd(), n.as_mut_ptr() as *mut libc::c_void, 8) };
+            unsafe {
+                libc::read(
+                    self.timer.as_raw_fd(),
+                    n.as_mut_ptr() as *mut libc::c_void,
+                    8,
+                )
+            };
             st.armed = None;
         }
         for _round in 0..16 {
@@ -856,7 +864,10 @@ fn wait_fds(sock: RawFd) -> Result<(OwnedFd, OwnedFd)> {
     let ep = unsafe { OwnedFd::from_raw_fd(ep) };
     // SAFETY: as above.
     let tfd = unsafe {
-        libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC)
+        libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+        )
     };
     if tfd < 0 {
         return Err(Error::io("udp: timerfd_create", io::Error::last_os_error()));

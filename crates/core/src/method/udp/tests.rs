@@ -958,7 +958,11 @@ fn pacing_spreads_a_window_over_the_round_trip() {
     );
     // The pacer's deadline is a wake-up reason, soon (a 2x-window-per-RTT rate).
     let next = sim.eps[0].poll_wakeup().expect("a pacing deadline");
-    assert!(next > now && next - now < Duration::from_millis(2), "{:?}", next - now);
+    assert!(
+        next > now && next - now < Duration::from_millis(2),
+        "{:?}",
+        next - now
+    );
     let mut more = 0;
     while sim.eps[0].poll_transmit(next, &mut buf).is_some() {
         more += 1;
@@ -968,7 +972,12 @@ fn pacing_spreads_a_window_over_the_round_trip() {
 
 #[test]
 fn c_socket_addresses_round_trip() {
-    for a in ["10.80.0.2:4242", "127.0.0.1:1", "[::1]:65535", "[fe80::1%3]:9"] {
+    for a in [
+        "10.80.0.2:4242",
+        "127.0.0.1:1",
+        "[::1]:65535",
+        "[fe80::1%3]:9",
+    ] {
         let a: SocketAddr = a.parse().unwrap();
         // SAFETY: all-zero is a valid sockaddr_storage.
         let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
