@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generates include/mpi.h (MPI 5.0 standard ABI) and the capi stubs.
 
-Inputs:  ../shared/mpi-abi/constants.json (or $MPI_ABI_JSON): handle types, constant values,
+Inputs:  scripts/mpi-abi/constants.json (or $MPI_ABI_JSON): handle types, constant values,
          MPI_Status layout fixed by the standard ABI;
          scripts/mpi_functions.txt: the prototype of every MPI function.
 Outputs: include/mpi.h;
@@ -14,9 +14,7 @@ Run it again after implementing a function in capi (it scans for `mpi_fn!` names
 import json, os, re, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ABI = os.environ.get("MPI_ABI_JSON", os.path.join(ROOT, "..", "shared", "mpi-abi", "constants.json"))
-if not os.path.exists(ABI):
-    ABI = "/work/shared/mpi-abi/constants.json"
+ABI = os.environ.get("MPI_ABI_JSON", os.path.join(ROOT, "scripts", "mpi-abi", "constants.json"))
 
 def load_protos():
     out = []
