@@ -92,6 +92,11 @@ pub const PACE_BURST: usize = 16;
 const ACC_KEPT: usize = 8;
 /// Smallest datagram the protocol works with (handshake datagrams must fit).
 pub const MIN_DGRAM: usize = 128;
+/// Handshake datagrams queued for sending at most: the socket layer sends
+/// them after every few dozen received datagrams, so only a flood of HELLOs
+/// between two polls reaches this; what does not fit is dropped (a real
+/// peer retries).
+pub const CTL_MAX: usize = 256;
 
 /// Protocol settings (from the method's parameters).
 #[derive(Debug, Clone)]
@@ -142,6 +147,55 @@ pub struct PeerState {
     pub lost: usize,
 }
 
+/// The largest per-peer state (see [`Endpoint::state_sizes`]).
+#[doc(hidden)]
+#[derive(Debug, Default, Clone)]
+pub struct StateSizes {
+    pub peers: usize,
+    pub ctl: usize,
+    pub events: usize,
+    pub ooo_dgrams: usize,
+    pub ooo_bytes: usize,
+    pub ooo_ranges: usize,
+    pub sacked_ranges: usize,
+    pub lost: usize,
+    /// Datagrams queued or unacknowledged (our own sends).
+    pub unacked: usize,
+    pub asm_capacity: usize,
+    pub asm_len: usize,
+}
+
+impl StateSizes {
+    /// Checks the bounds every input must respect; `Err` names the first
+    /// one broken. `unacked` is what the caller queued itself.
+    pub fn check(&self, cfg: &Config, unacked: usize) -> Result<(), String> {
+        let depth = cfg.depth as usize;
+        let bounds = [
+            ("peers", self.peers, cfg.size as usize),
+            ("ctl", self.ctl, CTL_MAX),
+            ("ooo_dgrams", self.ooo_dgrams, depth),
+            ("ooo_bytes", self.ooo_bytes, depth.saturating_mul(cfg.dgram)),
+            ("ooo_ranges", self.ooo_ranges, depth),
+            ("sacked_ranges", self.sacked_ranges, self.unacked),
+            ("lost", self.lost, self.unacked),
+            ("unacked", self.unacked, unacked),
+            // The reassembly buffer starts at most 4 MiB and grows with
+            // data received (doubling), never from an announced length.
+            (
+                "asm_capacity",
+                self.asm_capacity,
+                (4 << 20).max(2 * self.asm_len),
+            ),
+        ];
+        for (what, value, bound) in bounds {
+            if value > bound {
+                return Err(format!("{what} = {value} exceeds its bound {bound}"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What the protocol tells its user.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Event {
@@ -168,6 +222,11 @@ pub struct Counters {
     pub duplicates: u64,
     pub dgrams_sent: u64,
     pub dgrams_received: u64,
+    /// Out-of-order data datagrams dropped because the peer's out-of-order
+    /// buffer was at its byte budget (the sender resends them).
+    pub over_budget: u64,
+    /// Handshake datagrams not queued because [`CTL_MAX`] were waiting.
+    pub ctl_overflow: u64,
 }
 
 #[derive(Debug)]
@@ -253,6 +312,8 @@ struct Peer<A> {
     // Receive side.
     rcv_next: u64,
     ooo: BTreeMap<u64, Vec<u8>>,
+    /// Bytes held in `ooo` (bounded by [`Endpoint::ooo_budget`]).
+    ooo_bytes: usize,
     /// The sequence numbers in `ooo`, as ranges (for building acks cheaply).
     ooo_ranges: Ranges,
     /// One past the highest sequence number received.
@@ -304,6 +365,7 @@ impl<A> Peer<A> {
             backoff: 0,
             rcv_next: 0,
             ooo: BTreeMap::new(),
+            ooo_bytes: 0,
             ooo_ranges: Ranges::default(),
             rcv_max: 0,
             rcv_last: 0,
@@ -543,8 +605,45 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             let mut b = Vec::with_capacity(HDR + NONCE_LEN);
             header(&mut b, T_HELLO, me, peer);
             b.extend_from_slice(&nonce);
-            self.ctl.push_back((addr, b));
+            self.push_ctl((addr, b));
         }
+    }
+
+    fn push_ctl(&mut self, d: (A, Vec<u8>)) {
+        if self.ctl.len() >= CTL_MAX {
+            self.counters.ctl_overflow += 1;
+            return;
+        }
+        self.ctl.push_back(d);
+    }
+
+    /// Bytes a peer's out-of-order datagrams may hold: a full window of
+    /// datagrams of our size.
+    fn ooo_budget(&self) -> usize {
+        (self.cfg.depth as usize).saturating_mul(self.cfg.dgram)
+    }
+
+    /// Sizes of the state a peer's datagrams can make grow (the fuzz
+    /// harness checks them against [`StateSizes::check`]).
+    #[doc(hidden)]
+    pub fn state_sizes(&self) -> StateSizes {
+        let mut z = StateSizes {
+            peers: self.peers.len(),
+            ctl: self.ctl.len(),
+            events: self.events.len(),
+            ..StateSizes::default()
+        };
+        for p in self.peers.values() {
+            z.ooo_dgrams = z.ooo_dgrams.max(p.ooo.len());
+            z.ooo_bytes = z.ooo_bytes.max(p.ooo_bytes);
+            z.ooo_ranges = z.ooo_ranges.max(p.ooo_ranges.0.len());
+            z.sacked_ranges = z.sacked_ranges.max(p.sacked.0.len());
+            z.lost = z.lost.max(p.lost.len());
+            z.unacked = z.unacked.max(p.pkts.len());
+            z.asm_capacity = z.asm_capacity.max(p.asm.capacity());
+            z.asm_len = z.asm_len.max(p.asm.len());
+        }
+        z
     }
 
     /// Why sends to `peer` fail, if they do.
@@ -560,7 +659,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         let msg_len = u32::try_from(total)
             .map_err(|_| format!("message of {total} bytes exceeds the 4 GiB limit of udp"))?;
         let Some(p) = self.peers.get_mut(&peer) else {
-            return Err(format!("no udp link to context {peer} (connect first)"));
+            return Err(format!("no udp link to rank {peer} (connect first)"));
         };
         if let Some(why) = &p.failed {
             return Err(why.clone());
@@ -650,6 +749,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             p.lost.clear();
             p.txmap.clear();
             p.ooo.clear();
+            p.ooo_bytes = 0;
             p.ooo_ranges = Ranges::default();
             p.sacked = Ranges::default();
             p.asm = Vec::new();
@@ -694,10 +794,29 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                     self.on_ack_dgram(now, src, d)
                 };
                 if let Err(why) = r {
-                    self.fail(src, format!("protocol error from context {src}: {why}"));
+                    self.fail(src, format!("protocol error from rank {src}: {why}"));
                 }
             }
             _ => self.counters.garbage += 1,
+        }
+    }
+
+    /// After `handle` panicked on datagram `d` (a bug): fails the link of
+    /// the authenticated peer that sent it, whose state may be inconsistent
+    /// now, or counts it as garbage when no such peer sent it.
+    #[doc(hidden)]
+    pub fn fail_after_panic(&mut self, from: A, d: &[u8]) {
+        let src = u32_at(d, 4).filter(|src| {
+            self.peers
+                .get(src)
+                .is_some_and(|p| p.addr == Some(from) && p.verified)
+        });
+        match src {
+            Some(src) => self.fail(
+                src,
+                format!("internal error while processing a datagram from rank {src} (a bug in the udp method; the link is closed)"),
+            ),
+            None => self.counters.garbage += 1,
         }
     }
 
@@ -730,7 +849,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         b.extend_from_slice(&theirs);
         b.extend_from_slice(&mine);
         b.extend_from_slice(&proof);
-        self.ctl.push_back((from, b));
+        self.push_ctl((from, b));
     }
 
     fn on_challenge(&mut self, now: Instant, from: A, src: u32, d: &[u8]) {
@@ -782,7 +901,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             };
         }
         let b = proof_dgram(&secret, me, src, &ours, &theirs);
-        self.ctl.push_back((from, b));
+        self.push_ctl((from, b));
     }
 
     fn on_proof(&mut self, from: A, src: u32, d: &[u8]) {
@@ -835,11 +954,14 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         // How far the receiver's report is complete: everything up to here
         // that is not in a range is really missing. A truncated report is
         // complete only up to its lowest ranges (the first is the newest).
-        let complete = if truncated {
-            ranges[1..n].iter().map(|r| r.1).max().unwrap_or(cum)
+        // (A truncated report without ranges says nothing beyond `cum`.)
+        let reported = &ranges[..n];
+        let complete_part = if truncated {
+            reported.get(1..).unwrap_or(&[])
         } else {
-            ranges[..n].iter().map(|r| r.1).max().unwrap_or(cum)
+            reported
         };
+        let complete = complete_part.iter().map(|r| r.1).max().unwrap_or(cum);
         self.on_ack(now, src, cum, &ranges[..n], complete.max(cum))
     }
 
@@ -867,6 +989,11 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         if cum > end {
             return Err(format!(
                 "acknowledges sequence {cum} never sent (next is {end})"
+            ));
+        }
+        if let Some(&(a, b)) = ranges.iter().find(|r| r.1 > end) {
+            return Err(format!(
+                "acknowledges sequences {a}..{b} never sent (next is {end})"
             ));
         }
         let mut progress = false;
@@ -972,7 +1099,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         let cum = u64_at(d, HDR).ok_or("short data")?;
         let seq = u64_at(d, HDR + 8).ok_or("short data")?;
         self.on_ack(now, src, cum, &[], cum)?;
-        let depth = self.cfg.depth;
+        let (depth, ooo_budget) = (self.cfg.depth, self.ooo_budget());
         let Some(p) = self.peers.get_mut(&src) else {
             return Ok(());
         };
@@ -981,9 +1108,17 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             p.ack_now = true; // our ack was probably lost
             return Ok(());
         }
-        if seq >= p.rcv_next + depth {
+        if seq >= p.rcv_next.saturating_add(depth) {
             p.ack_now = true;
             return Ok(()); // beyond the window: the sender broke flow control or it is stale; it retransmits
+        }
+        let body = &d[HDR + 16..];
+        if seq > p.rcv_next && p.ooo_bytes + body.len() > ooo_budget {
+            // The window counts datagrams, not bytes: a peer sending datagrams
+            // longer than ours must not make us hold `depth` × 64 KiB. Dropped
+            // unacknowledged, it is resent once the hole before it is filled.
+            self.counters.over_budget += 1;
+            return Ok(());
         }
         // Ack policy: a new gap or a hole being filled is reported at once
         // (it drives loss detection); otherwise every ACK_EVERY datagrams, and
@@ -999,8 +1134,8 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             }
         }
         p.rcv_max = p.rcv_max.max(seq + 1);
-        let body = &d[HDR + 16..];
         if seq > p.rcv_next {
+            p.ooo_bytes += body.len();
             p.ooo.insert(seq, body.to_vec());
             p.ooo_ranges.insert(seq, seq + 1, &mut Vec::new());
             p.rcv_last = seq;
@@ -1010,6 +1145,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         reassemble(p, body, src, &mut out)?;
         p.rcv_next += 1;
         while let Some(b) = p.ooo.remove(&p.rcv_next) {
+            p.ooo_bytes -= b.len().min(p.ooo_bytes);
             reassemble(p, &b, src, &mut out)?;
             p.rcv_next += 1;
         }
@@ -1022,6 +1158,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     pub fn handle_timeout(&mut self, now: Instant) {
         let cfg = self.cfg.clone();
         let mut failures = Vec::new();
+        let mut retries = Vec::new();
         for (&id, p) in self.peers.iter_mut() {
             if p.failed.is_some() {
                 continue;
@@ -1031,7 +1168,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 Hs::Hello { nonce, next, tries } if now >= next => {
                     if tries >= cfg.retries {
                         failures.push((id, format!(
-                            "context {id} did not complete authentication after {} attempts: it is dead, unreachable, or does not share the job secret",
+                            "rank {id} did not complete authentication after {} attempts: it is dead, unreachable, or does not share the job secret",
                             tries + 1
                         )));
                         continue;
@@ -1045,7 +1182,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                         let mut b = Vec::with_capacity(HDR + NONCE_LEN);
                         header(&mut b, T_HELLO, cfg.me, id);
                         b.extend_from_slice(&nonce);
-                        self.ctl.push_back((a, b));
+                        retries.push((a, b));
                     }
                 }
                 Hs::Proof {
@@ -1058,7 +1195,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                         failures.push((
                             id,
                             format!(
-                                "context {id} never confirmed authentication after {} attempts",
+                                "rank {id} never confirmed authentication after {} attempts",
                                 tries + 1
                             ),
                         ));
@@ -1071,8 +1208,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                         tries: tries + 1,
                     };
                     if let Some(a) = p.addr {
-                        self.ctl
-                            .push_back((a, proof_dgram(&cfg.secret, cfg.me, id, &nonce, &theirs)));
+                        retries.push((a, proof_dgram(&cfg.secret, cfg.me, id, &nonce, &theirs)));
                     }
                 }
                 _ => {}
@@ -1090,7 +1226,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                             .map(|i| backoff(p.rto, i, cfg.max_rto))
                             .sum::<Duration>();
                         failures.push((id, format!(
-                            "context {id} is unreachable: no acknowledgement after {} retransmissions over {:.1} s (peer dead or network down)",
+                            "rank {id} is unreachable: no acknowledgement after {} retransmissions over {:.1} s (peer dead or network down)",
                             cfg.retries,
                             waited.as_secs_f64()
                         )));
@@ -1128,6 +1264,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                     }
                 }
             }
+        }
+        for d in retries {
+            self.push_ctl(d);
         }
         for (id, why) in failures {
             self.fail(id, why);
