@@ -54,6 +54,8 @@
 
 use super::cc::{Aimd, Controller};
 use crate::auth::{self, Role, NONCE_LEN, PROOF_LEN};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -61,7 +63,8 @@ use std::io::IoSlice;
 use std::time::{Duration, Instant};
 
 pub const MAGIC: [u8; 2] = *b"GU";
-pub const VERSION: u8 = 1;
+/// 2: HELLO padded to [`HELLO_LEN`], stateless challenge cookies.
+pub const VERSION: u8 = 2;
 pub const T_HELLO: u8 = 1;
 pub const T_CHALLENGE: u8 = 2;
 pub const T_PROOF: u8 = 3;
@@ -88,8 +91,16 @@ pub const ACK_EVERY: u32 = 4;
 /// queues on the way — a TUN device's ring, a switch port, a software
 /// router — as random loss that no window reduction can prevent.
 pub const PACE_BURST: usize = 16;
-/// Handshakes an acceptor remembers per peer.
-const ACC_KEPT: usize = 8;
+/// Length of a CHALLENGE (and of a PROOF).
+pub const CHALLENGE_LEN: usize = HDR + 2 * NONCE_LEN + PROOF_LEN;
+/// A HELLO is padded to this length, so that the answer to it (a
+/// CHALLENGE) is never longer than the HELLO: an acceptor cannot be used
+/// to amplify traffic towards an address that spoofed the HELLO.
+pub const HELLO_LEN: usize = CHALLENGE_LEN;
+/// Bytes sent to an address that has not proved it holds the secret, at
+/// most, per byte received from it (QUIC's limit, RFC 9000 8.1). The only
+/// such answer is a CHALLENGE, one per HELLO, no retransmission.
+pub const AMPLIFICATION_LIMIT: usize = 3;
 /// Smallest datagram the protocol works with (handshake datagrams must fit).
 pub const MIN_DGRAM: usize = 128;
 /// Handshake datagrams queued for sending at most: the socket layer sends
@@ -227,6 +238,12 @@ pub struct Counters {
     pub over_budget: u64,
     /// Handshake datagrams not queued because [`CTL_MAX`] were waiting.
     pub ctl_overflow: u64,
+    /// PROOFs of a handshake already accepted or older than it (replays),
+    /// from another address than the peer's.
+    pub replayed: u64,
+    /// Authenticated peers that moved to a new address after proving they
+    /// receive there (a fresh handshake through it).
+    pub migrations: u64,
 }
 
 #[derive(Debug)]
@@ -263,10 +280,10 @@ enum Hs {
 struct Peer<A> {
     addr: Option<A>,
     hs: Hs,
-    /// Acceptor side: (their nonce, our nonce) of the latest HELLOs answered.
-    /// Several, so a forged HELLO claiming this peer's id cannot displace a
-    /// real handshake in progress.
-    acc: VecDeque<([u8; NONCE_LEN], [u8; NONCE_LEN])>,
+    /// Acceptor side: the cookie stamp and nonce pair (theirs, ours) of the
+    /// handshake last accepted. Older stamps are retired: a replayed PROOF
+    /// is never a new handshake (see [`Endpoint::on_proof`]).
+    accepted: Option<(u64, [u8; NONCE_LEN], [u8; NONCE_LEN])>,
     /// We checked their proof.
     verified: bool,
     /// They checked ours (they sent PROOF, or any data/ack after our PROOF).
@@ -336,7 +353,7 @@ impl<A> Peer<A> {
         Peer {
             addr: None,
             hs: Hs::Idle,
-            acc: VecDeque::new(),
+            accepted: None,
             verified: false,
             confirmed: false,
             failed: None,
@@ -553,12 +570,29 @@ pub struct Endpoint<A> {
     ctl: VecDeque<(A, Vec<u8>)>,
     events: VecDeque<Event>,
     pub counters: Counters,
+    /// Key of the challenge cookies (see [`Endpoint::cookie`]).
+    cookie_key: [u8; 32],
+    /// Origin of cookie stamps: the first handshake's time.
+    cookie_t0: Option<Instant>,
+    /// The latest stamp issued (strictly increasing, microseconds from `cookie_t0`).
+    last_stamp: u64,
+    /// How long a challenge can be answered: the connector's whole retry schedule.
+    cookie_lifetime: Duration,
 }
 
 impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     pub fn new(mut cfg: Config) -> Self {
         cfg.dgram = cfg.dgram.clamp(MIN_DGRAM, 65507);
         cfg.depth = cfg.depth.max(4);
+        let mut cookie_key = [0u8; 32];
+        cookie_key[..NONCE_LEN].copy_from_slice(&auth::nonce());
+        cookie_key[NONCE_LEN..].copy_from_slice(&auth::nonce());
+        // A connector resends its PROOF on this schedule (and its HELLO on
+        // the same one before): a cookie must outlive all of it.
+        let cookie_lifetime = (0..=cfg.retries.saturating_add(1))
+            .map(|i| backoff(cfg.initial_rto, i, cfg.max_rto))
+            .fold(Duration::ZERO, Duration::saturating_add)
+            .saturating_mul(2);
         Endpoint {
             cfg,
             peers: HashMap::new(),
@@ -567,6 +601,10 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             ctl: VecDeque::new(),
             events: VecDeque::new(),
             counters: Counters::default(),
+            cookie_key,
+            cookie_t0: None,
+            last_stamp: 0,
+            cookie_lifetime,
         }
     }
 
@@ -602,10 +640,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 next: now + rto,
                 tries: 0,
             };
-            let mut b = Vec::with_capacity(HDR + NONCE_LEN);
-            header(&mut b, T_HELLO, me, peer);
-            b.extend_from_slice(&nonce);
-            self.push_ctl((addr, b));
+            self.push_ctl((addr, hello_dgram(me, peer, &nonce)));
         }
     }
 
@@ -776,9 +811,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             return;
         }
         match ty {
-            T_HELLO => self.on_hello(from, src, d),
+            T_HELLO => self.on_hello(now, from, src, d),
             T_CHALLENGE => self.on_challenge(now, from, src, d),
-            T_PROOF => self.on_proof(from, src, d),
+            T_PROOF => self.on_proof(now, from, src, d),
             T_DATA | T_ACK => {
                 let ok = self
                     .peers
@@ -820,36 +855,79 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         }
     }
 
-    fn on_hello(&mut self, from: A, src: u32, d: &[u8]) {
-        let Some(theirs) = nonce_at(d, HDR).filter(|_| d.len() == HDR + NONCE_LEN) else {
+    /// Answers a HELLO statelessly (as QUIC's Retry): our nonce is a
+    /// cookie, `stamp | MAC(key, stamp | their nonce | ids | address)`, so
+    /// the acceptor keeps nothing per HELLO — a flood of forged HELLOs has
+    /// no table to fill and no real handshake to evict — and the PROOF that
+    /// echoes it shows the sender received our challenge at that address.
+    fn on_hello(&mut self, now: Instant, from: A, src: u32, d: &[u8]) {
+        let Some(theirs) = nonce_at(d, HDR).filter(|_| d.len() >= HELLO_LEN) else {
             self.counters.garbage += 1;
             return;
         };
-        let (me, secret) = (self.cfg.me, self.cfg.secret);
-        let p = self.peer_mut(src);
-        if p.failed.is_some() {
+        if self.peers.get(&src).is_some_and(|p| p.failed.is_some()) {
             return;
         }
-        // A retransmitted HELLO gets the same challenge (same nonce), so a
-        // late PROOF for the first one still verifies.
-        let mine = match p.acc.iter().find(|(t, _)| *t == theirs) {
-            Some(&(_, m)) => m,
-            None => {
-                let m = auth::nonce();
-                if p.acc.len() == ACC_KEPT {
-                    p.acc.pop_front();
-                }
-                p.acc.push_back((theirs, m));
-                m
-            }
-        };
+        let (me, secret) = (self.cfg.me, self.cfg.secret);
+        let us = self.stamp_clock(now);
+        self.last_stamp = us.max(self.last_stamp.saturating_add(1));
+        let mine = self.cookie(self.last_stamp, from, src, &theirs);
         let proof = auth::proof(&secret, Role::Acceptor, &mine, &theirs, me, src);
-        let mut b = Vec::with_capacity(HDR + 2 * NONCE_LEN + PROOF_LEN);
+        let mut b = Vec::with_capacity(CHALLENGE_LEN);
         header(&mut b, T_CHALLENGE, me, src);
         b.extend_from_slice(&theirs);
         b.extend_from_slice(&mine);
         b.extend_from_slice(&proof);
+        // Holds by construction (HELLO_LEN): the check keeps it so.
+        if b.len() > AMPLIFICATION_LIMIT.saturating_mul(d.len()) {
+            self.counters.garbage += 1;
+            return;
+        }
         self.push_ctl((from, b));
+    }
+
+    /// Microseconds from the first handshake to `now` (the cookies' clock).
+    fn stamp_clock(&mut self, now: Instant) -> u64 {
+        let t0 = *self.cookie_t0.get_or_insert(now);
+        u64::try_from(now.saturating_duration_since(t0).as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// The challenge nonce for a HELLO with nonce `theirs` from `src` at
+    /// `from`, issued at `stamp`.
+    fn cookie(&self, stamp: u64, from: A, src: u32, theirs: &[u8; NONCE_LEN]) -> [u8; NONCE_LEN] {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.cookie_key).expect("any key length");
+        mac.update(b"gridwire-udp-cookie");
+        mac.update(&stamp.to_le_bytes());
+        mac.update(theirs);
+        mac.update(&src.to_le_bytes());
+        mac.update(&self.cfg.me.to_le_bytes());
+        from.hash(&mut MacWriter(&mut mac));
+        let tag = mac.finalize().into_bytes();
+        let mut n = [0u8; NONCE_LEN];
+        n[..8].copy_from_slice(&stamp.to_le_bytes());
+        n[8..].copy_from_slice(&tag[..NONCE_LEN - 8]);
+        n
+    }
+
+    /// The stamp of `mine` if it is a cookie we issued, to `from`, for
+    /// this HELLO, recently enough.
+    fn cookie_stamp(
+        &mut self,
+        now: Instant,
+        from: A,
+        src: u32,
+        theirs: &[u8; NONCE_LEN],
+        mine: &[u8; NONCE_LEN],
+    ) -> Option<u64> {
+        let stamp = u64::from_le_bytes(mine[..8].try_into().ok()?);
+        if self.cookie_t0.is_none() || stamp == 0 || stamp > self.last_stamp {
+            return None;
+        }
+        let age = self.stamp_clock(now).saturating_sub(stamp);
+        if u128::from(age) > self.cookie_lifetime.as_micros() {
+            return None;
+        }
+        (self.cookie(stamp, from, src, theirs) == *mine).then_some(stamp)
     }
 
     fn on_challenge(&mut self, now: Instant, from: A, src: u32, d: &[u8]) {
@@ -904,7 +982,14 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         self.push_ctl((from, b));
     }
 
-    fn on_proof(&mut self, from: A, src: u32, d: &[u8]) {
+    /// The connector's answer to our challenge. Accepted once per cookie:
+    /// the handshake with the newest stamp wins, older or equal stamps are
+    /// retired (a duplicate of the accepted PROOF from the peer's own
+    /// address is only re-acknowledged: the connector resends it until it
+    /// hears from us). Accepting binds the peer to `from` — the address our
+    /// challenge went to (the cookie says so) — which is how an
+    /// authenticated peer moves: never by a datagram alone.
+    fn on_proof(&mut self, now: Instant, from: A, src: u32, d: &[u8]) {
         let (Some(theirs), Some(mine), Some(proof)) = (
             nonce_at(d, HDR),
             nonce_at(d, HDR + NONCE_LEN),
@@ -915,24 +1000,45 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             return;
         };
         let (me, secret) = (self.cfg.me, self.cfg.secret);
-        let Some(p) = self.peers.get_mut(&src).filter(|p| p.failed.is_none()) else {
+        if self.peers.get(&src).is_some_and(|p| p.failed.is_some()) {
+            return;
+        }
+        let Some(stamp) = self.cookie_stamp(now, from, src, &theirs, &mine) else {
             self.counters.unauthenticated += 1;
             return;
         };
-        if !p.acc.contains(&(theirs, mine)) {
-            self.counters.unauthenticated += 1;
-            return;
-        }
         if !auth::verify(&secret, Role::Connector, &theirs, &mine, src, me, proof) {
             self.counters.auth_failed += 1;
             return;
         }
+        let p = self.peer_mut(src);
+        if let Some((last, t, m)) = p.accepted {
+            if stamp <= last {
+                if (t, m) == (theirs, mine) && p.addr == Some(from) {
+                    p.ack_now = true;
+                } else {
+                    self.counters.replayed += 1;
+                }
+                return;
+            }
+        }
+        let moved = p.confirmed && p.addr != Some(from);
         // Both sides have now proved knowledge of the secret to each other.
+        p.accepted = Some((stamp, theirs, mine));
         p.addr = Some(from);
         p.verified = true;
         p.confirmed = true;
         p.hs = Hs::Done;
         p.ack_now = true; // tells the connector we accepted its proof
+        if moved {
+            self.counters.migrations += 1;
+        }
+    }
+
+    /// The address `peer` is bound to (tests, diagnostics).
+    #[doc(hidden)]
+    pub fn peer_addr(&self, peer: u32) -> Option<A> {
+        self.peers.get(&peer).and_then(|p| p.addr)
     }
 
     fn on_ack_dgram(&mut self, now: Instant, src: u32, d: &[u8]) -> Result<(), String> {
@@ -1179,10 +1285,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                         tries: tries + 1,
                     };
                     if let Some(a) = p.addr {
-                        let mut b = Vec::with_capacity(HDR + NONCE_LEN);
-                        header(&mut b, T_HELLO, cfg.me, id);
-                        b.extend_from_slice(&nonce);
-                        retries.push((a, b));
+                        retries.push((a, hello_dgram(cfg.me, id, &nonce)));
                     }
                 }
                 Hs::Proof {
@@ -1497,6 +1600,26 @@ impl Ranges {
 
     fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.0.iter().map(|(&s, &e)| (s, e))
+    }
+}
+
+fn hello_dgram(me: u32, peer: u32, nonce: &[u8; NONCE_LEN]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(HELLO_LEN);
+    header(&mut b, T_HELLO, me, peer);
+    b.extend_from_slice(nonce);
+    b.resize(HELLO_LEN, 0);
+    b
+}
+
+/// Feeds what `Hash` writes (an address) into a MAC.
+struct MacWriter<'a>(&'a mut Hmac<Sha256>);
+
+impl std::hash::Hasher for MacWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+    fn finish(&self) -> u64 {
+        0
     }
 }
 

@@ -170,3 +170,200 @@ fn hello(src: u32, dst: u32, nonce: &[u8; 16]) -> Vec<u8> {
     d.extend_from_slice(nonce);
     d
 }
+
+/// Moves every datagram between endpoints `eps` (address = index) until
+/// none is left, recording each as (from, to, bytes). Datagrams to other
+/// addresses are recorded and not delivered.
+fn pump(eps: &mut [Endpoint<u32>], now: Instant, log: &mut Vec<(u32, u32, Vec<u8>)>) {
+    for _ in 0..100 {
+        let mut moved = false;
+        for i in 0..eps.len() {
+            let mut b = Vec::new();
+            while let Some(to) = eps[i].poll_transmit(now, &mut b) {
+                log.push((i as u32, to, b.clone()));
+                moved = true;
+                if let Some(ep) = eps.get_mut(to as usize) {
+                    ep.handle(now, i as u32, &b);
+                }
+            }
+        }
+        if !moved {
+            return;
+        }
+    }
+}
+
+fn of_type(log: &[(u32, u32, Vec<u8>)], ty: u8) -> Vec<u8> {
+    log.iter()
+        .find(|(_, _, d)| d[3] == ty)
+        .map(|(_, _, d)| d.clone())
+        .expect("captured")
+}
+
+/// Endpoint 0 connects to 1 at `now`; returns the recorded handshake.
+fn handshake(eps: &mut [Endpoint<u32>], now: Instant) -> Vec<(u32, u32, Vec<u8>)> {
+    eps[0].connect(1, 1, now);
+    let mut log = Vec::new();
+    pump(eps, now, &mut log);
+    assert_eq!(eps[1].peer_addr(0), Some(0));
+    log
+}
+
+#[test]
+fn replayed_proof_from_another_address_does_not_move_a_confirmed_peer() {
+    use crate::method::udp::proto::{T_HELLO, T_PROOF};
+    let mut eps = pair([7; 32]);
+    let now = Instant::now();
+    let log = handshake(&mut eps, now);
+    let (hello, proof) = (of_type(&log, T_HELLO), of_type(&log, T_PROOF));
+    // The attacker at address 9 replays the captured PROOF, and the whole
+    // handshake (HELLO, then the PROOF again).
+    eps[1].handle(now, 9, &proof);
+    eps[1].handle(now, 9, &hello);
+    eps[1].handle(now, 9, &proof);
+    assert_eq!(
+        eps[1].peer_addr(0),
+        Some(0),
+        "the peer moved to the attacker"
+    );
+    // Replayed from the real address it is a duplicate (re-acknowledged), never
+    // a new handshake; later, once its cookie expired, it is refused.
+    eps[1].handle(now, 0, &proof);
+    assert_eq!(eps[1].peer_addr(0), Some(0));
+    let later = now + Duration::from_secs(3600);
+    let before = eps[1].counters.clone();
+    eps[1].handle(later, 9, &proof);
+    eps[1].handle(later, 0, &proof);
+    assert_eq!(eps[1].peer_addr(0), Some(0));
+    assert_eq!(
+        eps[1].counters.unauthenticated,
+        before.unauthenticated + 2,
+        "{:?}",
+        eps[1].counters
+    );
+    // Data from the attacker's address is not accepted; the link still works.
+    let mut sim = Sim::new(
+        eps,
+        Impair {
+            loss: 0.0,
+            dup: 0.0,
+            reorder: 0.0,
+            rate: 0,
+            ..LOSSY
+        },
+        3,
+    );
+    still_works(&mut sim);
+}
+
+#[test]
+fn a_confirmed_peer_moves_only_after_a_challenge_to_the_new_address_is_answered() {
+    // Address 2 is rank 0 again (it holds the secret) after a move.
+    let mut eps = pair([7; 32]);
+    eps.push(Endpoint::new(cfg(0, [7; 32])));
+    let now = Instant::now();
+    handshake(&mut eps, now);
+    eps[2].connect(1, 1, now);
+    let mut log = Vec::new();
+    pump(&mut eps, now, &mut log);
+    assert_eq!(eps[1].peer_addr(0), Some(2));
+}
+
+#[test]
+fn a_flood_of_forged_hellos_does_not_evict_a_real_handshake_in_progress() {
+    use crate::method::udp::proto::{T_CHALLENGE, T_HELLO};
+    let mut eps = pair([7; 32]);
+    let now = Instant::now();
+    eps[0].connect(1, 1, now);
+    let mut b = Vec::new();
+    assert_eq!(eps[0].poll_transmit(now, &mut b), Some(1));
+    assert_eq!(b[3], T_HELLO);
+    eps[1].handle(now, 0, &b);
+    let mut challenge = Vec::new();
+    assert_eq!(eps[1].poll_transmit(now, &mut challenge), Some(0));
+    assert_eq!(challenge[3], T_CHALLENGE);
+    // 10 000 HELLOs claiming rank 0 from the attacker's addresses, each
+    // answered, before the real connector answers its challenge.
+    for i in 0..10_000u32 {
+        let mut forged = b.clone();
+        forged[HDR..HDR + 4].copy_from_slice(&i.to_le_bytes());
+        eps[1].handle(now, 9 + i % 7, &forged);
+        let mut out = Vec::new();
+        while eps[1].poll_transmit(now, &mut out).is_some() {}
+    }
+    eps[0].handle(now, 1, &challenge);
+    let mut log = Vec::new();
+    pump(&mut eps, now, &mut log);
+    assert_eq!(eps[1].peer_addr(0), Some(0));
+    let mut sim = Sim::new(
+        eps,
+        Impair {
+            loss: 0.0,
+            dup: 0.0,
+            reorder: 0.0,
+            rate: 0,
+            ..LOSSY
+        },
+        4,
+    );
+    still_works(&mut sim);
+}
+
+/// Bytes sent to an address that never completed a handshake, per byte
+/// received from it.
+fn reflection(ep: &mut Endpoint<u32>, now: Instant, inputs: &[Vec<u8>]) -> f64 {
+    let (mut rx, mut tx) = (0usize, 0usize);
+    for d in inputs {
+        rx += d.len();
+        ep.handle(now, 9, d);
+        let mut out = Vec::new();
+        while let Some(to) = ep.poll_transmit(now, &mut out) {
+            if to == 9 {
+                tx += out.len();
+            }
+        }
+    }
+    tx as f64 / rx as f64
+}
+
+#[test]
+fn an_unvalidated_address_gets_at_most_as_many_bytes_as_it_sent() {
+    use crate::method::udp::proto::{HELLO_LEN, T_CHALLENGE, T_PROOF};
+    let mut eps = pair([7; 32]);
+    let now = Instant::now();
+    let log = handshake(&mut eps, now);
+    // Each kind of input alone (a mix would dilute the worst one).
+    let mut kinds: Vec<(&str, Vec<Vec<u8>>)> = vec![
+        ("short hello", vec![]),
+        ("padded hello", vec![]),
+        ("long hello", vec![]),
+        ("replays", vec![]),
+        ("forged", vec![]),
+    ];
+    for i in 0..200u32 {
+        let mut n = [0u8; 16];
+        n[..4].copy_from_slice(&i.to_le_bytes());
+        kinds[0].1.push(hello(0, 1, &n)); // the unpadded HELLO of version 1
+        let mut padded = hello(0, 1, &n);
+        padded.resize(HELLO_LEN.max(padded.len()), 0);
+        kinds[1].1.push(padded.clone());
+        padded.resize(HELLO_LEN + 100, 0);
+        kinds[2].1.push(padded);
+        for (_, _, d) in &log {
+            kinds[3].1.push(d.clone());
+        }
+        for ty in [T_CHALLENGE, T_PROOF] {
+            let mut d = hdr(ty, 0, 1);
+            d.extend_from_slice(&[i as u8; 64]);
+            kinds[4].1.push(d);
+        }
+    }
+    let mut worst = 0f64;
+    for (kind, inputs) in &kinds {
+        let r = reflection(&mut eps[1], now, inputs);
+        println!("reflection factor of {kind} towards an unvalidated address: {r:.3}");
+        worst = worst.max(r);
+    }
+    // The rule (QUIC's) allows 3; the padded HELLO makes it at most 1.
+    assert!(worst <= 1.0, "reflection factor {worst:.3}");
+}
