@@ -1035,6 +1035,15 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         }
     }
 
+    /// `(rcv_next, snd_una, next_new)` towards `peer`: where valid sequence
+    /// numbers are (the fuzz harness builds near-valid datagrams from them).
+    #[doc(hidden)]
+    pub fn seq_hints(&self, peer: u32) -> Option<(u64, u64, u64)> {
+        self.peers
+            .get(&peer)
+            .map(|p| (p.rcv_next, p.snd_una, p.next_new))
+    }
+
     /// The address `peer` is bound to (tests, diagnostics).
     #[doc(hidden)]
     pub fn peer_addr(&self, peer: u32) -> Option<A> {
