@@ -9,15 +9,23 @@
 //! source context id, destination context id (little-endian).
 //!
 //! * **Authentication** (once per pair, before any data): the connector sends
-//!   `HELLO(nonce_c)`; the acceptor answers `CHALLENGE(nonce_c, nonce_a,
-//!   proof_a)`; the connector checks `proof_a` and answers `PROOF(nonce_c,
-//!   nonce_a, proof_c)`. The proofs are [`crate::auth`] MACs over both nonces
-//!   and both ids with the job secret, so neither side sends the secret and a
-//!   recorded exchange cannot be replayed. The acceptor binds the peer's id to
-//!   the source address the `PROOF` came from; afterwards data and acks are
-//!   accepted only from that address (a "name check", as in the 1998 PVM-AM
-//!   design, not a MAC per datagram, which would cost more than the copy).
-//!   Anything that fails is dropped and counted, never delivered.
+//!   `HELLO(nonce_c)`, padded to [`HELLO_LEN`]; the acceptor answers
+//!   `CHALLENGE(nonce_c, nonce_a, proof_a)` without keeping state (`nonce_a`
+//!   is a cookie bound to the HELLO's address, see `on_hello`); the
+//!   connector checks `proof_a` and answers `PROOF(nonce_c, nonce_a,
+//!   proof_c)`. The proofs are [`crate::auth`] MACs over both nonces and both
+//!   ids with the job secret, so neither side sends the secret. The acceptor
+//!   accepts a cookie once (newer stamps only: a replay is not a handshake)
+//!   and binds the peer's id to the address the cookie was issued to, which
+//!   is also the only way a confirmed peer moves (path validation).
+//!   Afterwards data and acks are accepted only from that address (a "name
+//!   check", as in the 1998 PVM-AM design, not a MAC per datagram, which
+//!   would cost more than the copy). Anything that fails is dropped and
+//!   counted, never delivered; an unvalidated address never gets more bytes
+//!   than it sent ([`AMPLIFICATION_LIMIT`] is the rule, the padding makes it 1×).
+//!   A confirmed peer that breaks the protocol (acks for data never sent, a
+//!   malformed datagram) fails its link; nothing a peer sends panics or
+//!   grows state beyond [`StateSizes::check`].
 //! * **Data**: `DATA(cum_ack, seq, msg_len, offset, payload)`. Each peer has
 //!   one 64-bit sequence space of datagrams; a message longer than a datagram
 //!   is cut into consecutive sequence numbers and reassembled by offset.
