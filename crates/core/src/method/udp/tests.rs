@@ -797,7 +797,7 @@ fn socket_garbage_and_wrong_secret_are_dropped_and_counted() {
         }
         if i % 2 == 0 && d.len() >= HDR {
             d[..2].copy_from_slice(b"GU");
-            d[2] = 1;
+            d[2] = super::proto::VERSION;
             d[3] = (i % 6) as u8;
             d[4..8].copy_from_slice(&1u32.to_le_bytes());
             d[8..12].copy_from_slice(&0u32.to_le_bytes());

@@ -366,3 +366,51 @@ fn an_unvalidated_address_gets_at_most_as_many_bytes_as_it_sent() {
     // The rule (QUIC's) allows 3; the padded HELLO makes it at most 1.
     assert!(worst <= 1.0, "reflection factor {worst:.3}");
 }
+
+/// The same through a real socket: a spoofer's HELLOs (short, padded, long)
+/// at a context's socket; bytes that come back per byte sent.
+#[test]
+fn socket_reflection_towards_a_spoofed_address_is_at_most_one() {
+    use crate::method::udp::proto::HELLO_LEN;
+    let m = method(1, [3; 32], &[]);
+    let addr: SocketAddr = String::from_utf8(m.descriptor()).unwrap().parse().unwrap();
+    let raw = UdpSocket::bind("127.0.0.1:0").unwrap();
+    raw.set_nonblocking(true).unwrap();
+    let (mut sent, mut back) = (0usize, 0usize);
+    let mut sink = Collect(vec![], vec![]);
+    let mut buf = [0u8; 2048];
+    for i in 0..3000u32 {
+        let mut n = [0u8; 16];
+        n[..4].copy_from_slice(&i.to_le_bytes());
+        let mut d = hello(0, 1, &n);
+        match i % 3 {
+            0 => {}
+            1 => d.resize(HELLO_LEN, 0),
+            _ => d.resize(HELLO_LEN + 200, 0),
+        }
+        sent += d.len();
+        raw.send_to(&d, addr).unwrap();
+        if i % 64 == 63 {
+            // The method looks at an unused socket only every 256 polls.
+            for _ in 0..512 {
+                m.poll(&mut sink).unwrap();
+            }
+            while let Ok((k, _)) = raw.recv_from(&mut buf) {
+                back += k;
+            }
+        }
+    }
+    let end = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < end {
+        m.poll(&mut sink).unwrap();
+        while let Ok((k, _)) = raw.recv_from(&mut buf) {
+            back += k;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let r = back as f64 / sent as f64;
+    println!("socket: {sent} bytes of HELLOs, {back} bytes back: factor {r:.3}");
+    assert!(back > 0, "padded HELLOs are answered");
+    assert!(r <= 1.0, "reflection factor {r:.3}");
+    m.shutdown();
+}
