@@ -110,3 +110,49 @@ fn udp_authenticated_random_programs_run_deep() {
         "{alive_ops} of {ops} operations ran on a live link"
     );
 }
+
+/// A longer random run (not part of `cargo test`): `GW_FUZZ_SECS` seconds
+/// (default 60) of random and mutated programs, printing the rate.
+/// `cargo test --release -p gridwire-core --test fuzz_udp -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn udp_authenticated_long_random_run() {
+    let secs: u64 = std::env::var("GW_FUZZ_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let seeds = seeds();
+    let mut x = u64::from(std::process::id()) | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let t = Instant::now();
+    let (mut runs, mut ops) = (0u64, 0u64);
+    while t.elapsed().as_secs() < secs {
+        let len = (next() % 4096) as usize;
+        let mut d: Vec<u8> = if next() % 2 == 0 {
+            (0..len).map(|_| next() as u8).collect()
+        } else {
+            let mut d = seeds[(next() as usize) % seeds.len()].clone();
+            for _ in 0..(next() % 32) {
+                if !d.is_empty() {
+                    let i = (next() as usize) % d.len();
+                    d[i] ^= next() as u8;
+                }
+            }
+            d
+        };
+        d.truncate(4096);
+        ops += gridwire_core::fuzzing::udp::udp_authenticated_stats(&d).ops as u64;
+        runs += 1;
+    }
+    let s = t.elapsed().as_secs_f64();
+    println!(
+        "udp_authenticated: {runs} runs ({:.0} execs/s, {:.0} operations/s) in {s:.0} s, no panic, bounds held",
+        runs as f64 / s,
+        ops as f64 / s
+    );
+}
