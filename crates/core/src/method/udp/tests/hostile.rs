@@ -416,3 +416,21 @@ fn socket_reflection_towards_a_spoofed_address_is_at_most_one() {
     assert!(r <= 1.0, "reflection factor {r:.3}");
     m.shutdown();
 }
+
+/// What the socket layer does when the protocol panicked on a datagram (a
+/// bug, caught before it unwinds into `extern "C"`): the confirmed sender's
+/// link fails naming its rank; from anyone else it is only counted.
+#[test]
+fn a_panic_on_a_datagram_fails_only_the_confirmed_senders_link() {
+    let mut sim = established();
+    let d = ack(0, 1, 0, 0, &[]);
+    let garbage = sim.eps[1].counters.garbage;
+    sim.eps[1].fail_after_panic(9, &d);
+    assert_eq!(sim.eps[1].counters.garbage, garbage + 1);
+    assert_eq!(failures(&mut sim.eps[1]), []);
+    sim.eps[1].fail_after_panic(0, &d);
+    let f = failures(&mut sim.eps[1]);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(f[0].1.contains("rank 0"), "{f:?}");
+    assert!(sim.eps[1].failure(0).is_some());
+}
