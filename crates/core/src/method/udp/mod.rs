@@ -302,7 +302,18 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
 /// bug triggered by one peer's datagram must cost that peer's link, not
 /// every rank. Free when nothing panics.
 fn handle_guarded(ep: &mut Endpoint<SocketAddr>, now: Instant, from: SocketAddr, d: &[u8]) {
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ep.handle(now, from, d)));
+    guarded(ep, from, d, |ep| ep.handle(now, from, d));
+}
+
+/// Runs `f` (the processing of datagram `d` from `from`) and contains a
+/// panic in it (see [`handle_guarded`]).
+fn guarded<A: Copy + Eq + std::hash::Hash + std::fmt::Debug>(
+    ep: &mut Endpoint<A>,
+    from: A,
+    d: &[u8],
+    f: impl FnOnce(&mut Endpoint<A>),
+) {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(ep)));
     if r.is_err() {
         ep.fail_after_panic(from, d);
     }
