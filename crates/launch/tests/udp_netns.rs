@@ -1,6 +1,7 @@
 //! The `udp` method over real impaired links between two network namespaces
-//! that each test creates and removes itself (root only; skipped with a
-//! `SKIPPED` line otherwise):
+//! that each test creates and removes itself (root only; elsewhere the
+//! shared skip rule of `gridwire_testkit::skip`: SKIPPED outside CI, a
+//! failure under `CI=true`):
 //!
 //! * a veth pair with kernel random drops from nftables (`numgen random`),
 //!   when `nft` is installed;
@@ -211,8 +212,7 @@ fn messages() -> u64 {
 #[test]
 fn udp_over_veth_with_nftables_random_drop() {
     if let Some(why) = skip_reason(&["ip", "nft"]) {
-        println!("SKIPPED udp_over_veth_with_nftables_random_drop: {why}");
-        return;
+        return gridwire_testkit::skip(&why);
     }
     let ns = Netns::create("v");
     let (a, b) = (
@@ -281,13 +281,14 @@ fn udp_over_veth_with_nftables_random_drop() {
 #[test]
 fn udp_over_tun_link_emulator_with_delay_reordering_loss() {
     if let Some(why) = skip_reason(&["ip"]) {
-        println!("SKIPPED udp_over_tun_link_emulator_with_delay_reordering_loss: {why}");
-        return;
+        return gridwire_testkit::skip(&why);
     }
     let emu = bin_dir().join("gw-linkemu");
     if !emu.exists() {
-        println!("SKIPPED udp_over_tun_link_emulator_with_delay_reordering_loss: {} not built (cargo build --workspace)", emu.display());
-        return;
+        return gridwire_testkit::skip(&format!(
+            "{} not built (cargo build --workspace)",
+            emu.display()
+        ));
     }
     let mut ns = Netns::create("t");
     let mut child = Command::new(&emu)

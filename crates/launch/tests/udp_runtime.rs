@@ -112,7 +112,7 @@ fn udp_frozen_peer_gives_sender_an_error_within_the_retry_limit() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(line.contains("context 1 is unreachable"), "{line}");
+    assert!(line.contains("rank 1 is unreachable"), "{line}");
     assert!(ms < 3000, "detection took {ms} ms: {line}");
     assert!(o.elapsed < Duration::from_secs(60), "{:?}", o.elapsed);
 }

@@ -296,6 +296,29 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
     })))
 }
 
+/// Hands one received datagram to the protocol. The protocol is written
+/// not to panic on any input (it is fuzzed for that), but this runs inside
+/// `extern "C"` MPI calls, where an unwinding panic aborts the process: a
+/// bug triggered by one peer's datagram must cost that peer's link, not
+/// every rank. Free when nothing panics.
+fn handle_guarded(ep: &mut Endpoint<SocketAddr>, now: Instant, from: SocketAddr, d: &[u8]) {
+    guarded(ep, from, d, |ep| ep.handle(now, from, d));
+}
+
+/// Runs `f` (the processing of datagram `d` from `from`) and contains a
+/// panic in it (see [`handle_guarded`]).
+fn guarded<A: Copy + Eq + std::hash::Hash + std::fmt::Debug>(
+    ep: &mut Endpoint<A>,
+    from: A,
+    d: &[u8],
+    f: impl FnOnce(&mut Endpoint<A>),
+) {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(ep)));
+    if r.is_err() {
+        ep.fail_after_panic(from, d);
+    }
+}
+
 /// Impairment rates (fractions) applied to our own output, for tests.
 #[derive(Debug, Clone, Copy)]
 struct Inject {
@@ -524,7 +547,7 @@ impl Shared {
                 continue;
             };
             let d = &rx[i * RX_SLOT..i * RX_SLOT + len.min(RX_SLOT)];
-            st.ep.handle(Instant::now(), from, d);
+            handle_guarded(&mut st.ep, Instant::now(), from, d);
         }
         r
     }
@@ -670,7 +693,7 @@ impl Shared {
                         // ms on a loaded machine), and an ack processed with
                         // it gives a round-trip sample shorter than the path's,
                         // which the controller then takes for its minimum.
-                        st.ep.handle(Instant::now(), from, &rx[..n]);
+                        handle_guarded(&mut st.ep, Instant::now(), from, &rx[..n]);
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(_) => break, // WouldBlock, or an ICMP error report: nothing to read
@@ -806,6 +829,10 @@ impl Method for UdpMethod {
             ("garbage_dropped", c.garbage),
             ("auth_failed", c.auth_failed),
             ("unauthenticated_dropped", c.unauthenticated),
+            ("replayed", c.replayed),
+            ("migrations", c.migrations),
+            ("over_budget", c.over_budget),
+            ("ctl_overflow", c.ctl_overflow),
             ("retransmits", c.retransmits),
             ("timeouts", c.timeouts),
             ("duplicates", c.duplicates),

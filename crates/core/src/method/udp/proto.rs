@@ -9,15 +9,23 @@
 //! source context id, destination context id (little-endian).
 //!
 //! * **Authentication** (once per pair, before any data): the connector sends
-//!   `HELLO(nonce_c)`; the acceptor answers `CHALLENGE(nonce_c, nonce_a,
-//!   proof_a)`; the connector checks `proof_a` and answers `PROOF(nonce_c,
-//!   nonce_a, proof_c)`. The proofs are [`crate::auth`] MACs over both nonces
-//!   and both ids with the job secret, so neither side sends the secret and a
-//!   recorded exchange cannot be replayed. The acceptor binds the peer's id to
-//!   the source address the `PROOF` came from; afterwards data and acks are
-//!   accepted only from that address (a "name check", as in the 1998 PVM-AM
-//!   design, not a MAC per datagram, which would cost more than the copy).
-//!   Anything that fails is dropped and counted, never delivered.
+//!   `HELLO(nonce_c)`, padded to [`HELLO_LEN`]; the acceptor answers
+//!   `CHALLENGE(nonce_c, nonce_a, proof_a)` without keeping state (`nonce_a`
+//!   is a cookie bound to the HELLO's address, see `on_hello`); the
+//!   connector checks `proof_a` and answers `PROOF(nonce_c, nonce_a,
+//!   proof_c)`. The proofs are [`crate::auth`] MACs over both nonces and both
+//!   ids with the job secret, so neither side sends the secret. The acceptor
+//!   accepts a cookie once (newer stamps only: a replay is not a handshake)
+//!   and binds the peer's id to the address the cookie was issued to, which
+//!   is also the only way a confirmed peer moves (path validation).
+//!   Afterwards data and acks are accepted only from that address (a "name
+//!   check", as in the 1998 PVM-AM design, not a MAC per datagram, which
+//!   would cost more than the copy). Anything that fails is dropped and
+//!   counted, never delivered; an unvalidated address never gets more bytes
+//!   than it sent ([`AMPLIFICATION_LIMIT`] is the rule, the padding makes it 1×).
+//!   A confirmed peer that breaks the protocol (acks for data never sent, a
+//!   malformed datagram) fails its link; nothing a peer sends panics or
+//!   grows state beyond [`StateSizes::check`].
 //! * **Data**: `DATA(cum_ack, seq, msg_len, offset, payload)`. Each peer has
 //!   one 64-bit sequence space of datagrams; a message longer than a datagram
 //!   is cut into consecutive sequence numbers and reassembled by offset.
@@ -54,6 +62,8 @@
 
 use super::cc::{Aimd, Controller};
 use crate::auth::{self, Role, NONCE_LEN, PROOF_LEN};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -61,7 +71,8 @@ use std::io::IoSlice;
 use std::time::{Duration, Instant};
 
 pub const MAGIC: [u8; 2] = *b"GU";
-pub const VERSION: u8 = 1;
+/// 2: HELLO padded to [`HELLO_LEN`], stateless challenge cookies.
+pub const VERSION: u8 = 2;
 pub const T_HELLO: u8 = 1;
 pub const T_CHALLENGE: u8 = 2;
 pub const T_PROOF: u8 = 3;
@@ -88,10 +99,23 @@ pub const ACK_EVERY: u32 = 4;
 /// queues on the way — a TUN device's ring, a switch port, a software
 /// router — as random loss that no window reduction can prevent.
 pub const PACE_BURST: usize = 16;
-/// Handshakes an acceptor remembers per peer.
-const ACC_KEPT: usize = 8;
+/// Length of a CHALLENGE (and of a PROOF).
+pub const CHALLENGE_LEN: usize = HDR + 2 * NONCE_LEN + PROOF_LEN;
+/// A HELLO is padded to this length, so that the answer to it (a
+/// CHALLENGE) is never longer than the HELLO: an acceptor cannot be used
+/// to amplify traffic towards an address that spoofed the HELLO.
+pub const HELLO_LEN: usize = CHALLENGE_LEN;
+/// Bytes sent to an address that has not proved it holds the secret, at
+/// most, per byte received from it (QUIC's limit, RFC 9000 8.1). The only
+/// such answer is a CHALLENGE, one per HELLO, no retransmission.
+pub const AMPLIFICATION_LIMIT: usize = 3;
 /// Smallest datagram the protocol works with (handshake datagrams must fit).
 pub const MIN_DGRAM: usize = 128;
+/// Handshake datagrams queued for sending at most: the socket layer sends
+/// them after every few dozen received datagrams, so only a flood of HELLOs
+/// between two polls reaches this; what does not fit is dropped (a real
+/// peer retries).
+pub const CTL_MAX: usize = 256;
 
 /// Protocol settings (from the method's parameters).
 #[derive(Debug, Clone)]
@@ -142,6 +166,55 @@ pub struct PeerState {
     pub lost: usize,
 }
 
+/// The largest per-peer state (see [`Endpoint::state_sizes`]).
+#[doc(hidden)]
+#[derive(Debug, Default, Clone)]
+pub struct StateSizes {
+    pub peers: usize,
+    pub ctl: usize,
+    pub events: usize,
+    pub ooo_dgrams: usize,
+    pub ooo_bytes: usize,
+    pub ooo_ranges: usize,
+    pub sacked_ranges: usize,
+    pub lost: usize,
+    /// Datagrams queued or unacknowledged (our own sends).
+    pub unacked: usize,
+    pub asm_capacity: usize,
+    pub asm_len: usize,
+}
+
+impl StateSizes {
+    /// Checks the bounds every input must respect; `Err` names the first
+    /// one broken. `unacked` is what the caller queued itself.
+    pub fn check(&self, cfg: &Config, unacked: usize) -> Result<(), String> {
+        let depth = cfg.depth as usize;
+        let bounds = [
+            ("peers", self.peers, cfg.size as usize),
+            ("ctl", self.ctl, CTL_MAX),
+            ("ooo_dgrams", self.ooo_dgrams, depth),
+            ("ooo_bytes", self.ooo_bytes, depth.saturating_mul(cfg.dgram)),
+            ("ooo_ranges", self.ooo_ranges, depth),
+            ("sacked_ranges", self.sacked_ranges, self.unacked),
+            ("lost", self.lost, self.unacked),
+            ("unacked", self.unacked, unacked),
+            // The reassembly buffer starts at most 4 MiB and grows with
+            // data received (doubling), never from an announced length.
+            (
+                "asm_capacity",
+                self.asm_capacity,
+                (4 << 20).max(2 * self.asm_len),
+            ),
+        ];
+        for (what, value, bound) in bounds {
+            if value > bound {
+                return Err(format!("{what} = {value} exceeds its bound {bound}"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What the protocol tells its user.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Event {
@@ -168,6 +241,17 @@ pub struct Counters {
     pub duplicates: u64,
     pub dgrams_sent: u64,
     pub dgrams_received: u64,
+    /// Out-of-order data datagrams dropped because the peer's out-of-order
+    /// buffer was at its byte budget (the sender resends them).
+    pub over_budget: u64,
+    /// Handshake datagrams not queued because [`CTL_MAX`] were waiting.
+    pub ctl_overflow: u64,
+    /// PROOFs of a handshake already accepted or older than it (replays),
+    /// from another address than the peer's.
+    pub replayed: u64,
+    /// Authenticated peers that moved to a new address after proving they
+    /// receive there (a fresh handshake through it).
+    pub migrations: u64,
 }
 
 #[derive(Debug)]
@@ -204,10 +288,10 @@ enum Hs {
 struct Peer<A> {
     addr: Option<A>,
     hs: Hs,
-    /// Acceptor side: (their nonce, our nonce) of the latest HELLOs answered.
-    /// Several, so a forged HELLO claiming this peer's id cannot displace a
-    /// real handshake in progress.
-    acc: VecDeque<([u8; NONCE_LEN], [u8; NONCE_LEN])>,
+    /// Acceptor side: the cookie stamp and nonce pair (theirs, ours) of the
+    /// handshake last accepted. Older stamps are retired: a replayed PROOF
+    /// is never a new handshake (see [`Endpoint::on_proof`]).
+    accepted: Option<(u64, [u8; NONCE_LEN], [u8; NONCE_LEN])>,
     /// We checked their proof.
     verified: bool,
     /// They checked ours (they sent PROOF, or any data/ack after our PROOF).
@@ -253,6 +337,8 @@ struct Peer<A> {
     // Receive side.
     rcv_next: u64,
     ooo: BTreeMap<u64, Vec<u8>>,
+    /// Bytes held in `ooo` (bounded by [`Endpoint::ooo_budget`]).
+    ooo_bytes: usize,
     /// The sequence numbers in `ooo`, as ranges (for building acks cheaply).
     ooo_ranges: Ranges,
     /// One past the highest sequence number received.
@@ -275,7 +361,7 @@ impl<A> Peer<A> {
         Peer {
             addr: None,
             hs: Hs::Idle,
-            acc: VecDeque::new(),
+            accepted: None,
             verified: false,
             confirmed: false,
             failed: None,
@@ -304,6 +390,7 @@ impl<A> Peer<A> {
             backoff: 0,
             rcv_next: 0,
             ooo: BTreeMap::new(),
+            ooo_bytes: 0,
             ooo_ranges: Ranges::default(),
             rcv_max: 0,
             rcv_last: 0,
@@ -491,12 +578,29 @@ pub struct Endpoint<A> {
     ctl: VecDeque<(A, Vec<u8>)>,
     events: VecDeque<Event>,
     pub counters: Counters,
+    /// Key of the challenge cookies (see [`Endpoint::cookie`]).
+    cookie_key: [u8; 32],
+    /// Origin of cookie stamps: the first handshake's time.
+    cookie_t0: Option<Instant>,
+    /// The latest stamp issued (strictly increasing, microseconds from `cookie_t0`).
+    last_stamp: u64,
+    /// How long a challenge can be answered: the connector's whole retry schedule.
+    cookie_lifetime: Duration,
 }
 
 impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     pub fn new(mut cfg: Config) -> Self {
         cfg.dgram = cfg.dgram.clamp(MIN_DGRAM, 65507);
         cfg.depth = cfg.depth.max(4);
+        let mut cookie_key = [0u8; 32];
+        cookie_key[..NONCE_LEN].copy_from_slice(&auth::nonce());
+        cookie_key[NONCE_LEN..].copy_from_slice(&auth::nonce());
+        // A connector resends its PROOF on this schedule (and its HELLO on
+        // the same one before): a cookie must outlive all of it.
+        let cookie_lifetime = (0..=cfg.retries.saturating_add(1))
+            .map(|i| backoff(cfg.initial_rto, i, cfg.max_rto))
+            .fold(Duration::ZERO, Duration::saturating_add)
+            .saturating_mul(2);
         Endpoint {
             cfg,
             peers: HashMap::new(),
@@ -505,6 +609,10 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             ctl: VecDeque::new(),
             events: VecDeque::new(),
             counters: Counters::default(),
+            cookie_key,
+            cookie_t0: None,
+            last_stamp: 0,
+            cookie_lifetime,
         }
     }
 
@@ -540,11 +648,45 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 next: now + rto,
                 tries: 0,
             };
-            let mut b = Vec::with_capacity(HDR + NONCE_LEN);
-            header(&mut b, T_HELLO, me, peer);
-            b.extend_from_slice(&nonce);
-            self.ctl.push_back((addr, b));
+            self.push_ctl((addr, hello_dgram(me, peer, &nonce)));
         }
+    }
+
+    fn push_ctl(&mut self, d: (A, Vec<u8>)) {
+        if self.ctl.len() >= CTL_MAX {
+            self.counters.ctl_overflow += 1;
+            return;
+        }
+        self.ctl.push_back(d);
+    }
+
+    /// Bytes a peer's out-of-order datagrams may hold: a full window of
+    /// datagrams of our size.
+    fn ooo_budget(&self) -> usize {
+        (self.cfg.depth as usize).saturating_mul(self.cfg.dgram)
+    }
+
+    /// Sizes of the state a peer's datagrams can make grow (the fuzz
+    /// harness checks them against [`StateSizes::check`]).
+    #[doc(hidden)]
+    pub fn state_sizes(&self) -> StateSizes {
+        let mut z = StateSizes {
+            peers: self.peers.len(),
+            ctl: self.ctl.len(),
+            events: self.events.len(),
+            ..StateSizes::default()
+        };
+        for p in self.peers.values() {
+            z.ooo_dgrams = z.ooo_dgrams.max(p.ooo.len());
+            z.ooo_bytes = z.ooo_bytes.max(p.ooo_bytes);
+            z.ooo_ranges = z.ooo_ranges.max(p.ooo_ranges.0.len());
+            z.sacked_ranges = z.sacked_ranges.max(p.sacked.0.len());
+            z.lost = z.lost.max(p.lost.len());
+            z.unacked = z.unacked.max(p.pkts.len());
+            z.asm_capacity = z.asm_capacity.max(p.asm.capacity());
+            z.asm_len = z.asm_len.max(p.asm.len());
+        }
+        z
     }
 
     /// Why sends to `peer` fail, if they do.
@@ -560,7 +702,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         let msg_len = u32::try_from(total)
             .map_err(|_| format!("message of {total} bytes exceeds the 4 GiB limit of udp"))?;
         let Some(p) = self.peers.get_mut(&peer) else {
-            return Err(format!("no udp link to context {peer} (connect first)"));
+            return Err(format!("no udp link to rank {peer} (connect first)"));
         };
         if let Some(why) = &p.failed {
             return Err(why.clone());
@@ -650,6 +792,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             p.lost.clear();
             p.txmap.clear();
             p.ooo.clear();
+            p.ooo_bytes = 0;
             p.ooo_ranges = Ranges::default();
             p.sacked = Ranges::default();
             p.asm = Vec::new();
@@ -676,9 +819,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             return;
         }
         match ty {
-            T_HELLO => self.on_hello(from, src, d),
+            T_HELLO => self.on_hello(now, from, src, d),
             T_CHALLENGE => self.on_challenge(now, from, src, d),
-            T_PROOF => self.on_proof(from, src, d),
+            T_PROOF => self.on_proof(now, from, src, d),
             T_DATA | T_ACK => {
                 let ok = self
                     .peers
@@ -694,43 +837,105 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                     self.on_ack_dgram(now, src, d)
                 };
                 if let Err(why) = r {
-                    self.fail(src, format!("protocol error from context {src}: {why}"));
+                    self.fail(src, format!("protocol error from rank {src}: {why}"));
                 }
             }
             _ => self.counters.garbage += 1,
         }
     }
 
-    fn on_hello(&mut self, from: A, src: u32, d: &[u8]) {
-        let Some(theirs) = nonce_at(d, HDR).filter(|_| d.len() == HDR + NONCE_LEN) else {
+    /// After `handle` panicked on datagram `d` (a bug): fails the link of
+    /// the authenticated peer that sent it, whose state may be inconsistent
+    /// now, or counts it as garbage when no such peer sent it.
+    #[doc(hidden)]
+    pub fn fail_after_panic(&mut self, from: A, d: &[u8]) {
+        let src = u32_at(d, 4).filter(|src| {
+            self.peers
+                .get(src)
+                .is_some_and(|p| p.addr == Some(from) && p.verified)
+        });
+        match src {
+            Some(src) => self.fail(
+                src,
+                format!("internal error while processing a datagram from rank {src} (a bug in the udp method; the link is closed)"),
+            ),
+            None => self.counters.garbage += 1,
+        }
+    }
+
+    /// Answers a HELLO statelessly (as QUIC's Retry): our nonce is a
+    /// cookie, `stamp | MAC(key, stamp | their nonce | ids | address)`, so
+    /// the acceptor keeps nothing per HELLO — a flood of forged HELLOs has
+    /// no table to fill and no real handshake to evict — and the PROOF that
+    /// echoes it shows the sender received our challenge at that address.
+    fn on_hello(&mut self, now: Instant, from: A, src: u32, d: &[u8]) {
+        let Some(theirs) = nonce_at(d, HDR).filter(|_| d.len() >= HELLO_LEN) else {
             self.counters.garbage += 1;
             return;
         };
-        let (me, secret) = (self.cfg.me, self.cfg.secret);
-        let p = self.peer_mut(src);
-        if p.failed.is_some() {
+        if self.peers.get(&src).is_some_and(|p| p.failed.is_some()) {
             return;
         }
-        // A retransmitted HELLO gets the same challenge (same nonce), so a
-        // late PROOF for the first one still verifies.
-        let mine = match p.acc.iter().find(|(t, _)| *t == theirs) {
-            Some(&(_, m)) => m,
-            None => {
-                let m = auth::nonce();
-                if p.acc.len() == ACC_KEPT {
-                    p.acc.pop_front();
-                }
-                p.acc.push_back((theirs, m));
-                m
-            }
-        };
+        let (me, secret) = (self.cfg.me, self.cfg.secret);
+        let us = self.stamp_clock(now);
+        self.last_stamp = us.max(self.last_stamp.saturating_add(1));
+        let mine = self.cookie(self.last_stamp, from, src, &theirs);
         let proof = auth::proof(&secret, Role::Acceptor, &mine, &theirs, me, src);
-        let mut b = Vec::with_capacity(HDR + 2 * NONCE_LEN + PROOF_LEN);
+        let mut b = Vec::with_capacity(CHALLENGE_LEN);
         header(&mut b, T_CHALLENGE, me, src);
         b.extend_from_slice(&theirs);
         b.extend_from_slice(&mine);
         b.extend_from_slice(&proof);
-        self.ctl.push_back((from, b));
+        // Holds by construction (HELLO_LEN): the check keeps it so.
+        if b.len() > AMPLIFICATION_LIMIT.saturating_mul(d.len()) {
+            self.counters.garbage += 1;
+            return;
+        }
+        self.push_ctl((from, b));
+    }
+
+    /// Microseconds from the first handshake to `now` (the cookies' clock).
+    fn stamp_clock(&mut self, now: Instant) -> u64 {
+        let t0 = *self.cookie_t0.get_or_insert(now);
+        u64::try_from(now.saturating_duration_since(t0).as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// The challenge nonce for a HELLO with nonce `theirs` from `src` at
+    /// `from`, issued at `stamp`.
+    fn cookie(&self, stamp: u64, from: A, src: u32, theirs: &[u8; NONCE_LEN]) -> [u8; NONCE_LEN] {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.cookie_key).expect("any key length");
+        mac.update(b"gridwire-udp-cookie");
+        mac.update(&stamp.to_le_bytes());
+        mac.update(theirs);
+        mac.update(&src.to_le_bytes());
+        mac.update(&self.cfg.me.to_le_bytes());
+        from.hash(&mut MacWriter(&mut mac));
+        let tag = mac.finalize().into_bytes();
+        let mut n = [0u8; NONCE_LEN];
+        n[..8].copy_from_slice(&stamp.to_le_bytes());
+        n[8..].copy_from_slice(&tag[..NONCE_LEN - 8]);
+        n
+    }
+
+    /// The stamp of `mine` if it is a cookie we issued, to `from`, for
+    /// this HELLO, recently enough.
+    fn cookie_stamp(
+        &mut self,
+        now: Instant,
+        from: A,
+        src: u32,
+        theirs: &[u8; NONCE_LEN],
+        mine: &[u8; NONCE_LEN],
+    ) -> Option<u64> {
+        let stamp = u64::from_le_bytes(mine[..8].try_into().ok()?);
+        if self.cookie_t0.is_none() || stamp == 0 || stamp > self.last_stamp {
+            return None;
+        }
+        let age = self.stamp_clock(now).saturating_sub(stamp);
+        if u128::from(age) > self.cookie_lifetime.as_micros() {
+            return None;
+        }
+        (self.cookie(stamp, from, src, theirs) == *mine).then_some(stamp)
     }
 
     fn on_challenge(&mut self, now: Instant, from: A, src: u32, d: &[u8]) {
@@ -782,10 +987,17 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             };
         }
         let b = proof_dgram(&secret, me, src, &ours, &theirs);
-        self.ctl.push_back((from, b));
+        self.push_ctl((from, b));
     }
 
-    fn on_proof(&mut self, from: A, src: u32, d: &[u8]) {
+    /// The connector's answer to our challenge. Accepted once per cookie:
+    /// the handshake with the newest stamp wins, older or equal stamps are
+    /// retired (a duplicate of the accepted PROOF from the peer's own
+    /// address is only re-acknowledged: the connector resends it until it
+    /// hears from us). Accepting binds the peer to `from` — the address our
+    /// challenge went to (the cookie says so) — which is how an
+    /// authenticated peer moves: never by a datagram alone.
+    fn on_proof(&mut self, now: Instant, from: A, src: u32, d: &[u8]) {
         let (Some(theirs), Some(mine), Some(proof)) = (
             nonce_at(d, HDR),
             nonce_at(d, HDR + NONCE_LEN),
@@ -796,24 +1008,54 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             return;
         };
         let (me, secret) = (self.cfg.me, self.cfg.secret);
-        let Some(p) = self.peers.get_mut(&src).filter(|p| p.failed.is_none()) else {
+        if self.peers.get(&src).is_some_and(|p| p.failed.is_some()) {
+            return;
+        }
+        let Some(stamp) = self.cookie_stamp(now, from, src, &theirs, &mine) else {
             self.counters.unauthenticated += 1;
             return;
         };
-        if !p.acc.contains(&(theirs, mine)) {
-            self.counters.unauthenticated += 1;
-            return;
-        }
         if !auth::verify(&secret, Role::Connector, &theirs, &mine, src, me, proof) {
             self.counters.auth_failed += 1;
             return;
         }
+        let p = self.peer_mut(src);
+        if let Some((last, t, m)) = p.accepted {
+            if stamp <= last {
+                if (t, m) == (theirs, mine) && p.addr == Some(from) {
+                    p.ack_now = true;
+                } else {
+                    self.counters.replayed += 1;
+                }
+                return;
+            }
+        }
+        let moved = p.confirmed && p.addr != Some(from);
         // Both sides have now proved knowledge of the secret to each other.
+        p.accepted = Some((stamp, theirs, mine));
         p.addr = Some(from);
         p.verified = true;
         p.confirmed = true;
         p.hs = Hs::Done;
         p.ack_now = true; // tells the connector we accepted its proof
+        if moved {
+            self.counters.migrations += 1;
+        }
+    }
+
+    /// `(rcv_next, snd_una, next_new)` towards `peer`: where valid sequence
+    /// numbers are (the fuzz harness builds near-valid datagrams from them).
+    #[doc(hidden)]
+    pub fn seq_hints(&self, peer: u32) -> Option<(u64, u64, u64)> {
+        self.peers
+            .get(&peer)
+            .map(|p| (p.rcv_next, p.snd_una, p.next_new))
+    }
+
+    /// The address `peer` is bound to (tests, diagnostics).
+    #[doc(hidden)]
+    pub fn peer_addr(&self, peer: u32) -> Option<A> {
+        self.peers.get(&peer).and_then(|p| p.addr)
     }
 
     fn on_ack_dgram(&mut self, now: Instant, src: u32, d: &[u8]) -> Result<(), String> {
@@ -835,11 +1077,14 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         // How far the receiver's report is complete: everything up to here
         // that is not in a range is really missing. A truncated report is
         // complete only up to its lowest ranges (the first is the newest).
-        let complete = if truncated {
-            ranges[1..n].iter().map(|r| r.1).max().unwrap_or(cum)
+        // (A truncated report without ranges says nothing beyond `cum`.)
+        let reported = &ranges[..n];
+        let complete_part = if truncated {
+            reported.get(1..).unwrap_or(&[])
         } else {
-            ranges[..n].iter().map(|r| r.1).max().unwrap_or(cum)
+            reported
         };
+        let complete = complete_part.iter().map(|r| r.1).max().unwrap_or(cum);
         self.on_ack(now, src, cum, &ranges[..n], complete.max(cum))
     }
 
@@ -867,6 +1112,11 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         if cum > end {
             return Err(format!(
                 "acknowledges sequence {cum} never sent (next is {end})"
+            ));
+        }
+        if let Some(&(a, b)) = ranges.iter().find(|r| r.1 > end) {
+            return Err(format!(
+                "acknowledges sequences {a}..{b} never sent (next is {end})"
             ));
         }
         let mut progress = false;
@@ -972,7 +1222,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         let cum = u64_at(d, HDR).ok_or("short data")?;
         let seq = u64_at(d, HDR + 8).ok_or("short data")?;
         self.on_ack(now, src, cum, &[], cum)?;
-        let depth = self.cfg.depth;
+        let (depth, ooo_budget) = (self.cfg.depth, self.ooo_budget());
         let Some(p) = self.peers.get_mut(&src) else {
             return Ok(());
         };
@@ -981,9 +1231,17 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             p.ack_now = true; // our ack was probably lost
             return Ok(());
         }
-        if seq >= p.rcv_next + depth {
+        if seq >= p.rcv_next.saturating_add(depth) {
             p.ack_now = true;
             return Ok(()); // beyond the window: the sender broke flow control or it is stale; it retransmits
+        }
+        let body = &d[HDR + 16..];
+        if seq > p.rcv_next && p.ooo_bytes + body.len() > ooo_budget {
+            // The window counts datagrams, not bytes: a peer sending datagrams
+            // longer than ours must not make us hold `depth` × 64 KiB. Dropped
+            // unacknowledged, it is resent once the hole before it is filled.
+            self.counters.over_budget += 1;
+            return Ok(());
         }
         // Ack policy: a new gap or a hole being filled is reported at once
         // (it drives loss detection); otherwise every ACK_EVERY datagrams, and
@@ -999,8 +1257,8 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             }
         }
         p.rcv_max = p.rcv_max.max(seq + 1);
-        let body = &d[HDR + 16..];
         if seq > p.rcv_next {
+            p.ooo_bytes += body.len();
             p.ooo.insert(seq, body.to_vec());
             p.ooo_ranges.insert(seq, seq + 1, &mut Vec::new());
             p.rcv_last = seq;
@@ -1010,6 +1268,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         reassemble(p, body, src, &mut out)?;
         p.rcv_next += 1;
         while let Some(b) = p.ooo.remove(&p.rcv_next) {
+            p.ooo_bytes -= b.len().min(p.ooo_bytes);
             reassemble(p, &b, src, &mut out)?;
             p.rcv_next += 1;
         }
@@ -1022,6 +1281,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     pub fn handle_timeout(&mut self, now: Instant) {
         let cfg = self.cfg.clone();
         let mut failures = Vec::new();
+        let mut retries = Vec::new();
         for (&id, p) in self.peers.iter_mut() {
             if p.failed.is_some() {
                 continue;
@@ -1031,7 +1291,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                 Hs::Hello { nonce, next, tries } if now >= next => {
                     if tries >= cfg.retries {
                         failures.push((id, format!(
-                            "context {id} did not complete authentication after {} attempts: it is dead, unreachable, or does not share the job secret",
+                            "rank {id} did not complete authentication after {} attempts: it is dead, unreachable, or does not share the job secret",
                             tries + 1
                         )));
                         continue;
@@ -1042,10 +1302,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                         tries: tries + 1,
                     };
                     if let Some(a) = p.addr {
-                        let mut b = Vec::with_capacity(HDR + NONCE_LEN);
-                        header(&mut b, T_HELLO, cfg.me, id);
-                        b.extend_from_slice(&nonce);
-                        self.ctl.push_back((a, b));
+                        retries.push((a, hello_dgram(cfg.me, id, &nonce)));
                     }
                 }
                 Hs::Proof {
@@ -1058,7 +1315,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                         failures.push((
                             id,
                             format!(
-                                "context {id} never confirmed authentication after {} attempts",
+                                "rank {id} never confirmed authentication after {} attempts",
                                 tries + 1
                             ),
                         ));
@@ -1071,8 +1328,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                         tries: tries + 1,
                     };
                     if let Some(a) = p.addr {
-                        self.ctl
-                            .push_back((a, proof_dgram(&cfg.secret, cfg.me, id, &nonce, &theirs)));
+                        retries.push((a, proof_dgram(&cfg.secret, cfg.me, id, &nonce, &theirs)));
                     }
                 }
                 _ => {}
@@ -1090,7 +1346,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                             .map(|i| backoff(p.rto, i, cfg.max_rto))
                             .sum::<Duration>();
                         failures.push((id, format!(
-                            "context {id} is unreachable: no acknowledgement after {} retransmissions over {:.1} s (peer dead or network down)",
+                            "rank {id} is unreachable: no acknowledgement after {} retransmissions over {:.1} s (peer dead or network down)",
                             cfg.retries,
                             waited.as_secs_f64()
                         )));
@@ -1128,6 +1384,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
                     }
                 }
             }
+        }
+        for d in retries {
+            self.push_ctl(d);
         }
         for (id, why) in failures {
             self.fail(id, why);
@@ -1358,6 +1617,26 @@ impl Ranges {
 
     fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.0.iter().map(|(&s, &e)| (s, e))
+    }
+}
+
+fn hello_dgram(me: u32, peer: u32, nonce: &[u8; NONCE_LEN]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(HELLO_LEN);
+    header(&mut b, T_HELLO, me, peer);
+    b.extend_from_slice(nonce);
+    b.resize(HELLO_LEN, 0);
+    b
+}
+
+/// Feeds what `Hash` writes (an address) into a MAC.
+struct MacWriter<'a>(&'a mut Hmac<Sha256>);
+
+impl std::hash::Hasher for MacWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+    fn finish(&self) -> u64 {
+        0
     }
 }
 

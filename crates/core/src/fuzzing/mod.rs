@@ -1,0 +1,9 @@
+//! Fuzz targets: one function per target, `pub fn TARGET(data: &[u8])`,
+//! which must never panic, hang or allocate beyond the bound its module
+//! states, for any input. `cargo test` replays the seed corpus in
+//! `fuzz/corpus/TARGET/` and runs property tests through them; `make fuzz`
+//! runs them coverage-guided. A panic here is a bug found.
+
+pub mod udp;
+
+pub use udp::udp_authenticated;
