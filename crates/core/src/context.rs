@@ -366,7 +366,7 @@ impl Context {
     fn peer(&self, rank: u32) -> Result<&Peer> {
         self.inner.peers.get(rank as usize).ok_or_else(|| {
             Error::BadStartpoint(format!(
-                "context {rank} does not exist (the job has {} contexts)",
+                "rank {rank} does not exist (the job has {} ranks)",
                 self.size()
             ))
         })
@@ -454,7 +454,7 @@ impl Context {
                 Ok(l) => {
                     if self.inner.job.verbose >= 1 {
                         eprintln!(
-                            "gw[{}]: context {rank} reached by {} ({})",
+                            "gw[{}]: rank {rank} reached by {} ({})",
                             self.rank(),
                             m.name(),
                             m.describe(desc)
@@ -466,7 +466,7 @@ impl Context {
                 Err(e) => {
                     // Fall back to the next applicable method, and say why.
                     eprintln!(
-                        "gw[{}]: {} to context {rank} failed ({e}); trying the next method",
+                        "gw[{}]: {} to rank {rank} failed ({e}); trying the next method",
                         self.rank(),
                         m.name()
                     );
@@ -1107,7 +1107,7 @@ impl Dispatch<'_> {
         }
         if !inner.finalized.load(Ordering::Relaxed) {
             eprintln!(
-                "gw[{}]: link from context {src} failed: {reason}",
+                "gw[{}]: link from rank {src} failed: {reason}",
                 self.ctx.rank()
             );
         }
@@ -1155,15 +1155,15 @@ fn publish_table(pmi: &mut Pmi, rank: u32, hex: &str) -> Result<()> {
 
 /// Reads back what [`publish_table`] wrote.
 fn lookup_table(pmi: &mut Pmi, rank: u32) -> Result<String> {
-    let missing = || Error::Bootstrap(format!("context {rank} published no descriptor table"));
+    let missing = || Error::Bootstrap(format!("rank {rank} published no descriptor table"));
     let first = pmi.get(&desc_key(rank))?.ok_or_else(missing)?;
     let (n, head) = first
         .split_once(':')
         .and_then(|(n, h)| Some((n.parse::<usize>().ok()?, h)))
-        .ok_or_else(|| Error::Bootstrap(format!("malformed descriptor table of context {rank}")))?;
+        .ok_or_else(|| Error::Bootstrap(format!("malformed descriptor table of rank {rank}")))?;
     if n == 0 || n > 1024 {
         return Err(Error::Bootstrap(format!(
-            "descriptor table of context {rank} claims {n} parts"
+            "descriptor table of rank {rank} claims {n} parts"
         )));
     }
     let mut hex = head.to_string();

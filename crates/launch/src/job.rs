@@ -29,6 +29,13 @@ const FINALIZE_GRACE: Duration = Duration::from_millis(500);
 const DRAIN_GRACE: Duration = Duration::from_millis(1000);
 /// Partial lines longer than this are forwarded without waiting for `\n`.
 const MAX_PARTIAL_LINE: usize = 64 * 1024;
+/// How long after the first failure gwrun keeps collecting the others
+/// before it says which one caused the end: a killed rank's peers often
+/// notice the broken link (and PMI-abort) before gwrun reaps the rank
+/// itself, and reporting the first event seen would blame a bystander.
+const REPORT_GRACE: Duration = Duration::from_millis(250);
+/// Consequences listed under the first cause, at most.
+const MAX_CONSEQUENCES: usize = 8;
 
 /// Everything the command line decided.
 #[derive(Debug, Clone)]
@@ -71,6 +78,29 @@ fn job_id() -> io::Result<String> {
         std::process::id(),
         b.iter().map(|x| format!("{x:02x}")).collect::<String>()
     ))
+}
+
+/// How a rank failed, in the order in which a cause is preferred over
+/// the others seen within [`REPORT_GRACE`]: a rank killed by a signal
+/// explains its peers' exits and aborts, an exit explains aborts, and an
+/// abort is most often a peer's reaction to a link that broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum FailKind {
+    Signal,
+    Exit,
+    Abort,
+}
+
+/// One rank's failure, kept until the report.
+struct Failure {
+    rank: usize,
+    kind: FailKind,
+    code: i32,
+    why: String,
+    at: Instant,
+    /// Seen before gwrun started tearing the job down (or a death by a
+    /// signal gwrun did not send): it may be the cause, not a consequence.
+    independent: bool,
 }
 
 struct Rank {
@@ -130,6 +160,12 @@ struct Job {
     term_sent: Option<Instant>,
     kill_sent: bool,
     suspects: Vec<(usize, Instant)>,
+    /// Failures seen since the first one, reported together once
+    /// `report_due` passes or every rank has exited.
+    failures: Vec<Failure>,
+    report_due: Option<Instant>,
+    /// Whether other ranks still ran at the first failure.
+    others_running: bool,
 }
 
 /// Runs the job to the end; returns `gwrun`'s exit status.
@@ -162,6 +198,9 @@ pub fn run(spec: JobSpec) -> i32 {
         term_sent: None,
         kill_sent: false,
         suspects: Vec::new(),
+        failures: Vec::new(),
+        report_due: None,
+        others_running: false,
     };
     for r in 0..job.spec.n {
         if let Err((code, msg)) = job.spawn(r, &secret) {
@@ -293,21 +332,86 @@ impl Job {
         }
     }
 
-    /// Records the first failure, says why, and starts the teardown.
-    fn fail(&mut self, rank: usize, code: i32, why: &str) {
-        if self.outcome.is_some() {
+    /// Records a rank's failure. The first one starts the teardown at once;
+    /// the report waits for [`REPORT_GRACE`] (see [`Job::report`]).
+    fn fail(&mut self, rank: usize, kind: FailKind, code: i32, why: &str) {
+        if self.outcome.is_some() && self.report_due.is_none() && self.failures.is_empty() {
+            return; // the job already ends for another reason (timeout, signal)
+        }
+        if self.failures.iter().any(|f| f.rank == rank) {
+            return; // a rank's first failure says it best
+        }
+        let independent = self.term_sent.is_none() || kind == FailKind::Signal;
+        let now = Instant::now();
+        self.failures.push(Failure {
+            rank,
+            kind,
+            code,
+            why: why.to_string(),
+            at: now,
+            independent,
+        });
+        if self.failures.len() == 1 && self.outcome.is_none() {
+            self.others_running = self
+                .ranks
+                .iter()
+                .enumerate()
+                .any(|(i, r)| i != rank && r.exit.is_none());
+            self.outcome = Some(if code == 0 { 1 } else { code });
+            self.report_due = Some(now + REPORT_GRACE);
+            self.teardown(libc::SIGTERM);
+        }
+    }
+
+    /// Says which rank ended the job and how, then the failures that
+    /// followed from it; sets gwrun's exit status from the cause.
+    fn report(&mut self) {
+        if self.report_due.take().is_none() {
             return;
         }
-        let pid = self.ranks.get(rank).map_or(0, |r| r.pid);
-        let others = self
-            .ranks
+        let cause = self
+            .failures
             .iter()
             .enumerate()
-            .any(|(i, r)| i != rank && r.exit.is_none());
-        let tail = if others { "; terminating the job" } else { "" };
-        say(&format!("rank {rank} (pid {pid}) {why}{tail}"));
-        self.outcome = Some(if code == 0 { 1 } else { code });
-        self.teardown(libc::SIGTERM);
+            .filter(|(_, f)| f.independent)
+            .min_by_key(|(_, f)| (f.kind, f.at))
+            .or_else(|| self.failures.iter().enumerate().min_by_key(|(_, f)| f.at))
+            .map(|(i, _)| i);
+        let Some(ci) = cause else { return };
+        let pid = |r: usize| self.ranks.get(r).map_or(0, |x| x.pid);
+        let c = &self.failures[ci];
+        let tail = if self.others_running {
+            "; terminating the job"
+        } else {
+            ""
+        };
+        let mut msg = format!("rank {} (pid {}) {}{tail}", c.rank, pid(c.rank), c.why);
+        let (mut listed, mut more) = (0, 0);
+        for (i, f) in self.failures.iter().enumerate() {
+            if i == ci {
+                continue;
+            }
+            if listed == MAX_CONSEQUENCES {
+                more += 1;
+                continue;
+            }
+            listed += 1;
+            msg.push_str(&format!(
+                "\nrank {} (pid {}) {} (a consequence of rank {}'s failure above)",
+                f.rank,
+                pid(f.rank),
+                f.why,
+                c.rank
+            ));
+        }
+        if more > 0 {
+            msg.push_str(&format!(
+                "\n{more} more rank(s) failed after rank {}",
+                c.rank
+            ));
+        }
+        self.outcome = Some(if c.code == 0 { 1 } else { c.code });
+        say(&msg);
     }
 
     fn running(&self) -> usize {
@@ -323,6 +427,7 @@ impl Job {
         loop {
             let now = Instant::now();
             if self.running() == 0 {
+                self.report();
                 let t = *all_exited_at.get_or_insert_with(|| {
                     // Nothing of the job may outlive it.
                     self.teardown(libc::SIGKILL);
@@ -369,6 +474,7 @@ impl Job {
             }
             let mut wait = Duration::from_millis(200);
             let mut timers: Vec<Instant> = self.suspects.iter().map(|s| s.1).collect();
+            timers.extend(self.report_due);
             timers.extend(deadline.filter(|_| self.outcome.is_none()));
             timers.extend(
                 self.term_sent
@@ -463,7 +569,7 @@ impl Job {
                     .position(|r| matches!(r.exit, Some(Exit::Code(0))) && !r.finalized);
                 if let Some(r) = gone {
                     let w = self.server.waiting_in_barrier();
-                    self.fail(r, 1, &format!("exited with status 0 without PMI finalize while {w} rank(s) wait for it in a PMI barrier"));
+                    self.fail(r, FailKind::Exit, 1, &format!("exited with status 0 without PMI finalize while {w} rank(s) wait for it in a PMI barrier"));
                 }
             }
 
@@ -478,8 +584,11 @@ impl Job {
             self.suspects.retain(|s| s.1 > now);
             for r in due {
                 if self.running() > 0 {
-                    self.fail(r, 1, "exited with status 0 without calling PMI finalize while other ranks were still running");
+                    self.fail(r, FailKind::Exit, 1, "exited with status 0 without calling PMI finalize while other ranks were still running");
                 }
+            }
+            if self.report_due.is_some_and(|t| now >= t) {
+                self.report();
             }
             if let Some(d) = deadline {
                 if now >= d && self.outcome.is_none() {
@@ -506,12 +615,19 @@ impl Job {
             };
             self.ranks[r].exit = Some(exit);
             match exit {
+                // A death by the signal gwrun's teardown sent is no failure.
+                Exit::Signal(s)
+                    if (s == libc::SIGTERM && self.term_sent.is_some())
+                        || (s == libc::SIGKILL && self.kill_sent) => {}
                 Exit::Signal(s) => self.fail(
                     r,
+                    FailKind::Signal,
                     128 + s,
                     &format!("killed by signal {s} ({})", sys::signal_name(s)),
                 ),
-                Exit::Code(c) if c != 0 => self.fail(r, c, &format!("exited with status {c}")),
+                Exit::Code(c) if c != 0 => {
+                    self.fail(r, FailKind::Exit, c, &format!("exited with status {c}"))
+                }
                 Exit::Code(_) => {
                     let rk = &self.ranks[r];
                     if rk.inited && !rk.finalized && self.outcome.is_none() {
@@ -560,6 +676,7 @@ impl Job {
                         };
                         self.fail(
                             rank,
+                            FailKind::Abort,
                             code,
                             &format!("called PMI abort with exit code {code}{m}"),
                         );
@@ -601,6 +718,7 @@ impl Job {
 
     /// After the loop: kill stragglers, remove shared memory, print stats.
     fn finish(&mut self) -> i32 {
+        self.report();
         self.teardown(libc::SIGKILL);
         kill_orphans();
         let until = Instant::now() + Duration::from_millis(500);

@@ -755,3 +755,42 @@ fn bind_to_pins_each_rank() {
         o.stderr
     );
 }
+
+/// A killed rank's peer often reports the broken link (PMI abort) before
+/// gwrun reaps the killed rank: gwrun must still name the killed rank as
+/// the cause, with its signal, and call the abort a consequence.
+#[test]
+fn killed_rank_is_named_as_cause_even_when_a_peer_aborts_first() {
+    let p = pmi_check();
+    let o = gwrun(&[
+        "-n",
+        "3",
+        "--timeout",
+        "50",
+        &p,
+        "--abort-then-kill",
+        "0",
+        "2",
+        "--sleep",
+        "40",
+    ]);
+    assert_eq!(o.code(), 128 + 9, "stderr: {}", o.stderr);
+    assert!(o.elapsed < Duration::from_secs(10), "{:?}", o.elapsed);
+    let first = o
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("gwrun: rank "))
+        .unwrap_or_default();
+    assert!(
+        first.starts_with("gwrun: rank 2 (pid ") && first.contains("signal 9 (SIGKILL)"),
+        "the first report must name rank 2 killed by signal 9: {}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("rank 0 (pid ")
+            && o.stderr.contains("PMI abort")
+            && o.stderr.contains("consequence of rank 2"),
+        "{}",
+        o.stderr
+    );
+}
