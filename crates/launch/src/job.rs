@@ -260,9 +260,10 @@ impl Job {
         // Own process group: a teardown signal reaches the rank's children too.
         cmd.process_group(0);
         let cpu = spec.binding.cpu_of(r);
+        let parent = std::process::id() as libc::pid_t;
         // SAFETY: runs in the child between fork and exec and only makes
         // async-signal-safe system calls: fcntl(2) to make the PMI socket
-        // inheritable across exec, prctl(2) so that the rank is killed
+        // inheritable across exec, prctl(2) and getppid(2) (sys::die_with_parent) so that the rank is killed
         // if gwrun itself dies abruptly (e.g. SIGKILL) instead of running on
         // unsupervised, and sched_setaffinity(2) for --bind-to.
         unsafe {
@@ -270,7 +271,7 @@ impl Job {
                 if libc::fcntl(child_fd, libc::F_SETFD, 0) != 0 {
                     return Err(io::Error::last_os_error());
                 }
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                sys::die_with_parent(parent)?;
                 if let Some(c) = cpu {
                     crate::binding::pin_self(c)?;
                 }
