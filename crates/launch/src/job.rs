@@ -29,6 +29,9 @@ const FINALIZE_GRACE: Duration = Duration::from_millis(500);
 const DRAIN_GRACE: Duration = Duration::from_millis(1000);
 /// Partial lines longer than this are forwarded without waiting for `\n`.
 const MAX_PARTIAL_LINE: usize = 64 * 1024;
+/// PMI replies queued for one rank beyond which gwrun stops reading that
+/// rank's requests (back-pressure; see `Job::takes_pmi_input`).
+const MAX_QUEUED_REPLY: usize = 256 * 1024;
 /// How long after the first failure gwrun keeps collecting the others
 /// before it says which one caused the end: a killed rank's peers often
 /// notice the broken link (and PMI-abort) before gwrun reaps the rank
@@ -449,7 +452,12 @@ impl Job {
             pmi_index.clear();
             for (i, r) in self.ranks.iter().enumerate() {
                 if let Some(fd) = &r.pmi {
-                    let mut ev = libc::POLLIN;
+                    // Without POLLIN while its replies pile up: back-pressure.
+                    let mut ev = if r.pmi_out.len() < MAX_QUEUED_REPLY {
+                        libc::POLLIN
+                    } else {
+                        0
+                    };
                     if !r.pmi_out.is_empty() {
                         ev |= libc::POLLOUT;
                     }
@@ -522,9 +530,17 @@ impl Job {
                 };
                 if pfd.revents & libc::POLLOUT != 0 {
                     self.flush_pmi(r);
+                    // Room again: lines held back by a full queue.
+                    self.handle_pmi(r);
                 }
                 if pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
-                    self.read_pmi(r, &mut buf);
+                    if self.takes_pmi_input(r) {
+                        self.read_pmi(r, &mut buf);
+                    } else if pfd.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+                        // It hung up without reading its replies.
+                        self.ranks[r].pmi = None;
+                        self.ranks[r].pmi_out.clear();
+                    }
                 }
             }
 
@@ -639,26 +655,68 @@ impl Job {
         }
     }
 
+    /// True while `gwrun` takes more PMI input from rank `r`: replies
+    /// queued for a rank that does not read them stop its input (and so
+    /// its output), which bounds the queue at [`MAX_QUEUED_REPLY`] plus
+    /// the replies of one command.
+    fn takes_pmi_input(&self, r: usize) -> bool {
+        self.ranks[r].pmi_out.len() < MAX_QUEUED_REPLY
+    }
+
+    /// Reads at most one buffer (64 KiB) from rank `r`'s PMI socket per
+    /// poll round, so one rank flooding its socket cannot starve the
+    /// others or the event loop, then handles what is complete.
     fn read_pmi(&mut self, r: usize, buf: &mut [u8]) {
         let Some(fd) = self.ranks[r].pmi.as_ref().map(|f| f.as_raw_fd()) else {
             return;
         };
+        if !self.takes_pmi_input(r) {
+            return;
+        }
         loop {
             match sys::read(fd, buf) {
                 Ok(0) => {
                     self.ranks[r].pmi = None;
-                    break;
                 }
                 Ok(n) => self.ranks[r].pmi_in.push(&buf[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(_) => {
                     self.ranks[r].pmi = None;
-                    break;
                 }
             }
+            break;
         }
-        while let Some(cmd) = self.ranks[r].pmi_in.next_command() {
+        self.handle_pmi(r);
+    }
+
+    /// Handles rank `r`'s complete PMI lines while its reply queue has room.
+    fn handle_pmi(&mut self, r: usize) {
+        loop {
+            let held_back = self.handle_pmi_lines(r);
+            for i in 0..self.ranks.len() {
+                if !self.ranks[i].pmi_out.is_empty() {
+                    self.flush_pmi(i);
+                }
+            }
+            // Lines held back by a full queue that the flush just emptied
+            // would otherwise wait for input that may never come.
+            if !(held_back && self.takes_pmi_input(r)) {
+                break;
+            }
+        }
+    }
+
+    /// Handles lines until none is complete (false) or the reply queue is
+    /// full (true).
+    fn handle_pmi_lines(&mut self, r: usize) -> bool {
+        loop {
+            if !self.takes_pmi_input(r) {
+                return true;
+            }
+            let Some(cmd) = self.ranks[r].pmi_in.next_command() else {
+                return false;
+            };
             let out = self.server.handle(r, cmd);
             for (to, line) in out.replies {
                 if let Some(rk) = self.ranks.get_mut(to) {
@@ -685,12 +743,21 @@ impl Job {
                     Notice::Protocol { rank, what } => {
                         say(&format!("rank {rank}: PMI protocol error: {what}"))
                     }
+                    Notice::Close { rank, what } => {
+                        // The error reply is already queued: send what we
+                        // can now, then hang up (the rank sees EOF).
+                        self.flush_pmi(rank);
+                        if let Some(rk) = self.ranks.get_mut(rank) {
+                            rk.pmi = None;
+                            rk.pmi_out.clear();
+                            rk.pmi_in = LineBuffer::new();
+                        }
+                        // Not a failure of the job by itself: the rank gets
+                        // EOF and says so, its exit is then reported.
+                        let pid = self.ranks.get(rank).map_or(0, |r| r.pid);
+                        say(&format!("rank {rank} (pid {pid}) broke the PMI protocol ({what}); gwrun closed its PMI connection"));
+                    }
                 }
-            }
-        }
-        for i in 0..self.ranks.len() {
-            if !self.ranks[i].pmi_out.is_empty() {
-                self.flush_pmi(i);
             }
         }
     }
@@ -703,6 +770,7 @@ impl Job {
         };
         while !rk.pmi_out.is_empty() {
             match sys::write(fd, &rk.pmi_out) {
+                Ok(n) if n == rk.pmi_out.len() => rk.pmi_out.clear(),
                 Ok(n) => {
                     rk.pmi_out.drain(..n);
                 }

@@ -794,3 +794,97 @@ fn killed_rank_is_named_as_cause_even_when_a_peer_aborts_first() {
         o.stderr
     );
 }
+
+/// A line gwrun cannot parse gets `cmd=error rc=-1` (the client would wait
+/// for a reply forever otherwise).
+#[test]
+fn unparsable_pmi_line_gets_an_error_reply() {
+    let o = gwrun(&[
+        "-n",
+        "1",
+        "--timeout",
+        "20",
+        "sh",
+        "-c",
+        "echo garbage >&$PMI_FD; head -n 1 <&$PMI_FD",
+    ]);
+    assert!(
+        o.stdout.starts_with("cmd=error rc=-1 msg="),
+        "stdout: {} stderr: {}",
+        o.stdout,
+        o.stderr
+    );
+    assert!(o.elapsed < Duration::from_secs(10), "{:?}", o.elapsed);
+}
+
+/// A line beyond the length limit: an error reply, then gwrun closes the
+/// connection (the rank sees EOF) and says which rank broke the protocol.
+#[test]
+fn overlong_pmi_line_is_answered_and_closed() {
+    let o = gwrun(&[
+        "-n",
+        "1",
+        "--timeout",
+        "20",
+        "sh",
+        "-c",
+        "head -c 300000 /dev/zero | tr '\\0' a >&$PMI_FD; cat <&$PMI_FD; echo EOF",
+    ]);
+    assert!(
+        o.stdout.starts_with("cmd=error rc=-1") && o.stdout.contains("EOF"),
+        "stdout: {} stderr: {}",
+        o.stdout,
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("rank 0") && o.stderr.contains("broke the PMI protocol"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.elapsed < Duration::from_secs(10), "{:?}", o.elapsed);
+}
+
+/// A rank that sends requests without reading the replies: gwrun stops
+/// reading it (back-pressure) instead of queueing replies without bound.
+#[test]
+fn pmi_replies_to_a_rank_that_does_not_read_are_bounded() {
+    let mut c = Command::new(GWRUN);
+    c.args([
+        "-n",
+        "1",
+        "--timeout",
+        "4",
+        "sh",
+        "-c",
+        "exec yes cmd=get_maxes >&$PMI_FD",
+    ])
+    .env_remove("MPIEXEC_TIMEOUT")
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let pid = child.id();
+    let mut peak_kib = 0u64;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(100));
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        if let Some(kib) = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            peak_kib = peak_kib.max(kib);
+        }
+        if peak_kib > 256 * 1024 {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        peak_kib < 16 * 1024,
+        "gwrun grew to {peak_kib} KiB queueing replies nobody reads"
+    );
+}
