@@ -167,7 +167,7 @@ impl Context {
     pub fn with(params: Params, mut pmi: Pmi) -> Result<Context> {
         let rank = pmi.rank();
         let size = pmi.size();
-        let job = job_info(&params, &pmi, rank, size);
+        let job = job_info(&params, &mut pmi, rank, size)?;
         let chosen = methods_from_params(&params)?;
         let env = MethodEnv {
             job: &job,
@@ -254,6 +254,24 @@ impl Context {
 
     pub fn rank(&self) -> u32 {
         self.inner.job.ctx_id
+    }
+
+    /// A public digest of the job secret ([`crate::auth::fingerprint`]),
+    /// for tests of how the secret was made.
+    #[doc(hidden)]
+    pub fn secret_fingerprint(&self) -> String {
+        crate::auth::fingerprint(&self.inner.job.secret)
+    }
+
+    /// The PMI key-value space's name (public: `ps` may show it).
+    #[doc(hidden)]
+    pub fn kvsname(&self) -> String {
+        self.inner
+            .pmi
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .kvsname()
+            .to_string()
     }
 
     pub fn size(&self) -> u32 {
@@ -1251,7 +1269,7 @@ fn spin_budget(params: &Params, size: u32) -> Result<Duration> {
     })
 }
 
-fn job_info(params: &Params, pmi: &Pmi, rank: u32, size: u32) -> JobInfo {
+fn job_info(params: &Params, pmi: &mut Pmi, rank: u32, size: u32) -> Result<JobInfo> {
     let verbose = params.num("VERBOSE") as u8;
     let kvs = pmi.kvsname().to_string();
     let job_id = match params.text("JOB_ID") {
@@ -1274,19 +1292,19 @@ fn job_info(params: &Params, pmi: &Pmi, rank: u32, size: u32) -> JobInfo {
         Some(s) => s,
         None => {
             if verbose >= 1 && rank == 0 {
-                eprintln!("gw[0]: no GW_JOB_SECRET from the launcher; deriving one from the job name (weak)");
+                eprintln!("gw[0]: no GW_JOB_SECRET from the launcher; rank 0 makes a random one and passes it through PMI");
             }
-            crate::auth::derive_secret(&kvs)
+            crate::auth::exchange_secret(pmi)?
         }
     };
-    JobInfo {
+    Ok(JobInfo {
         ctx_id: rank,
         size,
         job_id,
         host_id: host_identity(params),
         secret,
         verbose,
-    }
+    })
 }
 
 #[cfg(test)]
