@@ -583,7 +583,7 @@ fn signal_to_gwrun_is_forwarded(sig: i32, name: &str) {
 #[test]
 fn same_program_under_mpich_hydra() {
     let Ok(path) = which("mpiexec.mpich") else {
-        println!("SKIPPED: mpiexec.mpich not installed (Debian package mpich)");
+        gridwire_testkit::skip("mpiexec.mpich not installed (Debian package mpich)");
         return;
     };
     let p = pmi_check();
@@ -607,7 +607,7 @@ fn which(name: &str) -> Result<PathBuf, ()> {
 #[test]
 fn mpich_program_under_gwrun() {
     let Ok(mpicc) = which("mpicc.mpich") else {
-        println!("SKIPPED: mpicc.mpich not installed (Debian package libmpich-dev)");
+        gridwire_testkit::skip("mpicc.mpich not installed (Debian package libmpich-dev)");
         return;
     };
     let dir = std::env::temp_dir().join(format!("gwrun-mpich-{}", std::process::id()));

@@ -1,6 +1,6 @@
 //! The `udp` method over real impaired links between two network namespaces
-//! that each test creates and removes itself (root only; skipped with a
-//! `SKIPPED` line otherwise):
+//! that each test creates and removes itself (root only; elsewhere they follow the skip rule of
+//! `gridwire_testkit::skip`: they fail under CI, say SKIPPED otherwise):
 //!
 //! * a veth pair with kernel random drops from nftables (`numgen random`),
 //!   when `nft` is installed;
@@ -211,7 +211,7 @@ fn messages() -> u64 {
 #[test]
 fn udp_over_veth_with_nftables_random_drop() {
     if let Some(why) = skip_reason(&["ip", "nft"]) {
-        println!("SKIPPED udp_over_veth_with_nftables_random_drop: {why}");
+        gridwire_testkit::skip(&why);
         return;
     }
     let ns = Netns::create("v");
@@ -281,12 +281,15 @@ fn udp_over_veth_with_nftables_random_drop() {
 #[test]
 fn udp_over_tun_link_emulator_with_delay_reordering_loss() {
     if let Some(why) = skip_reason(&["ip"]) {
-        println!("SKIPPED udp_over_tun_link_emulator_with_delay_reordering_loss: {why}");
+        gridwire_testkit::skip(&why);
         return;
     }
     let emu = bin_dir().join("gw-linkemu");
     if !emu.exists() {
-        println!("SKIPPED udp_over_tun_link_emulator_with_delay_reordering_loss: {} not built (cargo build --workspace)", emu.display());
+        gridwire_testkit::skip(&format!(
+            "{} not built (cargo build --workspace)",
+            emu.display()
+        ));
         return;
     }
     let mut ns = Netns::create("t");
