@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use gridwire_core::bootstrap::pmi_wire::LineBuffer;
 
 use crate::placement::Placement;
-use crate::server::{Notice, Server};
 use crate::stats;
 use crate::sys::{self, Exit};
+use gridwire_launch::server::{Notice, Server};
 
 /// Exit status of `gwrun` when `--timeout` expires (as `timeout(1)`).
 pub const EXIT_TIMEOUT: i32 = 124;

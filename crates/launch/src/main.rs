@@ -12,7 +12,6 @@ mod binding;
 mod job;
 mod mpich_abi;
 mod placement;
-mod server;
 mod stats;
 mod sys;
 

@@ -537,6 +537,49 @@ impl Pmi {
     }
 }
 
+/// Longest input [`fuzz_replies`] uses: what fits in a socket buffer, so
+/// the scripted replies can be written before the client runs.
+pub(crate) const FUZZ_MAX_INPUT: usize = 64 * 1024;
+
+/// Runs a whole client session (start-up handshake, put, barrier, get,
+/// abort-free finalize) against a launcher whose every reply is `data`,
+/// then EOF. A first byte 0x01 picks the `PMI_ID` start-up. Every outcome must be `Ok` or a clear `Err`: the fuzz
+/// target [`crate::fuzzing::pmi_client`].
+pub(crate) fn fuzz_replies(data: &[u8]) {
+    use std::os::unix::net::UnixStream;
+    let data = &data[..data.len().min(FUZZ_MAX_INPUT)];
+    // A leading 0x01 selects Hydra's PMI_ID start-up (rank and size come
+    // as replies), anything else the environment start-up.
+    let (start, data) = match data.split_first() {
+        Some((1, rest)) => (Start::PmiId("0".into()), rest),
+        _ => (Start::Env { rank: 0, size: 2 }, data),
+    };
+    let Ok((client, mut server)) = UnixStream::pair() else {
+        return;
+    };
+    // The client's requests must never block on a full buffer either: the
+    // scripted side does not read them, so let them be dropped.
+    let _ = server.set_nonblocking(true);
+    if server.write_all(data).is_err() {
+        return;
+    }
+    let _ = server.shutdown(std::net::Shutdown::Write);
+    let mut p = Pmi::singleton();
+    p.conn = Conn::Wire {
+        file: File::from(std::os::fd::OwnedFd::from(client)),
+        buf: LineBuffer::new(),
+    };
+    p.reply_timeout = Duration::from_millis(100);
+    if p.handshake(start).is_err() {
+        return;
+    }
+    let _ = p.put("gw.k", "v");
+    let _ = p.barrier();
+    let _ = p.get("gw.k");
+    let _ = p.finalize();
+    drop(server);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
