@@ -11,6 +11,8 @@ DEMO_RANKS ?= 4
 include mk/mpi.mk
 # The MPICH-ABI shim (mpi4py's PyPI wheel, MPICH-compiled programs): compat/mpich-abi.
 include compat/mpich-abi/mpich-abi.mk
+# Fault injection and abuse runs: `make reliability`.
+include mk/reliability.mk
 build: build-mpich-abi
 build-debug: build-mpich-abi-debug
 install: install-mpich-abi

@@ -95,6 +95,67 @@ pub fn parse_secret(hex: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// The PMI key under which rank 0 publishes the job secret when the
+/// launcher gave none (`GW_JOB_SECRET` unset: Hydra, Slurm, …).
+pub const SECRET_KEY: &str = "gw.job_secret";
+
+/// 32 fresh random bytes.
+pub fn random_secret() -> crate::Result<[u8; 32]> {
+    let mut s = [0u8; 32];
+    getrandom::getrandom(&mut s).map_err(|e| {
+        crate::Error::Bootstrap(format!(
+            "no random numbers from the operating system for the job secret: {e}"
+        ))
+    })?;
+    Ok(s)
+}
+
+/// The job secret when the launcher passed none: rank 0 draws 32 random
+/// bytes and puts them in the PMI key-value space, which only the job's
+/// processes and its launcher can read (a name visible in `ps`, such as
+/// the kvsname, would let any local user authenticate). The others read
+/// it after a PMI barrier. The barrier is an extra one: every method takes
+/// the secret when it starts, before the descriptor exchange that the
+/// start-up's own barrier completes.
+pub fn exchange_secret(pmi: &mut crate::bootstrap::Pmi) -> crate::Result<[u8; 32]> {
+    if pmi.is_singleton() {
+        return random_secret();
+    }
+    if pmi.rank() == 0 {
+        let s = random_secret()?;
+        let hex: String = s.iter().map(|b| format!("{b:02x}")).collect();
+        pmi.put(SECRET_KEY, &hex)?;
+        pmi.commit()?;
+        pmi.barrier()?;
+        return Ok(s);
+    }
+    pmi.commit()?;
+    pmi.barrier()?;
+    let v = pmi.get(SECRET_KEY)?.ok_or_else(|| {
+        crate::Error::Bootstrap(format!(
+            "rank 0 published no job secret ({SECRET_KEY}) in the PMI key-value space"
+        ))
+    })?;
+    parse_secret(&v).ok_or_else(|| {
+        crate::Error::Bootstrap(format!(
+            "the job secret in the PMI key-value space ({SECRET_KEY}) is not 64 hex digits"
+        ))
+    })
+}
+
+/// A short public digest of a secret, for tests and diagnostics (it does
+/// not reveal the secret).
+pub fn fingerprint(secret: &[u8; 32]) -> String {
+    use sha2::Digest;
+    let mut h = Sha256::new();
+    h.update(b"gridwire-secret-fingerprint");
+    h.update(secret);
+    h.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Derives a secret from public job data (used only when no launcher secret
 /// exists, e.g. under a foreign launcher; it keeps unrelated jobs apart but is
 /// not a secret from local users, and the runtime says so when verbose).

@@ -167,7 +167,7 @@ impl Context {
     pub fn with(params: Params, mut pmi: Pmi) -> Result<Context> {
         let rank = pmi.rank();
         let size = pmi.size();
-        let job = job_info(&params, &pmi, rank, size);
+        let job = job_info(&params, &mut pmi, rank, size)?;
         let chosen = methods_from_params(&params)?;
         let env = MethodEnv {
             job: &job,
@@ -254,6 +254,24 @@ impl Context {
 
     pub fn rank(&self) -> u32 {
         self.inner.job.ctx_id
+    }
+
+    /// A public digest of the job secret ([`crate::auth::fingerprint`]),
+    /// for tests of how the secret was made.
+    #[doc(hidden)]
+    pub fn secret_fingerprint(&self) -> String {
+        crate::auth::fingerprint(&self.inner.job.secret)
+    }
+
+    /// The PMI key-value space's name (public: `ps` may show it).
+    #[doc(hidden)]
+    pub fn kvsname(&self) -> String {
+        self.inner
+            .pmi
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .kvsname()
+            .to_string()
     }
 
     pub fn size(&self) -> u32 {
@@ -366,7 +384,7 @@ impl Context {
     fn peer(&self, rank: u32) -> Result<&Peer> {
         self.inner.peers.get(rank as usize).ok_or_else(|| {
             Error::BadStartpoint(format!(
-                "context {rank} does not exist (the job has {} contexts)",
+                "rank {rank} does not exist (the job has {} ranks)",
                 self.size()
             ))
         })
@@ -454,7 +472,7 @@ impl Context {
                 Ok(l) => {
                     if self.inner.job.verbose >= 1 {
                         eprintln!(
-                            "gw[{}]: context {rank} reached by {} ({})",
+                            "gw[{}]: rank {rank} reached by {} ({})",
                             self.rank(),
                             m.name(),
                             m.describe(desc)
@@ -466,7 +484,7 @@ impl Context {
                 Err(e) => {
                     // Fall back to the next applicable method, and say why.
                     eprintln!(
-                        "gw[{}]: {} to context {rank} failed ({e}); trying the next method",
+                        "gw[{}]: {} to rank {rank} failed ({e}); trying the next method",
                         self.rank(),
                         m.name()
                     );
@@ -1107,7 +1125,7 @@ impl Dispatch<'_> {
         }
         if !inner.finalized.load(Ordering::Relaxed) {
             eprintln!(
-                "gw[{}]: link from context {src} failed: {reason}",
+                "gw[{}]: link from rank {src} failed: {reason}",
                 self.ctx.rank()
             );
         }
@@ -1155,15 +1173,15 @@ fn publish_table(pmi: &mut Pmi, rank: u32, hex: &str) -> Result<()> {
 
 /// Reads back what [`publish_table`] wrote.
 fn lookup_table(pmi: &mut Pmi, rank: u32) -> Result<String> {
-    let missing = || Error::Bootstrap(format!("context {rank} published no descriptor table"));
+    let missing = || Error::Bootstrap(format!("rank {rank} published no descriptor table"));
     let first = pmi.get(&desc_key(rank))?.ok_or_else(missing)?;
     let (n, head) = first
         .split_once(':')
         .and_then(|(n, h)| Some((n.parse::<usize>().ok()?, h)))
-        .ok_or_else(|| Error::Bootstrap(format!("malformed descriptor table of context {rank}")))?;
+        .ok_or_else(|| Error::Bootstrap(format!("malformed descriptor table of rank {rank}")))?;
     if n == 0 || n > 1024 {
         return Err(Error::Bootstrap(format!(
-            "descriptor table of context {rank} claims {n} parts"
+            "descriptor table of rank {rank} claims {n} parts"
         )));
     }
     let mut hex = head.to_string();
@@ -1251,7 +1269,7 @@ fn spin_budget(params: &Params, size: u32) -> Result<Duration> {
     })
 }
 
-fn job_info(params: &Params, pmi: &Pmi, rank: u32, size: u32) -> JobInfo {
+fn job_info(params: &Params, pmi: &mut Pmi, rank: u32, size: u32) -> Result<JobInfo> {
     let verbose = params.num("VERBOSE") as u8;
     let kvs = pmi.kvsname().to_string();
     let job_id = match params.text("JOB_ID") {
@@ -1274,19 +1292,19 @@ fn job_info(params: &Params, pmi: &Pmi, rank: u32, size: u32) -> JobInfo {
         Some(s) => s,
         None => {
             if verbose >= 1 && rank == 0 {
-                eprintln!("gw[0]: no GW_JOB_SECRET from the launcher; deriving one from the job name (weak)");
+                eprintln!("gw[0]: no GW_JOB_SECRET from the launcher; rank 0 makes a random one and passes it through PMI");
             }
-            crate::auth::derive_secret(&kvs)
+            crate::auth::exchange_secret(pmi)?
         }
     };
-    JobInfo {
+    Ok(JobInfo {
         ctx_id: rank,
         size,
         job_id,
         host_id: host_identity(params),
         secret,
         verbose,
-    }
+    })
 }
 
 #[cfg(test)]

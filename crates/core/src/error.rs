@@ -21,7 +21,7 @@ pub enum Error {
         valid: String,
     },
     /// No method in the remote's descriptor table is applicable from here.
-    #[error("no applicable communication method to context {peer} (its table offers: {offered})")]
+    #[error("no applicable communication method to rank {peer} (its table offers: {offered})")]
     NoMethod { peer: u32, offered: String },
     /// The bootstrap (PMI) failed or answered something unexpected.
     #[error("bootstrap (PMI) error: {0}")]
@@ -33,7 +33,7 @@ pub enum Error {
     #[error("authentication failed for connection from {0}")]
     AuthFailed(String),
     /// A peer is unreachable or its link broke.
-    #[error("link to context {peer} ({method}) failed: {reason}")]
+    #[error("link to rank {peer} ({method}) failed: {reason}")]
     LinkFailed {
         peer: u32,
         method: &'static str,

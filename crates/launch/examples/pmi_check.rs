@@ -12,6 +12,9 @@
 //! * `--exit R CODE`          rank R exits with CODE after the barrier (no finalize)
 //! * `--nofinalize R`         rank R exits 0 after the barrier without finalize
 //! * `--abort R CODE`         rank R calls PMI abort after the barrier
+//! * `--abort-then-kill R V` rank R calls PMI abort blaming a broken link to
+//!   rank V, then SIGKILLs rank V: the race in which a killed rank's peer
+//!   reports first, made deterministic
 //! * `--sleep SECS`           every rank (other than the failing one) sleeps after the barrier
 //! * `--stats`                put a `gw.stats.<rank>` record like the runtime does
 //! * `--lines N`              print N long lines to stdout (interleaving test)
@@ -32,6 +35,7 @@ fn main() {
     };
     let (mut env, mut shm, mut child, mut pid, mut stats) = (false, false, false, false, false);
     let (mut kill, mut exitc, mut nofin, mut abort) = (None, None, None, None);
+    let mut abort_then_kill = None;
     let (mut sleep, mut lines) = (0.0f64, 0i64);
     while i < args.len() {
         match args[i].as_str() {
@@ -50,6 +54,10 @@ fn main() {
             }
             "--abort" => {
                 abort = Some((num(i + 1), num(i + 2)));
+                i += 2
+            }
+            "--abort-then-kill" => {
+                abort_then_kill = Some((num(i + 1), num(i + 2)));
                 i += 2
             }
             "--nofinalize" => {
@@ -129,6 +137,14 @@ fn main() {
         pmi.put(&format!("gw.stats.{rank}"), &rec)
             .unwrap_or_else(|e| fail("put stats", e));
     }
+    if abort_then_kill.is_some() {
+        // gwrun's teardown (SIGTERM) must not overtake the kill below: the
+        // ranks ignore it, gwrun escalates to SIGKILL.
+        // SAFETY: changing the disposition of one signal of this process.
+        unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+        pmi.put(&format!("pid.{rank}"), &std::process::id().to_string())
+            .unwrap_or_else(|e| fail("put pid", e));
+    }
     pmi.commit().unwrap_or_else(|e| fail("commit", e));
     pmi.barrier().unwrap_or_else(|e| fail("barrier", e));
     for p in 0..size {
@@ -179,6 +195,26 @@ fn main() {
                 .unwrap_or_else(|e| fail("abort", e));
             std::thread::sleep(std::time::Duration::from_secs(5));
             exit(code as i32);
+        }
+    }
+    if let Some((ar, victim)) = abort_then_kill {
+        if ar == r {
+            let pid: i32 = pmi
+                .get(&format!("pid.{victim}"))
+                .unwrap_or_else(|e| fail("get pid", e))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            pmi.abort(1, &format!("link to rank {victim} (tcp) failed"))
+                .unwrap_or_else(|e| fail("abort", e));
+            // Let gwrun see the abort first, as when a peer notices a link
+            // break before the launcher reaps the dead rank.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            if pid > 0 {
+                // SAFETY: kill(2) of a process of this job, by its pid.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            std::thread::sleep(std::time::Duration::from_secs(5));
+            exit(1);
         }
     }
     if sleep > 0.0 {

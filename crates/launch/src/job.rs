@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use gridwire_core::bootstrap::pmi_wire::LineBuffer;
 
 use crate::placement::Placement;
-use crate::server::{Notice, Server};
 use crate::stats;
 use crate::sys::{self, Exit};
+use gridwire_launch::server::{Notice, Server};
 
 /// Exit status of `gwrun` when `--timeout` expires (as `timeout(1)`).
 pub const EXIT_TIMEOUT: i32 = 124;
@@ -29,6 +29,16 @@ const FINALIZE_GRACE: Duration = Duration::from_millis(500);
 const DRAIN_GRACE: Duration = Duration::from_millis(1000);
 /// Partial lines longer than this are forwarded without waiting for `\n`.
 const MAX_PARTIAL_LINE: usize = 64 * 1024;
+/// PMI replies queued for one rank beyond which gwrun stops reading that
+/// rank's requests (back-pressure; see `Job::takes_pmi_input`).
+const MAX_QUEUED_REPLY: usize = 256 * 1024;
+/// How long after the first failure gwrun keeps collecting the others
+/// before it says which one caused the end: a killed rank's peers often
+/// notice the broken link (and PMI-abort) before gwrun reaps the rank
+/// itself, and reporting the first event seen would blame a bystander.
+const REPORT_GRACE: Duration = Duration::from_millis(250);
+/// Consequences listed under the first cause, at most.
+const MAX_CONSEQUENCES: usize = 8;
 
 /// Everything the command line decided.
 #[derive(Debug, Clone)]
@@ -71,6 +81,29 @@ fn job_id() -> io::Result<String> {
         std::process::id(),
         b.iter().map(|x| format!("{x:02x}")).collect::<String>()
     ))
+}
+
+/// How a rank failed, in the order in which a cause is preferred over
+/// the others seen within [`REPORT_GRACE`]: a rank killed by a signal
+/// explains its peers' exits and aborts, an exit explains aborts, and an
+/// abort is most often a peer's reaction to a link that broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum FailKind {
+    Signal,
+    Exit,
+    Abort,
+}
+
+/// One rank's failure, kept until the report.
+struct Failure {
+    rank: usize,
+    kind: FailKind,
+    code: i32,
+    why: String,
+    at: Instant,
+    /// Seen before gwrun started tearing the job down (or a death by a
+    /// signal gwrun did not send): it may be the cause, not a consequence.
+    independent: bool,
 }
 
 struct Rank {
@@ -130,6 +163,12 @@ struct Job {
     term_sent: Option<Instant>,
     kill_sent: bool,
     suspects: Vec<(usize, Instant)>,
+    /// Failures seen since the first one, reported together once
+    /// `report_due` passes or every rank has exited.
+    failures: Vec<Failure>,
+    report_due: Option<Instant>,
+    /// Whether other ranks still ran at the first failure.
+    others_running: bool,
 }
 
 /// Runs the job to the end; returns `gwrun`'s exit status.
@@ -162,6 +201,9 @@ pub fn run(spec: JobSpec) -> i32 {
         term_sent: None,
         kill_sent: false,
         suspects: Vec::new(),
+        failures: Vec::new(),
+        report_due: None,
+        others_running: false,
     };
     for r in 0..job.spec.n {
         if let Err((code, msg)) = job.spawn(r, &secret) {
@@ -221,9 +263,10 @@ impl Job {
         // Own process group: a teardown signal reaches the rank's children too.
         cmd.process_group(0);
         let cpu = spec.binding.cpu_of(r);
+        let parent = std::process::id() as libc::pid_t;
         // SAFETY: runs in the child between fork and exec and only makes
         // async-signal-safe system calls: fcntl(2) to make the PMI socket
-        // inheritable across exec, prctl(2) so that the rank is killed
+        // inheritable across exec, prctl(2) and getppid(2) (sys::die_with_parent) so that the rank is killed
         // if gwrun itself dies abruptly (e.g. SIGKILL) instead of running on
         // unsupervised, and sched_setaffinity(2) for --bind-to.
         unsafe {
@@ -231,7 +274,7 @@ impl Job {
                 if libc::fcntl(child_fd, libc::F_SETFD, 0) != 0 {
                     return Err(io::Error::last_os_error());
                 }
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                sys::die_with_parent(parent)?;
                 if let Some(c) = cpu {
                     crate::binding::pin_self(c)?;
                 }
@@ -293,21 +336,86 @@ impl Job {
         }
     }
 
-    /// Records the first failure, says why, and starts the teardown.
-    fn fail(&mut self, rank: usize, code: i32, why: &str) {
-        if self.outcome.is_some() {
+    /// Records a rank's failure. The first one starts the teardown at once;
+    /// the report waits for [`REPORT_GRACE`] (see [`Job::report`]).
+    fn fail(&mut self, rank: usize, kind: FailKind, code: i32, why: &str) {
+        if self.outcome.is_some() && self.report_due.is_none() && self.failures.is_empty() {
+            return; // the job already ends for another reason (timeout, signal)
+        }
+        if self.failures.iter().any(|f| f.rank == rank) {
+            return; // a rank's first failure says it best
+        }
+        let independent = self.term_sent.is_none() || kind == FailKind::Signal;
+        let now = Instant::now();
+        self.failures.push(Failure {
+            rank,
+            kind,
+            code,
+            why: why.to_string(),
+            at: now,
+            independent,
+        });
+        if self.failures.len() == 1 && self.outcome.is_none() {
+            self.others_running = self
+                .ranks
+                .iter()
+                .enumerate()
+                .any(|(i, r)| i != rank && r.exit.is_none());
+            self.outcome = Some(if code == 0 { 1 } else { code });
+            self.report_due = Some(now + REPORT_GRACE);
+            self.teardown(libc::SIGTERM);
+        }
+    }
+
+    /// Says which rank ended the job and how, then the failures that
+    /// followed from it; sets gwrun's exit status from the cause.
+    fn report(&mut self) {
+        if self.report_due.take().is_none() {
             return;
         }
-        let pid = self.ranks.get(rank).map_or(0, |r| r.pid);
-        let others = self
-            .ranks
+        let cause = self
+            .failures
             .iter()
             .enumerate()
-            .any(|(i, r)| i != rank && r.exit.is_none());
-        let tail = if others { "; terminating the job" } else { "" };
-        say(&format!("rank {rank} (pid {pid}) {why}{tail}"));
-        self.outcome = Some(if code == 0 { 1 } else { code });
-        self.teardown(libc::SIGTERM);
+            .filter(|(_, f)| f.independent)
+            .min_by_key(|(_, f)| (f.kind, f.at))
+            .or_else(|| self.failures.iter().enumerate().min_by_key(|(_, f)| f.at))
+            .map(|(i, _)| i);
+        let Some(ci) = cause else { return };
+        let pid = |r: usize| self.ranks.get(r).map_or(0, |x| x.pid);
+        let c = &self.failures[ci];
+        let tail = if self.others_running {
+            "; terminating the job"
+        } else {
+            ""
+        };
+        let mut msg = format!("rank {} (pid {}) {}{tail}", c.rank, pid(c.rank), c.why);
+        let (mut listed, mut more) = (0, 0);
+        for (i, f) in self.failures.iter().enumerate() {
+            if i == ci {
+                continue;
+            }
+            if listed == MAX_CONSEQUENCES {
+                more += 1;
+                continue;
+            }
+            listed += 1;
+            msg.push_str(&format!(
+                "\nrank {} (pid {}) {} (a consequence of rank {}'s failure above)",
+                f.rank,
+                pid(f.rank),
+                f.why,
+                c.rank
+            ));
+        }
+        if more > 0 {
+            msg.push_str(&format!(
+                "\n{more} more rank(s) failed after rank {}",
+                c.rank
+            ));
+        }
+        self.outcome = Some(if c.code == 0 { 1 } else { c.code });
+        say(&msg);
     }
 
     fn running(&self) -> usize {
@@ -323,6 +431,7 @@ impl Job {
         loop {
             let now = Instant::now();
             if self.running() == 0 {
+                self.report();
                 let t = *all_exited_at.get_or_insert_with(|| {
                     // Nothing of the job may outlive it.
                     self.teardown(libc::SIGKILL);
@@ -343,7 +452,12 @@ impl Job {
             pmi_index.clear();
             for (i, r) in self.ranks.iter().enumerate() {
                 if let Some(fd) = &r.pmi {
-                    let mut ev = libc::POLLIN;
+                    // Without POLLIN while its replies pile up: back-pressure.
+                    let mut ev = if r.pmi_out.len() < MAX_QUEUED_REPLY {
+                        libc::POLLIN
+                    } else {
+                        0
+                    };
                     if !r.pmi_out.is_empty() {
                         ev |= libc::POLLOUT;
                     }
@@ -369,6 +483,7 @@ impl Job {
             }
             let mut wait = Duration::from_millis(200);
             let mut timers: Vec<Instant> = self.suspects.iter().map(|s| s.1).collect();
+            timers.extend(self.report_due);
             timers.extend(deadline.filter(|_| self.outcome.is_none()));
             timers.extend(
                 self.term_sent
@@ -415,9 +530,17 @@ impl Job {
                 };
                 if pfd.revents & libc::POLLOUT != 0 {
                     self.flush_pmi(r);
+                    // Room again: lines held back by a full queue.
+                    self.handle_pmi(r);
                 }
                 if pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
-                    self.read_pmi(r, &mut buf);
+                    if self.takes_pmi_input(r) {
+                        self.read_pmi(r, &mut buf);
+                    } else if pfd.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+                        // It hung up without reading its replies.
+                        self.ranks[r].pmi = None;
+                        self.ranks[r].pmi_out.clear();
+                    }
                 }
             }
 
@@ -463,7 +586,7 @@ impl Job {
                     .position(|r| matches!(r.exit, Some(Exit::Code(0))) && !r.finalized);
                 if let Some(r) = gone {
                     let w = self.server.waiting_in_barrier();
-                    self.fail(r, 1, &format!("exited with status 0 without PMI finalize while {w} rank(s) wait for it in a PMI barrier"));
+                    self.fail(r, FailKind::Exit, 1, &format!("exited with status 0 without PMI finalize while {w} rank(s) wait for it in a PMI barrier"));
                 }
             }
 
@@ -478,8 +601,11 @@ impl Job {
             self.suspects.retain(|s| s.1 > now);
             for r in due {
                 if self.running() > 0 {
-                    self.fail(r, 1, "exited with status 0 without calling PMI finalize while other ranks were still running");
+                    self.fail(r, FailKind::Exit, 1, "exited with status 0 without calling PMI finalize while other ranks were still running");
                 }
+            }
+            if self.report_due.is_some_and(|t| now >= t) {
+                self.report();
             }
             if let Some(d) = deadline {
                 if now >= d && self.outcome.is_none() {
@@ -506,12 +632,19 @@ impl Job {
             };
             self.ranks[r].exit = Some(exit);
             match exit {
+                // A death by the signal gwrun's teardown sent is no failure.
+                Exit::Signal(s)
+                    if (s == libc::SIGTERM && self.term_sent.is_some())
+                        || (s == libc::SIGKILL && self.kill_sent) => {}
                 Exit::Signal(s) => self.fail(
                     r,
+                    FailKind::Signal,
                     128 + s,
                     &format!("killed by signal {s} ({})", sys::signal_name(s)),
                 ),
-                Exit::Code(c) if c != 0 => self.fail(r, c, &format!("exited with status {c}")),
+                Exit::Code(c) if c != 0 => {
+                    self.fail(r, FailKind::Exit, c, &format!("exited with status {c}"))
+                }
                 Exit::Code(_) => {
                     let rk = &self.ranks[r];
                     if rk.inited && !rk.finalized && self.outcome.is_none() {
@@ -522,26 +655,68 @@ impl Job {
         }
     }
 
+    /// True while `gwrun` takes more PMI input from rank `r`: replies
+    /// queued for a rank that does not read them stop its input (and so
+    /// its output), which bounds the queue at [`MAX_QUEUED_REPLY`] plus
+    /// the replies of one command.
+    fn takes_pmi_input(&self, r: usize) -> bool {
+        self.ranks[r].pmi_out.len() < MAX_QUEUED_REPLY
+    }
+
+    /// Reads at most one buffer (64 KiB) from rank `r`'s PMI socket per
+    /// poll round, so one rank flooding its socket cannot starve the
+    /// others or the event loop, then handles what is complete.
     fn read_pmi(&mut self, r: usize, buf: &mut [u8]) {
         let Some(fd) = self.ranks[r].pmi.as_ref().map(|f| f.as_raw_fd()) else {
             return;
         };
+        if !self.takes_pmi_input(r) {
+            return;
+        }
         loop {
             match sys::read(fd, buf) {
                 Ok(0) => {
                     self.ranks[r].pmi = None;
-                    break;
                 }
                 Ok(n) => self.ranks[r].pmi_in.push(&buf[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(_) => {
                     self.ranks[r].pmi = None;
-                    break;
                 }
             }
+            break;
         }
-        while let Some(cmd) = self.ranks[r].pmi_in.next_command() {
+        self.handle_pmi(r);
+    }
+
+    /// Handles rank `r`'s complete PMI lines while its reply queue has room.
+    fn handle_pmi(&mut self, r: usize) {
+        loop {
+            let held_back = self.handle_pmi_lines(r);
+            for i in 0..self.ranks.len() {
+                if !self.ranks[i].pmi_out.is_empty() {
+                    self.flush_pmi(i);
+                }
+            }
+            // Lines held back by a full queue that the flush just emptied
+            // would otherwise wait for input that may never come.
+            if !(held_back && self.takes_pmi_input(r)) {
+                break;
+            }
+        }
+    }
+
+    /// Handles lines until none is complete (false) or the reply queue is
+    /// full (true).
+    fn handle_pmi_lines(&mut self, r: usize) -> bool {
+        loop {
+            if !self.takes_pmi_input(r) {
+                return true;
+            }
+            let Some(cmd) = self.ranks[r].pmi_in.next_command() else {
+                return false;
+            };
             let out = self.server.handle(r, cmd);
             for (to, line) in out.replies {
                 if let Some(rk) = self.ranks.get_mut(to) {
@@ -560,6 +735,7 @@ impl Job {
                         };
                         self.fail(
                             rank,
+                            FailKind::Abort,
                             code,
                             &format!("called PMI abort with exit code {code}{m}"),
                         );
@@ -567,12 +743,21 @@ impl Job {
                     Notice::Protocol { rank, what } => {
                         say(&format!("rank {rank}: PMI protocol error: {what}"))
                     }
+                    Notice::Close { rank, what } => {
+                        // The error reply is already queued: send what we
+                        // can now, then hang up (the rank sees EOF).
+                        self.flush_pmi(rank);
+                        if let Some(rk) = self.ranks.get_mut(rank) {
+                            rk.pmi = None;
+                            rk.pmi_out.clear();
+                            rk.pmi_in = LineBuffer::new();
+                        }
+                        // Not a failure of the job by itself: the rank gets
+                        // EOF and says so, its exit is then reported.
+                        let pid = self.ranks.get(rank).map_or(0, |r| r.pid);
+                        say(&format!("rank {rank} (pid {pid}) broke the PMI protocol ({what}); gwrun closed its PMI connection"));
+                    }
                 }
-            }
-        }
-        for i in 0..self.ranks.len() {
-            if !self.ranks[i].pmi_out.is_empty() {
-                self.flush_pmi(i);
             }
         }
     }
@@ -585,6 +770,7 @@ impl Job {
         };
         while !rk.pmi_out.is_empty() {
             match sys::write(fd, &rk.pmi_out) {
+                Ok(n) if n == rk.pmi_out.len() => rk.pmi_out.clear(),
                 Ok(n) => {
                     rk.pmi_out.drain(..n);
                 }
@@ -601,6 +787,7 @@ impl Job {
 
     /// After the loop: kill stragglers, remove shared memory, print stats.
     fn finish(&mut self) -> i32 {
+        self.report();
         self.teardown(libc::SIGKILL);
         kill_orphans();
         let until = Instant::now() + Duration::from_millis(500);

@@ -12,7 +12,6 @@ mod binding;
 mod job;
 mod mpich_abi;
 mod placement;
-mod server;
 mod stats;
 mod sys;
 
@@ -31,7 +30,8 @@ use crate::placement::Placement;
     after_help = "Environment given to each rank: PMI_FD, PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS, \
                   GW_JOB_ID, GW_JOB_SECRET, and GW_HOST_ID with --emulate-hosts/--hostfile.\n\
                   MPIEXEC_TIMEOUT=S is honoured like --timeout S.\n\
-                  Exit status: 0, or the first failing rank's status (128+signal when killed), \
+                  Exit status: 0, or the status of the rank whose failure ended the job (128+signal when killed; \
+                  a rank killed by a signal is taken as the cause of its peers' aborts), \
                   124 on timeout, 128+signal when gwrun itself is interrupted, 127/126 when the program cannot be run."
 )]
 struct Cli {

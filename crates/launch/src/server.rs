@@ -5,13 +5,22 @@
 
 use std::collections::HashMap;
 
-use gridwire_core::bootstrap::pmi_wire::{unescape_value, Command, WireError};
+use gridwire_core::bootstrap::pmi_wire::{escape_value, unescape_value, Command, WireError};
 
 /// Limits `gwrun` advertises. `vallen_max` is large so the runtime can
 /// publish whole descriptor tables and `--stats` records in one value.
 pub const KVSNAME_MAX: usize = 256;
 pub const KEYLEN_MAX: usize = 256;
 pub const VALLEN_MAX: usize = 65536;
+
+/// Bounds of the key-value space, so that no rank (or all of them
+/// together) can make `gwrun` hold unbounded memory. A key counts against
+/// the rank that put it last; bytes are key plus value. The runtime needs a
+/// handful of keys per rank (its descriptor table, `--stats`), far below.
+pub const KVS_MAX_KEYS_PER_RANK: usize = 4096;
+pub const KVS_MAX_BYTES_PER_RANK: usize = 16 << 20;
+pub const KVS_MAX_KEYS_TOTAL: usize = 1 << 20;
+pub const KVS_MAX_BYTES_TOTAL: usize = 256 << 20;
 
 /// Something the launcher must act on besides sending replies.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,8 +31,12 @@ pub enum Notice {
     Finalized(usize),
     /// The rank asked to kill the job.
     Abort { rank: usize, code: i32, msg: String },
-    /// The rank sent something the server cannot use (logged, not fatal).
+    /// The rank sent something the server cannot use (logged, not fatal;
+    /// the rank got an error reply).
     Protocol { rank: usize, what: String },
+    /// The rank's stream can no longer be trusted (a line beyond the
+    /// length limit): after the queued error reply, close its connection.
+    Close { rank: usize, what: String },
 }
 
 /// Output of [`Server::handle`].
@@ -39,9 +52,18 @@ pub struct Output {
 pub struct Server {
     size: usize,
     kvsname: String,
-    kvs: HashMap<String, String>,
+    kvs: HashMap<String, KvsEntry>,
+    /// Keys and bytes (key + value) each rank has in the space.
+    usage: Vec<(usize, usize)>,
+    total_bytes: usize,
     in_barrier: Vec<bool>,
     process_mapping: String,
+}
+
+#[derive(Debug)]
+struct KvsEntry {
+    value: String,
+    owner: usize,
 }
 
 fn line(c: Command) -> String {
@@ -57,6 +79,8 @@ impl Server {
             size,
             kvsname,
             kvs: HashMap::new(),
+            usage: vec![(0, 0); size],
+            total_bytes: 0,
             in_barrier: vec![false; size],
             process_mapping,
         }
@@ -69,7 +93,7 @@ impl Server {
 
     /// A value put by some rank (used for `--stats` at exit).
     pub fn lookup(&self, key: &str) -> Option<&str> {
-        self.kvs.get(key).map(|s| s.as_str())
+        self.kvs.get(key).map(|e| e.value.as_str())
     }
 
     /// Handles one command (or parse error) from `rank`.
@@ -93,9 +117,28 @@ impl Server {
                 return out;
             }
             Err(e) => {
-                out.notices.push(Notice::Protocol {
+                // PMI-1 has no reply for a line that is not a command; the
+                // client waits for *some* line, so it gets `cmd=error`
+                // (which no request expects: the client fails clearly
+                // instead of hanging).
+                out.replies.push((
                     rank,
-                    what: e.to_string(),
+                    line(
+                        Command::new("error")
+                            .arg("rc", -1)
+                            .arg("msg", escape_value(&e.to_string())),
+                    ),
+                ));
+                out.notices.push(if matches!(e, WireError::TooLong(_)) {
+                    Notice::Close {
+                        rank,
+                        what: e.to_string(),
+                    }
+                } else {
+                    Notice::Protocol {
+                        rank,
+                        what: e.to_string(),
+                    }
                 });
                 return out;
             }
@@ -147,7 +190,7 @@ impl Server {
                     .arg("rc", 0),
             ),
             "put" => {
-                let r = self.put(&cmd);
+                let r = self.put(rank, &cmd);
                 let c = match r {
                     Ok(()) => Command::new("put_result")
                         .arg("rc", 0)
@@ -221,7 +264,7 @@ impl Server {
         }
     }
 
-    fn put(&mut self, cmd: &Command) -> Result<(), String> {
+    fn put(&mut self, rank: usize, cmd: &Command) -> Result<(), String> {
         self.check_kvsname(cmd)?;
         let key = cmd
             .get("key")
@@ -234,7 +277,58 @@ impl Server {
         if value.len() >= VALLEN_MAX {
             return Err("value_too_long".into());
         }
-        self.kvs.insert(key.to_string(), value.to_string());
+        if rank >= self.usage.len() {
+            return Err("unknown_rank".into());
+        }
+        let bytes = key.len() + value.len();
+        // What the put frees: the key's current entry, whoever put it.
+        let old = self
+            .kvs
+            .get(key)
+            .map(|e| (e.owner, key.len() + e.value.len()));
+        let (mut keys, mut mine) = self.usage[rank];
+        let mut total = self.total_bytes;
+        let mut total_keys = self.kvs.len();
+        if let Some((owner, b)) = old {
+            total -= b;
+            total_keys -= 1;
+            if owner == rank {
+                keys -= 1;
+                mine -= b;
+            }
+        }
+        if keys + 1 > KVS_MAX_KEYS_PER_RANK {
+            return Err(format!(
+                "kvs_full:rank_limit_of_{KVS_MAX_KEYS_PER_RANK}_keys"
+            ));
+        }
+        if mine + bytes > KVS_MAX_BYTES_PER_RANK {
+            return Err(format!(
+                "kvs_full:rank_limit_of_{KVS_MAX_BYTES_PER_RANK}_bytes"
+            ));
+        }
+        if total_keys + 1 > KVS_MAX_KEYS_TOTAL {
+            return Err(format!("kvs_full:job_limit_of_{KVS_MAX_KEYS_TOTAL}_keys"));
+        }
+        if total + bytes > KVS_MAX_BYTES_TOTAL {
+            return Err(format!("kvs_full:job_limit_of_{KVS_MAX_BYTES_TOTAL}_bytes"));
+        }
+        if let Some((owner, b)) = old {
+            if owner != rank {
+                let u = &mut self.usage[owner];
+                u.0 -= 1;
+                u.1 -= b;
+            }
+        }
+        self.usage[rank] = (keys + 1, mine + bytes);
+        self.total_bytes = total + bytes;
+        self.kvs.insert(
+            key.to_string(),
+            KvsEntry {
+                value: value.to_string(),
+                owner: rank,
+            },
+        );
         Ok(())
     }
 
@@ -244,8 +338,8 @@ impl Server {
             .get("key")
             .filter(|k| !k.is_empty())
             .ok_or("missing_key")?;
-        if let Some(v) = self.kvs.get(key) {
-            return Ok(v.clone());
+        if let Some(e) = self.kvs.get(key) {
+            return Ok(e.value.clone());
         }
         if key == "PMI_process_mapping" {
             return Ok(self.process_mapping.clone());
@@ -258,6 +352,63 @@ impl Server {
 mod tests {
     use super::*;
     use gridwire_core::bootstrap::pmi_wire::parse_line;
+
+    /// A line the server cannot parse gets an error reply (the client
+    /// waits for one and would hang otherwise); an over-long line also
+    /// closes the connection.
+    #[test]
+    fn parse_errors_get_an_error_reply() {
+        let mut s = Server::new(1, "k".into(), String::new());
+        for bad in ["garbage", "cmd=put novalue", "cmd=x =y"] {
+            let o = h(&mut s, 0, bad);
+            assert_eq!(o.replies.len(), 1, "{bad}");
+            assert!(
+                o.replies[0].1.starts_with("cmd=error rc=-1 msg="),
+                "{}",
+                o.replies[0].1
+            );
+            assert!(parse_line(o.replies[0].1.as_bytes()).is_ok());
+        }
+        let o = s.handle(0, Err(WireError::TooLong(10)));
+        assert!(o.replies[0].1.starts_with("cmd=error rc=-1"));
+        assert!(matches!(o.notices[0], Notice::Close { rank: 0, .. }));
+    }
+
+    /// Keys and bytes per rank and in total are bounded, with a clear
+    /// error; replacing a key frees what it held.
+    #[test]
+    fn kvs_is_bounded() {
+        let mut s = Server::new(2, "k".into(), String::new());
+        let put = |s: &mut Server, r: usize, k: &str, v: &str| {
+            h(s, r, &format!("cmd=put kvsname=k key={k} value={v}")).replies[0]
+                .1
+                .clone()
+        };
+        for i in 0..KVS_MAX_KEYS_PER_RANK {
+            assert!(put(&mut s, 0, &format!("k{i}"), "v").contains("rc=0"));
+        }
+        let e = put(&mut s, 0, "one_more", "v");
+        assert!(e.contains("rc=-1") && e.contains("kvs_full"), "{e}");
+        // Replacing one's own key is not a new key.
+        assert!(put(&mut s, 0, "k0", "w").contains("rc=0"));
+        // Another rank has its own budget.
+        assert!(put(&mut s, 1, "one_more", "v").contains("rc=0"));
+        // Bytes: 16 MiB per rank in 64 KiB values.
+        let big = "x".repeat(VALLEN_MAX - 1);
+        let mut s = Server::new(1, "k".into(), String::new());
+        let mut refused = None;
+        for i in 0..1000 {
+            let r = put(&mut s, 0, &format!("b{i}"), &big);
+            if r.contains("rc=-1") {
+                refused = Some((i, r));
+                break;
+            }
+        }
+        let (i, r) = refused.expect("the byte limit was never reached");
+        assert!(r.contains("bytes"), "{r}");
+        assert!(i * VALLEN_MAX <= KVS_MAX_BYTES_PER_RANK + VALLEN_MAX, "{i}");
+        assert!(s.total_bytes <= KVS_MAX_BYTES_PER_RANK);
+    }
 
     fn h(s: &mut Server, rank: usize, l: &str) -> Output {
         s.handle(rank, parse_line(l.as_bytes()))
@@ -339,7 +490,7 @@ mod tests {
         let o = s.handle(0, Err(WireError::SpawnUnsupported));
         assert!(o.replies[0].1.starts_with("cmd=spawn_result rc=-1"));
         let o = h(&mut s, 0, "garbage");
-        assert!(o.replies.is_empty() && matches!(o.notices[0], Notice::Protocol { .. }));
+        assert!(matches!(o.notices[0], Notice::Protocol { .. }));
         let o = h(&mut s, 0, "cmd=initack pmiid=0");
         assert_eq!(o.replies.len(), 4);
     }

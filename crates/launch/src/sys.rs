@@ -10,6 +10,13 @@ use std::sync::atomic::{AtomicI32, Ordering};
 static SIG_PIPE_W: AtomicI32 = AtomicI32::new(-1);
 
 extern "C" fn on_signal(sig: libc::c_int) {
+    // The handler interrupts arbitrary code between a failing system call
+    // and its read of errno: the write below must not change what that code
+    // sees, so errno is saved and restored around it.
+    // SAFETY: __errno_location returns this thread's errno slot, valid for
+    // the thread's lifetime; reading and writing an int there is
+    // async-signal-safe.
+    let errno = unsafe { *libc::__errno_location() };
     let fd = SIG_PIPE_W.load(Ordering::Relaxed);
     if fd >= 0 {
         let b = sig as u8;
@@ -18,7 +25,31 @@ extern "C" fn on_signal(sig: libc::c_int) {
         // kind is already pending in it.
         unsafe { libc::write(fd, &b as *const u8 as *const libc::c_void, 1) };
     }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
 }
+
+/// In the child between fork and exec: asks the kernel to SIGKILL this
+/// process when its parent dies, then checks that the parent is still
+/// `parent` — if gwrun died between fork and prctl the request came too
+/// late (the child was already re-parented) and the child must not run on
+/// unsupervised. Only async-signal-safe calls.
+pub fn die_with_parent(parent: libc::pid_t) -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: getppid has no preconditions.
+    if unsafe { libc::getppid() } != parent {
+        // SAFETY: _exit ends this forked child at once, without running
+        // the parent's atexit handlers or flushing its copied buffers.
+        unsafe { libc::_exit(EXIT_ORPHANED) };
+    }
+    Ok(())
+}
+
+/// Exit status of a rank whose launcher died before it could be started.
+pub const EXIT_ORPHANED: i32 = 125;
 
 /// The signals `gwrun` watches: children exiting, and requests to stop.
 pub const WATCHED: [libc::c_int; 5] = [
@@ -251,5 +282,60 @@ pub fn os_message(e: &io::Error) -> String {
     match s.find(" (os error") {
         Some(i) => s[..i].to_string(),
         None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_handler_preserves_errno() {
+        // A write end that fails (EBADF) makes the handler's write(2) set
+        // errno: the interrupted code must still see its own value.
+        let saved = SIG_PIPE_W.swap(1_000_000, Ordering::SeqCst);
+        // SAFETY: this thread's errno slot.
+        unsafe { *libc::__errno_location() = libc::EINPROGRESS };
+        on_signal(libc::SIGCHLD);
+        // SAFETY: as above.
+        let after = unsafe { *libc::__errno_location() };
+        SIG_PIPE_W.store(saved, Ordering::SeqCst);
+        assert_eq!(after, libc::EINPROGRESS);
+    }
+
+    #[test]
+    fn child_of_a_dead_parent_exits_instead_of_running_on() {
+        // A forked child told that its parent is some other process (as
+        // when gwrun died before the child's prctl) must exit at once.
+        // SAFETY: the child only calls async-signal-safe functions
+        // (prctl, getppid, _exit) before it ends.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: getppid has no preconditions.
+            let wrong = unsafe { libc::getppid() } + 1;
+            let _ = die_with_parent(wrong);
+            // SAFETY: ending the forked child.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for the child forked above.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status));
+        assert_eq!(libc::WEXITSTATUS(status), EXIT_ORPHANED);
+
+        // With the right parent it carries on.
+        // SAFETY: as above.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: getppid has no preconditions.
+            let me = unsafe { libc::getppid() };
+            let code = if die_with_parent(me).is_ok() { 0 } else { 1 };
+            // SAFETY: ending the forked child.
+            unsafe { libc::_exit(code) };
+        }
+        // SAFETY: as above.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(libc::WEXITSTATUS(status), 0);
     }
 }

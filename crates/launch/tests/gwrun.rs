@@ -583,7 +583,7 @@ fn signal_to_gwrun_is_forwarded(sig: i32, name: &str) {
 #[test]
 fn same_program_under_mpich_hydra() {
     let Ok(path) = which("mpiexec.mpich") else {
-        println!("SKIPPED: mpiexec.mpich not installed (Debian package mpich)");
+        gridwire_testkit::skip("mpiexec.mpich not installed (Debian package mpich)");
         return;
     };
     let p = pmi_check();
@@ -607,7 +607,7 @@ fn which(name: &str) -> Result<PathBuf, ()> {
 #[test]
 fn mpich_program_under_gwrun() {
     let Ok(mpicc) = which("mpicc.mpich") else {
-        println!("SKIPPED: mpicc.mpich not installed (Debian package libmpich-dev)");
+        gridwire_testkit::skip("mpicc.mpich not installed (Debian package libmpich-dev)");
         return;
     };
     let dir = std::env::temp_dir().join(format!("gwrun-mpich-{}", std::process::id()));
@@ -753,5 +753,138 @@ fn bind_to_pins_each_rank() {
         o.stderr.contains("gwrun: CPU 100000") && o.stdout.is_empty(),
         "{}",
         o.stderr
+    );
+}
+
+/// A killed rank's peer often reports the broken link (PMI abort) before
+/// gwrun reaps the killed rank: gwrun must still name the killed rank as
+/// the cause, with its signal, and call the abort a consequence.
+#[test]
+fn killed_rank_is_named_as_cause_even_when_a_peer_aborts_first() {
+    let p = pmi_check();
+    let o = gwrun(&[
+        "-n",
+        "3",
+        "--timeout",
+        "50",
+        &p,
+        "--abort-then-kill",
+        "0",
+        "2",
+        "--sleep",
+        "40",
+    ]);
+    assert_eq!(o.code(), 128 + 9, "stderr: {}", o.stderr);
+    assert!(o.elapsed < Duration::from_secs(10), "{:?}", o.elapsed);
+    let first = o
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("gwrun: rank "))
+        .unwrap_or_default();
+    assert!(
+        first.starts_with("gwrun: rank 2 (pid ") && first.contains("signal 9 (SIGKILL)"),
+        "the first report must name rank 2 killed by signal 9: {}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("rank 0 (pid ")
+            && o.stderr.contains("PMI abort")
+            && o.stderr.contains("consequence of rank 2"),
+        "{}",
+        o.stderr
+    );
+}
+
+/// A line gwrun cannot parse gets `cmd=error rc=-1` (the client would wait
+/// for a reply forever otherwise).
+#[test]
+fn unparsable_pmi_line_gets_an_error_reply() {
+    let o = gwrun(&[
+        "-n",
+        "1",
+        "--timeout",
+        "20",
+        "sh",
+        "-c",
+        "echo garbage >&$PMI_FD; head -n 1 <&$PMI_FD",
+    ]);
+    assert!(
+        o.stdout.starts_with("cmd=error rc=-1 msg="),
+        "stdout: {} stderr: {}",
+        o.stdout,
+        o.stderr
+    );
+    assert!(o.elapsed < Duration::from_secs(10), "{:?}", o.elapsed);
+}
+
+/// A line beyond the length limit: an error reply, then gwrun closes the
+/// connection (the rank sees EOF) and says which rank broke the protocol.
+#[test]
+fn overlong_pmi_line_is_answered_and_closed() {
+    let o = gwrun(&[
+        "-n",
+        "1",
+        "--timeout",
+        "20",
+        "sh",
+        "-c",
+        "head -c 300000 /dev/zero | tr '\\0' a >&$PMI_FD; cat <&$PMI_FD; echo EOF",
+    ]);
+    assert!(
+        o.stdout.starts_with("cmd=error rc=-1") && o.stdout.contains("EOF"),
+        "stdout: {} stderr: {}",
+        o.stdout,
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("rank 0") && o.stderr.contains("broke the PMI protocol"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.elapsed < Duration::from_secs(10), "{:?}", o.elapsed);
+}
+
+/// A rank that sends requests without reading the replies: gwrun stops
+/// reading it (back-pressure) instead of queueing replies without bound.
+#[test]
+fn pmi_replies_to_a_rank_that_does_not_read_are_bounded() {
+    let mut c = Command::new(GWRUN);
+    c.args([
+        "-n",
+        "1",
+        "--timeout",
+        "4",
+        "sh",
+        "-c",
+        "exec yes cmd=get_maxes >&$PMI_FD",
+    ])
+    .env_remove("MPIEXEC_TIMEOUT")
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let pid = child.id();
+    let mut peak_kib = 0u64;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(100));
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        if let Some(kib) = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            peak_kib = peak_kib.max(kib);
+        }
+        if peak_kib > 256 * 1024 {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        peak_kib < 16 * 1024,
+        "gwrun grew to {peak_kib} KiB queueing replies nobody reads"
     );
 }

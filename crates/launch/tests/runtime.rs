@@ -239,7 +239,9 @@ fn starts_under_mpich_hydra() {
         .into_iter()
         .find(|p| std::path::Path::new(p).exists())
     else {
-        eprintln!("SKIPPED: mpiexec.mpich is not installed (scripts/install-deps.sh installs it)");
+        gridwire_testkit::skip(
+            "mpiexec.mpich is not installed (scripts/install-deps.sh installs it)",
+        );
         return;
     };
     let prog = rsr_check();

@@ -15,8 +15,9 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use super::pmi_wire::{escape_value, is_wire_key, is_wire_value, Command, LineBuffer};
 use crate::error::{Error, Result};
@@ -24,6 +25,21 @@ use crate::error::{Error, Result};
 /// Set once the `PMI_FD` descriptor has been taken, so that a second
 /// [`Pmi::from_env`] cannot wrap (and later close) the same descriptor twice.
 static FD_CLAIMED: AtomicBool = AtomicBool::new(false);
+
+/// How long the client waits for one reply of the launcher before it gives
+/// up with an error (`GW_PMI_TIMEOUT` seconds overrides it). Generous: a
+/// barrier waits for the slowest rank's start-up, and a launcher that
+/// never answers must end in a clear error, not a hang.
+pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(300);
+
+fn reply_timeout_from_env() -> Duration {
+    std::env::var("GW_PMI_TIMEOUT")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v > 0.0 && *v < 1e9)
+        .map(Duration::from_secs_f64)
+        .unwrap_or(DEFAULT_REPLY_TIMEOUT)
+}
 
 /// Limits advertised by the server in reply to `get_maxes`. As in MPICH,
 /// they count the terminating NUL of C buffers, so the longest usable string
@@ -71,6 +87,7 @@ pub struct Pmi {
     maxes: Maxes,
     finalized: bool,
     conn: Conn,
+    reply_timeout: Duration,
 }
 
 fn boot(msg: impl Into<String>) -> Error {
@@ -136,6 +153,7 @@ impl Pmi {
                 file,
                 buf: LineBuffer::new(),
             },
+            reply_timeout: reply_timeout_from_env(),
         };
         let start = match std::env::var("PMI_ID") {
             Ok(id) => Start::PmiId(id.trim().to_string()),
@@ -161,6 +179,7 @@ impl Pmi {
             maxes: Maxes::SINGLETON,
             finalized: false,
             conn: Conn::Singleton(HashMap::new()),
+            reply_timeout: DEFAULT_REPLY_TIMEOUT,
         }
     }
 
@@ -443,16 +462,57 @@ impl Pmi {
     }
 
     fn recv(&mut self) -> Result<Command> {
+        let timeout = self.reply_timeout;
         let Conn::Wire { file, buf } = &mut self.conn else {
             return Err(boot("internal: recv on a singleton PMI"));
         };
         let mut chunk = [0u8; 4096];
+        let deadline = Instant::now() + timeout;
         loop {
             if let Some(r) = buf.next_command() {
-                return Ok(r?);
+                let c = r.map_err(|e| boot(format!("unusable reply from the launcher: {e}")))?;
+                if c.name == "error" {
+                    // gwrun's answer to a line it could not use.
+                    return Err(boot(format!(
+                        "the launcher rejected our PMI request: {}",
+                        c.get("msg")
+                            .map(super::pmi_wire::unescape_value)
+                            .unwrap_or_else(|| "no reason given".into())
+                    )));
+                }
+                return Ok(c);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(boot(format!(
+                    "the launcher sent no PMI reply within {:.0} s (GW_PMI_TIMEOUT)",
+                    timeout.as_secs_f64()
+                )));
+            }
+            let mut pfd = libc::pollfd {
+                fd: file.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = left.as_millis().clamp(1, 60_000) as libc::c_int;
+            // SAFETY: one pollfd on a descriptor this Pmi owns.
+            let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+            if n == 0 {
+                continue;
+            }
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(Error::io("waiting for the PMI connection", e));
             }
             match file.read(&mut chunk) {
-                Ok(0) => return Err(boot("the launcher closed the PMI connection")),
+                Ok(0) => {
+                    return Err(boot(
+                        "the launcher closed the PMI connection (it ended, or refused what this process sent)",
+                    ))
+                }
                 Ok(n) => buf.push(&chunk[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(Error::io("reading from the PMI connection", e)),
@@ -475,6 +535,49 @@ impl Pmi {
         self.send(cmd)?;
         self.expect(reply)
     }
+}
+
+/// Longest input [`fuzz_replies`] uses: what fits in a socket buffer, so
+/// the scripted replies can be written before the client runs.
+pub(crate) const FUZZ_MAX_INPUT: usize = 64 * 1024;
+
+/// Runs a whole client session (start-up handshake, put, barrier, get,
+/// abort-free finalize) against a launcher whose every reply is `data`,
+/// then EOF. A first byte 0x01 picks the `PMI_ID` start-up. Every outcome must be `Ok` or a clear `Err`: the fuzz
+/// target [`crate::fuzzing::pmi_client`].
+pub(crate) fn fuzz_replies(data: &[u8]) {
+    use std::os::unix::net::UnixStream;
+    let data = &data[..data.len().min(FUZZ_MAX_INPUT)];
+    // A leading 0x01 selects Hydra's PMI_ID start-up (rank and size come
+    // as replies), anything else the environment start-up.
+    let (start, data) = match data.split_first() {
+        Some((1, rest)) => (Start::PmiId("0".into()), rest),
+        _ => (Start::Env { rank: 0, size: 2 }, data),
+    };
+    let Ok((client, mut server)) = UnixStream::pair() else {
+        return;
+    };
+    // The client's requests must never block on a full buffer either: the
+    // scripted side does not read them, so let them be dropped.
+    let _ = server.set_nonblocking(true);
+    if server.write_all(data).is_err() {
+        return;
+    }
+    let _ = server.shutdown(std::net::Shutdown::Write);
+    let mut p = Pmi::singleton();
+    p.conn = Conn::Wire {
+        file: File::from(std::os::fd::OwnedFd::from(client)),
+        buf: LineBuffer::new(),
+    };
+    p.reply_timeout = Duration::from_millis(100);
+    if p.handshake(start).is_err() {
+        return;
+    }
+    let _ = p.put("gw.k", "v");
+    let _ = p.barrier();
+    let _ = p.get("gw.k");
+    let _ = p.finalize();
+    drop(server);
 }
 
 #[cfg(test)]
@@ -564,6 +667,7 @@ mod tests {
                 file,
                 buf: LineBuffer::new(),
             },
+            reply_timeout: DEFAULT_REPLY_TIMEOUT,
         };
         p.handshake(Start::Env { rank: 1, size: 2 }).unwrap();
         assert_eq!(p.kvsname(), "kvs_1");
@@ -657,5 +761,56 @@ mod tests {
         };
         let e = p.barrier().unwrap_err();
         assert!(matches!(e, Error::Bootstrap(_) | Error::Io { .. }), "{e}");
+    }
+
+    fn wired(client: std::os::unix::net::UnixStream) -> Pmi {
+        let mut p = Pmi::singleton();
+        p.conn = Conn::Wire {
+            file: File::from(std::os::fd::OwnedFd::from(client)),
+            buf: LineBuffer::new(),
+        };
+        p
+    }
+
+    /// gwrun answers a line it cannot use with `cmd=error`: the client
+    /// turns it into a clear error naming the reason.
+    #[test]
+    fn error_reply_is_a_clear_error() {
+        use std::os::unix::net::UnixStream;
+        let (client, mut server) = UnixStream::pair().unwrap();
+        server
+            .write_all(b"cmd=error rc=-1 msg=PMI%20line%20too%20long\n")
+            .unwrap();
+        let mut p = wired(client);
+        let e = p.barrier().unwrap_err().to_string();
+        assert!(
+            e.contains("rejected") && e.contains("PMI line too long"),
+            "{e}"
+        );
+    }
+
+    /// A launcher that never answers: an error after the reply timeout,
+    /// never a hang.
+    #[test]
+    fn silent_launcher_times_out() {
+        use std::os::unix::net::UnixStream;
+        let (client, _server) = UnixStream::pair().unwrap();
+        let mut p = wired(client);
+        p.reply_timeout = Duration::from_millis(200);
+        let start = Instant::now();
+        let e = p.barrier().unwrap_err().to_string();
+        assert!(e.contains("no PMI reply within"), "{e}");
+        assert!(start.elapsed() < Duration::from_secs(5));
+    }
+
+    /// A reply line that is not PMI: a clear error, not a panic or a hang.
+    #[test]
+    fn garbage_reply_is_a_clear_error() {
+        use std::os::unix::net::UnixStream;
+        let (client, mut server) = UnixStream::pair().unwrap();
+        server.write_all(b"\xff\xfe garbage\n").unwrap();
+        let mut p = wired(client);
+        let e = p.barrier().unwrap_err().to_string();
+        assert!(e.contains("unusable reply from the launcher"), "{e}");
     }
 }

@@ -195,6 +195,13 @@ pub fn parse_line(line: &[u8]) -> Result<Command, WireError> {
 
 /// Accumulates bytes from a stream and yields complete lines.
 ///
+/// Work is linear in the bytes pushed: consumed lines are skipped by an
+/// offset (the buffer is compacted only once the consumed part is at least
+/// half of it) and the newline search resumes where the last one stopped,
+/// so neither many short lines nor one long line pushed in small pieces
+/// rescans what was already seen. A line longer than [`MAX_LINE`] is an
+/// error; the buffer then holds at most `MAX_LINE` plus one push.
+///
 /// Once an `mcmd=` line is seen, the buffer swallows lines up to and
 /// including `endcmd` and reports one [`WireError::SpawnUnsupported`], so a
 /// server can answer the spawn with an error and keep the connection in
@@ -202,6 +209,10 @@ pub fn parse_line(line: &[u8]) -> Result<Command, WireError> {
 #[derive(Debug, Default)]
 pub struct LineBuffer {
     buf: Vec<u8>,
+    /// Start of the first unconsumed byte.
+    start: usize,
+    /// Bytes before this offset (and at or after `start`) hold no newline.
+    scanned: usize,
     in_mcmd: bool,
 }
 
@@ -212,12 +223,17 @@ impl LineBuffer {
 
     /// Appends raw bytes read from the stream.
     pub fn push(&mut self, data: &[u8]) {
+        if self.start > 0 && self.start * 2 >= self.buf.len() {
+            self.buf.drain(..self.start);
+            self.scanned -= self.start;
+            self.start = 0;
+        }
         self.buf.extend_from_slice(data);
     }
 
     /// Bytes buffered but not yet returned as a line.
     pub fn pending(&self) -> usize {
-        self.buf.len()
+        self.buf.len() - self.start
     }
 
     /// The next complete command, `None` if more bytes are needed.
@@ -225,15 +241,30 @@ impl LineBuffer {
     /// cleared, since the stream can no longer be trusted).
     pub fn next_command(&mut self) -> Option<Result<Command, WireError>> {
         loop {
-            let Some(nl) = self.buf.iter().position(|&b| b == b'\n') else {
-                if self.buf.len() > MAX_LINE {
+            let from = self.scanned.max(self.start);
+            let Some(off) = self.buf[from..].iter().position(|&b| b == b'\n') else {
+                self.scanned = self.buf.len();
+                if self.pending() > MAX_LINE {
                     self.buf.clear();
+                    self.start = 0;
+                    self.scanned = 0;
                     return Some(Err(WireError::TooLong(MAX_LINE)));
+                }
+                if self.start == self.buf.len() {
+                    self.buf.clear();
+                    self.start = 0;
+                    self.scanned = 0;
                 }
                 return None;
             };
-            let line: Vec<u8> = self.buf.drain(..=nl).collect();
-            let body = &line[..line.len() - 1];
+            let nl = from + off;
+            let line_start = self.start;
+            self.start = nl + 1;
+            self.scanned = self.start;
+            if nl - line_start > MAX_LINE {
+                return Some(Err(WireError::TooLong(MAX_LINE)));
+            }
+            let body = &self.buf[line_start..nl];
             if self.in_mcmd {
                 if body.strip_suffix(b"\r").unwrap_or(body) == b"endcmd" {
                     self.in_mcmd = false;
@@ -407,6 +438,38 @@ mod tests {
         assert_eq!(lb.pending(), 0);
         lb.push(b"cmd=ok\n");
         assert_eq!(lb.next_command().unwrap().unwrap().name, "ok");
+    }
+
+    /// Many short lines in one push, and one long line pushed a byte at a
+    /// time: both must parse in time linear in the input (the old buffer
+    /// moved the whole rest for every line and rescanned a partial line on
+    /// every push, which takes minutes here).
+    #[test]
+    fn line_buffer_is_linear() {
+        let start = std::time::Instant::now();
+        let mut lb = LineBuffer::new();
+        let lines = 200_000;
+        lb.push(&b"cmd=barrier_in\n".repeat(lines));
+        let mut n = 0;
+        while let Some(r) = lb.next_command() {
+            assert_eq!(r.unwrap().name, "barrier_in");
+            n += 1;
+        }
+        assert_eq!(n, lines);
+        let long = format!("cmd=put key=k value={}\n", "v".repeat(MAX_LINE - 64));
+        for b in long.as_bytes() {
+            lb.push(std::slice::from_ref(b));
+            if *b != b'\n' {
+                assert!(lb.next_command().is_none());
+            }
+        }
+        assert_eq!(lb.next_command().unwrap().unwrap().name, "put");
+        assert_eq!(lb.pending(), 0);
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! `fuzz/corpus/TARGET/` and runs property tests through them; `make fuzz`
 //! runs them coverage-guided. A panic here is a bug found.
 
+pub mod pmi;
 pub mod udp;
 
+pub use pmi::pmi_client;
 pub use udp::udp_authenticated;
