@@ -889,7 +889,7 @@ fn socket_killed_peer_fails_the_link_within_the_retry_limit() {
         .send(&[IoSlice::new(b"x")], &NoWait)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("context 1") && e.contains("udp"), "{e}");
+    assert!(e.contains("rank 1") && e.contains("udp"), "{e}");
     a.shutdown();
 }
 
