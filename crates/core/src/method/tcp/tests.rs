@@ -1,0 +1,266 @@
+use super::*;
+use crate::method::JobInfo;
+use crate::params::Params;
+use std::io::{Read, Write};
+
+struct Collect(Vec<(u32, Vec<u8>)>, Vec<u32>);
+impl Sink for Collect {
+    fn deliver(&mut self, src: u32, msg: &[u8]) {
+        self.0.push((src, msg.to_vec()));
+    }
+    fn link_failed(&mut self, src: u32, _: String) {
+        self.1.push(src);
+    }
+}
+
+fn method(id: u32, secret: [u8; 32]) -> Arc<dyn Method> {
+    let job = JobInfo {
+        ctx_id: id,
+        size: 4,
+        job_id: "tcptest".into(),
+        host_id: "h".into(),
+        secret,
+        verbose: 0,
+    };
+    let params = Params::from_lookup(|_| None).unwrap();
+    (INFO.init)(&MethodEnv {
+        job: &job,
+        params: &params,
+    })
+    .unwrap()
+    .unwrap()
+}
+
+fn poll_for(m: &Arc<dyn Method>, sink: &mut Collect, ms: u64) {
+    let end = std::time::Instant::now() + Duration::from_millis(ms);
+    while std::time::Instant::now() < end {
+        m.poll(sink).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+struct NoWait;
+impl Waiter for NoWait {
+    fn progress(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn garbage_and_forged_handshakes_are_refused_and_never_delivered() {
+    let server = method(0, [1; 32]);
+    let addr: SocketAddr = String::from_utf8(server.descriptor())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut sink = Collect(Vec::new(), Vec::new());
+
+    // 1. Garbage bytes.
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(&[0xde; 200]).unwrap();
+    // 2. A well-formed hello, then a made-up proof and a frame behind it.
+    let mut t = TcpStream::connect(addr).unwrap();
+    let mut hello = Vec::from(&MAGIC[..]);
+    hello.extend_from_slice(&1u32.to_le_bytes());
+    hello.extend_from_slice(&0u32.to_le_bytes());
+    hello.extend_from_slice(&[9; NONCE_LEN]);
+    t.write_all(&hello).unwrap();
+    poll_for(&server, &mut sink, 100);
+    let mut challenge = [0u8; CHALLENGE_LEN];
+    t.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    t.read_exact(&mut challenge).unwrap();
+    t.write_all(&[7; PROOF_LEN]).unwrap();
+    t.write_all(&8u32.to_le_bytes()).unwrap();
+    t.write_all(b"payload!").unwrap();
+    poll_for(&server, &mut sink, 200);
+
+    assert!(sink.0.is_empty(), "nothing may be delivered: {:?}", sink.0);
+    assert!(
+        sink.1.is_empty(),
+        "unauthenticated connections must not fail real links"
+    );
+    assert_eq!(server.counters()[0], ("refused_connections", 2));
+    server.shutdown();
+}
+
+#[test]
+fn peers_with_different_secrets_never_exchange_payload() {
+    let a = method(0, [1; 32]);
+    let b = method(1, [2; 32]);
+    let link = b.connect(0, &a.descriptor()).unwrap();
+    link.send(&[IoSlice::new(b"secret data")], &NoWait).unwrap();
+    let (mut sa, mut sb) = (
+        Collect(Vec::new(), Vec::new()),
+        Collect(Vec::new(), Vec::new()),
+    );
+    for _ in 0..100 {
+        a.poll(&mut sa).unwrap();
+        b.poll(&mut sb).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(sa.0.is_empty() && sb.0.is_empty());
+    assert_eq!(sb.1, vec![0], "the connector learns its link failed");
+    assert!(link.send(&[IoSlice::new(b"more")], &NoWait).is_err());
+    a.shutdown();
+    b.shutdown();
+}
+
+#[test]
+fn simultaneous_connects_end_on_one_connection_in_order() {
+    // Both ends connect before either polls (as at a job's first
+    // barrier), send before, during and after the tie is settled.
+    let a = method(0, [5; 32]);
+    let b = method(1, [5; 32]);
+    let ab = a.connect(1, &b.descriptor()).unwrap();
+    let ba = b.connect(0, &a.descriptor()).unwrap();
+    let (mut sa, mut sb) = (
+        Collect(Vec::new(), Vec::new()),
+        Collect(Vec::new(), Vec::new()),
+    );
+    let mut next = 0u32;
+    for round in 0..400 {
+        if next < 300 && round % 2 == 0 {
+            for _ in 0..3 {
+                let m = next.to_le_bytes();
+                ab.send(&[IoSlice::new(&m)], &NoWait).unwrap();
+                ba.send(&[IoSlice::new(&m)], &NoWait).unwrap();
+                next += 1;
+            }
+        }
+        a.poll(&mut sa).unwrap();
+        b.poll(&mut sb).unwrap();
+        if sa.0.len() == 300 && sb.0.len() == 300 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for (name, got) in [("a", &sa.0), ("b", &sb.0)] {
+        let seq: Vec<u32> = got
+            .iter()
+            .map(|(_, m)| u32::from_le_bytes(m[..4].try_into().unwrap()))
+            .collect();
+        assert_eq!(
+            seq,
+            (0..300).collect::<Vec<_>>(),
+            "{name} got every message once, in order"
+        );
+    }
+    assert!(sa.1.is_empty() && sb.1.is_empty(), "no link failed");
+    let merged = |m: &Arc<dyn Method>| {
+        m.counters()
+            .iter()
+            .find(|c| c.0 == "merged_connections")
+            .unwrap()
+            .1
+    };
+    // The higher context's connection gave way; the lower's carries both directions.
+    assert_eq!((merged(&a), merged(&b)), (0, 1));
+    a.shutdown();
+    b.shutdown();
+}
+
+#[test]
+fn a_forged_hello_cannot_stall_a_connection_in_progress() {
+    // Context 1 connects to 0 and queues payload; before 0 answers, an
+    // impostor claiming to be context 0 says hello to 1 (as if both ends
+    // were connecting at once). Nothing may be decided on that hello: 1's
+    // connection carries everything, in order.
+    let a = method(0, [6; 32]);
+    let b = method(1, [6; 32]);
+    let ba = b.connect(0, &a.descriptor()).unwrap();
+    for i in 0..10u32 {
+        ba.send(&[IoSlice::new(&i.to_le_bytes())], &NoWait).unwrap();
+    }
+    let b_addr: SocketAddr = String::from_utf8(b.descriptor()).unwrap().parse().unwrap();
+    let mut imp = TcpStream::connect(b_addr).unwrap();
+    let mut hello = Vec::from(&MAGIC[..]);
+    hello.extend_from_slice(&0u32.to_le_bytes());
+    hello.extend_from_slice(&1u32.to_le_bytes());
+    hello.extend_from_slice(&[9; NONCE_LEN]);
+    imp.write_all(&hello).unwrap();
+    let mut sb = Collect(Vec::new(), Vec::new());
+    poll_for(&b, &mut sb, 100);
+    let mut challenge = [0u8; CHALLENGE_LEN];
+    imp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    imp.read_exact(&mut challenge).unwrap();
+    imp.write_all(&[7; PROOF_LEN]).unwrap();
+    let mut sa = Collect(Vec::new(), Vec::new());
+    for round in 0..500 {
+        if round == 50 {
+            for i in 10..20u32 {
+                ba.send(&[IoSlice::new(&i.to_le_bytes())], &NoWait).unwrap();
+            }
+        }
+        a.poll(&mut sa).unwrap();
+        b.poll(&mut sb).unwrap();
+        if sa.0.len() == 20 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let seq: Vec<u32> =
+        sa.0.iter()
+            .map(|(_, m)| u32::from_le_bytes(m[..4].try_into().unwrap()))
+            .collect();
+    assert_eq!(
+        seq,
+        (0..20).collect::<Vec<_>>(),
+        "everything arrives once, in order"
+    );
+    assert!(sa.0.iter().all(|(src, _)| *src == 1));
+    assert!(
+        sb.0.is_empty() && sb.1.is_empty(),
+        "the impostor delivered nothing and failed no link"
+    );
+    assert_eq!(
+        b.counters(),
+        vec![("refused_connections", 1), ("merged_connections", 0)]
+    );
+    a.shutdown();
+    b.shutdown();
+}
+
+#[test]
+fn same_secret_delivers_in_order_both_ways() {
+    let a = method(0, [3; 32]);
+    let b = method(1, [3; 32]);
+    let ab = b.connect(0, &a.descriptor()).unwrap();
+    for i in 0..50u32 {
+        ab.send(
+            &[IoSlice::new(&i.to_le_bytes()), IoSlice::new(&[0u8; 3000])],
+            &NoWait,
+        )
+        .unwrap();
+    }
+    let (mut sa, mut sb) = (
+        Collect(Vec::new(), Vec::new()),
+        Collect(Vec::new(), Vec::new()),
+    );
+    for _ in 0..500 {
+        a.poll(&mut sa).unwrap();
+        b.poll(&mut sb).unwrap();
+        if sa.0.len() == 50 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(sa.0.len(), 50);
+    for (i, (src, m)) in sa.0.iter().enumerate() {
+        assert_eq!(*src, 1);
+        assert_eq!(&m[..4], &(i as u32).to_le_bytes());
+        assert_eq!(m.len(), 3004);
+    }
+    // The accepted connection is reused for the reply direction.
+    let ba = a.connect(1, &b.descriptor()).unwrap();
+    ba.send(&[IoSlice::new(b"back")], &NoWait).unwrap();
+    for _ in 0..500 {
+        b.poll(&mut sb).unwrap();
+        if !sb.0.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(sb.0, vec![(0, b"back".to_vec())]);
+    a.shutdown();
+    b.shutdown();
+}
