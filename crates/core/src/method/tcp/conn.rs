@@ -58,58 +58,8 @@ impl Out {
 
 pub(super) struct In {
     pub(super) state: HsState,
-    pub(super) buf: Vec<u8>,
-    pub(super) start: usize,
-    pub(super) end: usize,
+    pub(super) rx: RxBuf,
     pub(super) my_nonce: [u8; NONCE_LEN],
-}
-
-impl In {
-    /// Bytes the parser needs buffered to make progress on the current frame.
-    pub(super) fn next_need(&self, max_msg: usize) -> usize {
-        let avail = self.end - self.start;
-        if matches!(self.state, HsState::Ready) && avail >= 4 {
-            let len = u32::from_le_bytes(self.buf[self.start..self.start + 4].try_into().unwrap())
-                as usize;
-            (4 + len.min(max_msg)).saturating_sub(avail)
-        } else {
-            0
-        }
-    }
-
-    /// Ensures at least `want` writable bytes after `end`.
-    pub(super) fn reserve(&mut self, want: usize) {
-        if self.buf.len() - self.end >= want {
-            return;
-        }
-        self.compact();
-        if self.buf.len() - self.end < want {
-            self.buf.resize(self.end + want, 0);
-        }
-    }
-
-    /// Moves unparsed bytes to the front of the buffer.
-    pub(super) fn compact(&mut self) {
-        if self.start == 0 {
-            return;
-        }
-        if self.start == self.end {
-            // Everything parsed (the usual case between small messages): nothing to move.
-            self.start = 0;
-            self.end = 0;
-            return;
-        }
-        self.buf.copy_within(self.start..self.end, 0);
-        self.end -= self.start;
-        self.start = 0;
-        // Give back memory after a very large message, but keep a buffer
-        // that fits common large messages: growing it again for every 4 MiB
-        // message costs a remap and fresh page faults each time.
-        if self.buf.len() > (64 << 20) && self.end < (1 << 20) {
-            self.buf.truncate((1 << 20).max(self.end));
-            self.buf.shrink_to_fit();
-        }
-    }
 }
 
 pub(super) struct Conn {

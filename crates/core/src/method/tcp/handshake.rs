@@ -12,13 +12,13 @@ impl TcpMethod {
     ) -> std::result::Result<usize, String> {
         let mut delivered = 0;
         loop {
-            let avail = inp.end - inp.start;
+            let avail = inp.rx.end - inp.rx.start;
             match inp.state {
                 HsState::AwaitHello => {
                     if avail < HELLO_LEN {
                         return Ok(delivered);
                     }
-                    let h = &inp.buf[inp.start..inp.start + HELLO_LEN];
+                    let h = &inp.rx.buf[inp.rx.start..inp.rx.start + HELLO_LEN];
                     if &h[..4] != MAGIC {
                         return Err(self.refuse(conn, "not a gridwire connection (bad magic)"));
                     }
@@ -30,7 +30,7 @@ impl TcpMethod {
                             self.refuse(conn, &format!("connection meant for context {wanted}"))
                         );
                     }
-                    inp.start += HELLO_LEN;
+                    inp.rx.start += HELLO_LEN;
                     let mine = auth::nonce();
                     let proof = auth::proof(
                         &self.secret,
@@ -63,12 +63,12 @@ impl TcpMethod {
                         &inp.my_nonce,
                         their_id,
                         self.me,
-                        &inp.buf[inp.start..inp.start + PROOF_LEN],
+                        &inp.rx.buf[inp.rx.start..inp.rx.start + PROOF_LEN],
                     );
                     if !ok {
                         return Err(self.refuse(conn, "wrong job secret"));
                     }
-                    inp.start += PROOF_LEN;
+                    inp.rx.start += PROOF_LEN;
                     inp.state = HsState::Ready;
                     conn.out.lock().ready = true;
                     self.by_peer
@@ -86,7 +86,7 @@ impl TcpMethod {
                         return Ok(delivered);
                     }
                     let their_id = conn.peer.load(Ordering::Relaxed);
-                    let c = &inp.buf[inp.start..inp.start + CHALLENGE_LEN];
+                    let c = &inp.rx.buf[inp.rx.start..inp.rx.start + CHALLENGE_LEN];
                     let their_nonce: [u8; NONCE_LEN] = c[..NONCE_LEN].try_into().unwrap();
                     let flags = c[CHALLENGE_LEN - 1];
                     let ok = auth::verify(
@@ -101,7 +101,7 @@ impl TcpMethod {
                     if !ok {
                         return Err(self.refuse(conn, "peer does not know the job secret"));
                     }
-                    inp.start += CHALLENGE_LEN;
+                    inp.rx.start += CHALLENGE_LEN;
                     inp.state = HsState::Ready;
                     let proof = auth::proof(
                         &self.secret,
@@ -141,28 +141,17 @@ impl TcpMethod {
                     }
                 }
                 HsState::Ready => {
-                    if avail < 4 {
-                        inp.compact();
-                        return Ok(delivered);
-                    }
-                    let len =
-                        u32::from_le_bytes(inp.buf[inp.start..inp.start + 4].try_into().unwrap())
-                            as usize;
-                    if len > self.max_msg {
-                        return Err(format!(
-                            "frame of {len} bytes exceeds GW_TCP_MAX_MSG ({})",
-                            self.max_msg
-                        ));
-                    }
-                    if avail < 4 + len {
-                        inp.compact();
-                        return Ok(delivered);
-                    }
-                    let s = inp.start + 4;
                     let peer = conn.peer.load(Ordering::Relaxed);
-                    sink.deliver(peer, &inp.buf[s..s + len]);
-                    inp.start = s + len;
-                    delivered += 1;
+                    match inp.rx.next_frame(self.max_msg) {
+                        Ok(Some(msg)) => {
+                            sink.deliver(peer, &inp.rx.buf[msg]);
+                            delivered += 1;
+                        }
+                        Ok(None) => return Ok(delivered),
+                        Err(why) => {
+                            return Err(format!("rank {peer} broke the tcp framing: {why}"))
+                        }
+                    }
                 }
             }
         }

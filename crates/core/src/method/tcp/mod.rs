@@ -48,11 +48,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod conn;
+mod framing;
 mod handshake;
 mod listener;
 mod receive;
 
 use conn::{Conn, In, Out, TcpLink};
+use framing::RxBuf;
 
 pub const INFO: MethodInfo = MethodInfo {
     name: "tcp",
@@ -143,55 +145,61 @@ const EPOLL_EVERY: u64 = 256;
 const DIRECT_POLL_MAX: usize = 4;
 
 fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
-    let addr: std::net::IpAddr =
-        env.params
-            .text("TCP_ADDR")
-            .parse()
-            .map_err(|_| Error::BadParam {
-                var: "GW_TCP_ADDR".into(),
-                value: env.params.text("TCP_ADDR").into(),
-                reason: "expected an IP address".into(),
-            })?;
-    let listener =
-        TcpListener::bind((addr, 0)).map_err(|e| Error::io(format!("tcp: bind {addr}"), e))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| Error::io("tcp: set_nonblocking", e))?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| Error::io("tcp: local_addr", e))?;
-    // SAFETY: epoll_create1 has no memory arguments; the result is checked.
-    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-    if ep < 0 {
-        return Err(Error::io("tcp: epoll_create1", io::Error::last_os_error()));
+    Ok(Some(Arc::new(TcpMethod::new(env)?)))
+}
+
+impl TcpMethod {
+    fn new(env: &MethodEnv) -> Result<TcpMethod> {
+        let addr: std::net::IpAddr =
+            env.params
+                .text("TCP_ADDR")
+                .parse()
+                .map_err(|_| Error::BadParam {
+                    var: "GW_TCP_ADDR".into(),
+                    value: env.params.text("TCP_ADDR").into(),
+                    reason: "expected an IP address".into(),
+                })?;
+        let listener =
+            TcpListener::bind((addr, 0)).map_err(|e| Error::io(format!("tcp: bind {addr}"), e))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| Error::io("tcp: set_nonblocking", e))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| Error::io("tcp: local_addr", e))?;
+        // SAFETY: epoll_create1 has no memory arguments; the result is checked.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(Error::io("tcp: epoll_create1", io::Error::last_os_error()));
+        }
+        // SAFETY: `ep` is a fresh descriptor we own exclusively from here on.
+        let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
+        epoll_add(epoll.as_raw_fd(), listener.as_raw_fd(), LISTENER_TOKEN)?;
+        Ok(TcpMethod {
+            me: env.job.ctx_id,
+            secret: env.job.secret,
+            verbose: env.job.verbose,
+            local,
+            listener,
+            epoll,
+            sndbuf: env.params.num("TCP_SNDBUF") as usize,
+            rcvbuf: env.params.num("TCP_RCVBUF") as usize,
+            max_msg: env.params.num("TCP_MAX_MSG") as usize,
+            max_queued: env.params.num("TCP_MAX_QUEUED") as usize,
+            connect_timeout: Duration::from_secs(env.params.num("TCP_CONNECT_TIMEOUT")),
+            conns: Mutex::new(HashMap::new()),
+            direct: Mutex::new(Arc::from(Vec::new())),
+            direct_gen: AtomicU64::new(1),
+            blockers: AtomicUsize::new(0),
+            poll_list: TryLock::new((0, Arc::from(Vec::new()))),
+            polls: AtomicU64::new(0),
+            by_peer: Mutex::new(HashMap::new()),
+            queued_conns: Arc::new(AtomicUsize::new(0)),
+            refused: AtomicU64::new(0),
+            merged: AtomicU64::new(0),
+            down: AtomicBool::new(false),
+        })
     }
-    // SAFETY: `ep` is a fresh descriptor we own exclusively from here on.
-    let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
-    epoll_add(epoll.as_raw_fd(), listener.as_raw_fd(), LISTENER_TOKEN)?;
-    Ok(Some(Arc::new(TcpMethod {
-        me: env.job.ctx_id,
-        secret: env.job.secret,
-        verbose: env.job.verbose,
-        local,
-        listener,
-        epoll,
-        sndbuf: env.params.num("TCP_SNDBUF") as usize,
-        rcvbuf: env.params.num("TCP_RCVBUF") as usize,
-        max_msg: env.params.num("TCP_MAX_MSG") as usize,
-        max_queued: env.params.num("TCP_MAX_QUEUED") as usize,
-        connect_timeout: Duration::from_secs(env.params.num("TCP_CONNECT_TIMEOUT")),
-        conns: Mutex::new(HashMap::new()),
-        direct: Mutex::new(Arc::from(Vec::new())),
-        direct_gen: AtomicU64::new(1),
-        blockers: AtomicUsize::new(0),
-        poll_list: TryLock::new((0, Arc::from(Vec::new()))),
-        polls: AtomicU64::new(0),
-        by_peer: Mutex::new(HashMap::new()),
-        queued_conns: Arc::new(AtomicUsize::new(0)),
-        refused: AtomicU64::new(0),
-        merged: AtomicU64::new(0),
-        down: AtomicBool::new(false),
-    })))
 }
 
 fn epoll_add(ep: RawFd, fd: RawFd, token: u64) -> Result<()> {
@@ -302,9 +310,7 @@ impl TcpMethod {
             }),
             inp: TryLock::new(In {
                 state,
-                buf: Vec::new(),
-                start: 0,
-                end: 0,
+                rx: RxBuf::default(),
                 my_nonce: [0; NONCE_LEN],
             }),
             queued: AtomicUsize::new(0),

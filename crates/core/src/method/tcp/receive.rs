@@ -13,12 +13,14 @@ impl TcpMethod {
         // Bound the work per poll so one busy connection cannot starve others.
         let mut budget = 8usize << 20;
         loop {
-            // Make room: at least 64 KiB, or the whole current frame.
-            let want = inp.next_need(self.max_msg).max(64 << 10);
-            inp.reserve(want);
+            // Make room for what the current frame still needs, grown only
+            // as its bytes arrive (see `framing`).
+            let framed = matches!(inp.state, HsState::Ready);
+            let want = inp.rx.room_wanted(framed, self.max_msg);
+            inp.rx.reserve(want);
             let fd = conn.fd.as_raw_fd();
-            let end = inp.end;
-            let spare = &mut inp.buf[end..];
+            let end = inp.rx.end;
+            let spare = &mut inp.rx.buf[end..];
             let spare_len = spare.len();
             // recv rather than read: a socket call skips the VFS layers
             // (rw_verify_area, security_file_permission, fdget_pos), and
@@ -37,7 +39,7 @@ impl TcpMethod {
                 // The common case, an empty socket, without building an io::Error.
                 // SAFETY: errno is this thread's, set by the failed recv just above.
                 let errno = unsafe { *libc::__errno_location() };
-                if errno == libc::EAGAIN && delivered == 0 && inp.end == end {
+                if errno == libc::EAGAIN && delivered == 0 && inp.rx.end == end {
                     let idle = conn.idle_reads.load(Ordering::Relaxed);
                     conn.idle_reads
                         .store(idle.saturating_add(1), Ordering::Relaxed);
@@ -46,7 +48,7 @@ impl TcpMethod {
                 let e = io::Error::from_raw_os_error(errno);
                 match e.kind() {
                     io::ErrorKind::WouldBlock => {
-                        if delivered == 0 && inp.end == end {
+                        if delivered == 0 && inp.rx.end == end {
                             let idle = conn.idle_reads.load(Ordering::Relaxed);
                             conn.idle_reads
                                 .store(idle.saturating_add(1), Ordering::Relaxed);
@@ -62,7 +64,7 @@ impl TcpMethod {
                 }
             }
             if n == 0 {
-                let clean = inp.end == inp.start && matches!(inp.state, HsState::Ready);
+                let clean = inp.rx.end == inp.rx.start && matches!(inp.state, HsState::Ready);
                 // An acceptor closes on us during our handshake when it refuses
                 // our proof (or does not know the secret itself).
                 let refused_us = matches!(inp.state, HsState::AwaitChallenge { .. });
@@ -105,7 +107,7 @@ impl TcpMethod {
             }
             let short = (n as usize) < spare_len;
             conn.idle_reads.store(0, Ordering::Relaxed);
-            inp.end += n as usize;
+            inp.rx.filled(n as usize);
             budget = budget.saturating_sub(n as usize);
             match self.process(conn, &mut inp, sink) {
                 Ok(d) => delivered += d,

@@ -264,3 +264,162 @@ fn same_secret_delivers_in_order_both_ways() {
     a.shutdown();
     b.shutdown();
 }
+
+/// A sink that keeps failure reasons too.
+#[derive(Default)]
+struct Record {
+    got: Vec<(u32, Vec<u8>)>,
+    failed: Vec<(u32, String)>,
+}
+impl Sink for Record {
+    fn deliver(&mut self, src: u32, msg: &[u8]) {
+        self.got.push((src, msg.to_vec()));
+    }
+    fn link_failed(&mut self, src: u32, reason: String) {
+        self.failed.push((src, reason));
+    }
+}
+
+/// A method with parameters from `vars` (`GW_` names), as its concrete type.
+fn tcp_method(id: u32, secret: [u8; 32], vars: &[(&str, &str)]) -> Arc<TcpMethod> {
+    let job = JobInfo {
+        ctx_id: id,
+        size: 4,
+        job_id: "tcptest".into(),
+        host_id: "h".into(),
+        secret,
+        verbose: 0,
+    };
+    let vars: Vec<(String, String)> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let params = Params::from_lookup(|k| {
+        vars.iter()
+            .find(|(name, _)| name == k)
+            .map(|(_, v)| v.clone())
+    })
+    .unwrap();
+    Arc::new(
+        TcpMethod::new(&MethodEnv {
+            job: &job,
+            params: &params,
+        })
+        .unwrap(),
+    )
+}
+
+fn poll_record(m: &TcpMethod, sink: &mut Record, ms: u64) {
+    let end = std::time::Instant::now() + Duration::from_millis(ms);
+    while std::time::Instant::now() < end {
+        m.poll_thorough(sink).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A raw socket that authenticated to `server` as context `me` (a peer
+/// that knows the secret and then sends whatever the test wants).
+fn authenticated_raw(
+    server: &TcpMethod,
+    me: u32,
+    secret: [u8; 32],
+    sink: &mut Record,
+) -> TcpStream {
+    let mut s = TcpStream::connect(server.local).unwrap();
+    let my_nonce = auth::nonce();
+    let mut hello = Vec::from(&MAGIC[..]);
+    hello.extend_from_slice(&me.to_le_bytes());
+    hello.extend_from_slice(&server.me.to_le_bytes());
+    hello.extend_from_slice(&my_nonce);
+    s.write_all(&hello).unwrap();
+    poll_record(server, sink, 50);
+    let mut challenge = [0u8; CHALLENGE_LEN];
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.read_exact(&mut challenge).unwrap();
+    let their_nonce: [u8; NONCE_LEN] = challenge[..NONCE_LEN].try_into().unwrap();
+    let proof = auth::proof(
+        &secret,
+        Role::Connector,
+        &my_nonce,
+        &their_nonce,
+        me,
+        server.me,
+    );
+    s.write_all(&proof).unwrap();
+    poll_record(server, sink, 20);
+    s
+}
+
+/// Bytes reserved by every connection's receive buffer.
+fn rx_bytes(m: &TcpMethod) -> usize {
+    m.conns
+        .lock()
+        .unwrap()
+        .values()
+        .map(|c| c.inp.lock().rx.buf.len())
+        .sum()
+}
+
+#[test]
+fn a_frame_header_alone_commits_no_memory_for_its_announced_length() {
+    let server = tcp_method(0, [4; 32], &[]);
+    let mut sink = Record::default();
+    let mut s = authenticated_raw(&server, 1, [4; 32], &mut sink);
+    // One whole frame first (the link works), then a header announcing
+    // 1.5 GiB (below the 2 GiB default GW_TCP_MAX_MSG) and 10 bytes of it.
+    s.write_all(&3u32.to_le_bytes()).unwrap();
+    s.write_all(b"abc").unwrap();
+    s.write_all(&(3u32 << 29).to_le_bytes()).unwrap();
+    s.write_all(&[7; 10]).unwrap();
+    poll_record(&server, &mut sink, 100);
+    assert_eq!(sink.got, vec![(1, b"abc".to_vec())]);
+    assert!(sink.failed.is_empty(), "{:?}", sink.failed);
+    let held = rx_bytes(&server);
+    assert!(
+        held <= 2 * framing::MIN_READ,
+        "receive buffers hold {held} bytes for 14 bytes received"
+    );
+    // More payload grows the buffer only in proportion to what arrived.
+    // Written by another thread: the kernel's buffers do not hold 4 MiB.
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![9u8; 1 << 20];
+        for _ in 0..4 {
+            s.write_all(&chunk).unwrap();
+        }
+        s
+    });
+    let mut max_held = 0;
+    while !writer.is_finished() {
+        server.poll_thorough(&mut sink).unwrap();
+        max_held = max_held.max(rx_bytes(&server));
+    }
+    let _s = writer.join().unwrap();
+    poll_record(&server, &mut sink, 50);
+    let held = rx_bytes(&server).max(max_held);
+    assert!(
+        held <= 2 * (4 << 20) + 2 * framing::MIN_READ,
+        "receive buffers hold {held} bytes for 4 MiB received"
+    );
+    server.shutdown();
+}
+
+#[test]
+fn an_authenticated_peer_sending_garbage_fails_only_its_link_naming_its_rank() {
+    let server = tcp_method(0, [4; 32], &[("GW_TCP_MAX_MSG", "1m")]);
+    let mut sink = Record::default();
+    let mut good = authenticated_raw(&server, 2, [4; 32], &mut sink);
+    let mut bad = authenticated_raw(&server, 1, [4; 32], &mut sink);
+    bad.write_all(&[0xff; 64]).unwrap();
+    good.write_all(&2u32.to_le_bytes()).unwrap();
+    good.write_all(b"ok").unwrap();
+    poll_record(&server, &mut sink, 100);
+    assert_eq!(sink.got, vec![(2, b"ok".to_vec())]);
+    assert_eq!(sink.failed.len(), 1, "{:?}", sink.failed);
+    let (rank, why) = &sink.failed[0];
+    assert_eq!(*rank, 1);
+    assert!(
+        why.contains("rank 1") && why.contains("GW_TCP_MAX_MSG"),
+        "{why}"
+    );
+    server.shutdown();
+}
