@@ -115,3 +115,54 @@ impl RxBuf {
         }
     }
 }
+
+/// The fuzz target behind [`crate::fuzzing::tcp_frames`]: the frame parser
+/// of an authenticated connection, fed `data` as a peer's byte stream.
+///
+/// `data[0]` picks `GW_TCP_MAX_MSG` (16 B to 8 MiB), `data[1]` the size of
+/// the reads that deliver the rest (1 B up to a full offer), and the rest is
+/// the stream. Reads follow the connection's own rule (`room_wanted`,
+/// `reserve`), frames are taken as `process` takes them, and the first
+/// framing error ends the stream as it ends the link. Bound checked: the
+/// buffer never exceeds twice the bytes fed plus twice `MIN_READ`.
+pub(crate) fn fuzz_stream(data: &[u8]) {
+    let [pick_max, pick_read, stream @ ..] = data else {
+        return;
+    };
+    let max_msg = 16usize << (pick_max % 20);
+    let read_size = match pick_read {
+        0 => usize::MAX,
+        n => 1usize << (n % 24),
+    };
+    let mut rx = RxBuf::default();
+    let mut fed = 0usize;
+    let mut frames = 0usize;
+    while fed < stream.len() {
+        let want = rx.room_wanted(true, max_msg);
+        rx.reserve(want);
+        let end = rx.end;
+        let room = &mut rx.buf[end..];
+        let n = room.len().min(read_size).min(stream.len() - fed);
+        room[..n].copy_from_slice(&stream[fed..fed + n]);
+        rx.filled(n);
+        fed += n;
+        assert!(
+            rx.buf.len() <= 2 * fed + 2 * MIN_READ,
+            "receive buffer of {} bytes after {fed} bytes fed",
+            rx.buf.len()
+        );
+        loop {
+            match rx.next_frame(max_msg) {
+                Ok(Some(msg)) => {
+                    assert!(msg.len() <= max_msg && msg.end <= rx.end);
+                    // What `process` hands the sink.
+                    std::hint::black_box(&rx.buf[msg]);
+                    frames += 1;
+                }
+                Ok(None) => break,
+                Err(_) => return,
+            }
+        }
+    }
+    assert!(frames <= stream.len() / HEADER);
+}

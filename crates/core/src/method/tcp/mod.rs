@@ -54,6 +54,7 @@ mod listener;
 mod receive;
 
 use conn::{Conn, In, Out, TcpLink};
+pub(crate) use framing::fuzz_stream;
 use framing::RxBuf;
 
 pub const INFO: MethodInfo = MethodInfo {
