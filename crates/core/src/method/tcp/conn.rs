@@ -69,6 +69,10 @@ pub(super) struct Conn {
     pub(super) inp: TryLock<In>,
     /// Bytes queued in `out.buf` (read without the lock by poll's flush scan).
     pub(super) queued: AtomicUsize,
+    /// When it was accepted or connected (for `GW_TCP_HANDSHAKE_TIMEOUT`).
+    pub(super) opened: Instant,
+    /// Not yet authenticated (counted in the method's `handshaking`).
+    pub(super) in_handshake: AtomicBool,
     /// Direct reads in a row that found nothing (see `COLD_AFTER`).
     pub(super) idle_reads: AtomicU32,
     /// Registered with the method's epoll set (changed under `conns`' lock).

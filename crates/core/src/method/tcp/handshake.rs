@@ -70,6 +70,7 @@ impl TcpMethod {
                     }
                     inp.rx.start += PROOF_LEN;
                     inp.state = HsState::Ready;
+                    self.handshake_over(conn);
                     conn.out.lock().ready = true;
                     self.by_peer
                         .lock()
@@ -103,6 +104,7 @@ impl TcpMethod {
                     }
                     inp.rx.start += CHALLENGE_LEN;
                     inp.state = HsState::Ready;
+                    self.handshake_over(conn);
                     let proof = auth::proof(
                         &self.secret,
                         Role::Connector,

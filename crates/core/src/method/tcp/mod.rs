@@ -45,7 +45,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 mod conn;
 mod framing;
@@ -108,6 +108,24 @@ const PARAMS: &[ParamDecl] = &[
         },
         help: "Bytes a connection may queue in user space before a sender waits (driving \
                progress) for the queue to drain.",
+    },
+    ParamDecl {
+        name: "TCP_HANDSHAKE_TIMEOUT",
+        default: "10",
+        kind: Kind::UInt { min: 1, max: 3600 },
+        help: "Seconds a new connection may take to authenticate (from accept or connect); \
+               one that takes longer is closed (and counted in `handshake_timeouts`), so a \
+               silent or slow client cannot hold a connection slot.",
+    },
+    ParamDecl {
+        name: "TCP_MAX_UNAUTHENTICATED",
+        default: "64",
+        kind: Kind::UInt {
+            min: 1,
+            max: 1 << 20,
+        },
+        help: "Accepted connections that may be authenticating at once; more are closed at \
+               once (and counted in `unauthenticated_dropped`).",
     },
     ParamDecl {
         name: "TCP_CONNECT_TIMEOUT",
@@ -188,6 +206,13 @@ impl TcpMethod {
             max_msg: env.params.num("TCP_MAX_MSG") as usize,
             max_queued: env.params.num("TCP_MAX_QUEUED") as usize,
             connect_timeout: Duration::from_secs(env.params.num("TCP_CONNECT_TIMEOUT")),
+            handshake_timeout: Duration::from_secs(env.params.num("TCP_HANDSHAKE_TIMEOUT")),
+            max_unauthenticated: env.params.num("TCP_MAX_UNAUTHENTICATED") as usize,
+            handshaking: AtomicUsize::new(0),
+            unauthenticated: AtomicUsize::new(0),
+            unauthenticated_dropped: AtomicU64::new(0),
+            handshake_timeouts: AtomicU64::new(0),
+            unauthenticated_notice: listener::Notice::default(),
             conns: Mutex::new(HashMap::new()),
             direct: Mutex::new(Arc::from(Vec::new())),
             direct_gen: AtomicU64::new(1),
@@ -227,6 +252,21 @@ pub struct TcpMethod {
     max_msg: usize,
     max_queued: usize,
     connect_timeout: Duration,
+    /// How long a new connection may take to authenticate.
+    handshake_timeout: Duration,
+    /// Accepted connections that may be authenticating at once.
+    max_unauthenticated: usize,
+    /// Connections (both directions) still authenticating; while zero,
+    /// `expire_handshakes` costs one load.
+    handshaking: AtomicUsize,
+    /// Accepted connections still authenticating (bounded by `max_unauthenticated`).
+    unauthenticated: AtomicUsize,
+    /// Accepted connections closed at once because too many were authenticating.
+    unauthenticated_dropped: AtomicU64,
+    /// Connections closed because they did not authenticate in time.
+    handshake_timeouts: AtomicU64,
+    /// Rate limit of the messages about the two counters above.
+    unauthenticated_notice: listener::Notice,
     /// Every open connection by file descriptor (the epoll token).
     conns: Mutex<HashMap<RawFd, Arc<Conn>>>,
     /// Snapshot of the open connections, for polling them directly (see `poll`).
@@ -315,6 +355,8 @@ impl TcpMethod {
                 my_nonce: [0; NONCE_LEN],
             }),
             queued: AtomicUsize::new(0),
+            opened: Instant::now(),
+            in_handshake: AtomicBool::new(!matches!(state, HsState::Ready)),
         });
         {
             let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
@@ -324,6 +366,12 @@ impl TcpMethod {
                 conns.remove(&fd);
                 self.refresh_direct(&conns);
                 return Err(e);
+            }
+        }
+        if conn.in_handshake.load(Ordering::Relaxed) {
+            self.handshaking.fetch_add(1, Ordering::Relaxed);
+            if !conn.outgoing {
+                self.unauthenticated.fetch_add(1, Ordering::Relaxed);
             }
         }
         Ok(conn)
@@ -377,6 +425,7 @@ impl TcpMethod {
                 std::ptr::null_mut(),
             )
         };
+        self.handshake_over(conn);
         let was_open = {
             let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
             let was = conns.remove(&fd).is_some();
@@ -583,6 +632,14 @@ impl Method for TcpMethod {
         vec![
             ("refused_connections", self.refused_connections()),
             ("merged_connections", self.merged.load(Ordering::Relaxed)),
+            (
+                "unauthenticated_dropped",
+                self.unauthenticated_dropped.load(Ordering::Relaxed),
+            ),
+            (
+                "handshake_timeouts",
+                self.handshake_timeouts.load(Ordering::Relaxed),
+            ),
         ]
     }
 
@@ -693,7 +750,7 @@ impl TcpMethod {
         for ev in events.iter().take(n.max(0) as usize) {
             let token = ev.u64;
             if token == LISTENER_TOKEN {
-                self.accept_all();
+                self.accept_all(sink);
                 continue;
             }
             let conn = self
@@ -706,6 +763,7 @@ impl TcpMethod {
                 delivered += self.readable(&conn, sink);
             }
         }
+        self.expire_handshakes(sink);
         self.flush_queued();
         Ok(delivered)
     }

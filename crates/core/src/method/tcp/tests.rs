@@ -212,10 +212,8 @@ fn a_forged_hello_cannot_stall_a_connection_in_progress() {
         sb.0.is_empty() && sb.1.is_empty(),
         "the impostor delivered nothing and failed no link"
     );
-    assert_eq!(
-        b.counters(),
-        vec![("refused_connections", 1), ("merged_connections", 0)]
-    );
+    assert_eq!(counter(&*b, "refused_connections"), 1);
+    assert_eq!(counter(&*b, "merged_connections"), 0);
     a.shutdown();
     b.shutdown();
 }
@@ -422,4 +420,85 @@ fn an_authenticated_peer_sending_garbage_fails_only_its_link_naming_its_rank() {
         "{why}"
     );
     server.shutdown();
+}
+
+fn counter(m: &dyn Method, name: &str) -> u64 {
+    m.counters()
+        .iter()
+        .find(|c| c.0 == name)
+        .unwrap_or_else(|| panic!("no counter {name}"))
+        .1
+}
+
+#[test]
+fn unauthenticated_connections_are_bounded_and_time_out() {
+    let secret = [8; 32];
+    let server = tcp_method(
+        0,
+        secret,
+        &[
+            ("GW_TCP_MAX_UNAUTHENTICATED", "4"),
+            ("GW_TCP_HANDSHAKE_TIMEOUT", "1"),
+        ],
+    );
+    let mut sink = Record::default();
+    let started = std::time::Instant::now();
+    // A slow-loris client: a byte of hello every 50 ms, never complete in time.
+    let mut slow = TcpStream::connect(server.local).unwrap();
+    poll_record(&server, &mut sink, 20);
+    let mut silent = Vec::new();
+    for _ in 0..10 {
+        silent.push(TcpStream::connect(server.local).unwrap());
+    }
+    poll_record(&server, &mut sink, 100);
+    assert!(server.conns.lock().unwrap().len() <= 4);
+    assert_eq!(counter(&*server, "unauthenticated_dropped"), 7);
+    let mut sent = 0;
+    while started.elapsed() < Duration::from_millis(1500) {
+        if sent < HELLO_LEN - 1 && slow.write_all(&MAGIC[..1]).is_ok() {
+            sent += 1;
+        }
+        poll_record(&server, &mut sink, 50);
+    }
+    assert_eq!(counter(&*server, "handshake_timeouts"), 4);
+    assert!(server.conns.lock().unwrap().is_empty());
+    // The slots are free again: a real peer gets through.
+    let peer = tcp_method(1, secret, &[]);
+    let link = peer.connect(0, &server.descriptor()).unwrap();
+    link.send(&[IoSlice::new(b"hi")], &NoWait).unwrap();
+    let mut peer_sink = Record::default();
+    for _ in 0..200 {
+        server.poll_thorough(&mut sink).unwrap();
+        peer.poll_thorough(&mut peer_sink).unwrap();
+        if !sink.got.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(sink.got, vec![(1, b"hi".to_vec())]);
+    assert!(sink.failed.is_empty() && peer_sink.failed.is_empty());
+    server.shutdown();
+    peer.shutdown();
+}
+
+#[test]
+fn a_peer_that_accepts_but_never_authenticates_fails_the_link_in_time() {
+    let mute = TcpListener::bind("127.0.0.1:0").unwrap();
+    let me = tcp_method(0, [9; 32], &[("GW_TCP_HANDSHAKE_TIMEOUT", "1")]);
+    let link = me
+        .connect(2, mute.local_addr().unwrap().to_string().as_bytes())
+        .unwrap();
+    link.send(&[IoSlice::new(b"queued")], &NoWait).unwrap();
+    let mut sink = Record::default();
+    poll_record(&me, &mut sink, 1300);
+    assert_eq!(sink.failed.len(), 1, "{:?}", sink.failed);
+    assert_eq!(sink.failed[0].0, 2);
+    assert!(
+        sink.failed[0].1.contains("rank 2") && sink.failed[0].1.contains("did not authenticate"),
+        "{}",
+        sink.failed[0].1
+    );
+    assert!(link.send(&[IoSlice::new(b"more")], &NoWait).is_err());
+    assert!(!me.has_pending_output());
+    me.shutdown();
 }
