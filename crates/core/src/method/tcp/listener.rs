@@ -15,6 +15,8 @@ use super::*;
 pub(super) struct Notice {
     last: Mutex<Option<Instant>>,
     suppressed: AtomicU64,
+    /// Messages printed (for tests).
+    printed: AtomicU64,
 }
 
 /// See [`Notice`].
@@ -31,6 +33,7 @@ impl Notice {
             return false;
         }
         *last = Some(now);
+        self.printed.fetch_add(1, Ordering::Relaxed);
         let more = self.suppressed.swap(0, Ordering::Relaxed);
         if more > 0 {
             eprintln!(
@@ -43,12 +46,48 @@ impl Notice {
         }
         true
     }
+
+    /// Messages printed so far.
+    #[cfg(test)]
+    pub(super) fn printed(&self) -> u64 {
+        self.printed.load(Ordering::Relaxed)
+    }
+}
+
+/// How long the listener stays out of the epoll set after an accept failed
+/// for lack of descriptors or memory. Level-triggered epoll reports a
+/// listener with a pending connection on every poll; accepting again at
+/// once only fails again (and printed a line per poll), while the job's
+/// own links keep working without new connections. A peer that connects
+/// meanwhile waits in the backlog and is accepted when descriptors are
+/// free, or fails its link at its handshake timeout with a message naming
+/// this rank.
+pub(super) const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// Accept errors that say the process (or system) is out of a resource:
+/// retrying at once cannot succeed.
+fn out_of_resources(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
 }
 
 impl TcpMethod {
+    fn accept_one(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        #[cfg(test)]
+        {
+            let fault = self.accept_fault.load(Ordering::Relaxed);
+            if fault != 0 {
+                return Err(io::Error::from_raw_os_error(fault));
+            }
+        }
+        self.listener.accept()
+    }
+
     pub(super) fn accept_all(&self, sink: &mut dyn Sink) {
         loop {
-            match self.listener.accept() {
+            match self.accept_one() {
                 Ok((s, from)) => {
                     if self.unauthenticated.load(Ordering::Relaxed) >= self.max_unauthenticated {
                         // Slots held past their time are free to take.
@@ -76,10 +115,73 @@ impl TcpMethod {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => continue,
                 Err(e) => {
-                    eprintln!("gw[{}]: tcp: accept: {e}", self.me);
+                    let n = self.accept_failures.fetch_add(1, Ordering::Relaxed) + 1;
+                    let pause = out_of_resources(&e);
+                    if pause {
+                        self.pause_accept();
+                    }
+                    self.accept_notice.say(self.me, || {
+                        if pause {
+                            format!(
+                                "cannot accept new connections: {e} (at the open-file limit? \
+                                 see `ulimit -n`); existing links continue, new peers wait; \
+                                 retrying every {} ms; {n} failed accepts so far",
+                                ACCEPT_PAUSE.as_millis()
+                            )
+                        } else {
+                            format!("accept: {e}; {n} failed accepts so far")
+                        }
+                    });
                     return;
                 }
+            }
+        }
+    }
+
+    /// Takes the listener out of the epoll set for `ACCEPT_PAUSE`.
+    fn pause_accept(&self) {
+        let mut until = self
+            .accept_paused_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if until.is_none() {
+            // SAFETY: removing a registered fd; a null event pointer is allowed for DEL.
+            unsafe {
+                libc::epoll_ctl(
+                    self.epoll.as_raw_fd(),
+                    libc::EPOLL_CTL_DEL,
+                    self.listener.as_raw_fd(),
+                    std::ptr::null_mut(),
+                )
+            };
+        }
+        *until = Some(Instant::now() + ACCEPT_PAUSE);
+        self.accept_paused.store(true, Ordering::Relaxed);
+    }
+
+    /// Puts the listener back in the epoll set once its pause is over.
+    pub(super) fn resume_accept(&self) {
+        if !self.accept_paused.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut until = self
+            .accept_paused_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if until.is_some_and(|t| Instant::now() >= t) {
+            match epoll_add(
+                self.epoll.as_raw_fd(),
+                self.listener.as_raw_fd(),
+                LISTENER_TOKEN,
+            ) {
+                Ok(()) => {
+                    *until = None;
+                    self.accept_paused.store(false, Ordering::Relaxed);
+                }
+                // Out of memory for the registration too: try again later.
+                Err(_) => *until = Some(Instant::now() + ACCEPT_PAUSE),
             }
         }
     }

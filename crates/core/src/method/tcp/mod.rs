@@ -213,6 +213,12 @@ impl TcpMethod {
             unauthenticated_dropped: AtomicU64::new(0),
             handshake_timeouts: AtomicU64::new(0),
             unauthenticated_notice: listener::Notice::default(),
+            accept_paused_until: Mutex::new(None),
+            accept_paused: AtomicBool::new(false),
+            accept_failures: AtomicU64::new(0),
+            accept_notice: listener::Notice::default(),
+            #[cfg(test)]
+            accept_fault: std::sync::atomic::AtomicI32::new(0),
             conns: Mutex::new(HashMap::new()),
             direct: Mutex::new(Arc::from(Vec::new())),
             direct_gen: AtomicU64::new(1),
@@ -267,6 +273,18 @@ pub struct TcpMethod {
     handshake_timeouts: AtomicU64,
     /// Rate limit of the messages about the two counters above.
     unauthenticated_notice: listener::Notice,
+    /// Set while the listener is out of the epoll set after accept failed
+    /// for lack of resources (see `listener::ACCEPT_PAUSE`).
+    accept_paused_until: Mutex<Option<Instant>>,
+    /// `accept_paused_until` is set (one load on the poll path).
+    accept_paused: AtomicBool,
+    /// Failed accepts (other than "nothing to accept").
+    accept_failures: AtomicU64,
+    /// Rate limit of the messages about failed accepts.
+    accept_notice: listener::Notice,
+    /// Tests: the errno the next accepts fail with (0 = none).
+    #[cfg(test)]
+    accept_fault: std::sync::atomic::AtomicI32,
     /// Every open connection by file descriptor (the epoll token).
     conns: Mutex<HashMap<RawFd, Arc<Conn>>>,
     /// Snapshot of the open connections, for polling them directly (see `poll`).
@@ -640,6 +658,10 @@ impl Method for TcpMethod {
                 "handshake_timeouts",
                 self.handshake_timeouts.load(Ordering::Relaxed),
             ),
+            (
+                "accept_failures",
+                self.accept_failures.load(Ordering::Relaxed),
+            ),
         ]
     }
 
@@ -764,6 +786,7 @@ impl TcpMethod {
             }
         }
         self.expire_handshakes(sink);
+        self.resume_accept();
         self.flush_queued();
         Ok(delivered)
     }

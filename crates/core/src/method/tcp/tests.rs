@@ -502,3 +502,34 @@ fn a_peer_that_accepts_but_never_authenticates_fails_the_link_in_time() {
     assert!(!me.has_pending_output());
     me.shutdown();
 }
+
+#[test]
+fn accept_at_the_open_file_limit_backs_off_and_logs_once_per_period() {
+    let server = tcp_method(0, [3; 32], &[]);
+    let mut sink = Record::default();
+    // The process is out of descriptors: every accept fails with EMFILE,
+    // and a peer waits in the backlog (the listener stays readable).
+    server.accept_fault.store(libc::EMFILE, Ordering::Relaxed);
+    let _waiting = TcpStream::connect(server.local).unwrap();
+    let started = std::time::Instant::now();
+    let mut polls = 0;
+    while started.elapsed() < Duration::from_millis(350) {
+        server.poll_thorough(&mut sink).unwrap();
+        polls += 1;
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let failures = counter(&*server, "accept_failures");
+    assert!(polls > 100, "{polls} polls");
+    // One try per pause (100 ms) rather than one per poll.
+    assert!(
+        (1..=5).contains(&failures),
+        "{failures} failed accepts in {polls} polls"
+    );
+    assert_eq!(server.accept_notice.printed(), 1, "one message per second");
+    // Descriptors are free again: the waiting peer is accepted.
+    server.accept_fault.store(0, Ordering::Relaxed);
+    poll_record(&server, &mut sink, 200);
+    assert_eq!(server.conns.lock().unwrap().len(), 1);
+    assert_eq!(counter(&*server, "accept_failures"), failures);
+    server.shutdown();
+}
