@@ -163,8 +163,71 @@ impl Conn {
 pub(super) struct TcpLink {
     pub(super) conn: Arc<Conn>,
     pub(super) max_queued: usize,
+    /// How long a sender waits for the pair's connection to authenticate
+    /// when output held for it reached its bound.
+    pub(super) handshake_timeout: Duration,
     /// Shared with the method: how many connections have queued output.
     pub(super) queued_conns: Arc<AtomicUsize>,
+}
+
+/// The least bound on output held for the pair's connection (see
+/// `TcpLink::held_bound`), whatever `GW_TCP_MAX_QUEUED` says.
+const MIN_HELD_BOUND: usize = 64 << 10;
+
+impl TcpLink {
+    /// Output a connection that lost the simultaneous-connect tie holds
+    /// (copied, waiting for the pair's connection to authenticate) is
+    /// bounded like a queue, by `GW_TCP_MAX_QUEUED`; a single larger
+    /// message is still taken when nothing is held.
+    fn held_bound(&self) -> usize {
+        self.max_queued.max(MIN_HELD_BOUND)
+    }
+
+    /// The held output of `conn` reached its bound: drives progress until
+    /// the pair's connection takes it over (then sends there), and fails
+    /// with a clear error when progress cannot be driven (inside a handler)
+    /// or the pair's connection does not authenticate in time.
+    #[cold]
+    fn wait_for_the_pair(
+        &self,
+        conn: &Arc<Conn>,
+        iov: &[IoSlice<'_>],
+        waiter: &dyn Waiter,
+    ) -> Result<()> {
+        let peer = conn.peer.load(Ordering::Relaxed);
+        let deadline = Instant::now() + self.handshake_timeout;
+        loop {
+            if conn.redirect.get().is_some() {
+                // The winner never gives way: this send goes straight there.
+                return self.send(iov, waiter);
+            }
+            if let Some(why) = &conn.out.lock().broken {
+                return Err(Error::LinkFailed {
+                    peer,
+                    method: "tcp",
+                    reason: why.clone(),
+                });
+            }
+            let why = if Instant::now() >= deadline {
+                "did not authenticate in time (GW_TCP_HANDSHAKE_TIMEOUT)"
+            } else if !waiter.progress() {
+                "is not authenticated yet, and this send cannot wait for it here (inside a handler)"
+            } else {
+                continue;
+            };
+            return Err(Error::LinkFailed {
+                peer,
+                method: "tcp",
+                reason: format!(
+                    "rank {peer} and this rank connected to each other at once; output for \
+                     rank {peer} is held until the connection rank {peer} made is \
+                     authenticated, and more than {} bytes (GW_TCP_MAX_QUEUED) would be held: \
+                     that connection {why}",
+                    self.held_bound()
+                ),
+            });
+        }
+    }
 }
 
 impl Link for TcpLink {
@@ -211,6 +274,10 @@ impl Link for TcpLink {
                 method: "tcp",
                 reason: why.clone(),
             });
+        }
+        if out.hold && !out.held.is_empty() && out.held.len() + 4 + total > self.held_bound() {
+            drop(out);
+            return self.wait_for_the_pair(conn, iov, waiter);
         }
         // Every path below takes the message (sent, queued or held).
         out.sent_msgs += 1;

@@ -705,6 +705,7 @@ impl TcpMethod {
         Arc::new(TcpLink {
             conn,
             max_queued: self.max_queued,
+            handshake_timeout: self.handshake_timeout,
             queued_conns: self.queued_conns.clone(),
         })
     }

@@ -533,3 +533,59 @@ fn accept_at_the_open_file_limit_backs_off_and_logs_once_per_period() {
     assert_eq!(counter(&*server, "accept_failures"), failures);
     server.shutdown();
 }
+
+#[test]
+fn output_held_for_a_lost_simultaneous_connect_is_bounded() {
+    let secret = [11; 32];
+    let b = tcp_method(1, secret, &[("GW_TCP_MAX_QUEUED", "64k")]);
+    let mut sink = Record::default();
+    // Context 0 is played by hand: it accepts 1's connection and answers
+    // `USE_MINE` (its own connection to 1 is the pair's), then never makes
+    // that connection, so 1 holds its output.
+    let fake = TcpListener::bind("127.0.0.1:0").unwrap();
+    let link = b
+        .connect(0, fake.local_addr().unwrap().to_string().as_bytes())
+        .unwrap();
+    let (mut s, _) = fake.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut hello = [0u8; HELLO_LEN];
+    let started = std::time::Instant::now();
+    while s.read_exact(&mut hello).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(5));
+        b.poll_thorough(&mut sink).unwrap();
+    }
+    let their_nonce: [u8; NONCE_LEN] = hello[12..].try_into().unwrap();
+    let mine = auth::nonce();
+    let mut challenge = Vec::from(&mine[..]);
+    challenge.extend_from_slice(&auth::proof(
+        &secret,
+        Role::Acceptor,
+        &mine,
+        &their_nonce,
+        0,
+        1,
+    ));
+    challenge.push(USE_MINE);
+    s.write_all(&challenge).unwrap();
+    poll_record(&b, &mut sink, 50);
+    assert!(b.by_peer.lock().unwrap()[&0].out.lock().hold);
+    let msg = [5u8; 1000];
+    let mut taken = 0;
+    let err = loop {
+        match link.send(&[IoSlice::new(&msg)], &NoWait) {
+            Ok(()) => taken += 1,
+            Err(e) => break e,
+        }
+        assert!(taken < 10_000, "held output is unbounded");
+    };
+    let held = b.by_peer.lock().unwrap()[&0].out.lock().held.len();
+    assert!(held <= 64 << 10, "{held} bytes held");
+    assert_eq!(taken, (64 << 10) / 1004);
+    let why = err.to_string();
+    assert!(
+        why.contains("rank 0") && why.contains("GW_TCP_MAX_QUEUED"),
+        "{why}"
+    );
+    assert!(sink.failed.is_empty(), "{:?}", sink.failed);
+    b.shutdown();
+}
