@@ -69,8 +69,9 @@ pub(super) struct Conn {
     pub(super) inp: TryLock<In>,
     /// Bytes queued in `out.buf` (read without the lock by poll's flush scan).
     pub(super) queued: AtomicUsize,
-    /// When it was accepted or connected (for `GW_TCP_HANDSHAKE_TIMEOUT`).
-    pub(super) opened: Instant,
+    /// When it was accepted or its connect completed (for
+    /// `GW_TCP_HANDSHAKE_TIMEOUT`; a connect in progress has its own timeout).
+    pub(super) established: std::sync::OnceLock<Instant>,
     /// Not yet authenticated (counted in the method's `handshaking`).
     pub(super) in_handshake: AtomicBool,
     /// Direct reads in a row that found nothing (see `COLD_AFTER`).

@@ -14,6 +14,15 @@ impl TcpMethod {
         loop {
             let avail = inp.rx.end - inp.rx.start;
             match inp.state {
+                HsState::Connecting => {
+                    // Unreachable for a well-behaved peer: readable skips
+                    // connects in progress, and an acceptor speaks only
+                    // after our hello.
+                    if avail > 0 {
+                        return Err("the peer spoke before our hello".into());
+                    }
+                    return Ok(delivered);
+                }
                 HsState::AwaitHello => {
                     if avail < HELLO_LEN {
                         return Ok(delivered);

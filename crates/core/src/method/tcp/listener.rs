@@ -212,7 +212,9 @@ impl TcpMethod {
             .values()
             .filter(|c| {
                 c.in_handshake.load(Ordering::Relaxed)
-                    && now.duration_since(c.opened) >= self.handshake_timeout
+                    && c.established
+                        .get()
+                        .is_some_and(|&t| now.duration_since(t) >= self.handshake_timeout)
             })
             .cloned()
             .collect();

@@ -48,6 +48,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod conn;
+mod connect;
 mod framing;
 mod handshake;
 mod listener;
@@ -214,6 +215,8 @@ impl TcpMethod {
             handshake_timeouts: AtomicU64::new(0),
             unauthenticated_notice: listener::Notice::default(),
             accept_paused_until: Mutex::new(None),
+            connecting: Mutex::new(Vec::new()),
+            connects_pending: AtomicUsize::new(0),
             accept_paused: AtomicBool::new(false),
             accept_failures: AtomicU64::new(0),
             accept_notice: listener::Notice::default(),
@@ -276,6 +279,10 @@ pub struct TcpMethod {
     /// Set while the listener is out of the epoll set after accept failed
     /// for lack of resources (see `listener::ACCEPT_PAUSE`).
     accept_paused_until: Mutex<Option<Instant>>,
+    /// Connects in progress (see `connect`).
+    connecting: Mutex<Vec<connect::PendingConnect>>,
+    /// `connecting.len()` (one load on the poll path).
+    connects_pending: AtomicUsize,
     /// `accept_paused_until` is set (one load on the poll path).
     accept_paused: AtomicBool,
     /// Failed accepts (other than "nothing to accept").
@@ -353,7 +360,7 @@ impl TcpMethod {
         let conn = Arc::new(Conn {
             idle_reads: AtomicU32::new(0),
             in_epoll: AtomicBool::new(false),
-            outgoing: matches!(state, HsState::AwaitChallenge { .. }),
+            outgoing: matches!(state, HsState::AwaitChallenge { .. } | HsState::Connecting),
             redirect: std::sync::OnceLock::new(),
             fd: owned,
             peer: AtomicU32::new(peer),
@@ -373,7 +380,10 @@ impl TcpMethod {
                 my_nonce: [0; NONCE_LEN],
             }),
             queued: AtomicUsize::new(0),
-            opened: Instant::now(),
+            established: match state {
+                HsState::Connecting => std::sync::OnceLock::new(),
+                _ => std::sync::OnceLock::from(Instant::now()),
+            },
             in_handshake: AtomicBool::new(!matches!(state, HsState::Ready)),
         });
         {
@@ -519,6 +529,8 @@ impl TcpMethod {
 /// Handshake state of a connection's receive side.
 #[derive(Debug, Clone, Copy)]
 enum HsState {
+    /// Connector: the TCP connection is not established yet (see `connect`).
+    Connecting,
     /// Acceptor: waiting for the connector's hello.
     AwaitHello,
     /// Acceptor: sent our challenge, waiting for the connector's proof.
@@ -565,28 +577,7 @@ impl Method for TcpMethod {
                 peer: peer.to_string(),
                 what: "malformed tcp descriptor".into(),
             })?;
-        let stream = TcpStream::connect_timeout(&addr, self.connect_timeout).map_err(|e| {
-            Error::LinkFailed {
-                peer,
-                method: "tcp",
-                reason: format!("connect to {addr}: {e}"),
-            }
-        })?;
-        let my_nonce = auth::nonce();
-        let conn = self.register(stream, HsState::AwaitChallenge { my_nonce }, peer)?;
-        let mut hello = [0u8; HELLO_LEN];
-        hello[..4].copy_from_slice(MAGIC);
-        hello[4..8].copy_from_slice(&self.me.to_le_bytes());
-        hello[8..12].copy_from_slice(&peer.to_le_bytes());
-        hello[12..].copy_from_slice(&my_nonce);
-        conn.write_raw(&hello)
-            .map_err(|e| Error::io("tcp: handshake", e))?;
-        if self.verbose >= 2 {
-            eprintln!(
-                "gw[{}]: tcp: connected to context {peer} at {addr}",
-                self.me
-            );
-        }
+        let conn = self.open(peer, addr)?;
         let conn = self
             .by_peer
             .lock()
@@ -636,7 +627,9 @@ impl Method for TcpMethod {
     }
 
     fn has_pending_output(&self) -> bool {
+        // A connect in progress completes only if someone polls.
         self.queued_conns.load(Ordering::Relaxed) > 0
+            || self.connects_pending.load(Ordering::Relaxed) > 0
     }
 
     fn cost(&self) -> Cost {
@@ -722,6 +715,7 @@ impl TcpMethod {
     fn poll_as(&self, sink: &mut dyn Sink, thorough: bool) -> Result<usize> {
         let mut delivered = 0;
         let mut direct = false;
+        self.advance_connects(sink);
         // Polls are serialized, so this lock is always free; if it is not,
         // the epoll pass below still finds what epoll watches.
         if let Some(mut list) = self.poll_list.try_lock() {

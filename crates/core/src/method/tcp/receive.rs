@@ -9,6 +9,10 @@ impl TcpMethod {
         let Some(mut inp) = conn.inp.try_lock() else {
             return 0;
         };
+        if matches!(inp.state, HsState::Connecting) {
+            // `advance_connects` completes it (and reports a failure).
+            return 0;
+        }
         let mut delivered = 0;
         // Bound the work per poll so one busy connection cannot starve others.
         let mut budget = 8usize << 20;

@@ -547,7 +547,8 @@ fn output_held_for_a_lost_simultaneous_connect_is_bounded() {
         .connect(0, fake.local_addr().unwrap().to_string().as_bytes())
         .unwrap();
     let (mut s, _) = fake.accept().unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // Short reads between polls: the hello leaves once 1 sees its connect complete.
+    s.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
     let mut hello = [0u8; HELLO_LEN];
     let started = std::time::Instant::now();
     while s.read_exact(&mut hello).is_err() {
@@ -587,5 +588,69 @@ fn output_held_for_a_lost_simultaneous_connect_is_bounded() {
         "{why}"
     );
     assert!(sink.failed.is_empty(), "{:?}", sink.failed);
+    b.shutdown();
+}
+
+/// An address whose connects hang: a listener with a backlog of 0 whose
+/// accept queue is full (the kernel drops further SYNs, the connector
+/// retransmits). Returns the listener and the connections that fill it.
+fn black_hole() -> (OwnedFd, SocketAddr, Vec<TcpStream>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let fd = OwnedFd::from(l);
+    // SAFETY: listen on a socket we own.
+    assert_eq!(unsafe { libc::listen(fd.as_raw_fd(), 0) }, 0);
+    let mut fill = Vec::new();
+    for _ in 0..8 {
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(s) => fill.push(s),
+            Err(_) => return (fd, addr, fill),
+        }
+    }
+    panic!("the accept queue of a backlog-0 listener never filled");
+}
+
+#[test]
+fn a_connect_to_a_black_hole_does_not_stall_other_links() {
+    let (_hole, hole_addr, _fill) = black_hole();
+    let secret = [12; 32];
+    let a = tcp_method(0, secret, &[("GW_TCP_CONNECT_TIMEOUT", "1")]);
+    let b = tcp_method(1, secret, &[]);
+    let (mut sa, mut sb) = (Record::default(), Record::default());
+    let started = std::time::Instant::now();
+    let to_hole = a.connect(2, hole_addr.to_string().as_bytes()).unwrap();
+    to_hole.send(&[IoSlice::new(b"waits")], &NoWait).unwrap();
+    let connect_took = started.elapsed();
+    assert!(
+        connect_took < Duration::from_millis(200),
+        "connect blocked for {connect_took:?}"
+    );
+    assert!(a.has_pending_output(), "the connect needs polling");
+    // Meanwhile the link between 0 and 1 works both ways.
+    let ab = a.connect(1, &b.descriptor()).unwrap();
+    for i in 0..20u32 {
+        ab.send(&[IoSlice::new(&i.to_le_bytes())], &NoWait).unwrap();
+    }
+    while sb.got.len() < 20 && started.elapsed() < Duration::from_millis(900) {
+        a.poll_thorough(&mut sa).unwrap();
+        b.poll_thorough(&mut sb).unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(sb.got.len(), 20, "0 -> 1 flowed while the connect hung");
+    assert!(sa.failed.is_empty(), "not timed out yet: {:?}", sa.failed);
+    // The hung connect fails its own link at GW_TCP_CONNECT_TIMEOUT.
+    while sa.failed.is_empty() && started.elapsed() < Duration::from_secs(3) {
+        a.poll_thorough(&mut sa).unwrap();
+        b.poll_thorough(&mut sb).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(sa.failed.len(), 1, "{:?}", sa.failed);
+    let (rank, why) = &sa.failed[0];
+    assert_eq!(*rank, 2);
+    assert!(why.contains("rank 2") && why.contains("timed out"), "{why}");
+    assert!(to_hole.send(&[IoSlice::new(b"x")], &NoWait).is_err());
+    assert!(!a.has_pending_output());
+    assert!(sb.failed.is_empty());
+    a.shutdown();
     b.shutdown();
 }
