@@ -137,7 +137,7 @@ impl TcpMethod {
             .map_err(|e| format!("tcp handshake with rank {peer} at {}: {e}", p.addr))?;
         if self.verbose >= 2 {
             eprintln!(
-                "gw[{}]: tcp: connected to context {peer} at {}",
+                "gw[{}]: tcp: connected to rank {peer} at {}",
                 self.me, p.addr
             );
         }

@@ -34,9 +34,18 @@ impl TcpMethod {
                     let their_id = u32::from_le_bytes(h[4..8].try_into().unwrap());
                     let wanted = u32::from_le_bytes(h[8..12].try_into().unwrap());
                     let their_nonce: [u8; NONCE_LEN] = h[12..12 + NONCE_LEN].try_into().unwrap();
+                    if their_id >= self.size {
+                        return Err(self.refuse(
+                            conn,
+                            &format!(
+                                "claims rank {their_id}, but the job has {} ranks",
+                                self.size
+                            ),
+                        ));
+                    }
                     if wanted != self.me {
                         return Err(
-                            self.refuse(conn, &format!("connection meant for context {wanted}"))
+                            self.refuse(conn, &format!("connection meant for rank {wanted}"))
                         );
                     }
                     inp.rx.start += HELLO_LEN;
@@ -88,7 +97,10 @@ impl TcpMethod {
                         .or_insert_with(|| conn.clone());
                     self.merge(their_id);
                     if self.verbose >= 2 {
-                        eprintln!("gw[{}]: tcp: accepted authenticated connection from context {their_id}", self.me);
+                        eprintln!(
+                            "gw[{}]: tcp: accepted authenticated connection from rank {their_id}",
+                            self.me
+                        );
                     }
                 }
                 HsState::AwaitChallenge { my_nonce } => {
@@ -251,7 +263,7 @@ impl TcpMethod {
         self.merged.fetch_add(1, Ordering::Relaxed);
         if self.verbose >= 2 {
             eprintln!(
-                "gw[{}]: tcp: both ends connected; using the connection context {peer} made",
+                "gw[{}]: tcp: both ends connected; using the connection rank {peer} made",
                 self.me
             );
         }
@@ -268,13 +280,13 @@ impl TcpMethod {
         ) || conn.peer.load(Ordering::Relaxed) == u32::MAX;
         if acceptor {
             eprintln!(
-                "gw[{}]: tcp: refused TCP connection (claims to be context {}): authentication failed: {why}; nothing delivered",
+                "gw[{}]: tcp: refused TCP connection (claims to be rank {}): authentication failed: {why}; nothing delivered",
                 self.me,
                 conn.peer_name()
             );
         } else {
             eprintln!(
-                "gw[{}]: tcp: abandoned TCP connection to context {}: authentication failed: {why}",
+                "gw[{}]: tcp: abandoned TCP connection to rank {}: authentication failed: {why}",
                 self.me,
                 conn.peer_name()
             );

@@ -197,6 +197,7 @@ impl TcpMethod {
         epoll_add(epoll.as_raw_fd(), listener.as_raw_fd(), LISTENER_TOKEN)?;
         Ok(TcpMethod {
             me: env.job.ctx_id,
+            size: env.job.size,
             secret: env.job.secret,
             verbose: env.job.verbose,
             local,
@@ -251,6 +252,8 @@ fn epoll_add(ep: RawFd, fd: RawFd, token: u64) -> Result<()> {
 
 pub struct TcpMethod {
     me: u32,
+    /// Ranks in the job: a hello from a rank outside is refused.
+    size: u32,
     secret: [u8; 32],
     verbose: u8,
     local: SocketAddr,

@@ -62,7 +62,11 @@ impl TcpMethod {
                     io::ErrorKind::Interrupted => continue,
                     _ => {
                         drop(inp);
-                        self.fail(conn, sink, format!("read: {e}"));
+                        self.fail(
+                            conn,
+                            sink,
+                            format!("read from rank {}: {e}", conn.peer_name()),
+                        );
                         return delivered;
                     }
                 }
@@ -79,14 +83,14 @@ impl TcpMethod {
                     self.fail(
                         conn,
                         sink,
-                        "the peer closed the connection during authentication (wrong job secret?)"
-                            .into(),
+                        format!("rank {} closed the connection during authentication (wrong job secret, or it \
+                             had too many connections authenticating)", conn.peer_name()),
                     );
                 } else if !authed && inp_was_proof {
                     // The connector saw our proof and left: it does not share our secret.
                     self.refused.fetch_add(1, Ordering::Relaxed);
                     eprintln!(
-                        "gw[{}]: tcp: refused TCP connection (claims to be context {}): it closed during authentication; nothing delivered",
+                        "gw[{}]: tcp: refused TCP connection (claims to be rank {}): it closed during authentication; nothing delivered",
                         self.me,
                         conn.peer_name()
                     );
@@ -104,7 +108,10 @@ impl TcpMethod {
                     self.fail(
                         conn,
                         sink,
-                        "connection closed in the middle of a message".into(),
+                        format!(
+                            "rank {} closed the connection in the middle of a message",
+                            conn.peer_name()
+                        ),
                     );
                 }
                 return delivered;

@@ -654,3 +654,41 @@ fn a_connect_to_a_black_hole_does_not_stall_other_links() {
     a.shutdown();
     b.shutdown();
 }
+
+#[test]
+fn a_hello_from_a_rank_outside_the_job_is_refused() {
+    let secret = [13; 32];
+    let server = tcp_method(0, secret, &[]);
+    let mut sink = Record::default();
+    // Knows the secret, claims rank 4 of a 4-rank job.
+    let mut s = TcpStream::connect(server.local).unwrap();
+    let mut hello = Vec::from(&MAGIC[..]);
+    hello.extend_from_slice(&4u32.to_le_bytes());
+    hello.extend_from_slice(&0u32.to_le_bytes());
+    hello.extend_from_slice(&auth::nonce());
+    s.write_all(&hello).unwrap();
+    poll_record(&server, &mut sink, 50);
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut b = [0u8; 1];
+    assert_eq!(s.read(&mut b).unwrap(), 0, "closed without a challenge");
+    assert_eq!(counter(&*server, "refused_connections"), 1);
+    assert!(sink.got.is_empty() && sink.failed.is_empty());
+    server.shutdown();
+}
+
+#[test]
+fn a_peer_closing_mid_frame_fails_its_link_naming_its_rank() {
+    let secret = [14; 32];
+    let server = tcp_method(0, secret, &[]);
+    let mut sink = Record::default();
+    let mut s = authenticated_raw(&server, 3, secret, &mut sink);
+    s.write_all(&100u32.to_le_bytes()).unwrap();
+    s.write_all(&[1; 40]).unwrap();
+    drop(s);
+    poll_record(&server, &mut sink, 50);
+    assert!(sink.got.is_empty());
+    assert_eq!(sink.failed.len(), 1, "{:?}", sink.failed);
+    assert_eq!(sink.failed[0].0, 3);
+    assert!(sink.failed[0].1.contains("rank 3"), "{}", sink.failed[0].1);
+    server.shutdown();
+}
