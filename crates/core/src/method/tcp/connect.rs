@@ -94,7 +94,7 @@ impl TcpMethod {
             method: "tcp",
             reason: format!("connect to rank {peer} at {addr}: {e}"),
         })?;
-        let my_nonce = auth::nonce();
+        let my_nonce = auth::try_nonce().map_err(|e| Error::io("tcp: handshake", e))?;
         let conn = self.register(stream, HsState::Connecting, peer)?;
         let pending = PendingConnect {
             conn: conn.clone(),

@@ -49,7 +49,7 @@ impl TcpMethod {
                         );
                     }
                     inp.rx.start += HELLO_LEN;
-                    let mine = auth::nonce();
+                    let mine = auth::try_nonce().map_err(|e| self.refuse(conn, &e.to_string()))?;
                     let proof = auth::proof(
                         &self.secret,
                         Role::Acceptor,
