@@ -202,7 +202,10 @@ impl TcpMethod {
         else {
             return 0;
         };
-        if !own.outgoing || own.redirect.get().is_some() {
+        // A connect still in progress may yet fail: the peer must not hold
+        // its payload for a connection that might never exist. Both
+        // connections then stay, or the peer's wins when ours says hello.
+        if !own.outgoing || own.redirect.get().is_some() || own.established.get().is_none() {
             return 0;
         }
         let out = own.out.lock();
