@@ -692,3 +692,82 @@ fn a_peer_closing_mid_frame_fails_its_link_naming_its_rank() {
     assert!(sink.failed[0].1.contains("rank 3"), "{}", sink.failed[0].1);
     server.shutdown();
 }
+
+/// The body of `accept_at_a_real_open_file_limit_backs_off`, run in a child
+/// process (it lowers RLIMIT_NOFILE and uses up every descriptor).
+fn real_open_file_limit_child() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a pointer to a live rlimit.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        lim.rlim_cur = lim.rlim_cur.min(256);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+    }
+    let server = tcp_method(0, [15; 32], &[]);
+    let mut sink = Record::default();
+    let _waiting = TcpStream::connect(server.local).unwrap();
+    let mut fillers = Vec::new();
+    loop {
+        match std::fs::File::open("/dev/null") {
+            Ok(f) => fillers.push(f),
+            Err(e) if e.raw_os_error() == Some(libc::EMFILE) => break,
+            Err(e) => panic!("open /dev/null: {e}"),
+        }
+        assert!(fillers.len() < 100_000);
+    }
+    let started = std::time::Instant::now();
+    let mut polls = 0;
+    while started.elapsed() < Duration::from_millis(350) {
+        server.poll_thorough(&mut sink).unwrap();
+        polls += 1;
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let failures = counter(&*server, "accept_failures");
+    println!("EMFILE: {failures} failed accepts in {polls} polls over 350 ms");
+    assert!(polls > 100);
+    assert!(
+        (1..=5).contains(&failures),
+        "{failures} failed accepts in {polls} polls"
+    );
+    assert_eq!(server.accept_notice.printed(), 1);
+    drop(fillers);
+    poll_record(&server, &mut sink, 250);
+    assert_eq!(
+        server.conns.lock().unwrap().len(),
+        1,
+        "accepted once descriptors are free"
+    );
+    server.shutdown();
+}
+
+#[test]
+fn accept_at_a_real_open_file_limit_backs_off() {
+    const CHILD: &str = "GW_TEST_TCP_EMFILE_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        real_open_file_limit_child();
+        return;
+    }
+    let name = "method::tcp::tests::accept_at_a_real_open_file_limit_backs_off";
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child failed: {stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("EMFILE: "), "{stdout}");
+    // One message about the failed accepts, not one per poll.
+    assert_eq!(
+        stderr.matches("cannot accept new connections").count(),
+        1,
+        "{stderr}"
+    );
+}
