@@ -11,15 +11,25 @@
 //!   `USE_MINE` when its own connection already carried payload or it is the
 //!   lower context (see `tie_break`); the connector acts on the flag only once
 //!   the acceptor's proof checks out. The loser's payload is *held* (never
-//!   written to its socket) and moved, in order, to the winner once that one
-//!   is authenticated; later sends follow `redirect`. The loser completes its
+//!   written to its socket; bounded by `TCP_MAX_QUEUED`) and moved, in
+//!   order, to the winner once that one is authenticated; later sends
+//!   follow `redirect`. The loser completes its
 //!   handshake and then idles.
 //! * Every connection is authenticated (see [`crate::auth`]) before a single
 //!   payload byte is delivered: connector sends `hello`, acceptor answers with
 //!   its nonce and proof, connector answers with its proof. The connector may
 //!   queue data behind its proof; the acceptor buffers it and delivers nothing
 //!   until the proof checks out, and drops the connection if it does not.
-//! * Frames are `[u32 little-endian length][message]`.
+//! * Frames are `[u32 little-endian length][message]`, parsed by `framing`
+//!   (a pure parser, also the fuzz target `fuzzing::tcp_frames`); memory
+//!   follows the bytes that arrived, never a header's announced length.
+//! * Every byte from a peer is hostile, also after authentication; what an
+//!   unauthenticated client can hold is bounded (`listener`: at most
+//!   `GW_TCP_MAX_UNAUTHENTICATED` authenticating at once, none for longer
+//!   than `GW_TCP_HANDSHAKE_TIMEOUT`), and at the open-file limit the
+//!   listener backs off instead of spinning.
+//! * `connect` never blocks (`connect`): a connect in progress is completed
+//!   by poll, so an unreachable peer cannot freeze the process.
 //! * Sends write directly with `sendmsg` (gathered, `MSG_NOSIGNAL`); what the
 //!   kernel does not take is copied to a per-connection queue that `poll`
 //!   flushes, so a send never deadlocks against a peer that is also sending.
