@@ -276,17 +276,16 @@ impl TcpMethod {
     /// we refuse a connection; as connector we abandon one to a peer that
     /// could not prove it knows the secret.
     pub(super) fn refuse(&self, conn: &Arc<Conn>, why: &str) -> String {
-        self.refused.fetch_add(1, Ordering::Relaxed);
-        let acceptor = matches!(
-            conn.inp.try_lock().map(|i| i.state),
-            Some(HsState::AwaitHello | HsState::AwaitProof { .. })
-        ) || conn.peer.load(Ordering::Relaxed) == u32::MAX;
-        if acceptor {
-            eprintln!(
-                "gw[{}]: tcp: refused TCP connection (claims to be rank {}): authentication failed: {why}; nothing delivered",
-                self.me,
-                conn.peer_name()
-            );
+        let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
+        if !conn.outgoing {
+            // Anyone can open connections: at most one line a second.
+            self.unauthenticated_notice.say(self.me, || {
+                format!(
+                    "refused TCP connection (claims to be rank {}): authentication failed: \
+                     {why}; nothing delivered; {n} refused so far",
+                    conn.peer_name()
+                )
+            });
         } else {
             eprintln!(
                 "gw[{}]: tcp: abandoned TCP connection to rank {}: authentication failed: {why}",

@@ -88,12 +88,14 @@ impl TcpMethod {
                     );
                 } else if !authed && inp_was_proof {
                     // The connector saw our proof and left: it does not share our secret.
-                    self.refused.fetch_add(1, Ordering::Relaxed);
-                    eprintln!(
-                        "gw[{}]: tcp: refused TCP connection (claims to be rank {}): it closed during authentication; nothing delivered",
-                        self.me,
-                        conn.peer_name()
-                    );
+                    let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
+                    self.unauthenticated_notice.say(self.me, || {
+                        format!(
+                            "refused TCP connection (claims to be rank {}): it closed during \
+                             authentication; nothing delivered; {n} refused so far",
+                            conn.peer_name()
+                        )
+                    });
                     self.close(conn);
                 } else if clean || !authed {
                     if self.verbose >= 2 {

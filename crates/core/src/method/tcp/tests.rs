@@ -771,3 +771,22 @@ fn accept_at_a_real_open_file_limit_backs_off() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_flood_of_refused_connections_prints_one_line_a_second() {
+    let server = tcp_method(0, [16; 32], &[]);
+    let mut sink = Record::default();
+    for _ in 0..3 {
+        let mut clients = Vec::new();
+        for _ in 0..10 {
+            let mut c = TcpStream::connect(server.local).unwrap();
+            c.write_all(&[0xab; 64]).unwrap();
+            clients.push(c);
+        }
+        poll_record(&server, &mut sink, 30);
+    }
+    assert_eq!(counter(&*server, "refused_connections"), 30);
+    assert_eq!(server.unauthenticated_notice.printed(), 1);
+    assert!(sink.got.is_empty() && sink.failed.is_empty());
+    server.shutdown();
+}
