@@ -25,11 +25,19 @@ pub enum Role {
 
 /// A fresh random nonce.
 pub fn nonce() -> [u8; NONCE_LEN] {
-    let mut n = [0u8; NONCE_LEN];
     // getrandom only fails if the OS has no entropy source at all; a runtime
     // without one cannot authenticate anything, so that is a fatal setup error.
-    getrandom::getrandom(&mut n).expect("the operating system provides no random numbers");
-    n
+    try_nonce().expect("the operating system provides no random numbers")
+}
+
+/// A fresh random nonce, or the reason the system could not give one: for
+/// callers that must not panic (a connection handshake reached from an MPI
+/// call fails that connection instead).
+pub fn try_nonce() -> std::io::Result<[u8; NONCE_LEN]> {
+    let mut n = [0u8; NONCE_LEN];
+    getrandom::getrandom(&mut n)
+        .map_err(|e| std::io::Error::other(format!("no random numbers for a nonce: {e}")))?;
+    Ok(n)
 }
 
 /// The proof a `role` sends: MAC(secret, label | own nonce | other nonce | own id | other id).

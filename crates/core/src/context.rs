@@ -1395,13 +1395,9 @@ mod tests {
         let ctx = singleton(&[("GW_METHODS", "tcp"), ("GW_TCP_MAX_QUEUED", "64k")]);
         assert_eq!(ctx.method_names(), ["tcp"]);
         roundtrip(&ctx, "tcp");
-        assert_eq!(
-            ctx.method_counters(),
-            vec![
-                ("tcp", "refused_connections", 0),
-                ("tcp", "merged_connections", 0)
-            ]
-        );
+        let counters = ctx.method_counters();
+        assert!(counters.contains(&("tcp", "refused_connections", 0)));
+        assert!(counters.contains(&("tcp", "merged_connections", 0)));
         ctx.finalize().unwrap();
     }
 

@@ -5,7 +5,9 @@
 //! runs them coverage-guided. A panic here is a bug found.
 
 pub mod pmi;
+pub mod tcp;
 pub mod udp;
 
 pub use pmi::pmi_client;
+pub use tcp::tcp_frames;
 pub use udp::udp_authenticated;
