@@ -1,0 +1,205 @@
+//! The files `up` writes before any host starts: ssh keys (one client pair,
+//! one host key per host), known_hosts, the ssh client config, each host's
+//! sshd_config, /etc/hosts, and the machines file.
+
+use crate::plan::{site_name, Host, Plan};
+use crate::sys::{self, Result};
+use std::path::Path;
+use std::process::Command;
+
+fn keygen(path: &Path, comment: &str) -> Result<String> {
+    sys::run(
+        Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f"])
+            .arg(path),
+    )?;
+    let pubkey = path.with_extension("pub");
+    let pubkey = if pubkey.exists() {
+        pubkey
+    } else {
+        Path::new(&format!("{}.pub", path.display())).to_path_buf()
+    };
+    let text =
+        std::fs::read_to_string(&pubkey).map_err(|e| format!("read {}: {e}", pubkey.display()))?;
+    Ok(text.trim().to_string())
+}
+
+pub fn config_path(plan: &Plan) -> String {
+    plan.ssh_dir().join("config").to_string_lossy().into_owned()
+}
+
+pub fn machines_path(plan: &Plan) -> String {
+    plan.dir().join("machines").to_string_lossy().into_owned()
+}
+
+pub fn prepare(plan: &Plan) -> Result<()> {
+    let dir = plan.dir();
+    let ssh = plan.ssh_dir();
+    sys::mkdir(&ssh.to_string_lossy(), 0o755)?;
+    let client = keygen(&ssh.join("id_ed25519"), &format!("gw-testbed-{}", plan.id))?;
+    sys::write_file(&ssh.join("authorized_keys"), &format!("{client}\n"), 0o644)?;
+    let mut known = String::new();
+    for h in &plan.hosts {
+        let hd = plan.host_dir(&h.name);
+        sys::mkdir(&hd.to_string_lossy(), 0o755)?;
+        let key = keygen(&hd.join("ssh_host_ed25519_key"), &h.name)?;
+        // "type base64" without the comment.
+        let key: Vec<&str> = key.split_whitespace().take(2).collect();
+        known.push_str(&format!("{},{} {}\n", h.name, h.addr, key.join(" ")));
+        sys::write_file(&hd.join("sshd_config"), &sshd_config(plan, h), 0o644)?;
+        sys::write_file(&hd.join("hostname"), &format!("{}\n", h.name), 0o644)?;
+    }
+    sys::write_file(&ssh.join("known_hosts"), &known, 0o644)?;
+    sys::write_file(&ssh.join("config"), &client_config(plan), 0o644)?;
+    sys::write_file(&dir.join("etc-hosts"), &plan.etc_hosts(), 0o644)?;
+    sys::write_file(&dir.join("machines"), &machines(plan), 0o644)?;
+    Ok(())
+}
+
+fn sshd_config(plan: &Plan, h: &Host) -> String {
+    let hd = plan.host_dir(&h.name);
+    let ssh = plan.ssh_dir();
+    format!(
+        "# sshd of testbed host {name} (instance {id}); started by the host's init\n\
+         Port 22\n\
+         AddressFamily inet\n\
+         ListenAddress 0.0.0.0\n\
+         HostKey {hd}/ssh_host_ed25519_key\n\
+         PidFile {hd}/sshd.pid\n\
+         UsePAM no\n\
+         PermitRootLogin prohibit-password\n\
+         PubkeyAuthentication yes\n\
+         PasswordAuthentication no\n\
+         KbdInteractiveAuthentication no\n\
+         AuthorizedKeysFile .ssh/authorized_keys {ssh}/authorized_keys\n\
+         StrictModes yes\n\
+         UseDNS no\n\
+         PrintMotd no\n\
+         PrintLastLog no\n\
+         X11Forwarding no\n\
+         AllowTcpForwarding yes\n\
+         AcceptEnv LANG LC_* GW_*\n\
+         MaxStartups 200:30:400\n\
+         MaxSessions 100\n\
+         Subsystem sftp internal-sftp\n",
+        name = h.name,
+        id = plan.id,
+        hd = hd.display(),
+        ssh = ssh.display(),
+    )
+}
+
+/// `ssh -F CONFIG HOST` from login or any host. Hosts behind a firewall
+/// are reached through their site's gateway (ProxyJump; ssh passes -F on to
+/// the jump).
+fn client_config(plan: &Plan) -> String {
+    let ssh = plan.ssh_dir();
+    let mut s = format!(
+        "# gw-testbed instance {}: ssh -F {} HOST\n",
+        plan.id,
+        ssh.join("config").display()
+    );
+    for site in 0..plan.opts.sites {
+        if !plan.firewalled(site) {
+            continue;
+        }
+        let behind: Vec<String> = plan
+            .hosts
+            .iter()
+            .filter(|h| h.site == Some(site) && h.index > 0)
+            .flat_map(|h| [h.name.clone(), h.addr.clone()])
+            .collect();
+        if !behind.is_empty() {
+            s.push_str(&format!(
+                "\nHost {}\n    ProxyJump {}\n",
+                behind.join(" "),
+                plan.gateway(site)
+            ));
+        }
+    }
+    let all: Vec<String> = plan
+        .hosts
+        .iter()
+        .flat_map(|h| [h.name.clone(), h.addr.clone()])
+        .collect();
+    s.push_str(&format!(
+        "\nHost {}\n    IdentityFile {key}\n    IdentitiesOnly yes\n    UserKnownHostsFile {kh}\n    GlobalKnownHostsFile /dev/null\n    StrictHostKeyChecking yes\n    BatchMode yes\n    ConnectTimeout 10\n    ControlMaster no\n    LogLevel ERROR\n",
+        all.join(" "),
+        key = ssh.join("id_ed25519").display(),
+        kh = ssh.join("known_hosts").display(),
+    ));
+    s
+}
+
+/// Hydra-form host lines grouped in `[site NAME] start=ssh` sections.
+pub fn machines(plan: &Plan) -> String {
+    let o = &plan.opts;
+    let mut s = format!(
+        "# gw-testbed instance {}: {} site(s) x {} host(s); one-way WAN delay {} ms between sites\n\
+         # reach any host with: ssh -F {} HOST\n",
+        plan.id,
+        o.sites,
+        o.hosts,
+        o.wan_delay_ms,
+        config_path(plan)
+    );
+    for site in 0..o.sites {
+        s.push('\n');
+        if plan.firewalled(site) {
+            s.push_str(&format!(
+                "# behind a firewall: only {} is reachable from outside the site\n[site {}] start=ssh gateway={}\n",
+                plan.gateway(site),
+                site_name(site),
+                plan.gateway(site)
+            ));
+        } else {
+            s.push_str(&format!("[site {}] start=ssh\n", site_name(site)));
+        }
+        for h in plan.hosts.iter().filter(|h| h.site == Some(site)) {
+            s.push_str(&format!("{}\n", h.name));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Options;
+
+    #[test]
+    fn machines_file_groups_hosts_by_site_and_names_gateways() {
+        let plan = Plan::new(
+            "x1",
+            Options {
+                sites: 2,
+                hosts: 2,
+                wan_delay_ms: 20.0,
+                wan_loss_pct: 0.0,
+                wan_rate_mbit: 0.0,
+                lan_rate_mbit: 0.0,
+                firewall: vec![1],
+                shared_fs: false,
+            },
+        )
+        .unwrap();
+        let m = machines(&plan);
+        let lines: Vec<&str> = m
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "[site s0] start=ssh",
+                "s0h0",
+                "s0h1",
+                "[site s1] start=ssh gateway=s1h0",
+                "s1h0",
+                "s1h1"
+            ]
+        );
+        let c = client_config(&plan);
+        assert!(c.contains("Host s1h1 10.1.1.2\n    ProxyJump s1h0"), "{c}");
+    }
+}
