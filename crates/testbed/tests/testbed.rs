@@ -1,0 +1,455 @@
+//! The testbed on the real machine: 2 sites x 2 hosts with a 20 ms WAN and
+//! a firewalled site, checked from inside the hosts, then removed, and
+//! checked that nothing is left. Needs root, sshd, ping, nft and TUN: when
+//! any is missing the test is skipped by the project's rule (a failure under
+//! CI=true). Bounded: every command has a timeout, and a guard removes the
+//! instance whatever happens.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const TESTBED: &str = env!("CARGO_BIN_EXE_gw-testbed");
+
+/// Runs `cmd` with a time limit; kills it and panics when it is exceeded.
+fn run(cmd: &mut Command, limit: Duration) -> Output {
+    let what = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    let end = Instant::now() + limit;
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            return child.wait_with_output().expect("wait_with_output");
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("wait_with_output");
+            panic!(
+                "{what} did not finish within {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Builds gw-linkemu (not a dependency of this crate, so `cargo test -p`
+/// alone would not) into the same target directory and profile.
+fn linkemu() -> PathBuf {
+    let exe = Path::new(TESTBED);
+    let profile_dir = exe.parent().expect("profile dir");
+    let target_dir = profile_dir.parent().expect("target dir");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args([
+        "build",
+        "--quiet",
+        "-p",
+        "gridwire-linkemu",
+        "--bin",
+        "gw-linkemu",
+    ])
+    .arg("--target-dir")
+    .arg(target_dir)
+    .current_dir(env!("CARGO_MANIFEST_DIR"));
+    match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => {}
+        Some("release") => {
+            cmd.arg("--release");
+        }
+        Some(other) => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    let out = run(&mut cmd, Duration::from_secs(300));
+    assert!(
+        out.status.success(),
+        "building gw-linkemu failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    profile_dir.join("gw-linkemu")
+}
+
+/// Removes the instance when dropped (also when the test panics).
+struct Testbed {
+    id: String,
+    linkemu: PathBuf,
+    up: bool,
+}
+
+impl Testbed {
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(TESTBED);
+        c.env("GW_LINKEMU", &self.linkemu)
+            .env("GW_TESTBED_ID", &self.id);
+        c
+    }
+
+    /// `gw-testbed exec HOST args...`
+    fn exec(&self, host: &str, args: &[&str]) -> Output {
+        let mut c = self.cmd();
+        c.args(["exec", "--id", &self.id, host]).args(args);
+        run(&mut c, Duration::from_secs(20))
+    }
+
+    fn exec_ok(&self, host: &str, args: &[&str]) -> String {
+        let out = self.exec(host, args);
+        assert!(
+            out.status.success(),
+            "on {host}: {args:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text(&out)
+    }
+
+    fn down(&mut self) -> Output {
+        self.up = false;
+        let mut c = self.cmd();
+        c.args(["down", "--id", &self.id]);
+        run(&mut c, Duration::from_secs(30))
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        if self.up {
+            let _ = self.down();
+        }
+    }
+}
+
+/// Smallest round-trip time of a few pings from `from` to `to`, in ms.
+fn min_rtt(tb: &Testbed, from: &str, to: &str) -> f64 {
+    let out = tb.exec_ok(
+        from,
+        &["ping", "-n", "-q", "-c", "4", "-i", "0.2", "-W", "2", to],
+    );
+    // rtt min/avg/max/mdev = 40.556/40.699/40.957/0.182 ms
+    let line = out
+        .lines()
+        .find(|l| l.contains("min/avg/max"))
+        .unwrap_or_else(|| panic!("no rtt line in ping {from} -> {to}: {out}"));
+    let nums = line.split('=').nth(1).expect("rtt values").trim();
+    nums.split('/').next().unwrap().parse().expect("min rtt")
+}
+
+/// Whether `from` can open a TCP connection to `to`'s sshd within 1 s.
+fn tcp_open(tb: &Testbed, from: &str, to: &str) -> bool {
+    let probe = format!("echo > /dev/tcp/{to}/22");
+    tb.exec(from, &["timeout", "1", "bash", "-c", &probe])
+        .status
+        .success()
+}
+
+fn ns_link(pid: i32, kind: &str) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/ns/{kind}"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+fn skip_unless_ready() -> Option<PathBuf> {
+    if !gridwire_testkit::is_root() {
+        gridwire_testkit::skip("gw-testbed needs root (namespaces, mounts, bridges, nftables)");
+        return None;
+    }
+    for (path, pkg) in [
+        ("/usr/sbin/sshd", "openssh-server"),
+        ("/usr/bin/ssh", "openssh-client"),
+        ("/usr/bin/ping", "iputils-ping"),
+        ("/usr/sbin/nft", "nftables"),
+    ] {
+        if !Path::new(path).exists() {
+            gridwire_testkit::skip(&format!(
+                "{path} is missing (Debian package {pkg}; scripts/install-deps.sh installs it)"
+            ));
+            return None;
+        }
+    }
+    let linkemu = linkemu();
+    let out = run(
+        Command::new(TESTBED)
+            .arg("check")
+            .env("GW_LINKEMU", &linkemu),
+        Duration::from_secs(20),
+    );
+    if !out.status.success() {
+        gridwire_testkit::skip(&format!(
+            "gw-testbed check: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+        return None;
+    }
+    Some(linkemu)
+}
+
+#[test]
+fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
+    let Some(linkemu) = skip_unless_ready() else {
+        return;
+    };
+    let started = Instant::now();
+    // Hosts' inits and the link emulators outlive `gw-testbed up`: as their
+    // subreaper this process reaps them after `down` (not every machine's
+    // PID 1 does).
+    // SAFETY: prctl with integer arguments; affects only this process.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let id = format!("t{}", std::process::id());
+    let mut tb = Testbed {
+        id: id.clone(),
+        linkemu,
+        up: true,
+    };
+    let out = run(
+        tb.cmd().args([
+            "up",
+            "--id",
+            &id,
+            "--sites",
+            "2",
+            "--hosts",
+            "2",
+            "--wan-delay",
+            "20",
+            "--firewall",
+            "s1",
+        ]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "gw-testbed up failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let vars: Vec<(String, String)> = text(&out)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.trim_matches('"').to_string()))
+        .collect();
+    let var = |k: &str| {
+        vars.iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("up did not print {k}: {vars:?}"))
+    };
+    assert_eq!(var("GW_TESTBED_ID"), id);
+    let machines = var("GW_TESTBED_MACHINES");
+    let config = var("GW_TESTBED_SSH_CONFIG");
+    let hosts = ["login", "s0h0", "s0h1", "s1h0", "s1h1"];
+    assert_eq!(var("GW_TESTBED_HOSTS"), hosts.join(" "));
+    let m = std::fs::read_to_string(&machines).expect("machines file");
+    assert!(m.contains("[site s0] start=ssh\ns0h0\ns0h1\n"), "{m}");
+    assert!(
+        m.contains("[site s1] start=ssh gateway=s1h0\ns1h0\ns1h1\n"),
+        "{m}"
+    );
+
+    // Each host: its own hostname, and its init is PID 1 of its own PID namespace.
+    let dir = PathBuf::from("/run/gw-testbed").join(&id);
+    let mut init_pids = Vec::new();
+    for h in hosts {
+        assert_eq!(tb.exec_ok(h, &["hostname"]), h);
+        let seen = tb.exec_ok(h, &["sh", "-c", "cat /proc/1/comm; echo $$"]);
+        let mut lines = seen.lines();
+        assert_eq!(lines.next(), Some("gw-testbed"), "PID 1 of {h}");
+        let shell_pid: u32 = lines.next().unwrap().parse().unwrap();
+        assert!(
+            shell_pid < 100,
+            "{h}: a shell's pid {shell_pid} is not small"
+        );
+        let pid: i32 = std::fs::read_to_string(dir.join("hosts").join(h).join("init.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        for kind in ["pid", "net", "mnt", "uts", "ipc"] {
+            assert_ne!(
+                ns_link(pid, kind),
+                ns_link(std::process::id() as i32, kind),
+                "{h} shares the machine's {kind} namespace"
+            );
+        }
+        init_pids.push(pid);
+    }
+    let mut emu_pids = Vec::new();
+    for e in std::fs::read_dir(dir.join("linkemu")).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".pid") {
+            emu_pids.push(
+                std::fs::read_to_string(e.path())
+                    .unwrap()
+                    .trim()
+                    .parse::<i32>()
+                    .unwrap(),
+            );
+        }
+    }
+    assert_eq!(emu_pids.len(), 3, "one WAN arm per site and one for login");
+    let mut namespaces: Vec<String> = init_pids
+        .iter()
+        .flat_map(|&p| ["net", "mnt", "pid", "uts", "ipc"].map(|k| ns_link(p, k).unwrap()))
+        .collect();
+    for n in ["router", "s0", "s1"] {
+        let path = format!("/run/netns/gwtb-{id}-{n}");
+        let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap());
+        namespaces.push(format!("net:[{ino}]"));
+    }
+
+    // A compute host does not see the project tree nor root's home; login does.
+    let manifest = format!("{}/Cargo.toml", env!("CARGO_MANIFEST_DIR"));
+    assert!(
+        !tb.exec("s0h0", &["test", "-e", &manifest]).status.success(),
+        "s0h0 sees {manifest}"
+    );
+    assert!(tb
+        .exec("login", &["test", "-e", &manifest])
+        .status
+        .success());
+    assert_eq!(tb.exec_ok("s1h1", &["ls", "-A", "/root"]), ".ssh");
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .components()
+        .nth(1)
+        .map(|c| format!("/{}", c.as_os_str().to_string_lossy()))
+        .unwrap();
+    assert_eq!(
+        tb.exec_ok("s1h1", &["ls", "-A", &top]),
+        "",
+        "s1h1 sees files in {top}"
+    );
+
+    // ssh from login to every host (s1h1 through its site's gateway).
+    for h in hosts {
+        let out = tb.exec_ok(
+            "login",
+            &["ssh", "-F", &config, "-o", "BatchMode=yes", h, "hostname"],
+        );
+        assert_eq!(out, h, "ssh -F {config} {h}");
+    }
+
+    // The WAN: 20 ms one way between sites (and between login and a site);
+    // within a site, a bridge.
+    let wan = min_rtt(&tb, "s0h0", "s1h0");
+    assert!(wan >= 40.0, "RTT s0h0 -> s1h0 is {wan} ms, below 2 x 20 ms");
+    let login_wan = min_rtt(&tb, "login", "s0h1");
+    assert!(login_wan >= 40.0, "RTT login -> s0h1 is {login_wan} ms");
+    let lan = min_rtt(&tb, "s0h0", "s0h1");
+    assert!(lan < 5.0, "RTT within site s0 is {lan} ms");
+
+    // The firewall of s1: only its gateway s1h0 is reachable from outside.
+    assert!(tcp_open(&tb, "login", "s1h0"));
+    assert!(tcp_open(&tb, "s0h0", "s1h0"));
+    assert!(!tcp_open(&tb, "login", "s1h1"), "login reaches s1h1");
+    assert!(!tcp_open(&tb, "s0h0", "s1h1"), "s0h0 reaches s1h1");
+    assert!(tcp_open(&tb, "s1h0", "s1h1"), "inside s1");
+    assert!(tcp_open(&tb, "s1h1", "s0h1"), "out of s1");
+
+    // down leaves nothing: no state, no named namespace, no process, no
+    // namespace still in use by anything, no mount.
+    let out = tb.down();
+    assert!(
+        out.status.success(),
+        "down failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Reap what was reparented to us (inits, emulators).
+    // SAFETY: waitpid with WNOHANG on any child; the status is not read.
+    while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+    assert!(!dir.exists(), "{} is left", dir.display());
+    let left: Vec<String> = std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&format!("gwtb-{id}-")))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "namespaces left: {left:?}");
+    for &p in init_pids.iter().chain(&emu_pids) {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        assert!(stat.is_empty(), "process {p} is left: {stat}");
+    }
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        assert!(
+            !cmdline.contains(&format!("gwtb-{id}-")) && !cmdline.contains(&format!("--id {id} ")),
+            "process {pid} of the instance is left: {cmdline}"
+        );
+        for kind in ["net", "mnt", "pid", "uts", "ipc"] {
+            if let Some(l) = ns_link(pid, kind) {
+                assert!(
+                    !namespaces.contains(&l),
+                    "process {pid} ({cmdline}) is in {l}"
+                );
+            }
+        }
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains(&format!("gwtb-{id}-")) && !mounts.contains(&format!("gw-testbed/{id}")),
+        "mounts left:\n{mounts}"
+    );
+
+    // After a crash that lost the state directory, down still finds the
+    // instance's processes (by command line) and namespaces (by name).
+    let crashed = format!("{id}c");
+    let mut tb2 = Testbed {
+        id: crashed.clone(),
+        linkemu: tb.linkemu.clone(),
+        up: true,
+    };
+    let out = run(
+        tb2.cmd()
+            .args(["up", "--id", &crashed, "--sites", "1", "--hosts", "1"]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let host_pid: i32 =
+        std::fs::read_to_string(format!("/run/gw-testbed/{crashed}/hosts/s0h0/init.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+    std::fs::remove_dir_all(format!("/run/gw-testbed/{crashed}")).unwrap();
+    let out = tb2.down();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // SAFETY: as above.
+    while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+    assert!(
+        !Path::new(&format!("/proc/{host_pid}")).exists(),
+        "the init of the crashed instance is left"
+    );
+    assert!(
+        !std::fs::read_dir("/run/netns")
+            .map(|d| d.flatten().any(|e| e
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&format!("gwtb-{crashed}-"))))
+            .unwrap_or(false),
+        "namespaces of the crashed instance are left"
+    );
+
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the testbed test took {:?}",
+        started.elapsed()
+    );
+}
