@@ -5,130 +5,18 @@
 //! CI=true). Bounded: every command has a timeout, and a guard removes the
 //! instance whatever happens.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use gridwire_testbed::harness::{self, Testbed};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-const TESTBED: &str = env!("CARGO_BIN_EXE_gw-testbed");
-
-/// Runs `cmd` with a time limit; kills it and panics when it is exceeded.
-fn run(cmd: &mut Command, limit: Duration) -> Output {
-    let what = format!("{cmd:?}");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-    let end = Instant::now() + limit;
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            return child.wait_with_output().expect("wait_with_output");
-        }
-        if Instant::now() > end {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("wait_with_output");
-            panic!(
-                "{what} did not finish within {limit:?}; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn text(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// Builds gw-linkemu (not a dependency of this crate, so `cargo test -p`
-/// alone would not) into the same target directory and profile.
-fn linkemu() -> PathBuf {
-    let exe = Path::new(TESTBED);
-    let profile_dir = exe.parent().expect("profile dir");
-    let target_dir = profile_dir.parent().expect("target dir");
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.args([
-        "build",
-        "--quiet",
-        "-p",
-        "gridwire-linkemu",
-        "--bin",
-        "gw-linkemu",
-    ])
-    .arg("--target-dir")
-    .arg(target_dir)
-    .current_dir(env!("CARGO_MANIFEST_DIR"));
-    match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => {}
-        Some("release") => {
-            cmd.arg("--release");
-        }
-        Some(other) => {
-            cmd.args(["--profile", other]);
-        }
-    }
-    let out = run(&mut cmd, Duration::from_secs(300));
-    assert!(
-        out.status.success(),
-        "building gw-linkemu failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    profile_dir.join("gw-linkemu")
-}
-
-/// Removes the instance when dropped (also when the test panics).
-struct Testbed {
-    id: String,
-    linkemu: PathBuf,
-    up: bool,
-}
-
-impl Testbed {
-    fn cmd(&self) -> Command {
-        let mut c = Command::new(TESTBED);
-        c.env("GW_LINKEMU", &self.linkemu)
-            .env("GW_TESTBED_ID", &self.id);
-        c
-    }
-
-    /// `gw-testbed exec HOST args...`
-    fn exec(&self, host: &str, args: &[&str]) -> Output {
-        let mut c = self.cmd();
-        c.args(["exec", "--id", &self.id, host]).args(args);
-        run(&mut c, Duration::from_secs(20))
-    }
-
-    fn exec_ok(&self, host: &str, args: &[&str]) -> String {
-        let out = self.exec(host, args);
-        assert!(
-            out.status.success(),
-            "on {host}: {args:?} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        text(&out)
-    }
-
-    fn down(&mut self) -> Output {
-        self.up = false;
-        let mut c = self.cmd();
-        c.args(["down", "--id", &self.id]);
-        run(&mut c, Duration::from_secs(30))
-    }
-}
-
-impl Drop for Testbed {
-    fn drop(&mut self) {
-        if self.up {
-            let _ = self.down();
-        }
-    }
+fn ok(tb: &Testbed, host: &str, args: &[&str]) -> String {
+    tb.exec_ok(host, args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Smallest round-trip time of a few pings from `from` to `to`, in ms.
 fn min_rtt(tb: &Testbed, from: &str, to: &str) -> f64 {
-    let out = tb.exec_ok(
+    let out = ok(
+        tb,
         from,
         &["ping", "-n", "-q", "-c", "4", "-i", "0.2", "-W", "2", to],
     );
@@ -145,6 +33,7 @@ fn min_rtt(tb: &Testbed, from: &str, to: &str) -> f64 {
 fn tcp_open(tb: &Testbed, from: &str, to: &str) -> bool {
     let probe = format!("echo > /dev/tcp/{to}/22");
     tb.exec(from, &["timeout", "1", "bash", "-c", &probe])
+        .unwrap_or_else(|e| panic!("{e}"))
         .status
         .success()
 }
@@ -155,96 +44,52 @@ fn ns_link(pid: i32, kind: &str) -> Option<String> {
         .map(|p| p.to_string_lossy().into_owned())
 }
 
-fn skip_unless_ready() -> Option<PathBuf> {
+fn ready() -> bool {
     if !gridwire_testkit::is_root() {
         gridwire_testkit::skip("gw-testbed needs root (namespaces, mounts, bridges, nftables)");
-        return None;
+        return false;
     }
     for (path, pkg) in [
-        ("/usr/sbin/sshd", "openssh-server"),
-        ("/usr/bin/ssh", "openssh-client"),
         ("/usr/bin/ping", "iputils-ping"),
         ("/usr/sbin/nft", "nftables"),
+        ("/usr/bin/bash", "bash"),
     ] {
         if !Path::new(path).exists() {
             gridwire_testkit::skip(&format!(
                 "{path} is missing (Debian package {pkg}; scripts/install-deps.sh installs it)"
             ));
-            return None;
+            return false;
         }
     }
-    let linkemu = linkemu();
-    let out = run(
-        Command::new(TESTBED)
-            .arg("check")
-            .env("GW_LINKEMU", &linkemu),
-        Duration::from_secs(20),
-    );
-    if !out.status.success() {
-        gridwire_testkit::skip(&format!(
-            "gw-testbed check: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-        return None;
+    if let Err(why) = harness::ready() {
+        gridwire_testkit::skip(&why);
+        return false;
     }
-    Some(linkemu)
+    true
 }
 
 #[test]
 fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
-    let Some(linkemu) = skip_unless_ready() else {
+    if !ready() {
         return;
-    };
+    }
     let started = Instant::now();
-    // Hosts' inits and the link emulators outlive `gw-testbed up`: as their
-    // subreaper this process reaps them after `down` (not every machine's
-    // PID 1 does).
-    // SAFETY: prctl with integer arguments; affects only this process.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    let id = format!("t{}", std::process::id());
-    let mut tb = Testbed {
-        id: id.clone(),
-        linkemu,
-        up: true,
-    };
-    let out = run(
-        tb.cmd().args([
-            "up",
-            "--id",
-            &id,
-            "--sites",
-            "2",
-            "--hosts",
-            "2",
-            "--wan-delay",
-            "20",
-            "--firewall",
-            "s1",
-        ]),
-        Duration::from_secs(60),
-    );
-    assert!(
-        out.status.success(),
-        "gw-testbed up failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let vars: Vec<(String, String)> = text(&out)
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.trim_matches('"').to_string()))
-        .collect();
-    let var = |k: &str| {
-        vars.iter()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| v.clone())
-            .unwrap_or_else(|| panic!("up did not print {k}: {vars:?}"))
-    };
-    assert_eq!(var("GW_TESTBED_ID"), id);
-    let machines = var("GW_TESTBED_MACHINES");
-    let config = var("GW_TESTBED_SSH_CONFIG");
+    let mut tb = Testbed::up(&[
+        "--sites",
+        "2",
+        "--hosts",
+        "2",
+        "--wan-delay",
+        "20",
+        "--firewall",
+        "s1",
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    let id = tb.id.clone();
+    let config = tb.ssh_config.to_string_lossy().into_owned();
     let hosts = ["login", "s0h0", "s0h1", "s1h0", "s1h1"];
-    assert_eq!(var("GW_TESTBED_HOSTS"), hosts.join(" "));
-    let m = std::fs::read_to_string(&machines).expect("machines file");
+    assert_eq!(tb.hosts, hosts);
+    let m = std::fs::read_to_string(&tb.machines).expect("machines file");
     assert!(m.contains("[site s0] start=ssh\ns0h0\ns0h1\n"), "{m}");
     assert!(
         m.contains("[site s1] start=ssh gateway=s1h0\ns1h0\ns1h1\n"),
@@ -252,11 +97,11 @@ fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
     );
 
     // Each host: its own hostname, and its init is PID 1 of its own PID namespace.
-    let dir = PathBuf::from("/run/gw-testbed").join(&id);
+    let dir = tb.dir();
     let mut init_pids = Vec::new();
     for h in hosts {
-        assert_eq!(tb.exec_ok(h, &["hostname"]), h);
-        let seen = tb.exec_ok(h, &["sh", "-c", "cat /proc/1/comm; echo $$"]);
+        assert_eq!(ok(&tb, h, &["hostname"]), h);
+        let seen = ok(&tb, h, &["sh", "-c", "cat /proc/1/comm; echo $$"]);
         let mut lines = seen.lines();
         assert_eq!(lines.next(), Some("gw-testbed"), "PID 1 of {h}");
         let shell_pid: u32 = lines.next().unwrap().parse().unwrap();
@@ -305,28 +150,33 @@ fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
     // A compute host does not see the project tree nor root's home; login does.
     let manifest = format!("{}/Cargo.toml", env!("CARGO_MANIFEST_DIR"));
     assert!(
-        !tb.exec("s0h0", &["test", "-e", &manifest]).status.success(),
+        !tb.exec("s0h0", &["test", "-e", &manifest])
+            .unwrap()
+            .status
+            .success(),
         "s0h0 sees {manifest}"
     );
     assert!(tb
         .exec("login", &["test", "-e", &manifest])
+        .unwrap()
         .status
         .success());
-    assert_eq!(tb.exec_ok("s1h1", &["ls", "-A", "/root"]), ".ssh");
+    assert_eq!(ok(&tb, "s1h1", &["ls", "-A", "/root"]), ".ssh");
     let top = Path::new(env!("CARGO_MANIFEST_DIR"))
         .components()
         .nth(1)
         .map(|c| format!("/{}", c.as_os_str().to_string_lossy()))
         .unwrap();
     assert_eq!(
-        tb.exec_ok("s1h1", &["ls", "-A", &top]),
+        ok(&tb, "s1h1", &["ls", "-A", &top]),
         "",
         "s1h1 sees files in {top}"
     );
 
     // ssh from login to every host (s1h1 through its site's gateway).
     for h in hosts {
-        let out = tb.exec_ok(
+        let out = ok(
+            &tb,
             "login",
             &["ssh", "-F", &config, "-o", "BatchMode=yes", h, "hostname"],
         );
@@ -352,15 +202,9 @@ fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
 
     // down leaves nothing: no state, no named namespace, no process, no
     // namespace still in use by anything, no mount.
-    let out = tb.down();
-    assert!(
-        out.status.success(),
-        "down failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // Reap what was reparented to us (inits, emulators).
-    // SAFETY: waitpid with WNOHANG on any child; the status is not read.
-    while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+    let pids = tb.pids();
+    tb.down().unwrap_or_else(|e| panic!("{e}"));
+    harness::reap(&pids);
     assert!(!dir.exists(), "{} is left", dir.display());
     let left: Vec<String> = std::fs::read_dir("/run/netns")
         .map(|d| {
@@ -402,37 +246,17 @@ fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
 
     // After a crash that lost the state directory, down still finds the
     // instance's processes (by command line) and namespaces (by name).
-    let crashed = format!("{id}c");
-    let mut tb2 = Testbed {
-        id: crashed.clone(),
-        linkemu: tb.linkemu.clone(),
-        up: true,
-    };
-    let out = run(
-        tb2.cmd()
-            .args(["up", "--id", &crashed, "--sites", "1", "--hosts", "1"]),
-        Duration::from_secs(60),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let host_pid: i32 =
-        std::fs::read_to_string(format!("/run/gw-testbed/{crashed}/hosts/s0h0/init.pid"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-    std::fs::remove_dir_all(format!("/run/gw-testbed/{crashed}")).unwrap();
-    let out = tb2.down();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // SAFETY: as above.
-    while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+    let mut tb2 = Testbed::up(&["--sites", "1", "--hosts", "1"]).unwrap_or_else(|e| panic!("{e}"));
+    let crashed = tb2.id.clone();
+    let pids = tb2.pids();
+    let host_pid: i32 = std::fs::read_to_string(tb2.dir().join("hosts/s0h0/init.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::fs::remove_dir_all(tb2.dir()).unwrap();
+    tb2.down().unwrap_or_else(|e| panic!("{e}"));
+    harness::reap(&pids);
     assert!(
         !Path::new(&format!("/proc/{host_pid}")).exists(),
         "the init of the crashed instance is left"
