@@ -58,6 +58,7 @@ pub fn check() -> Result<()> {
         lan_rate_mbit: 1.0,
         firewall: vec![0],
         shared_fs: false,
+        user: None,
     };
     missing.extend(missing_tools(&all));
     for (tool, pkg) in [("ssh", "openssh-client"), ("ping", "iputils-ping")] {

@@ -15,6 +15,7 @@ use crate::plan::{Host, Plan};
 use crate::sys::{self, Result};
 use std::io::Write;
 use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What a compute host keeps of the machine's root directory: the system
@@ -198,6 +199,13 @@ fn setup(plan: &Plan, h: &Host) -> Result<()> {
     }
     sys::bind(&fd_path(&inst_fd, "/etc-hosts"), "/etc/hosts", true)?;
     sys::bind(&fd_path(&host_fd, "/hostname"), "/etc/hostname", true)?;
+    // --user: the hosts' own user database (see users.rs).
+    for f in ["passwd", "group", "shadow"] {
+        let copy = fd_path(&inst_fd, &format!("/{f}"));
+        if plan.opts.user.is_some() && Path::new(&copy).exists() {
+            sys::bind(&copy, &format!("/etc/{f}"), true)?;
+        }
+    }
 
     if compute && !plan.opts.shared_fs {
         make_home(plan)?;
@@ -241,22 +249,39 @@ fn mask_root_dir() -> Result<()> {
 /// root's home on a compute host: the testbed's client key, known_hosts and
 /// ssh config, so a host reaches the others with a plain `ssh HOST`.
 fn make_home(plan: &Plan) -> Result<()> {
-    sys::mkdir("/root/.ssh", 0o700)?;
+    let mut homes = vec![("/root".to_string(), None)];
+    // A non-root user's home exists on this host only if it lies outside
+    // the masked directories: make it, theirs, with the same ssh files.
+    if let Some(name) = &plan.opts.user {
+        let pw = sys::passwd(name)?;
+        if !Path::new(&pw.home).exists() {
+            sys::mkdir(&pw.home, 0o755)?;
+            sys::chown(Path::new(&pw.home), pw.uid, pw.gid)?;
+        }
+        homes.push((pw.home.clone(), Some((pw.uid, pw.gid))));
+    }
     let ssh = plan.ssh_dir();
-    for (from, to, mode) in [
-        ("id_ed25519", "id_ed25519", 0o600),
-        ("id_ed25519.pub", "id_ed25519.pub", 0o644),
-        ("id_ed25519.pub", "authorized_keys", 0o600),
-        ("known_hosts", "known_hosts", 0o644),
-        ("config", "config", 0o600),
-    ] {
-        let text = std::fs::read_to_string(ssh.join(from))
-            .map_err(|e| format!("read {}: {e}", ssh.join(from).display()))?;
-        sys::write_file(
-            std::path::Path::new(&format!("/root/.ssh/{to}")),
-            &text,
-            mode,
-        )?;
+    for (home, owner) in homes {
+        let dot_ssh = format!("{home}/.ssh");
+        sys::mkdir(&dot_ssh, 0o700)?;
+        if let Some((uid, gid)) = owner {
+            sys::chown(Path::new(&dot_ssh), uid, gid)?;
+        }
+        for (from, to, mode) in [
+            ("id_ed25519", "id_ed25519", 0o600),
+            ("id_ed25519.pub", "id_ed25519.pub", 0o644),
+            ("id_ed25519.pub", "authorized_keys", 0o600),
+            ("known_hosts", "known_hosts", 0o644),
+            ("config", "config", 0o600),
+        ] {
+            let text = std::fs::read_to_string(ssh.join(from))
+                .map_err(|e| format!("read {}: {e}", ssh.join(from).display()))?;
+            let path = PathBuf::from(format!("{dot_ssh}/{to}"));
+            sys::write_file(&path, &text, mode)?;
+            if let Some((uid, gid)) = owner {
+                sys::chown(&path, uid, gid)?;
+            }
+        }
     }
     Ok(())
 }

@@ -15,6 +15,7 @@ mod plan;
 mod ssh;
 mod sys;
 mod teardown;
+mod users;
 
 use clap::{Parser, Subcommand};
 use plan::{Options, Plan};
@@ -62,6 +63,11 @@ enum Cmd {
         /// Compute hosts see the machine's file system (except /tmp, /run, /dev/shm).
         #[arg(long)]
         shared_fs: bool,
+        /// A non-root user who can log in to every host with the testbed key (the key is
+        /// made theirs; compute hosts get their home). A name the machine does not know
+        /// becomes a user of the testbed's hosts only.
+        #[arg(long)]
+        user: Option<String>,
         /// Instance id ([a-z0-9], at most 12); default: a fresh random one.
         #[arg(long)]
         id: Option<String>,
@@ -109,6 +115,7 @@ fn main() {
             lan_rate,
             firewall,
             shared_fs,
+            user,
             id,
         } => (|| {
             let firewall = firewall
@@ -124,6 +131,7 @@ fn main() {
                 lan_rate_mbit: lan_rate,
                 firewall,
                 shared_fs,
+                user,
             };
             up(id, opts)
         })(),
@@ -185,6 +193,9 @@ fn up(id: Option<String>, opts: Options) -> Result<()> {
     if !missing.is_empty() {
         return Err(format!("missing: {}", missing.join("; ")));
     }
+    if let Some(user) = &opts.user {
+        users::check_name(user)?;
+    }
     let linkemu = sys::find_program("gw-linkemu", "GW_LINKEMU").ok_or(
         "gw-linkemu not found (build it: cargo build -p gridwire-linkemu; or set GW_LINKEMU)",
     )?;
@@ -220,6 +231,9 @@ fn up(id: Option<String>, opts: Options) -> Result<()> {
 
 fn build(plan: &Plan, linkemu: &str) -> Result<()> {
     ssh::prepare(plan)?;
+    if let Some(user) = &plan.opts.user {
+        users::prepare(plan, user)?;
+    }
     let inits = start_hosts(plan)?;
     net::build(plan, &inits, linkemu)?;
     for h in &plan.hosts {

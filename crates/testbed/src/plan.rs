@@ -33,6 +33,8 @@ pub struct Options {
     /// Site indexes behind a firewall.
     pub firewall: Vec<u32>,
     pub shared_fs: bool,
+    /// A non-root user who can log in to every host with the testbed key.
+    pub user: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -189,7 +191,7 @@ impl Plan {
         let o = &self.opts;
         let fw: Vec<String> = o.firewall.iter().map(|s| s.to_string()).collect();
         format!(
-            "id={}\nsites={}\nhosts={}\nwan_delay_ms={}\nwan_loss_pct={}\nwan_rate_mbit={}\nlan_rate_mbit={}\nfirewall={}\nshared_fs={}\n",
+            "id={}\nsites={}\nhosts={}\nwan_delay_ms={}\nwan_loss_pct={}\nwan_rate_mbit={}\nlan_rate_mbit={}\nfirewall={}\nshared_fs={}\nuser={}\n",
             self.id,
             o.sites,
             o.hosts,
@@ -198,7 +200,8 @@ impl Plan {
             o.wan_rate_mbit,
             o.lan_rate_mbit,
             fw.join(","),
-            o.shared_fs
+            o.shared_fs,
+            o.user.as_deref().unwrap_or("")
         )
     }
 
@@ -235,6 +238,10 @@ impl Plan {
             lan_rate_mbit: num("lan_rate_mbit")?,
             firewall,
             shared_fs: get("shared_fs")? == "true",
+            user: kv
+                .get("user")
+                .filter(|u| !u.is_empty())
+                .map(|u| u.to_string()),
         };
         Plan::new(get("id")?, opts)
     }
@@ -291,6 +298,7 @@ mod tests {
             lan_rate_mbit: 0.0,
             firewall: vec![1],
             shared_fs: false,
+            user: Some("alice".into()),
         }
     }
 

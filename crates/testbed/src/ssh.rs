@@ -180,6 +180,7 @@ mod tests {
                 lan_rate_mbit: 0.0,
                 firewall: vec![1],
                 shared_fs: false,
+                user: None,
             },
         )
         .unwrap();

@@ -289,3 +289,51 @@ pub fn which(name: &str) -> Option<String> {
         .map(|p| p.to_string_lossy().into_owned());
     found
 }
+
+pub struct Passwd {
+    pub uid: u32,
+    pub gid: u32,
+    pub home: String,
+}
+
+/// The passwd entry of `name`.
+pub fn passwd(name: &str) -> Result<Passwd> {
+    let c = cstr(name)?;
+    let mut pw: libc::passwd = unsafe_zeroed_passwd();
+    let mut buf = vec![0 as libc::c_char; 16384];
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwnam_r writes into `pw` and `buf` (live, of the stated
+    // length) and sets `result` to `&pw` or null.
+    let r = unsafe {
+        libc::getpwnam_r(
+            c.as_ptr(),
+            &mut pw,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut result,
+        )
+    };
+    if r != 0 || result.is_null() {
+        return Err(format!("no user {name:?} in the password database"));
+    }
+    // SAFETY: on success pw_dir points to a NUL-terminated string inside `buf`.
+    let home = unsafe { std::ffi::CStr::from_ptr(pw.pw_dir) }
+        .to_string_lossy()
+        .into_owned();
+    Ok(Passwd {
+        uid: pw.pw_uid,
+        gid: pw.pw_gid,
+        home,
+    })
+}
+
+fn unsafe_zeroed_passwd() -> libc::passwd {
+    // SAFETY: libc::passwd is plain data (integers and pointers); all-zero is
+    // a valid value that getpwnam_r overwrites.
+    unsafe { std::mem::zeroed() }
+}
+
+pub fn chown(path: &Path, uid: u32, gid: u32) -> Result<()> {
+    std::os::unix::fs::chown(path, Some(uid), Some(gid))
+        .map_err(|e| format!("chown {}: {e}", path.display()))
+}

@@ -83,6 +83,8 @@ fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
         "20",
         "--firewall",
         "s1",
+        "--user",
+        "gwtbuser",
     ])
     .unwrap_or_else(|e| panic!("{e}"));
     let id = tb.id.clone();
@@ -182,6 +184,25 @@ fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
         );
         assert_eq!(out, h, "ssh -F {config} {h}");
     }
+
+    // A non-root user (known to the hosts only) logs in with the same config,
+    // also through the gateway, and from host to host.
+    let who = ok(
+        &tb,
+        "login",
+        &[
+            "runuser",
+            "-u",
+            "gwtbuser",
+            "--",
+            "ssh",
+            "-F",
+            &config,
+            "s1h1",
+            "id -un; hostname; ssh s1h0 id -un",
+        ],
+    );
+    assert_eq!(who, "gwtbuser\ns1h1\ngwtbuser", "non-root ssh");
 
     // The WAN: 20 ms one way between sites (and between login and a site);
     // within a site, a bridge.
