@@ -4,24 +4,53 @@
 
 use crate::plan::{site_name, Host, Plan};
 use crate::sys::{self, Result};
-use std::path::Path;
-use std::process::Command;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
-fn keygen(path: &Path, comment: &str) -> Result<String> {
-    sys::run(
-        Command::new("ssh-keygen")
+/// Makes ed25519 key pairs at `keys` (path, comment) — all at once, as
+/// separate processes (a site of 32 hosts needs 33 keys) — and returns
+/// each public key as `type base64`.
+fn keygen(keys: &[(PathBuf, String)]) -> Result<Vec<String>> {
+    let mut children = Vec::new();
+    for (path, comment) in keys {
+        let child = Command::new("ssh-keygen")
             .args(["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f"])
-            .arg(path),
-    )?;
-    let pubkey = path.with_extension("pub");
-    let pubkey = if pubkey.exists() {
-        pubkey
-    } else {
-        Path::new(&format!("{}.pub", path.display())).to_path_buf()
-    };
-    let text =
-        std::fs::read_to_string(&pubkey).map_err(|e| format!("read {}: {e}", pubkey.display()))?;
-    Ok(text.trim().to_string())
+            .arg(path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run ssh-keygen: {e}"))?;
+        children.push(child);
+    }
+    let mut failed = None;
+    for (child, (path, _)) in children.into_iter().zip(keys) {
+        let out = child
+            .wait_with_output()
+            .map_err(|e| format!("ssh-keygen: {e}"))?;
+        if !out.status.success() && failed.is_none() {
+            failed = Some(format!(
+                "ssh-keygen -f {} failed: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    keys.iter()
+        .map(|(path, _)| {
+            let public = PathBuf::from(format!("{}.pub", path.display()));
+            let text = std::fs::read_to_string(&public)
+                .map_err(|e| format!("read {}: {e}", public.display()))?;
+            Ok(text
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" "))
+        })
+        .collect()
 }
 
 pub fn config_path(plan: &Plan) -> String {
@@ -36,16 +65,22 @@ pub fn prepare(plan: &Plan) -> Result<()> {
     let dir = plan.dir();
     let ssh = plan.ssh_dir();
     sys::mkdir(&ssh.to_string_lossy(), 0o755)?;
-    let client = keygen(&ssh.join("id_ed25519"), &format!("gw-testbed-{}", plan.id))?;
-    sys::write_file(&ssh.join("authorized_keys"), &format!("{client}\n"), 0o644)?;
-    let mut known = String::new();
+    let mut keys = vec![(ssh.join("id_ed25519"), format!("gw-testbed-{}", plan.id))];
     for h in &plan.hosts {
         let hd = plan.host_dir(&h.name);
         sys::mkdir(&hd.to_string_lossy(), 0o755)?;
-        let key = keygen(&hd.join("ssh_host_ed25519_key"), &h.name)?;
-        // "type base64" without the comment.
-        let key: Vec<&str> = key.split_whitespace().take(2).collect();
-        known.push_str(&format!("{},{} {}\n", h.name, h.addr, key.join(" ")));
+        keys.push((hd.join("ssh_host_ed25519_key"), h.name.clone()));
+    }
+    let public = keygen(&keys)?;
+    sys::write_file(
+        &ssh.join("authorized_keys"),
+        &format!("{} gw-testbed-{}\n", public[0], plan.id),
+        0o644,
+    )?;
+    let mut known = String::new();
+    for (h, key) in plan.hosts.iter().zip(&public[1..]) {
+        let hd = plan.host_dir(&h.name);
+        known.push_str(&format!("{},{} {key}\n", h.name, h.addr));
         sys::write_file(&hd.join("sshd_config"), &sshd_config(plan, h), 0o644)?;
         sys::write_file(&hd.join("hostname"), &format!("{}\n", h.name), 0o644)?;
     }
