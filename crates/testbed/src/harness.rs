@@ -182,7 +182,9 @@ pub struct Testbed {
 static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 impl Testbed {
-    /// `gw-testbed up ARGS` with a fresh id (`t<pid><n>`); do not pass `--id`.
+    /// `gw-testbed up ARGS` with a fresh id (`t<pid>x<n>`); do not pass `--id`.
+    /// First removes the instances of test processes that died without
+    /// taking theirs down (killed by a timeout, say).
     pub fn up(args: &[&str]) -> Result<Testbed, String> {
         let (bin, linkemu) = binaries()?;
         // The hosts' inits and the link emulators outlive `gw-testbed up`:
@@ -190,8 +192,9 @@ impl Testbed {
         // machine's PID 1 reaps orphans).
         // SAFETY: prctl with integer arguments; affects only this process.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+        remove_orphaned_instances(&bin, &linkemu);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let id = format!("t{}{n}", std::process::id());
+        let id = format!("t{}x{n}", std::process::id());
         let mut tb = Testbed {
             id: id.clone(),
             machines: PathBuf::new(),
@@ -324,6 +327,43 @@ impl Drop for Testbed {
     }
 }
 
+/// The pid of the test process that made instance `id` (`t<pid>x<n>`).
+fn test_pid_of(id: &str) -> Option<i32> {
+    let (pid, n) = id.strip_prefix('t')?.split_once('x')?;
+    n.parse::<u32>().ok()?;
+    pid.parse().ok()
+}
+
+fn remove_orphaned_instances(bin: &Path, linkemu: &Path) {
+    let mut ids: Vec<String> = Vec::new();
+    for (dir, prefix) in [("/run/gw-testbed", ""), ("/run/netns", "gwtb-")] {
+        if let Ok(d) = std::fs::read_dir(dir) {
+            for e in d.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(rest) = name.strip_prefix(prefix) {
+                    ids.push(rest.split('-').next().unwrap_or("").to_string());
+                }
+            }
+        }
+    }
+    ids.sort();
+    ids.dedup();
+    for id in ids {
+        let Some(pid) = test_pid_of(&id) else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let _ = run_with_timeout(
+            Command::new(bin)
+                .args(["down", "--id", &id])
+                .env("GW_LINKEMU", linkemu),
+            Duration::from_secs(60),
+        );
+    }
+}
+
 /// Reaps `pids` if they are (zombie) children of this process: waits a
 /// little for each to exit, and never for any other child, so no other
 /// test's child is reaped.
@@ -338,5 +378,17 @@ pub fn reap(pids: &[i32]) {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn test_instance_ids_name_their_process() {
+        assert_eq!(super::test_pid_of("t1234x0"), Some(1234));
+        assert_eq!(super::test_pid_of("t1234x12"), Some(1234));
+        assert_eq!(super::test_pid_of("t1234"), None);
+        assert_eq!(super::test_pid_of("dev1"), None);
+        assert_eq!(super::test_pid_of("tx1"), None);
     }
 }
