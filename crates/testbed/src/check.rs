@@ -59,6 +59,7 @@ pub fn check() -> Result<()> {
         firewall: vec![0],
         shared_fs: false,
         user: None,
+        mask: Vec::new(),
     };
     missing.extend(missing_tools(&all));
     for (tool, pkg) in [("ssh", "openssh-client"), ("ping", "iputils-ping")] {

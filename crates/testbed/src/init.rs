@@ -175,6 +175,12 @@ fn setup(plan: &Plan, h: &Host) -> Result<()> {
     let compute = !h.is_login();
     if compute && !plan.opts.shared_fs {
         mask_root_dir()?;
+        // Locally installed software is not the distribution's: a separate
+        // machine would not have it (an installed gridwire, say).
+        let extra = std::iter::once("/usr/local").chain(plan.opts.mask.iter().map(String::as_str));
+        for path in extra {
+            mask(path)?;
+        }
     } else if compute {
         sys::tmpfs("/tmp", "1777")?;
     }
@@ -244,6 +250,15 @@ fn mask_root_dir() -> Result<()> {
     }
     sys::mkdir("/var/tmp", 0o1777)?;
     Ok(())
+}
+
+/// Hides `path` if it exists: an empty tmpfs over a directory, /dev/null over anything else.
+fn mask(path: &str) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => sys::tmpfs(path, "755"),
+        Ok(_) => sys::bind("/dev/null", path, true),
+        Err(_) => Ok(()),
+    }
 }
 
 /// root's home on a compute host: the testbed's client key, known_hosts and

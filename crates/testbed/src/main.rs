@@ -68,6 +68,10 @@ enum Cmd {
         /// becomes a user of the testbed's hosts only.
         #[arg(long)]
         user: Option<String>,
+        /// Also hide this path (file or directory) on compute hosts, e.g. an installed
+        /// gridwire under /usr. Repeatable. /usr/local is always hidden.
+        #[arg(long)]
+        mask: Vec<String>,
         /// Instance id ([a-z0-9], at most 12); default: a fresh random one.
         #[arg(long)]
         id: Option<String>,
@@ -116,6 +120,7 @@ fn main() {
             firewall,
             shared_fs,
             user,
+            mask,
             id,
         } => (|| {
             let firewall = firewall
@@ -132,6 +137,7 @@ fn main() {
                 firewall,
                 shared_fs,
                 user,
+                mask,
             };
             up(id, opts)
         })(),

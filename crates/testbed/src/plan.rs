@@ -35,6 +35,8 @@ pub struct Options {
     pub shared_fs: bool,
     /// A non-root user who can log in to every host with the testbed key.
     pub user: Option<String>,
+    /// More paths hidden on compute hosts (besides /usr/local and all of / outside the system).
+    pub mask: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -123,6 +125,13 @@ impl Plan {
                 return Err(format!("{what} {v} is out of 0..{max}"));
             }
         }
+        for m in &opts.mask {
+            if !m.starts_with('/') || m.contains(',') || m.contains('\n') || m == "/" {
+                return Err(format!(
+                    "--mask {m:?}: an absolute path other than / (without commas)"
+                ));
+            }
+        }
         let mut hosts = vec![Host {
             name: "login".into(),
             site: None,
@@ -191,7 +200,7 @@ impl Plan {
         let o = &self.opts;
         let fw: Vec<String> = o.firewall.iter().map(|s| s.to_string()).collect();
         format!(
-            "id={}\nsites={}\nhosts={}\nwan_delay_ms={}\nwan_loss_pct={}\nwan_rate_mbit={}\nlan_rate_mbit={}\nfirewall={}\nshared_fs={}\nuser={}\n",
+            "id={}\nsites={}\nhosts={}\nwan_delay_ms={}\nwan_loss_pct={}\nwan_rate_mbit={}\nlan_rate_mbit={}\nfirewall={}\nshared_fs={}\nuser={}\nmask={}\n",
             self.id,
             o.sites,
             o.hosts,
@@ -201,7 +210,8 @@ impl Plan {
             o.lan_rate_mbit,
             fw.join(","),
             o.shared_fs,
-            o.user.as_deref().unwrap_or("")
+            o.user.as_deref().unwrap_or(""),
+            o.mask.join(",")
         )
     }
 
@@ -242,6 +252,15 @@ impl Plan {
                 .get("user")
                 .filter(|u| !u.is_empty())
                 .map(|u| u.to_string()),
+            mask: kv
+                .get("mask")
+                .map(|m| {
+                    m.split(',')
+                        .filter(|p| !p.is_empty())
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default(),
         };
         Plan::new(get("id")?, opts)
     }
@@ -299,6 +318,7 @@ mod tests {
             firewall: vec![1],
             shared_fs: false,
             user: Some("alice".into()),
+            mask: vec!["/usr/bin/gwrun".into(), "/opt/x".into()],
         }
     }
 

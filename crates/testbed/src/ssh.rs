@@ -216,6 +216,7 @@ mod tests {
                 firewall: vec![1],
                 shared_fs: false,
                 user: None,
+                mask: Vec::new(),
             },
         )
         .unwrap();
