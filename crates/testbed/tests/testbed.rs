@@ -85,6 +85,8 @@ fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
         "s1",
         "--user",
         "gwtbuser",
+        "--mask",
+        "/usr/bin/ssh-keyscan",
     ])
     .unwrap_or_else(|e| panic!("{e}"));
     let id = tb.id.clone();
@@ -164,6 +166,13 @@ fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
         .status
         .success());
     assert_eq!(ok(&tb, "s1h1", &["ls", "-A", "/root"]), ".ssh");
+    assert_eq!(ok(&tb, "s0h1", &["ls", "-A", "/usr/local"]), "");
+    let keyscan = ["test", "-x", "/usr/bin/ssh-keyscan"];
+    assert!(
+        !tb.exec("s0h1", &keyscan).unwrap().status.success(),
+        "--mask"
+    );
+    assert!(tb.exec("login", &keyscan).unwrap().status.success());
     let top = Path::new(env!("CARGO_MANIFEST_DIR"))
         .components()
         .nth(1)
