@@ -158,7 +158,7 @@ fn setup(plan: &Plan, h: &Host) -> Result<()> {
         None,
     )?;
     if let Some(fd) = &cgroup_fd {
-        // Tools that read cgroups still find them (read-only view).
+        // Tools that read cgroups still find them (the machine's hierarchy).
         let _ = sys::bind(&fd_path(fd, ""), "/sys/fs/cgroup", false);
     }
     sys::tmpfs("/dev/shm", "1777")?;

@@ -248,16 +248,17 @@ pub fn write_file(path: &Path, text: &str, mode: u32) -> Result<()> {
         .map_err(|e| format!("write {}: {e}", path.display()))
 }
 
+/// Creates `path` (and missing parents); `path` gets exactly `mode`, which
+/// the umask would otherwise cut (sticky, world-writable /var/tmp).
 pub fn mkdir(path: &str, mode: u32) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    match fs::DirBuilder::new()
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    fs::DirBuilder::new()
         .recursive(true)
         .mode(mode)
         .create(path)
-    {
-        Ok(()) => Ok(()),
-        Err(e) => Err(format!("mkdir {path}: {e}")),
-    }
+        .map_err(|e| format!("mkdir {path}: {e}"))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("chmod {path}: {e}"))
 }
 
 /// Finds a program: the `env` variable, next to this executable, then PATH.
