@@ -205,6 +205,9 @@ fn setup(plan: &Plan, h: &Host) -> Result<()> {
     }
     sys::bind(&fd_path(&inst_fd, "/etc-hosts"), "/etc/hosts", true)?;
     sys::bind(&fd_path(&host_fd, "/hostname"), "/etc/hostname", true)?;
+    if Path::new("/etc/machine-id").exists() {
+        sys::bind(&fd_path(&host_fd, "/machine-id"), "/etc/machine-id", true)?;
+    }
     // --user: the hosts' own user database (see users.rs).
     for f in ["passwd", "group", "shadow"] {
         let copy = fd_path(&inst_fd, &format!("/{f}"));

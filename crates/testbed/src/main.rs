@@ -229,7 +229,9 @@ fn up(id: Option<String>, opts: Options) -> Result<()> {
     );
     println!("GW_TESTBED_ID={id}");
     println!("GW_TESTBED_MACHINES={}", ssh::machines_path(&plan));
+    println!("GW_TESTBED_HOSTFILE={}", ssh::hostfile_path(&plan));
     println!("GW_TESTBED_SSH_CONFIG={}", ssh::config_path(&plan));
+    println!("GW_TESTBED_BIN={}", ssh::bin_path(&plan));
     let names: Vec<&str> = plan.hosts.iter().map(|h| h.name.as_str()).collect();
     println!("GW_TESTBED_HOSTS=\"{}\"", names.join(" "));
     Ok(())

@@ -53,8 +53,28 @@ fn keygen(keys: &[(PathBuf, String)]) -> Result<Vec<String>> {
         .collect()
 }
 
+/// 128 random bits in hex, as in /etc/machine-id: hosts that share a
+/// kernel (and boot id) still differ here.
+fn machine_id() -> Result<String> {
+    let mut b = [0u8; 16];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").map_err(|e| format!("/dev/urandom: {e}"))?,
+        &mut b,
+    )
+    .map_err(|e| format!("/dev/urandom: {e}"))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+pub fn bin_path(plan: &Plan) -> String {
+    plan.ssh_dir().join("bin").to_string_lossy().into_owned()
+}
+
 pub fn config_path(plan: &Plan) -> String {
     plan.ssh_dir().join("config").to_string_lossy().into_owned()
+}
+
+pub fn hostfile_path(plan: &Plan) -> String {
+    plan.dir().join("hostfile").to_string_lossy().into_owned()
 }
 
 pub fn machines_path(plan: &Plan) -> String {
@@ -83,11 +103,40 @@ pub fn prepare(plan: &Plan) -> Result<()> {
         known.push_str(&format!("{},{} {key}\n", h.name, h.addr));
         sys::write_file(&hd.join("sshd_config"), &sshd_config(plan, h), 0o644)?;
         sys::write_file(&hd.join("hostname"), &format!("{}\n", h.name), 0o644)?;
+        sys::write_file(
+            &hd.join("machine-id"),
+            &format!("{}\n", machine_id()?),
+            0o444,
+        )?;
     }
     sys::write_file(&ssh.join("known_hosts"), &known, 0o644)?;
+    // Launchers that run a plain `ssh` (Hydra's -launcher ssh, Open MPI's
+    // rsh agent) find the testbed's config through these wrappers when
+    // this directory comes first in PATH.
+    let bin = ssh.join("bin");
+    sys::mkdir(&bin.to_string_lossy(), 0o755)?;
+    for tool in ["ssh", "scp"] {
+        sys::write_file(
+            &bin.join(tool),
+            &format!(
+                "#!/bin/sh\n# gw-testbed instance {}: {tool} with the testbed's config\nexec /usr/bin/{tool} -F {} \"$@\"\n",
+                plan.id,
+                ssh.join("config").display()
+            ),
+            0o755,
+        )?;
+    }
     sys::write_file(&ssh.join("config"), &client_config(plan), 0o644)?;
     sys::write_file(&dir.join("etc-hosts"), &plan.etc_hosts(), 0o644)?;
     sys::write_file(&dir.join("machines"), &machines(plan), 0o644)?;
+    // Hydra and Open MPI read host lines but not site sections.
+    let plain: String = plan
+        .hosts
+        .iter()
+        .filter(|h| !h.is_login())
+        .map(|h| format!("{}\n", h.name))
+        .collect();
+    sys::write_file(&dir.join("hostfile"), &plain, 0o644)?;
     Ok(())
 }
 

@@ -53,6 +53,7 @@ fn ready() -> bool {
         ("/usr/bin/ping", "iputils-ping"),
         ("/usr/sbin/nft", "nftables"),
         ("/usr/bin/bash", "bash"),
+        ("/usr/bin/mpiexec.mpich", "mpich"),
     ] {
         if !Path::new(path).exists() {
             gridwire_testkit::skip(&format!(
@@ -212,6 +213,37 @@ fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
         ],
     );
     assert_eq!(who, "gwtbuser\ns1h1\ngwtbuser", "non-root ssh");
+
+    // A launcher that runs a plain `ssh` (MPICH's Hydra) starts on every
+    // compute host, firewalled ones included, through the ssh wrappers.
+    let bin = tb.dir().join("ssh/bin");
+    let hostfile = tb.dir().join("hostfile");
+    let path = format!("PATH={}:/usr/bin:/bin", bin.display());
+    let out = ok(
+        &tb,
+        "login",
+        &[
+            "env",
+            &path,
+            "mpiexec.mpich",
+            "-launcher",
+            "ssh",
+            "-f",
+            hostfile.to_str().unwrap(),
+            "-wdir",
+            "/tmp",
+            "-n",
+            "4",
+            "hostname",
+        ],
+    );
+    let mut seen: Vec<&str> = out.lines().collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        ["s0h0", "s0h1", "s1h0", "s1h1"],
+        "Hydra across the testbed"
+    );
 
     // The WAN: 20 ms one way between sites (and between login and a site);
     // within a site, a bridge.
