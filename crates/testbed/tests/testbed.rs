@@ -262,8 +262,14 @@ fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
     assert!(tcp_open(&tb, "s1h0", "s1h1"), "inside s1");
     assert!(tcp_open(&tb, "s1h1", "s0h1"), "out of s1");
 
+    // A second instance, up while the first one is down-ed: its hosts'
+    // mount namespaces, copied from the machine's, hold copies of the first
+    // one's namespace files (router, edges, login), which must not keep
+    // those namespaces alive (unlinking the files detaches the copies).
+    let mut tb2 = Testbed::up(&["--sites", "1", "--hosts", "1"]).unwrap_or_else(|e| panic!("{e}"));
+
     // down leaves nothing: no state, no named namespace, no process, no
-    // namespace still in use by anything, no mount.
+    // namespace still in use or mounted anywhere, no mount.
     let pids = tb.pids();
     tb.down().unwrap_or_else(|e| panic!("{e}"));
     harness::reap(&pids);
@@ -300,6 +306,16 @@ fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
             }
         }
     }
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let info = std::fs::read_to_string(e.path().join("mountinfo")).unwrap_or_default();
+        for n in &namespaces {
+            assert!(
+                !info.contains(&format!(" {n} ")),
+                "{n} is still mounted in the mount namespace of process {:?}",
+                e.file_name()
+            );
+        }
+    }
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(
         !mounts.contains(&format!("gwtb-{id}-")) && !mounts.contains(&format!("gw-testbed/{id}")),
@@ -308,7 +324,6 @@ fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
 
     // After a crash that lost the state directory, down still finds the
     // instance's processes (by command line) and namespaces (by name).
-    let mut tb2 = Testbed::up(&["--sites", "1", "--hosts", "1"]).unwrap_or_else(|e| panic!("{e}"));
     let crashed = tb2.id.clone();
     let pids = tb2.pids();
     let host_pid: i32 = std::fs::read_to_string(tb2.dir().join("hosts/s0h0/init.pid"))
