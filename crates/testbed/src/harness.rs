@@ -274,6 +274,28 @@ impl Testbed {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 
+    /// Cuts `host` off silently (`gw-testbed partition`) until [`Testbed::heal`].
+    pub fn partition(&self, host: &str) -> Result<(), String> {
+        self.tool(&["partition", "--id", &self.id, host])
+    }
+
+    /// Undoes [`Testbed::partition`].
+    pub fn heal(&self, host: &str) -> Result<(), String> {
+        self.tool(&["heal", "--id", &self.id, host])
+    }
+
+    fn tool(&self, args: &[&str]) -> Result<(), String> {
+        let out = run_with_timeout(self.cmd().args(args), Duration::from_secs(30))?;
+        if !out.status.success() {
+            return Err(format!(
+                "gw-testbed {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(())
+    }
+
     /// Pids of the instance's inits and link emulators (from its state files).
     pub fn pids(&self) -> Vec<i32> {
         let mut files = Vec::new();

@@ -85,6 +85,20 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         cmd: Vec<String>,
     },
+    /// Cut a host off silently: it drops every packet it receives or would send (nftables in the host), until heal.
+    Partition {
+        /// Instance id (default: $GW_TESTBED_ID, else the only instance up).
+        #[arg(long)]
+        id: Option<String>,
+        host: String,
+    },
+    /// Undo partition.
+    Heal {
+        /// Instance id (default: $GW_TESTBED_ID, else the only instance up).
+        #[arg(long)]
+        id: Option<String>,
+        host: String,
+    },
     /// Remove an instance (or, with --all, every instance and its leftovers).
     Down {
         /// Instance id (default: $GW_TESTBED_ID, else the only instance up).
@@ -143,6 +157,12 @@ fn main() {
         })(),
         Cmd::Exec { id, host, cmd } => {
             resolve_id(id).and_then(|id| exec::exec(&Plan::load(&id)?, &host, &cmd))
+        }
+        Cmd::Partition { id, host } => {
+            resolve_id(id).and_then(|id| net::partition(&Plan::load(&id)?, &host, true))
+        }
+        Cmd::Heal { id, host } => {
+            resolve_id(id).and_then(|id| net::partition(&Plan::load(&id)?, &host, false))
         }
         Cmd::Down { id, all } => down(id, all),
         Cmd::Check => check::check(),

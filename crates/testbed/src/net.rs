@@ -223,3 +223,49 @@ fn firewall(plan: &Plan, site: u32) -> Result<()> {
     cmd.args(["-f", "-"]);
     sys::run_with_input(&mut cmd, &rules)
 }
+
+const PARTITION_TABLE: &str = "gwtestbed_partition";
+
+/// Partitions `host` (or heals it): every packet to or from it is dropped
+/// on its way — at its site's bridge (nftables, bridge family, in the edge)
+/// or, for login, at the router — and nothing is reported to anyone: no
+/// reset, no ICMP, no link change, and the host's own sends still succeed
+/// locally, as when a cable or a switch fails. Peers notice by timeouts and
+/// heartbeats only.
+pub fn partition(plan: &Plan, host: &str, cut: bool) -> Result<()> {
+    let h = plan
+        .host(host)
+        .ok_or_else(|| format!("no host {host:?} in instance {}", plan.id))?;
+    // A bridge sees a port's packets in three hooks: forward (to another
+    // host of the site), input (to be routed out of the site), output
+    // (routed in from outside). The router forwards login's.
+    let (netns, family, hooks, port) = match h.site {
+        Some(site) => (
+            site_name(site),
+            "bridge",
+            &["forward", "input", "output"][..],
+            format!("p{}", h.index),
+        ),
+        None => (
+            ROUTER.to_string(),
+            "inet",
+            &["forward"][..],
+            LOGIN_DEV.to_string(),
+        ),
+    };
+    let table = format!("{PARTITION_TABLE}_{}", h.name);
+    let mut cmd = sys::in_netns(&plan.netns_path(&netns), "nft")?;
+    cmd.args(["-f", "-"]);
+    // Declaring the table first makes both commands work whatever the state.
+    let mut rules = format!("table {family} {table} {{}}\ndelete table {family} {table}\n");
+    if cut {
+        rules.push_str(&format!("table {family} {table} {{\n"));
+        for hook in hooks {
+            rules.push_str(&format!(
+                "  chain {hook} {{\n    type filter hook {hook} priority -300; policy accept;\n    iifname \"{port}\" drop\n    oifname \"{port}\" drop\n  }}\n"
+            ));
+        }
+        rules.push_str("}\n");
+    }
+    sys::run_with_input(&mut cmd, &rules)
+}

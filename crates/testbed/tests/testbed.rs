@@ -201,7 +201,7 @@ fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
         &tb,
         "login",
         &[
-            "runuser",
+            "/usr/sbin/runuser",
             "-u",
             "gwtbuser",
             "--",
@@ -261,6 +261,14 @@ fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
     assert!(!tcp_open(&tb, "s0h0", "s1h1"), "s0h0 reaches s1h1");
     assert!(tcp_open(&tb, "s1h0", "s1h1"), "inside s1");
     assert!(tcp_open(&tb, "s1h1", "s0h1"), "out of s1");
+
+    // A partitioned host is cut off from its site and from other sites,
+    // until healed.
+    tb.partition("s0h1").unwrap_or_else(|e| panic!("{e}"));
+    assert!(!tcp_open(&tb, "s0h0", "s0h1"), "partitioned, same site");
+    assert!(!tcp_open(&tb, "s1h0", "s0h1"), "partitioned, other site");
+    tb.heal("s0h1").unwrap_or_else(|e| panic!("{e}"));
+    assert!(tcp_open(&tb, "s1h0", "s0h1"), "healed");
 
     // A second instance, up while the first one is down-ed: its hosts'
     // mount namespaces, copied from the machine's, hold copies of the first
