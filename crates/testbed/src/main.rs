@@ -265,7 +265,11 @@ fn build(plan: &Plan, linkemu: &str) -> Result<()> {
     let inits = start_hosts(plan)?;
     net::build(plan, &inits, linkemu)?;
     for h in &plan.hosts {
-        wait_sshd(plan, &h.name, inits[&h.name])?;
+        let pid = inits
+            .get(&h.name)
+            .copied()
+            .ok_or_else(|| format!("host {} has no init", h.name))?;
+        wait_sshd(plan, &h.name, pid)?;
     }
     Ok(())
 }

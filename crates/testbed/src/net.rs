@@ -43,6 +43,13 @@ fn tbf(netns: &str, dev: &str, mbit: f64) -> Result<()> {
     sys::run(&mut cmd).map(|_| ())
 }
 
+fn init_of(inits: &BTreeMap<String, i32>, host: &str) -> Result<i32> {
+    inits
+        .get(host)
+        .copied()
+        .ok_or_else(|| format!("host {host} has no init"))
+}
+
 /// Builds everything between the hosts, whose inits (PID 1s) are `inits`.
 pub fn build(plan: &Plan, inits: &BTreeMap<String, i32>, linkemu: &str) -> Result<()> {
     let o = &plan.opts;
@@ -55,7 +62,7 @@ pub fn build(plan: &Plan, inits: &BTreeMap<String, i32>, linkemu: &str) -> Resul
             "link add br0 type bridge\naddr add 10.1.{site}.254/24 dev br0\nlink set br0 up\n"
         );
         for h in plan.hosts.iter().filter(|h| h.site == Some(site)) {
-            let pid = inits[&h.name];
+            let pid = init_of(inits, &h.name)?;
             script.push_str(&format!(
                 "link add p{i} type veth peer name eth0 netns {pid}\nlink set p{i} master br0\nlink set p{i} up\n",
                 i = h.index
@@ -63,7 +70,7 @@ pub fn build(plan: &Plan, inits: &BTreeMap<String, i32>, linkemu: &str) -> Resul
         }
         sys::ip_batch(&edge_path, &script)?;
         for h in plan.hosts.iter().filter(|h| h.site == Some(site)) {
-            let host_ns = format!("/proc/{}/ns/net", inits[&h.name]);
+            let host_ns = format!("/proc/{}/ns/net", init_of(inits, &h.name)?);
             sys::ip_batch(
                 &host_ns,
                 &format!(
@@ -85,7 +92,7 @@ pub fn build(plan: &Plan, inits: &BTreeMap<String, i32>, linkemu: &str) -> Resul
         "netns",
         "attach",
         &plan.netns("login"),
-        &inits["login"].to_string(),
+        &init_of(inits, "login")?.to_string(),
     ]))?;
     sys::ip_batch(&plan.netns_path("login"), "link set lo up\n")?;
 
