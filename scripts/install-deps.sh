@@ -5,9 +5,10 @@
 #   - Debian packages: a C compiler and make (C floors, examples), MPICH (the
 #     runtime is tested starting under Hydra's mpiexec; peers for benchmarks),
 #     Open MPI (benchmark peer), numpy (the second, independent record reader),
-#     iproute2 and nftables (network-namespace tests, later).
+#     iproute2 and nftables (network namespaces), openssh-server/-client and
+#     iputils-ping (gw-testbed: every testbed host runs its own sshd).
 set -euo pipefail
-pkgs=(gcc make mpich libmpich-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-matplotlib python3-dev python3-venv iproute2 nftables procps)
+pkgs=(gcc make mpich libmpich-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-matplotlib python3-dev python3-venv iproute2 nftables procps openssh-server openssh-client iputils-ping)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
