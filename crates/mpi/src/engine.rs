@@ -25,17 +25,28 @@
 //! order, holding back early ones, so non-overtaking holds whatever path
 //! (method, eager or rendezvous) each message took.
 //!
+//! Trust: every field of a peer's message is its word, checked before use
+//! (a few compares on the eager path). The sender is the transport's (the
+//! link the message came in on), and the envelope's source must be that
+//! process's rank in the communicator; context ids index nothing that a
+//! peer can grow (see [`DENSE_CTX`], [`MAX_PEER_QUEUES`]); sequence numbers
+//! are taken within [`MAX_EARLY`]; request ids in `CTS`/`DATA`/`FIN` are
+//! looked up together with the peer they belong to, and `DATA` must lie
+//! within the size its envelope announced. A message that breaks a rule is
+//! dropped, counted and reported naming the rank ([`Engine::rejected`]).
+//!
 //! Locks: one try-lock over the matching state. It is never held across a
 //! send (a send can drive progress, which runs handlers that take it).
 
 use crate::error::{class, err, MpiError, Result};
+use crate::group::Group;
 use crate::request::{Buf, Req, SendData, Status};
-use crate::{ANY_SOURCE, ANY_TAG};
+use crate::{ANY_SOURCE, ANY_TAG, TAG_UB};
 use gridwire_core::sync::{TryLock, TryLockGuard};
 use gridwire_core::{Context, Request, Startpoint};
 use std::collections::VecDeque;
 use std::io::IoSlice;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -65,6 +76,29 @@ const DEFAULT_EAGER: &[(&str, usize)] = &[
     ("tcp", 64 << 10),
     ("udp", 16 << 10),
 ];
+
+/// Context ids below this have their matching queues in a vector indexed
+/// by the id (one load on every message); the others (and every
+/// nonblocking-collective instance) in a map. Why a limit: the id comes from
+/// the wire, and a vector indexed by it would grow to whatever a peer names
+/// (a 24-byte envelope asked for 32 GiB). Honest ids start at 4 and grow by
+/// 2 per communicator, so programs with fewer than 32 Ki communicators never
+/// leave the vector. Bound: 512 KiB of slots.
+const DENSE_CTX: usize = 1 << 16;
+
+/// At most this many matching queues may exist that a peer's message
+/// created before this process used the context itself (a communicator a
+/// peer finished creating first, a collective it started first). Beyond,
+/// such messages are dropped and reported: they can only come from a peer
+/// that names contexts that do not exist.
+pub const MAX_PEER_QUEUES: usize = 1024;
+
+/// How far ahead of the next expected sequence number (per context and
+/// sender) an envelope may be, and how many early envelopes a queue holds.
+/// Envelopes of one pair travel one link in order, so honest ones are at
+/// most a few ahead; one further ahead (or behind: a replay) is dropped and
+/// reported instead of being held forever.
+pub const MAX_EARLY: u32 = 4096;
 
 /// A message envelope.
 #[derive(Debug, Clone, Copy)]
@@ -190,52 +224,107 @@ struct Posted {
 struct Queues {
     posted: VecDeque<Posted>,
     unexpected: VecDeque<Unexpected>,
-    /// Next sequence number expected from each source rank.
+    /// Next sequence number expected from each sender, by *world* rank (the
+    /// transport's sender, below the job size: the envelope's rank is the
+    /// peer's word and cannot size anything).
     expected: Vec<u32>,
     /// Envelopes that arrived ahead of their turn.
     early: Vec<Unexpected>,
+    /// The communicator's group (comm rank -> world rank), known once this
+    /// process posted or probed on the context: an envelope must name as its
+    /// source the comm rank of the process it came from.
+    members: Option<Arc<Group>>,
+    /// Created by a peer's message, not yet used here (see [`MAX_PEER_QUEUES`]).
+    peer_made: bool,
 }
 
-/// A slab of requests waiting for a rendezvous step, by id.
+impl Queues {
+    /// Drops queued messages whose envelope names a source other than the
+    /// process they came from; returns them (sender, named rank) for the report.
+    fn purge_forged(&mut self, g: &Group) -> Vec<(u32, i32)> {
+        let ok = |u: &Unexpected| sender_is(g, u.env.src, u.from);
+        let mut bad = Vec::new();
+        for u in self.unexpected.iter().chain(self.early.iter()) {
+            if !ok(u) {
+                bad.push((u.from, u.env.src));
+            }
+        }
+        if !bad.is_empty() {
+            self.unexpected.retain(|u| ok(u));
+            self.early.retain(|u| ok(u));
+        }
+        bad
+    }
+}
+
+/// Whether comm rank `src` of group `g` is world rank `from`.
+#[inline]
+fn sender_is(g: &Group, src: i32, from: u32) -> bool {
+    usize::try_from(src)
+        .ok()
+        .and_then(|i| g.members.get(i))
+        .is_some_and(|&w| w == from)
+}
+
+/// A request waiting for a rendezvous step, with the one peer that may take it.
+struct Slot {
+    req: Arc<Req>,
+    /// World rank of the other side.
+    peer: u32,
+    /// Receives: the size the sender announced (every `H_DATA` must agree).
+    size: u64,
+}
+
+/// A slab of requests waiting for a rendezvous step, by id. The ids go on
+/// the wire and come back in `H_CTS`, `H_DATA` and `H_FIN`: a lookup needs
+/// the id *and* the peer the request belongs to, so a peer that guesses
+/// another's id gets nothing.
 #[derive(Default)]
 struct Slab {
-    items: Vec<Option<Arc<Req>>>,
+    items: Vec<Option<Slot>>,
     free: Vec<usize>,
 }
 
 impl Slab {
-    fn insert(&mut self, r: Arc<Req>) -> u64 {
+    fn insert(&mut self, req: Arc<Req>, peer: u32, size: u64) -> u64 {
+        let slot = Some(Slot { req, peer, size });
         match self.free.pop() {
             Some(i) => {
-                self.items[i] = Some(r);
+                self.items[i] = slot;
                 i as u64
             }
             None => {
-                self.items.push(Some(r));
+                self.items.push(slot);
                 (self.items.len() - 1) as u64
             }
         }
     }
 
-    fn get(&self, id: u64) -> Option<&Arc<Req>> {
-        self.items.get(id as usize)?.as_ref()
+    /// The request `id` if it waits for `peer`.
+    fn get(&self, id: u64, peer: u32) -> Option<&Slot> {
+        let slot = self.items.get(usize::try_from(id).ok()?)?.as_ref()?;
+        (slot.peer == peer).then_some(slot)
     }
 
-    fn remove(&mut self, id: u64) -> Option<Arc<Req>> {
-        let r = self.items.get_mut(id as usize)?.take();
-        if r.is_some() {
-            self.free.push(id as usize);
-        }
-        r
+    /// Takes request `id` out if it waits for `peer`.
+    fn remove(&mut self, id: u64, peer: u32) -> Option<Arc<Req>> {
+        self.get(id, peer)?;
+        let i = id as usize;
+        let slot = self.items[i].take()?;
+        self.free.push(i);
+        Some(slot.req)
     }
 }
 
 #[derive(Default)]
 struct State {
-    /// Matching queues by context id.
+    /// Matching queues by context id, below [`DENSE_CTX`].
     queues: Vec<Option<Box<Queues>>>,
-    /// Queues of nonblocking-collective instances (keys above 2^32), removed when they finish.
-    nbc_queues: std::collections::HashMap<u64, Box<Queues>>,
+    /// The other queues: context ids from [`DENSE_CTX`] up and
+    /// nonblocking-collective instances (keys above 2^32, removed when they finish).
+    sparse: std::collections::HashMap<u64, Box<Queues>>,
+    /// Queues that exist only because a peer's message created them.
+    peer_queues: usize,
     rndv_send: Slab,
     rndv_recv: Slab,
     /// Rendezvous sends cleared to go: (request, world rank, receiver request id).
@@ -252,7 +341,7 @@ impl State {
     #[inline]
     fn queues(&mut self, ctx: u64) -> &mut Queues {
         let i = ctx as usize;
-        if ctx >> 32 == 0 && i < self.queues.len() && self.queues[i].is_some() {
+        if ctx < DENSE_CTX as u64 && i < self.queues.len() && self.queues[i].is_some() {
             return self.queues[i].as_mut().expect("checked just above");
         }
         self.queues_slow(ctx)
@@ -260,14 +349,77 @@ impl State {
 
     #[inline(never)]
     fn queues_slow(&mut self, ctx: u64) -> &mut Queues {
-        if ctx >> 32 != 0 {
-            return self.nbc_queues.entry(ctx).or_default();
+        if ctx >= DENSE_CTX as u64 {
+            return self.sparse.entry(ctx).or_default();
         }
         let i = ctx as usize;
         if self.queues.len() <= i {
             self.queues.resize_with(i + 1, || None);
         }
         self.queues[i].get_or_insert_with(Default::default)
+    }
+
+    /// Whether the queues of `ctx` exist.
+    fn has_queues(&self, ctx: u64) -> bool {
+        if ctx < DENSE_CTX as u64 {
+            matches!(self.queues.get(ctx as usize), Some(Some(_)))
+        } else {
+            self.sparse.contains_key(&ctx)
+        }
+    }
+
+    /// The queues of `ctx` for a message that arrived: created if the limit
+    /// of peer-made queues allows (see [`MAX_PEER_QUEUES`]).
+    #[inline]
+    fn incoming(&mut self, ctx: u64) -> Option<&mut Queues> {
+        let i = ctx as usize;
+        if ctx < DENSE_CTX as u64 && i < self.queues.len() && self.queues[i].is_some() {
+            return self.queues[i].as_deref_mut();
+        }
+        self.incoming_slow(ctx)
+    }
+
+    #[inline(never)]
+    fn incoming_slow(&mut self, ctx: u64) -> Option<&mut Queues> {
+        if !self.has_queues(ctx) {
+            if self.peer_queues >= MAX_PEER_QUEUES {
+                return None;
+            }
+            self.peer_queues += 1;
+            self.queues(ctx).peer_made = true;
+        }
+        Some(self.queues(ctx))
+    }
+
+    /// The queues of `ctx` for this process's own post or probe on a
+    /// communicator of group `g`. The first use records the group and
+    /// drops what peers sent under a false source meanwhile (returned for
+    /// the report).
+    #[inline]
+    fn local(&mut self, ctx: u64, g: &Arc<Group>) -> (&mut Queues, Vec<(u32, i32)>) {
+        let i = ctx as usize;
+        let known = ctx < DENSE_CTX as u64
+            && matches!(self.queues.get(i), Some(Some(q)) if q.members.is_some() && !q.peer_made);
+        if known {
+            return (self.queues(ctx), Vec::new());
+        }
+        self.local_slow(ctx, g)
+    }
+
+    #[inline(never)]
+    fn local_slow(&mut self, ctx: u64, g: &Arc<Group>) -> (&mut Queues, Vec<(u32, i32)>) {
+        let q = self.queues(ctx);
+        let was_peer_made = std::mem::take(&mut q.peer_made);
+        let bad = if q.members.is_none() {
+            q.members = Some(g.clone());
+            q.purge_forged(g)
+        } else {
+            Vec::new()
+        };
+        if was_peer_made {
+            self.peer_queues -= 1;
+        }
+        (self.queues(ctx), bad)
     }
 
     fn take_buf(&mut self, data: &[u8]) -> Vec<u8> {
@@ -329,7 +481,13 @@ pub struct Engine {
     /// default). Below that level sequence numbers are taken with a load and
     /// a store instead of a locked add (see [`Engine::set_threaded`]).
     threaded: AtomicBool,
+    /// Messages dropped because a field broke the protocol (see [`Engine::reject`]).
+    rejected: AtomicU64,
 }
+
+/// How many rejected messages are reported on stderr; the rest are only
+/// counted ([`Engine::rejected`]): a hostile peer must not fill the log.
+const REPORTED_REJECTS: u64 = 8;
 
 impl Drop for Engine {
     fn drop(&mut self) {
@@ -376,7 +534,15 @@ fn spin_budget(size: u32) -> Duration {
 
 impl Engine {
     pub fn new(ctx: Context) -> Arc<Engine> {
-        let n = ctx.size() as usize;
+        let n = ctx.size();
+        Self::with_job_size(ctx, n)
+    }
+
+    /// An engine that believes the job has `n` ranks, for driving the
+    /// handlers directly ([`crate::fuzzing`]): ranks the context does not
+    /// have are peers whose every send fails.
+    pub(crate) fn with_job_size(ctx: Context, n: u32) -> Arc<Engine> {
+        let n = n as usize;
         let e = Arc::new(Engine {
             ctx,
             st: TryLock::new(State::default()),
@@ -390,6 +556,7 @@ impl Engine {
             same_host: (0..n).map(|_| AtomicU8::new(0)).collect(),
             helpers: AtomicUsize::new(0),
             threaded: AtomicBool::new(true),
+            rejected: AtomicU64::new(0),
         });
         // The handlers reach the engine by address, not through a `Weak`:
         // upgrading one costs two locked instructions per message.
@@ -415,6 +582,88 @@ impl Engine {
     #[inline]
     fn lock(&self) -> TryLockGuard<'_, State> {
         self.st.lock()
+    }
+
+    /// Drops a message from world rank `from` that broke the protocol:
+    /// counts it and says why (the first few times). Never a panic: the
+    /// message is the peer's word, not ours.
+    #[cold]
+    #[inline(never)]
+    fn reject(&self, from: u32, kind: &str, why: std::fmt::Arguments<'_>) {
+        let n = self.rejected.fetch_add(1, Ordering::Relaxed) + 1;
+        if n <= REPORTED_REJECTS {
+            eprintln!(
+                "gridwire mpi: rank {}: dropped a {kind} message from rank {from}: {why}{}",
+                self.ctx.rank(),
+                if n == REPORTED_REJECTS {
+                    " (further dropped messages are only counted)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+
+    /// Messages dropped so far because they broke the protocol.
+    pub fn rejected(&self) -> u64 {
+        self.rejected.load(Ordering::Relaxed)
+    }
+
+    /// Whether `from` (the transport's sender) is a rank of this job.
+    #[inline]
+    fn is_rank(&self, from: u32) -> bool {
+        (from as usize) < self.eager.len()
+    }
+
+    /// A rendezvous send to `to` whose envelope went out (for driving the
+    /// handlers directly): returns the request and the id a `CTS` or `FIN` names.
+    pub(crate) fn stage_send(&self, to: u32, buf: Buf) -> (Arc<Req>, u64) {
+        let req = self.new_req();
+        let size = buf.bytes() as u64;
+        req.d.lock().send = SendData::User(buf);
+        let id = self.lock().rndv_send.insert(req.clone(), to, size);
+        (req, id)
+    }
+
+    /// Bytes the matching state holds, roughly (queued data, queue and slab
+    /// slots): what a peer's messages can make it hold, for the bounds the
+    /// fuzz harness checks.
+    pub(crate) fn footprint(&self) -> usize {
+        let st = self.lock();
+        let q_bytes = |q: &Queues| {
+            let msgs = q.unexpected.iter().chain(q.early.iter());
+            msgs.map(|u| u.data.capacity() + std::mem::size_of::<Unexpected>())
+                .sum::<usize>()
+                + q.posted.len() * std::mem::size_of::<Posted>()
+                + q.expected.capacity() * 4
+                + std::mem::size_of::<Queues>()
+        };
+        let dense = st
+            .queues
+            .iter()
+            .flatten()
+            .map(|q| q_bytes(q))
+            .sum::<usize>();
+        let sparse = st.sparse.values().map(|q| q_bytes(q)).sum::<usize>();
+        let pool = st.pool.iter().map(|v| v.capacity()).sum::<usize>();
+        dense
+            + sparse
+            + pool
+            + st.queues.capacity() * std::mem::size_of::<Option<Box<Queues>>>()
+            + (st.rndv_send.items.capacity() + st.rndv_recv.items.capacity())
+                * std::mem::size_of::<Option<Slot>>()
+    }
+
+    /// Reports messages that [`State::local`] dropped for a false source.
+    #[cold]
+    fn report_forged(&self, bad: &[(u32, i32)]) {
+        for &(from, src) in bad {
+            self.reject(
+                from,
+                "point-to-point",
+                format_args!("its envelope names rank {src} of the communicator as the source"),
+            );
+        }
     }
 
     /// A fresh (or recycled) request.
@@ -552,7 +801,7 @@ impl Engine {
                 eprintln!("gridwire mpi: rank {}: single copy from {from} refused ({e}); copying through the runtime", self.ctx.rank());
             }
             self.no_cma[from as usize].store(true, Ordering::Relaxed);
-            let rreq = self.lock().rndv_recv.insert(req);
+            let rreq = self.lock().rndv_recv.insert(req, from, env.size);
             if let Err(e) = self.send_cts(from, env.sreq, rreq) {
                 eprintln!(
                     "gridwire mpi: rank {}: clear-to-send to {from} failed: {e}",
@@ -868,13 +1117,25 @@ impl Engine {
                 env.pid = crate::cma::my_pid();
             }
         }
-        env.sreq = self.lock().rndv_send.insert(req.clone());
-        self.ctx.rsr(&sp, H_MSG, &env.encode())?;
+        env.sreq = self.lock().rndv_send.insert(req.clone(), world, env.size);
+        if let Err(e) = self.ctx.rsr(&sp, H_MSG, &env.encode()) {
+            // Nobody will answer an envelope that was not sent.
+            self.lock().rndv_send.remove(env.sreq, world);
+            return Err(e.into());
+        }
         Ok(Some(req))
     }
 
-    /// Posts a receive on context `ctx`; the request completes when data has arrived.
-    pub fn recv(&self, ctx: u64, src: i32, tag: i32, buf: Buf) -> Result<Arc<Req>> {
+    /// Posts a receive on context `ctx` of a communicator of group `group`;
+    /// the request completes when data has arrived.
+    pub fn recv(
+        &self,
+        ctx: u64,
+        group: &Arc<Group>,
+        src: i32,
+        tag: i32,
+        buf: Buf,
+    ) -> Result<Arc<Req>> {
         let req = self.new_req();
         {
             let mut d = req.d.lock();
@@ -883,7 +1144,10 @@ impl Engine {
             d.is_recv = true;
         }
         let mut st = self.lock();
-        let q = st.queues(ctx);
+        let (q, forged) = st.local(ctx, group);
+        if !forged.is_empty() {
+            self.report_forged(&forged);
+        }
         let hit = q.unexpected.iter().position(|u| u.env.matches(src, tag));
         match hit {
             Some(i) => {
@@ -918,7 +1182,7 @@ impl Engine {
             self.pull(req.clone(), u.from, u.env);
             Ok(())
         } else {
-            let rreq = st.rndv_recv.insert(req.clone());
+            let rreq = st.rndv_recv.insert(req.clone(), u.from, u.env.size);
             drop(st);
             set_envelope(req, &u.env);
             self.send_cts(u.from, u.env.sreq, rreq)
@@ -957,12 +1221,16 @@ impl Engine {
     pub fn probe(
         &self,
         ctx: u64,
+        group: &Arc<Group>,
         src: i32,
         tag: i32,
         remove: bool,
     ) -> Option<Result<Unexpected, Status>> {
         let mut st = self.lock();
-        let q = st.queues(ctx);
+        let (q, forged) = st.local(ctx, group);
+        if !forged.is_empty() {
+            self.report_forged(&forged);
+        }
         let i = q.unexpected.iter().position(|u| u.env.matches(src, tag))?;
         if remove {
             Some(Ok(q.unexpected.remove(i).expect("index from position")))
@@ -974,7 +1242,10 @@ impl Engine {
     /// Forgets the queues of a finished nonblocking-collective instance.
     pub fn remove_queues(&self, key: u64) {
         if key >> 32 != 0 {
-            self.lock().nbc_queues.remove(&key);
+            let mut st = self.lock();
+            if st.sparse.remove(&key).is_some_and(|q| q.peer_made) {
+                st.peer_queues -= 1;
+            }
         }
     }
 
@@ -1000,14 +1271,43 @@ impl Engine {
 
     #[inline]
     fn on_msg(&self, _ctx: &Context, r: Request<'_>) {
-        let Some((env, env_len)) = Env::decode(r.payload) else {
-            eprintln!("gridwire mpi: malformed envelope from {}", r.src);
-            return;
+        self.handle_msg(r.src, r.payload);
+    }
+
+    /// An `H_MSG` from world rank `from` (the transport's sender). Every
+    /// field is the peer's word: the context must exist or be allowed to
+    /// (see [`State::incoming`]), the source must be the comm rank of
+    /// `from` where the communicator is known here (else it is checked when
+    /// it becomes known), the tag a valid one; the sequence number decides
+    /// the turn within [`MAX_EARLY`].
+    #[inline]
+    pub(crate) fn handle_msg(&self, from: u32, payload: &[u8]) {
+        let Some((env, env_len)) = Env::decode(payload) else {
+            return self.reject(from, "point-to-point", format_args!("malformed envelope"));
         };
-        let data = &r.payload[env_len..];
+        if !self.is_rank(from) || !(0..=TAG_UB).contains(&env.tag) {
+            return self.reject_envelope(from, &env);
+        }
+        let data = &payload[env_len..];
         let mut st = self.lock();
-        let q = st.queues(env.ctx);
-        let s = env.src.max(0) as usize;
+        let Some(q) = st.incoming(env.ctx) else {
+            drop(st);
+            return self.reject(
+                from,
+                "point-to-point",
+                format_args!(
+                    "communicator context {:#x} is unknown here and {MAX_PEER_QUEUES} unknown ones hold messages already",
+                    env.ctx
+                ),
+            );
+        };
+        if let Some(g) = &q.members {
+            if !sender_is(g, env.src, from) {
+                drop(st);
+                return self.reject_envelope(from, &env);
+            }
+        }
+        let s = from as usize;
         if q.expected.len() <= s {
             q.expected.resize(s + 1, 0);
         }
@@ -1029,16 +1329,45 @@ impl Engine {
                 return;
             }
         }
-        self.on_msg_slow(st, env, r.src, data);
+        self.on_msg_slow(st, env, from, data);
     }
 
-    /// The rest of [`Engine::on_msg`]: out-of-turn, unexpected and rendezvous
-    /// envelopes.
+    #[cold]
+    #[inline(never)]
+    fn reject_envelope(&self, from: u32, env: &Env) {
+        let why = if !self.is_rank(from) {
+            format!("the job has no rank {from}")
+        } else if !(0..=TAG_UB).contains(&env.tag) {
+            format!("tag {} is not a valid tag", env.tag)
+        } else {
+            format!(
+                "its envelope names rank {} of the communicator as the source",
+                env.src
+            )
+        };
+        self.reject(from, "point-to-point", format_args!("{why}"));
+    }
+
+    /// The rest of [`Engine::handle_msg`]: out-of-turn, unexpected and rendezvous
+    /// envelopes. The queues of `env.ctx` exist and `expected` covers `from`.
     #[inline(never)]
     fn on_msg_slow(&self, mut st: TryLockGuard<'_, State>, env: Env, from: u32, data: &[u8]) {
-        let s = env.src.max(0) as usize;
+        let s = from as usize;
         let q = st.queues(env.ctx);
         if env.seq != q.expected[s] {
+            let ahead = env.seq.wrapping_sub(q.expected[s]);
+            if ahead >= MAX_EARLY || q.early.len() >= MAX_EARLY as usize {
+                let expected = q.expected[s];
+                drop(st);
+                return self.reject(
+                    from,
+                    "point-to-point",
+                    format_args!(
+                        "sequence number {} is not within {MAX_EARLY} after the expected {expected}",
+                        env.seq
+                    ),
+                );
+            }
             let v = st.take_buf(data);
             st.queues(env.ctx)
                 .early
@@ -1057,7 +1386,7 @@ impl Engine {
             let Some(i) = q
                 .early
                 .iter()
-                .position(|u| u.env.src == env.src && u.env.seq == next)
+                .position(|u| u.from == from && u.env.seq == next)
             else {
                 break;
             };
@@ -1080,7 +1409,7 @@ impl Engine {
             if let After::Cts { to, sreq, rreq } = a {
                 if let Err(e) = self.send_cts(to, sreq, rreq) {
                     eprintln!(
-                        "gridwire mpi: rank {}: clear-to-send to {to} failed: {e}",
+                        "gridwire mpi: rank {}: clear-to-send to rank {to} failed: {e}",
                         self.ctx.rank()
                     );
                 }
@@ -1128,7 +1457,7 @@ impl Engine {
             }
         } else {
             set_envelope(&p.req, &env);
-            let rreq = st.rndv_recv.insert(p.req);
+            let rreq = st.rndv_recv.insert(p.req, from, env.size);
             After::Cts {
                 to: from,
                 sreq: env.sreq,
@@ -1138,48 +1467,108 @@ impl Engine {
     }
 
     fn on_cts(&self, _ctx: &Context, r: Request<'_>) {
-        if r.payload.len() != 16 {
-            return;
-        }
-        let sreq = u64::from_le_bytes(r.payload[..8].try_into().unwrap());
-        let rreq = u64::from_le_bytes(r.payload[8..].try_into().unwrap());
+        self.handle_cts(r.src, r.payload);
+    }
+
+    /// `H_CTS` from `from`: only a send of ours to `from` that waits for its
+    /// receiver may be cleared (an id of another peer's send is refused).
+    pub(crate) fn handle_cts(&self, from: u32, payload: &[u8]) {
+        let (Some(sreq), Some(rreq), 16) = (word(payload, 0), word(payload, 8), payload.len())
+        else {
+            return self.reject(from, "clear-to-send", format_args!("it is not 16 bytes"));
+        };
         let mut st = self.lock();
-        if let Some(req) = st.rndv_send.remove(sreq) {
-            st.ready.push_back((req, r.src, rreq));
+        if let Some(req) = st.rndv_send.remove(sreq, from) {
+            st.ready.push_back((req, from, rreq));
             self.ready_len.fetch_add(1, Ordering::AcqRel);
+        } else {
+            drop(st);
+            self.reject(
+                from,
+                "clear-to-send",
+                format_args!("no send of ours to that rank waits under id {sreq}"),
+            );
         }
     }
 
     fn on_fin(&self, _ctx: &Context, r: Request<'_>) {
-        if r.payload.len() != 8 {
-            return;
-        }
-        let sreq = u64::from_le_bytes(r.payload.try_into().unwrap());
-        let req = self.lock().rndv_send.remove(sreq);
-        if let Some(req) = req {
-            req.d.lock().send = SendData::None;
-            req.complete();
+        self.handle_fin(r.src, r.payload);
+    }
+
+    /// `H_FIN` from `from`: completes a single-copy send of ours to `from`.
+    pub(crate) fn handle_fin(&self, from: u32, payload: &[u8]) {
+        let (Some(sreq), 8) = (word(payload, 0), payload.len()) else {
+            return self.reject(
+                from,
+                "rendezvous completion",
+                format_args!("it is not 8 bytes"),
+            );
+        };
+        let req = self.lock().rndv_send.remove(sreq, from);
+        match req {
+            Some(req) => {
+                req.d.lock().send = SendData::None;
+                req.complete();
+            }
+            None => self.reject(
+                from,
+                "rendezvous completion",
+                format_args!("no send of ours to that rank waits under id {sreq}"),
+            ),
         }
     }
 
     fn on_data(&self, _ctx: &Context, r: Request<'_>) {
-        if r.payload.len() < DATA_HDR {
-            eprintln!("gridwire mpi: malformed rendezvous data from {}", r.src);
-            return;
-        }
-        let word = |i: usize| u64::from_le_bytes(r.payload[i..i + 8].try_into().unwrap());
-        let (rreq, off, total) = (word(0), word(8), word(16));
-        let data = &r.payload[DATA_HDR..];
-        let Some(req) = self.lock().rndv_recv.get(rreq).cloned() else {
-            return;
+        self.handle_data(r.src, r.payload);
+    }
+
+    /// `H_DATA` from `from`: a piece of a rendezvous into a receive of ours
+    /// matched with a send of `from`. The total must be the size its
+    /// envelope announced and the piece must lie within it; only the part
+    /// within the receive buffer is written.
+    pub(crate) fn handle_data(&self, from: u32, payload: &[u8]) {
+        let (Some(rreq), Some(off), Some(total)) =
+            (word(payload, 0), word(payload, 8), word(payload, 16))
+        else {
+            return self.reject(
+                from,
+                "rendezvous data",
+                format_args!("the header is cut short"),
+            );
         };
+        let data = &payload[DATA_HDR..];
+        let slot = self
+            .lock()
+            .rndv_recv
+            .get(rreq, from)
+            .map(|s| (s.req.clone(), s.size));
+        let Some((req, size)) = slot else {
+            return self.reject(
+                from,
+                "rendezvous data",
+                format_args!("no receive of ours from that rank waits under id {rreq}"),
+            );
+        };
+        let end = off.checked_add(data.len() as u64);
+        if total != size || end.is_none_or(|e| e > total) {
+            return self.reject(
+                from,
+                "rendezvous data",
+                format_args!(
+                    "bytes {off}..+{} of {total} do not lie within the {size} its envelope announced",
+                    data.len()
+                ),
+            );
+        }
         let done = {
             let mut d = req.d.lock();
             let cap = d.recv.as_ref().map_or(0, |b| b.bytes());
-            let fits = (total as usize).min(cap);
+            // `total` fits in memory only if it fits in the buffer; both
+            // bounds below are then at most `cap`.
+            let fits = usize::try_from(total).unwrap_or(usize::MAX).min(cap);
             // The part of this piece that fits in the receive buffer.
-            let lo = (off as usize).min(fits);
-            let hi = (off as usize).saturating_add(data.len()).min(fits);
+            let lo = usize::try_from(off).unwrap_or(usize::MAX).min(fits);
+            let hi = lo.saturating_add(data.len()).min(fits);
             let part = &data[..hi - lo];
             match d.recv.as_ref().and_then(|b| b.contig_addr()) {
                 // SAFETY: `Buf::new`'s contract: the receive buffer is
@@ -1194,7 +1583,7 @@ impl Engine {
                     d.staged[lo..hi].copy_from_slice(part);
                 }
             }
-            d.rndv_got += data.len();
+            d.rndv_got = d.rndv_got.saturating_add(data.len());
             let done = d.rndv_got as u64 >= total;
             if done {
                 if !d.staged.is_empty() {
@@ -1204,17 +1593,24 @@ impl Engine {
                     }
                 }
                 d.status.bytes = fits;
-                if total as usize > cap {
+                if total > cap as u64 {
                     d.status.error = class::TRUNCATE;
                 }
             }
             done
         };
         if done {
-            self.lock().rndv_recv.remove(rreq);
+            self.lock().rndv_recv.remove(rreq, from);
             req.complete();
         }
     }
+}
+
+/// The little-endian u64 at `at` in `b`, if `b` holds it.
+#[inline]
+fn word(b: &[u8], at: usize) -> Option<u64> {
+    let bytes = b.get(at..at.checked_add(8)?)?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?))
 }
 
 /// Source and tag of a matched rendezvous (the data comes later).
@@ -1314,5 +1710,188 @@ mod tests {
         let mut bad = env(RTS).encode();
         bad[0] = 9;
         assert!(Env::decode(&bad).is_none());
+    }
+}
+
+/// The handlers driven directly with hostile messages (regression tests of
+/// the hardening issue: every field of a peer's message is checked).
+#[cfg(test)]
+mod hostile {
+    use super::*;
+    use crate::datatype::{Basic, Datatype};
+    use crate::fuzzing::engine_of_job;
+
+    fn eager(ctx: u64, src: i32, tag: i32, seq: u32, data: &[u8]) -> Vec<u8> {
+        let e = Env {
+            kind: EAGER,
+            ctx,
+            src,
+            tag,
+            seq,
+            size: 0,
+            sreq: 0,
+            addr: 0,
+            pid: 0,
+        };
+        let mut v = e.encode_eager().to_vec();
+        v.extend_from_slice(data);
+        v
+    }
+
+    fn rts(ctx: u64, src: i32, seq: u32, size: u64, sreq: u64) -> Vec<u8> {
+        Env {
+            kind: RTS,
+            ctx,
+            src,
+            tag: 0,
+            seq,
+            size,
+            sreq,
+            addr: 0,
+            pid: 0,
+        }
+        .encode()
+        .to_vec()
+    }
+
+    fn data(rreq: u64, off: u64, total: u64, bytes: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for w in [rreq, off, total] {
+            v.extend_from_slice(&w.to_le_bytes());
+        }
+        v.extend_from_slice(bytes);
+        v
+    }
+
+    fn world(n: u32) -> Arc<Group> {
+        Group::new((0..n).collect())
+    }
+
+    fn byte() -> Arc<Datatype> {
+        Datatype::predefined(Basic::U8, "MPI_BYTE")
+    }
+
+    fn recv_into(e: &Engine, g: &Arc<Group>, src: i32, out: &mut [u8]) -> Arc<Req> {
+        // SAFETY: the callers keep `out` alive and untouched until the request is done or dropped.
+        let buf = unsafe { Buf::new(out.as_mut_ptr() as usize, out.len(), byte()) };
+        e.recv(0, g, src, ANY_TAG, buf).expect("posted")
+    }
+
+    #[test]
+    fn an_envelope_naming_a_huge_context_or_source_allocates_nothing() {
+        let e = engine_of_job(3);
+        // Context 2^32-16 and source 2^31-1 sized two vectors by themselves:
+        // 32 GiB of queue slots and 8 GiB of sequence numbers.
+        e.handle_msg(1, &eager(0xffff_fff0, i32::MAX, 0, 0, b"x"));
+        e.handle_msg(1, &eager(0, i32::MAX, 0, 0, b"x"));
+        assert!(e.footprint() < 1 << 20, "{} bytes", e.footprint());
+        // The rank the transport names must be one of the job.
+        e.handle_msg(9, &eager(0, 0, 0, 0, b"x"));
+        e.handle_msg(1, &eager(0, 1, -5, 0, b"x"));
+        assert_eq!(e.rejected(), 2);
+    }
+
+    #[test]
+    fn queues_peers_create_for_unknown_contexts_are_bounded() {
+        let e = engine_of_job(3);
+        let n = MAX_PEER_QUEUES + 100;
+        for c in 0..n as u64 {
+            e.handle_msg(1, &eager(1000 + 2 * c, 1, 0, 0, b""));
+        }
+        assert_eq!(e.rejected(), 100);
+        // Using a context here takes its queues off the peers' count.
+        let g = world(3);
+        let _ = e.probe(1000, &g, ANY_SOURCE, ANY_TAG, false);
+        e.handle_msg(1, &eager(1_000_000, 1, 0, 0, b""));
+        assert_eq!(e.rejected(), 100);
+    }
+
+    #[test]
+    fn an_envelope_whose_source_is_not_its_sender_is_refused() {
+        let e = engine_of_job(3);
+        let g = world(3);
+        let mut out = [0u8; 8];
+        let r = recv_into(&e, &g, ANY_SOURCE, &mut out);
+        // Rank 1 claims to be rank 2.
+        e.handle_msg(1, &eager(0, 2, 0, 0, b"forged"));
+        assert!(!r.done());
+        assert_eq!(e.rejected(), 1);
+        e.handle_msg(2, &eager(0, 2, 0, 0, b"real"));
+        assert!(r.done());
+        assert_eq!((r.status().source, &out[..4]), (2, &b"real"[..]));
+    }
+
+    #[test]
+    fn a_forged_source_queued_before_the_communicator_was_used_is_dropped() {
+        let e = engine_of_job(3);
+        e.handle_msg(1, &eager(0, 2, 0, 0, b"forged"));
+        e.handle_msg(2, &eager(0, 2, 0, 0, b"real"));
+        let g = world(3);
+        let mut out = [0u8; 8];
+        let r = recv_into(&e, &g, ANY_SOURCE, &mut out);
+        assert!(r.done());
+        assert_eq!((r.status().source, &out[..4]), (2, &b"real"[..]));
+        assert_eq!(e.rejected(), 1);
+        assert!(e.probe(0, &g, ANY_SOURCE, ANY_TAG, false).is_none());
+    }
+
+    #[test]
+    fn sequence_numbers_far_ahead_or_behind_are_refused() {
+        let e = engine_of_job(3);
+        e.handle_msg(1, &eager(0, 1, 0, MAX_EARLY, b"far"));
+        e.handle_msg(1, &eager(0, 1, 0, u32::MAX, b"behind"));
+        assert_eq!(e.rejected(), 2);
+        // Within the window they wait for their turn, at most MAX_EARLY of them.
+        for s in 1..MAX_EARLY + 5 {
+            e.handle_msg(1, &eager(0, 1, 0, s % MAX_EARLY.max(1), b""));
+        }
+        assert!(e.footprint() < 4 << 20, "{} bytes", e.footprint());
+    }
+
+    #[test]
+    fn clear_to_send_or_fin_for_another_peers_send_is_refused() {
+        let e = engine_of_job(3);
+        let secret = b"for rank 2 only".to_vec();
+        // SAFETY: `secret` outlives the engine's use (the request is dropped first).
+        let buf = unsafe { Buf::new(secret.as_ptr() as usize, secret.len(), byte()) };
+        let (req, id) = e.stage_send(2, buf);
+        let mut cts = id.to_le_bytes().to_vec();
+        cts.extend_from_slice(&0u64.to_le_bytes());
+        e.handle_cts(1, &cts);
+        e.handle_fin(1, &id.to_le_bytes());
+        assert_eq!(e.ready_len.load(Ordering::Acquire), 0);
+        assert!(!req.done());
+        assert_eq!(e.rejected(), 2);
+        e.handle_fin(2, &id.to_le_bytes());
+        assert!(req.done());
+        // Cut-short messages are refused, not indexed.
+        e.handle_cts(2, &[1, 2, 3]);
+        e.handle_fin(2, &[]);
+        e.handle_data(2, &[0; 23]);
+        assert_eq!(e.rejected(), 5);
+    }
+
+    #[test]
+    fn rendezvous_data_is_checked_against_its_receive() {
+        let e = engine_of_job(3);
+        let g = world(3);
+        let mut out = [0u8; 16];
+        let r = recv_into(&e, &g, 1, &mut out);
+        // Rank 1 announces 8 bytes; the receive waits under id 0 (the
+        // clear-to-send to the pretended rank fails, which is reported).
+        e.handle_msg(1, &rts(0, 1, 0, 8, 5));
+        assert!(!r.done());
+        // Another peer, a total other than announced, a piece past it, an offset that wraps.
+        e.handle_data(2, &data(0, 0, 8, b"intruder"));
+        e.handle_data(1, &data(0, 0, 16, b"0123456789abcdef"));
+        e.handle_data(1, &data(0, 4, 8, b"01234567"));
+        e.handle_data(1, &data(0, u64::MAX - 2, 8, b"01234567"));
+        assert_eq!(e.rejected(), 4);
+        assert!(!r.done());
+        assert_eq!(out, [0u8; 16]);
+        e.handle_data(1, &data(0, 0, 8, b"01234567"));
+        assert!(r.done());
+        assert_eq!(&out[..8], b"01234567");
+        assert_eq!(r.status().bytes, 8);
     }
 }

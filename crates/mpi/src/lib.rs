@@ -13,6 +13,8 @@ pub mod datatype;
 pub mod deferred;
 pub mod engine;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod group;
 pub mod info;
 pub mod mem;
@@ -403,7 +405,7 @@ impl Mpi {
         if src == PROC_NULL {
             return Ok(Req::new_done(Status::proc_null()));
         }
-        self.engine.recv(comm.key(), src, tag, buf)
+        self.engine.recv(comm.key(), &comm.group, src, tag, buf)
     }
 
     /// Blocking receive.
@@ -452,13 +454,13 @@ impl Mpi {
         if src == PROC_NULL {
             return Ok(Some(Status::proc_null()));
         }
-        if let Some(Err(s)) = self.engine.probe(comm.key(), src, tag, false) {
+        if let Some(Err(s)) = self.engine.probe(comm.key(), &comm.group, src, tag, false) {
             return Ok(Some(s));
         }
         self.poke();
         Ok(self
             .engine
-            .probe(comm.key(), src, tag, false)
+            .probe(comm.key(), &comm.group, src, tag, false)
             .map(|r| r.expect_err("not removed")))
     }
 
@@ -472,7 +474,7 @@ impl Mpi {
         self.engine.wait_for(|| {
             got = self
                 .engine
-                .probe(comm.key(), src, tag, false)
+                .probe(comm.key(), &comm.group, src, tag, false)
                 .map(|r| r.expect_err("not removed"));
             got.is_some()
         });
@@ -496,7 +498,7 @@ impl Mpi {
         let mut try_take = || {
             got = self
                 .engine
-                .probe(comm.key(), src, tag, true)
+                .probe(comm.key(), &comm.group, src, tag, true)
                 .map(|r| r.expect("removed"));
             got.is_some()
         };
@@ -536,7 +538,8 @@ impl Mpi {
     }
 
     pub(crate) fn c_irecv_buf(&self, comm: &Comm, b: Buf, src: u32) -> Result<Arc<Req>> {
-        self.engine.recv(comm.key() + 1, src as i32, 0, b)
+        self.engine
+            .recv(comm.key() + 1, &comm.group, src as i32, 0, b)
     }
 
     /// Waits for all, recycles them, and reports the first error.
@@ -562,7 +565,8 @@ impl Mpi {
 
     pub(crate) fn c_irecv(&self, comm: &Comm, out: &mut [u8], src: u32) -> Result<Arc<Req>> {
         let b = Buf::bytes_of(out, &self.byte);
-        self.engine.recv(comm.key() + 1, src as i32, 0, b)
+        self.engine
+            .recv(comm.key() + 1, &comm.group, src as i32, 0, b)
     }
 
     pub(crate) fn c_recv(&self, comm: &Comm, out: &mut [u8], src: u32) -> Result<usize> {
