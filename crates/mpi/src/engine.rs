@@ -1136,6 +1136,9 @@ impl Engine {
         tag: i32,
         buf: Buf,
     ) -> Result<Arc<Req>> {
+        if !buf.writable() {
+            return Err(read_only());
+        }
         let req = self.new_req();
         {
             let mut d = req.d.lock();
@@ -1191,6 +1194,9 @@ impl Engine {
 
     /// `MPI_Mrecv`: receives a message taken by `MPI_Mprobe`.
     pub fn recv_message(&self, u: Unexpected, buf: Buf) -> Result<Arc<Req>> {
+        if !buf.writable() {
+            return Err(read_only());
+        }
         let req = self.new_req();
         {
             let mut d = req.d.lock();
@@ -1604,6 +1610,14 @@ impl Engine {
             req.complete();
         }
     }
+}
+
+#[cold]
+fn read_only() -> MpiError {
+    err(
+        class::BUFFER,
+        "a receive into a read-only buffer (made from a shared slice)",
+    )
 }
 
 /// The little-endian u64 at `at` in `b`, if `b` holds it.
