@@ -467,6 +467,7 @@ pub fn info(h: MPI_Info) -> Result<Arc<Mutex<gridwire_mpi::info::Info>>> {
 /// # Safety
 /// `addr` with `count` elements of `dt` is the user's buffer for the
 /// operation, valid until it completes (the MPI rule for buffers).
+#[inline(always)]
 pub unsafe fn buf(
     addr: *const std::ffi::c_void,
     count: i64,
@@ -486,7 +487,8 @@ pub unsafe fn buf(
     let fits = (count as u64)
         .checked_mul(t.size as u64)
         .is_some_and(|b| b <= isize::MAX as u64);
-    if !fits || (count > 1 && span(count as u64, &t).is_none()) {
+    // A contiguous type's span is its size; only others need the extent check.
+    if !fits || (!t.contig && count > 1 && span(count as u64, &t).is_none()) {
         return Err(count_too_big(count, &t));
     }
     // SAFETY: forwarded from this function's contract; the size fits (above).
@@ -494,6 +496,7 @@ pub unsafe fn buf(
 }
 
 /// Bytes from the first to the last byte that `count` elements of `t` touch, if that fits.
+#[inline(never)]
 fn span(count: u64, t: &gridwire_mpi::Datatype) -> Option<u64> {
     let ext = t.extent.unsigned_abs() as u64;
     (count - 1)

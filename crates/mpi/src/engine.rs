@@ -401,7 +401,8 @@ impl State {
         let known = ctx < DENSE_CTX as u64
             && matches!(self.queues.get(i), Some(Some(q)) if q.members.is_some() && !q.peer_made);
         if known {
-            return (self.queues(ctx), Vec::new());
+            let q = self.queues[i].as_deref_mut().expect("checked just above");
+            return (q, Vec::new());
         }
         self.local_slow(ctx, g)
     }
