@@ -102,8 +102,9 @@ fn pick(sel: u8, known: &[u64], raw: u64) -> u64 {
 pub fn engine_messages(data: &[u8]) {
     let engine = engine_of_job(JOB);
     let byte = Datatype::predefined(Basic::U8, "MPI_BYTE");
-    // Every 4th byte of a block of 2 in 4: a noncontiguous receive type.
-    let strided = Datatype::vector(MAX_BUF as i64 / 4, 2, 4, &byte).expect("valid vector");
+    // Bytes 0 and 2 of every 3 (size 2, extent 3): a noncontiguous receive
+    // type; `len / 4` elements span at most `len` bytes.
+    let strided = Datatype::vector(2, 1, 2, &byte).expect("valid vector");
     let world = Group::new((0..JOB).collect());
     let pair = Group::new(vec![2, 0]);
     // (context key, group): point-to-point and collective of each, and a
@@ -203,7 +204,7 @@ pub fn engine_messages(data: &[u8]) {
                 bufs.push(b);
                 // SAFETY: the buffer lives in `bufs` until after the
                 // engine is dropped, and `len` bytes (or `len / 4` strided
-                // elements of 4 bytes' extent) lie within its `MAX_BUF`.
+                // elements of 3 bytes' extent) lie within its `MAX_BUF`.
                 let buf = unsafe {
                     if sel & 0x80 != 0 {
                         Buf::new(addr, len / 4, strided.clone())
