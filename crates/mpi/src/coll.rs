@@ -671,13 +671,7 @@ impl Mpi {
         // Reduce to rank 0 in packed form, then scatter the packed pieces.
         let packed_t = packed_type(&dt);
         // SAFETY: `whole` lives until the end of this call.
-        let wb = unsafe {
-            Buf::new(
-                whole.as_mut_ptr() as usize,
-                total,
-                packed_t.clone(),
-            )
-        };
+        let wb = unsafe { Buf::new(whole.as_mut_ptr() as usize, total, packed_t.clone()) };
         self.reduce(comm, Some(&src), &wb, op, 0)?;
         let mine = recv.pack().len().max(counts[me] as usize * dt.size);
         let mut piece = vec![0u8; mine];
