@@ -255,7 +255,23 @@ impl Queues {
         }
         bad
     }
+
+    /// What the queued messages cost (see [`held_cost`]).
+    fn held(&self) -> usize {
+        let msgs = self.unexpected.iter().chain(self.early.iter());
+        msgs.map(|u| held_cost(u.data.len())).sum()
+    }
 }
+
+/// What a queued message costs against [`Engine::held_limit`]: its data
+/// and its slot (so that empty messages count too).
+fn held_cost(data_len: usize) -> usize {
+    data_len + std::mem::size_of::<Unexpected>()
+}
+
+/// Default of `GW_MPI_UNEXPECTED_LIMIT`: bytes of messages that arrived
+/// before their receive that a process holds before it drops more.
+const DEFAULT_HELD_LIMIT: usize = 1 << 30;
 
 /// Whether comm rank `src` of group `g` is world rank `from`.
 #[inline]
@@ -325,6 +341,8 @@ struct State {
     sparse: std::collections::HashMap<u64, Box<Queues>>,
     /// Queues that exist only because a peer's message created them.
     peer_queues: usize,
+    /// Bytes of messages held in unexpected and early queues (see [`held_cost`]).
+    held: usize,
     rndv_send: Slab,
     rndv_recv: Slab,
     /// Rendezvous sends cleared to go: (request, world rank, receiver request id).
@@ -413,7 +431,11 @@ impl State {
         let was_peer_made = std::mem::take(&mut q.peer_made);
         let bad = if q.members.is_none() {
             q.members = Some(g.clone());
-            q.purge_forged(g)
+            let before = q.held();
+            let bad = q.purge_forged(g);
+            let after = q.held();
+            self.held = self.held.saturating_sub(before - after);
+            bad
         } else {
             Vec::new()
         };
@@ -471,6 +493,10 @@ pub struct Engine {
     no_cma: Vec<AtomicBool>,
     /// Whether the peer is on this host (reached by shared memory): 0 unknown, 1 yes, 2 no.
     same_host: Vec<AtomicU8>,
+    /// Per world rank: the process id its first single-copy `RTS` named (0 =
+    /// none yet). A later one naming another process is refused: a peer
+    /// must not make us copy from whatever process of ours it names.
+    peer_pid: Vec<AtomicU32>,
     /// How long a blocking call polls without yielding before it falls back
     /// to the runtime's wait (which yields and then sleeps).
     spin: Duration,
@@ -484,6 +510,9 @@ pub struct Engine {
     threaded: AtomicBool,
     /// Messages dropped because a field broke the protocol (see [`Engine::reject`]).
     rejected: AtomicU64,
+    /// Most bytes of unexpected and early messages held (`GW_MPI_UNEXPECTED_LIMIT`):
+    /// a peer that sends what nobody receives fills memory up to this, no further.
+    held_limit: AtomicUsize,
 }
 
 /// How many rejected messages are reported on stderr; the rest are only
@@ -555,9 +584,16 @@ impl Engine {
                 .map(|_| AtomicBool::new(std::env::var_os("GW_MPI_NO_CMA").is_some()))
                 .collect(),
             same_host: (0..n).map(|_| AtomicU8::new(0)).collect(),
+            peer_pid: (0..n).map(|_| AtomicU32::new(0)).collect(),
             helpers: AtomicUsize::new(0),
             threaded: AtomicBool::new(true),
             rejected: AtomicU64::new(0),
+            held_limit: AtomicUsize::new(
+                std::env::var("GW_MPI_UNEXPECTED_LIMIT")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(DEFAULT_HELD_LIMIT),
+            ),
         });
         // The handlers reach the engine by address, not through a `Weak`:
         // upgrading one costs two locked instructions per message.
@@ -603,6 +639,12 @@ impl Engine {
                 }
             );
         }
+    }
+
+    /// Sets the limit of held unexpected messages (tests; else `GW_MPI_UNEXPECTED_LIMIT`).
+    #[doc(hidden)]
+    pub fn set_held_limit(&self, bytes: usize) {
+        self.held_limit.store(bytes, Ordering::Relaxed);
     }
 
     /// Messages dropped so far because they broke the protocol.
@@ -1156,6 +1198,7 @@ impl Engine {
         match hit {
             Some(i) => {
                 let u = q.unexpected.remove(i).expect("index from position");
+                st.held = st.held.saturating_sub(held_cost(u.data.len()));
                 self.take_unexpected(st, u, &req)?;
             }
             None => q.posted.push_back(Posted {
@@ -1240,7 +1283,9 @@ impl Engine {
         }
         let i = q.unexpected.iter().position(|u| u.env.matches(src, tag))?;
         if remove {
-            Some(Ok(q.unexpected.remove(i).expect("index from position")))
+            let u = q.unexpected.remove(i).expect("index from position");
+            st.held = st.held.saturating_sub(held_cost(u.data.len()));
+            Some(Ok(u))
         } else {
             Some(Err(q.unexpected[i].status()))
         }
@@ -1250,8 +1295,11 @@ impl Engine {
     pub fn remove_queues(&self, key: u64) {
         if key >> 32 != 0 {
             let mut st = self.lock();
-            if st.sparse.remove(&key).is_some_and(|q| q.peer_made) {
-                st.peer_queues -= 1;
+            if let Some(q) = st.sparse.remove(&key) {
+                st.held = st.held.saturating_sub(q.held());
+                if q.peer_made {
+                    st.peer_queues -= 1;
+                }
             }
         }
     }
@@ -1359,6 +1407,25 @@ impl Engine {
     /// envelopes. The queues of `env.ctx` exist and `expected` covers `from`.
     #[inline(never)]
     fn on_msg_slow(&self, mut st: TryLockGuard<'_, State>, env: Env, from: u32, data: &[u8]) {
+        if env.kind == RTS && env.pid != 0 && from != self.ctx.rank() {
+            let slot = &self.peer_pid[from as usize];
+            let pinned =
+                match slot.compare_exchange(0, env.pid, Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(_) => env.pid,
+                    Err(p) => p,
+                };
+            if pinned != env.pid {
+                drop(st);
+                return self.reject(
+                    from,
+                    "point-to-point",
+                    format_args!(
+                        "its rendezvous names process {} for a single copy, its earlier ones process {pinned}",
+                        env.pid
+                    ),
+                );
+            }
+        }
         let s = from as usize;
         let q = st.queues(env.ctx);
         if env.seq != q.expected[s] {
@@ -1375,7 +1442,11 @@ impl Engine {
                     ),
                 );
             }
+            if !self.may_hold(&mut st, from, data.len()) {
+                return;
+            }
             let v = st.take_buf(data);
+            st.held += held_cost(v.len());
             st.queues(env.ctx)
                 .early
                 .push(Unexpected { env, from, data: v });
@@ -1398,6 +1469,7 @@ impl Engine {
                 break;
             };
             let u = q.early.swap_remove(i);
+            st.held = st.held.saturating_sub(held_cost(u.data.len()));
             let a = self.arrive(&mut st, u.env, u.from, &[], Some(u.data));
             more.push(a);
         }
@@ -1424,6 +1496,25 @@ impl Engine {
         }
     }
 
+    /// Whether a message of `len` bytes from `from` may be queued (counted
+    /// then by the caller's push), or is dropped and reported because
+    /// unexpected messages fill [`Engine::held_limit`] already.
+    fn may_hold(&self, st: &mut State, from: u32, len: usize) -> bool {
+        let limit = self.held_limit.load(Ordering::Relaxed);
+        if st.held.saturating_add(held_cost(len)) <= limit {
+            return true;
+        }
+        let held = st.held;
+        self.reject(
+            from,
+            "point-to-point",
+            format_args!(
+                "{held} bytes of messages nobody has received yet are held (GW_MPI_UNEXPECTED_LIMIT={limit})"
+            ),
+        );
+        false
+    }
+
     /// An envelope in its turn: match it or queue it.
     fn arrive(
         &self,
@@ -1438,8 +1529,10 @@ impl Engine {
         let Some(i) = hit else {
             let data = match owned {
                 Some(v) => v,
+                None if !self.may_hold(st, from, data.len()) => return After::Nothing,
                 None => st.take_buf(data),
             };
+            st.held += held_cost(data.len());
             st.queues(env.ctx)
                 .unexpected
                 .push_back(Unexpected { env, from, data });
@@ -1861,6 +1954,44 @@ mod hostile {
             e.handle_msg(1, &eager(0, 1, 0, s % MAX_EARLY.max(1), b""));
         }
         assert!(e.footprint() < 4 << 20, "{} bytes", e.footprint());
+    }
+
+    #[test]
+    fn a_single_copy_from_another_process_than_before_is_refused() {
+        let e = engine_of_job(3);
+        let with_pid = |seq: u32, pid: u32| {
+            let mut m = rts(0, 1, seq, 8, seq as u64);
+            m[48..52].copy_from_slice(&pid.to_le_bytes());
+            m
+        };
+        e.handle_msg(1, &with_pid(0, 4242));
+        e.handle_msg(1, &with_pid(1, 4242));
+        assert_eq!(e.rejected(), 0);
+        e.handle_msg(1, &with_pid(2, 1));
+        assert_eq!(e.rejected(), 1);
+    }
+
+    #[test]
+    fn unexpected_messages_are_held_up_to_the_limit() {
+        let e = engine_of_job(3);
+        let per = held_cost(1000);
+        e.set_held_limit(10 * per);
+        // Nobody receives: ten are held, the rest dropped, in turn or early.
+        for s in 0..15 {
+            e.handle_msg(1, &eager(0, 1, 0, s, &[7; 1000]));
+        }
+        for s in 100..105 {
+            e.handle_msg(2, &eager(0, 2, 0, s, &[7; 1000]));
+        }
+        assert_eq!(e.rejected(), 10);
+        assert!(e.footprint() < 12 * per + (1 << 20));
+        // Receiving frees room.
+        let g = world(3);
+        let mut out = [0u8; 1000];
+        let r = recv_into(&e, &g, 1, &mut out);
+        assert!(r.done());
+        e.handle_msg(2, &eager(0, 2, 0, 0, &[7; 1000]));
+        assert_eq!(e.rejected(), 10);
     }
 
     #[test]
