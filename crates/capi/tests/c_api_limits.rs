@@ -43,6 +43,25 @@ extern "C" {
         tag: c_int,
         c: MPI_Comm,
     ) -> c_int;
+    fn PMPI_Pack_c(
+        inb: *const c_void,
+        n: MPI_Count,
+        t: MPI_Datatype,
+        outb: *mut c_void,
+        outsize: MPI_Count,
+        pos: *mut MPI_Count,
+        c: MPI_Comm,
+    ) -> c_int;
+    fn PMPI_Unpack_c(
+        inb: *const c_void,
+        insize: MPI_Count,
+        pos: *mut MPI_Count,
+        outb: *mut c_void,
+        n: MPI_Count,
+        t: MPI_Datatype,
+        c: MPI_Comm,
+    ) -> c_int;
+    fn PMPI_Pack_size_c(n: MPI_Count, t: MPI_Datatype, c: MPI_Comm, size: *mut MPI_Count) -> c_int;
     fn PMPI_Recv_c(
         b: *mut c_void,
         count: MPI_Count,
@@ -55,9 +74,11 @@ extern "C" {
 }
 
 const MPI_INT: MPI_Datatype = 521;
+const MPI_BYTE: MPI_Datatype = 583;
 const MPI_DOUBLE: MPI_Datatype = 532;
 const MPI_ERR_COUNT: c_int = 2;
 const MPI_ERR_INTERN: c_int = 17;
+const MPI_ERR_TRUNCATE: c_int = 15;
 
 /// One test: MPI is initialised once per process.
 #[test]
@@ -119,6 +140,41 @@ fn hostile_sizes_through_the_c_interface_are_errors() {
                 MPI_COMM_WORLD,
                 &mut st
             ),
+            MPI_ERR_COUNT
+        );
+
+        // A position near i64::MAX wrapped `pos + size` below the buffer's
+        // size and the copy went past it.
+        let mut out = [0u8; 16];
+        let mut pos = i64::MAX - 4;
+        assert_eq!(
+            PMPI_Pack_c(
+                x.as_ptr().cast(),
+                8,
+                MPI_BYTE,
+                out.as_mut_ptr().cast(),
+                16,
+                &mut pos,
+                MPI_COMM_WORLD
+            ),
+            MPI_ERR_TRUNCATE
+        );
+        let mut pos = i64::MAX - 4;
+        assert_eq!(
+            PMPI_Unpack_c(
+                out.as_ptr().cast(),
+                16,
+                &mut pos,
+                y.as_mut_ptr().cast(),
+                2,
+                MPI_INT,
+                MPI_COMM_WORLD
+            ),
+            MPI_ERR_TRUNCATE
+        );
+        let mut size: MPI_Count = 0;
+        assert_eq!(
+            PMPI_Pack_size_c(huge, MPI_DOUBLE, MPI_COMM_WORLD, &mut size),
             MPI_ERR_COUNT
         );
 
