@@ -97,6 +97,16 @@ impl Engine {
     /// envelopes. The queues of `env.ctx` exist and `expected` covers `from`.
     #[inline(never)]
     fn on_msg_slow(&self, mut st: TryLockGuard<'_, State>, env: Env, from: u32, data: &[u8]) {
+        // The sender's data lies in its memory: a size beyond isize::MAX
+        // is a lie that probes would hand the program as a count.
+        if env.kind == RTS && env.size > isize::MAX as u64 {
+            drop(st);
+            return self.reject(
+                from,
+                "point-to-point",
+                format_args!("its rendezvous announces {} bytes", env.size),
+            );
+        }
         if env.kind == RTS && env.pid != 0 && from != self.ctx.rank() {
             let slot = &self.peer_pid[from as usize];
             let pinned =

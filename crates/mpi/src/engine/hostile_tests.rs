@@ -148,6 +148,15 @@ fn a_single_copy_from_another_process_than_before_is_refused() {
 }
 
 #[test]
+fn a_rendezvous_larger_than_memory_is_refused() {
+    let e = engine_of_job(3);
+    e.handle_msg(1, &rts(0, 1, 0, u64::MAX, 1));
+    assert_eq!(e.rejected(), 1);
+    let g = world(3);
+    assert!(e.probe(0, &g, ANY_SOURCE, ANY_TAG, false).is_none());
+}
+
+#[test]
 fn unexpected_messages_are_held_up_to_the_limit() {
     let e = engine_of_job(3);
     let per = held_cost(1000);
