@@ -250,8 +250,12 @@ mpi_fn!(fn MPI_Pack_size / PMPI_Pack_size(n: c_int, t: MPI_Datatype, _c: MPI_Com
     run("MPI_Pack_size", MPI_COMM_WORLD, || {
         count_ok(n)?;
         let dt = dtype(t)?;
+        let bytes = dt.size.checked_mul(n as usize).and_then(|b| c_int::try_from(b).ok());
+        let bytes = bytes.ok_or_else(|| {
+            err(class::VALUE_TOO_LARGE, format!("{n} elements of {} bytes do not fit in an int (use MPI_Pack_size_c)", dt.size))
+        })?;
         // SAFETY: output argument.
-        unsafe { put(size, (dt.size * n as usize) as c_int) };
+        unsafe { put(size, bytes) };
         Ok(())
     })
 });
@@ -273,7 +277,9 @@ unsafe fn pack_at(
     let b = unsafe { handles::buf(inb, n, t) }?;
     handles::mpi()?.check_buf(&b, "input buffer")?;
     let need = b.bytes() as i64;
-    if p < 0 || p + need > outsize {
+    // Checked: a position near i64::MAX wrapped `p + need` below `outsize`
+    // and the copy went far past the output buffer.
+    if p < 0 || p.checked_add(need).is_none_or(|end| end > outsize) {
         return Err(err(
             class::TRUNCATE,
             format!("{name}: {need} bytes at position {p} do not fit in {outsize}"),
@@ -306,7 +312,7 @@ unsafe fn unpack_at(
     let b = unsafe { handles::buf(outb, n, t) }?;
     handles::mpi()?.check_buf(&b, "output buffer")?;
     let need = b.bytes() as i64;
-    if p < 0 || p + need > insize {
+    if p < 0 || p.checked_add(need).is_none_or(|end| end > insize) {
         return Err(err(
             class::TRUNCATE,
             format!("{name}: {need} bytes at position {p} exceed the input of {insize}"),
@@ -372,8 +378,11 @@ mpi_fn!(fn MPI_Pack_size_c / PMPI_Pack_size_c(n: MPI_Count, t: MPI_Datatype, _c:
             return Err(err(class::COUNT, format!("count {n} is negative")));
         }
         let dt = dtype(t)?;
+        let bytes = (dt.size as MPI_Count).checked_mul(n).ok_or_else(|| {
+            err(class::COUNT, format!("{n} elements of {} bytes exceed MPI_Count", dt.size))
+        })?;
         // SAFETY: output argument.
-        unsafe { put(size, dt.size as MPI_Count * n) };
+        unsafe { put(size, bytes) };
         Ok(())
     })
 });

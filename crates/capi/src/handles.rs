@@ -467,6 +467,7 @@ pub fn info(h: MPI_Info) -> Result<Arc<Mutex<gridwire_mpi::info::Info>>> {
 /// # Safety
 /// `addr` with `count` elements of `dt` is the user's buffer for the
 /// operation, valid until it completes (the MPI rule for buffers).
+#[inline(always)]
 pub unsafe fn buf(
     addr: *const std::ffi::c_void,
     count: i64,
@@ -480,8 +481,40 @@ pub unsafe fn buf(
         Some(Some(t)) => gridwire_mpi::DtRef::Static(t),
         _ => dtype(dt)?.into(),
     };
-    // SAFETY: forwarded from this function's contract.
+    // `Buf::new` needs `count` elements to fit in memory: a `_c` count near
+    // 2^61 of 8-byte elements wrapped `count * size` to a small number.
+    // One multiply and compare on every call.
+    let fits = (count as u64)
+        .checked_mul(t.size as u64)
+        .is_some_and(|b| b <= isize::MAX as u64);
+    // A contiguous type's span is its size; only others need the extent check.
+    if !fits || (!t.contig && count > 1 && span(count as u64, &t).is_none()) {
+        return Err(count_too_big(count, &t));
+    }
+    // SAFETY: forwarded from this function's contract; the size fits (above).
     Ok(unsafe { gridwire_mpi::Buf::new(addr as usize, count as usize, t) })
+}
+
+/// Bytes from the first to the last byte that `count` elements of `t` touch, if that fits.
+#[inline(never)]
+fn span(count: u64, t: &gridwire_mpi::Datatype) -> Option<u64> {
+    let ext = t.extent.unsigned_abs() as u64;
+    (count - 1)
+        .checked_mul(ext)?
+        .checked_add(t.true_extent.max(0) as u64)
+        .filter(|&b| b <= isize::MAX as u64)
+}
+
+#[cold]
+#[inline(never)]
+fn count_too_big(count: i64, t: &gridwire_mpi::Datatype) -> gridwire_mpi::MpiError {
+    err(
+        class::COUNT,
+        format!(
+            "count {count} of a datatype of {} bytes (extent {}) does not fit in the address space",
+            t.size, t.extent
+        ),
+    )
 }
 
 pub fn status_from(s: &gridwire_mpi::Status) -> MPI_Status {

@@ -19,11 +19,16 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-/// Exports `PMPI_x` with the body and `MPI_x` forwarding to it.
+/// Exports `PMPI_x` with the body and `MPI_x` forwarding to it. The body
+/// runs under [`errors::no_unwind`]: a panic (a bug: no input may cause
+/// one) becomes `MPI_ERR_INTERN` through the error handler instead of
+/// unwinding into C.
 macro_rules! mpi_fn {
     (fn $name:ident / $pname:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $body:block) => {
         #[no_mangle]
-        pub unsafe extern "C" fn $pname($($a: $t),*) -> $r $body
+        pub unsafe extern "C" fn $pname($($a: $t),*) -> $r {
+            $crate::errors::no_unwind(stringify!($name), move || -> $r { $body })
+        }
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> $r {
             // SAFETY: same contract as the function it forwards to.

@@ -174,7 +174,8 @@ mpi_fn!(fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(b: *mut Void, count: c_i
         m.check_buf(&bf, "buffer")?;
         let packed = bf.pack();
         let byte = handles::dtype(583)?;
-        let sbf = gridwire_mpi::Buf::bytes_of(&packed, &byte);
+        // SAFETY: `packed` outlives the send, which is waited for below.
+        let sbf = unsafe { gridwire_mpi::Buf::bytes_of(&packed, &byte) };
         let cap = bf.bytes();
         let r = m.irecv(&cm, bf, src, rtag)?;
         let s = m.isend(&cm, &sbf, dest, stag, Mode::Standard)?;

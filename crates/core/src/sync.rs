@@ -13,6 +13,7 @@
 //! [`TryLock::lock`], which spins briefly, then yields.
 
 use std::cell::UnsafeCell;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -46,7 +47,10 @@ impl<T> TryLock<T> {
         self.locked
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .ok()
-            .map(|_| TryLockGuard { lock: self })
+            .map(|_| TryLockGuard {
+                lock: self,
+                _borrow: PhantomData,
+            })
     }
 
     /// Takes the lock, spinning and then yielding while another thread holds
@@ -81,6 +85,11 @@ impl<T: Default> Default for TryLock<T> {
 /// Exclusive access to the value of a [`TryLock`] until dropped.
 pub struct TryLockGuard<'a, T> {
     lock: &'a TryLock<T>,
+    /// The guard hands out `&mut T` and `&T`, so it may be shared between
+    /// threads only where `&T` may (`T: Sync`), as std's `MutexGuard`. Why
+    /// the marker: from `&TryLock<T>` alone the guard was `Sync` for any
+    /// `T: Send` (a `Cell` read from two threads at once through a shared guard).
+    _borrow: PhantomData<&'a mut T>,
 }
 
 impl<T> Deref for TryLockGuard<'_, T> {
@@ -111,8 +120,33 @@ impl<T> Drop for TryLockGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::TryLock;
+    use super::{TryLock, TryLockGuard};
+    use std::cell::Cell;
+    use std::marker::PhantomData;
     use std::sync::Arc;
+
+    /// Whether `T` is `Sync`, as a value: the inherent constant exists only
+    /// for `Sync` types and wins over the trait's default when it does.
+    struct Probe<T: ?Sized>(PhantomData<T>);
+    trait NotSync {
+        const SYNC: bool = false;
+    }
+    impl<T: ?Sized> NotSync for Probe<T> {}
+    impl<T: ?Sized + Sync> Probe<T> {
+        const SYNC: bool = true;
+    }
+
+    #[test]
+    fn a_guard_is_sync_only_for_sync_values() {
+        // `Cell<u8>` is `Send` but not `Sync`: sharing a guard to it between
+        // threads would let both read and write it at once.
+        let sync = [
+            Probe::<TryLockGuard<'static, Cell<u8>>>::SYNC,
+            Probe::<TryLockGuard<'static, u8>>::SYNC,
+            Probe::<TryLock<Cell<u8>>>::SYNC,
+        ];
+        assert_eq!(sync, [false, true, true]);
+    }
 
     #[test]
     fn try_lock_excludes_a_second_holder_until_the_first_is_dropped() {

@@ -563,7 +563,8 @@ impl Mpi {
 
     /// Byte allgather for internal agreement (`Comm_split`).
     pub(crate) fn allgather_bytes(&self, comm: &Comm, mine: &[u8], all: &mut [u8]) -> Result<()> {
-        let s = Buf::bytes_of(mine, &self.byte);
+        // SAFETY: `mine` outlives the call, which completes the send.
+        let s = unsafe { Buf::bytes_of(mine, &self.byte) };
         // SAFETY: `all` outlives the call.
         let r = unsafe { Buf::new(all.as_mut_ptr() as usize, mine.len(), self.byte.clone()) };
         self.allgatherv(comm, Some(&s), &r, None)
@@ -643,26 +644,34 @@ impl Mpi {
         counts: &[i64],
         op: &Op,
     ) -> Result<()> {
-        let total: i64 = counts.iter().sum();
         let dt = recv.dt.clone();
-        let mut whole = vec![0u8; total as usize * dt.size];
+        let total = counts
+            .iter()
+            .try_fold(0usize, |a, &c| a.checked_add(usize::try_from(c).ok()?))
+            .filter(|&t| {
+                t.checked_mul(dt.size)
+                    .is_some_and(|b| b <= isize::MAX as usize)
+            })
+            .ok_or_else(|| {
+                crate::err(
+                    class::COUNT,
+                    "reduce_scatter: the counts sum beyond the address space",
+                )
+            })?;
+        let mut whole = vec![0u8; total * dt.size];
         let me = comm.rank as usize;
         let displ: i64 = counts[..me].iter().sum();
         let src = match send {
             Some(s) => s.clone(),
             None => recv.clone(),
         };
-        let src = src.with_count(total as usize);
+        // SAFETY: MPI_Reduce_scatter's rule: the send buffer (in place: the
+        // receive buffer) holds the sum of the counts.
+        let src = unsafe { src.with_count_unchecked(total) };
         // Reduce to rank 0 in packed form, then scatter the packed pieces.
         let packed_t = packed_type(&dt);
         // SAFETY: `whole` lives until the end of this call.
-        let wb = unsafe {
-            Buf::new(
-                whole.as_mut_ptr() as usize,
-                total as usize,
-                packed_t.clone(),
-            )
-        };
+        let wb = unsafe { Buf::new(whole.as_mut_ptr() as usize, total, packed_t.clone()) };
         self.reduce(comm, Some(&src), &wb, op, 0)?;
         let mine = recv.pack().len().max(counts[me] as usize * dt.size);
         let mut piece = vec![0u8; mine];
@@ -678,8 +687,14 @@ impl Mpi {
             .collect();
         self.scatterv(comm, &wb, Some((counts, &displs)), Some(&pb), 0)?;
         let _ = displ;
-        recv.with_count(counts[me] as usize)
-            .unpack(&piece[..counts[me] as usize * dt.size]);
+        // In place the receive buffer holds all counts, else its own: never fewer.
+        let mine = recv.with_count(counts[me] as usize).ok_or_else(|| {
+            crate::err(
+                class::COUNT,
+                "reduce_scatter: the receive buffer holds fewer elements than this rank's count",
+            )
+        })?;
+        mine.unpack(&piece[..counts[me] as usize * dt.size]);
         Ok(())
     }
 

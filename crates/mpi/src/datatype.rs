@@ -285,13 +285,15 @@ impl Datatype {
         pieces: &[(isize, usize, &Arc<Datatype>)],
         combiner: Combiner,
         is_struct: bool,
-    ) -> Arc<Datatype> {
+    ) -> Result<Arc<Datatype>> {
         let mut blocks: Vec<Block> = Vec::new();
         let mut size = 0usize;
         let mut nbasic = 0usize;
         let mut basic: Option<Option<Basic>> = None;
-        let mut lb = isize::MAX;
-        let mut ub = isize::MIN;
+        // Bounds in i128: displacement + (count - 1) * extent of any isize
+        // and usize values fits, and is checked against isize at the end.
+        let mut lb = i128::MAX;
+        let mut ub = i128::MIN;
         let mut align = 1;
         for &(disp, cnt, old) in pieces {
             if cnt == 0 {
@@ -303,45 +305,63 @@ impl Datatype {
                 Some(b) if b == old.basic => b,
                 Some(_) => None,
             });
-            let first = disp + old.lb;
-            let last = disp + old.lb + (cnt as isize - 1) * old.extent;
+            let ext = old.extent as i128;
+            let first = disp as i128 + old.lb as i128;
+            let last = first + (cnt as i128 - 1) * ext;
             lb = lb.min(first.min(last));
-            ub = ub.max(first.max(last) + old.extent);
-            size += cnt * old.size;
-            nbasic += cnt * old.nbasic;
+            ub = ub.max(first.max(last) + ext);
+            size = cnt
+                .checked_mul(old.size)
+                .and_then(|s| s.checked_add(size))
+                .filter(|&s| s <= isize::MAX as usize)
+                .ok_or_else(|| too_big("size"))?;
+            nbasic = cnt
+                .checked_mul(old.nbasic)
+                .and_then(|n| n.checked_add(nbasic))
+                .ok_or_else(|| too_big("number of elements"))?;
+            // One block that fills its extent: the copies touch, one block
+            // in all (a contiguous type of 2^40 elements is not a loop of 2^40).
+            if let [b] = old.blocks.as_slice() {
+                if b.len as i128 == ext {
+                    push_block(&mut blocks, disp as i128 + b.off as i128, cnt * old.size)?;
+                    continue;
+                }
+            }
+            let more = cnt
+                .checked_mul(old.blocks.len())
+                .filter(|&n| n <= MAX_BLOCKS - blocks.len().min(MAX_BLOCKS))
+                .ok_or_else(too_many_blocks)?;
+            blocks.reserve(more.min(1 << 16));
             for i in 0..cnt {
-                let base = disp + i as isize * old.extent;
+                let base = disp as i128 + i as i128 * ext;
                 for b in &old.blocks {
-                    let nb = Block {
-                        off: base + b.off,
-                        len: b.len,
-                    };
-                    match blocks.last_mut() {
-                        Some(l) if l.off + l.len as isize == nb.off => l.len += nb.len,
-                        _ => blocks.push(nb),
-                    }
+                    push_block(&mut blocks, base + b.off as i128, b.len)?;
                 }
             }
         }
-        if lb == isize::MAX {
+        if lb == i128::MAX {
             lb = 0;
             ub = 0;
         }
         if is_struct {
-            let a = align as isize;
+            let a = align as i128;
             let ext = ub - lb;
             ub = lb + (ext + a - 1) / a * a;
         }
-        Self::finish(
+        let lb = isize::try_from(lb).map_err(|_| too_big("lower bound"))?;
+        let extent = isize::try_from(ub - lb as i128).map_err(|_| too_big("extent"))?;
+        lb.checked_add(extent)
+            .ok_or_else(|| too_big("upper bound"))?;
+        Ok(Self::finish(
             blocks,
             size,
             lb,
-            ub - lb,
+            extent,
             align,
             basic.flatten(),
             nbasic,
             combiner,
-        )
+        ))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -358,7 +378,7 @@ impl Datatype {
         let true_lb = blocks.iter().map(|b| b.off).min().unwrap_or(0);
         let true_ub = blocks
             .iter()
-            .map(|b| b.off + b.len as isize)
+            .map(|b| b.off.saturating_add(b.len as isize))
             .max()
             .unwrap_or(0);
         let contig = blocks.len() == 1 && blocks[0].off == true_lb && size as isize == extent
@@ -368,7 +388,7 @@ impl Datatype {
             lb,
             extent,
             true_lb,
-            true_extent: true_ub - true_lb,
+            true_extent: true_ub.saturating_sub(true_lb),
             align,
             contig,
             blocks,
@@ -385,14 +405,14 @@ impl Datatype {
 
     pub fn contiguous(count: i64, old: &Arc<Datatype>) -> Result<Arc<Datatype>> {
         nonneg(count, "count")?;
-        Ok(Self::derived(
+        Self::derived(
             &[(0, count as usize, old)],
             Combiner::Contiguous {
                 count,
                 old: old.clone(),
             },
             false,
-        ))
+        )
     }
 
     pub fn vector(
@@ -403,10 +423,14 @@ impl Datatype {
     ) -> Result<Arc<Datatype>> {
         nonneg(count, "count")?;
         nonneg(blocklen, "blocklength")?;
-        let pieces: Vec<_> = (0..count)
-            .map(|i| ((i * stride) as isize * old.extent, blocklen as usize, old))
-            .collect();
-        Ok(Self::derived(
+        pieces_fit(count, blocklen)?;
+        let pieces = (0..count)
+            .map(|i| {
+                let d = i as i128 * stride as i128 * old.extent as i128;
+                Ok((displacement(d)?, blocklen as usize, old))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Self::derived(
             &pieces,
             Combiner::Vector {
                 count,
@@ -415,7 +439,7 @@ impl Datatype {
                 old: old.clone(),
             },
             false,
-        ))
+        )
     }
 
     pub fn hvector(
@@ -426,10 +450,14 @@ impl Datatype {
     ) -> Result<Arc<Datatype>> {
         nonneg(count, "count")?;
         nonneg(blocklen, "blocklength")?;
-        let pieces: Vec<_> = (0..count)
-            .map(|i| (i as isize * stride, blocklen as usize, old))
-            .collect();
-        Ok(Self::derived(
+        pieces_fit(count, blocklen)?;
+        let pieces = (0..count)
+            .map(|i| {
+                let d = i as i128 * stride as i128;
+                Ok((displacement(d)?, blocklen as usize, old))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Self::derived(
             &pieces,
             Combiner::Hvector {
                 count,
@@ -438,7 +466,7 @@ impl Datatype {
                 old: old.clone(),
             },
             false,
-        ))
+        )
     }
 
     pub fn indexed(
@@ -449,14 +477,18 @@ impl Datatype {
         let mut pieces = Vec::with_capacity(blocklens.len());
         for (&b, &d) in blocklens.iter().zip(displs) {
             nonneg(b, "blocklength")?;
-            pieces.push((d as isize * old.extent, b as usize, old));
+            pieces.push((
+                displacement(d as i128 * old.extent as i128)?,
+                b as usize,
+                old,
+            ));
         }
         let c = Combiner::Indexed {
             blocklens: blocklens.to_vec(),
             displs: displs.to_vec(),
             old: old.clone(),
         };
-        Ok(Self::derived(&pieces, c, false))
+        Self::derived(&pieces, c, false)
     }
 
     pub fn hindexed(
@@ -474,7 +506,7 @@ impl Datatype {
             displs: displs.to_vec(),
             old: old.clone(),
         };
-        Ok(Self::derived(&pieces, c, false))
+        Self::derived(&pieces, c, false)
     }
 
     pub fn indexed_block(
@@ -483,11 +515,14 @@ impl Datatype {
         old: &Arc<Datatype>,
     ) -> Result<Arc<Datatype>> {
         nonneg(blocklen, "blocklength")?;
-        let pieces: Vec<_> = displs
+        let pieces = displs
             .iter()
-            .map(|&d| (d as isize * old.extent, blocklen as usize, old))
-            .collect();
-        Ok(Self::derived(
+            .map(|&d| {
+                let d = displacement(d as i128 * old.extent as i128)?;
+                Ok((d, blocklen as usize, old))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Self::derived(
             &pieces,
             Combiner::IndexedBlock {
                 blocklen,
@@ -495,7 +530,7 @@ impl Datatype {
                 old: old.clone(),
             },
             false,
-        ))
+        )
     }
 
     pub fn hindexed_block(
@@ -508,7 +543,7 @@ impl Datatype {
             .iter()
             .map(|&d| (d, blocklen as usize, old))
             .collect();
-        Ok(Self::derived(
+        Self::derived(
             &pieces,
             Combiner::HindexedBlock {
                 blocklen,
@@ -516,7 +551,7 @@ impl Datatype {
                 old: old.clone(),
             },
             false,
-        ))
+        )
     }
 
     pub fn create_struct(
@@ -534,10 +569,12 @@ impl Datatype {
             displs: displs.to_vec(),
             types: types.to_vec(),
         };
-        Ok(Self::derived(&pieces, c, true))
+        Self::derived(&pieces, c, true)
     }
 
     pub fn resized(lb: isize, extent: isize, old: &Arc<Datatype>) -> Result<Arc<Datatype>> {
+        lb.checked_add(extent)
+            .ok_or_else(|| too_big("upper bound"))?;
         let c = Combiner::Resized {
             lb,
             extent,
@@ -609,15 +646,15 @@ impl Datatype {
             (0..n).collect()
         };
         let mut t = Self::contiguous(subsizes[order[0]], old)?;
-        let mut stride = old.extent * sizes[order[0]] as isize;
-        let mut disp = starts[order[0]] as isize * old.extent;
+        let mut stride = displacement(old.extent as i128 * sizes[order[0]] as i128)?;
+        let mut disp = displacement(starts[order[0]] as i128 * old.extent as i128)?;
         for &d in &order[1..] {
             t = Self::hvector(subsizes[d], 1, stride, &t)?;
-            disp += starts[d] as isize * stride;
-            stride *= sizes[d] as isize;
+            disp = displacement(disp as i128 + starts[d] as i128 * stride as i128)?;
+            stride = displacement(stride as i128 * sizes[d] as i128)?;
         }
         let full = stride; // extent of the whole array
-        let shifted = Self::derived(&[(disp, 1, &t)], Combiner::Named, false);
+        let shifted = Self::derived(&[(disp, 1, &t)], Combiner::Named, false)?;
         let c = Combiner::Subarray {
             sizes: sizes.to_vec(),
             subsizes: subsizes.to_vec(),
@@ -636,6 +673,51 @@ impl Datatype {
             c,
         ))
     }
+}
+
+/// Most blocks a derived datatype's flattened type map may have (16 bytes
+/// each: 1 GiB). The flattening makes a type of more pieces than that
+/// (a vector of 2^40 strided elements) a loop and an allocation as large;
+/// such a type is refused with `MPI_ERR_COUNT` instead.
+pub const MAX_BLOCKS: usize = 1 << 26;
+
+#[cold]
+fn too_big(what: &str) -> crate::error::MpiError {
+    err(
+        class::COUNT,
+        format!("the datatype's {what} does not fit in the address space"),
+    )
+}
+
+#[cold]
+fn too_many_blocks() -> crate::error::MpiError {
+    err(
+        class::COUNT,
+        format!("the datatype would have more than {MAX_BLOCKS} separate pieces"),
+    )
+}
+
+/// Appends a block at byte offset `off`, merged with the last one if they touch.
+fn push_block(blocks: &mut Vec<Block>, off: i128, len: usize) -> Result<()> {
+    let off = displacement(off)?;
+    match blocks.last_mut() {
+        Some(l) if l.off.checked_add(l.len as isize) == Some(off) => l.len += len,
+        _ => blocks.push(Block { off, len }),
+    }
+    Ok(())
+}
+
+/// A byte displacement computed from the caller's numbers, if it fits.
+fn displacement(d: i128) -> Result<isize> {
+    isize::try_from(d).map_err(|_| too_big("displacement"))
+}
+
+/// Refuses `count` pieces of `blocklen` before a vector of them is built.
+fn pieces_fit(count: i64, blocklen: i64) -> Result<()> {
+    if blocklen > 0 && count as u64 > MAX_BLOCKS as u64 {
+        return Err(too_many_blocks());
+    }
+    Ok(())
 }
 
 fn nonneg(v: i64, what: &str) -> Result<()> {

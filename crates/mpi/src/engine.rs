@@ -25,17 +25,35 @@
 //! order, holding back early ones, so non-overtaking holds whatever path
 //! (method, eager or rendezvous) each message took.
 //!
+//! Trust: every field of a peer's message is its word, checked before use
+//! (a few compares on the eager path). The sender is the transport's (the
+//! link the message came in on), and the envelope's source must be that
+//! process's rank in the communicator; context ids index nothing that a
+//! peer can grow (see [`DENSE_CTX`], [`MAX_PEER_QUEUES`]); sequence numbers
+//! are taken within [`MAX_EARLY`]; request ids in `CTS`/`DATA`/`FIN` are
+//! looked up together with the peer they belong to, and `DATA` must lie
+//! within the size its envelope announced. A message that breaks a rule is
+//! dropped, counted and reported naming the rank ([`Engine::rejected`]).
+//!
 //! Locks: one try-lock over the matching state. It is never held across a
 //! send (a send can drive progress, which runs handlers that take it).
 
+mod handlers;
+#[cfg(test)]
+mod hostile_tests;
+mod matching;
+
+pub use matching::Unexpected;
+use matching::{held_cost, Posted, Queues, Slot, State, DEFAULT_HELD_LIMIT};
+
 use crate::error::{class, err, MpiError, Result};
+use crate::group::Group;
 use crate::request::{Buf, Req, SendData, Status};
 use crate::{ANY_SOURCE, ANY_TAG};
 use gridwire_core::sync::{TryLock, TryLockGuard};
 use gridwire_core::{Context, Request, Startpoint};
-use std::collections::VecDeque;
 use std::io::IoSlice;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -65,6 +83,29 @@ const DEFAULT_EAGER: &[(&str, usize)] = &[
     ("tcp", 64 << 10),
     ("udp", 16 << 10),
 ];
+
+/// Context ids below this have their matching queues in a vector indexed
+/// by the id (one load on every message); the others (and every
+/// nonblocking-collective instance) in a map. Why a limit: the id comes from
+/// the wire, and a vector indexed by it would grow to whatever a peer names
+/// (a 24-byte envelope asked for 32 GiB). Honest ids start at 4 and grow by
+/// 2 per communicator, so programs with fewer than 32 Ki communicators never
+/// leave the vector. Bound: 512 KiB of slots.
+const DENSE_CTX: usize = 1 << 16;
+
+/// At most this many matching queues may exist that a peer's message
+/// created before this process used the context itself (a communicator a
+/// peer finished creating first, a collective it started first). Beyond,
+/// such messages are dropped and reported: they can only come from a peer
+/// that names contexts that do not exist.
+pub const MAX_PEER_QUEUES: usize = 1024;
+
+/// How far ahead of the next expected sequence number (per context and
+/// sender) an envelope may be, and how many early envelopes a queue holds.
+/// Envelopes of one pair travel one link in order, so honest ones are at
+/// most a few ahead; one further ahead (or behind: a replay) is dropped and
+/// reported instead of being held forever.
+pub const MAX_EARLY: u32 = 4096;
 
 /// A message envelope.
 #[derive(Debug, Clone, Copy)]
@@ -158,132 +199,6 @@ impl Env {
     }
 }
 
-/// A message that arrived before its receive was posted (or was taken by `MPI_Mprobe`).
-#[derive(Debug)]
-pub struct Unexpected {
-    pub env: Env,
-    /// World rank of the sender.
-    pub from: u32,
-    /// Eager data (empty for a rendezvous envelope).
-    pub data: Vec<u8>,
-}
-
-impl Unexpected {
-    pub fn status(&self) -> Status {
-        Status {
-            source: self.env.src,
-            tag: self.env.tag,
-            error: 0,
-            bytes: self.env.size as usize,
-            cancelled: false,
-        }
-    }
-}
-
-struct Posted {
-    src: i32,
-    tag: i32,
-    req: Arc<Req>,
-}
-
-#[derive(Default)]
-struct Queues {
-    posted: VecDeque<Posted>,
-    unexpected: VecDeque<Unexpected>,
-    /// Next sequence number expected from each source rank.
-    expected: Vec<u32>,
-    /// Envelopes that arrived ahead of their turn.
-    early: Vec<Unexpected>,
-}
-
-/// A slab of requests waiting for a rendezvous step, by id.
-#[derive(Default)]
-struct Slab {
-    items: Vec<Option<Arc<Req>>>,
-    free: Vec<usize>,
-}
-
-impl Slab {
-    fn insert(&mut self, r: Arc<Req>) -> u64 {
-        match self.free.pop() {
-            Some(i) => {
-                self.items[i] = Some(r);
-                i as u64
-            }
-            None => {
-                self.items.push(Some(r));
-                (self.items.len() - 1) as u64
-            }
-        }
-    }
-
-    fn get(&self, id: u64) -> Option<&Arc<Req>> {
-        self.items.get(id as usize)?.as_ref()
-    }
-
-    fn remove(&mut self, id: u64) -> Option<Arc<Req>> {
-        let r = self.items.get_mut(id as usize)?.take();
-        if r.is_some() {
-            self.free.push(id as usize);
-        }
-        r
-    }
-}
-
-#[derive(Default)]
-struct State {
-    /// Matching queues by context id.
-    queues: Vec<Option<Box<Queues>>>,
-    /// Queues of nonblocking-collective instances (keys above 2^32), removed when they finish.
-    nbc_queues: std::collections::HashMap<u64, Box<Queues>>,
-    rndv_send: Slab,
-    rndv_recv: Slab,
-    /// Rendezvous sends cleared to go: (request, world rank, receiver request id).
-    ready: VecDeque<(Arc<Req>, u32, u64)>,
-    /// Matched single-copy rendezvous receives to copy: (request, sender, envelope).
-    pulls: VecDeque<(Arc<Req>, u32, Env)>,
-    /// Spare buffers for unexpected eager data.
-    pool: Vec<Vec<u8>>,
-}
-
-impl State {
-    /// The matching queues of context `ctx`. Inlined for the common case
-    /// (a communicator's queues that exist already), on every message.
-    #[inline]
-    fn queues(&mut self, ctx: u64) -> &mut Queues {
-        let i = ctx as usize;
-        if ctx >> 32 == 0 && i < self.queues.len() && self.queues[i].is_some() {
-            return self.queues[i].as_mut().expect("checked just above");
-        }
-        self.queues_slow(ctx)
-    }
-
-    #[inline(never)]
-    fn queues_slow(&mut self, ctx: u64) -> &mut Queues {
-        if ctx >> 32 != 0 {
-            return self.nbc_queues.entry(ctx).or_default();
-        }
-        let i = ctx as usize;
-        if self.queues.len() <= i {
-            self.queues.resize_with(i + 1, || None);
-        }
-        self.queues[i].get_or_insert_with(Default::default)
-    }
-
-    fn take_buf(&mut self, data: &[u8]) -> Vec<u8> {
-        let mut v = self.pool.pop().unwrap_or_default();
-        v.clear();
-        v.extend_from_slice(data);
-        v
-    }
-
-    fn give_buf(&mut self, v: Vec<u8>) {
-        if self.pool.len() < 64 && v.capacity() <= 1 << 20 {
-            self.pool.push(v);
-        }
-    }
-}
-
 /// What a handler decided to send once the lock is released.
 enum After {
     Nothing,
@@ -318,6 +233,10 @@ pub struct Engine {
     no_cma: Vec<AtomicBool>,
     /// Whether the peer is on this host (reached by shared memory): 0 unknown, 1 yes, 2 no.
     same_host: Vec<AtomicU8>,
+    /// Per world rank: the process id its first single-copy `RTS` named (0 =
+    /// none yet). A later one naming another process is refused: a peer
+    /// must not make us copy from whatever process of ours it names.
+    peer_pid: Vec<AtomicU32>,
     /// How long a blocking call polls without yielding before it falls back
     /// to the runtime's wait (which yields and then sleeps).
     spin: Duration,
@@ -329,7 +248,16 @@ pub struct Engine {
     /// default). Below that level sequence numbers are taken with a load and
     /// a store instead of a locked add (see [`Engine::set_threaded`]).
     threaded: AtomicBool,
+    /// Messages dropped because a field broke the protocol (see [`Engine::reject`]).
+    rejected: AtomicU64,
+    /// Most bytes of unexpected and early messages held (`GW_MPI_UNEXPECTED_LIMIT`):
+    /// a peer that sends what nobody receives fills memory up to this, no further.
+    held_limit: AtomicUsize,
 }
+
+/// How many rejected messages are reported on stderr; the rest are only
+/// counted ([`Engine::rejected`]): a hostile peer must not fill the log.
+const REPORTED_REJECTS: u64 = 8;
 
 impl Drop for Engine {
     fn drop(&mut self) {
@@ -376,7 +304,15 @@ fn spin_budget(size: u32) -> Duration {
 
 impl Engine {
     pub fn new(ctx: Context) -> Arc<Engine> {
-        let n = ctx.size() as usize;
+        let n = ctx.size();
+        Self::with_job_size(ctx, n)
+    }
+
+    /// An engine that believes the job has `n` ranks, for driving the
+    /// handlers directly ([`crate::fuzzing`]): ranks the context does not
+    /// have are peers whose every send fails.
+    pub(crate) fn with_job_size(ctx: Context, n: u32) -> Arc<Engine> {
+        let n = n as usize;
         let e = Arc::new(Engine {
             ctx,
             st: TryLock::new(State::default()),
@@ -388,8 +324,16 @@ impl Engine {
                 .map(|_| AtomicBool::new(std::env::var_os("GW_MPI_NO_CMA").is_some()))
                 .collect(),
             same_host: (0..n).map(|_| AtomicU8::new(0)).collect(),
+            peer_pid: (0..n).map(|_| AtomicU32::new(0)).collect(),
             helpers: AtomicUsize::new(0),
             threaded: AtomicBool::new(true),
+            rejected: AtomicU64::new(0),
+            held_limit: AtomicUsize::new(
+                std::env::var("GW_MPI_UNEXPECTED_LIMIT")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(DEFAULT_HELD_LIMIT),
+            ),
         });
         // The handlers reach the engine by address, not through a `Weak`:
         // upgrading one costs two locked instructions per message.
@@ -415,6 +359,94 @@ impl Engine {
     #[inline]
     fn lock(&self) -> TryLockGuard<'_, State> {
         self.st.lock()
+    }
+
+    /// Drops a message from world rank `from` that broke the protocol:
+    /// counts it and says why (the first few times). Never a panic: the
+    /// message is the peer's word, not ours.
+    #[cold]
+    #[inline(never)]
+    fn reject(&self, from: u32, kind: &str, why: std::fmt::Arguments<'_>) {
+        let n = self.rejected.fetch_add(1, Ordering::Relaxed) + 1;
+        if n <= REPORTED_REJECTS {
+            eprintln!(
+                "gridwire mpi: rank {}: dropped a {kind} message from rank {from}: {why}{}",
+                self.ctx.rank(),
+                if n == REPORTED_REJECTS {
+                    " (further dropped messages are only counted)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+
+    /// Sets the limit of held unexpected messages (tests; else `GW_MPI_UNEXPECTED_LIMIT`).
+    #[doc(hidden)]
+    pub fn set_held_limit(&self, bytes: usize) {
+        self.held_limit.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Messages dropped so far because they broke the protocol.
+    pub fn rejected(&self) -> u64 {
+        self.rejected.load(Ordering::Relaxed)
+    }
+
+    /// Whether `from` (the transport's sender) is a rank of this job.
+    #[inline]
+    fn is_rank(&self, from: u32) -> bool {
+        (from as usize) < self.eager.len()
+    }
+
+    /// A rendezvous send to `to` whose envelope went out (for driving the
+    /// handlers directly): returns the request and the id a `CTS` or `FIN` names.
+    pub(crate) fn stage_send(&self, to: u32, buf: Buf) -> (Arc<Req>, u64) {
+        let req = self.new_req();
+        let size = buf.bytes() as u64;
+        req.d.lock().send = SendData::User(buf);
+        let id = self.lock().rndv_send.insert(req.clone(), to, size);
+        (req, id)
+    }
+
+    /// Bytes the matching state holds, roughly (queued data, queue and slab
+    /// slots): what a peer's messages can make it hold, for the bounds the
+    /// fuzz harness checks.
+    pub(crate) fn footprint(&self) -> usize {
+        let st = self.lock();
+        let q_bytes = |q: &Queues| {
+            let msgs = q.unexpected.iter().chain(q.early.iter());
+            msgs.map(|u| u.data.capacity() + std::mem::size_of::<Unexpected>())
+                .sum::<usize>()
+                + q.posted.len() * std::mem::size_of::<Posted>()
+                + q.expected.capacity() * 4
+                + std::mem::size_of::<Queues>()
+        };
+        let dense = st
+            .queues
+            .iter()
+            .flatten()
+            .map(|q| q_bytes(q))
+            .sum::<usize>();
+        let sparse = st.sparse.values().map(|q| q_bytes(q)).sum::<usize>();
+        let pool = st.pool.iter().map(|v| v.capacity()).sum::<usize>();
+        dense
+            + sparse
+            + pool
+            + st.queues.capacity() * std::mem::size_of::<Option<Box<Queues>>>()
+            + (st.rndv_send.items.capacity() + st.rndv_recv.items.capacity())
+                * std::mem::size_of::<Option<Slot>>()
+    }
+
+    /// Reports messages that [`State::local`] dropped for a false source.
+    #[cold]
+    fn report_forged(&self, bad: &[(u32, i32)]) {
+        for &(from, src) in bad {
+            self.reject(
+                from,
+                "point-to-point",
+                format_args!("its envelope names rank {src} of the communicator as the source"),
+            );
+        }
     }
 
     /// A fresh (or recycled) request.
@@ -552,7 +584,7 @@ impl Engine {
                 eprintln!("gridwire mpi: rank {}: single copy from {from} refused ({e}); copying through the runtime", self.ctx.rank());
             }
             self.no_cma[from as usize].store(true, Ordering::Relaxed);
-            let rreq = self.lock().rndv_recv.insert(req);
+            let rreq = self.lock().rndv_recv.insert(req, from, env.size);
             if let Err(e) = self.send_cts(from, env.sreq, rreq) {
                 eprintln!(
                     "gridwire mpi: rank {}: clear-to-send to {from} failed: {e}",
@@ -868,13 +900,28 @@ impl Engine {
                 env.pid = crate::cma::my_pid();
             }
         }
-        env.sreq = self.lock().rndv_send.insert(req.clone());
-        self.ctx.rsr(&sp, H_MSG, &env.encode())?;
+        env.sreq = self.lock().rndv_send.insert(req.clone(), world, env.size);
+        if let Err(e) = self.ctx.rsr(&sp, H_MSG, &env.encode()) {
+            // Nobody will answer an envelope that was not sent.
+            self.lock().rndv_send.remove(env.sreq, world);
+            return Err(e.into());
+        }
         Ok(Some(req))
     }
 
-    /// Posts a receive on context `ctx`; the request completes when data has arrived.
-    pub fn recv(&self, ctx: u64, src: i32, tag: i32, buf: Buf) -> Result<Arc<Req>> {
+    /// Posts a receive on context `ctx` of a communicator of group `group`;
+    /// the request completes when data has arrived.
+    pub fn recv(
+        &self,
+        ctx: u64,
+        group: &Arc<Group>,
+        src: i32,
+        tag: i32,
+        buf: Buf,
+    ) -> Result<Arc<Req>> {
+        if !buf.writable() {
+            return Err(read_only());
+        }
         let req = self.new_req();
         {
             let mut d = req.d.lock();
@@ -883,11 +930,12 @@ impl Engine {
             d.is_recv = true;
         }
         let mut st = self.lock();
-        let q = st.queues(ctx);
+        let q = st.local(ctx, group, self);
         let hit = q.unexpected.iter().position(|u| u.env.matches(src, tag));
         match hit {
             Some(i) => {
                 let u = q.unexpected.remove(i).expect("index from position");
+                st.held = st.held.saturating_sub(held_cost(u.data.len()));
                 self.take_unexpected(st, u, &req)?;
             }
             None => q.posted.push_back(Posted {
@@ -918,7 +966,7 @@ impl Engine {
             self.pull(req.clone(), u.from, u.env);
             Ok(())
         } else {
-            let rreq = st.rndv_recv.insert(req.clone());
+            let rreq = st.rndv_recv.insert(req.clone(), u.from, u.env.size);
             drop(st);
             set_envelope(req, &u.env);
             self.send_cts(u.from, u.env.sreq, rreq)
@@ -927,6 +975,9 @@ impl Engine {
 
     /// `MPI_Mrecv`: receives a message taken by `MPI_Mprobe`.
     pub fn recv_message(&self, u: Unexpected, buf: Buf) -> Result<Arc<Req>> {
+        if !buf.writable() {
+            return Err(read_only());
+        }
         let req = self.new_req();
         {
             let mut d = req.d.lock();
@@ -957,15 +1008,18 @@ impl Engine {
     pub fn probe(
         &self,
         ctx: u64,
+        group: &Arc<Group>,
         src: i32,
         tag: i32,
         remove: bool,
     ) -> Option<Result<Unexpected, Status>> {
         let mut st = self.lock();
-        let q = st.queues(ctx);
+        let q = st.local(ctx, group, self);
         let i = q.unexpected.iter().position(|u| u.env.matches(src, tag))?;
         if remove {
-            Some(Ok(q.unexpected.remove(i).expect("index from position")))
+            let u = q.unexpected.remove(i).expect("index from position");
+            st.held = st.held.saturating_sub(held_cost(u.data.len()));
+            Some(Ok(u))
         } else {
             Some(Err(q.unexpected[i].status()))
         }
@@ -974,7 +1028,13 @@ impl Engine {
     /// Forgets the queues of a finished nonblocking-collective instance.
     pub fn remove_queues(&self, key: u64) {
         if key >> 32 != 0 {
-            self.lock().nbc_queues.remove(&key);
+            let mut st = self.lock();
+            if let Some(q) = st.sparse.remove(&key) {
+                st.held = st.held.saturating_sub(q.held());
+                if q.peer_made {
+                    st.peer_queues -= 1;
+                }
+            }
         }
     }
 
@@ -997,224 +1057,14 @@ impl Engine {
         }
         false
     }
+}
 
-    #[inline]
-    fn on_msg(&self, _ctx: &Context, r: Request<'_>) {
-        let Some((env, env_len)) = Env::decode(r.payload) else {
-            eprintln!("gridwire mpi: malformed envelope from {}", r.src);
-            return;
-        };
-        let data = &r.payload[env_len..];
-        let mut st = self.lock();
-        let q = st.queues(env.ctx);
-        let s = env.src.max(0) as usize;
-        if q.expected.len() <= s {
-            q.expected.resize(s + 1, 0);
-        }
-        // The common case first: an eager message in its turn, nothing held
-        // back, and a receive waiting for it. The lock is released before
-        // the copy.
-        if env.kind == EAGER && env.seq == q.expected[s] && q.early.is_empty() {
-            let hit = q.posted.iter().position(|p| env.matches(p.src, p.tag));
-            if let Some(i) = hit {
-                q.expected[s] = q.expected[s].wrapping_add(1);
-                let p = if i == 0 {
-                    q.posted.pop_front()
-                } else {
-                    q.posted.remove(i)
-                };
-                drop(st);
-                let p = p.expect("index from position");
-                deliver(&p.req, &env, data);
-                return;
-            }
-        }
-        self.on_msg_slow(st, env, r.src, data);
-    }
-
-    /// The rest of [`Engine::on_msg`]: out-of-turn, unexpected and rendezvous
-    /// envelopes.
-    #[inline(never)]
-    fn on_msg_slow(&self, mut st: TryLockGuard<'_, State>, env: Env, from: u32, data: &[u8]) {
-        let s = env.src.max(0) as usize;
-        let q = st.queues(env.ctx);
-        if env.seq != q.expected[s] {
-            let v = st.take_buf(data);
-            st.queues(env.ctx)
-                .early
-                .push(Unexpected { env, from, data: v });
-            return;
-        }
-        // Without early envelopes this allocates nothing: `more` stays
-        // empty, and an empty Vec owns no memory.
-        let first = self.arrive(&mut st, env, from, data, None);
-        let mut more = Vec::new();
-        // Envelopes that were waiting for this one.
-        loop {
-            let q = st.queues(env.ctx);
-            q.expected[s] = q.expected[s].wrapping_add(1);
-            let next = q.expected[s];
-            let Some(i) = q
-                .early
-                .iter()
-                .position(|u| u.env.src == env.src && u.env.seq == next)
-            else {
-                break;
-            };
-            let u = q.early.swap_remove(i);
-            let a = self.arrive(&mut st, u.env, u.from, &[], Some(u.data));
-            more.push(a);
-        }
-        let mut first = [first];
-        // Copies wait for the receiving thread's wait loop (not in a handler).
-        for a in first.iter_mut().chain(more.iter_mut()) {
-            if matches!(a, After::Pull { .. }) {
-                if let After::Pull { req, from, env } = std::mem::replace(a, After::Nothing) {
-                    st.pulls.push_back((req, from, env));
-                    self.ready_len.fetch_add(1, Ordering::AcqRel);
-                }
-            }
-        }
-        drop(st);
-        for a in first.into_iter().chain(more) {
-            if let After::Cts { to, sreq, rreq } = a {
-                if let Err(e) = self.send_cts(to, sreq, rreq) {
-                    eprintln!(
-                        "gridwire mpi: rank {}: clear-to-send to {to} failed: {e}",
-                        self.ctx.rank()
-                    );
-                }
-            }
-        }
-    }
-
-    /// An envelope in its turn: match it or queue it.
-    fn arrive(
-        &self,
-        st: &mut State,
-        env: Env,
-        from: u32,
-        data: &[u8],
-        owned: Option<Vec<u8>>,
-    ) -> After {
-        let q = st.queues(env.ctx);
-        let hit = q.posted.iter().position(|p| env.matches(p.src, p.tag));
-        let Some(i) = hit else {
-            let data = match owned {
-                Some(v) => v,
-                None => st.take_buf(data),
-            };
-            st.queues(env.ctx)
-                .unexpected
-                .push_back(Unexpected { env, from, data });
-            return After::Nothing;
-        };
-        let p = q.posted.remove(i).expect("index from position");
-        if env.kind == EAGER {
-            match &owned {
-                Some(v) => deliver(&p.req, &env, v),
-                None => deliver(&p.req, &env, data),
-            }
-            if let Some(v) = owned {
-                st.give_buf(v);
-            }
-            After::Nothing
-        } else if self.can_pull(from, &env) {
-            set_envelope(&p.req, &env);
-            After::Pull {
-                req: p.req,
-                from,
-                env,
-            }
-        } else {
-            set_envelope(&p.req, &env);
-            let rreq = st.rndv_recv.insert(p.req);
-            After::Cts {
-                to: from,
-                sreq: env.sreq,
-                rreq,
-            }
-        }
-    }
-
-    fn on_cts(&self, _ctx: &Context, r: Request<'_>) {
-        if r.payload.len() != 16 {
-            return;
-        }
-        let sreq = u64::from_le_bytes(r.payload[..8].try_into().unwrap());
-        let rreq = u64::from_le_bytes(r.payload[8..].try_into().unwrap());
-        let mut st = self.lock();
-        if let Some(req) = st.rndv_send.remove(sreq) {
-            st.ready.push_back((req, r.src, rreq));
-            self.ready_len.fetch_add(1, Ordering::AcqRel);
-        }
-    }
-
-    fn on_fin(&self, _ctx: &Context, r: Request<'_>) {
-        if r.payload.len() != 8 {
-            return;
-        }
-        let sreq = u64::from_le_bytes(r.payload.try_into().unwrap());
-        let req = self.lock().rndv_send.remove(sreq);
-        if let Some(req) = req {
-            req.d.lock().send = SendData::None;
-            req.complete();
-        }
-    }
-
-    fn on_data(&self, _ctx: &Context, r: Request<'_>) {
-        if r.payload.len() < DATA_HDR {
-            eprintln!("gridwire mpi: malformed rendezvous data from {}", r.src);
-            return;
-        }
-        let word = |i: usize| u64::from_le_bytes(r.payload[i..i + 8].try_into().unwrap());
-        let (rreq, off, total) = (word(0), word(8), word(16));
-        let data = &r.payload[DATA_HDR..];
-        let Some(req) = self.lock().rndv_recv.get(rreq).cloned() else {
-            return;
-        };
-        let done = {
-            let mut d = req.d.lock();
-            let cap = d.recv.as_ref().map_or(0, |b| b.bytes());
-            let fits = (total as usize).min(cap);
-            // The part of this piece that fits in the receive buffer.
-            let lo = (off as usize).min(fits);
-            let hi = (off as usize).saturating_add(data.len()).min(fits);
-            let part = &data[..hi - lo];
-            match d.recv.as_ref().and_then(|b| b.contig_addr()) {
-                // SAFETY: `Buf::new`'s contract: the receive buffer is
-                // writable for `cap` bytes at its contiguous address, and
-                // `lo..hi` lies within `fits` <= `cap`.
-                Some(addr) => unsafe { crate::mem::write(addr + lo, part) },
-                None => {
-                    // A noncontiguous type: stage the packed bytes, unpack at the end.
-                    if d.staged.len() < fits {
-                        d.staged.resize(fits, 0);
-                    }
-                    d.staged[lo..hi].copy_from_slice(part);
-                }
-            }
-            d.rndv_got += data.len();
-            let done = d.rndv_got as u64 >= total;
-            if done {
-                if !d.staged.is_empty() {
-                    let staged = std::mem::take(&mut d.staged);
-                    if let Some(b) = &d.recv {
-                        b.unpack(&staged);
-                    }
-                }
-                d.status.bytes = fits;
-                if total as usize > cap {
-                    d.status.error = class::TRUNCATE;
-                }
-            }
-            done
-        };
-        if done {
-            self.lock().rndv_recv.remove(rreq);
-            req.complete();
-        }
-    }
+#[cold]
+fn read_only() -> MpiError {
+    err(
+        class::BUFFER,
+        "a receive into a read-only buffer (made from a shared slice)",
+    )
 }
 
 /// Source and tag of a matched rendezvous (the data comes later).

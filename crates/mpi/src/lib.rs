@@ -13,6 +13,8 @@ pub mod datatype;
 pub mod deferred;
 pub mod engine;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod group;
 pub mod info;
 pub mod mem;
@@ -145,7 +147,8 @@ impl Mpi {
 
     /// A buffer of no elements (arguments that do not matter at this rank).
     pub fn empty_buf(&self) -> Buf {
-        Buf::bytes_of(&[], &self.byte)
+        // SAFETY: an empty static slice: nothing to read or write.
+        unsafe { Buf::bytes_of(&[], &self.byte) }
     }
 
     pub fn wtime(&self) -> f64 {
@@ -403,7 +406,7 @@ impl Mpi {
         if src == PROC_NULL {
             return Ok(Req::new_done(Status::proc_null()));
         }
-        self.engine.recv(comm.key(), src, tag, buf)
+        self.engine.recv(comm.key(), &comm.group, src, tag, buf)
     }
 
     /// Blocking receive.
@@ -452,13 +455,13 @@ impl Mpi {
         if src == PROC_NULL {
             return Ok(Some(Status::proc_null()));
         }
-        if let Some(Err(s)) = self.engine.probe(comm.key(), src, tag, false) {
+        if let Some(Err(s)) = self.engine.probe(comm.key(), &comm.group, src, tag, false) {
             return Ok(Some(s));
         }
         self.poke();
         Ok(self
             .engine
-            .probe(comm.key(), src, tag, false)
+            .probe(comm.key(), &comm.group, src, tag, false)
             .map(|r| r.expect_err("not removed")))
     }
 
@@ -472,7 +475,7 @@ impl Mpi {
         self.engine.wait_for(|| {
             got = self
                 .engine
-                .probe(comm.key(), src, tag, false)
+                .probe(comm.key(), &comm.group, src, tag, false)
                 .map(|r| r.expect_err("not removed"));
             got.is_some()
         });
@@ -496,7 +499,7 @@ impl Mpi {
         let mut try_take = || {
             got = self
                 .engine
-                .probe(comm.key(), src, tag, true)
+                .probe(comm.key(), &comm.group, src, tag, true)
                 .map(|r| r.expect("removed"));
             got.is_some()
         };
@@ -526,8 +529,19 @@ impl Mpi {
 
     // ---- internal (collective-context) messaging ---------------------------
 
-    pub(crate) fn c_isend(&self, comm: &Comm, data: &[u8], dest: u32) -> Result<Option<Arc<Req>>> {
-        let b = Buf::bytes_of(data, &self.byte);
+    /// Starts sending `data` on the collective context.
+    ///
+    /// # Safety
+    /// The returned request reads `data` until it completes: the caller
+    /// must keep `data` alive and unchanged until then (wait for it).
+    pub(crate) unsafe fn c_isend(
+        &self,
+        comm: &Comm,
+        data: &[u8],
+        dest: u32,
+    ) -> Result<Option<Arc<Req>>> {
+        // SAFETY: forwarded from this function's contract.
+        let b = unsafe { Buf::bytes_of(data, &self.byte) };
         self.send_on(comm, true, &b, dest as i32, 0, Mode::Standard)
     }
 
@@ -536,7 +550,8 @@ impl Mpi {
     }
 
     pub(crate) fn c_irecv_buf(&self, comm: &Comm, b: Buf, src: u32) -> Result<Arc<Req>> {
-        self.engine.recv(comm.key() + 1, src as i32, 0, b)
+        self.engine
+            .recv(comm.key() + 1, &comm.group, src as i32, 0, b)
     }
 
     /// Waits for all, recycles them, and reports the first error.
@@ -553,20 +568,30 @@ impl Mpi {
     }
 
     pub(crate) fn c_send(&self, comm: &Comm, data: &[u8], dest: u32) -> Result<()> {
-        if let Some(r) = self.c_isend(comm, data, dest)? {
+        // SAFETY: the request is waited for before `data`'s borrow ends.
+        if let Some(r) = unsafe { self.c_isend(comm, data, dest) }? {
             self.wait(&r);
             self.engine.recycle(r);
         }
         Ok(())
     }
 
-    pub(crate) fn c_irecv(&self, comm: &Comm, out: &mut [u8], src: u32) -> Result<Arc<Req>> {
-        let b = Buf::bytes_of(out, &self.byte);
-        self.engine.recv(comm.key() + 1, src as i32, 0, b)
+    /// Posts a receive into `out` on the collective context.
+    ///
+    /// # Safety
+    /// The returned request writes `out` until it completes, after the
+    /// borrow has ended: the caller must keep `out` alive and leave it
+    /// alone until then (wait for it, or see [`Mpi::abandon_recv`]).
+    pub(crate) unsafe fn c_irecv(&self, comm: &Comm, out: &mut [u8], src: u32) -> Result<Arc<Req>> {
+        // SAFETY: forwarded from this function's contract.
+        let b = unsafe { Buf::bytes_of_mut(out, &self.byte) };
+        self.engine
+            .recv(comm.key() + 1, &comm.group, src as i32, 0, b)
     }
 
     pub(crate) fn c_recv(&self, comm: &Comm, out: &mut [u8], src: u32) -> Result<usize> {
-        let r = self.c_irecv(comm, out, src)?;
+        // SAFETY: the request is waited for before `out`'s borrow ends.
+        let r = unsafe { self.c_irecv(comm, out, src) }?;
         self.wait(&r);
         let s = self.engine.finish(r);
         if let Some(e) = engine::status_error(&s, out.len()) {
@@ -584,8 +609,16 @@ impl Mpi {
         out: &mut [u8],
         src: u32,
     ) -> Result<usize> {
-        let rr = self.c_irecv(comm, out, src)?;
-        let sr = self.c_isend(comm, data, dest)?;
+        // SAFETY: both requests are waited for (or the receive cancelled)
+        // before the borrows of `out` and `data` end.
+        let rr = unsafe { self.c_irecv(comm, out, src) }?;
+        let sr = match unsafe { self.c_isend(comm, data, dest) } {
+            Ok(sr) => sr,
+            Err(e) => {
+                self.abandon_recv(&rr);
+                return Err(e);
+            }
+        };
         if let Some(s) = sr {
             self.wait(&s);
             self.engine.recycle(s);
@@ -596,6 +629,15 @@ impl Mpi {
             return Err(e);
         }
         Ok(st.bytes)
+    }
+
+    /// Gives up a receive whose buffer is about to go away: cancels it if
+    /// it has not matched, else waits until its data is in (a rendezvous
+    /// in flight writes into the buffer until then).
+    pub(crate) fn abandon_recv(&self, r: &Arc<Req>) {
+        if !r.done() && !self.engine.cancel_recv(r) {
+            self.wait(r);
+        }
     }
 
     /// A request that completes when both `a` and `b` have (`MPI_Isendrecv`);
@@ -645,7 +687,8 @@ impl Mpi {
         if dest == PROC_NULL {
             return Ok(r);
         }
-        let sbuf = Buf::bytes_of(&copy, &self.byte);
+        // SAFETY: the engine sends the owned `copy` passed along, not this view of it.
+        let sbuf = unsafe { Buf::bytes_of(&copy, &self.byte) };
         let world = comm.world_of(dest as u32);
         let s = self.engine.send(
             comm.key(),
@@ -727,7 +770,8 @@ impl Mpi {
     fn allreduce_u32_max(&self, comm: &Comm, v: &mut [u8; 4]) -> Result<()> {
         let u32_op = Datatype::predefined(Basic::U32, "u32");
         let mut out = [0u8; 4];
-        let b = Buf::bytes_of(v, &self.byte);
+        // SAFETY: `v` outlives the allreduce, which only reads it.
+        let b = unsafe { Buf::bytes_of(v, &self.byte) };
         // SAFETY: `out` lives until the allreduce returns.
         let ob = unsafe { Buf::new(out.as_mut_ptr() as usize, 1, u32_op.clone()) };
         let ib = unsafe { Buf::new(b.addr(), 1, u32_op) };

@@ -81,42 +81,89 @@ impl From<&'static Datatype> for DtRef {
 }
 
 /// A user buffer of a pending operation: `count` elements of `dt` at address `addr`.
+///
+/// A `Buf` carries no lifetime (it lives in requests that outlive any Rust
+/// borrow, as MPI buffers do), so every constructor is `unsafe`: its caller
+/// promises the memory stays valid until the operations using the buffer
+/// complete. A buffer made from a shared slice is read-only: [`Buf::unpack`]
+/// never writes through it, and a receive into it is refused.
 #[derive(Debug, Clone)]
 pub struct Buf {
     addr: usize,
     pub count: usize,
     pub dt: DtRef,
+    writable: bool,
 }
 
 impl Buf {
     /// # Safety
     /// The memory that `count` elements of `dt` at `addr` cover must stay
-    /// valid — readable for a send, writable for a receive — until the
-    /// operation using this buffer completes (the MPI rule for buffers).
+    /// valid — readable for a send, writable (and not otherwise borrowed)
+    /// for a receive — until the operation using this buffer completes (the
+    /// MPI rule for buffers). It then lies within one allocation, so its
+    /// size `count * dt.size` does not overflow.
     pub unsafe fn new(addr: usize, count: usize, dt: impl Into<DtRef>) -> Buf {
         Buf {
             addr,
             count,
             dt: dt.into(),
+            writable: true,
         }
     }
 
-    /// A buffer over a Rust byte slice owned by the caller (collectives' temporaries).
-    pub fn bytes_of(s: &[u8], byte: &Arc<Datatype>) -> Buf {
+    /// A read-only buffer over a Rust byte slice (data to send).
+    ///
+    /// # Safety
+    /// `s` must stay valid until every operation using the buffer (or a
+    /// clone) completes; it is only read.
+    pub unsafe fn bytes_of(s: &[u8], byte: &Arc<Datatype>) -> Buf {
         Buf {
             addr: s.as_ptr() as usize,
             count: s.len(),
             dt: DtRef::Shared(byte.clone()),
+            writable: false,
         }
     }
 
-    /// The same buffer with another element count (the caller's call says that many are valid).
-    pub fn with_count(&self, count: usize) -> Buf {
+    /// A writable buffer over a Rust byte slice (data to receive).
+    ///
+    /// # Safety
+    /// `s` must stay valid, and must not be read or written by anyone else,
+    /// until every operation using the buffer completes (the borrow ends
+    /// when this returns; the request does not).
+    pub unsafe fn bytes_of_mut(s: &mut [u8], byte: &Arc<Datatype>) -> Buf {
         Buf {
-            addr: self.addr,
-            count,
-            dt: self.dt.clone(),
+            addr: s.as_mut_ptr() as usize,
+            count: s.len(),
+            dt: DtRef::Shared(byte.clone()),
+            writable: true,
         }
+    }
+
+    /// The same buffer with fewer elements (or as many), if `count` is not more.
+    pub fn with_count(&self, count: usize) -> Option<Buf> {
+        (count <= self.count).then(|| Buf {
+            count,
+            ..self.clone()
+        })
+    }
+
+    /// The same buffer with any element count.
+    ///
+    /// # Safety
+    /// As [`Buf::new`] for `count` elements: the caller's call says that
+    /// many are valid (e.g. `MPI_Reduce_scatter`'s send buffer holds the sum
+    /// of the counts).
+    pub unsafe fn with_count_unchecked(&self, count: usize) -> Buf {
+        Buf {
+            count,
+            ..self.clone()
+        }
+    }
+
+    /// Whether the buffer may be written (a receive may go into it).
+    pub fn writable(&self) -> bool {
+        self.writable
     }
 
     pub fn addr(&self) -> usize {
@@ -164,9 +211,13 @@ impl Buf {
         unsafe { self.dt.pack(self.addr, self.count, out) };
     }
 
-    /// Writes packed `data` (at most `bytes()` long) into the buffer.
+    /// Writes packed `data` (at most `bytes()` long) into the buffer; a
+    /// read-only buffer is left alone (receives into one are refused before).
     pub fn unpack(&self, data: &[u8]) {
-        // SAFETY: `Buf::new`'s contract.
+        if !self.writable {
+            return;
+        }
+        // SAFETY: the constructor's contract: the buffer is writable.
         unsafe { self.dt.unpack(self.addr, self.count, data) }
     }
 }
@@ -298,5 +349,40 @@ impl Req {
 
     pub fn status(&self) -> Status {
         self.d.lock().status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datatype::Basic;
+
+    fn byte() -> Arc<Datatype> {
+        Datatype::predefined(Basic::U8, "MPI_BYTE")
+    }
+
+    #[test]
+    fn a_buffer_from_a_shared_slice_is_never_written() {
+        let data = [1u8, 2, 3, 4];
+        // SAFETY: `data` outlives `b`.
+        let b = unsafe { Buf::bytes_of(&data, &byte()) };
+        assert!(!b.writable());
+        b.unpack(&[9, 9, 9, 9]);
+        assert_eq!(data, [1, 2, 3, 4]);
+        // A receive into it is refused.
+        let e = crate::fuzzing::engine_of_job(2);
+        let g = crate::group::Group::new(vec![0, 1]);
+        let r = e.recv(0, &g, 1, 0, b);
+        assert_eq!(r.err().map(|e| e.class), Some(crate::class::BUFFER));
+    }
+
+    #[test]
+    fn with_count_does_not_reach_past_the_buffer() {
+        let data = [7u8; 4];
+        // SAFETY: `data` outlives `b`.
+        let b = unsafe { Buf::bytes_of(&data, &byte()) };
+        assert!(b.with_count(64).is_none());
+        let two = b.with_count(2).expect("fewer elements");
+        assert_eq!(two.contig(), Some(&data[..2]));
     }
 }

@@ -177,3 +177,53 @@ fn dims_and_cart() {
     assert_eq!(c.rank(&[3, 1]), Some(1));
     assert_eq!(c.rank(&[0, 2]), None);
 }
+
+/// Sizes, extents and displacements of derived types are checked: a count
+/// near 2^61 wrapped the size, a vector of 2^40 pieces was a loop and an
+/// allocation of 2^40, and huge strides overflowed the displacements.
+#[test]
+fn derived_types_beyond_the_address_space_are_count_errors() {
+    use gridwire_mpi::class;
+    let d = Datatype::predefined(Basic::F64, "MPI_DOUBLE");
+    let code = |r: gridwire_mpi::Result<Arc<Datatype>>| r.err().map(|e| e.class);
+    assert_eq!(code(Datatype::contiguous(1 << 61, &d)), Some(class::COUNT));
+    assert_eq!(
+        code(Datatype::vector(1 << 40, 1, 2, &d)),
+        Some(class::COUNT)
+    );
+    assert_eq!(
+        code(Datatype::vector(4, 1, i64::MAX / 4, &d)),
+        Some(class::COUNT)
+    );
+    assert_eq!(
+        code(Datatype::hvector(4, 1, isize::MAX / 2, &d)),
+        Some(class::COUNT)
+    );
+    assert_eq!(
+        code(Datatype::create_struct(
+            &[1 << 61, 1 << 61],
+            &[0, 0],
+            &[d.clone(), d.clone()]
+        )),
+        Some(class::COUNT)
+    );
+    assert_eq!(
+        code(Datatype::resized(isize::MAX, 2, &d)),
+        Some(class::COUNT)
+    );
+    assert_eq!(
+        code(Datatype::subarray(
+            &[1 << 40, 1 << 40],
+            &[1, 1],
+            &[0, 0],
+            true,
+            &d
+        )),
+        Some(class::COUNT)
+    );
+    // Large but representable: one block, built at once.
+    let big = Datatype::contiguous(1 << 40, &d).unwrap();
+    assert_eq!((big.size, big.blocks.len()), (8 << 40, 1));
+    let bigger = Datatype::contiguous(1 << 10, &big).unwrap();
+    assert_eq!(bigger.blocks.len(), 1);
+}
