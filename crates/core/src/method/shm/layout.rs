@@ -32,6 +32,7 @@ pub const PAIR_MAGIC: u64 = u64::from_le_bytes(*b"GWSHMPR1");
 pub struct Padded<T>(pub T);
 
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct CtrlIdent {
     pub magic: u64,
     pub ctx: u32,
@@ -53,6 +54,7 @@ pub fn ctrl_len(size: u32) -> usize {
 }
 
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct PairIdent {
     pub magic: u64,
     pub src: u32,
@@ -93,4 +95,77 @@ pub fn ctrl_name(job: &str, ctx: u32) -> String {
 
 pub fn pair_name(job: &str, src: u32, dst: u32) -> String {
     format!("gw-{job}-{src}-to-{dst}")
+}
+
+// Access to segment words. A peer can write every byte of a segment at any
+// time, so no Rust reference ever covers a plain (non-atomic) field of one:
+// the identity blocks are copied out once with a volatile read and checked as
+// a local copy, and references are only made to atomics (whose concurrent
+// modification is sound). Each accessor's contract: `base` is the start of a
+// live mapping of the right kind (a pair segment of at least `PAIR_DATA_OFF`
+// bytes, or a control segment of at least `CTRL_SLOTS_OFF` bytes), valid and
+// 128-aligned (mmap: page-aligned) for `'a`.
+
+/// A copy of a pair segment's identity block, read once.
+///
+/// # Safety
+/// See above (pair segment).
+pub unsafe fn read_pair_ident(base: *const u8) -> PairIdent {
+    // SAFETY: in bounds and aligned per the contract; PairIdent is plain
+    // integers, so whatever bytes a peer left there form a valid value.
+    unsafe { std::ptr::read_volatile(base as *const PairIdent) }
+}
+
+/// The receiver-written state of a pair segment.
+///
+/// # Safety
+/// See above (pair segment).
+pub unsafe fn pair_rx<'a>(base: *const u8) -> &'a RxState {
+    // SAFETY: per the contract; RxState is all atomics.
+    unsafe { &*std::ptr::addr_of!((*(base as *const PairHeader)).rx.0) }
+}
+
+/// The last rendezvous token the receiver copied.
+///
+/// # Safety
+/// See above (pair segment).
+pub unsafe fn pair_done<'a>(base: *const u8) -> &'a AtomicU64 {
+    // SAFETY: per the contract; an atomic.
+    unsafe { &*std::ptr::addr_of!((*(base as *const PairHeader)).done.0) }
+}
+
+/// The ring header of a pair segment (atomics only).
+///
+/// # Safety
+/// See above (pair segment).
+pub unsafe fn pair_ring(base: *const u8) -> *const RingHeader {
+    // SAFETY: per the contract (a projection, no reference made).
+    unsafe { std::ptr::addr_of!((*(base as *const PairHeader)).ring) }
+}
+
+/// A copy of a control segment's identity block, read once.
+///
+/// # Safety
+/// See above (control segment).
+pub unsafe fn read_ctrl_ident(base: *const u8) -> CtrlIdent {
+    // SAFETY: as in `read_pair_ident`.
+    unsafe { std::ptr::read_volatile(base as *const CtrlIdent) }
+}
+
+/// A control segment's attach counter.
+///
+/// # Safety
+/// See above (control segment).
+pub unsafe fn ctrl_attach<'a>(base: *const u8) -> &'a AtomicU64 {
+    // SAFETY: per the contract; an atomic.
+    unsafe { &*std::ptr::addr_of!((*(base as *const CtrlHeader)).attach.0) }
+}
+
+/// Slot `i` of a control segment.
+///
+/// # Safety
+/// See above (control segment), and the mapping holds at least `ctrl_len(i + 1)` bytes.
+pub unsafe fn ctrl_slot<'a>(base: *const u8, i: u32) -> &'a AtomicU32 {
+    // SAFETY: per the contract, slot i is inside the mapping and 4-aligned.
+    unsafe { &*(base.add(CTRL_SLOTS_OFF + 4 * i as usize) as *const AtomicU32) }
 }

@@ -70,6 +70,16 @@ pub const PARAMS: &[ParamDecl] = &[
                single copy saves memory bandwidth when many ranks share a host.",
     },
     ParamDecl {
+        name: "SHM_MAX_MSG",
+        default: "2g",
+        kind: Kind::Size {
+            min: 1024,
+            max: 1 << 40,
+        },
+        help: "Largest message accepted from a peer on this host (fragmented or by single copy): \
+               a longer announced length is a protocol error, never an allocation.",
+    },
+    ParamDecl {
         name: "SHM_CMA",
         default: "auto",
         kind: Kind::Choice(&["auto", "on", "off"]),
@@ -111,6 +121,9 @@ pub(crate) struct Config {
     pub chunk: usize,
     /// We may use CMA (as a receiver: probe senders; as a sender: use it when the receiver says so).
     pub cma: bool,
+    /// Largest message we accept (`SHM_MAX_MSG`): bounds what a peer's
+    /// announced length can make us allocate.
+    pub max_msg: usize,
 }
 
 /// What the method and its links share.
@@ -215,6 +228,10 @@ struct Incoming {
     /// fragmented message is contiguous in the ring, so they never overlap);
     /// `expect` = total length of the message being reassembled.
     buf: Vec<u8>,
+    /// Where an eager record is copied out of the ring before delivery (the
+    /// sender can still write the ring; see `ring::Record`). Grows to the
+    /// largest eager record seen, then is reused: no allocation per message.
+    eager: Vec<u8>,
     expect: Option<usize>,
     failed: bool,
     // Last: outlives the consumer's pointers.
@@ -222,9 +239,9 @@ struct Incoming {
 }
 
 impl Incoming {
-    fn hdr(&self) -> &PairHeader {
-        // SAFETY: the mapping lives as long as self and starts with a PairHeader.
-        unsafe { &*(self.seg.as_ptr() as *const PairHeader) }
+    fn rx(&self) -> &RxState {
+        // SAFETY: the mapping lives as long as self and is a checked pair segment.
+        unsafe { pair_rx(self.seg.as_ptr()) }
     }
 
     /// Delivers up to `POLL_BUDGET` messages; returns how many.
@@ -232,14 +249,15 @@ impl Incoming {
         if self.failed {
             return 0;
         }
-        // SAFETY: see `hdr`; taken as a raw-derived reference so the
-        // consumer can be borrowed mutably alongside it.
-        let hdr = unsafe { &*(self.seg.as_ptr() as *const PairHeader) };
+        // SAFETY: as in `rx`; a reference to an atomic, taken from the raw
+        // pointer so the consumer can be borrowed mutably alongside it.
+        let done = unsafe { pair_done(self.seg.as_ptr()) };
         let Incoming {
             src,
             pid,
             cons,
             buf,
+            eager,
             expect,
             ..
         } = self;
@@ -247,7 +265,7 @@ impl Incoming {
         let mut n = 0;
         let mut err = None;
         for _ in 0..POLL_BUDGET {
-            let (tag, rec) = match cons.peek() {
+            let rec = match cons.peek() {
                 Ok(Some(r)) => r,
                 Ok(None) => break,
                 Err(e) => {
@@ -255,16 +273,25 @@ impl Incoming {
                     break;
                 }
             };
+            let tag = rec.tag;
+            // The sender owns its producer from a message's first fragment to
+            // its last, so nothing else may come in between.
+            if expect.is_some() && tag != TAG_MORE {
+                err = Some(format!("record of kind {tag} inside a fragmented message"));
+                break;
+            }
             match tag {
                 TAG_EAGER => {
-                    sink.deliver(src, rec);
+                    eager.clear();
+                    rec.append_to(0, eager);
+                    sink.deliver(src, eager);
                     n += 1;
                 }
-                TAG_RNDV => match rndv_copy(*pid, rec, buf, shared) {
+                TAG_RNDV => match rndv_copy(*pid, &rec, buf, shared) {
                     Ok(token) => {
                         // Release the sender before delivering: the copy is complete,
                         // and the handler may want to talk to that very sender.
-                        hdr.done.0.store(token, Ordering::Release);
+                        done.store(token, Ordering::Release);
                         sink.deliver(src, buf);
                         n += 1;
                         shared.give_back(buf);
@@ -275,29 +302,40 @@ impl Incoming {
                     }
                 },
                 TAG_FIRST | TAG_MORE => {
-                    let data = if tag == TAG_FIRST {
-                        if expect.is_some() || rec.len() < 8 {
-                            err = Some("unexpected first fragment".into());
+                    let from = if tag == TAG_FIRST {
+                        let mut word = [0u8; 8];
+                        if !rec.copy_to(0, &mut word) {
+                            err = Some("short first fragment".into());
                             break;
                         }
-                        let total = u64::from_le_bytes(rec[..8].try_into().unwrap()) as usize;
+                        let total = u64::from_le_bytes(word);
+                        if total > shared.cfg.max_msg as u64 {
+                            err = Some(format!(
+                                "fragmented message of {total} bytes exceeds GW_SHM_MAX_MSG ({})",
+                                shared.cfg.max_msg
+                            ));
+                            break;
+                        }
+                        let total = total as usize;
                         shared.lend(buf, total);
-                        buf.reserve(total.min(1 << 30));
+                        // What the peer announced only bounds the message:
+                        // the buffer grows with the bytes that arrive.
+                        buf.reserve(total.min(shared.cfg.chunk));
                         *expect = Some(total);
-                        &rec[8..]
+                        8
                     } else {
                         if expect.is_none() {
                             err = Some("fragment without a first fragment".into());
                             break;
                         }
-                        rec
+                        0
                     };
-                    let total = expect.unwrap();
-                    if buf.len() + data.len() > total {
+                    let total = expect.unwrap_or_default();
+                    if buf.len() + (rec.len() - from) > total {
                         err = Some("fragments exceed the announced length".into());
                         break;
                     }
-                    buf.extend_from_slice(data);
+                    rec.append_to(from, buf);
                     if buf.len() == total {
                         *expect = None;
                         sink.deliver(src, buf);
@@ -315,33 +353,50 @@ impl Incoming {
         if let Some(reason) = err {
             self.failed = true;
             // Tell the sender: it must not wait for us any more.
-            self.hdr().rx.0.closed.store(1, Ordering::Release);
-            sink.link_failed(src, format!("shm: {reason}"));
+            self.rx().closed.store(1, Ordering::Release);
+            sink.link_failed(src, format!("shm: rank {src} sent bad data: {reason}"));
         }
         n
     }
 }
 
-/// Performs the copy a rendezvous record asks for; returns its token.
+/// Largest rendezvous record: `{token, total, n}` and `n` ranges.
+const RNDV_REC_MAX: usize = 24 + 16 * MAX_RNDV_IOV;
+
+/// Performs the copy a rendezvous record asks for; returns its token. The
+/// record is copied out of the ring once and checked as a local copy; the
+/// receive buffer holds at most `max_msg` bytes, whatever the record says.
 fn rndv_copy(
     pid: libc::pid_t,
-    rec: &[u8],
+    rec: &ring::Record<'_>,
     buf: &mut Vec<u8>,
     shared: &Shared,
 ) -> std::result::Result<u64, String> {
-    let word = |i: usize| u64::from_le_bytes(rec[8 * i..8 * i + 8].try_into().unwrap());
-    if rec.len() < 24 {
-        return Err("short rendezvous record".into());
+    let len = rec.len();
+    if !(24..=RNDV_REC_MAX).contains(&len) {
+        return Err(format!("rendezvous record of {len} bytes"));
     }
+    let mut local = [0u8; RNDV_REC_MAX];
+    rec.copy_to(0, &mut local[..len]);
+    let word = |i: usize| u64::from_le_bytes(local[8 * i..8 * i + 8].try_into().unwrap());
     let (token, total, n) = (word(0), word(1), word(2));
-    if n > MAX_RNDV_IOV as u64 || rec.len() != 24 + 16 * n as usize {
+    if n > MAX_RNDV_IOV as u64 || len != 24 + 16 * n as usize {
         return Err("malformed rendezvous record".into());
     }
-    let ranges: Vec<(u64, u64)> = (0..n as usize)
-        .map(|i| (word(3 + 2 * i), word(4 + 2 * i)))
-        .collect();
-    if ranges.iter().map(|r| r.1).sum::<u64>() != total || total > isize::MAX as u64 {
+    let mut ranges = [(0u64, 0u64); MAX_RNDV_IOV];
+    let mut sum = 0u64;
+    for (i, r) in ranges.iter_mut().enumerate().take(n as usize) {
+        *r = (word(3 + 2 * i), word(4 + 2 * i));
+        sum = sum.checked_add(r.1).ok_or("rendezvous lengths overflow")?;
+    }
+    if sum != total {
         return Err("rendezvous lengths do not add up".into());
+    }
+    if total > shared.cfg.max_msg as u64 {
+        return Err(format!(
+            "rendezvous of {total} bytes exceeds GW_SHM_MAX_MSG ({})",
+            shared.cfg.max_msg
+        ));
     }
     let total = total as usize;
     shared.lend(buf, total);
@@ -349,7 +404,7 @@ fn rndv_copy(
     // SAFETY: buf has capacity for total bytes; the kernel writes them all
     // before we set the length (a failure leaves the length at 0).
     unsafe {
-        cma::read(pid, &ranges, buf.as_mut_ptr(), total)
+        cma::read(pid, &ranges[..n as usize], buf.as_mut_ptr(), total)
             .map_err(|e| format!("process_vm_readv from pid {pid}: {e}"))?;
         buf.set_len(total);
     }
@@ -446,6 +501,7 @@ impl Shm {
                     cma_min,
                     chunk,
                     cma,
+                    max_msg: params.num("SHM_MAX_MSG") as usize,
                 },
                 closed: AtomicBool::new(false),
                 pending_links: AtomicUsize::new(0),
@@ -467,9 +523,14 @@ impl Shm {
         }))
     }
 
-    fn ctrl_hdr(&self) -> &CtrlHeader {
-        // SAFETY: our control mapping lives as long as self; it starts with a CtrlHeader.
-        unsafe { &*(self.ctrl.as_ptr() as *const CtrlHeader) }
+    fn attach_counter(&self) -> &AtomicU64 {
+        // SAFETY: our control mapping lives as long as self.
+        unsafe { ctrl_attach(self.ctrl.as_ptr()) }
+    }
+
+    fn slots(&self) -> impl Iterator<Item = (u32, &AtomicU32)> {
+        // SAFETY: our mapping holds ctrl_len(size) bytes, so every slot below size.
+        (0..self.size).map(|i| (i, unsafe { ctrl_slot(self.ctrl.as_ptr(), i) }))
     }
 
     fn my_desc(&self) -> Desc {
@@ -492,26 +553,19 @@ impl Shm {
 
     /// Maps rings announced since the last look (the caller holds `incoming`).
     fn attach_new(&self, incoming: &mut Vec<Incoming>, sink: &mut dyn Sink) {
-        let now = self.ctrl_hdr().attach.0.load(Ordering::Acquire);
+        let now = self.attach_counter().load(Ordering::Acquire);
         // Recorded before scanning: a bump during the scan triggers another.
         self.seen_attach.store(now, Ordering::Relaxed);
-        // SAFETY: the slots follow the header inside our mapping (ctrl_len).
-        let slots = unsafe {
-            std::slice::from_raw_parts(
-                self.ctrl.as_ptr().add(CTRL_SLOTS_OFF) as *const AtomicU32,
-                self.size as usize,
-            )
-        };
-        for (src, slot) in slots.iter().enumerate() {
+        for (src, slot) in self.slots() {
             if slot.swap(0, Ordering::AcqRel) == 0 {
                 continue;
             }
-            match self.attach_one(src as u32) {
+            match self.attach_one(src) {
                 Ok(inc) => {
                     incoming.push(inc);
                     self.has_incoming.store(true, Ordering::Relaxed);
                 }
-                Err(e) => sink.link_failed(src as u32, e.to_string()),
+                Err(e) => sink.link_failed(src, e.to_string()),
             }
         }
     }
@@ -524,27 +578,27 @@ impl Shm {
         if seg.len() < PAIR_DATA_OFF {
             return Err(self.fail(src, format!("{name}: segment too small")));
         }
+        // Read once, checked and used as this local copy.
         // SAFETY: the mapping holds at least a PairHeader (checked above).
-        let hdr = unsafe { &*(seg.as_ptr() as *const PairHeader) };
-        let id = &hdr.ident.0;
+        let id = unsafe { read_pair_ident(seg.as_ptr()) };
         let cap = id.cap as usize;
         if id.magic != PAIR_MAGIC
             || id.src != src
             || id.dst != self.ctx
             || !cap.is_power_of_two()
             || cap < 64
-            || PAIR_DATA_OFF + cap > seg.len()
+            || cap > seg.len() - PAIR_DATA_OFF
         {
             return Err(self.fail(src, format!("{name}: not a valid pair segment")));
         }
         let pid = id.pid as libc::pid_t;
         let cma_ok = self.shared.cfg.cma
             && matches!(cma::read_u64(pid, id.probe_addr), Ok(v) if v == id.probe_val);
-        hdr.rx
-            .0
-            .cma
+        // SAFETY: a checked pair segment, mapped while `seg` lives (this scope).
+        let rx = unsafe { pair_rx(seg.as_ptr()) };
+        rx.cma
             .store(if cma_ok { CMA_OK } else { CMA_NO }, Ordering::Release);
-        hdr.rx.0.attached.store(1, Ordering::Release);
+        rx.attached.store(1, Ordering::Release);
         if self.verbose >= 2 {
             eprintln!(
                 "gridwire[{}]: shm ring from {src} attached (cma={})",
@@ -554,12 +608,20 @@ impl Shm {
         }
         // SAFETY: header and data are inside the mapping (checked), which the
         // Incoming owns; we are the only consumer of this pair's ring.
-        let cons = unsafe { Consumer::new(&hdr.ring, seg.as_ptr().add(PAIR_DATA_OFF), cap) };
+        let cons = unsafe {
+            Consumer::new(
+                pair_ring(seg.as_ptr()),
+                seg.as_ptr().add(PAIR_DATA_OFF),
+                cap,
+            )
+        }
+        .map_err(|e| self.fail(src, format!("{name}: {e}")))?;
         Ok(Incoming {
             src,
             pid,
             cons,
             buf: Vec::new(),
+            eager: Vec::new(),
             expect: None,
             failed: false,
             seg,
@@ -631,21 +693,16 @@ impl Method for Shm {
             )
         };
         // SAFETY: the ring header is inside our fresh mapping, unshared until the slot is set.
-        unsafe {
-            ring::set_key(
-                &(*(seg.as_ptr() as *const PairHeader)).ring,
-                *cma::probe_word(),
-            )
-        };
+        unsafe { ring::set_key(pair_ring(seg.as_ptr()), *cma::probe_word()) };
         let announce = || -> Result<()> {
             let cname = ctrl_name(&self.job_id, peer);
             let ctrl = Segment::open(&cname)?;
             if ctrl.len() < CTRL_SLOTS_OFF {
                 return Err(self.fail(peer, format!("{cname}: segment too small")));
             }
+            // Read once, checked and used as this local copy.
             // SAFETY: the mapping holds at least a CtrlHeader (checked).
-            let h = unsafe { &*(ctrl.as_ptr() as *const CtrlHeader) };
-            let id = &h.ident.0;
+            let id = unsafe { read_ctrl_ident(ctrl.as_ptr()) };
             if id.magic != CTRL_MAGIC
                 || id.ctx != peer
                 || self.ctx >= id.size
@@ -654,12 +711,11 @@ impl Method for Shm {
                 return Err(self.fail(peer, format!("{cname}: not a valid control segment")));
             }
             // SAFETY: slot `self.ctx` < size lies inside the mapping (ctrl_len checked).
-            let slot = unsafe {
-                &*(ctrl.as_ptr().add(CTRL_SLOTS_OFF + 4 * self.ctx as usize) as *const AtomicU32)
-            };
+            let slot = unsafe { ctrl_slot(ctrl.as_ptr(), self.ctx) };
             // Release: the pair header written above is visible to whoever sees the slot.
             slot.store(1, Ordering::Release);
-            h.attach.0.fetch_add(1, Ordering::Release);
+            // SAFETY: as above.
+            unsafe { ctrl_attach(ctrl.as_ptr()) }.fetch_add(1, Ordering::Release);
             Ok(())
         };
         if let Err(e) = announce() {
@@ -682,7 +738,7 @@ impl Method for Shm {
         }
         let mut n = 0;
         // The one load per iteration that notices new connections.
-        let announced = self.ctrl_hdr().attach.0.load(Ordering::Relaxed)
+        let announced = self.attach_counter().load(Ordering::Relaxed)
             != self.seen_attach.load(Ordering::Relaxed);
         // Another thread (or an outer poll on this thread, from a handler) is
         // draining: it will deliver what is there.
@@ -730,7 +786,7 @@ impl Method for Shm {
         }
         let incoming = std::mem::take(&mut *self.incoming.lock());
         for inc in incoming {
-            inc.hdr().rx.0.closed.store(1, Ordering::Release);
+            inc.rx().closed.store(1, Ordering::Release);
         }
         let links = std::mem::take(&mut *self.links.lock().unwrap_or_else(|p| p.into_inner()));
         for l in links.values() {
@@ -741,16 +797,9 @@ impl Method for Shm {
             }
         }
         // Connections announced to us but never attached.
-        // SAFETY: as in attach_new.
-        let slots = unsafe {
-            std::slice::from_raw_parts(
-                self.ctrl.as_ptr().add(CTRL_SLOTS_OFF) as *const AtomicU32,
-                self.size as usize,
-            )
-        };
-        for (src, slot) in slots.iter().enumerate() {
+        for (src, slot) in self.slots() {
             if slot.swap(0, Ordering::AcqRel) != 0 {
-                segment::unlink(&pair_name(&self.job_id, src as u32, self.ctx));
+                segment::unlink(&pair_name(&self.job_id, src, self.ctx));
             }
         }
         segment::unlink(self.ctrl.name());

@@ -163,7 +163,7 @@ fn roundtrip(a: &Shm, b: &Shm) {
 
 fn cma_state(b: &Shm) -> u32 {
     let inc = b.incoming.lock();
-    inc[0].hdr().rx.0.cma.load(Ordering::Acquire)
+    inc[0].rx().cma.load(Ordering::Acquire)
 }
 
 fn finish(a: Shm, b: Shm, id: &str) {
@@ -425,6 +425,107 @@ fn corrupt_ring_reports_link_failure() {
     assert_eq!(sink.borrow().got.len(), 2);
     assert_eq!(sink.borrow().got[1], (0, 5, digest(b"again")));
     finish(a, b, &id);
+}
+
+/// Sends `records` raw through a fresh a→b pair and polls b; returns what b saw.
+fn hostile_records(records: &[(u32, Vec<u8>)]) -> Collect {
+    let (a, b, id) = pair(&[("GW_SHM_MAX_MSG", "64m")]);
+    a.connect(1, &b.descriptor()).unwrap();
+    let link = a.links.lock().unwrap().get(&1).unwrap().clone();
+    for (tag, rec) in records {
+        assert!(link.push_raw(*tag, rec));
+    }
+    let mut sink = Collect::default();
+    b.poll(&mut sink).unwrap();
+    drop(link);
+    finish(a, b, &id);
+    sink
+}
+
+fn words(w: &[u64]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A rendezvous record announcing 1 TiB (lengths adding up) is refused
+/// against GW_SHM_MAX_MSG; it used to `reserve` the whole TiB and abort.
+#[test]
+fn huge_rendezvous_is_refused() {
+    let s = hostile_records(&[(TAG_RNDV, words(&[1, 1 << 40, 1, 4096, 1 << 40]))]);
+    assert!(s.got.is_empty());
+    assert_eq!(s.failed.len(), 1, "{:?}", s.failed);
+    assert!(s.failed[0].1.contains("GW_SHM_MAX_MSG"), "{:?}", s.failed);
+    // lengths that overflow u64 when summed
+    let s = hostile_records(&[(TAG_RNDV, words(&[1, 0, 2, 1, u64::MAX, 1, 1]))]);
+    assert_eq!(s.failed.len(), 1, "{:?}", s.failed);
+}
+
+/// A first fragment announcing more than GW_SHM_MAX_MSG fails the link at
+/// once instead of reserving memory and waiting for the rest.
+#[test]
+fn huge_fragmented_message_is_refused() {
+    let s = hostile_records(&[(TAG_FIRST, words(&[1 << 50, 7]))]);
+    assert_eq!(s.failed.len(), 1, "{:?}", s.failed);
+    assert!(s.failed[0].1.contains("GW_SHM_MAX_MSG"), "{:?}", s.failed);
+    assert!(s.failed[0].1.contains("rank 0"), "{:?}", s.failed);
+}
+
+/// Records that break the protocol: each fails the link with a reason,
+/// delivers nothing broken, and never panics.
+#[test]
+fn protocol_violations_fail_the_link() {
+    let cases: Vec<Vec<(u32, Vec<u8>)>> = vec![
+        vec![(TAG_MORE, vec![1, 2, 3])],
+        vec![(TAG_FIRST, vec![1, 2])],
+        vec![(TAG_FIRST, words(&[4])), (TAG_EAGER, b"xx".to_vec())],
+        vec![(TAG_FIRST, words(&[4])), (TAG_MORE, vec![0; 9])],
+        vec![(TAG_RNDV, vec![0; 23])],
+        vec![(TAG_RNDV, words(&[1, 8, 65]))],
+        vec![(99, vec![])],
+    ];
+    for recs in cases {
+        let s = hostile_records(&recs);
+        assert!(s.got.is_empty(), "{recs:?}: {:?}", s.got);
+        assert_eq!(s.failed.len(), 1, "{recs:?}: {:?}", s.failed);
+    }
+    // and a well-formed fragmented message of two pieces still arrives
+    let mut first = words(&[5]);
+    first.extend_from_slice(b"ab");
+    let s = hostile_records(&[(TAG_FIRST, first), (TAG_MORE, b"cde".to_vec())]);
+    assert_eq!(s.got, vec![(0, 5, digest(b"abcde"))]);
+}
+
+/// A receiver (hostile) that publishes a ring position ahead of what was
+/// written makes the sender's next send fail with a clear error, instead of
+/// underflowing its free-space arithmetic and overwriting unread records.
+#[test]
+fn impossible_tail_fails_the_sender() {
+    let (a, b, id) = pair(&[("GW_SHM_RING_SIZE", "4k")]);
+    let link = a.connect(1, &b.descriptor()).unwrap();
+    struct NoWait;
+    impl Waiter for NoWait {
+        fn progress(&self) -> bool {
+            true
+        }
+    }
+    link.send(&[IoSlice::new(&[1u8; 1500])], &NoWait).unwrap();
+    {
+        let l = a.links.lock().unwrap().get(&1).unwrap().clone();
+        // SAFETY: test only; the ring header's tail word is atomic.
+        unsafe { &*(l.ring_tail_for_test()) }.store(1 << 40, Ordering::Release);
+    }
+    let err = loop {
+        if let Err(e) = link.send(&[IoSlice::new(&[1u8; 1500])], &NoWait) {
+            break e;
+        }
+    };
+    assert!(err.to_string().contains("rank 1"), "{err}");
+    assert!(err.to_string().contains("position"), "{err}");
+    a.shutdown();
+    b.shutdown();
+    drop((a, b));
+    for n in leftovers(&id) {
+        segment::unlink(&n);
+    }
 }
 
 /// Output queued for a receiver that shut down does not stay pending for ever.
