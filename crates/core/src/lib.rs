@@ -11,6 +11,8 @@ pub mod bootstrap;
 pub mod context;
 pub mod descriptor;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod method;
 pub mod params;
 pub mod select;

@@ -26,6 +26,8 @@
 //! `SHM_CMA_MIN`, `SHM_CMA`.
 
 mod cma;
+#[doc(hidden)]
+pub mod hostile;
 mod layout;
 mod link;
 mod ring;

@@ -86,11 +86,11 @@ pub unsafe fn set_key(hdr: *const RingHeader, key: u64) {
     unsafe { &*hdr }.key.v.store(key & !1, Ordering::Release);
 }
 
-/// The consumer's `tail` word of a ring (for tests that play a hostile consumer).
+/// The consumer's `tail` word of a ring (for tests and the fuzz harness,
+/// which play a hostile peer).
 ///
 /// # Safety
 /// `hdr` must point to a valid [`RingHeader`].
-#[cfg(test)]
 pub unsafe fn tail_word(hdr: *const RingHeader) -> *const AtomicU64 {
     // SAFETY: per the contract (a projection, no reference made).
     unsafe { std::ptr::addr_of!((*hdr).tail.v) }

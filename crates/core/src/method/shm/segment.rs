@@ -141,6 +141,33 @@ impl Segment {
         })
     }
 
+    /// A private shared-anonymous mapping of `len` zeroed bytes (no name, no
+    /// file): the fuzz harness plays both sides of a ring in it.
+    pub fn anonymous(len: usize) -> Result<Segment> {
+        // SAFETY: a fresh anonymous mapping; the kernel picks the address.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::io(
+                format!("mmap(anonymous, {len})"),
+                io::Error::last_os_error(),
+            ));
+        }
+        Ok(Segment {
+            ptr: p as *mut u8,
+            len,
+            name: String::new(),
+        })
+    }
+
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr
     }
