@@ -182,6 +182,7 @@ pub fn run(data: &[u8]) -> Option<(usize, bool)> {
         eager: Vec::new(),
         expect: None,
         failed: false,
+        _conn: None,
         seg,
     };
     let mut sink = Count {

@@ -1,17 +1,5 @@
-//! The bytes of the two kinds of segments, shared by every process of a job.
-//!
-//! Control segment `gw-<job>-<ctx>`, created by context `ctx` at init and kept
-//! until its shutdown (senders open it by name whenever they connect):
-//!
-//! ```text
-//!   0  CtrlIdent  magic, ctx, size, pid                 (written once at creation)
-//! 128  attach     AtomicU64, bumped by each connecting sender (alone on its line,
-//!                 so the owner's per-poll load stays in its cache until it changes)
-//! 256  slots      [AtomicU32; size]: slot `src` = 1 when `gw-<job>-<src>-to-<ctx>` is ready
-//! ```
-//!
-//! Pair segment `gw-<job>-<src>-to-<dst>`, created by the sender `src` on its
-//! first `connect`, unlinked by the receiver as soon as it has mapped it:
+//! The bytes of a pair segment (a sealed memfd created by the sender `src`
+//! and handed to the receiver `dst`, see `handoff`):
 //!
 //! ```text
 //!    0  PairIdent  magic, src, dst, sender pid, ring capacity, CMA probe address/value
@@ -24,34 +12,11 @@
 use super::ring::RingHeader;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
-pub const CTRL_MAGIC: u64 = u64::from_le_bytes(*b"GWSHMCT1");
 pub const PAIR_MAGIC: u64 = u64::from_le_bytes(*b"GWSHMPR1");
 
 /// A value alone on its (pair of) cache line(s).
 #[repr(C, align(128))]
 pub struct Padded<T>(pub T);
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct CtrlIdent {
-    pub magic: u64,
-    pub ctx: u32,
-    pub size: u32,
-    pub pid: u32,
-}
-
-#[repr(C)]
-pub struct CtrlHeader {
-    pub ident: Padded<CtrlIdent>,
-    pub attach: Padded<AtomicU64>,
-    // followed by `size` AtomicU32 slots
-}
-
-pub const CTRL_SLOTS_OFF: usize = std::mem::size_of::<CtrlHeader>();
-
-pub fn ctrl_len(size: u32) -> usize {
-    (CTRL_SLOTS_OFF + 4 * size as usize).next_multiple_of(4096)
-}
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -89,22 +54,12 @@ pub struct PairHeader {
 pub const PAIR_DATA_OFF: usize = 4096;
 const _: () = assert!(std::mem::size_of::<PairHeader>() <= PAIR_DATA_OFF);
 
-pub fn ctrl_name(job: &str, ctx: u32) -> String {
-    format!("gw-{job}-{ctx}")
-}
-
-pub fn pair_name(job: &str, src: u32, dst: u32) -> String {
-    format!("gw-{job}-{src}-to-{dst}")
-}
-
 // Access to segment words. A peer can write every byte of a segment at any
 // time, so no Rust reference ever covers a plain (non-atomic) field of one:
 // the identity blocks are copied out once with a volatile read and checked as
 // a local copy, and references are only made to atomics (whose concurrent
 // modification is sound). Each accessor's contract: `base` is the start of a
-// live mapping of the right kind (a pair segment of at least `PAIR_DATA_OFF`
-// bytes, or a control segment of at least `CTRL_SLOTS_OFF` bytes), valid and
-// 128-aligned (mmap: page-aligned) for `'a`.
+// live mapping of a pair segment (at least `PAIR_DATA_OFF` bytes), valid and 128-aligned (mmap: page-aligned) for `'a`.
 
 /// A copy of a pair segment's identity block, read once.
 ///
@@ -141,31 +96,4 @@ pub unsafe fn pair_done<'a>(base: *const u8) -> &'a AtomicU64 {
 pub unsafe fn pair_ring(base: *const u8) -> *const RingHeader {
     // SAFETY: per the contract (a projection, no reference made).
     unsafe { std::ptr::addr_of!((*(base as *const PairHeader)).ring) }
-}
-
-/// A copy of a control segment's identity block, read once.
-///
-/// # Safety
-/// See above (control segment).
-pub unsafe fn read_ctrl_ident(base: *const u8) -> CtrlIdent {
-    // SAFETY: as in `read_pair_ident`.
-    unsafe { std::ptr::read_volatile(base as *const CtrlIdent) }
-}
-
-/// A control segment's attach counter.
-///
-/// # Safety
-/// See above (control segment).
-pub unsafe fn ctrl_attach<'a>(base: *const u8) -> &'a AtomicU64 {
-    // SAFETY: per the contract; an atomic.
-    unsafe { &*std::ptr::addr_of!((*(base as *const CtrlHeader)).attach.0) }
-}
-
-/// Slot `i` of a control segment.
-///
-/// # Safety
-/// See above (control segment), and the mapping holds at least `ctrl_len(i + 1)` bytes.
-pub unsafe fn ctrl_slot<'a>(base: *const u8, i: u32) -> &'a AtomicU32 {
-    // SAFETY: per the contract, slot i is inside the mapping and 4-aligned.
-    unsafe { &*(base.add(CTRL_SLOTS_OFF + 4 * i as usize) as *const AtomicU32) }
 }

@@ -16,6 +16,7 @@
 //! A multi-record (fragmented) message owns the producer (`busy`) from its first
 //! fragment to its last, so nothing interleaves with it.
 
+use super::handoff;
 use super::layout::{pair_done, pair_ring, pair_rx, RxState, CMA_OK, CMA_UNKNOWN, PAIR_DATA_OFF};
 use super::ring::{Corrupt, Producer};
 use super::segment::Segment;
@@ -25,6 +26,7 @@ use crate::method::{iov_len, Link, Waiter};
 use crate::sync::{TryLock, TryLockGuard};
 use std::collections::VecDeque;
 use std::io::IoSlice;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -56,8 +58,8 @@ struct Out {
 
 pub struct ShmLink {
     peer: u32,
-    /// Receiver's pid, when it is in our pid namespace (for liveness checks).
-    peer_pid: Option<libc::pid_t>,
+    /// Our connection to the receiver's socket: reads EOF once it is gone.
+    conn: OwnedFd,
     shared: Arc<Shared>,
     /// A try-lock, not a mutex: released with a plain store (see `crate::sync`).
     out: TryLock<Out>,
@@ -80,7 +82,7 @@ impl ShmLink {
     /// of `cap` bytes at `PAIR_DATA_OFF`, and no other producer for it.
     pub(super) unsafe fn new(
         peer: u32,
-        peer_pid: Option<libc::pid_t>,
+        conn: OwnedFd,
         shared: Arc<Shared>,
         seg: Segment,
         cap: usize,
@@ -91,7 +93,7 @@ impl ShmLink {
         let prod = unsafe { Producer::new(pair_ring(base), base.add(PAIR_DATA_OFF), cap) };
         ShmLink {
             peer,
-            peer_pid,
+            conn,
             shared,
             out: TryLock::new(Out {
                 prod,
@@ -130,15 +132,6 @@ impl ShmLink {
         ))
     }
 
-    pub(super) fn segment_name(&self) -> &str {
-        self.seg.name()
-    }
-
-    /// Whether the receiver ever mapped the pair, and whether it took everything.
-    pub(super) fn attached_or_drained(&self) -> bool {
-        self.rx().attached.load(Ordering::Acquire) != 0 || self.lock().prod.is_drained()
-    }
-
     /// Whether the receiver is known to be gone (closed the pair or exited).
     pub(super) fn is_broken(&self) -> bool {
         self.check_alive().is_err()
@@ -175,16 +168,16 @@ impl ShmLink {
         Ok(())
     }
 
-    /// The expensive check, every few hundred waits: is the receiver still alive?
+    /// The expensive check, every few hundred waits (one system call): is
+    /// the receiver still alive? Its end of our connection closes when its
+    /// process ends, in whatever pid namespace, whatever pid comes next.
     fn check_alive(&self) -> Result<()> {
         self.check()?;
-        if let Some(pid) = self.peer_pid {
-            // SAFETY: signal 0 only checks existence/permission.
-            if unsafe { libc::kill(pid, 0) } != 0
-                && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
-            {
-                return Err(self.fail(format!("receiving process {pid} has exited")));
-            }
+        if handoff::peer_gone(&self.conn) {
+            return Err(self.fail(format!(
+                "rank {} has exited or dropped the link (its end of the shm connection closed)",
+                self.peer
+            )));
         }
         Ok(())
     }

@@ -286,6 +286,7 @@ impl Producer {
 
     /// Whether the consumer has taken every record (reloads the tail; a
     /// consumer that published garbage has not).
+    #[cfg(test)]
     pub fn is_drained(&mut self) -> bool {
         self.reload_tail().is_ok() && self.cached_tail == self.head
     }

@@ -153,7 +153,7 @@ fn roundtrip(a: &Shm, b: &Shm) {
         if sink.borrow().got.len() == want.len() {
             break;
         }
-        b.poll(&mut *sink.borrow_mut()).unwrap();
+        b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
     }
     let s = sink.borrow();
     assert!(s.failed.is_empty(), "{:?}", s.failed);
@@ -163,7 +163,7 @@ fn roundtrip(a: &Shm, b: &Shm) {
 
 fn cma_state(b: &Shm) -> u32 {
     let inc = b.incoming.lock();
-    inc[0].rx().cma.load(Ordering::Acquire)
+    inc.rings[0].rx().cma.load(Ordering::Acquire)
 }
 
 fn finish(a: Shm, b: Shm, id: &str) {
@@ -210,20 +210,48 @@ fn init_through_registry_row() {
     drop(m2);
     assert_eq!(leftovers(&id), Vec::<String>::new());
     assert_eq!(leftovers(&id2), Vec::<String>::new());
-    // the same job id again is refused while the segment exists
-    let m3 = (INFO.init)(&MethodEnv {
-        job: &job(0, &id),
-        params: &p,
-    })
-    .unwrap()
-    .unwrap();
-    assert!((INFO.init)(&MethodEnv {
-        job: &job(0, &id),
-        params: &p
-    })
-    .is_err());
-    m3.shutdown();
     let _ = other;
+}
+
+/// A job whose id repeats (a launcher reusing ids, or a killed run's
+/// leftovers) starts anyway: nothing is named after the job id alone (it
+/// used to fail at init with EEXIST on the control segment). Both instances
+/// work side by side, and neither leaves anything in /dev/shm.
+#[test]
+fn two_jobs_with_the_same_id_both_start() {
+    let id = format!(
+        "t{}x{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let p = params(&[]);
+    let first = (
+        Shm::new(&job(0, &id), &p).unwrap().unwrap(),
+        Shm::new(&job(1, &id), &p).unwrap().unwrap(),
+    );
+    let second = (
+        Shm::new(&job(0, &id), &p).unwrap().unwrap(),
+        Shm::new(&job(1, &id), &p).unwrap().unwrap(),
+    );
+    for (a, b) in [&first, &second] {
+        let link = a.connect(1, &b.descriptor()).unwrap();
+        let sink = RefCell::new(Collect::default());
+        let w = PollPeer {
+            b,
+            sink: &sink,
+            can_wait: true,
+        };
+        link.send(&[IoSlice::new(b"hello")], &w).unwrap();
+        for _ in 0..5000 {
+            if !sink.borrow().got.is_empty() {
+                break;
+            }
+            b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
+        }
+        assert_eq!(sink.borrow().got, vec![(0, 5, digest(b"hello"))]);
+    }
+    finish(first.0, first.1, &id);
+    finish(second.0, second.1, &id);
 }
 
 #[test]
@@ -259,7 +287,7 @@ fn backlog(cma: &str) {
     let link = a.connect(1, &b.descriptor()).unwrap();
     let sink = RefCell::new(Collect::default());
     // Let b attach first, so the CMA state of the pair is known.
-    b.poll(&mut *sink.borrow_mut()).unwrap();
+    b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
     let w = PollPeer {
         b: &b,
         sink: &sink,
@@ -282,7 +310,7 @@ fn backlog(cma: &str) {
     let mut rounds = 0;
     while sink.borrow().got.len() < want.len() || a.has_pending_output() {
         a.poll(&mut Collect::default()).unwrap();
-        b.poll(&mut *sink.borrow_mut()).unwrap();
+        b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
         rounds += 1;
         assert!(rounds < 1_000_000, "backlog never drained");
     }
@@ -369,7 +397,7 @@ fn closed_receiver_is_an_error_not_a_hang() {
     let (a, b, id) = pair(&[]);
     let link = a.connect(1, &b.descriptor()).unwrap();
     let sink = RefCell::new(Collect::default());
-    b.poll(&mut *sink.borrow_mut()).unwrap();
+    b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
     b.shutdown();
     let w = PollPeer {
         b: &b,
@@ -393,10 +421,10 @@ fn corrupt_ring_reports_link_failure() {
         can_wait: true,
     };
     link.send(&[IoSlice::new(b"fine")], &w).unwrap();
-    b.poll(&mut *sink.borrow_mut()).unwrap();
+    b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
     {
         let inc = b.incoming.lock();
-        let g = &inc[0];
+        let g = &inc.rings[0];
         // Scribble a bogus length over the next record (the first took 16 + 4, padded to one alignment unit).
         link.send(&[IoSlice::new(b"soon garbage")], &w)
             .unwrap_or(());
@@ -411,7 +439,7 @@ fn corrupt_ring_reports_link_failure() {
             )
         };
     }
-    b.poll(&mut *sink.borrow_mut()).unwrap();
+    b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
     let s = sink.borrow();
     assert_eq!(s.got.len(), 1);
     assert_eq!(s.failed.len(), 1, "{:?}", s.failed);
@@ -421,7 +449,7 @@ fn corrupt_ring_reports_link_failure() {
     // and connecting again gives a fresh, working pair
     let link2 = a.connect(1, &b.descriptor()).unwrap();
     link2.send(&[IoSlice::new(b"again")], &w).unwrap();
-    b.poll(&mut *sink.borrow_mut()).unwrap();
+    b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
     assert_eq!(sink.borrow().got.len(), 2);
     assert_eq!(sink.borrow().got[1], (0, 5, digest(b"again")));
     finish(a, b, &id);
@@ -436,7 +464,7 @@ fn hostile_records(records: &[(u32, Vec<u8>)]) -> Collect {
         assert!(link.push_raw(*tag, rec));
     }
     let mut sink = Collect::default();
-    b.poll(&mut sink).unwrap();
+    b.poll_thorough(&mut sink).unwrap();
     drop(link);
     finish(a, b, &id);
     sink
@@ -523,9 +551,7 @@ fn impossible_tail_fails_the_sender() {
     a.shutdown();
     b.shutdown();
     drop((a, b));
-    for n in leftovers(&id) {
-        segment::unlink(&n);
-    }
+    assert_eq!(leftovers(&id), Vec::<String>::new());
 }
 
 /// The fuzz seeds do what their names say: valid scripts deliver and keep
@@ -561,7 +587,7 @@ fn queued_output_to_a_closed_receiver_is_dropped() {
         link.send(&[IoSlice::new(&[1u8; 1000])], &w).unwrap();
     }
     assert!(a.has_pending_output());
-    b.poll(&mut *sink.borrow_mut()).unwrap();
+    b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
     b.shutdown();
     a.poll(&mut Collect::default()).unwrap();
     assert!(!a.has_pending_output());
@@ -635,7 +661,7 @@ fn across_processes(cma: &str) {
     let mut sink = Collect::default();
     let t0 = std::time::Instant::now();
     while sink.got.len() < SIZES.len() && sink.failed.is_empty() {
-        b.poll(&mut sink).unwrap();
+        b.poll_thorough(&mut sink).unwrap();
         if t0.elapsed().as_secs() > 60 {
             let _ = child.kill();
             panic!(
@@ -788,7 +814,7 @@ fn bench_cma_single_thread() {
                 link.send(&[IoSlice::new(&msg)], &w).unwrap();
             }
             while sink.borrow().0 < n + 1 {
-                b.poll(&mut *sink.borrow_mut()).unwrap();
+                b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
             }
             line += &format!(
                 "  cma={cma}: {:6.0} MB/s",
@@ -870,9 +896,7 @@ fn dead_receiver_is_detected() {
     assert!(err.to_string().contains("exited"), "{err}");
     a.shutdown();
     // What the launcher does at job end for the killed process.
-    for n in leftovers(&id) {
-        segment::unlink(&n);
-    }
     drop(a);
+    // The killed receiver left nothing behind, without any sweep.
     assert_eq!(leftovers(&id), Vec::<String>::new());
 }
