@@ -834,27 +834,72 @@ fn child_receiver_process() {
     let id = std::env::var("GW_SHM_TEST_RX").expect("started by dead_receiver_is_detected");
     let b = Shm::new(&job(1, &id), &params(&[])).unwrap().unwrap();
     println!("DESC {}", hex(&b.descriptor()));
-    std::thread::sleep(std::time::Duration::from_secs(60));
+    // Consume (so the sender's pair is attached when we are killed), for a bounded time.
+    let mut sink = Collect::default();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed().as_secs() < 60 {
+        b.poll_thorough(&mut sink).unwrap();
+        sink.got.clear();
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
 }
 
 /// A receiver killed without shutdown: a sender blocked on its full ring gets
 /// an error instead of spinning forever.
 #[test]
 fn dead_receiver_is_detected() {
+    dead_receiver(None, false);
+}
+
+/// The same after pid reuse: the receiver's descriptor names a pid that is
+/// alive (ours, standing for whatever process got the dead one's pid). The
+/// old `kill(pid, 0)` probe found it alive and waited for ever.
+#[test]
+fn dead_receiver_is_detected_after_pid_reuse() {
+    dead_receiver(None, true);
+}
+
+/// The same with the receiver in another pid namespace (`unshare --pid`,
+/// root only), where its pid means nothing to us: the old probe was skipped
+/// and the sender spun for ever.
+#[test]
+fn dead_receiver_is_detected_in_another_pid_namespace() {
+    if !gridwire_testkit::is_root() {
+        return gridwire_testkit::skip("unshare --pid needs root");
+    }
+    if which_unshare().is_none() {
+        return gridwire_testkit::skip("unshare (util-linux) not installed");
+    }
+    dead_receiver(Some(&["unshare", "--pid", "--kill-child"]), false);
+}
+
+fn which_unshare() -> Option<std::path::PathBuf> {
+    ["/usr/bin/unshare", "/bin/unshare"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.exists())
+}
+
+fn dead_receiver(wrapper: Option<&[&str]>, claim_live_pid: bool) {
     use std::io::BufRead;
     let id = format!(
         "t{}x{}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "method::shm::tests::child_receiver_process",
-            "--test-threads=1",
-            "--nocapture",
-            "--ignored",
-        ])
+    let exe = std::env::current_exe().unwrap();
+    let exe = exe.to_str().unwrap();
+    let mut argv: Vec<&str> = wrapper.unwrap_or(&[]).to_vec();
+    argv.extend_from_slice(&[
+        exe,
+        "--exact",
+        "method::shm::tests::child_receiver_process",
+        "--test-threads=1",
+        "--nocapture",
+        "--ignored",
+    ]);
+    let mut child = std::process::Command::new(argv[0])
+        .args(&argv[1..])
         .env("GW_SHM_TEST_RX", &id)
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -869,19 +914,25 @@ fn dead_receiver_is_detected() {
             "child ended without a descriptor"
         );
     }
-    let desc = unhex(line.split("DESC ").nth(1).unwrap().trim());
+    let mut desc = unhex(line.split("DESC ").nth(1).unwrap().trim());
+    if claim_live_pid {
+        desc[2..6].copy_from_slice(&std::process::id().to_le_bytes());
+    }
     let a = Shm::new(&job(0, &id), &params(&[("GW_SHM_RING_SIZE", "4k")]))
         .unwrap()
         .unwrap();
     let link = a.connect(1, &desc).unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap(); // reaped, as the launcher does
     struct Spin;
     impl Waiter for Spin {
         fn progress(&self) -> bool {
             true
         }
     }
+    // Let the receiver attach and consume a little before it dies.
+    link.send(&[IoSlice::new(b"hello")], &Spin).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap(); // reaped, as a launcher does
     let t0 = std::time::Instant::now();
     let msg = [9u8; 1000];
     let err = loop {
@@ -895,7 +946,6 @@ fn dead_receiver_is_detected() {
     };
     assert!(err.to_string().contains("exited"), "{err}");
     a.shutdown();
-    // What the launcher does at job end for the killed process.
     drop(a);
     // The killed receiver left nothing behind, without any sweep.
     assert_eq!(leftovers(&id), Vec::<String>::new());
