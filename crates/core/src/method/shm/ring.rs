@@ -359,6 +359,7 @@ impl Record<'_> {
     }
 
     /// Appends payload bytes `[from, len)` to `v` (which grows by exactly that).
+    #[inline]
     pub fn append_to(&self, from: usize, v: &mut Vec<u8>) -> bool {
         let Some(n) = self.len.checked_sub(from) else {
             return false;
@@ -367,8 +368,9 @@ impl Record<'_> {
         let old = v.len();
         // SAFETY: as in `copy_to` for the source; the destination is the
         // spare capacity just reserved, fully written before the length grows.
+        // (The small-message case: short copies inlined, as on the send side.)
         unsafe {
-            std::ptr::copy_nonoverlapping(self.ptr.add(from), v.as_mut_ptr().add(old), n);
+            copy_small_or_large(self.ptr.add(from), v.as_mut_ptr().add(old), n);
             v.set_len(old + n);
         }
         true
