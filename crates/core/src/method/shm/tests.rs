@@ -554,6 +554,74 @@ fn impossible_tail_fails_the_sender() {
     assert_eq!(leftovers(&id), Vec::<String>::new());
 }
 
+/// A peer that offers a segment it could still truncate (no seals), or a
+/// malformed hello, is refused before anything is mapped: a later
+/// `ftruncate` by that peer can never make us fault (SIGBUS). A well-formed
+/// offer from the same rank afterwards still works.
+#[test]
+fn unsealed_or_malformed_offers_are_refused() {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let (a, b, id) = pair(&[]);
+    let d = Desc::parse(&b.descriptor()).unwrap();
+    let hello = |magic: u64, src: u32, dst: u32| {
+        let mut h = [0u8; handoff::HELLO_LEN];
+        h[..8].copy_from_slice(&magic.to_le_bytes());
+        h[8..12].copy_from_slice(&src.to_le_bytes());
+        h[12..].copy_from_slice(&dst.to_le_bytes());
+        h
+    };
+    let unsealed = || {
+        let c = std::ffi::CString::new("hostile").unwrap();
+        // SAFETY: valid C string.
+        let fd = unsafe { libc::memfd_create(c.as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(fd >= 0);
+        // SAFETY: a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: fd is open.
+        assert_eq!(unsafe { libc::ftruncate(fd.as_raw_fd(), 4096 + 4096) }, 0);
+        fd
+    };
+    let mut conns = Vec::new();
+    let mut sink = Collect::default();
+    for h in [
+        hello(PAIR_MAGIC, 0, 1), // unsealed: refused, names rank 0
+        hello(0x1234, 0, 1),     // not a hello
+        hello(PAIR_MAGIC, 7, 1), // no such rank
+        hello(PAIR_MAGIC, 0, 0), // not for us
+    ] {
+        let fd = unsealed();
+        conns.push(handoff::offer(&id, 1, d.nonce, &h, &fd).unwrap());
+        for _ in 0..3 {
+            b.poll_thorough(&mut sink).unwrap();
+        }
+    }
+    assert!(
+        b.incoming.lock().rings.is_empty(),
+        "a bad offer was attached"
+    );
+    assert_eq!(sink.failed.len(), 1, "{:?}", sink.failed);
+    assert_eq!(sink.failed[0].0, 0);
+    assert!(sink.failed[0].1.contains("sealed"), "{:?}", sink.failed);
+    // the real rank 0 connects afterwards and is served
+    let link = a.connect(1, &b.descriptor()).unwrap();
+    let sink = RefCell::new(sink);
+    let w = PollPeer {
+        b: &b,
+        sink: &sink,
+        can_wait: true,
+    };
+    link.send(&[IoSlice::new(b"real")], &w).unwrap();
+    for _ in 0..5000 {
+        if !sink.borrow().got.is_empty() {
+            break;
+        }
+        b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
+    }
+    assert_eq!(sink.borrow().got, vec![(0, 4, digest(b"real"))]);
+    drop(conns);
+    finish(a, b, &id);
+}
+
 /// The fuzz seeds do what their names say: valid scripts deliver and keep
 /// the link, hostile ones fail it (or are refused at attach).
 #[test]
