@@ -15,8 +15,8 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// One mapping of a shared-memory segment. Unmapped on drop; the name is
-/// removed explicitly ([`unlink`]) as early as the protocol allows.
+/// One mapping of a shared-memory segment, unmapped on drop (the memory goes
+/// when the last mapping and descriptor of it do).
 pub struct Segment {
     ptr: *mut u8,
     len: usize,
@@ -123,7 +123,7 @@ impl Segment {
     fn map(fd: libc::c_int, len: usize, name: &str) -> Result<Segment> {
         if len == 0 {
             return Err(Error::io(
-                format!("mmap(/{name})"),
+                format!("mmap({name})"),
                 io::Error::new(io::ErrorKind::InvalidData, "empty segment"),
             ));
         }
@@ -140,7 +140,7 @@ impl Segment {
         };
         let e = io::Error::last_os_error();
         if p == libc::MAP_FAILED {
-            return Err(Error::io(format!("mmap(/{name}, {len})"), e));
+            return Err(Error::io(format!("mmap({name}, {len})"), e));
         }
         Ok(Segment {
             ptr: p as *mut u8,
