@@ -6,7 +6,7 @@
 //! creates a pair segment — a sealed memfd ([`segment`]) holding a
 //! single-producer/single-consumer ring ([`ring`], layout in [`layout`]) —
 //! connects to P's socket and hands the segment over (`SCM_RIGHTS`). P looks
-//! at its socket once every `ACCEPT_EVERY` polls (and whenever it wakes from
+//! at its socket once every `ACCEPT_EVERY` (16384) polls (and whenever it wakes from
 //! a sleep), checks and maps new rings, then drains every incoming ring,
 //! copying each record out of shared memory before delivering it.
 //!
@@ -459,10 +459,13 @@ struct Rx {
 }
 
 /// A poll looks at the listener (one `accept4`, a system call) once in this
-/// many rounds, and on every thorough poll (after a sleep, which the
-/// listener's readability ends): new connections wait at most that many
-/// rounds, and the message path pays a system call per 1024 polls.
-const ACCEPT_EVERY: u32 = 1024; // a power of two
+/// many rounds (a power of two), and on every thorough poll (after a sleep,
+/// which the listener's readability ends). At 1024 an MPI ping-pong lost
+/// ~15% (bench/mpi-ab.sh, 8 bytes): a message arriving during the system
+/// call (~1 us on a KVM guest) waits for it. At 16384 rounds (a few hundred
+/// microseconds of spinning) that cost is lost in the noise, and a new
+/// sender's first message waits at most that long (or one sleep slice).
+const ACCEPT_EVERY: u32 = 1 << 14;
 /// Connections taken per look at the listener.
 const ACCEPT_BATCH: usize = 16;
 
