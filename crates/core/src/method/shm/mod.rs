@@ -29,7 +29,9 @@
 //! producing; a dead receiver is noticed by a waiting sender (every few
 //! hundred progress rounds) by its end of the connection closing — whatever
 //! its pid namespace, and immune to pid reuse — and reported as a link
-//! failure. Memory per connected pair and direction: `SHM_RING_SIZE` + 4 KiB.
+//! failure. Per connected pair and direction: `SHM_RING_SIZE` + 4 KiB of
+//! memory and one file descriptor on each side (the connection), plus one
+//! listening socket per context: mind `ulimit -n` with hundreds of ranks per host.
 //!
 //! **Parameters.** See [`PARAMS`]: `SHM_RING_SIZE`, `SHM_EAGER_MAX`,
 //! `SHM_CMA_MIN`, `SHM_CMA`, `SHM_MAX_MSG`.
