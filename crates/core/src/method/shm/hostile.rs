@@ -4,7 +4,8 @@
 //! (`Incoming::drain`: ring records, eager delivery, reassembly, rendezvous).
 //!
 //! Script: byte 0 picks the ring size (64 << (b % 6)), byte 1 the starting
-//! position the producer publishes (misaligned ones must be refused); then
+//! position the producer publishes (8 * b: misaligned ones must be refused;
+//! from 0xf0 on, aligned positions just below 2^64); then
 //! operations, each an opcode byte followed by its operands (little-endian;
 //! a short input ends the script):
 //!
@@ -82,9 +83,9 @@ impl Producer {
     /// would seal it, then the payload; advances by the declared size.
     fn record(&mut self, tag: u32, len: u32, payload: &[u8]) {
         let pos = self.pos & !15;
-        self.put(pos + 16, payload);
+        self.put(pos.wrapping_add(16), payload);
         self.put(
-            pos + 8,
+            pos.wrapping_add(8),
             &((len as u64) | ((tag as u64) << 32)).to_le_bytes(),
         );
         let at = self.data_off(pos);
@@ -136,7 +137,14 @@ pub fn run(data: &[u8]) -> Option<(usize, bool)> {
     let key = 0x5eed_5eed_0000_0000u64 | cap as u64;
     // SAFETY: a fresh, unshared pair-sized mapping.
     unsafe { ring::set_key(pair_ring(seg.as_ptr()), key) };
-    let start = (b1 as u64) * 8;
+    // The position the ring starts at is the producer's to choose: small
+    // ones (misaligned when b1 % 8 != 0), or aligned ones just below 2^64,
+    // so the consumer's position wraps around.
+    let start = if b1 >= 0xf0 {
+        0u64.wrapping_sub((256 - b1 as u64) * 64)
+    } else {
+        b1 as u64 * 8
+    };
     // SAFETY: as above; the tail word is atomic.
     unsafe { &*ring::tail_word(pair_ring(seg.as_ptr())) }.store(start, Ordering::Release);
     // SAFETY: header and data inside the mapping, which `seg` keeps (it

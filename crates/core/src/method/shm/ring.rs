@@ -463,7 +463,9 @@ impl Consumer {
             let len = word as u32;
             let tag = (word >> 32) as u32;
             if len == WRAP {
-                self.tail += self.cap - off;
+                // Positions count modulo 2^64: the producer chose where the
+                // ring starts, possibly just below the top.
+                self.tail = self.tail.wrapping_add(self.cap - off);
                 self.header().tail.v.store(self.tail, Ordering::Release);
                 continue;
             }
@@ -488,7 +490,7 @@ impl Consumer {
     /// space back to the producer.
     pub fn pop(&mut self) {
         debug_assert!(self.pending != 0, "pop without peek");
-        self.tail += self.pending;
+        self.tail = self.tail.wrapping_add(self.pending);
         self.pending = 0;
         self.header().tail.v.store(self.tail, Ordering::Release);
     }
