@@ -1,17 +1,5 @@
-//! The bytes of the two kinds of segments, shared by every process of a job.
-//!
-//! Control segment `gw-<job>-<ctx>`, created by context `ctx` at init and kept
-//! until its shutdown (senders open it by name whenever they connect):
-//!
-//! ```text
-//!   0  CtrlIdent  magic, ctx, size, pid                 (written once at creation)
-//! 128  attach     AtomicU64, bumped by each connecting sender (alone on its line,
-//!                 so the owner's per-poll load stays in its cache until it changes)
-//! 256  slots      [AtomicU32; size]: slot `src` = 1 when `gw-<job>-<src>-to-<ctx>` is ready
-//! ```
-//!
-//! Pair segment `gw-<job>-<src>-to-<dst>`, created by the sender `src` on its
-//! first `connect`, unlinked by the receiver as soon as it has mapped it:
+//! The bytes of a pair segment (a sealed memfd created by the sender `src`
+//! and handed to the receiver `dst`, see `handoff`):
 //!
 //! ```text
 //!    0  PairIdent  magic, src, dst, sender pid, ring capacity, CMA probe address/value
@@ -24,7 +12,6 @@
 use super::ring::RingHeader;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
-pub const CTRL_MAGIC: u64 = u64::from_le_bytes(*b"GWSHMCT1");
 pub const PAIR_MAGIC: u64 = u64::from_le_bytes(*b"GWSHMPR1");
 
 /// A value alone on its (pair of) cache line(s).
@@ -32,27 +19,7 @@ pub const PAIR_MAGIC: u64 = u64::from_le_bytes(*b"GWSHMPR1");
 pub struct Padded<T>(pub T);
 
 #[repr(C)]
-pub struct CtrlIdent {
-    pub magic: u64,
-    pub ctx: u32,
-    pub size: u32,
-    pub pid: u32,
-}
-
-#[repr(C)]
-pub struct CtrlHeader {
-    pub ident: Padded<CtrlIdent>,
-    pub attach: Padded<AtomicU64>,
-    // followed by `size` AtomicU32 slots
-}
-
-pub const CTRL_SLOTS_OFF: usize = std::mem::size_of::<CtrlHeader>();
-
-pub fn ctrl_len(size: u32) -> usize {
-    (CTRL_SLOTS_OFF + 4 * size as usize).next_multiple_of(4096)
-}
-
-#[repr(C)]
+#[derive(Clone, Copy)]
 pub struct PairIdent {
     pub magic: u64,
     pub src: u32,
@@ -87,10 +54,46 @@ pub struct PairHeader {
 pub const PAIR_DATA_OFF: usize = 4096;
 const _: () = assert!(std::mem::size_of::<PairHeader>() <= PAIR_DATA_OFF);
 
-pub fn ctrl_name(job: &str, ctx: u32) -> String {
-    format!("gw-{job}-{ctx}")
+// Access to segment words. A peer can write every byte of a segment at any
+// time, so no Rust reference ever covers a plain (non-atomic) field of one:
+// the identity blocks are copied out once with a volatile read and checked as
+// a local copy, and references are only made to atomics (whose concurrent
+// modification is sound). Each accessor's contract: `base` is the start of a
+// live mapping of a pair segment (at least `PAIR_DATA_OFF` bytes), valid and 128-aligned (mmap: page-aligned) for `'a`.
+
+/// A copy of a pair segment's identity block, read once.
+///
+/// # Safety
+/// See above (pair segment).
+pub unsafe fn read_pair_ident(base: *const u8) -> PairIdent {
+    // SAFETY: in bounds and aligned per the contract; PairIdent is plain
+    // integers, so whatever bytes a peer left there form a valid value.
+    unsafe { std::ptr::read_volatile(base as *const PairIdent) }
 }
 
-pub fn pair_name(job: &str, src: u32, dst: u32) -> String {
-    format!("gw-{job}-{src}-to-{dst}")
+/// The receiver-written state of a pair segment.
+///
+/// # Safety
+/// See above (pair segment).
+pub unsafe fn pair_rx<'a>(base: *const u8) -> &'a RxState {
+    // SAFETY: per the contract; RxState is all atomics.
+    unsafe { &*std::ptr::addr_of!((*(base as *const PairHeader)).rx.0) }
+}
+
+/// The last rendezvous token the receiver copied.
+///
+/// # Safety
+/// See above (pair segment).
+pub unsafe fn pair_done<'a>(base: *const u8) -> &'a AtomicU64 {
+    // SAFETY: per the contract; an atomic.
+    unsafe { &*std::ptr::addr_of!((*(base as *const PairHeader)).done.0) }
+}
+
+/// The ring header of a pair segment (atomics only).
+///
+/// # Safety
+/// See above (pair segment).
+pub unsafe fn pair_ring(base: *const u8) -> *const RingHeader {
+    // SAFETY: per the contract (a projection, no reference made).
+    unsafe { std::ptr::addr_of!((*(base as *const PairHeader)).ring) }
 }

@@ -16,8 +16,9 @@
 //! A multi-record (fragmented) message owns the producer (`busy`) from its first
 //! fragment to its last, so nothing interleaves with it.
 
-use super::layout::{PairHeader, CMA_OK, CMA_UNKNOWN, PAIR_DATA_OFF};
-use super::ring::Producer;
+use super::handoff;
+use super::layout::{pair_done, pair_ring, pair_rx, RxState, CMA_OK, CMA_UNKNOWN, PAIR_DATA_OFF};
+use super::ring::{Corrupt, Producer};
 use super::segment::Segment;
 use super::{Shared, MAX_RNDV_IOV, TAG_EAGER, TAG_FIRST, TAG_MORE, TAG_RNDV};
 use crate::error::{Error, Result};
@@ -25,6 +26,7 @@ use crate::method::{iov_len, Link, Waiter};
 use crate::sync::{TryLock, TryLockGuard};
 use std::collections::VecDeque;
 use std::io::IoSlice;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -56,8 +58,8 @@ struct Out {
 
 pub struct ShmLink {
     peer: u32,
-    /// Receiver's pid, when it is in our pid namespace (for liveness checks).
-    peer_pid: Option<libc::pid_t>,
+    /// Our connection to the receiver's socket: reads EOF once it is gone.
+    conn: OwnedFd,
     shared: Arc<Shared>,
     /// A try-lock, not a mutex: released with a plain store (see `crate::sync`).
     out: TryLock<Out>,
@@ -80,7 +82,7 @@ impl ShmLink {
     /// of `cap` bytes at `PAIR_DATA_OFF`, and no other producer for it.
     pub(super) unsafe fn new(
         peer: u32,
-        peer_pid: Option<libc::pid_t>,
+        conn: OwnedFd,
         shared: Arc<Shared>,
         seg: Segment,
         cap: usize,
@@ -88,16 +90,10 @@ impl ShmLink {
         let base = seg.as_ptr();
         // SAFETY: per the contract: the header and data are inside the mapping,
         // which the link keeps alive as long as the producer.
-        let prod = unsafe {
-            Producer::new(
-                &(*(base as *const PairHeader)).ring,
-                base.add(PAIR_DATA_OFF),
-                cap,
-            )
-        };
+        let prod = unsafe { Producer::new(pair_ring(base), base.add(PAIR_DATA_OFF), cap) };
         ShmLink {
             peer,
-            peer_pid,
+            conn,
             shared,
             out: TryLock::new(Out {
                 prod,
@@ -116,18 +112,24 @@ impl ShmLink {
         }
     }
 
-    fn hdr(&self) -> &PairHeader {
-        // SAFETY: the segment is mapped for our lifetime and starts with a PairHeader.
-        unsafe { &*(self.seg.as_ptr() as *const PairHeader) }
+    /// What the receiver writes (atomics only).
+    fn rx(&self) -> &RxState {
+        // SAFETY: the segment is a pair segment mapped for our lifetime.
+        unsafe { pair_rx(self.seg.as_ptr()) }
     }
 
-    pub(super) fn segment_name(&self) -> &str {
-        self.seg.name()
+    fn done(&self) -> &AtomicU64 {
+        // SAFETY: as in `rx`.
+        unsafe { pair_done(self.seg.as_ptr()) }
     }
 
-    /// Whether the receiver ever mapped the pair, and whether it took everything.
-    pub(super) fn attached_or_drained(&self) -> bool {
-        self.hdr().rx.0.attached.load(Ordering::Acquire) != 0 || self.lock().prod.is_drained()
+    /// The receiver published an impossible ring position: the link is unusable.
+    #[cold]
+    fn corrupt(&self, e: Corrupt) -> Error {
+        self.fail(format!(
+            "rank {} wrote bad data to our ring: {e}",
+            self.peer
+        ))
     }
 
     /// Whether the receiver is known to be gone (closed the pair or exited).
@@ -160,22 +162,22 @@ impl ShmLink {
         if self.shared.closed.load(Ordering::Relaxed) {
             return Err(Error::Shutdown);
         }
-        if self.hdr().rx.0.closed.load(Ordering::Relaxed) != 0 {
+        if self.rx().closed.load(Ordering::Relaxed) != 0 {
             return Err(self.fail("the receiver has shut down or dropped the link"));
         }
         Ok(())
     }
 
-    /// The expensive check, every few hundred waits: is the receiver still alive?
+    /// The expensive check, every few hundred waits (one system call): is
+    /// the receiver still alive? Its end of our connection closes when its
+    /// process ends, in whatever pid namespace, whatever pid comes next.
     fn check_alive(&self) -> Result<()> {
         self.check()?;
-        if let Some(pid) = self.peer_pid {
-            // SAFETY: signal 0 only checks existence/permission.
-            if unsafe { libc::kill(pid, 0) } != 0
-                && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
-            {
-                return Err(self.fail(format!("receiving process {pid} has exited")));
-            }
+        if handoff::peer_gone(&self.conn) {
+            return Err(self.fail(format!(
+                "rank {} has exited or dropped the link (its end of the shm connection closed)",
+                self.peer
+            )));
         }
         Ok(())
     }
@@ -193,21 +195,27 @@ impl ShmLink {
     /// is inline (the ring almost always has room); waiting for room is not.
     #[inline]
     fn send_eager(&self, iov: &[IoSlice<'_>], total: usize, waiter: &dyn Waiter) -> Result<()> {
-        if self.try_eager(iov, total) {
+        if self.try_eager(iov, total)? {
             return Ok(());
         }
         self.send_eager_wait(iov, total, waiter)
     }
 
     #[inline]
-    fn try_eager(&self, iov: &[IoSlice<'_>], total: usize) -> bool {
+    fn try_eager(&self, iov: &[IoSlice<'_>], total: usize) -> Result<bool> {
         let mut g = self.lock();
-        if !g.busy && g.backlog.is_empty() && g.prod.try_push_len(TAG_EAGER, iov, total) {
-            g.eager_msgs += 1;
-            g.eager_bytes += total as u64;
-            return true;
+        if !g.busy && g.backlog.is_empty() {
+            match g.prod.try_push_len(TAG_EAGER, iov, total) {
+                Ok(true) => {
+                    g.eager_msgs += 1;
+                    g.eager_bytes += total as u64;
+                    return Ok(true);
+                }
+                Ok(false) => {}
+                Err(e) => return Err(self.corrupt(e)),
+            }
         }
-        false
+        Ok(false)
     }
 
     #[inline(never)]
@@ -219,7 +227,7 @@ impl ShmLink {
     ) -> Result<()> {
         let mut n = 0;
         loop {
-            if self.try_eager(iov, total) {
+            if self.try_eager(iov, total)? {
                 return Ok(());
             }
             if !self.step(&mut n, waiter)? {
@@ -243,7 +251,7 @@ impl ShmLink {
         }
         let mut n = 0;
         loop {
-            match self.hdr().rx.0.cma.load(Ordering::Acquire) {
+            match self.rx().cma.load(Ordering::Acquire) {
                 CMA_OK => {
                     return Ok(if self.step(&mut n, waiter)? {
                         Plan::Cma
@@ -276,7 +284,10 @@ impl ShmLink {
                 if !g.busy && g.backlog.is_empty() {
                     let token = g.next_token + 1;
                     rec[..8].copy_from_slice(&token.to_le_bytes());
-                    if g.prod.try_push(TAG_RNDV, &[IoSlice::new(&rec)]) {
+                    if g.prod
+                        .try_push(TAG_RNDV, &[IoSlice::new(&rec)])
+                        .map_err(|e| self.corrupt(e))?
+                    {
                         g.next_token = token;
                         break token;
                     }
@@ -289,7 +300,7 @@ impl ShmLink {
         };
         // The receiver may be reading the caller's buffers now: we must not
         // return before it is done, even if progress says we should not wait.
-        let done = &self.hdr().done.0;
+        let done = self.done();
         let mut spins = 0u32;
         while done.load(Ordering::Acquire) < token {
             if !self.step(&mut n, waiter)? {
@@ -330,11 +341,16 @@ impl ShmLink {
                     parts.push(IoSlice::new(&hdr));
                 }
                 sub_iov(iov, off, len, &mut parts);
-                if !g
+                match g
                     .prod
                     .try_push(if first { TAG_FIRST } else { TAG_MORE }, &parts)
                 {
-                    break;
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        g.busy = false;
+                        return Err(self.corrupt(e));
+                    }
                 }
                 off += len;
                 first = false;
@@ -413,7 +429,7 @@ impl ShmLink {
             } else if !p.cont
                 && cfg.cma
                 && p.data.len() >= cfg.cma_min
-                && self.hdr().rx.0.cma.load(Ordering::Acquire) == CMA_OK
+                && self.rx().cma.load(Ordering::Acquire) == CMA_OK
             {
                 let token = *next_token + 1;
                 let rec = rndv_record(
@@ -421,41 +437,49 @@ impl ShmLink {
                     p.data.len(),
                     [(p.data.as_ptr() as u64, p.data.len() as u64)].into_iter(),
                 );
-                if prod.try_push(TAG_RNDV, &[IoSlice::new(&rec)]) {
+                let r = prod.try_push(TAG_RNDV, &[IoSlice::new(&rec)]);
+                if r == Ok(true) {
                     *next_token = token;
                     // The Vec's heap buffer does not move with the Vec.
                     inflight.push_back((token, std::mem::take(&mut p.data)));
-                    true
-                } else {
-                    false
                 }
+                r
             } else {
                 let total = p.data.len();
                 let hdr = (total as u64).to_le_bytes();
                 loop {
                     if p.off == total && p.cont {
-                        break true;
+                        break Ok(true);
                     }
                     let len = cfg.chunk.min(total - p.off);
                     let piece = IoSlice::new(&p.data[p.off..p.off + len]);
-                    let ok = if p.cont {
+                    let r = if p.cont {
                         prod.try_push(TAG_MORE, &[piece])
                     } else {
                         prod.try_push(TAG_FIRST, &[IoSlice::new(&hdr), piece])
                     };
-                    if !ok {
-                        break false;
+                    if r != Ok(true) {
+                        break r;
                     }
                     p.off += len;
                     p.cont = true;
                 }
             };
-            if !sent {
-                break;
+            match sent {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(_) => {
+                    // Never deliverable; later sends report the error (the
+                    // producer stays failed).
+                    g.backlog.clear();
+                    g.inflight.clear();
+                    self.relist(g);
+                    return;
+                }
             }
             backlog.pop_front();
         }
-        let done = self.hdr().done.0.load(Ordering::Acquire);
+        let done = self.done().load(Ordering::Acquire);
         while g.inflight.front().is_some_and(|(t, _)| *t <= done) {
             g.inflight.pop_front();
         }
@@ -473,6 +497,23 @@ impl ShmLink {
                 self.shared.pending_links.fetch_sub(1, Ordering::AcqRel);
             }
         }
+    }
+}
+
+#[cfg(test)]
+impl ShmLink {
+    /// Writes one record as it is, as a hostile sender could.
+    pub(super) fn push_raw(&self, tag: u32, rec: &[u8]) -> bool {
+        self.lock()
+            .prod
+            .try_push(tag, &[IoSlice::new(rec)])
+            .unwrap_or(false)
+    }
+
+    /// The receiver-written `tail` word of our ring.
+    pub(super) fn ring_tail_for_test(&self) -> *const AtomicU64 {
+        // SAFETY: a pair segment mapped for our lifetime.
+        unsafe { super::ring::tail_word(pair_ring(self.seg.as_ptr())) }
     }
 }
 

@@ -1,36 +1,51 @@
-//! `shm`: contexts on the same host talk through lock-free rings in POSIX
-//! shared memory, with no system call per message.
+//! `shm`: contexts on the same host talk through lock-free rings in shared
+//! memory, with no system call per message.
 //!
-//! **Overview.** Each context owns a control segment `gw-<job>-<ctx>` (see
-//! [`layout`]). To reach peer P, a sender creates the pair segment
-//! `gw-<job>-<src>-to-<P>` holding a single-producer/single-consumer ring
-//! ([`ring`]), sets its slot in P's control segment and bumps P's attach
-//! counter. P's `poll` loads that counter once per iteration (one load that
-//! stays in its cache while nothing changes), maps new rings, unlinks their
-//! names at once, then drains every incoming ring and delivers records in place.
+//! **Overview.** Each context listens on an abstract unix socket named by a
+//! random nonce in its descriptor ([`handoff`]). To reach peer P, a sender
+//! creates a pair segment — a sealed memfd ([`segment`]) holding a
+//! single-producer/single-consumer ring ([`ring`], layout in [`layout`]) —
+//! connects to P's socket and hands the segment over (`SCM_RIGHTS`). P looks
+//! at its socket once every `ACCEPT_EVERY` (16384) polls (and whenever it wakes from
+//! a sleep), checks and maps new rings, then drains every incoming ring,
+//! copying each record out of shared memory before delivering it.
 //!
 //! **Features.** Small messages (≤ `SHM_EAGER_MAX`): one record gathered from the
-//! caller's iovecs, delivered without a further copy. Larger ones: fragments
-//! through the ring, reassembled by the receiver; from `SHM_CMA_MIN` on, a
-//! single copy with `process_vm_readv` by the receiver (cross-memory attach)
-//! when the pair allows it. Connection on demand, per
-//! link FIFO order, a backlog when the sender may not wait (see [`link`]).
+//! caller's iovecs. Larger ones: fragments through the ring, reassembled by
+//! the receiver; from `SHM_CMA_MIN` on, a single copy with `process_vm_readv`
+//! by the receiver (cross-memory attach) when the pair allows it. Connection
+//! on demand, per link FIFO order, a backlog when the sender may not wait
+//! (see [`link`]).
 //!
-//! **Limitations.** Both sides must share a host identity *and* be able to map
-//! each other's segments (same user, same `/dev/shm`). A dead sender simply
-//! stops producing; a dead receiver is noticed by a waiting sender (every few
-//! hundred progress rounds, by pid) and reported as a link failure. Memory per
-//! connected pair and direction: `SHM_RING_SIZE` + 4 KiB.
+//! **Hostile peers.** Nothing has a name in `/dev/shm`: segments and sockets
+//! vanish with the processes that hold them (killed ones included, under any
+//! launcher), and a repeated job id cannot collide. Segments are sealed, so
+//! no peer can shrink one under our mapping (SIGBUS). Every word a peer
+//! writes is read once, checked, and bounded (`SHM_MAX_MSG`); a violation
+//! fails that link with a message naming the rank.
+//!
+//! **Limitations.** Both sides must share a host identity, a network
+//! namespace (the abstract socket) and a user. A dead sender simply stops
+//! producing; a dead receiver is noticed by a waiting sender (every few
+//! hundred progress rounds) by its end of the connection closing — whatever
+//! its pid namespace, and immune to pid reuse — and reported as a link
+//! failure. Per connected pair and direction: `SHM_RING_SIZE` + 4 KiB of
+//! memory and one file descriptor on each side (the connection), plus one
+//! listening socket per context: mind `ulimit -n` with hundreds of ranks per host.
 //!
 //! **Parameters.** See [`PARAMS`]: `SHM_RING_SIZE`, `SHM_EAGER_MAX`,
-//! `SHM_CMA_MIN`, `SHM_CMA`.
+//! `SHM_CMA_MIN`, `SHM_CMA`, `SHM_MAX_MSG`.
 
 mod cma;
+mod handoff;
+#[doc(hidden)]
+pub mod hostile;
 mod layout;
 mod link;
 mod ring;
 mod segment;
 
+use self::handoff::{Cred, Listener};
 use self::layout::*;
 use self::link::ShmLink;
 use self::ring::Consumer;
@@ -40,7 +55,8 @@ use crate::error::{Error, Result};
 use crate::params::{Kind, ParamDecl};
 use crate::sync::TryLock;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::os::fd::{OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub const PARAMS: &[ParamDecl] = &[
@@ -68,6 +84,16 @@ pub const PARAMS: &[ParamDecl] = &[
                Measured on a 2-core KVM guest: process_vm_readv copies ~14 GB/s (page pinning), two \
                cache-resident copies through the ring ~40 GB/s up to 4 MiB and still ~2x at 64 MiB; \
                single copy saves memory bandwidth when many ranks share a host.",
+    },
+    ParamDecl {
+        name: "SHM_MAX_MSG",
+        default: "2g",
+        kind: Kind::Size {
+            min: 1024,
+            max: 1 << 40,
+        },
+        help: "Largest message accepted from a peer on this host (fragmented or by single copy): \
+               a longer announced length is a protocol error, never an allocation.",
     },
     ParamDecl {
         name: "SHM_CMA",
@@ -111,6 +137,9 @@ pub(crate) struct Config {
     pub chunk: usize,
     /// We may use CMA (as a receiver: probe senders; as a sender: use it when the receiver says so).
     pub cma: bool,
+    /// Largest message we accept (`SHM_MAX_MSG`): bounds what a peer's
+    /// announced length can make us allocate.
+    pub max_msg: usize,
 }
 
 /// What the method and its links share.
@@ -154,20 +183,21 @@ impl Shared {
     }
 }
 
-/// Our descriptor: `[1, cma, pid u32, pidns u64, host len u16, host, job len u16, job]`.
+/// Our descriptor: `[2, cma, pid u32, nonce u64, host len u16, host, job len u16, job]`
+/// (`nonce` names our listening socket, see [`handoff`]).
 struct Desc {
     cma: bool,
     pid: u32,
-    pidns: u64,
+    nonce: u64,
     host: String,
     job: String,
 }
 
 impl Desc {
     fn encode(&self) -> Vec<u8> {
-        let mut v = vec![1u8, self.cma as u8];
+        let mut v = vec![2u8, self.cma as u8];
         v.extend_from_slice(&self.pid.to_le_bytes());
-        v.extend_from_slice(&self.pidns.to_le_bytes());
+        v.extend_from_slice(&self.nonce.to_le_bytes());
         for s in [&self.host, &self.job] {
             v.extend_from_slice(&(s.len() as u16).to_le_bytes());
             v.extend_from_slice(s.as_bytes());
@@ -176,11 +206,11 @@ impl Desc {
     }
 
     fn parse(b: &[u8]) -> Option<Desc> {
-        if b.len() < 14 || b[0] != 1 {
+        if b.len() < 14 || b[0] != 2 {
             return None;
         }
         let pid = u32::from_le_bytes(b[2..6].try_into().ok()?);
-        let pidns = u64::from_le_bytes(b[6..14].try_into().ok()?);
+        let nonce = u64::from_le_bytes(b[6..14].try_into().ok()?);
         let mut rest = &b[14..];
         let mut take = || -> Option<String> {
             let n = u16::from_le_bytes(rest.get(..2)?.try_into().ok()?) as usize;
@@ -193,17 +223,11 @@ impl Desc {
         Some(Desc {
             cma: b[1] != 0,
             pid,
-            pidns,
+            nonce,
             host,
             job,
         })
     }
-}
-
-fn pid_namespace() -> u64 {
-    std::fs::metadata("/proc/self/ns/pid")
-        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
-        .unwrap_or(0)
 }
 
 /// One incoming ring (from context `src`).
@@ -215,16 +239,23 @@ struct Incoming {
     /// fragmented message is contiguous in the ring, so they never overlap);
     /// `expect` = total length of the message being reassembled.
     buf: Vec<u8>,
+    /// Where an eager record is copied out of the ring before delivery (the
+    /// sender can still write the ring; see `ring::Record`). Grows to the
+    /// largest eager record seen, then is reused: no allocation per message.
+    eager: Vec<u8>,
     expect: Option<usize>,
     failed: bool,
+    /// Our end of the sender's connection, open while we consume: its
+    /// closing (we died, or dropped the pair) is the sender's notice.
+    _conn: Option<OwnedFd>,
     // Last: outlives the consumer's pointers.
     seg: Segment,
 }
 
 impl Incoming {
-    fn hdr(&self) -> &PairHeader {
-        // SAFETY: the mapping lives as long as self and starts with a PairHeader.
-        unsafe { &*(self.seg.as_ptr() as *const PairHeader) }
+    fn rx(&self) -> &RxState {
+        // SAFETY: the mapping lives as long as self and is a checked pair segment.
+        unsafe { pair_rx(self.seg.as_ptr()) }
     }
 
     /// Delivers up to `POLL_BUDGET` messages; returns how many.
@@ -232,14 +263,15 @@ impl Incoming {
         if self.failed {
             return 0;
         }
-        // SAFETY: see `hdr`; taken as a raw-derived reference so the
-        // consumer can be borrowed mutably alongside it.
-        let hdr = unsafe { &*(self.seg.as_ptr() as *const PairHeader) };
+        // SAFETY: as in `rx`; a reference to an atomic, taken from the raw
+        // pointer so the consumer can be borrowed mutably alongside it.
+        let done = unsafe { pair_done(self.seg.as_ptr()) };
         let Incoming {
             src,
             pid,
             cons,
             buf,
+            eager,
             expect,
             ..
         } = self;
@@ -247,7 +279,7 @@ impl Incoming {
         let mut n = 0;
         let mut err = None;
         for _ in 0..POLL_BUDGET {
-            let (tag, rec) = match cons.peek() {
+            let rec = match cons.peek() {
                 Ok(Some(r)) => r,
                 Ok(None) => break,
                 Err(e) => {
@@ -255,16 +287,25 @@ impl Incoming {
                     break;
                 }
             };
+            let tag = rec.tag;
+            // The sender owns its producer from a message's first fragment to
+            // its last, so nothing else may come in between.
+            if expect.is_some() && tag != TAG_MORE {
+                err = Some(format!("record of kind {tag} inside a fragmented message"));
+                break;
+            }
             match tag {
                 TAG_EAGER => {
-                    sink.deliver(src, rec);
+                    eager.clear();
+                    rec.append_to(0, eager);
+                    sink.deliver(src, eager);
                     n += 1;
                 }
-                TAG_RNDV => match rndv_copy(*pid, rec, buf, shared) {
+                TAG_RNDV => match rndv_copy(*pid, &rec, buf, shared) {
                     Ok(token) => {
                         // Release the sender before delivering: the copy is complete,
                         // and the handler may want to talk to that very sender.
-                        hdr.done.0.store(token, Ordering::Release);
+                        done.store(token, Ordering::Release);
                         sink.deliver(src, buf);
                         n += 1;
                         shared.give_back(buf);
@@ -275,29 +316,40 @@ impl Incoming {
                     }
                 },
                 TAG_FIRST | TAG_MORE => {
-                    let data = if tag == TAG_FIRST {
-                        if expect.is_some() || rec.len() < 8 {
-                            err = Some("unexpected first fragment".into());
+                    let from = if tag == TAG_FIRST {
+                        let mut word = [0u8; 8];
+                        if !rec.copy_to(0, &mut word) {
+                            err = Some("short first fragment".into());
                             break;
                         }
-                        let total = u64::from_le_bytes(rec[..8].try_into().unwrap()) as usize;
+                        let total = u64::from_le_bytes(word);
+                        if total > shared.cfg.max_msg as u64 {
+                            err = Some(format!(
+                                "fragmented message of {total} bytes exceeds GW_SHM_MAX_MSG ({})",
+                                shared.cfg.max_msg
+                            ));
+                            break;
+                        }
+                        let total = total as usize;
                         shared.lend(buf, total);
-                        buf.reserve(total.min(1 << 30));
+                        // What the peer announced only bounds the message:
+                        // the buffer grows with the bytes that arrive.
+                        buf.reserve(total.min(shared.cfg.chunk));
                         *expect = Some(total);
-                        &rec[8..]
+                        8
                     } else {
                         if expect.is_none() {
                             err = Some("fragment without a first fragment".into());
                             break;
                         }
-                        rec
+                        0
                     };
-                    let total = expect.unwrap();
-                    if buf.len() + data.len() > total {
+                    let total = expect.unwrap_or_default();
+                    if buf.len() + (rec.len() - from) > total {
                         err = Some("fragments exceed the announced length".into());
                         break;
                     }
-                    buf.extend_from_slice(data);
+                    rec.append_to(from, buf);
                     if buf.len() == total {
                         *expect = None;
                         sink.deliver(src, buf);
@@ -315,33 +367,50 @@ impl Incoming {
         if let Some(reason) = err {
             self.failed = true;
             // Tell the sender: it must not wait for us any more.
-            self.hdr().rx.0.closed.store(1, Ordering::Release);
-            sink.link_failed(src, format!("shm: {reason}"));
+            self.rx().closed.store(1, Ordering::Release);
+            sink.link_failed(src, format!("shm: rank {src} sent bad data: {reason}"));
         }
         n
     }
 }
 
-/// Performs the copy a rendezvous record asks for; returns its token.
+/// Largest rendezvous record: `{token, total, n}` and `n` ranges.
+const RNDV_REC_MAX: usize = 24 + 16 * MAX_RNDV_IOV;
+
+/// Performs the copy a rendezvous record asks for; returns its token. The
+/// record is copied out of the ring once and checked as a local copy; the
+/// receive buffer holds at most `max_msg` bytes, whatever the record says.
 fn rndv_copy(
     pid: libc::pid_t,
-    rec: &[u8],
+    rec: &ring::Record<'_>,
     buf: &mut Vec<u8>,
     shared: &Shared,
 ) -> std::result::Result<u64, String> {
-    let word = |i: usize| u64::from_le_bytes(rec[8 * i..8 * i + 8].try_into().unwrap());
-    if rec.len() < 24 {
-        return Err("short rendezvous record".into());
+    let len = rec.len();
+    if !(24..=RNDV_REC_MAX).contains(&len) {
+        return Err(format!("rendezvous record of {len} bytes"));
     }
+    let mut local = [0u8; RNDV_REC_MAX];
+    rec.copy_to(0, &mut local[..len]);
+    let word = |i: usize| u64::from_le_bytes(local[8 * i..8 * i + 8].try_into().unwrap());
     let (token, total, n) = (word(0), word(1), word(2));
-    if n > MAX_RNDV_IOV as u64 || rec.len() != 24 + 16 * n as usize {
+    if n > MAX_RNDV_IOV as u64 || len != 24 + 16 * n as usize {
         return Err("malformed rendezvous record".into());
     }
-    let ranges: Vec<(u64, u64)> = (0..n as usize)
-        .map(|i| (word(3 + 2 * i), word(4 + 2 * i)))
-        .collect();
-    if ranges.iter().map(|r| r.1).sum::<u64>() != total || total > isize::MAX as u64 {
+    let mut ranges = [(0u64, 0u64); MAX_RNDV_IOV];
+    let mut sum = 0u64;
+    for (i, r) in ranges.iter_mut().enumerate().take(n as usize) {
+        *r = (word(3 + 2 * i), word(4 + 2 * i));
+        sum = sum.checked_add(r.1).ok_or("rendezvous lengths overflow")?;
+    }
+    if sum != total {
         return Err("rendezvous lengths do not add up".into());
+    }
+    if total > shared.cfg.max_msg as u64 {
+        return Err(format!(
+            "rendezvous of {total} bytes exceeds GW_SHM_MAX_MSG ({})",
+            shared.cfg.max_msg
+        ));
     }
     let total = total as usize;
     shared.lend(buf, total);
@@ -349,7 +418,7 @@ fn rndv_copy(
     // SAFETY: buf has capacity for total bytes; the kernel writes them all
     // before we set the length (a failure leaves the length at 0).
     unsafe {
-        cma::read(pid, &ranges, buf.as_mut_ptr(), total)
+        cma::read(pid, &ranges[..n as usize], buf.as_mut_ptr(), total)
             .map_err(|e| format!("process_vm_readv from pid {pid}: {e}"))?;
         buf.set_len(total);
     }
@@ -363,24 +432,44 @@ pub struct Shm {
     ctx: u32,
     size: u32,
     pid: u32,
-    pidns: u64,
     verbose: u8,
     /// The word senders' receivers read to probe CMA on a pair.
     probe: Box<u64>,
-    ctrl: Segment,
-    /// Attach counter value last acted on (fast-path compare without a lock).
-    seen_attach: AtomicU64,
+    /// Names our listening socket (published in our descriptor).
+    nonce: u64,
+    listener: Listener,
+    /// Polls since the listener was last looked at (see `ACCEPT_EVERY`).
+    /// Plain load and store, not a read-modify-write: a lost count between
+    /// two threads only shifts when the next look happens.
+    polls: AtomicU32,
     /// Whether any incoming ring was ever attached (they stay until
-    /// shutdown): until then a poll looks only at the attach counter, and
-    /// takes no lock (a rank whose peers are all on other hosts polls this
-    /// method on every round of its socket loop).
+    /// shutdown): until then a poll takes no lock (a rank whose peers are
+    /// all on other hosts polls this method on every round of its socket loop).
     has_incoming: AtomicBool,
-    /// The rings we consume. One try-lock for all of them (not one per
-    /// ring): only one thread polls at a time anyway (the context's progress
-    /// lock), and each lock taken costs a locked instruction per poll.
-    incoming: TryLock<Vec<Incoming>>,
+    /// The rings we consume, and accepted connections whose hello has not
+    /// arrived yet. One try-lock for all of them (not one per ring): only one
+    /// thread polls at a time anyway (the context's progress lock), and each
+    /// lock taken costs a locked instruction per poll.
+    incoming: TryLock<Rx>,
     links: Mutex<HashMap<u32, Arc<ShmLink>>>,
 }
+
+#[derive(Default)]
+struct Rx {
+    rings: Vec<Incoming>,
+    waiting: Vec<(OwnedFd, Cred)>,
+}
+
+/// A poll looks at the listener (one `accept4`, a system call) once in this
+/// many rounds (a power of two), and on every thorough poll (after a sleep,
+/// which the listener's readability ends). At 1024 an MPI ping-pong lost
+/// ~15% (bench/mpi-ab.sh, 8 bytes): a message arriving during the system
+/// call (~1 us on a KVM guest) waits for it. At 16384 rounds (a few hundred
+/// microseconds of spinning) that cost is lost in the noise, and a new
+/// sender's first message waits at most that long (or one sleep slice).
+const ACCEPT_EVERY: u32 = 1 << 14;
+/// Connections taken per look at the listener.
+const ACCEPT_BATCH: usize = 16;
 
 fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
     Ok(Shm::new(env.job, env.params)?.map(|m| Arc::new(m) as Arc<dyn Method>))
@@ -388,7 +477,7 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
 
 impl Shm {
     fn new(job: &JobInfo, params: &crate::params::Params) -> Result<Option<Shm>> {
-        if job.job_id.is_empty() || job.job_id.contains('/') || job.ctx_id >= job.size {
+        if job.job_id.is_empty() || job.ctx_id >= job.size {
             return Ok(None);
         }
         let cap = (params.num("SHM_RING_SIZE") as usize).next_power_of_two();
@@ -409,34 +498,18 @@ impl Shm {
             }
             _ => cma::probe_self(),
         };
-        let name = ctrl_name(&job.job_id, job.ctx_id);
-        let ctrl = match Segment::create(&name, ctrl_len(job.size)) {
-            Ok(s) => s,
+        let nonce = *cma::probe_word();
+        let listener = match Listener::bind(&job.job_id, job.ctx_id, nonce, job.size + 16) {
+            Ok(l) => l,
             Err(e) => {
-                if let Error::Io { source, .. } = &e {
-                    if source.raw_os_error() == Some(libc::EEXIST) {
-                        return Err(e); // a stale segment of the same job id: say so
-                    }
-                }
                 if job.verbose >= 1 {
-                    eprintln!("gridwire[{}]: shm unavailable: {e}", job.ctx_id);
+                    eprintln!(
+                        "gridwire[{}]: shm unavailable: unix socket: {e}",
+                        job.ctx_id
+                    );
                 }
                 return Ok(None);
             }
-        };
-        let pid = std::process::id();
-        // SAFETY: fresh mapping of ctrl_len bytes, not yet visible to anyone
-        // who would write it (the name is published only via our descriptor).
-        unsafe {
-            std::ptr::write(
-                ctrl.as_ptr() as *mut CtrlIdent,
-                CtrlIdent {
-                    magic: CTRL_MAGIC,
-                    ctx: job.ctx_id,
-                    size: job.size,
-                    pid,
-                },
-            )
         };
         Ok(Some(Shm {
             shared: Arc::new(Shared {
@@ -446,6 +519,7 @@ impl Shm {
                     cma_min,
                     chunk,
                     cma,
+                    max_msg: params.num("SHM_MAX_MSG") as usize,
                 },
                 closed: AtomicBool::new(false),
                 pending_links: AtomicUsize::new(0),
@@ -455,28 +529,23 @@ impl Shm {
             host_id: job.host_id.clone(),
             ctx: job.ctx_id,
             size: job.size,
-            pid,
-            pidns: pid_namespace(),
+            pid: std::process::id(),
             verbose: job.verbose,
             probe: cma::probe_word(),
-            ctrl,
-            seen_attach: AtomicU64::new(0),
+            nonce,
+            listener,
+            polls: AtomicU32::new(0),
             has_incoming: AtomicBool::new(false),
-            incoming: TryLock::new(Vec::new()),
+            incoming: TryLock::new(Rx::default()),
             links: Mutex::new(HashMap::new()),
         }))
-    }
-
-    fn ctrl_hdr(&self) -> &CtrlHeader {
-        // SAFETY: our control mapping lives as long as self; it starts with a CtrlHeader.
-        unsafe { &*(self.ctrl.as_ptr() as *const CtrlHeader) }
     }
 
     fn my_desc(&self) -> Desc {
         Desc {
             cma: self.shared.cfg.cma,
             pid: self.pid,
-            pidns: self.pidns,
+            nonce: self.nonce,
             host: self.host_id.clone(),
             job: self.job_id.clone(),
         }
@@ -490,61 +559,117 @@ impl Shm {
         }
     }
 
-    /// Maps rings announced since the last look (the caller holds `incoming`).
-    fn attach_new(&self, incoming: &mut Vec<Incoming>, sink: &mut dyn Sink) {
-        let now = self.ctrl_hdr().attach.0.load(Ordering::Acquire);
-        // Recorded before scanning: a bump during the scan triggers another.
-        self.seen_attach.store(now, Ordering::Relaxed);
-        // SAFETY: the slots follow the header inside our mapping (ctrl_len).
-        let slots = unsafe {
-            std::slice::from_raw_parts(
-                self.ctrl.as_ptr().add(CTRL_SLOTS_OFF) as *const AtomicU32,
-                self.size as usize,
-            )
-        };
-        for (src, slot) in slots.iter().enumerate() {
-            if slot.swap(0, Ordering::AcqRel) == 0 {
-                continue;
+    /// Takes new connections and maps the rings whose hello has arrived
+    /// (the caller holds `incoming`).
+    fn attach_new(&self, rx: &mut Rx, sink: &mut dyn Sink) {
+        // SAFETY: geteuid has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        for _ in 0..ACCEPT_BATCH {
+            match self.listener.accept() {
+                Ok(Some((conn, cred))) => {
+                    // Only our own user's processes, as segment files with
+                    // mode 0600 enforced before (abstract sockets have no
+                    // permissions of their own).
+                    if cred.uid != uid {
+                        continue;
+                    }
+                    // Bounded: a peer that connects and never says hello
+                    // loses its place to newer ones.
+                    if rx.waiting.len() > self.size as usize + 16 {
+                        rx.waiting.remove(0);
+                    }
+                    rx.waiting.push((conn, cred));
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    if self.verbose >= 1 {
+                        eprintln!("gridwire[{}]: shm accept: {e}", self.ctx);
+                    }
+                    break;
+                }
             }
-            match self.attach_one(src as u32) {
+        }
+        let mut i = 0;
+        while i < rx.waiting.len() {
+            let hello = match handoff::receive(&rx.waiting[i].0) {
+                Ok(None) => {
+                    i += 1;
+                    continue;
+                }
+                Ok(Some(h)) => Some(h),
+                Err(_) => None,
+            };
+            let (conn, cred) = rx.waiting.swap_remove(i);
+            let Some((hello, fd)) = hello else { continue };
+            match self.attach_one(&hello, fd, conn, cred, &rx.rings) {
                 Ok(inc) => {
-                    incoming.push(inc);
+                    // A fresh pair from a sender replaces the one we dropped.
+                    rx.rings.retain(|r| r.src != inc.src);
+                    rx.rings.push(inc);
                     self.has_incoming.store(true, Ordering::Relaxed);
                 }
-                Err(e) => sink.link_failed(src as u32, e.to_string()),
+                Err((Some(src), e)) => sink.link_failed(src, e.to_string()),
+                Err((None, e)) => {
+                    if self.verbose >= 1 {
+                        eprintln!("gridwire[{}]: shm: refused a connection: {e}", self.ctx);
+                    }
+                }
             }
         }
     }
 
-    fn attach_one(&self, src: u32) -> Result<Incoming> {
-        let name = pair_name(&self.job_id, src, self.ctx);
-        let seg = Segment::open(&name)?;
-        // Mapped: the name is no longer needed; nothing is left behind if we die.
-        segment::unlink(&name);
-        if seg.len() < PAIR_DATA_OFF {
-            return Err(self.fail(src, format!("{name}: segment too small")));
+    /// Checks and maps one offered pair segment. The error names the
+    /// sender's rank when the hello did.
+    fn attach_one(
+        &self,
+        hello: &[u8; handoff::HELLO_LEN],
+        fd: OwnedFd,
+        conn: OwnedFd,
+        cred: Cred,
+        rings: &[Incoming],
+    ) -> std::result::Result<Incoming, (Option<u32>, Error)> {
+        let magic = u64::from_le_bytes(hello[..8].try_into().unwrap());
+        let src = u32::from_le_bytes(hello[8..12].try_into().unwrap());
+        let dst = u32::from_le_bytes(hello[12..].try_into().unwrap());
+        if magic != PAIR_MAGIC || src >= self.size || dst != self.ctx || src == self.ctx {
+            return Err((None, self.fail(src, "malformed hello".into())));
         }
-        // SAFETY: the mapping holds at least a PairHeader (checked above).
-        let hdr = unsafe { &*(seg.as_ptr() as *const PairHeader) };
-        let id = &hdr.ident.0;
+        // One live pair per sender: a second one while the first works is
+        // not something a correct sender does.
+        if rings.iter().any(|r| r.src == src && !r.failed) {
+            return Err((None, self.fail(src, "second pair while one is live".into())));
+        }
+        let name = format!("shm pair from rank {src}");
+        let seg = Segment::map_sealed(&fd, PAIR_DATA_OFF + 64, PAIR_DATA_OFF + MAX_RING, &name)
+            .map_err(|e| (Some(src), self.fail(src, e.to_string())))?;
+        drop(fd);
+        // Read once, checked and used as this local copy.
+        // SAFETY: the mapping holds at least a PairHeader (size checked).
+        let id = unsafe { read_pair_ident(seg.as_ptr()) };
         let cap = id.cap as usize;
         if id.magic != PAIR_MAGIC
             || id.src != src
             || id.dst != self.ctx
             || !cap.is_power_of_two()
             || cap < 64
-            || PAIR_DATA_OFF + cap > seg.len()
+            || cap > seg.len() - PAIR_DATA_OFF
         {
-            return Err(self.fail(src, format!("{name}: not a valid pair segment")));
+            return Err((
+                Some(src),
+                self.fail(src, format!("{name}: not a valid pair segment")),
+            ));
         }
-        let pid = id.pid as libc::pid_t;
+        // The kernel's pid of the sender, in our namespace (0: not visible),
+        // not the one it wrote.
+        let pid = cred.pid;
         let cma_ok = self.shared.cfg.cma
+            && pid > 0
             && matches!(cma::read_u64(pid, id.probe_addr), Ok(v) if v == id.probe_val);
-        hdr.rx
-            .0
-            .cma
+        // SAFETY: a checked pair segment, mapped while `seg` lives (this scope).
+        let rx = unsafe { pair_rx(seg.as_ptr()) };
+        rx.cma
             .store(if cma_ok { CMA_OK } else { CMA_NO }, Ordering::Release);
-        hdr.rx.0.attached.store(1, Ordering::Release);
+        rx.attached.store(1, Ordering::Release);
         if self.verbose >= 2 {
             eprintln!(
                 "gridwire[{}]: shm ring from {src} attached (cma={})",
@@ -554,18 +679,60 @@ impl Shm {
         }
         // SAFETY: header and data are inside the mapping (checked), which the
         // Incoming owns; we are the only consumer of this pair's ring.
-        let cons = unsafe { Consumer::new(&hdr.ring, seg.as_ptr().add(PAIR_DATA_OFF), cap) };
+        let cons = unsafe {
+            Consumer::new(
+                pair_ring(seg.as_ptr()),
+                seg.as_ptr().add(PAIR_DATA_OFF),
+                cap,
+            )
+        }
+        .map_err(|e| (Some(src), self.fail(src, format!("{name}: {e}"))))?;
         Ok(Incoming {
             src,
             pid,
             cons,
             buf: Vec::new(),
+            eager: Vec::new(),
             expect: None,
             failed: false,
+            _conn: Some(conn),
             seg,
         })
     }
+
+    fn poll_as(&self, sink: &mut dyn Sink, thorough: bool) -> Result<usize> {
+        if self.shared.closed.load(Ordering::Relaxed) {
+            return Ok(0);
+        }
+        let mut n = 0;
+        let polls = self.polls.load(Ordering::Relaxed).wrapping_add(1);
+        self.polls.store(polls, Ordering::Relaxed);
+        let look = thorough || polls & (ACCEPT_EVERY - 1) == 0;
+        // Another thread (or an outer poll on this thread, from a handler) is
+        // draining: it will deliver what is there.
+        if look || self.has_incoming.load(Ordering::Relaxed) {
+            if let Some(mut rx) = self.incoming.try_lock() {
+                if look {
+                    self.attach_new(&mut rx, sink);
+                }
+                for inc in rx.rings.iter_mut() {
+                    n += inc.drain(sink, &self.shared);
+                }
+            }
+        }
+        if self.shared.pending_links.load(Ordering::Acquire) > 0 {
+            if let Ok(links) = self.links.try_lock() {
+                for l in links.values() {
+                    l.flush();
+                }
+            }
+        }
+        Ok(n)
+    }
 }
+
+/// Largest ring a sender may offer (`SHM_RING_SIZE`'s maximum).
+const MAX_RING: usize = 1 << 30;
 
 impl Method for Shm {
     fn name(&self) -> &'static str {
@@ -600,21 +767,19 @@ impl Method for Shm {
             .filter(|d| d.host == self.host_id && d.job == self.job_id)
             .ok_or_else(|| self.fail(peer, "descriptor is not for this host and job".into()))?;
         let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
-        let name = pair_name(&self.job_id, self.ctx, peer);
         if let Some(l) = links.get(&peer) {
             if !l.is_broken() {
                 return Ok(l.clone());
             }
             // The receiver dropped the old pair (e.g. it found garbage): start
-            // a fresh one. Our old segment name may linger if it never attached.
+            // a fresh one.
             l.abandon();
             links.remove(&peer);
-            segment::unlink(&name);
         }
         let cap = self.shared.cfg.cap;
-        let seg = Segment::create(&name, PAIR_DATA_OFF + cap)?;
+        let (seg, fd) = Segment::create_sealed("gw-shm-pair", PAIR_DATA_OFF + cap)?;
         // SAFETY: fresh zero-filled mapping (a zero RingHeader is an empty
-        // ring); nobody else knows it until we set the slot below.
+        // ring); nobody else has it until we hand it over below.
         unsafe {
             std::ptr::write(
                 seg.as_ptr() as *mut PairIdent,
@@ -630,84 +795,44 @@ impl Method for Shm {
                 },
             )
         };
-        // SAFETY: the ring header is inside our fresh mapping, unshared until the slot is set.
-        unsafe {
-            ring::set_key(
-                &(*(seg.as_ptr() as *const PairHeader)).ring,
-                *cma::probe_word(),
+        // SAFETY: the ring header is inside our fresh mapping, unshared until handed over.
+        unsafe { ring::set_key(pair_ring(seg.as_ptr()), *cma::probe_word()) };
+        let mut hello = [0u8; handoff::HELLO_LEN];
+        hello[..8].copy_from_slice(&PAIR_MAGIC.to_le_bytes());
+        hello[8..12].copy_from_slice(&self.ctx.to_le_bytes());
+        hello[12..].copy_from_slice(&peer.to_le_bytes());
+        let conn = handoff::offer(&self.job_id, peer, d.nonce, &hello, &fd).map_err(|e| {
+            self.fail(
+                peer,
+                format!("cannot hand rank {peer} its ring (unix socket): {e}"),
             )
-        };
-        let announce = || -> Result<()> {
-            let cname = ctrl_name(&self.job_id, peer);
-            let ctrl = Segment::open(&cname)?;
-            if ctrl.len() < CTRL_SLOTS_OFF {
-                return Err(self.fail(peer, format!("{cname}: segment too small")));
-            }
-            // SAFETY: the mapping holds at least a CtrlHeader (checked).
-            let h = unsafe { &*(ctrl.as_ptr() as *const CtrlHeader) };
-            let id = &h.ident.0;
-            if id.magic != CTRL_MAGIC
-                || id.ctx != peer
-                || self.ctx >= id.size
-                || ctrl.len() < ctrl_len(id.size)
-            {
-                return Err(self.fail(peer, format!("{cname}: not a valid control segment")));
-            }
-            // SAFETY: slot `self.ctx` < size lies inside the mapping (ctrl_len checked).
-            let slot = unsafe {
-                &*(ctrl.as_ptr().add(CTRL_SLOTS_OFF + 4 * self.ctx as usize) as *const AtomicU32)
-            };
-            // Release: the pair header written above is visible to whoever sees the slot.
-            slot.store(1, Ordering::Release);
-            h.attach.0.fetch_add(1, Ordering::Release);
-            Ok(())
-        };
-        if let Err(e) = announce() {
-            segment::unlink(&name);
-            return Err(e);
-        }
-        let peer_pid = (d.pidns != 0 && d.pidns == self.pidns).then_some(d.pid as libc::pid_t);
+        })?;
+        // The receiver has its own descriptor now (or will never need one).
+        drop(fd);
         // SAFETY: a fresh pair segment with a zeroed (empty) ring of `cap` bytes; this link is its only producer.
-        let link = Arc::new(unsafe { ShmLink::new(peer, peer_pid, self.shared.clone(), seg, cap) });
+        let link = Arc::new(unsafe { ShmLink::new(peer, conn, self.shared.clone(), seg, cap) });
         if self.verbose >= 2 {
-            eprintln!("gridwire[{}]: shm link to {peer} ({name})", self.ctx);
+            eprintln!("gridwire[{}]: shm link to {peer}", self.ctx);
         }
         links.insert(peer, link.clone());
         Ok(link)
     }
 
     fn poll(&self, sink: &mut dyn Sink) -> Result<usize> {
-        if self.shared.closed.load(Ordering::Relaxed) {
-            return Ok(0);
-        }
-        let mut n = 0;
-        // The one load per iteration that notices new connections.
-        let announced = self.ctrl_hdr().attach.0.load(Ordering::Relaxed)
-            != self.seen_attach.load(Ordering::Relaxed);
-        // Another thread (or an outer poll on this thread, from a handler) is
-        // draining: it will deliver what is there.
-        if announced || self.has_incoming.load(Ordering::Relaxed) {
-            if let Some(mut incoming) = self.incoming.try_lock() {
-                if announced {
-                    self.attach_new(&mut incoming, sink);
-                }
-                for inc in incoming.iter_mut() {
-                    n += inc.drain(sink, &self.shared);
-                }
-            }
-        }
-        if self.shared.pending_links.load(Ordering::Acquire) > 0 {
-            if let Ok(links) = self.links.try_lock() {
-                for l in links.values() {
-                    l.flush();
-                }
-            }
-        }
-        Ok(n)
+        self.poll_as(sink, false)
+    }
+
+    fn poll_thorough(&self, sink: &mut dyn Sink) -> Result<usize> {
+        self.poll_as(sink, true)
     }
 
     fn poll_class(&self) -> PollClass {
         PollClass::EveryIteration
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        // Readable when a sender connects: a sleeping context wakes for it.
+        Some(self.listener.fd())
     }
 
     fn has_pending_output(&self) -> bool {
@@ -728,32 +853,15 @@ impl Method for Shm {
         if self.shared.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        let incoming = std::mem::take(&mut *self.incoming.lock());
-        for inc in incoming {
-            inc.hdr().rx.0.closed.store(1, Ordering::Release);
+        let rx = std::mem::take(&mut *self.incoming.lock());
+        for inc in rx.rings {
+            inc.rx().closed.store(1, Ordering::Release);
         }
-        let links = std::mem::take(&mut *self.links.lock().unwrap_or_else(|p| p.into_inner()));
-        for l in links.values() {
-            // A ring the receiver never mapped but that still holds messages is
-            // left for it (it unlinks on attach; the launcher sweeps at job end).
-            if l.attached_or_drained() {
-                segment::unlink(l.segment_name());
-            }
-        }
-        // Connections announced to us but never attached.
-        // SAFETY: as in attach_new.
-        let slots = unsafe {
-            std::slice::from_raw_parts(
-                self.ctrl.as_ptr().add(CTRL_SLOTS_OFF) as *const AtomicU32,
-                self.size as usize,
-            )
-        };
-        for (src, slot) in slots.iter().enumerate() {
-            if slot.swap(0, Ordering::AcqRel) != 0 {
-                segment::unlink(&pair_name(&self.job_id, src as u32, self.ctx));
-            }
-        }
-        segment::unlink(self.ctrl.name());
+        // Nothing has a name to remove: segments and sockets go with their
+        // last descriptor and mapping.
+        drop(std::mem::take(
+            &mut *self.links.lock().unwrap_or_else(|p| p.into_inner()),
+        ));
     }
 }
 

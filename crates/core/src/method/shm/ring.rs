@@ -32,9 +32,15 @@
 //! space, and only when its cached copy says the ring is full, so a steady
 //! stream does not bounce the tail line per record.
 //!
-//! The consumer does not trust the producer (it may be another process, or
-//! dead in the middle of anything): every length is checked against the ring,
-//! and an inconsistency is reported as [`Corrupt`] instead of a panic.
+//! Neither side trusts the other (it may be another process, hostile, or dead
+//! in the middle of anything). The consumer reads each header word once into a
+//! local, checks the length against the ring, and never hands out a Rust
+//! reference into the ring: a [`Record`] is copied out ([`Record::copy_to`])
+//! before anyone looks at it, so a producer rewriting a record under us can
+//! change the bytes we copy but not break a check already made. The producer
+//! checks the consumer's `tail` (it only moves forward, never past `head`)
+//! before computing free space from it. An inconsistency is reported as
+//! [`Corrupt`], never a panic.
 
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -80,6 +86,16 @@ pub unsafe fn set_key(hdr: *const RingHeader, key: u64) {
     unsafe { &*hdr }.key.v.store(key & !1, Ordering::Release);
 }
 
+/// The consumer's `tail` word of a ring (for tests and the fuzz harness,
+/// which play a hostile peer).
+///
+/// # Safety
+/// `hdr` must point to a valid [`RingHeader`].
+pub unsafe fn tail_word(hdr: *const RingHeader) -> *const AtomicU64 {
+    // SAFETY: per the contract (a projection, no reference made).
+    unsafe { std::ptr::addr_of!((*hdr).tail.v) }
+}
+
 /// Bytes taken by the header; the data area must start at least this far in.
 #[cfg(test)]
 pub const HEADER_BYTES: usize = std::mem::size_of::<RingHeader>();
@@ -120,6 +136,8 @@ pub struct Producer {
     key: u64,
     head: u64,
     cached_tail: u64,
+    /// Sticky: the consumer published an impossible `tail`.
+    corrupt: bool,
 }
 
 // SAFETY: the producer only holds pointers into a region whose lifetime the
@@ -148,6 +166,7 @@ impl Producer {
             key,
             head: tail,
             cached_tail: tail,
+            corrupt: false,
         }
     }
 
@@ -179,24 +198,54 @@ impl Producer {
     }
 
     /// Appends one record made of `iov` (concatenated) with `tag`, all or
-    /// nothing. Returns `false` when the ring has no room now.
+    /// nothing. Returns `Ok(false)` when the ring has no room now, an error
+    /// once the consumer has published an impossible position.
     ///
     /// Panics if the payload exceeds [`Self::max_payload`] (a caller bug: it
     /// could never fit).
-    pub fn try_push(&mut self, tag: u32, iov: &[IoSlice<'_>]) -> bool {
+    pub fn try_push(&mut self, tag: u32, iov: &[IoSlice<'_>]) -> Result<bool, Corrupt> {
         let len: usize = iov.iter().map(|s| s.len()).sum();
         self.try_push_len(tag, iov, len)
+    }
+
+    /// Loads the consumer's `tail` and checks it: it never moves back and
+    /// never passes what we wrote, so `head - tail <= cap` holds after it.
+    #[cold]
+    fn reload_tail(&mut self) -> Result<(), Corrupt> {
+        let tail = self.header().tail.v.load(Ordering::Acquire);
+        if tail < self.cached_tail || tail > self.head || !tail.is_multiple_of(ALIGN) {
+            self.corrupt = true;
+            return Err(self.corrupt_error(tail));
+        }
+        self.cached_tail = tail;
+        Ok(())
+    }
+
+    #[cold]
+    fn corrupt_error(&self, tail: u64) -> Corrupt {
+        Corrupt(format!(
+            "the consumer published position {tail} (we wrote up to {}, it had reached {})",
+            self.head, self.cached_tail
+        ))
     }
 
     /// [`Self::try_push`] for a caller that has already summed the parts
     /// (`len` must be their total; checked in debug builds).
     #[inline]
-    pub fn try_push_len(&mut self, tag: u32, iov: &[IoSlice<'_>], len: usize) -> bool {
+    pub fn try_push_len(
+        &mut self,
+        tag: u32,
+        iov: &[IoSlice<'_>],
+        len: usize,
+    ) -> Result<bool, Corrupt> {
         debug_assert_eq!(len, iov.iter().map(|s| s.len()).sum::<usize>());
         assert!(
             len <= self.max_payload(),
             "record of {len} bytes exceeds the ring's maximum"
         );
+        if self.corrupt {
+            return Err(self.corrupt_error(self.cached_tail));
+        }
         let total = align((REC_HDR + len) as u64);
         let off = self.head & (self.cap - 1);
         let to_end = self.cap - off;
@@ -205,10 +254,12 @@ impl Producer {
         } else {
             to_end + total
         };
+        // cached_tail <= head and head - cached_tail <= cap always hold (checked
+        // on every reload), so this cannot underflow.
         if self.cap - (self.head - self.cached_tail) < need {
-            self.cached_tail = self.header().tail.v.load(Ordering::Acquire);
+            self.reload_tail()?;
             if self.cap - (self.head - self.cached_tail) < need {
-                return false;
+                return Ok(false);
             }
         }
         let mut off = off;
@@ -230,13 +281,14 @@ impl Producer {
             self.seal_at(off, self.head, len as u32, tag);
         }
         self.head += total;
-        true
+        Ok(true)
     }
 
-    /// Whether the consumer has taken every record (reloads the tail).
+    /// Whether the consumer has taken every record (reloads the tail; a
+    /// consumer that published garbage has not).
+    #[cfg(test)]
     pub fn is_drained(&mut self) -> bool {
-        self.cached_tail = self.header().tail.v.load(Ordering::Acquire);
-        self.cached_tail == self.head
+        self.reload_tail().is_ok() && self.cached_tail == self.head
     }
 }
 
@@ -275,6 +327,64 @@ unsafe fn copy_small_or_large(src: *const u8, dst: *mut u8, n: usize) {
     }
 }
 
+/// One record found by [`Consumer::peek`]: its tag and where its payload
+/// lies in the ring. Not a slice: the producer can still write those bytes, so
+/// they are only ever copied out ([`Self::copy_to`], [`Self::append_to`]).
+pub struct Record<'a> {
+    pub tag: u32,
+    ptr: *const u8,
+    len: usize,
+    _ring: std::marker::PhantomData<&'a Consumer>,
+}
+
+impl Record<'_> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Copies payload bytes `[from, from + dst.len())` into `dst`; `false`
+    /// (nothing copied) when that range is not inside the payload.
+    pub fn copy_to(&self, from: usize, dst: &mut [u8]) -> bool {
+        if from > self.len || dst.len() > self.len - from {
+            return false;
+        }
+        // SAFETY: the range lies inside the payload, which `peek` checked lies
+        // inside the mapped data area, mapped as long as the consumer that
+        // this record borrows; `dst` is our own memory, so they cannot
+        // overlap. The producer may write the source concurrently (a hostile
+        // one): we then copy whatever bytes it wrote, and nothing depends on
+        // them having any particular value.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(from), dst.as_mut_ptr(), dst.len()) };
+        true
+    }
+
+    /// Appends payload bytes `[from, len)` to `v` (which grows by exactly that).
+    #[inline]
+    pub fn append_to(&self, from: usize, v: &mut Vec<u8>) -> bool {
+        let Some(n) = self.len.checked_sub(from) else {
+            return false;
+        };
+        v.reserve(n);
+        let old = v.len();
+        // SAFETY: as in `copy_to` for the source; the destination is the
+        // spare capacity just reserved, fully written before the length grows.
+        // (The small-message case: short copies inlined, as on the send side.)
+        unsafe {
+            copy_small_or_large(self.ptr.add(from), v.as_mut_ptr().add(old), n);
+            v.set_len(old + n);
+        }
+        true
+    }
+
+    /// The payload, copied.
+    #[cfg(test)]
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.append_to(0, &mut v);
+        v
+    }
+}
+
 /// The reading side. Exactly one `Consumer` may exist per ring.
 pub struct Consumer {
     hdr: *const RingHeader,
@@ -291,53 +401,71 @@ pub struct Consumer {
 unsafe impl Send for Consumer {}
 
 impl Consumer {
-    /// Attaches the consumer side to a ring.
+    /// Attaches the consumer side to a ring whose header the producer wrote
+    /// (its starting position is checked: a misaligned one is [`Corrupt`]).
     ///
     /// # Safety
-    /// As for [`Producer::new`], with `data` readable (the ring need not be
-    /// fresh); no other consumer may exist for the ring.
-    pub unsafe fn new(hdr: *const RingHeader, data: *const u8, cap: usize) -> Self {
+    /// `hdr` must point to a 128-aligned [`RingHeader`] and `data` to `cap`
+    /// readable bytes (16-aligned, `cap` a power of two ≥ 64), both valid for
+    /// the consumer's lifetime; no other consumer may exist for the ring.
+    pub unsafe fn new(
+        hdr: *const RingHeader,
+        data: *const u8,
+        cap: usize,
+    ) -> Result<Self, Corrupt> {
         assert!(cap.is_power_of_two() && cap >= 64 && (data as usize) & 15 == 0);
-        // SAFETY: hdr is valid per the contract.
+        // SAFETY: hdr is valid per the contract; its words are atomics.
         let h = unsafe { &*hdr };
         let key = h.key.v.load(Ordering::Acquire);
-        let tail = h.tail.v.load(Ordering::Relaxed);
-        Consumer {
+        let tail = h.tail.v.load(Ordering::Acquire);
+        if !tail.is_multiple_of(ALIGN) {
+            return Err(Corrupt(format!(
+                "ring starts at misaligned position {tail}"
+            )));
+        }
+        Ok(Consumer {
             hdr,
             data,
             cap: cap as u64,
             key,
             tail,
             pending: 0,
-        }
+        })
     }
 
     fn header(&self) -> &RingHeader {
-        // SAFETY: valid for our lifetime per the constructor's contract.
+        // SAFETY: valid for our lifetime per the constructor's contract; the
+        // header holds only atomics, so a shared reference is sound even while
+        // the producer writes it.
         unsafe { &*self.hdr }
     }
 
-    /// The next record `(tag, payload)`, in place, without consuming it; `None`
-    /// when the ring is empty. Call [`Self::pop`] when done with it.
-    pub fn peek(&mut self) -> Result<Option<(u32, &[u8])>, Corrupt> {
+    /// The next record, without consuming it; `None` when the ring is empty.
+    /// Call [`Self::pop`] when done with it.
+    pub fn peek(&mut self) -> Result<Option<Record<'_>>, Corrupt> {
         loop {
+            // Our own position: 64-aligned (checked at attach, and every step
+            // adds an aligned record size or the distance to the end).
             let off = self.tail & (self.cap - 1);
-            // SAFETY: off < cap and 16-aligned, inside the data area; the seal
-            // word is only ever accessed atomically by the producer.
+            // SAFETY: off < cap and 64-aligned, inside the data area.
             let at = unsafe { self.data.add(off as usize) };
-            // SAFETY: as above (an aligned u64 inside the mapping).
+            // SAFETY: an aligned u64 inside the mapping, only ever accessed
+            // atomically by the producer.
             let sealed = unsafe { &*(at as *const AtomicU64) }.load(Ordering::Acquire);
             if sealed != seal(self.tail, self.key) {
                 return Ok(None);
             }
-            // SAFETY: the Acquire above makes the producer's header and payload
-            // writes visible; it does not touch them again until we advance
-            // the tail past them.
-            let word = u64::from_le(unsafe { std::ptr::read(at.add(8) as *const u64) });
+            // Read once into a local: every decision below uses this copy,
+            // whatever the producer writes there meanwhile.
+            // SAFETY: off + 16 <= cap (off is 64-aligned, cap ≥ 64), inside
+            // the mapping; a volatile read of plain bytes, any value is valid.
+            let word = u64::from_le(unsafe { std::ptr::read_volatile(at.add(8) as *const u64) });
             let len = word as u32;
             let tag = (word >> 32) as u32;
             if len == WRAP {
-                self.tail += self.cap - off;
+                // Positions count modulo 2^64: the producer chose where the
+                // ring starts, possibly just below the top.
+                self.tail = self.tail.wrapping_add(self.cap - off);
                 self.header().tail.v.store(self.tail, Ordering::Release);
                 continue;
             }
@@ -348,10 +476,13 @@ impl Consumer {
                 )));
             }
             self.pending = total;
-            // SAFETY: [off+16, off+16+len) is inside the data area (checked) and
-            // published and stable until `pop` (see above).
-            let payload = unsafe { std::slice::from_raw_parts(at.add(REC_HDR), len as usize) };
-            return Ok(Some((tag, payload)));
+            return Ok(Some(Record {
+                tag,
+                // SAFETY: off + 16 <= cap, inside the data area.
+                ptr: unsafe { at.add(REC_HDR) },
+                len: len as usize,
+                _ring: std::marker::PhantomData,
+            }));
         }
     }
 
@@ -359,7 +490,7 @@ impl Consumer {
     /// space back to the producer.
     pub fn pop(&mut self) {
         debug_assert!(self.pending != 0, "pop without peek");
-        self.tail += self.pending;
+        self.tail = self.tail.wrapping_add(self.pending);
         self.pending = 0;
         self.header().tail.v.store(self.tail, Ordering::Release);
     }
@@ -410,6 +541,7 @@ mod tests {
                     self.cap,
                 )
             }
+            .unwrap()
         }
     }
     impl Drop for Region {
@@ -432,6 +564,14 @@ mod tests {
         }
     }
 
+    fn tp(p: &mut Producer, tag: u32, iov: &[IoSlice<'_>]) -> bool {
+        p.try_push(tag, iov).unwrap()
+    }
+
+    fn pk(c: &mut Consumer) -> Option<(u32, Vec<u8>)> {
+        c.peek().unwrap().map(|r| (r.tag, r.to_vec()))
+    }
+
     fn pattern(seq: u64, len: usize) -> Vec<u8> {
         (0..len)
             .map(|i| (seq.wrapping_mul(31).wrapping_add(i as u64 * 7)) as u8)
@@ -442,8 +582,9 @@ mod tests {
     fn push_peek_pop_gathered() {
         let r = Region::new(256);
         let (mut p, mut c) = (r.producer(), r.consumer());
-        assert_eq!(c.peek().unwrap(), None);
-        assert!(p.try_push(
+        assert_eq!(pk(&mut c), None);
+        assert!(tp(
+            &mut p,
             7,
             &[
                 IoSlice::new(b"hello "),
@@ -451,15 +592,15 @@ mod tests {
                 IoSlice::new(b"world")
             ]
         ));
-        assert!(p.try_push(9, &[]));
-        let (tag, rec) = c.peek().unwrap().unwrap();
-        assert_eq!((tag, rec), (7, &b"hello world"[..]));
+        assert!(tp(&mut p, 9, &[]));
+        let (tag, rec) = pk(&mut c).unwrap();
+        assert_eq!((tag, &rec[..]), (7, &b"hello world"[..]));
         // peek is idempotent until pop
-        assert_eq!(c.peek().unwrap().unwrap().1, b"hello world");
+        assert_eq!(pk(&mut c).unwrap().1, b"hello world");
         c.pop();
-        assert_eq!(c.peek().unwrap().unwrap(), (9, &b""[..]));
+        assert_eq!(pk(&mut c).unwrap(), (9, vec![]));
         c.pop();
-        assert_eq!(c.peek().unwrap(), None);
+        assert_eq!(pk(&mut c), None);
         assert!(p.is_drained());
     }
 
@@ -469,29 +610,29 @@ mod tests {
         let (mut p, mut c) = (r.producer(), r.consumer());
         let big = [1u8; 48]; // max payload for 128: 48 → 64-byte record
         assert_eq!(p.max_payload(), 48);
-        assert!(p.try_push(1, &[IoSlice::new(&big[..32])])); // 48 bytes
-        assert!(p.try_push(2, &[IoSlice::new(&big[..32])])); // 96
+        assert!(tp(&mut p, 1, &[IoSlice::new(&big[..32])])); // 48 bytes
+        assert!(tp(&mut p, 2, &[IoSlice::new(&big[..32])])); // 96
         assert!(
-            !p.try_push(3, &[IoSlice::new(&big[..32])]),
+            !tp(&mut p, 3, &[IoSlice::new(&big[..32])]),
             "ring should be full"
         );
-        c.peek().unwrap().unwrap();
+        pk(&mut c).unwrap();
         c.pop();
         // 32 bytes to the end, 48 freed at the start: a wrap needs 32 + 48 = 80, exactly free
-        assert!(p.try_push(3, &[IoSlice::new(&big[..32])]));
-        assert_eq!(c.peek().unwrap().unwrap().0, 2);
+        assert!(tp(&mut p, 3, &[IoSlice::new(&big[..32])]));
+        assert_eq!(pk(&mut c).unwrap().0, 2);
         c.pop();
-        let (tag, rec) = c.peek().unwrap().unwrap();
+        let (tag, rec) = pk(&mut c).unwrap();
         assert_eq!((tag, rec.len()), (3, 32));
         c.pop();
         assert!(p.is_drained());
         // a maximal record always fits into a drained ring, whatever the position
         for _ in 0..5 {
-            assert!(p.try_push(4, &[IoSlice::new(&big)]));
-            assert_eq!(c.peek().unwrap().unwrap().1, &big[..]);
+            assert!(tp(&mut p, 4, &[IoSlice::new(&big)]));
+            assert_eq!(pk(&mut c).unwrap().1, &big[..]);
             c.pop();
-            assert!(p.try_push(5, &[IoSlice::new(&big[..3])]));
-            c.peek().unwrap().unwrap();
+            assert!(tp(&mut p, 5, &[IoSlice::new(&big[..3])]));
+            pk(&mut c).unwrap();
             c.pop();
         }
     }
@@ -500,10 +641,64 @@ mod tests {
     fn corrupt_length_is_reported() {
         let r = Region::new(128);
         let (mut p, mut c) = (r.producer(), r.consumer());
-        assert!(p.try_push(1, &[IoSlice::new(b"abc")]));
+        assert!(tp(&mut p, 1, &[IoSlice::new(b"abc")]));
         // SAFETY: single-threaded test; overwrite the sealed record's length with garbage.
         unsafe { std::ptr::write(r.ptr.add(HEADER_BYTES + 8) as *mut u64, 1_000_000) };
         assert!(c.peek().is_err());
+    }
+
+    /// Writes the consumer's `tail` word as a hostile consumer would.
+    fn write_tail(r: &Region, v: u64) {
+        // SAFETY: test only; the header is ours and the tail word is atomic.
+        unsafe { &*(r.ptr as *const RingHeader) }
+            .tail
+            .v
+            .store(v, Ordering::Release);
+    }
+
+    /// A consumer that publishes a position ahead of what was written (tail >
+    /// head), behind its last one, or misaligned makes the producer fail, not
+    /// underflow into a huge free space (and overwrite unread records).
+    #[test]
+    fn impossible_tail_is_an_error() {
+        for bad in [1 << 40, 64 * 5, 8] {
+            let r = Region::new(256);
+            let mut p = r.producer();
+            assert!(tp(&mut p, 1, &[IoSlice::new(&[0u8; 100])]));
+            assert!(tp(&mut p, 1, &[IoSlice::new(&[0u8; 40])]));
+            write_tail(&r, bad);
+            // The ring is full as far as the producer knows: it reloads the tail.
+            let e = p.try_push(2, &[IoSlice::new(&[0u8; 100])]);
+            assert!(e.is_err(), "tail {bad} accepted: {e:?}");
+            // and it stays failed, even once the tail looks sane again
+            write_tail(&r, 0);
+            assert!(p.try_push(2, &[]).is_err());
+            assert!(!p.is_drained());
+        }
+        // backwards
+        let r = Region::new(256);
+        let (mut p, mut c) = (r.producer(), r.consumer());
+        assert!(tp(&mut p, 1, &[IoSlice::new(&[0u8; 100])]));
+        assert!(pk(&mut c).is_some());
+        c.pop();
+        assert!(p.is_drained());
+        write_tail(&r, 0);
+        // noticed when the producer next needs the tail (the ring looks full)
+        let results: Vec<_> = (0..4)
+            .map(|_| p.try_push(1, &[IoSlice::new(&[0u8; 100])]))
+            .collect();
+        assert!(results.iter().any(|r| r.is_err()), "{results:?}");
+    }
+
+    /// A ring handed over with a misaligned starting position is refused.
+    #[test]
+    fn misaligned_start_is_refused() {
+        let r = Region::new(256);
+        write_tail(&r, 8);
+        // SAFETY: as in Region::consumer.
+        let c =
+            unsafe { Consumer::new(r.ptr as *const RingHeader, r.ptr.add(HEADER_BYTES), r.cap) };
+        assert!(c.is_err());
     }
 
     #[test]
@@ -514,10 +709,10 @@ mod tests {
         let (mut p, mut c) = (r.producer(), r.consumer());
         for i in 0..50u32 {
             let n = (i as usize * 13) % 100;
-            assert!(p.try_push(i, &[IoSlice::new(&vec![0xffu8; n])]));
-            assert_eq!(c.peek().unwrap().unwrap().0, i);
+            assert!(tp(&mut p, i, &[IoSlice::new(&vec![0xffu8; n])]));
+            assert_eq!(pk(&mut c).unwrap().0, i);
             c.pop();
-            assert_eq!(c.peek().unwrap(), None);
+            assert_eq!(pk(&mut c), None);
         }
     }
 
@@ -536,7 +731,8 @@ mod tests {
                     let len = rng.below(p.max_payload() as u64 + 1) as usize;
                     let data = pattern(step, len);
                     let split = rng.below(len as u64 + 1) as usize;
-                    let ok = p.try_push(
+                    let ok = tp(
+                        &mut p,
                         step as u32,
                         &[IoSlice::new(&data[..split]), IoSlice::new(&data[split..])],
                     );
@@ -551,7 +747,7 @@ mod tests {
                         );
                     }
                 } else {
-                    let got = c.peek().unwrap().map(|(t, d)| (t, d.to_vec()));
+                    let got = pk(&mut c);
                     assert_eq!(got, model.front().cloned(), "seed {seed} step {step}");
                     if got.is_some() {
                         c.pop();
@@ -584,14 +780,14 @@ mod tests {
                     *b = (seq as usize ^ i) as u8;
                 }
                 let sum: u32 = buf[..len].iter().map(|&b| b as u32).sum();
-                while !p.try_push(sum, &[IoSlice::new(&buf[..len])]) {
+                while !tp(&mut p, sum, &[IoSlice::new(&buf[..len])]) {
                     std::hint::spin_loop();
                 }
             }
         });
         let mut seq = 0u64;
         while seq < N {
-            match c.peek().unwrap() {
+            match pk(&mut c) {
                 None => std::hint::spin_loop(),
                 Some((sum, rec)) => {
                     assert_eq!(u64::from_le_bytes(rec[..8].try_into().unwrap()), seq);
@@ -606,6 +802,6 @@ mod tests {
             }
         }
         prod.join().unwrap();
-        assert_eq!(c.peek().unwrap(), None);
+        assert_eq!(pk(&mut c), None);
     }
 }

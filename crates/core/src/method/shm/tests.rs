@@ -153,7 +153,7 @@ fn roundtrip(a: &Shm, b: &Shm) {
         if sink.borrow().got.len() == want.len() {
             break;
         }
-        b.poll(&mut *sink.borrow_mut()).unwrap();
+        b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
     }
     let s = sink.borrow();
     assert!(s.failed.is_empty(), "{:?}", s.failed);
@@ -163,7 +163,7 @@ fn roundtrip(a: &Shm, b: &Shm) {
 
 fn cma_state(b: &Shm) -> u32 {
     let inc = b.incoming.lock();
-    inc[0].hdr().rx.0.cma.load(Ordering::Acquire)
+    inc.rings[0].rx().cma.load(Ordering::Acquire)
 }
 
 fn finish(a: Shm, b: Shm, id: &str) {
@@ -210,20 +210,48 @@ fn init_through_registry_row() {
     drop(m2);
     assert_eq!(leftovers(&id), Vec::<String>::new());
     assert_eq!(leftovers(&id2), Vec::<String>::new());
-    // the same job id again is refused while the segment exists
-    let m3 = (INFO.init)(&MethodEnv {
-        job: &job(0, &id),
-        params: &p,
-    })
-    .unwrap()
-    .unwrap();
-    assert!((INFO.init)(&MethodEnv {
-        job: &job(0, &id),
-        params: &p
-    })
-    .is_err());
-    m3.shutdown();
     let _ = other;
+}
+
+/// A job whose id repeats (a launcher reusing ids, or a killed run's
+/// leftovers) starts anyway: nothing is named after the job id alone (it
+/// used to fail at init with EEXIST on the control segment). Both instances
+/// work side by side, and neither leaves anything in /dev/shm.
+#[test]
+fn two_jobs_with_the_same_id_both_start() {
+    let id = format!(
+        "t{}x{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let p = params(&[]);
+    let first = (
+        Shm::new(&job(0, &id), &p).unwrap().unwrap(),
+        Shm::new(&job(1, &id), &p).unwrap().unwrap(),
+    );
+    let second = (
+        Shm::new(&job(0, &id), &p).unwrap().unwrap(),
+        Shm::new(&job(1, &id), &p).unwrap().unwrap(),
+    );
+    for (a, b) in [&first, &second] {
+        let link = a.connect(1, &b.descriptor()).unwrap();
+        let sink = RefCell::new(Collect::default());
+        let w = PollPeer {
+            b,
+            sink: &sink,
+            can_wait: true,
+        };
+        link.send(&[IoSlice::new(b"hello")], &w).unwrap();
+        for _ in 0..5000 {
+            if !sink.borrow().got.is_empty() {
+                break;
+            }
+            b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
+        }
+        assert_eq!(sink.borrow().got, vec![(0, 5, digest(b"hello"))]);
+    }
+    finish(first.0, first.1, &id);
+    finish(second.0, second.1, &id);
 }
 
 #[test]
@@ -259,7 +287,7 @@ fn backlog(cma: &str) {
     let link = a.connect(1, &b.descriptor()).unwrap();
     let sink = RefCell::new(Collect::default());
     // Let b attach first, so the CMA state of the pair is known.
-    b.poll(&mut *sink.borrow_mut()).unwrap();
+    b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
     let w = PollPeer {
         b: &b,
         sink: &sink,
@@ -282,7 +310,7 @@ fn backlog(cma: &str) {
     let mut rounds = 0;
     while sink.borrow().got.len() < want.len() || a.has_pending_output() {
         a.poll(&mut Collect::default()).unwrap();
-        b.poll(&mut *sink.borrow_mut()).unwrap();
+        b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
         rounds += 1;
         assert!(rounds < 1_000_000, "backlog never drained");
     }
@@ -369,7 +397,7 @@ fn closed_receiver_is_an_error_not_a_hang() {
     let (a, b, id) = pair(&[]);
     let link = a.connect(1, &b.descriptor()).unwrap();
     let sink = RefCell::new(Collect::default());
-    b.poll(&mut *sink.borrow_mut()).unwrap();
+    b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
     b.shutdown();
     let w = PollPeer {
         b: &b,
@@ -393,10 +421,10 @@ fn corrupt_ring_reports_link_failure() {
         can_wait: true,
     };
     link.send(&[IoSlice::new(b"fine")], &w).unwrap();
-    b.poll(&mut *sink.borrow_mut()).unwrap();
+    b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
     {
         let inc = b.incoming.lock();
-        let g = &inc[0];
+        let g = &inc.rings[0];
         // Scribble a bogus length over the next record (the first took 16 + 4, padded to one alignment unit).
         link.send(&[IoSlice::new(b"soon garbage")], &w)
             .unwrap_or(());
@@ -411,7 +439,7 @@ fn corrupt_ring_reports_link_failure() {
             )
         };
     }
-    b.poll(&mut *sink.borrow_mut()).unwrap();
+    b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
     let s = sink.borrow();
     assert_eq!(s.got.len(), 1);
     assert_eq!(s.failed.len(), 1, "{:?}", s.failed);
@@ -421,10 +449,195 @@ fn corrupt_ring_reports_link_failure() {
     // and connecting again gives a fresh, working pair
     let link2 = a.connect(1, &b.descriptor()).unwrap();
     link2.send(&[IoSlice::new(b"again")], &w).unwrap();
-    b.poll(&mut *sink.borrow_mut()).unwrap();
+    b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
     assert_eq!(sink.borrow().got.len(), 2);
     assert_eq!(sink.borrow().got[1], (0, 5, digest(b"again")));
     finish(a, b, &id);
+}
+
+/// Sends `records` raw through a fresh a→b pair and polls b; returns what b saw.
+fn hostile_records(records: &[(u32, Vec<u8>)]) -> Collect {
+    let (a, b, id) = pair(&[("GW_SHM_MAX_MSG", "64m")]);
+    a.connect(1, &b.descriptor()).unwrap();
+    let link = a.links.lock().unwrap().get(&1).unwrap().clone();
+    for (tag, rec) in records {
+        assert!(link.push_raw(*tag, rec));
+    }
+    let mut sink = Collect::default();
+    b.poll_thorough(&mut sink).unwrap();
+    drop(link);
+    finish(a, b, &id);
+    sink
+}
+
+fn words(w: &[u64]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A rendezvous record announcing 1 TiB (lengths adding up) is refused
+/// against GW_SHM_MAX_MSG; it used to `reserve` the whole TiB and abort.
+#[test]
+fn huge_rendezvous_is_refused() {
+    let s = hostile_records(&[(TAG_RNDV, words(&[1, 1 << 40, 1, 4096, 1 << 40]))]);
+    assert!(s.got.is_empty());
+    assert_eq!(s.failed.len(), 1, "{:?}", s.failed);
+    assert!(s.failed[0].1.contains("GW_SHM_MAX_MSG"), "{:?}", s.failed);
+    // lengths that overflow u64 when summed
+    let s = hostile_records(&[(TAG_RNDV, words(&[1, 0, 2, 1, u64::MAX, 1, 1]))]);
+    assert_eq!(s.failed.len(), 1, "{:?}", s.failed);
+}
+
+/// A first fragment announcing more than GW_SHM_MAX_MSG fails the link at
+/// once instead of reserving memory and waiting for the rest.
+#[test]
+fn huge_fragmented_message_is_refused() {
+    let s = hostile_records(&[(TAG_FIRST, words(&[1 << 50, 7]))]);
+    assert_eq!(s.failed.len(), 1, "{:?}", s.failed);
+    assert!(s.failed[0].1.contains("GW_SHM_MAX_MSG"), "{:?}", s.failed);
+    assert!(s.failed[0].1.contains("rank 0"), "{:?}", s.failed);
+}
+
+/// Records that break the protocol: each fails the link with a reason,
+/// delivers nothing broken, and never panics.
+#[test]
+fn protocol_violations_fail_the_link() {
+    let cases: Vec<Vec<(u32, Vec<u8>)>> = vec![
+        vec![(TAG_MORE, vec![1, 2, 3])],
+        vec![(TAG_FIRST, vec![1, 2])],
+        vec![(TAG_FIRST, words(&[4])), (TAG_EAGER, b"xx".to_vec())],
+        vec![(TAG_FIRST, words(&[4])), (TAG_MORE, vec![0; 9])],
+        vec![(TAG_RNDV, vec![0; 23])],
+        vec![(TAG_RNDV, words(&[1, 8, 65]))],
+        vec![(99, vec![])],
+    ];
+    for recs in cases {
+        let s = hostile_records(&recs);
+        assert!(s.got.is_empty(), "{recs:?}: {:?}", s.got);
+        assert_eq!(s.failed.len(), 1, "{recs:?}: {:?}", s.failed);
+    }
+    // and a well-formed fragmented message of two pieces still arrives
+    let mut first = words(&[5]);
+    first.extend_from_slice(b"ab");
+    let s = hostile_records(&[(TAG_FIRST, first), (TAG_MORE, b"cde".to_vec())]);
+    assert_eq!(s.got, vec![(0, 5, digest(b"abcde"))]);
+}
+
+/// A receiver (hostile) that publishes a ring position ahead of what was
+/// written makes the sender's next send fail with a clear error, instead of
+/// underflowing its free-space arithmetic and overwriting unread records.
+#[test]
+fn impossible_tail_fails_the_sender() {
+    let (a, b, id) = pair(&[("GW_SHM_RING_SIZE", "4k")]);
+    let link = a.connect(1, &b.descriptor()).unwrap();
+    struct NoWait;
+    impl Waiter for NoWait {
+        fn progress(&self) -> bool {
+            true
+        }
+    }
+    link.send(&[IoSlice::new(&[1u8; 1500])], &NoWait).unwrap();
+    {
+        let l = a.links.lock().unwrap().get(&1).unwrap().clone();
+        // SAFETY: test only; the ring header's tail word is atomic.
+        unsafe { &*(l.ring_tail_for_test()) }.store(1 << 40, Ordering::Release);
+    }
+    let err = loop {
+        if let Err(e) = link.send(&[IoSlice::new(&[1u8; 1500])], &NoWait) {
+            break e;
+        }
+    };
+    assert!(err.to_string().contains("rank 1"), "{err}");
+    assert!(err.to_string().contains("position"), "{err}");
+    a.shutdown();
+    b.shutdown();
+    drop((a, b));
+    assert_eq!(leftovers(&id), Vec::<String>::new());
+}
+
+/// A peer that offers a segment it could still truncate (no seals), or a
+/// malformed hello, is refused before anything is mapped: a later
+/// `ftruncate` by that peer can never make us fault (SIGBUS). A well-formed
+/// offer from the same rank afterwards still works.
+#[test]
+fn unsealed_or_malformed_offers_are_refused() {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let (a, b, id) = pair(&[]);
+    let d = Desc::parse(&b.descriptor()).unwrap();
+    let hello = |magic: u64, src: u32, dst: u32| {
+        let mut h = [0u8; handoff::HELLO_LEN];
+        h[..8].copy_from_slice(&magic.to_le_bytes());
+        h[8..12].copy_from_slice(&src.to_le_bytes());
+        h[12..].copy_from_slice(&dst.to_le_bytes());
+        h
+    };
+    let unsealed = || {
+        let c = std::ffi::CString::new("hostile").unwrap();
+        // SAFETY: valid C string.
+        let fd = unsafe { libc::memfd_create(c.as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(fd >= 0);
+        // SAFETY: a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: fd is open.
+        assert_eq!(unsafe { libc::ftruncate(fd.as_raw_fd(), 4096 + 4096) }, 0);
+        fd
+    };
+    let mut conns = Vec::new();
+    let mut sink = Collect::default();
+    for h in [
+        hello(PAIR_MAGIC, 0, 1), // unsealed: refused, names rank 0
+        hello(0x1234, 0, 1),     // not a hello
+        hello(PAIR_MAGIC, 7, 1), // no such rank
+        hello(PAIR_MAGIC, 0, 0), // not for us
+    ] {
+        let fd = unsealed();
+        conns.push(handoff::offer(&id, 1, d.nonce, &h, &fd).unwrap());
+        for _ in 0..3 {
+            b.poll_thorough(&mut sink).unwrap();
+        }
+    }
+    assert!(
+        b.incoming.lock().rings.is_empty(),
+        "a bad offer was attached"
+    );
+    assert_eq!(sink.failed.len(), 1, "{:?}", sink.failed);
+    assert_eq!(sink.failed[0].0, 0);
+    assert!(sink.failed[0].1.contains("sealed"), "{:?}", sink.failed);
+    // the real rank 0 connects afterwards and is served
+    let link = a.connect(1, &b.descriptor()).unwrap();
+    let sink = RefCell::new(sink);
+    let w = PollPeer {
+        b: &b,
+        sink: &sink,
+        can_wait: true,
+    };
+    link.send(&[IoSlice::new(b"real")], &w).unwrap();
+    for _ in 0..5000 {
+        if !sink.borrow().got.is_empty() {
+            break;
+        }
+        b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
+    }
+    assert_eq!(sink.borrow().got, vec![(0, 4, digest(b"real"))]);
+    drop(conns);
+    finish(a, b, &id);
+}
+
+/// The fuzz seeds do what their names say: valid scripts deliver and keep
+/// the link, hostile ones fail it (or are refused at attach).
+#[test]
+fn fuzz_seeds_mean_what_they_say() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus/shm_ring_consumer");
+    for e in std::fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let got = hostile::run(&std::fs::read(&path).unwrap());
+        if name.starts_with("valid") {
+            assert!(matches!(got, Some((n, false)) if n > 0), "{name}: {got:?}");
+        } else {
+            assert!(matches!(got, None | Some((_, true))), "{name}: {got:?}");
+        }
+    }
 }
 
 /// Output queued for a receiver that shut down does not stay pending for ever.
@@ -442,7 +655,7 @@ fn queued_output_to_a_closed_receiver_is_dropped() {
         link.send(&[IoSlice::new(&[1u8; 1000])], &w).unwrap();
     }
     assert!(a.has_pending_output());
-    b.poll(&mut *sink.borrow_mut()).unwrap();
+    b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
     b.shutdown();
     a.poll(&mut Collect::default()).unwrap();
     assert!(!a.has_pending_output());
@@ -460,12 +673,12 @@ fn unhex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-/// The sending half of `across_processes`: does nothing unless started by it.
+/// The sending half of `across_processes`, run only by it (ignored: not a
+/// test on its own, and never a pass that did nothing).
 #[test]
+#[ignore = "helper process of across_processes_*"]
 fn child_sender_process() {
-    let Ok(spec) = std::env::var("GW_SHM_TEST_CHILD") else {
-        return;
-    };
+    let spec = std::env::var("GW_SHM_TEST_CHILD").expect("started by across_processes");
     let (id, desc) = spec.split_once(':').unwrap();
     let cma = std::env::var("GW_SHM_CMA").unwrap_or("auto".into());
     let a = Shm::new(&job(0, id), &params(&[("GW_SHM_CMA", &cma)]))
@@ -503,6 +716,7 @@ fn across_processes(cma: &str) {
             "method::shm::tests::child_sender_process",
             "--test-threads=1",
             "--nocapture",
+            "--ignored",
         ])
         .env(
             "GW_SHM_TEST_CHILD",
@@ -515,7 +729,7 @@ fn across_processes(cma: &str) {
     let mut sink = Collect::default();
     let t0 = std::time::Instant::now();
     while sink.got.len() < SIZES.len() && sink.failed.is_empty() {
-        b.poll(&mut sink).unwrap();
+        b.poll_thorough(&mut sink).unwrap();
         if t0.elapsed().as_secs() > 60 {
             let _ = child.kill();
             panic!(
@@ -668,7 +882,7 @@ fn bench_cma_single_thread() {
                 link.send(&[IoSlice::new(&msg)], &w).unwrap();
             }
             while sink.borrow().0 < n + 1 {
-                b.poll(&mut *sink.borrow_mut()).unwrap();
+                b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
             }
             line += &format!(
                 "  cma={cma}: {:6.0} MB/s",
@@ -680,34 +894,80 @@ fn bench_cma_single_thread() {
     }
 }
 
-/// The receiving half of `dead_receiver_is_detected`: does nothing unless started by it.
+/// The receiving half of `dead_receiver_is_detected`, run only by it
+/// (ignored: not a test on its own).
 #[test]
+#[ignore = "helper process of dead_receiver_is_detected"]
 fn child_receiver_process() {
-    let Ok(id) = std::env::var("GW_SHM_TEST_RX") else {
-        return;
-    };
+    let id = std::env::var("GW_SHM_TEST_RX").expect("started by dead_receiver_is_detected");
     let b = Shm::new(&job(1, &id), &params(&[])).unwrap().unwrap();
     println!("DESC {}", hex(&b.descriptor()));
-    std::thread::sleep(std::time::Duration::from_secs(60));
+    // Consume (so the sender's pair is attached when we are killed), for a bounded time.
+    let mut sink = Collect::default();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed().as_secs() < 60 {
+        b.poll_thorough(&mut sink).unwrap();
+        sink.got.clear();
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
 }
 
 /// A receiver killed without shutdown: a sender blocked on its full ring gets
 /// an error instead of spinning forever.
 #[test]
 fn dead_receiver_is_detected() {
+    dead_receiver(None, false);
+}
+
+/// The same after pid reuse: the receiver's descriptor names a pid that is
+/// alive (ours, standing for whatever process got the dead one's pid). The
+/// old `kill(pid, 0)` probe found it alive and waited for ever.
+#[test]
+fn dead_receiver_is_detected_after_pid_reuse() {
+    dead_receiver(None, true);
+}
+
+/// The same with the receiver in another pid namespace (`unshare --pid`,
+/// root only), where its pid means nothing to us: the old probe was skipped
+/// and the sender spun for ever.
+#[test]
+fn dead_receiver_is_detected_in_another_pid_namespace() {
+    if !gridwire_testkit::is_root() {
+        return gridwire_testkit::skip("unshare --pid needs root");
+    }
+    if which_unshare().is_none() {
+        return gridwire_testkit::skip("unshare (util-linux) not installed");
+    }
+    dead_receiver(Some(&["unshare", "--pid", "--kill-child"]), false);
+}
+
+fn which_unshare() -> Option<std::path::PathBuf> {
+    ["/usr/bin/unshare", "/bin/unshare"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.exists())
+}
+
+fn dead_receiver(wrapper: Option<&[&str]>, claim_live_pid: bool) {
     use std::io::BufRead;
     let id = format!(
         "t{}x{}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "method::shm::tests::child_receiver_process",
-            "--test-threads=1",
-            "--nocapture",
-        ])
+    let exe = std::env::current_exe().unwrap();
+    let exe = exe.to_str().unwrap();
+    let mut argv: Vec<&str> = wrapper.unwrap_or(&[]).to_vec();
+    argv.extend_from_slice(&[
+        exe,
+        "--exact",
+        "method::shm::tests::child_receiver_process",
+        "--test-threads=1",
+        "--nocapture",
+        "--ignored",
+    ]);
+    let mut child = std::process::Command::new(argv[0])
+        .args(&argv[1..])
         .env("GW_SHM_TEST_RX", &id)
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -722,19 +982,25 @@ fn dead_receiver_is_detected() {
             "child ended without a descriptor"
         );
     }
-    let desc = unhex(line.split("DESC ").nth(1).unwrap().trim());
+    let mut desc = unhex(line.split("DESC ").nth(1).unwrap().trim());
+    if claim_live_pid {
+        desc[2..6].copy_from_slice(&std::process::id().to_le_bytes());
+    }
     let a = Shm::new(&job(0, &id), &params(&[("GW_SHM_RING_SIZE", "4k")]))
         .unwrap()
         .unwrap();
     let link = a.connect(1, &desc).unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap(); // reaped, as the launcher does
     struct Spin;
     impl Waiter for Spin {
         fn progress(&self) -> bool {
             true
         }
     }
+    // Let the receiver attach and consume a little before it dies.
+    link.send(&[IoSlice::new(b"hello")], &Spin).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap(); // reaped, as a launcher does
     let t0 = std::time::Instant::now();
     let msg = [9u8; 1000];
     let err = loop {
@@ -748,10 +1014,7 @@ fn dead_receiver_is_detected() {
     };
     assert!(err.to_string().contains("exited"), "{err}");
     a.shutdown();
-    // What the launcher does at job end for the killed process.
-    for n in leftovers(&id) {
-        segment::unlink(&n);
-    }
     drop(a);
+    // The killed receiver left nothing behind, without any sweep.
     assert_eq!(leftovers(&id), Vec::<String>::new());
 }
