@@ -962,6 +962,22 @@ impl Context {
         if let Err(e) = self.barrier() {
             eprintln!("gw[{}]: finalize: {e}; continuing without it", self.rank());
         }
+        // The barrier's own last messages may still be queued: behind the
+        // handshake of a connection opened for the barrier (two ranks that
+        // connect to each other at once: this rank may have finished on the
+        // peer's connection while its own still authenticates), or held for
+        // the pair's connection. Shutting down now would drop them, and the
+        // peer would wait for them forever. A peer that needs them is still
+        // in its barrier, driving progress, so this ends.
+        let ok = self.wait_timeout(Duration::from_secs(60), || {
+            !self.inner.methods.iter().any(|m| m.has_pending_output())
+        });
+        if !ok {
+            eprintln!(
+                "gw[{}]: finalize: barrier output still queued after 60 s; giving up on it",
+                self.rank()
+            );
+        }
         let stats = self.stats_json();
         let mut pmi = self.inner.pmi.lock().unwrap_or_else(|e| e.into_inner());
         // Statistics are a courtesy to the launcher; a launcher that refuses

@@ -262,3 +262,41 @@ fn starts_under_mpich_hydra() {
         );
     }
 }
+
+/// Ranks 0 and 2 (and 1 and 3) connect to each other at the same moment in
+/// the last round of finalize's barrier: each may finish on the peer's
+/// connection while its own, carrying its barrier message, still
+/// authenticates. Finalize used to shut down at once, dropping that
+/// message, and the peer waited for it forever (about 2 runs in 3 hung).
+/// `fault_loop` with no loop time: start-up, finalize, exit.
+#[test]
+fn simultaneous_tcp_connects_in_finalize_never_hang() {
+    let prog = example("fault_loop");
+    let started = std::time::Instant::now();
+    for (i, hosts) in ["2", "4", "1", "2", "4", "2", "1", "2", "4", "2"]
+        .iter()
+        .enumerate()
+    {
+        let o = run(
+            GWRUN,
+            &["--timeout", "8", "-n", "4", "--emulate-hosts", hosts, &prog],
+            &[("GW_METHODS", "tcp"), ("FAULT_LOOP_SECS", "0")],
+            Duration::from_secs(12),
+        );
+        assert_eq!(
+            o.code, 0,
+            "run {i} ({hosts} emulated hosts) failed or hung\nstdout:\n{}\nstderr:\n{}",
+            o.stdout, o.stderr
+        );
+        assert!(
+            !o.stderr.contains("refused"),
+            "run {i}: a rank closed a connection during authentication:\n{}",
+            o.stderr
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "{:?}",
+        started.elapsed()
+    );
+}

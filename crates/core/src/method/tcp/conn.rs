@@ -42,6 +42,10 @@ pub(super) struct Out {
     pub(super) hold: bool,
     /// Framed payload waiting to move to the pair's connection.
     pub(super) held: Vec<u8>,
+    /// `hold` is set and the pair's connection has not taken over yet
+    /// (neither merged nor given up): counted in the method's `holding`,
+    /// so the held payload counts as pending output.
+    pub(super) awaiting_pair: bool,
     /// Messages and bytes sent through this connection (counted under this
     /// lock, see `Link::counts_sends`).
     pub(super) sent_msgs: u64,
@@ -202,12 +206,21 @@ impl TcpLink {
                 // The winner never gives way: this send goes straight there.
                 return self.send(iov, waiter);
             }
-            if let Some(why) = &conn.out.lock().broken {
-                return Err(Error::LinkFailed {
-                    peer,
-                    method: "tcp",
-                    reason: why.clone(),
-                });
+            {
+                let out = conn.out.lock();
+                if let Some(why) = &out.broken {
+                    return Err(Error::LinkFailed {
+                        peer,
+                        method: "tcp",
+                        reason: why.clone(),
+                    });
+                }
+                if !out.hold {
+                    // The pair's connection died before it authenticated:
+                    // this one took its output back (see `release_held`).
+                    drop(out);
+                    return self.send(iov, waiter);
+                }
             }
             let why = if Instant::now() >= deadline {
                 "did not authenticate in time (GW_TCP_HANDSHAKE_TIMEOUT)"

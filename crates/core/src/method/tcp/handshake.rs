@@ -140,6 +140,8 @@ impl TcpMethod {
                         // The peer keeps its own connection to us: ours only
                         // finishes the handshake (so the peer sees a clean one).
                         out.hold = true;
+                        out.awaiting_pair = true;
+                        self.holding.fetch_add(1, Ordering::Relaxed);
                         let off = out.off;
                         let pending = out.buf.split_off(off);
                         out.held.extend_from_slice(&pending);
@@ -246,6 +248,9 @@ impl TcpMethod {
         // Set while holding `own.out`: a sender that takes that lock after
         // this sees the redirect and goes to `winner`, behind `held`.
         let _ = own.redirect.set(winner.clone());
+        if std::mem::take(&mut out.awaiting_pair) {
+            self.holding.fetch_sub(1, Ordering::Relaxed);
+        }
         {
             let mut w = winner.out.lock();
             if !held.is_empty() {
@@ -267,6 +272,66 @@ impl TcpMethod {
         if self.verbose >= 2 {
             eprintln!(
                 "gw[{}]: tcp: both ends connected; using the connection rank {peer} made",
+                self.me
+            );
+        }
+    }
+
+    /// The connection `peer` made to us closed before it authenticated. If
+    /// our own connection to `peer` holds output for it (it lost the tie),
+    /// no other connection from `peer` can take that output over: it goes
+    /// out on our own connection, in order, behind our proof. That is safe
+    /// whatever closed: `peer` delivers frames from any authenticated
+    /// connection, and nothing of ours went anywhere else yet (no
+    /// redirect). The pair then keeps two connections, one per direction,
+    /// as when the tie could not be settled. An impostor claiming to be
+    /// `peer` can cause at most that.
+    pub(super) fn release_held(&self, peer: u32) {
+        let own = self
+            .by_peer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&peer)
+            .cloned();
+        let Some(own) = own else { return };
+        if !own.outgoing || own.redirect.get().is_some() {
+            return;
+        }
+        // Another connection from `peer` still authenticating may yet take
+        // the output over.
+        let pair_pending = self
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .any(|c| {
+                !c.outgoing
+                    && c.peer.load(Ordering::Relaxed) == peer
+                    && c.in_handshake.load(Ordering::Relaxed)
+            });
+        if pair_pending {
+            return;
+        }
+        let mut out = own.out.lock();
+        if !std::mem::take(&mut out.awaiting_pair) {
+            return;
+        }
+        self.holding.fetch_sub(1, Ordering::Relaxed);
+        out.hold = false;
+        let held = std::mem::take(&mut out.held);
+        let was_empty = out.off == out.buf.len();
+        out.buf.extend_from_slice(&held);
+        let queued = out.buf.len() - out.off;
+        own.queued.store(queued, Ordering::Relaxed);
+        if was_empty && queued > 0 {
+            self.queued_conns.fetch_add(1, Ordering::Relaxed);
+        }
+        drop(out);
+        self.flush(&own);
+        if self.verbose >= 1 {
+            eprintln!(
+                "gw[{}]: tcp: the connection rank {peer} made to us closed before it \
+                 authenticated; output for rank {peer} goes over our own connection",
                 self.me
             );
         }

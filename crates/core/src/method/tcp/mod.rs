@@ -14,7 +14,9 @@
 //!   written to its socket; bounded by `TCP_MAX_QUEUED`) and moved, in
 //!   order, to the winner once that one is authenticated; later sends
 //!   follow `redirect`. The loser completes its
-//!   handshake and then idles.
+//!   handshake and then idles. Held output is pending output (finalize
+//!   waits for it); if the winner closes before it authenticates, the
+//!   loser takes its output back and sends it itself (`release_held`).
 //! * Every connection is authenticated (see [`crate::auth`]) before a single
 //!   payload byte is delivered: connector sends `hello`, acceptor answers with
 //!   its nonce and proof, connector answers with its proof. The connector may
@@ -241,6 +243,7 @@ impl TcpMethod {
             polls: AtomicU64::new(0),
             by_peer: Mutex::new(HashMap::new()),
             queued_conns: Arc::new(AtomicUsize::new(0)),
+            holding: AtomicUsize::new(0),
             refused: AtomicU64::new(0),
             merged: AtomicU64::new(0),
             down: AtomicBool::new(false),
@@ -325,6 +328,9 @@ pub struct TcpMethod {
     by_peer: Mutex<HashMap<u32, Arc<Conn>>>,
     /// How many connections have queued output (so poll skips the flush scan when zero).
     queued_conns: Arc<AtomicUsize>,
+    /// How many connections hold output for the pair's connection (see
+    /// `Out::awaiting_pair`): pending output, like `queued_conns`.
+    holding: AtomicUsize,
     /// Connections refused by authentication (observable for tests and `gwinfo`).
     refused: AtomicU64,
     /// Our connections that lost a simultaneous-connect tie and moved their
@@ -384,6 +390,7 @@ impl TcpMethod {
                 broken: None,
                 hold: false,
                 held: Vec::new(),
+                awaiting_pair: false,
                 sent_msgs: 0,
                 sent_bytes: 0,
             }),
@@ -457,6 +464,7 @@ impl TcpMethod {
 
     fn close(&self, conn: &Arc<Conn>) {
         let fd = conn.fd.as_raw_fd();
+        let unauthenticated = conn.in_handshake.load(Ordering::Relaxed);
         // SAFETY: removing a registered fd; a null event pointer is allowed for DEL.
         unsafe {
             libc::epoll_ctl(
@@ -487,11 +495,27 @@ impl TcpMethod {
                 self.queued_conns.fetch_sub(1, Ordering::Relaxed);
             }
             out.broken.get_or_insert_with(|| "connection closed".into());
+            if std::mem::take(&mut out.awaiting_pair) {
+                out.held = Vec::new();
+                self.holding.fetch_sub(1, Ordering::Relaxed);
+            }
         }
         let peer = conn.peer.load(Ordering::Relaxed);
-        let mut bp = self.by_peer.lock().unwrap_or_else(|e| e.into_inner());
-        if bp.get(&peer).is_some_and(|c| Arc::ptr_eq(c, conn)) {
-            bp.remove(&peer);
+        {
+            let mut bp = self.by_peer.lock().unwrap_or_else(|e| e.into_inner());
+            if bp.get(&peer).is_some_and(|c| Arc::ptr_eq(c, conn)) {
+                bp.remove(&peer);
+            }
+        }
+        if was_open
+            && unauthenticated
+            && !conn.outgoing
+            && peer != u32::MAX
+            && !self.down.load(Ordering::Relaxed)
+        {
+            // It may have been the pair's connection our own one holds
+            // output for: that one must not wait for it forever.
+            self.release_held(peer);
         }
         // SAFETY: shutdown on a descriptor we own; wakes any peer blocked on it.
         unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
@@ -640,9 +664,11 @@ impl Method for TcpMethod {
     }
 
     fn has_pending_output(&self) -> bool {
-        // A connect in progress completes only if someone polls.
+        // A connect in progress completes only if someone polls; output
+        // held for the pair's connection leaves once that one authenticates.
         self.queued_conns.load(Ordering::Relaxed) > 0
             || self.connects_pending.load(Ordering::Relaxed) > 0
+            || self.holding.load(Ordering::Relaxed) > 0
     }
 
     fn cost(&self) -> Cost {

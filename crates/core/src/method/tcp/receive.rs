@@ -61,7 +61,16 @@ impl TcpMethod {
                     }
                     io::ErrorKind::Interrupted => continue,
                     _ => {
+                        // A connection that never authenticated to us (a
+                        // reset, say) tells us nothing about the rank it
+                        // claimed to be: its real link must not fail.
+                        let unproven =
+                            matches!(inp.state, HsState::AwaitHello | HsState::AwaitProof { .. });
                         drop(inp);
+                        if unproven {
+                            self.close(conn);
+                            return delivered;
+                        }
                         self.fail(
                             conn,
                             sink,

@@ -790,3 +790,222 @@ fn a_flood_of_refused_connections_prints_one_line_a_second() {
     assert!(sink.got.is_empty() && sink.failed.is_empty());
     server.shutdown();
 }
+
+/// Context 1 connected to a hand-played context 0, which answered
+/// `USE_MINE` (its own connection to 1 is the pair's). Returns 1's
+/// connection as 0 sees it, with 1's proof read off it.
+fn lost_tie(b: &TcpMethod, secret: [u8; 32], sink: &mut Record) -> (TcpListener, TcpStream) {
+    let fake = TcpListener::bind("127.0.0.1:0").unwrap();
+    b.connect(0, fake.local_addr().unwrap().to_string().as_bytes())
+        .unwrap();
+    let (mut s, _) = fake.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+    let mut hello = [0u8; HELLO_LEN];
+    let started = std::time::Instant::now();
+    while s.read_exact(&mut hello).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(5));
+        b.poll_thorough(sink).unwrap();
+    }
+    let their_nonce: [u8; NONCE_LEN] = hello[12..].try_into().unwrap();
+    let mine = auth::nonce();
+    let mut challenge = Vec::from(&mine[..]);
+    challenge.extend_from_slice(&auth::proof(
+        &secret,
+        Role::Acceptor,
+        &mine,
+        &their_nonce,
+        0,
+        1,
+    ));
+    challenge.push(USE_MINE);
+    s.write_all(&challenge).unwrap();
+    poll_record(b, sink, 30);
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut proof = [0u8; PROOF_LEN];
+    s.read_exact(&mut proof).unwrap();
+    assert!(auth::verify(
+        &secret,
+        Role::Connector,
+        &their_nonce,
+        &mine,
+        1,
+        0,
+        &proof
+    ));
+    (fake, s)
+}
+
+#[test]
+fn output_held_for_the_pairs_connection_is_pending_and_survives_its_close() {
+    let secret = [12; 32];
+    let b = tcp_method(1, secret, &[]);
+    let mut sink = Record::default();
+    let (_fake, mut s) = lost_tie(&b, secret, &mut sink);
+    assert!(b.by_peer.lock().unwrap()[&0].out.lock().hold);
+    let link = b.link(b.by_peer.lock().unwrap()[&0].clone());
+    for i in 0..3u32 {
+        link.send(&[IoSlice::new(&i.to_le_bytes())], &NoWait)
+            .unwrap();
+    }
+    // Finalize waits for pending output: held output is pending (it was
+    // not, and a finalizing rank dropped it with the connection).
+    assert!(b.has_pending_output(), "held output counts as pending");
+    // Context 0's own connection (the pair's) says hello, then closes
+    // before it authenticates: 1 must send its held output on its own
+    // connection rather than hold it forever.
+    let mut t = TcpStream::connect(b.local).unwrap();
+    let mut hello = Vec::from(&MAGIC[..]);
+    hello.extend_from_slice(&0u32.to_le_bytes());
+    hello.extend_from_slice(&1u32.to_le_bytes());
+    hello.extend_from_slice(&auth::nonce());
+    t.write_all(&hello).unwrap();
+    poll_record(&b, &mut sink, 30);
+    assert!(
+        b.has_pending_output(),
+        "still held while the pair's connection authenticates"
+    );
+    drop(t);
+    poll_record(&b, &mut sink, 30);
+    let mut frames = [0u8; 3 * 8];
+    s.read_exact(&mut frames).unwrap();
+    for i in 0..3u32 {
+        let f = &frames[i as usize * 8..][..8];
+        assert_eq!(&f[..4], &4u32.to_le_bytes());
+        assert_eq!(&f[4..], &i.to_le_bytes(), "in order");
+    }
+    assert!(!b.has_pending_output());
+    assert!(!b.by_peer.lock().unwrap()[&0].out.lock().hold);
+    // Later sends follow on the same connection.
+    link.send(&[IoSlice::new(&9u32.to_le_bytes())], &NoWait)
+        .unwrap();
+    let mut f = [0u8; 8];
+    s.read_exact(&mut f).unwrap();
+    assert_eq!(&f[4..], &9u32.to_le_bytes());
+    assert!(sink.failed.is_empty(), "{:?}", sink.failed);
+    b.shutdown();
+}
+
+/// One side of `simultaneous_connects_then_finalize_lose_nothing`.
+struct Side {
+    m: Arc<TcpMethod>,
+    peer: u32,
+    sink: Record,
+    done: bool,
+}
+
+impl Side {
+    /// Polls as a finalizing rank does; shuts down, like finalize, once it
+    /// has every message and no pending output (after checking that the
+    /// link it sends on ended up authenticated).
+    fn step(&mut self, polls: usize, want: usize, iter: usize, peer_done: bool) {
+        if self.done {
+            return;
+        }
+        for _ in 0..polls {
+            self.m.poll_thorough(&mut self.sink).unwrap();
+        }
+        if self.sink.got.len() >= want && !self.m.has_pending_output() {
+            let c = self.m.by_peer.lock().unwrap().get(&self.peer).cloned();
+            let Some(c) = c else {
+                // Its connection closed: only because the peer left.
+                assert!(
+                    peer_done,
+                    "iteration {iter}: rank {} lost its link",
+                    self.m.me
+                );
+                self.m.shutdown();
+                self.done = true;
+                return;
+            };
+            let c = c.redirect.get().cloned().unwrap_or(c);
+            assert!(
+                matches!(c.inp.lock().state, HsState::Ready),
+                "iteration {iter}: rank {} sends on an unauthenticated connection",
+                self.m.me
+            );
+            let out = c.out.lock();
+            assert!(out.ready && !out.hold && out.broken.is_none());
+            drop(out);
+            self.m.shutdown();
+            self.done = true;
+        }
+    }
+}
+
+#[test]
+fn simultaneous_connects_then_finalize_lose_nothing() {
+    // Both ends connect to each other at once and send (as in the last
+    // round of finalize's barrier), then each shuts down as soon as it has
+    // the other's messages and no pending output of its own. Whatever the
+    // interleaving, the other must still get every message, once, in order.
+    const MSGS: u32 = 5;
+    for iter in 0..60usize {
+        let secret = [13; 32];
+        let (lo, hi) = if iter % 2 == 0 { (0, 1) } else { (2, 3) };
+        let a = tcp_method(lo, secret, &[]);
+        let b = tcp_method(hi, secret, &[]);
+        let (da, db) = (a.descriptor(), b.descriptor());
+        // Who connects and sends first, and how often each polls per step,
+        // vary with the iteration.
+        let (ab, ba) = if iter % 3 == 0 {
+            let ab = a.connect(hi, &db).unwrap();
+            (ab, b.connect(lo, &da).unwrap())
+        } else {
+            let ba = b.connect(lo, &da).unwrap();
+            (a.connect(hi, &db).unwrap(), ba)
+        };
+        for i in 0..MSGS {
+            let m = i.to_le_bytes();
+            ab.send(&[IoSlice::new(&m)], &NoWait).unwrap();
+            ba.send(&[IoSlice::new(&m)], &NoWait).unwrap();
+        }
+        let mut sides = [
+            Side {
+                m: a,
+                peer: hi,
+                sink: Record::default(),
+                done: false,
+            },
+            Side {
+                m: b,
+                peer: lo,
+                sink: Record::default(),
+                done: false,
+            },
+        ];
+        let polls = [1 + iter % 3, 1 + (iter / 3) % 3];
+        let first = (iter / 9) % 2;
+        let started = std::time::Instant::now();
+        while !(sides[0].done && sides[1].done) {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "iteration {iter}: stuck; got {:?} and {:?}",
+                sides[0].sink.got.len(),
+                sides[1].sink.got.len()
+            );
+            let done = sides[1 - first].done;
+            sides[first].step(polls[first], MSGS as usize, iter, done);
+            let done = sides[first].done;
+            sides[1 - first].step(polls[1 - first], MSGS as usize, iter, done);
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        for s in &sides {
+            let seq: Vec<u32> = s
+                .sink
+                .got
+                .iter()
+                .map(|(src, m)| {
+                    assert_eq!(*src, s.peer);
+                    u32::from_le_bytes(m[..4].try_into().unwrap())
+                })
+                .collect();
+            assert_eq!(seq, (0..MSGS).collect::<Vec<_>>(), "iteration {iter}");
+            assert!(
+                s.sink.failed.is_empty(),
+                "iteration {iter}: {:?}",
+                s.sink.failed
+            );
+            assert_eq!(counter(&*s.m, "refused_connections"), 0, "iteration {iter}");
+        }
+    }
+}
