@@ -11,6 +11,8 @@ DEMO_RANKS ?= 4
 include mk/mpi.mk
 # The MPICH-ABI shim (mpi4py's PyPI wheel, MPICH-compiled programs): compat/mpich-abi.
 include compat/mpich-abi/mpich-abi.mk
+# Coverage-guided fuzzing (cargo-afl): make fuzz [FUZZ_TARGET=x] [FUZZ_SECONDS=n].
+include mk/fuzz.mk
 build: build-mpich-abi
 build-debug: build-mpich-abi-debug
 install: install-mpich-abi
