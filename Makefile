@@ -34,8 +34,10 @@ demo: build
 	@echo
 	$(RELEASE)/gwrun -n $(DEMO_RANKS) --emulate-hosts 2 --timeout 120 --stats $(RELEASE)/examples/demo
 
-## Every test: Rust unit and multi-process tests, then each crate's extra test script.
-test: build-debug test-rust test-extra
+## Every test: fmt and clippy, Rust unit and multi-process tests, then each crate's
+## extra test script; each suite timed, closing with "N passed, N failed, N skipped".
+test: build-debug
+	@bash mk/run-tests.sh
 
 test-rust:
 	$(CARGO) test --workspace --no-fail-fast
