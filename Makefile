@@ -13,6 +13,8 @@ include mk/mpi.mk
 include compat/mpich-abi/mpich-abi.mk
 # Coverage-guided fuzzing (cargo-afl): make fuzz [FUZZ_TARGET=x] [FUZZ_SECONDS=n].
 include mk/fuzz.mk
+# Hostile traffic at a running job (flood, open-file limit, authenticated garbage).
+include mk/reliability-net.mk
 build: build-mpich-abi
 build-debug: build-mpich-abi-debug
 install: install-mpich-abi
