@@ -88,7 +88,7 @@ def main():
         if tcp and more(res["connections"], a.connections):
             kind = i % 4
             s = socket.socket()
-            s.settimeout(1)
+            s.settimeout(0.2)
             try:
                 s.connect(tcp[i % len(tcp)])
                 if kind == 1:

@@ -16,6 +16,7 @@ work=$target/reliability
 mkdir -p "$work"
 gwrun=$bindir/gwrun
 pp=$work/pp-$profile
+pingpong=$work/pingpong-$profile
 hostile=$bindir/examples/hostile_peer
 
 rel_build() {
@@ -25,6 +26,9 @@ rel_build() {
   cargo build -q "${rel[@]}" -p gridwire-core --example hostile_peer || return 1
   if [ ! -x "$pp" ] || [ "$root/bench/mpi/pp.c" -nt "$pp" ] || [ "$bindir/libmpi.so" -nt "$pp" ]; then
     GW_MPI_LIBDIR=$bindir "$root/scripts/gwcc" -O2 -o "$pp" "$root/bench/mpi/pp.c" || return 1
+  fi
+  if [ ! -x "$pingpong" ] || [ "$root/tests/reliability/pingpong.c" -nt "$pingpong" ] || [ "$bindir/libmpi.so" -nt "$pingpong" ]; then
+    GW_MPI_LIBDIR=$bindir "$root/scripts/gwcc" -O2 -Wall -o "$pingpong" "$root/tests/reliability/pingpong.c" || return 1
   fi
   for tool in ss python3; do
     command -v "$tool" >/dev/null || { skip_or_fail "$tool not installed (Debian: iproute2, python3)"; return $?; }
