@@ -15,7 +15,6 @@ bindir=$target/$profile
 work=$target/reliability
 mkdir -p "$work"
 gwrun=$bindir/gwrun
-pp=$work/pp-$profile
 pingpong=$work/pingpong-$profile
 hostile=$bindir/examples/hostile_peer
 
@@ -24,9 +23,6 @@ rel_build() {
   [ "$profile" = release ] && rel=(--release)
   cargo build -q "${rel[@]}" -p gridwire-capi -p gridwire-launch || return 1
   cargo build -q "${rel[@]}" -p gridwire-core --example hostile_peer || return 1
-  if [ ! -x "$pp" ] || [ "$root/bench/mpi/pp.c" -nt "$pp" ] || [ "$bindir/libmpi.so" -nt "$pp" ]; then
-    GW_MPI_LIBDIR=$bindir "$root/scripts/gwcc" -O2 -o "$pp" "$root/bench/mpi/pp.c" || return 1
-  fi
   if [ ! -x "$pingpong" ] || [ "$root/tests/reliability/pingpong.c" -nt "$pingpong" ] || [ "$bindir/libmpi.so" -nt "$pingpong" ]; then
     GW_MPI_LIBDIR=$bindir "$root/scripts/gwcc" -O2 -Wall -o "$pingpong" "$root/tests/reliability/pingpong.c" || return 1
   fi
