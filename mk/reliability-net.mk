@@ -7,7 +7,7 @@
 #   make reliability-net RELIABILITY_PROFILE=release
 #
 #   flood        10 000 unauthenticated tcp connections and udp datagrams at the
-#                ranks' listeners during a ping-pong; latency beside a quiet run
+#                ranks' listeners during a ping-pong; latency beside its quiet windows
 #   fdlimit      ranks under a low `ulimit -n`, peers holding connections open:
 #                the job goes on, the ranks say so clearly (no EMFILE spin)
 #   hostile-peer an authenticated peer sending random frames: that link fails
