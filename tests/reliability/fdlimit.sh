@@ -46,7 +46,16 @@ for p in $pids; do tcps+=($(tcp_ports "$p")); done
 t0=$(date +%s)
 # A listener spinning on EMFILE would show as system time too, but the
 # ping-pong itself busy-polls: the count of log lines is the clear signal.
-held=$(python3 "$root/tests/reliability/flood.py" --hold 60 --tcp "${tcps[@]}" --until-pid "$gw")
+python3 "$root/tests/reliability/flood.py" --hold 60 --tcp "${tcps[@]}" --until-pid "$gw" >"$work/fdlimit.held" &
+holder=$!
+# A new gridwire peer at the limit (it knows the secret, so only the limit
+# stands in its way): what it is told is reported.
+sleep 1
+for p in $pids; do [ "$(rank_of "$p")" = 0 ] && r0=$p; done
+newpeer=$(GW_JOB_SECRET=$(job_secret "$r0") timeout 30 "$hostile" "$(tcp_ports "$r0" | head -1)" \
+  --to 0 --as 1 --frames 0 2>&1 | tail -1)
+wait "$holder"
+held=$(cat "$work/fdlimit.held")
 wait "$gw"
 rc=$?
 wait "$counter"
@@ -69,5 +78,5 @@ if [ "$lines" -gt 200 ]; then
   echo "FAIL: $lines lines of stderr at the open-file limit (a listener spinning on EMFILE?):"
   sort "$work/fdlimit.err" | uniq -c | sort -rn | head -3; fail=1
 fi
-report "fdlimit ($profile, ulimit -n $limit for ranks needing $need, ping-pong for $seconds s): exit $rc, $(echo "$out" | grep '^pingpong' || echo 'no pingpong ok line'), one-way median $(echo "$out" | awk '$1 == "window" {print $3}' | median) us; held connections $held; stderr $lines lines, $clear naming the limit: $(grep -m1 -iE 'open files|open-file|file descriptor|EMFILE|ulimit' "$work/fdlimit.err")"
+report "fdlimit ($profile, ulimit -n $limit for ranks needing $need, ping-pong for $seconds s): exit $rc, $(echo "$out" | grep '^pingpong' || echo 'no pingpong ok line'), one-way median $(echo "$out" | awk '$1 == "window" {print $3}' | median) us; held connections $held; a new authenticated peer was told: ${newpeer:-nothing}; stderr $lines lines, $clear naming the limit: $(grep -m1 -iE 'open files|open-file|file descriptor|EMFILE|ulimit' "$work/fdlimit.err")"
 exit $fail
