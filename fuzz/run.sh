@@ -7,7 +7,8 @@
 # Builds the targets with `cargo afl build --release` into target/fuzz (apart
 # from the normal build: other RUSTFLAGS), then runs afl-fuzz on each for
 # FUZZ_SECONDS (default 600), seeded with fuzz/corpus/TARGET and resuming the
-# queue of an earlier run in target/fuzz/out/TARGET. Prints per target the
+# queue of an earlier run in target/fuzz/out/TARGET (rm -rf it for a fresh
+# start: the counts below add up over resumed runs). Prints per target the
 # execs, execs/s, corpus size, crashes and hangs, and exits 1 when any target
 # found a crash or a hang (the inputs are in target/fuzz/out/TARGET/default/
 # {crashes,hangs}; replay one with target/debug/TARGET FILE).
@@ -46,7 +47,8 @@ for t in "${targets[@]}"; do
   get() { awk -F': *' -v k="$1" '$1 ~ "^"k" *$" {print $2}' "$stats"; }
   crashes=$(find "$out/default/crashes" -type f ! -name README.txt 2>/dev/null | wc -l)
   hangs=$(find "$out/default/hangs" -type f 2>/dev/null | wc -l)
-  line="fuzz $t: $(get execs_done) execs in $(get run_time) s ($(get execs_per_sec)/s), corpus $(get corpus_count), edges $(get edges_found)/$(get total_edges) , $crashes crashes, $hangs hangs"
+  # afl-fuzz's counts are cumulative over the runs resumed in $out.
+  line="fuzz $t: $(get execs_done) execs in $(get run_time) s ($(get execs_per_sec)/s; cumulative over resumed runs), corpus $(get corpus_count), edges $(get edges_found)/$(get total_edges), $crashes crashes, $hangs hangs"
   echo "$line"
   summary+=("$line")
   [ "$crashes" -eq 0 ] && [ "$hangs" -eq 0 ] || status=1
