@@ -13,6 +13,10 @@ include mk/mpi.mk
 include compat/mpich-abi/mpich-abi.mk
 # Fault injection and abuse runs: `make reliability`.
 include mk/reliability.mk
+# Coverage-guided fuzzing (cargo-afl): make fuzz [FUZZ_TARGET=x] [FUZZ_SECONDS=n].
+include mk/fuzz.mk
+# Hostile traffic at a running job (flood, open-file limit, authenticated garbage).
+include mk/reliability-net.mk
 build: build-mpich-abi
 build-debug: build-mpich-abi-debug
 install: install-mpich-abi
@@ -34,8 +38,10 @@ demo: build
 	@echo
 	$(RELEASE)/gwrun -n $(DEMO_RANKS) --emulate-hosts 2 --timeout 120 --stats $(RELEASE)/examples/demo
 
-## Every test: Rust unit and multi-process tests, then each crate's extra test script.
-test: build-debug test-rust test-extra
+## Every test: fmt and clippy, Rust unit and multi-process tests, then each crate's
+## extra test script; each suite timed, closing with "N passed, N failed, N skipped".
+test: build-debug
+	@bash mk/run-tests.sh
 
 test-rust:
 	$(CARGO) test --workspace --no-fail-fast

@@ -1,7 +1,8 @@
-# `make reliability`: the long fault-injection and abuse runs (not part of `make test`).
+# `make reliability`: the long fault-injection and abuse runs (not part of `make test`):
+# 200 random kills here, the hostile-traffic checks in mk/reliability-net.mk.
 .PHONY: reliability reliability-kills
 
-reliability: reliability-kills
+reliability: reliability-kills reliability-net
 
 ## 200 SIGKILLs of a rank in a running job (tcp, shm, udp; one host and emulated
 ## hosts) from a random seed, printed so that a failure can be replayed with

@@ -19,11 +19,16 @@
 #   MPI4PY_WHEEL_TESTS="test_p2p_buf" ...; MPI4PY_WHEEL_TESTS=all ... (report only)
 #
 # Run by `make test` (compat/mpich-abi/tests/extra.sh). Exit 0 when all pass;
-# 1 otherwise; 0 with "skipped" for a part that needs PyPI when PyPI cannot be
-# reached, or mpicc.mpich when MPICH is not installed.
+# 1 otherwise. A part that cannot run (PyPI unreachable, mpicc.mpich missing)
+# follows the skip rule of scripts/test-lib.sh: under CI=true it fails, elsewhere
+# it says "SKIPPED: reason". Any other pip failure is a failure everywhere.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+. "$root/scripts/test-lib.sh"
+GW_TEST_NAME=${GW_TEST_NAME:-compat/mpich-abi/test-mpi4py-wheel.sh}
+# pip's words for "the index could not be reached" (and only those).
+offline_re='Failed to establish a new connection|Temporary failure in name resolution|Name or service not known|Network is unreachable|Connection refused|ConnectTimeoutError|Read timed out|ProxyError|Could not fetch URL'
 target=${CARGO_TARGET_DIR:-$root/target}
 case $target in /*) ;; *) target=$root/$target ;; esac
 profile=${MPICH_ABI_PROFILE:-debug}
@@ -90,7 +95,7 @@ if command -v mpicc.mpich >/dev/null 2>&1; then
         fi
     done
 else
-    echo "skipped: MPICH-compiled program (no mpicc.mpich; Debian: libmpich-dev)"
+    skip_or_fail "MPICH-compiled programs: no mpicc.mpich (Debian: libmpich-dev)" || fail=1
 fi
 
 # 3. The wheel in a venv of its own.
@@ -101,10 +106,13 @@ if ! "$py" -c 'import mpi4py, numpy, sys; sys.exit(mpi4py.__version__ != "'$ver'
     python3 -m venv "$venv" >"$work/venv.log" 2>&1 \
         || { echo "FAIL: cannot create a venv (Debian: python3-venv); see $work/venv.log"; exit 1; }
     if ! timeout 600 "$py" -m pip install -q --only-binary=:all: "mpi4py==$ver" numpy >"$work/pip.log" 2>&1; then
-        if grep -qiE "No matching distribution|Could not find a version" "$work/pip.log" && ! grep -qiE "connection|network|resolve" "$work/pip.log"; then
-            echo "FAIL: pip found no binary wheel of mpi4py $ver for this Python; see $work/pip.log"; exit 1
+        rm -rf "$venv"
+        if ! grep -qE "$offline_re" "$work/pip.log"; then
+            echo "FAIL: pip install --only-binary=:all: mpi4py==$ver numpy failed; see $work/pip.log"
+            tail -5 "$work/pip.log"; exit 1
         fi
-        echo "skipped: mpi4py wheel (PyPI unreachable?); see $work/pip.log"; rm -rf "$venv"; exit $fail
+        skip_or_fail "mpi4py wheel: PyPI unreachable; see $work/pip.log" || fail=1
+        exit $fail
     fi
 fi
 so=$(ls "$venv"/lib/python*/site-packages/mpi4py/MPI.mpich.*.so 2>/dev/null | head -1)
@@ -126,7 +134,11 @@ if [ ! -f "$src/test/main.py" ]; then
         sdist=$(ls "$work"/mpi4py-$ver.tar.gz 2>/dev/null | head -1)
     fi
     if [ -z "$sdist" ]; then
-        echo "skipped: mpi4py's test suite (no sdist; PyPI unreachable?)"
+        if [ -e "$work/pip-download.log" ] && ! grep -qE "$offline_re" "$work/pip-download.log"; then
+            echo "FAIL: pip download mpi4py==$ver (sdist, for its test suite) failed; see $work/pip-download.log"
+            exit 1
+        fi
+        skip_or_fail "mpi4py's test suite: no sdist, PyPI unreachable; see $work/pip-download.log" || fail=1
         exit $fail
     fi
     tar -C "$work" -xzf "$sdist" "mpi4py-$ver/test" || exit 1

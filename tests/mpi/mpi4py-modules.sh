@@ -6,7 +6,9 @@
 # Reads: must_pass ("all" = every module, report only; `module~pat~pat`
 # leaves out the module's tests whose names contain a pattern), src (the
 # unpacked sdist), gwrun, py. Sets: passed, total, report; sets fail=1 when a
-# listed module fails (unless reporting only).
+# listed module fails (unless reporting only). A module that ran no test
+# (unittest's "Ran 0 tests ... OK" exits 0, e.g. when every test was left out
+# or skipped by a missing feature) fails: it checked nothing.
 run_mpi4py_modules() {
     local prefix=$1 t tt mod out rc secs p
     if [ "$must_pass" = all ]; then
@@ -30,11 +32,17 @@ run_mpi4py_modules() {
         out=$(cd "$src" && timeout 200 "$gwrun" --timeout 180 -n 2 "$py" test/main.py --no-builddir -q "${excl[@]}" "$mod" 2>&1)
         rc=$?
         secs=$(( $(date +%s) - tt ))
-        if [ $rc -eq 0 ]; then
+        local ran
+        ran=$(echo "$out" | grep -E '^Ran [0-9]+ tests? ' || true)
+        if [ $rc -eq 0 ] && [ -n "$ran" ] && ! echo "$ran" | grep -q '^Ran 0 tests'; then
             passed=$((passed + 1))
-            echo "ok   $prefix$t: $(echo "$out" | grep -E '^Ran' | head -1) (${secs} s)"
+            echo "ok   $prefix$t: $(echo "$ran" | head -1) (${secs} s)"
         else
-            echo "FAIL $prefix$t (${secs} s)"
+            if [ $rc -eq 0 ]; then
+                echo "FAIL $prefix$t: ran no test (${ran:-no 'Ran N tests' line}) (${secs} s)"
+            else
+                echo "FAIL $prefix$t (${secs} s)"
+            fi
             [ $report = 1 ] || { echo "$out" | tail -15; fail=1; }
         fi
     done

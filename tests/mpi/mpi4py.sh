@@ -21,10 +21,16 @@
 # Needs: python3 with venv and its headers (Debian: python3-venv, python3-dev;
 # scripts/install-deps.sh installs them), a C compiler, and PyPI for the sdist,
 # Cython and setuptools (cached under the target directory after the first
-# run). Exit 0 when everything listed passes, 1 otherwise; 0 with "skipped"
-# only when no mpi4py source distribution can be had (offline).
+# run). Exit 0 when everything listed passes, 1 otherwise. When PyPI cannot be
+# reached the skip rule of scripts/test-lib.sh applies: under CI=true that is
+# a failure, elsewhere "SKIPPED: reason" and exit 0. Any other pip failure is
+# a failure everywhere.
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
+. "$here/scripts/test-lib.sh"
+GW_TEST_NAME=${GW_TEST_NAME:-tests/mpi/mpi4py.sh}
+# pip's words for "the index could not be reached" (and only those).
+offline_re='Failed to establish a new connection|Temporary failure in name resolution|Name or service not known|Network is unreachable|Connection refused|ConnectTimeoutError|Read timed out|ProxyError|Could not fetch URL'
 target=${CARGO_TARGET_DIR:-$here/target}
 case $target in /*) ;; *) target=$here/$target ;; esac
 profile=${MPI4PY_PROFILE:-debug}
@@ -64,9 +70,9 @@ fi
 # setuptools >= 70.1 builds wheels itself (bdist_wheel); `wheel` for older ones.
 if ! "$py" -c 'import Cython, setuptools, wheel, sys; sys.exit(int(Cython.__version__.split(".")[0]) < 3)' 2>/dev/null; then
     if ! timeout 600 "$py" -m pip install -q 'cython>=3.0.1' 'setuptools>=42' wheel >"$work/pip-build-deps.log" 2>&1; then
-        if grep -qiE 'connection|resolve|network is unreachable|timed out' "$work/pip-build-deps.log"; then
-            echo "mpi4py.sh: skipped: PyPI unreachable (offline?); see $work/pip-build-deps.log"
-            exit 0
+        if grep -qE "$offline_re" "$work/pip-build-deps.log"; then
+            skip_or_fail "PyPI unreachable for Cython/setuptools; see $work/pip-build-deps.log"
+            exit $?
         fi
         echo "mpi4py.sh: FAIL: cannot install Cython/setuptools into $venv; see $work/pip-build-deps.log"; exit 1
     fi
@@ -85,12 +91,12 @@ fi
 if [ -z "$sdist" ]; then
     if ! timeout 300 "$py" -m pip download "$spec" --no-deps --no-binary :all: --no-build-isolation -d "$work" >"$work/pip-download.log" 2>&1; then
         # Only an unreachable index is a reason to skip; anything else is a failure.
-        if grep -q 'Downloading mpi4py' "$work/pip-download.log"; then
-            echo "mpi4py.sh: FAIL: the mpi4py sdist was fetched but pip could not prepare it; see $work/pip-download.log"
+        if grep -q 'Downloading mpi4py' "$work/pip-download.log" || ! grep -qE "$offline_re" "$work/pip-download.log"; then
+            echo "mpi4py.sh: FAIL: pip download $spec failed; see $work/pip-download.log"
             tail -5 "$work/pip-download.log"; exit 1
         fi
-        echo "mpi4py.sh: skipped: no mpi4py source distribution could be downloaded (offline?); see $work/pip-download.log"
-        exit 0
+        skip_or_fail "no mpi4py source distribution: PyPI unreachable; see $work/pip-download.log"
+        exit $?
     fi
     sdist=$(ls "$work"/mpi4py-${ver}*.tar.gz | sort -V | tail -1)
 fi

@@ -3,11 +3,15 @@
 //! counts, on one host and on two emulated hosts (so shared memory and TCP
 //! are both used). Every program checks itself and prints `PASS <name>`.
 //!
-//! Needs a C compiler (`cc`, or `GWCC_CC`); skipped with a message without one.
-//! `GW_MPI_TEST_RANKS="1 2"` narrows the rank counts.
+//! Needs a C compiler (`cc`, or `GWCC_CC`): without one each test follows the
+//! project's skip rule (`gridwire_testkit::skip`: fails under `CI=true`, says
+//! `SKIPPED` elsewhere). `GW_MPI_TEST_RANKS="1 2"` narrows the rank counts.
 
+use gridwire_testkit::skip;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -98,23 +102,64 @@ fn run_env(exe: &Path, n: u32, hosts: u32, env: &[(&str, &str)]) -> Run {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // Its own process group, so that the backstop below ends gwrun and the
+    // ranks it started together.
+    c.process_group(0);
     let t = Instant::now();
     let child = c.spawn().expect("gwrun starts");
     // gwrun enforces --timeout itself; this is the backstop.
-    let pid = child.id();
-    let guard = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(90));
-        // SAFETY: kill(2) on the pid of our own child, at worst already reaped.
-        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-    });
-    let out = child.wait_with_output().expect("gwrun finishes");
-    drop(guard);
+    let (status, stdout, stderr) = wait_with_backstop(child, Duration::from_secs(90));
     Run {
-        ok: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        ok: status.success(),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
         secs: t.elapsed().as_secs_f64(),
     }
+}
+
+/// Waits for `child` (the leader of its own process group) and collects its
+/// output; past `limit` kills the group and then reaps.
+///
+/// The kill happens in this thread and only while `try_wait` has not yet
+/// reaped the child: an exited but unreaped child stays a zombie, so its pid,
+/// and the process group id it leads, cannot be reused by another process
+/// at the moment of the kill. (A separate timer thread that kills a pid once
+/// a sleep ends could hit an unrelated process that got the pid after the
+/// test finished.)
+fn wait_with_backstop(mut child: Child, limit: Duration) -> (ExitStatus, Vec<u8>, Vec<u8>) {
+    fn drain(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    }
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait().expect("waiting for gwrun") {
+            Some(st) => break st,
+            None if Instant::now() >= deadline => {
+                let pgid = child.id() as libc::pid_t;
+                // SAFETY: kill(2) has no memory effects; `pgid` names the group
+                // our unreaped child leads (see above: it cannot be reused yet).
+                unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                break child.wait().expect("reaping gwrun");
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    let stdout = out.join().unwrap_or_default();
+    let mut stderr = err.join().unwrap_or_default();
+    if Instant::now() >= deadline {
+        stderr.extend_from_slice(
+            format!("\n[c_suite: killed after {} s backstop]\n", limit.as_secs()).as_bytes(),
+        );
+    }
+    (status, stdout, stderr)
 }
 
 fn ranks(default: &[u32]) -> Vec<u32> {
@@ -130,8 +175,7 @@ fn ranks(default: &[u32]) -> Vec<u32> {
 /// Runs `name` with each rank count on one host and on two emulated hosts.
 fn suite(name: &str, extra: &[&str], counts: &[u32]) {
     if !have_cc() {
-        eprintln!("skipping {name}: no C compiler");
-        return;
+        return skip(&format!("{name}: no C compiler (cc or GWCC_CC)"));
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let exe = compile(name, extra);
@@ -222,7 +266,7 @@ fn threads() {
 #[test]
 fn rendezvous_without_single_copy() {
     if !have_cc() {
-        return;
+        return skip("no C compiler (cc or GWCC_CC)");
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for name in ["basic", "p2p", "dtype"] {
@@ -244,7 +288,7 @@ fn rendezvous_without_single_copy() {
 #[test]
 fn sleeping_waits_over_tcp() {
     if !have_cc() {
-        return;
+        return skip("no C compiler (cc or GWCC_CC)");
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let sleep_at_once = [
@@ -270,7 +314,7 @@ fn sleeping_waits_over_tcp() {
 #[test]
 fn errors_are_fatal() {
     if !have_cc() {
-        return;
+        return skip("no C compiler (cc or GWCC_CC)");
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let exe = compile("fatal", &[]);
@@ -308,6 +352,9 @@ fn gwcc_show() {
 /// way loaded Open MPI and failed on the first MPI-4 symbol.
 #[test]
 fn gwcc_links_ours_before_other_library_dirs() {
+    if !have_cc() {
+        return skip("no C compiler (cc or GWCC_CC)");
+    }
     let dir = profile_dir().join("gwcc-libdir-test");
     let other = dir.join("other");
     std::fs::create_dir_all(&other).unwrap();
@@ -369,8 +416,7 @@ fn same_tests_pass_on_mpich() {
     if Command::new(cc).arg("-show").output().is_err()
         || Command::new(run).arg("--version").output().is_err()
     {
-        eprintln!("skipping: MPICH not installed");
-        return;
+        return skip("MPICH (mpicc.mpich, mpiexec.mpich) not installed");
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = profile_dir().join("mpi-tests-mpich");
@@ -405,8 +451,7 @@ fn same_tests_pass_on_mpich() {
 #[test]
 fn install_layout_mpicc_pkgconfig_cmake() {
     if !have_cc() || Command::new("make").arg("--version").output().is_err() {
-        eprintln!("skipping: no cc or make");
-        return;
+        return skip("no C compiler or no make");
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     gwrun();
@@ -451,18 +496,24 @@ fn install_layout_mpicc_pkgconfig_cmake() {
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("PASS basic"),
         "installed mpiexec"
     );
-    if let Ok(o) = Command::new("pkg-config")
+    match Command::new("pkg-config")
         .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
         .args(["--cflags", "--libs", "mpi"])
         .output()
     {
-        let s = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            s.contains(&format!("-I{}/include", prefix.display())) && s.contains("-lmpi"),
-            "pkg-config: {s}"
-        );
+        Ok(o) => {
+            let s = String::from_utf8_lossy(&o.stdout);
+            assert!(
+                s.contains(&format!("-I{}/include", prefix.display())) && s.contains("-lmpi"),
+                "pkg-config: {s}"
+            );
+        }
+        Err(_) => skip("pkg-config not installed: the .pc files are unchecked"),
     }
-    if Command::new("cmake").arg("--version").output().is_ok() {
+    if Command::new("cmake").arg("--version").output().is_err() {
+        return skip("cmake not installed: find_package(MPI) is unchecked");
+    }
+    {
         let src = prefix.join("cmake-src");
         std::fs::create_dir_all(&src).unwrap();
         std::fs::write(
@@ -500,4 +551,51 @@ fn install_layout_mpicc_pkgconfig_cmake() {
             .unwrap();
         assert!(st.success(), "cmake --build");
     }
+}
+
+/// The backstop kills the whole process group of a job that outlives it (gwrun
+/// and the ranks it started), from the thread that reaps it; a job that ends
+/// in time is reaped and nothing is killed afterwards (no timer thread is
+/// left behind holding a pid that may be reused).
+#[test]
+fn backstop_kills_the_group_only_before_reaping() {
+    let mut c = Command::new("sh");
+    c.args(["-c", "sleep 30 & echo $!; wait"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let t = Instant::now();
+    let (status, stdout, stderr) =
+        wait_with_backstop(c.spawn().unwrap(), Duration::from_millis(300));
+    assert!(!status.success());
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert!(String::from_utf8_lossy(&stderr).contains("backstop"));
+    let grandchild: libc::pid_t = String::from_utf8_lossy(&stdout).trim().parse().unwrap();
+    let gone = (0..100).any(|_| {
+        // SAFETY: signal 0 only checks for existence.
+        let alive = unsafe { libc::kill(grandchild, 0) } == 0
+            && !std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
+                .is_ok_and(|s| s.contains(") Z "));
+        if alive {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        !alive
+    });
+    assert!(
+        gone,
+        "the rank-like grandchild {grandchild} survived the backstop"
+    );
+
+    let mut quick = Command::new("true");
+    quick
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let (status, _, stderr) = wait_with_backstop(quick.spawn().unwrap(), Duration::from_secs(5));
+    assert!(status.success());
+    assert!(!String::from_utf8_lossy(&stderr).contains("backstop"));
+    // The old backstop slept in its own thread and killed the pid when the
+    // sleep ended, whether or not the job had ended and been reaped; the new
+    // one returns with nothing pending: the function holds no thread of its own.
 }

@@ -5,8 +5,8 @@
 # from the repository root, under `timeout 900`). Uses the debug library that
 # `make test` builds (see tests/mpi/mpi4py.sh); the first run on a machine
 # spends a few minutes compiling mpi4py, later runs reuse the venv under
-# $CARGO_TARGET_DIR/mpi4py-test. Prints "skipped" (exit 0) only when the
-# mpi4py source distribution cannot be downloaded.
+# $CARGO_TARGET_DIR/mpi4py-test. When PyPI cannot be reached it follows the
+# skip rule (scripts/test-lib.sh): fails under CI=true, "SKIPPED" elsewhere.
 set -u
 cd "$(dirname "$0")/../../.."
 exec timeout 840 bash tests/mpi/mpi4py.sh "$@"

@@ -315,7 +315,9 @@ impl Format {
             }
             has_var |= f.ty.has_var();
             let fsize = f.ty.size(pointer_size);
-            let end = f.offset as u64 + fsize;
+            // The size saturates at u64::MAX for absurd arrays: the end must
+            // not wrap past it (found by fuzzing the record decoder).
+            let end = (f.offset as u64).saturating_add(fsize);
             if end > size as u64 {
                 return Err(bad(format!(
                     "field `{}` ends at {} beyond record size {}",
@@ -548,7 +550,7 @@ impl FormatBuilder {
     /// Append a field at the next offset aligned for its type on the builder's arch.
     pub fn field(mut self, name: impl Into<String>, ty: FieldType) -> Self {
         let a = self.arch.align_of(&ty) as u64;
-        let off = self.next.div_ceil(a) * a;
+        let off = self.next.div_ceil(a).saturating_mul(a);
         self.align = self.align.max(a as u32);
         self.next = off.saturating_add(ty.size(self.arch.pointer_size));
         self.fields.push(Field {
@@ -608,7 +610,7 @@ impl FormatBuilder {
             Some(s) => s as u64,
             None => {
                 let a = align.max(1) as u64;
-                self.next.div_ceil(a) * a
+                self.next.div_ceil(a).saturating_mul(a)
             }
         };
         if size > u32::MAX as u64 {

@@ -37,6 +37,8 @@ pub mod derive_support;
 pub mod error;
 pub mod file;
 pub mod format;
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(feature = "jit")]
 mod jit;
 pub mod limits;
