@@ -26,9 +26,15 @@ pub type Harness = fn(&[u8]);
 pub const TARGETS: &[(&str, Harness)] = &[
     ("record_decode", gridwire_wire::fuzzing::record_decode),
     ("metadata_parse", gridwire_wire::fuzzing::metadata_parse),
-    ("udp_authenticated", gridwire_core::fuzzing::udp_authenticated),
+    (
+        "udp_authenticated",
+        gridwire_core::fuzzing::udp_authenticated,
+    ),
     ("tcp_frames", gridwire_core::fuzzing::tcp_frames),
-    ("shm_ring_consumer", gridwire_core::fuzzing::shm_ring_consumer),
+    (
+        "shm_ring_consumer",
+        gridwire_core::fuzzing::shm_ring_consumer,
+    ),
     ("pmi_client", gridwire_core::fuzzing::pmi_client),
     ("pmi_server", gridwire_launch::fuzzing::pmi_server),
     ("engine_messages", gridwire_mpi::fuzzing::engine_messages),
