@@ -2,8 +2,9 @@
 # A peer that sends garbage after authenticating: during a ping-pong on 2
 # emulated hosts (tcp between the ranks), hostile_peer (crates/core/examples)
 # reads the job secret from rank 0's environment, passes the handshake of
-# rank 0's tcp listener as rank 1 (and, in a second job, as a context that is
-# not in the job), then sends random frames. The receiver must fail that link
+# rank 0's tcp listener as rank 1, then sends random frames. In a second job it
+# claims a rank that is not in the job: that handshake must be refused (rank 0
+# says so) and the job go on. The receiver must fail the garbage link
 # with a clear error naming the peer and never crash: no panic, no rank dead
 # by a signal, the job over within its timeout (it may abort, since a link to
 # rank 1 failed, or go on; both are reported).
@@ -16,8 +17,8 @@ seconds=${1:-10}
 rel_build || exit $?
 fail=0
 
-one() { # $1: the context hostile_peer claims to be; $2: a label
-  local as=$1 label=$2 gw pids r0 p port secret hp rc err t0 secs
+one() { # $1: the rank hostile_peer claims to be; $2: a label; $3: auth|refused
+  local as=$1 label=$2 expect=$3 gw pids r0 p port secret hp rc err t0 secs
   err=$work/hostile-$label.err
   t0=$(date +%s)
   # gwrun's own --timeout bounds the job (its pid must be the ranks' parent).
@@ -35,8 +36,15 @@ one() { # $1: the context hostile_peer claims to be; $2: a label
   wait "$gw"
   rc=$?
   secs=$(( $(date +%s) - t0 ))
-  if [ $hprc -ne 0 ]; then
+  if [ "$expect" = auth ] && [ $hprc -ne 0 ]; then
     echo "FAIL ($label): hostile_peer did not authenticate: $hp"; fail=1
+  fi
+  if [ "$expect" = refused ]; then
+    if [ $hprc -eq 0 ]; then
+      echo "FAIL ($label): a peer claiming rank $as of a 2-rank job was let in: $hp"; fail=1
+    elif ! grep -q "claims rank $as, but the job has 2 ranks" "$err"; then
+      echo "FAIL ($label): rank 0 did not say why it refused rank $as:"; tail -5 "$err"; fail=1
+    fi
   fi
   if grep -q panicked "$err"; then
     echo "FAIL ($label): a rank panicked:"; grep -m3 -A2 panicked "$err"; fail=1
@@ -55,6 +63,6 @@ one() { # $1: the context hostile_peer claims to be; $2: a label
   report "hostile peer ($profile, authenticated to rank 0 as context $as, 2000 random frames): $(echo "$hp" | tail -1 | sed 's/^hostile_peer: //'); job exit $rc after $secs s ($(grep -c '^window' "$work/hostile-$label.out") latency windows; $(grep '^pingpong' "$work/hostile-$label.out" || echo 'no pingpong ok line')); rank 0 said: ${said:-nothing}"
 }
 
-one 1 as-rank1
-one 9 as-stranger
+one 1 as-rank1 auth
+one 9 as-stranger refused
 exit $fail

@@ -91,8 +91,8 @@ pub(super) struct Conn {
 impl Conn {
     pub(super) fn peer_name(&self) -> String {
         match self.peer.load(Ordering::Relaxed) {
-            u32::MAX => "unknown".into(),
-            p => p.to_string(),
+            u32::MAX => "an unknown rank".into(),
+            p => format!("rank {p}"),
         }
     }
 

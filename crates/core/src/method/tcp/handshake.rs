@@ -346,14 +346,14 @@ impl TcpMethod {
             // Anyone can open connections: at most one line a second.
             self.unauthenticated_notice.say(self.me, || {
                 format!(
-                    "refused TCP connection (claims to be rank {}): authentication failed: \
+                    "refused TCP connection (claims to be {}): authentication failed: \
                      {why}; nothing delivered; {n} refused so far",
                     conn.peer_name()
                 )
             });
         } else {
             eprintln!(
-                "gw[{}]: tcp: abandoned TCP connection to rank {}: authentication failed: {why}",
+                "gw[{}]: tcp: abandoned TCP connection to {}: authentication failed: {why}",
                 self.me,
                 conn.peer_name()
             );

@@ -238,7 +238,7 @@ impl TcpMethod {
                 self.close(&c);
                 self.unauthenticated_notice.say(self.me, || {
                     format!(
-                        "closed a connection (claims to be rank {}) that did not \
+                        "closed a connection (claims to be {}) that did not \
                          authenticate within {secs} s (GW_TCP_HANDSHAKE_TIMEOUT); {n} so far; \
                          nothing delivered",
                         c.peer_name()

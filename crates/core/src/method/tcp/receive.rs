@@ -71,11 +71,7 @@ impl TcpMethod {
                             self.close(conn);
                             return delivered;
                         }
-                        self.fail(
-                            conn,
-                            sink,
-                            format!("read from rank {}: {e}", conn.peer_name()),
-                        );
+                        self.fail(conn, sink, format!("read from {}: {e}", conn.peer_name()));
                         return delivered;
                     }
                 }
@@ -92,7 +88,7 @@ impl TcpMethod {
                     self.fail(
                         conn,
                         sink,
-                        format!("rank {} closed the connection during authentication (wrong job secret, or it \
+                        format!("{} closed the connection during authentication (wrong job secret, or it \
                              had too many connections authenticating)", conn.peer_name()),
                     );
                 } else if !authed && inp_was_proof {
@@ -100,7 +96,7 @@ impl TcpMethod {
                     let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
                     self.unauthenticated_notice.say(self.me, || {
                         format!(
-                            "refused TCP connection (claims to be rank {}): it closed during \
+                            "refused TCP connection (claims to be {}): it closed during \
                              authentication; nothing delivered; {n} refused so far",
                             conn.peer_name()
                         )
@@ -120,7 +116,7 @@ impl TcpMethod {
                         conn,
                         sink,
                         format!(
-                            "rank {} closed the connection in the middle of a message",
+                            "{} closed the connection in the middle of a message",
                             conn.peer_name()
                         ),
                     );
