@@ -155,3 +155,31 @@ fn bad_gw_pmi_value_names_the_variable() {
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("GW_PMI"), "{}", o.stderr);
 }
+
+/// PMI-2 `abort` from one rank ends the whole job promptly with a failure,
+/// while the other ranks sleep. (Hydra 4.0.2 does not know the PMI-2
+/// `abort` command; it reports "Unrecognized PMI command: abort" and tears
+/// the job down, which is the outcome abort asks for.)
+#[test]
+fn abort_over_pmi2_ends_the_job_under_hydra() {
+    let Some(mpiexec) = mpiexec() else {
+        gridwire_testkit::skip(
+            "mpiexec.mpich is not installed (scripts/install-deps.sh installs it)",
+        );
+        return;
+    };
+    let prog = example("pmi_check");
+    let started = std::time::Instant::now();
+    let o = run(
+        mpiexec,
+        &["-n", "3", &prog, "--abort", "1", "7", "--sleep", "30"],
+        &[("GW_PMI", "pmi2"), ("GW_PMI_TIMEOUT", "60")],
+        Duration::from_secs(60),
+    );
+    assert_ne!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the job outlived the abort: {:?}",
+        started.elapsed()
+    );
+}
