@@ -11,7 +11,7 @@
 //! block; a send from a handler that cannot complete at once is queued by its
 //! link instead of waiting (see [`Waiter`]).
 
-use crate::bootstrap::pmi::Pmi;
+use crate::bootstrap::Pmi;
 use crate::descriptor::{DescriptorTable, Entry};
 use crate::error::{Error, Result};
 use crate::method::{self, JobInfo, Link, Method, MethodEnv, PollClass, Sink, Waiter};
@@ -159,7 +159,15 @@ impl Context {
     /// publishes the descriptor table and waits for every rank to do so.
     pub fn init() -> Result<Context> {
         let params = Params::from_env()?;
-        let pmi = Pmi::from_env()?;
+        let pmi = Pmi::connect(crate::bootstrap::PmiChoice::parse(params.text("PMI"))?)?;
+        if params.num("VERBOSE") >= 1 && !pmi.is_singleton() {
+            eprintln!(
+                "gw[{}]: bootstrap {} (job {})",
+                pmi.rank(),
+                pmi.protocol(),
+                pmi.kvsname()
+            );
+        }
         Self::with(params, pmi)
     }
 

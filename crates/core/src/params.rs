@@ -117,6 +117,14 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
                Empty = derived from the PMI kvs name.",
     },
     ParamDecl {
+        name: "PMI",
+        default: "auto",
+        kind: Kind::Choice(crate::bootstrap::PMI_CHOICES),
+        help: "PMI version spoken to the launcher: `pmi1`, `pmi2`, or `auto` = PMI-2 when the \
+               environment asks for it (PMI_VERSION=2, or SLURM_MPI_TYPE=pmi2 under `srun \
+               --mpi=pmi2`), PMI-1 otherwise (gwrun, Hydra).",
+    },
+    ParamDecl {
         name: "VERBOSE",
         default: "0",
         kind: Kind::UInt { min: 0, max: 3 },

@@ -1,10 +1,252 @@
 //! Bootstrap through PMI: rank, size and the key-value space in which
 //! processes publish their descriptor tables at start-up.
 //!
-//! [`pmi_wire`] is the sans-IO PMI-1 codec shared with the launcher
-//! (`gwrun`); [`pmi`] is the client the runtime uses.
+//! Two wire protocols, one interface: [`Pmi`] speaks PMI-1 ([`pmi`], whose
+//! sans-IO codec [`pmi_wire`] is shared with the launcher `gwrun`) or PMI-2
+//! ([`pmi2`], codec [`pmi2_wire`]: Slurm's `srun --mpi=pmi2`, Hydra), and
+//! nothing above this module knows which. [`PmiChoice`] says how the
+//! version is picked (`GW_PMI`).
 
 pub mod pmi;
+pub mod pmi2;
+pub mod pmi2_wire;
 pub mod pmi_wire;
 
-pub use pmi::Pmi;
+use crate::error::{Error, Result};
+use pmi::Pmi1;
+use pmi2::Pmi2;
+
+/// Which PMI version to speak (`GW_PMI`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PmiChoice {
+    /// PMI-2 when the environment asks for it ([`PmiChoice::resolve`]),
+    /// PMI-1 otherwise.
+    Auto,
+    Pmi1,
+    Pmi2,
+}
+
+/// The values `GW_PMI` accepts, for the parameter table.
+pub const PMI_CHOICES: &[&str] = &["auto", "pmi1", "pmi2"];
+
+impl PmiChoice {
+    /// Parses a `GW_PMI` value (empty = `auto`).
+    pub fn parse(s: &str) -> Result<PmiChoice> {
+        // The same words the parameter table accepts, so `Pmi::from_env`
+        // and `Context::init` agree on what is valid.
+        match s.trim() {
+            "" | "auto" => Ok(PmiChoice::Auto),
+            "pmi1" => Ok(PmiChoice::Pmi1),
+            "pmi2" => Ok(PmiChoice::Pmi2),
+            _ => Err(Error::BadParam {
+                var: "GW_PMI".into(),
+                value: s.into(),
+                reason: "expected auto, pmi1 or pmi2".into(),
+            }),
+        }
+    }
+
+    /// `Auto` decided by the environment `lookup` gives: PMI-2 when
+    /// `PMI_VERSION` is 2 (a launcher that announces it) or Slurm's
+    /// `SLURM_MPI_TYPE` names pmi2 (`srun --mpi=pmi2` sets no PMI_VERSION;
+    /// its plugin would also answer PMI-1, but PMI-2 is what it is built
+    /// for); PMI-1 otherwise, which gwrun and Hydra serve by default.
+    pub fn resolve(self, lookup: impl Fn(&str) -> Option<String>) -> PmiChoice {
+        match self {
+            PmiChoice::Auto => {
+                let version = lookup("PMI_VERSION").map(|v| v.trim().to_string());
+                let slurm = lookup("SLURM_MPI_TYPE").unwrap_or_default();
+                let announced = version.as_deref() == Some("2");
+                let slurm_pmi2 = version.is_none() && slurm.trim().starts_with("pmi2");
+                if announced || slurm_pmi2 {
+                    PmiChoice::Pmi2
+                } else {
+                    PmiChoice::Pmi1
+                }
+            }
+            c => c,
+        }
+    }
+}
+
+/// The runtime's bootstrap: a PMI-1 or PMI-2 client, or a singleton (no
+/// launcher: rank 0 of 1 with a private key-value space).
+#[derive(Debug)]
+pub enum Pmi {
+    V1(Pmi1),
+    V2(Pmi2),
+}
+
+macro_rules! each {
+    ($self:expr, $p:ident => $e:expr) => {
+        match $self {
+            Pmi::V1($p) => $e,
+            Pmi::V2($p) => $e,
+        }
+    };
+}
+
+impl Pmi {
+    /// Connects to the launcher named by the environment with the version
+    /// `GW_PMI` (read from the environment) picks, or becomes a singleton
+    /// when `PMI_FD` is unset.
+    pub fn from_env() -> Result<Pmi> {
+        let choice = PmiChoice::parse(&std::env::var("GW_PMI").unwrap_or_default())?;
+        Pmi::connect(choice)
+    }
+
+    /// Like [`Pmi::from_env`] with the version choice given.
+    pub fn connect(choice: PmiChoice) -> Result<Pmi> {
+        let Some(file) = pmi::claim_pmi_fd()? else {
+            return Ok(Pmi::singleton());
+        };
+        match choice.resolve(|k| std::env::var(k).ok()) {
+            PmiChoice::Pmi2 => Ok(Pmi::V2(Pmi2::over(file)?)),
+            _ => Ok(Pmi::V1(Pmi1::over(file)?)),
+        }
+    }
+
+    /// A PMI with no launcher: rank 0 of 1 and a private key-value space.
+    pub fn singleton() -> Pmi {
+        Pmi::V1(Pmi1::singleton())
+    }
+
+    /// `"PMI-1"`, `"PMI-2"` or `"singleton"`, for messages.
+    pub fn protocol(&self) -> &'static str {
+        match self {
+            Pmi::V1(p) if p.is_singleton() => "singleton",
+            Pmi::V1(_) => "PMI-1",
+            Pmi::V2(_) => "PMI-2",
+        }
+    }
+
+    /// This process's rank in the job.
+    pub fn rank(&self) -> u32 {
+        each!(self, p => p.rank())
+    }
+
+    /// Number of processes in the job.
+    pub fn size(&self) -> u32 {
+        each!(self, p => p.size())
+    }
+
+    /// Name of the job's key-value space (PMI-2: the job id).
+    pub fn kvsname(&self) -> &str {
+        each!(self, p => p.kvsname())
+    }
+
+    /// Application number (MPMD: which program of the command line); 0 for SPMD.
+    pub fn appnum(&self) -> i32 {
+        each!(self, p => p.appnum())
+    }
+
+    /// Total slots the launcher could start, if it says (PMI-1 only).
+    pub fn universe_size(&self) -> Option<u32> {
+        match self {
+            Pmi::V1(p) => p.universe_size(),
+            Pmi::V2(_) => None,
+        }
+    }
+
+    /// True when running without a launcher.
+    pub fn is_singleton(&self) -> bool {
+        matches!(self, Pmi::V1(p) if p.is_singleton())
+    }
+
+    /// Longest key [`Pmi::put`]/[`Pmi::get`] accept, in bytes.
+    pub fn max_key_len(&self) -> usize {
+        each!(self, p => p.max_key_len())
+    }
+
+    /// Longest value [`Pmi::put`] accepts, in bytes. Callers with longer
+    /// data must split it.
+    pub fn max_value_len(&self) -> usize {
+        each!(self, p => p.max_value_len())
+    }
+
+    /// Publishes `key=value`; visible to others after a [`Pmi::barrier`].
+    pub fn put(&mut self, key: &str, value: &str) -> Result<()> {
+        each!(self, p => p.put(key, value))
+    }
+
+    /// Makes earlier puts ready to publish (a no-op on both wires; the
+    /// barrier publishes).
+    pub fn commit(&mut self) -> Result<()> {
+        each!(self, p => p.commit())
+    }
+
+    /// Waits until every process of the job has entered the barrier, after
+    /// which everyone's earlier puts are visible.
+    pub fn barrier(&mut self) -> Result<()> {
+        each!(self, p => p.barrier())
+    }
+
+    /// Looks `key` up in the job's key-value space; `None` if nobody put it.
+    pub fn get(&mut self, key: &str) -> Result<Option<String>> {
+        each!(self, p => p.get(key))
+    }
+
+    /// Tells the launcher this process is done with PMI.
+    pub fn finalize(&mut self) -> Result<()> {
+        each!(self, p => p.finalize())
+    }
+
+    /// Asks the launcher to kill the whole job; the caller exits right after.
+    pub fn abort(&mut self, code: i32, msg: &str) -> Result<()> {
+        each!(self, p => p.abort(code, msg))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn choice_parses_and_resolves() {
+        assert_eq!(PmiChoice::parse("").unwrap(), PmiChoice::Auto);
+        assert_eq!(PmiChoice::parse("pmi2").unwrap(), PmiChoice::Pmi2);
+        assert!(PmiChoice::parse("PMI2").is_err());
+        assert_eq!(PmiChoice::parse(" pmi1 ").unwrap(), PmiChoice::Pmi1);
+        assert!(PmiChoice::parse("pmix").is_err());
+        let auto = PmiChoice::Auto;
+        assert_eq!(auto.resolve(env(&[])), PmiChoice::Pmi1);
+        assert_eq!(auto.resolve(env(&[("PMI_VERSION", "2")])), PmiChoice::Pmi2);
+        assert_eq!(auto.resolve(env(&[("PMI_VERSION", "1")])), PmiChoice::Pmi1);
+        assert_eq!(
+            auto.resolve(env(&[("SLURM_MPI_TYPE", "pmi2")])),
+            PmiChoice::Pmi2
+        );
+        assert_eq!(
+            auto.resolve(env(&[("SLURM_MPI_TYPE", "pmi2"), ("PMI_VERSION", "1")])),
+            PmiChoice::Pmi1
+        );
+        assert_eq!(
+            auto.resolve(env(&[("SLURM_MPI_TYPE", "pmix")])),
+            PmiChoice::Pmi1
+        );
+        assert_eq!(
+            PmiChoice::Pmi2.resolve(env(&[("PMI_VERSION", "1")])),
+            PmiChoice::Pmi2,
+            "an explicit GW_PMI wins"
+        );
+    }
+
+    #[test]
+    fn singleton_is_pmi1_shaped() {
+        let mut p = Pmi::singleton();
+        assert!(p.is_singleton());
+        assert_eq!(p.protocol(), "singleton");
+        p.put("a", "1").unwrap();
+        p.barrier().unwrap();
+        assert_eq!(p.get("a").unwrap().as_deref(), Some("1"));
+    }
+}

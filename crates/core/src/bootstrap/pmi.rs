@@ -1,9 +1,10 @@
 //! PMI-1 client: how a process learns its rank and exchanges descriptor
 //! tables with its peers at start-up.
 //!
-//! The runtime bootstraps *only* through this client so that the same
-//! binaries start under `gwrun`, MPICH's Hydra (`mpiexec.mpich`) and any
-//! other PMI-1 server. The launcher passes a connected socket as the file
+//! The runtime bootstraps through this client or the PMI-2 one
+//! ([`super::pmi2`]; [`super::Pmi`] picks) so that the same binaries start
+//! under `gwrun`, MPICH's Hydra (`mpiexec.mpich`), Slurm and any other
+//! PMI-1 server. The launcher passes a connected socket as the file
 //! descriptor number in `PMI_FD`, the rank and size in `PMI_RANK` /
 //! `PMI_SIZE` (or, with `PMI_ID`, sends them in reply to `cmd=initack`).
 //! Without `PMI_FD` the process runs as a *singleton*: rank 0 of 1 with an
@@ -22,8 +23,12 @@ use std::time::{Duration, Instant};
 use super::pmi_wire::{escape_value, is_wire_key, is_wire_value, Command, LineBuffer};
 use crate::error::{Error, Result};
 
+/// The runtime's bootstrap, whichever PMI version it speaks; kept under
+/// this path for the callers that name `bootstrap::pmi::Pmi`.
+pub use super::Pmi;
+
 /// Set once the `PMI_FD` descriptor has been taken, so that a second
-/// [`Pmi::from_env`] cannot wrap (and later close) the same descriptor twice.
+/// [`claim_pmi_fd`] cannot wrap (and later close) the same descriptor twice.
 static FD_CLAIMED: AtomicBool = AtomicBool::new(false);
 
 /// How long the client waits for one reply of the launcher before it gives
@@ -32,7 +37,7 @@ static FD_CLAIMED: AtomicBool = AtomicBool::new(false);
 /// never answers must end in a clear error, not a hang.
 pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(300);
 
-fn reply_timeout_from_env() -> Duration {
+pub(crate) fn reply_timeout_from_env() -> Duration {
     std::env::var("GW_PMI_TIMEOUT")
         .ok()
         .and_then(|v| v.trim().parse::<f64>().ok())
@@ -76,9 +81,10 @@ enum Conn {
     Wire { file: File, buf: LineBuffer },
 }
 
-/// A PMI-1 client (see the module documentation).
+/// A PMI-1 client (see the module documentation). The runtime uses it
+/// through [`super::Pmi`], which picks PMI-1 or PMI-2.
 #[derive(Debug)]
-pub struct Pmi {
+pub struct Pmi1 {
     rank: u32,
     size: u32,
     kvsname: String,
@@ -94,7 +100,7 @@ fn boot(msg: impl Into<String>) -> Error {
     Error::Bootstrap(msg.into())
 }
 
-fn env_u32(name: &str) -> Result<Option<u32>> {
+pub(crate) fn env_u32(name: &str) -> Result<Option<u32>> {
     match std::env::var(name) {
         Ok(v) => v
             .trim()
@@ -114,34 +120,48 @@ fn env_u32(name: &str) -> Result<Option<u32>> {
     }
 }
 
-impl Pmi {
+/// Takes the launcher's connection named by `PMI_FD`, once per process
+/// (whichever PMI version then speaks over it); `None` when `PMI_FD` is
+/// unset, i.e. no launcher. The descriptor is made close-on-exec.
+pub(crate) fn claim_pmi_fd() -> Result<Option<File>> {
+    let Some(fd) = env_u32("PMI_FD")? else {
+        return Ok(None);
+    };
+    let fd = i32::try_from(fd).map_err(|_| boot(format!("PMI_FD={fd} is out of range")))?;
+    // SAFETY: fcntl on an arbitrary integer is harmless; it only tells
+    // us whether the descriptor is open.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 {
+        return Err(boot(format!("PMI_FD={fd} is not an open file descriptor")));
+    }
+    if FD_CLAIMED.swap(true, Ordering::SeqCst) {
+        return Err(boot(
+            "the PMI connection (PMI_FD) is already in use by another Pmi in this process",
+        ));
+    }
+    // Keep the PMI socket out of programs this process may exec.
+    // SAFETY: setting FD_CLOEXEC on a descriptor we just checked is open.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) };
+    // SAFETY: the launcher handed this descriptor to this process for PMI
+    // and FD_CLAIMED guarantees only one owner inside the process.
+    Ok(Some(unsafe { File::from_raw_fd(fd) }))
+}
+
+impl Pmi1 {
     /// Connects to the launcher named by the environment, or becomes a
     /// singleton when `PMI_FD` is unset. Performs the whole handshake:
     /// (`initack` when `PMI_ID` is set), `init`, `get_maxes`,
     /// `get_my_kvsname`, `get_appnum`, `get_universe_size`.
-    pub fn from_env() -> Result<Pmi> {
-        let Some(fd) = env_u32("PMI_FD")? else {
-            return Ok(Pmi::singleton());
-        };
-        let fd = i32::try_from(fd).map_err(|_| boot(format!("PMI_FD={fd} is out of range")))?;
-        // SAFETY: fcntl on an arbitrary integer is harmless; it only tells
-        // us whether the descriptor is open.
-        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-        if flags < 0 {
-            return Err(boot(format!("PMI_FD={fd} is not an open file descriptor")));
+    pub fn from_env() -> Result<Pmi1> {
+        match claim_pmi_fd()? {
+            None => Ok(Pmi1::singleton()),
+            Some(file) => Pmi1::over(file),
         }
-        if FD_CLAIMED.swap(true, Ordering::SeqCst) {
-            return Err(boot(
-                "the PMI connection (PMI_FD) is already in use by another Pmi in this process",
-            ));
-        }
-        // Keep the PMI socket out of programs this process may exec.
-        // SAFETY: setting FD_CLOEXEC on a descriptor we just checked is open.
-        unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) };
-        // SAFETY: the launcher handed this descriptor to this process for PMI
-        // and FD_CLAIMED guarantees only one owner inside the process.
-        let file = unsafe { File::from_raw_fd(fd) };
-        let mut pmi = Pmi {
+    }
+
+    /// The PMI-1 handshake over an already claimed `PMI_FD` connection.
+    pub(crate) fn over(file: File) -> Result<Pmi1> {
+        let mut pmi = Pmi1 {
             rank: 0,
             size: 0,
             kvsname: String::new(),
@@ -169,8 +189,8 @@ impl Pmi {
     }
 
     /// A PMI with no launcher: rank 0 of 1 and a private key-value space.
-    pub fn singleton() -> Pmi {
-        Pmi {
+    pub fn singleton() -> Pmi1 {
+        Pmi1 {
             rank: 0,
             size: 1,
             kvsname: format!("singleton_kvs_{}", std::process::id()),
@@ -306,12 +326,12 @@ impl Pmi {
         self.maxes
     }
 
-    /// Longest key [`Pmi::put`]/[`Pmi::get`] accept, in bytes.
+    /// Longest key [`Pmi1::put`]/[`Pmi1::get`] accept, in bytes.
     pub fn max_key_len(&self) -> usize {
         self.maxes.keylen_max - 1
     }
 
-    /// Longest value [`Pmi::put`] accepts, in bytes (1023 under Hydra,
+    /// Longest value [`Pmi1::put`] accepts, in bytes (1023 under Hydra,
     /// 65535 under `gwrun`). Callers with longer data must split it.
     pub fn max_value_len(&self) -> usize {
         self.maxes.vallen_max - 1
@@ -341,9 +361,9 @@ impl Pmi {
     }
 
     /// Publishes `key=value` in the job's key-value space. The value must
-    /// not contain spaces or newlines and be at most [`Pmi::max_value_len`]
+    /// not contain spaces or newlines and be at most [`Pmi1::max_value_len`]
     /// bytes; it becomes visible to others after everyone passes a
-    /// [`Pmi::barrier`].
+    /// [`Pmi1::barrier`].
     pub fn put(&mut self, key: &str, value: &str) -> Result<()> {
         self.check_live("put")?;
         self.check_key(key)?;
@@ -482,40 +502,13 @@ impl Pmi {
                 }
                 return Ok(c);
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(boot(format!(
-                    "the launcher sent no PMI reply within {:.0} s (GW_PMI_TIMEOUT)",
-                    timeout.as_secs_f64()
-                )));
-            }
-            let mut pfd = libc::pollfd {
-                fd: file.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ms = left.as_millis().clamp(1, 60_000) as libc::c_int;
-            // SAFETY: one pollfd on a descriptor this Pmi owns.
-            let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-            if n == 0 {
-                continue;
-            }
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(Error::io("waiting for the PMI connection", e));
-            }
-            match file.read(&mut chunk) {
-                Ok(0) => {
+            match read_some(file, &mut chunk, deadline, timeout)? {
+                0 => {
                     return Err(boot(
                         "the launcher closed the PMI connection (it ended, or refused what this process sent)",
                     ))
                 }
-                Ok(n) => buf.push(&chunk[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::io("reading from the PMI connection", e)),
+                n => buf.push(&chunk[..n]),
             }
         }
     }
@@ -534,6 +527,49 @@ impl Pmi {
     fn call(&mut self, cmd: &Command, reply: &str) -> Result<Command> {
         self.send(cmd)?;
         self.expect(reply)
+    }
+}
+
+/// Waits (poll, in slices of at most a minute) until `file` is readable or
+/// `deadline` passes, then reads once: the byte count, 0 at end of stream.
+/// Passing the deadline is an error naming `timeout` and `GW_PMI_TIMEOUT`.
+pub(crate) fn read_some(
+    file: &mut File,
+    chunk: &mut [u8],
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<usize> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(boot(format!(
+                "the launcher sent no PMI reply within {:.0} s (GW_PMI_TIMEOUT)",
+                timeout.as_secs_f64()
+            )));
+        }
+        let mut pfd = libc::pollfd {
+            fd: file.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = left.as_millis().clamp(1, 60_000) as libc::c_int;
+        // SAFETY: one pollfd on a descriptor the caller owns.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n == 0 {
+            continue;
+        }
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(Error::io("waiting for the PMI connection", e));
+        }
+        match file.read(chunk) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io("reading from the PMI connection", e)),
+        }
     }
 }
 
@@ -564,7 +600,7 @@ pub(crate) fn fuzz_replies(data: &[u8]) {
         return;
     }
     let _ = server.shutdown(std::net::Shutdown::Write);
-    let mut p = Pmi::singleton();
+    let mut p = Pmi1::singleton();
     p.conn = Conn::Wire {
         file: File::from(std::os::fd::OwnedFd::from(client)),
         buf: LineBuffer::new(),
@@ -586,7 +622,7 @@ mod tests {
 
     #[test]
     fn singleton_kvs() {
-        let mut p = Pmi::singleton();
+        let mut p = Pmi1::singleton();
         assert_eq!((p.rank(), p.size()), (0, 1));
         assert!(p.is_singleton());
         p.put("a", "1").unwrap();
@@ -655,7 +691,7 @@ mod tests {
             }
         });
         let file = File::from(std::os::fd::OwnedFd::from(client));
-        let mut p = Pmi {
+        let mut p = Pmi1 {
             rank: 1,
             size: 2,
             kvsname: String::new(),
@@ -709,7 +745,7 @@ mod tests {
                 w.write_all(format!("{reply}\n").as_bytes()).unwrap();
             }
         });
-        let mut p = Pmi::singleton();
+        let mut p = Pmi1::singleton();
         p.conn = Conn::Wire {
             file: File::from(std::os::fd::OwnedFd::from(client)),
             buf: LineBuffer::new(),
@@ -739,7 +775,7 @@ mod tests {
             let (client, mut server) = UnixStream::pair().unwrap();
             server.write_all(script.as_bytes()).unwrap();
             drop(server);
-            let mut p = Pmi::singleton();
+            let mut p = Pmi1::singleton();
             p.conn = Conn::Wire {
                 file: File::from(std::os::fd::OwnedFd::from(client)),
                 buf: LineBuffer::new(),
@@ -754,7 +790,7 @@ mod tests {
         let (client, server) = UnixStream::pair().unwrap();
         drop(server);
         let file = File::from(std::os::fd::OwnedFd::from(client));
-        let mut p = Pmi::singleton();
+        let mut p = Pmi1::singleton();
         p.conn = Conn::Wire {
             file,
             buf: LineBuffer::new(),
@@ -763,8 +799,8 @@ mod tests {
         assert!(matches!(e, Error::Bootstrap(_) | Error::Io { .. }), "{e}");
     }
 
-    fn wired(client: std::os::unix::net::UnixStream) -> Pmi {
-        let mut p = Pmi::singleton();
+    fn wired(client: std::os::unix::net::UnixStream) -> Pmi1 {
+        let mut p = Pmi1::singleton();
         p.conn = Conn::Wire {
             file: File::from(std::os::fd::OwnedFd::from(client)),
             buf: LineBuffer::new(),

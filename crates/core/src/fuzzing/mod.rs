@@ -5,11 +5,13 @@
 //! runs them coverage-guided. A panic here is a bug found.
 
 pub mod pmi;
+pub mod pmi2;
 pub mod shm;
 pub mod tcp;
 pub mod udp;
 
 pub use pmi::pmi_client;
+pub use pmi2::pmi2_client;
 pub use shm::shm_ring_consumer;
 pub use tcp::tcp_frames;
 pub use udp::udp_authenticated;
