@@ -4,18 +4,12 @@
 
 use gridwire_core::fuzzing::pmi_client;
 use proptest::prelude::*;
-use std::path::PathBuf;
 
 fn corpus() -> Vec<(String, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/pmi_client");
-    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| {
-            let p = e.unwrap().path();
-            (p.display().to_string(), std::fs::read(&p).unwrap())
-        })
+    let out: Vec<(String, Vec<u8>)> = gridwire_testkit::fuzz_corpus("pmi_client")
+        .into_iter()
+        .map(|(p, b)| (p.display().to_string(), b))
         .collect();
-    out.sort();
     assert!(out.len() >= 4, "the seed corpus is missing files");
     out
 }

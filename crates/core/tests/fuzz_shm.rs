@@ -8,19 +8,7 @@ use proptest::prelude::*;
 use std::path::PathBuf;
 
 fn corpus() -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/shm_ring_consumer");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|p| {
-            let b = std::fs::read(&p).unwrap();
-            (p, b)
-        })
-        .collect()
+    gridwire_testkit::fuzz_corpus("shm_ring_consumer")
 }
 
 #[test]

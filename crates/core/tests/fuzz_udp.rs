@@ -8,19 +8,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 fn corpus() -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/udp_authenticated");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("directory entry").path())
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|p| {
-            let data = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            (p, data)
-        })
-        .collect()
+    gridwire_testkit::fuzz_corpus("udp_authenticated")
 }
 
 #[test]

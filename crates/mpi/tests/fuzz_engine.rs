@@ -5,21 +5,11 @@
 
 use gridwire_mpi::fuzzing::engine_messages;
 use proptest::prelude::*;
-use std::path::PathBuf;
 
 fn corpus() -> Vec<(String, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/engine_messages");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("the seed corpus {} is missing: {e}", dir.display()))
-        .map(|e| e.expect("readable corpus entry").path())
-        .collect();
-    files.sort();
-    files
+    gridwire_testkit::fuzz_corpus("engine_messages")
         .into_iter()
-        .map(|p| {
-            let data = std::fs::read(&p).expect("readable corpus file");
-            (p.file_name().unwrap().to_string_lossy().into_owned(), data)
-        })
+        .map(|(p, b)| (p.file_name().unwrap().to_string_lossy().into_owned(), b))
         .collect()
 }
 

@@ -57,3 +57,28 @@ extern "C" {
     #[link_name = "geteuid"]
     fn libc_geteuid() -> u32;
 }
+
+/// The seed corpus of fuzz target `target` (`fuzz/corpus/<target>/` at the
+/// top of the repository): every file as (path, bytes), sorted by path, so
+/// each crate's replay test reads it the same way. Panics when the folder is
+/// missing or empty: a replay of nothing would pass without testing.
+pub fn fuzz_corpus(target: &str) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
+    let mut files: Vec<(std::path::PathBuf, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("the seed corpus {} is missing: {e}", dir.display()))
+        .map(|e| {
+            let path = e.expect("readable corpus entry").path();
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            (path, bytes)
+        })
+        .collect();
+    files.sort();
+    assert!(
+        !files.is_empty(),
+        "the seed corpus {} is empty",
+        dir.display()
+    );
+    files
+}

@@ -6,19 +6,12 @@
 
 use gridwire_wire::fuzzing::{metadata_parse, record_decode};
 use proptest::prelude::*;
-use std::path::PathBuf;
 
 fn corpus(target: &str) -> Vec<Vec<u8>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "empty corpus {}", dir.display());
-    files.iter().map(|f| std::fs::read(f).unwrap()).collect()
+    gridwire_testkit::fuzz_corpus(target)
+        .into_iter()
+        .map(|(_, bytes)| bytes)
+        .collect()
 }
 
 #[test]
