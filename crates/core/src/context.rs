@@ -106,6 +106,9 @@ struct ProgressState {
     /// The next round of progress polls every method thoroughly (see
     /// `Method::poll_thorough`): set after a sleep.
     thorough: bool,
+    /// The same for the cheap methods, taken by the next round whether or
+    /// not the sockets' turn has come (see `progress`).
+    thorough_cheap: bool,
     /// A cheap method other than `self` (shared memory) delivered a message
     /// at least once: only then is there shared-memory latency that skipping
     /// socket polls protects.
@@ -242,6 +245,7 @@ impl Context {
                 sockets_used: false,
                 shared_used: false,
                 thorough: false,
+                thorough_cheap: false,
             }),
             pmi: Mutex::new(pmi),
             skip_param,
@@ -657,8 +661,15 @@ impl Context {
             handlers: &st.handlers,
         };
         let mut n = 0;
+        // A thorough round (after a sleep, or now and then while yielding:
+        // see `wait`) is thorough for the cheap methods too. shm looks at its
+        // listener for new senders only every `ACCEPT_EVERY` rounds
+        // otherwise, and a rank that sleeps or yields makes few rounds: a new
+        // sender's first message waited for dozens of 1 ms sleeps (the
+        // demo's ring: 3 ms a hop instead of 0.1).
+        let thorough_cheap = std::mem::take(&mut st.thorough_cheap);
         for &i in &self.inner.cheap {
-            let got = self.poll_method(i, &mut sink);
+            let got = self.poll_method_as(i, &mut sink, thorough_cheap);
             if got > 0 && !st.shared_used && self.inner.methods[i].name() != "self" {
                 st.shared_used = true;
             }
@@ -714,12 +725,9 @@ impl Context {
         if let Some(mut st) = self.inner.progress.try_lock() {
             st.next_expensive = 0;
             st.thorough = true;
+            st.thorough_cheap = true;
         }
         self.progress()
-    }
-
-    fn poll_method(&self, i: usize, sink: &mut Dispatch<'_>) -> usize {
-        self.poll_method_as(i, sink, false)
     }
 
     /// Inlined into the progress loop, which calls it for every method on
@@ -809,6 +817,9 @@ impl Context {
                 let start = *yield_start.get_or_insert_with(std::time::Instant::now);
                 if idle.is_multiple_of(64) {
                     yielding = start.elapsed() < self.inner.yield_for;
+                    if let Some(mut st) = self.inner.progress.try_lock() {
+                        st.thorough_cheap = true;
+                    }
                 }
                 if yielding {
                     std::thread::yield_now();
@@ -860,6 +871,7 @@ impl Context {
         if let Some(mut st) = self.inner.progress.try_lock() {
             st.next_expensive = 0;
             st.thorough = true;
+            st.thorough_cheap = true;
         }
     }
 
