@@ -98,7 +98,8 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
         name: "HOST_ID",
         default: "",
         kind: Kind::Text,
-        help: "Host identity used for shared-memory applicability. Empty = hostname plus boot id. \
+        help: "Host identity used for shared-memory applicability, in place of hostname plus \
+               boot id (the network, IPC and PID namespaces are always appended). \
                Set by `gwrun --emulate-hosts` to place ranks on emulated hosts.",
     },
     ParamDecl {
