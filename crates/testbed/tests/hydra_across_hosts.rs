@@ -93,53 +93,76 @@ fn hydra_starts_a_gridwire_job_across_hosts_tcp_between_shm_within() {
     // one on s1h0 (the other site, over the WAN). Hydra fills hosts in order.
     let hostfile = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("hydra-hosts-{}", tb.id));
     std::fs::write(&hostfile, "s0h0:2\ns0h1:1\ns1h0:1\n").unwrap();
-    let bin = dir.join("ssh/bin");
-    let path = format!("PATH={}:/usr/bin:/bin", bin.display());
-    let started = Instant::now();
-    let out = run_with_timeout(
-        &mut tb.command(
-            "login",
-            &[
-                "env",
-                &path,
-                "mpiexec.mpich",
-                "-launcher",
-                "ssh",
-                "-launcher-exec",
-                bin.join("ssh").to_str().unwrap(),
-                "-f",
-                hostfile.to_str().unwrap(),
-                "-wdir",
-                "/tmp",
-                "-n",
-                "4",
-                prog.to_str().unwrap(),
-                "select",
-            ],
-        ),
-        Duration::from_secs(90),
-    )
-    .unwrap_or_else(|e| panic!("the job did not end by itself: {e}"));
-    let took = started.elapsed();
+    // tcp between hosts (the default order), then udp (tcp left out).
+    run_job(&tb, &prog, &hostfile, &[], "tcp");
+    run_job(&tb, &prog, &hostfile, &["GW_METHODS=self,shm,udp"], "udp");
+    // Every rank claims the same host: the namespaces in the host identity
+    // still keep shm (and CMA) within a real host; no shm connect is even
+    // tried across hosts (run_job checks that nothing fell back).
+    run_job(&tb, &prog, &hostfile, &["GW_HOST_ID=onehost"], "tcp");
     let _ = std::fs::remove_file(&hostfile);
+
+    // The testbed goes away completely.
+    let pids = tb.pids();
+    tb.down().unwrap_or_else(|e| panic!("{e}"));
+    harness::reap(&pids);
+    assert!(!dir.exists(), "{} is left", dir.display());
+}
+
+/// Runs `rsr_check select` on 4 ranks with Hydra from login and checks the
+/// method of every pair: self, shm within a host, `between` across hosts.
+fn run_job(tb: &Testbed, prog: &Path, hostfile: &Path, env: &[&str], between: &str) {
+    let bin = tb.dir().join("ssh/bin");
+    let path = format!("PATH={}:/usr/bin:/bin", bin.display());
+    let launcher = bin.join("ssh");
+    let mut args: Vec<&str> = vec!["env", &path];
+    args.extend_from_slice(env);
+    args.extend([
+        "mpiexec.mpich",
+        "-launcher",
+        "ssh",
+        "-launcher-exec",
+        launcher.to_str().unwrap(),
+        "-f",
+        hostfile.to_str().unwrap(),
+        "-wdir",
+        "/tmp",
+        "-n",
+        "4",
+        prog.to_str().unwrap(),
+        "select",
+    ]);
+    let started = Instant::now();
+    let out = run_with_timeout(&mut tb.command("login", &args), Duration::from_secs(90))
+        .unwrap_or_else(|e| panic!("the job ({env:?}) did not end by itself: {e}"));
+    let took = started.elapsed();
+    eprintln!("job {env:?}: {took:?}");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success(),
-        "mpiexec.mpich failed ({}):\n{stdout}\n{stderr}",
+        "mpiexec.mpich ({env:?}) failed ({}):\n{stdout}\n{stderr}",
         out.status
     );
-    assert!(took < Duration::from_secs(60), "the job took {took:?}");
-
-    // HOST <rank> <host id>: the host id starts with the hostname.
-    let mut host_of: HashMap<u32, String> = HashMap::new();
+    assert!(
+        took < Duration::from_secs(60),
+        "the job ({env:?}) took {took:?}"
+    );
+    assert!(
+        !stderr.contains("trying the next method"),
+        "a method was selected that could not connect ({env:?}):\n{stderr}"
+    );
+    // Hydra fills the hostfile's slots in order.
+    let host_of: HashMap<u32, &str> = [(0, "s0h0"), (1, "s0h0"), (2, "s0h1"), (3, "s1h0")]
+        .into_iter()
+        .collect();
+    let mut id_of: HashMap<u32, String> = HashMap::new();
     let mut method: HashMap<(u32, u32), String> = HashMap::new();
     for line in stdout.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         match f.as_slice() {
             ["HOST", r, id] => {
-                let name = id.split(':').next().unwrap().to_string();
-                host_of.insert(r.parse().unwrap(), name);
+                id_of.insert(r.parse().unwrap(), id.to_string());
             }
             ["SELECT", r, p, m] => {
                 method.insert((r.parse().unwrap(), p.parse().unwrap()), m.to_string());
@@ -147,30 +170,42 @@ fn hydra_starts_a_gridwire_job_across_hosts_tcp_between_shm_within() {
             _ => {}
         }
     }
-    let want_hosts: HashMap<u32, String> = [(0, "s0h0"), (1, "s0h0"), (2, "s0h1"), (3, "s1h0")]
-        .into_iter()
-        .map(|(r, h)| (r, h.to_string()))
-        .collect();
-    assert_eq!(host_of, want_hosts, "placement:\n{stdout}\n{stderr}");
+    assert_eq!(
+        id_of.len(),
+        4,
+        "one HOST line per rank:\n{stdout}\n{stderr}"
+    );
+    if env.is_empty() {
+        // The host identity starts with the hostname: the placement is Hydra's.
+        for (r, h) in &host_of {
+            assert!(
+                id_of[r].starts_with(&format!("{h}:")),
+                "rank {r}: {}",
+                id_of[r]
+            );
+        }
+    }
     assert_eq!(method.len(), 16, "one SELECT per pair:\n{stdout}\n{stderr}");
     for ((r, p), m) in &method {
+        let same_host = host_of[r] == host_of[p];
+        assert_eq!(
+            id_of[r] == id_of[p],
+            same_host,
+            "{env:?}: host identities of ranks {r} and {p}: {} / {}",
+            id_of[r],
+            id_of[p]
+        );
         let want = if r == p {
             "self"
-        } else if host_of[r] == host_of[p] {
+        } else if same_host {
             "shm"
         } else {
-            "tcp"
+            between
         };
         assert_eq!(
             m, want,
-            "rank {r} ({}) -> rank {p} ({}):\n{stdout}\n{stderr}",
+            "{env:?}: rank {r} ({}) -> rank {p} ({}):\n{stdout}\n{stderr}",
             host_of[r], host_of[p]
         );
     }
-
-    // The testbed goes away completely.
-    let pids = tb.pids();
-    tb.down().unwrap_or_else(|e| panic!("{e}"));
-    harness::reap(&pids);
-    assert!(!dir.exists(), "{} is left", dir.display());
 }
