@@ -93,6 +93,20 @@ fn hydra_starts_a_gridwire_job_across_hosts_tcp_between_shm_within() {
     // one on s1h0 (the other site, over the WAN). Hydra fills hosts in order.
     let hostfile = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("hydra-hosts-{}", tb.id));
     std::fs::write(&hostfile, "s0h0:2\ns0h1:1\ns1h0:1\n").unwrap();
+    // Every compute host also gets the same address on a second interface
+    // (as a docker0 or VPN bridge would): a peer's copy of it would reach
+    // ourselves, so it is never tried.
+    for h in ["s0h0", "s0h1", "s1h0", "s1h1"] {
+        for cmd in [
+            "ip link add gwsame0 type veth peer name gwsame1",
+            "ip addr add 172.31.255.1/24 dev gwsame0",
+            "ip link set gwsame1 up",
+            "ip link set gwsame0 up",
+        ] {
+            let args: Vec<&str> = cmd.split(' ').collect();
+            tb.exec_ok(h, &args).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
     // tcp between hosts (the default order), then udp (tcp left out).
     run_job(&tb, &prog, &hostfile, &[], "tcp");
     run_job(&tb, &prog, &hostfile, &["GW_METHODS=self,shm,udp"], "udp");
@@ -100,6 +114,19 @@ fn hydra_starts_a_gridwire_job_across_hosts_tcp_between_shm_within() {
     // still keep shm (and CMA) within a real host; no shm connect is even
     // tried across hosts (run_job checks that nothing fell back).
     run_job(&tb, &prog, &hostfile, &["GW_HOST_ID=onehost"], "tcp");
+    // Only eth0's addresses published and used.
+    let said = run_job(
+        &tb,
+        &prog,
+        &hostfile,
+        &["GW_IFACE=eth0", "GW_VERBOSE=1"],
+        "tcp",
+    );
+    assert!(said.contains("reached by tcp (port "), "{said}");
+    assert!(
+        !said.contains("172.31.255.1"),
+        "GW_IFACE=eth0 published gwsame0:\n{said}"
+    );
     let _ = std::fs::remove_file(&hostfile);
 
     // The testbed goes away completely.
@@ -111,7 +138,8 @@ fn hydra_starts_a_gridwire_job_across_hosts_tcp_between_shm_within() {
 
 /// Runs `rsr_check select` on 4 ranks with Hydra from login and checks the
 /// method of every pair: self, shm within a host, `between` across hosts.
-fn run_job(tb: &Testbed, prog: &Path, hostfile: &Path, env: &[&str], between: &str) {
+/// Returns the job's stderr.
+fn run_job(tb: &Testbed, prog: &Path, hostfile: &Path, env: &[&str], between: &str) -> String {
     let bin = tb.dir().join("ssh/bin");
     let path = format!("PATH={}:/usr/bin:/bin", bin.display());
     let launcher = bin.join("ssh");
@@ -208,4 +236,5 @@ fn run_job(tb: &Testbed, prog: &Path, hostfile: &Path, env: &[&str], between: &s
             host_of[r], host_of[p]
         );
     }
+    stderr
 }

@@ -13,7 +13,9 @@
 //!   loopback — the single-host case stays what it was;
 //! * otherwise loopback is never used (it would reach *our* host), and the
 //!   peer's addresses in a subnet we are on come first, the others after, in
-//!   the peer's order. tcp tries them in turn until one connects.
+//!   the peer's order; an address that is also one of ours (the same bridge
+//!   or VPN address on every host) is left out, as it would reach ourselves.
+//!   tcp tries them in turn until one connects.
 //!
 //! `GW_IFACE` chooses interfaces by name: `eth0,eth1` only those, `^docker0`
 //! all but that one; a trailing `*` matches a prefix (`^veth*`).
@@ -273,10 +275,14 @@ impl Published {
         if self.netns.as_deref() == Some(my_netns) {
             return vec![SocketAddr::new(Ipv4Addr::LOCALHOST.into(), self.port)];
         }
-        let usable = self
-            .addrs
-            .iter()
-            .filter(|a| !a.ip.is_loopback() && !a.ip.is_unspecified() && !a.ip.is_broadcast());
+        // An address that is also one of ours (a bridge or VPN address that
+        // every host has, say) would reach ourselves, not the peer.
+        let usable = self.addrs.iter().filter(|a| {
+            !a.ip.is_loopback()
+                && !a.ip.is_unspecified()
+                && !a.ip.is_broadcast()
+                && !mine.iter().any(|m| m.ip == a.ip)
+        });
         let (near, far): (Vec<&IfAddr>, Vec<&IfAddr>) =
             usable.partition(|a| mine.iter().any(|m| m.same_subnet(a.ip)));
         near.into_iter()
@@ -438,6 +444,14 @@ mod tests {
         // Another host on 10.1.1.0/24: that subnet first, then the others in order.
         let got = peer.candidates("bb", &[a("10.1.1.2/24")]);
         let want: Vec<SocketAddr> = ["10.1.1.1:9", "192.168.1.5:9", "10.2.0.9:9"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(got, want);
+        // An address the peer shares with us (the same bridge address on
+        // every host) is never tried: it would reach ourselves.
+        let got = peer.candidates("bb", &[a("10.1.1.2/24"), a("192.168.1.5/24")]);
+        let want: Vec<SocketAddr> = ["10.1.1.1:9", "10.2.0.9:9"]
             .iter()
             .map(|s| s.parse().unwrap())
             .collect();
