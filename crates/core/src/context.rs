@@ -1430,9 +1430,13 @@ mod tests {
             gridwire_testkit::skip("unshare of network, IPC and PID namespaces needs root");
             return;
         }
+        if !std::path::Path::new("/usr/bin/unshare").exists() {
+            gridwire_testkit::skip("/usr/bin/unshare is missing (Debian package util-linux)");
+            return;
+        }
         let exe = std::env::current_exe().unwrap();
         let run = |unshare: &[&str]| -> String {
-            let out = std::process::Command::new("unshare")
+            let out = std::process::Command::new("/usr/bin/unshare")
                 .args(unshare)
                 .arg(&exe)
                 .args([
