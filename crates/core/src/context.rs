@@ -1261,21 +1261,61 @@ pub fn methods_from_params(params: &Params) -> Result<Vec<&'static method::Metho
     Ok(out)
 }
 
-/// The host identity: `GW_HOST_ID`, or hostname plus boot id (so two
-/// containers with the same hostname on different kernels are told apart).
+/// The host identity: who can share memory with whom. Two processes get the
+/// same identity only when shm and CMA work between them: the same kernel
+/// (boot id), the same network namespace (shm's handoff sockets are
+/// abstract unix sockets, which live in a network namespace), the same IPC
+/// namespace and the same PID namespace (CMA and the liveness checks name
+/// peers by pid). Containers and `gw-testbed` hosts share a kernel and a
+/// boot id, so the boot id alone would take them for one host.
+///
+/// `GW_HOST_ID` (set by `gwrun --emulate-hosts`) names the host *within*
+/// that: its value replaces the hostname and boot id, but the namespaces
+/// are still appended, so an emulated-host id never makes processes that
+/// cannot map each other's segments look co-located.
 pub fn host_identity(params: &Params) -> String {
     let set = params.text("HOST_ID");
     if !set.is_empty() {
-        return set.to_string();
+        return format!("{set}/{}", namespace_key(&read_namespace));
     }
     real_host_identity()
 }
 
-/// hostname:boot-id of this machine.
+/// hostname:boot-id/namespaces of this process (see [`host_identity`]).
 pub fn real_host_identity() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    format!("{}:{}", host.trim(), boot.trim())
+    format!(
+        "{}:{}/{}",
+        host.trim(),
+        boot.trim(),
+        namespace_key(&read_namespace)
+    )
+}
+
+/// The link `/proc/self/ns/KIND` (`net:[4026531840]`), or `None`.
+fn read_namespace(kind: &str) -> Option<String> {
+    std::fs::read_link(format!("/proc/self/ns/{kind}"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+/// `n<net>i<ipc>p<pid>` from the namespace inode numbers `read` reports
+/// (`net:[4026531840]` → `4026531840`); a namespace that cannot be read
+/// (no /proc) counts as `?`, the same for every process of such a system.
+fn namespace_key(read: &dyn Fn(&str) -> Option<String>) -> String {
+    let ino = |kind: &str| -> String {
+        read(kind)
+            .and_then(|l| {
+                let inner = l
+                    .strip_prefix(kind)?
+                    .strip_prefix(":[")?
+                    .strip_suffix(']')?;
+                inner.parse::<u64>().ok().map(|n| n.to_string())
+            })
+            .unwrap_or_else(|| "?".into())
+    };
+    format!("n{}i{}p{}", ino("net"), ino("ipc"), ino("pid"))
 }
 
 /// `GW_SPIN_US`: a number of microseconds, or `auto` = 2 ms when every rank
@@ -1354,6 +1394,102 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         Params::from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn namespace_key_takes_the_inode_numbers() {
+        let links = |kind: &str| -> Option<String> {
+            Some(match kind {
+                "net" => "net:[4026531840]".into(),
+                "ipc" => "ipc:[4026531839]".into(),
+                "pid" => "pid:[4026531836]".into(),
+                _ => return None,
+            })
+        };
+        assert_eq!(namespace_key(&links), "n4026531840i4026531839p4026531836");
+        // Unreadable or malformed links: a fixed placeholder, never a panic.
+        let broken = |kind: &str| -> Option<String> {
+            match kind {
+                "net" => Some("net:[12".into()),
+                "ipc" => Some("mnt:[5]".into()),
+                _ => None,
+            }
+        };
+        assert_eq!(namespace_key(&broken), "n?i?p?");
+    }
+
+    #[test]
+    fn host_identity_holds_namespaces_also_for_emulated_hosts() {
+        let real = real_host_identity();
+        let ns = namespace_key(&read_namespace);
+        assert!(real.ends_with(&format!("/{ns}")), "{real}");
+        assert!(!ns.contains('?'), "{ns}");
+        let p = |id: &str| params(&[("GW_HOST_ID", id)]).unwrap();
+        let a = host_identity(&p("h:b#emu0"));
+        assert_eq!(a, format!("h:b#emu0/{ns}"));
+        assert_eq!(a, host_identity(&p("h:b#emu0")));
+        assert_ne!(a, host_identity(&p("h:b#emu1")));
+        assert_eq!(host_identity(&params(&[]).unwrap()), real);
+    }
+
+    /// Not a test of its own: prints this process's host identity when
+    /// `host_identity_differs_in_other_namespaces` runs it in other namespaces.
+    #[test]
+    fn print_host_identity_for_namespace_test() {
+        if std::env::var_os("GW_TEST_PRINT_HOST_ID").is_some() {
+            println!("HOST_ID={}", real_host_identity());
+        }
+    }
+
+    /// Processes in another network / IPC / PID namespace of the same kernel
+    /// (containers, gw-testbed hosts: same hostname possible, same boot id)
+    /// are another host for shm and CMA.
+    #[test]
+    fn host_identity_differs_in_other_namespaces() {
+        if !gridwire_testkit::is_root() {
+            gridwire_testkit::skip("unshare of network, IPC and PID namespaces needs root");
+            return;
+        }
+        if !std::path::Path::new("/usr/bin/unshare").exists() {
+            gridwire_testkit::skip("/usr/bin/unshare is missing (Debian package util-linux)");
+            return;
+        }
+        let exe = std::env::current_exe().unwrap();
+        let run = |unshare: &[&str]| -> String {
+            let out = std::process::Command::new("/usr/bin/unshare")
+                .args(unshare)
+                .arg(&exe)
+                .args([
+                    "--exact",
+                    "context::tests::print_host_identity_for_namespace_test",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("GW_TEST_PRINT_HOST_ID", "1")
+                .output()
+                .expect("run unshare");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(
+                out.status.success(),
+                "unshare {unshare:?}: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            // The test harness prints the line after the test's name.
+            text.lines()
+                .find_map(|l| Some(l.split_once("HOST_ID=")?.1.trim()))
+                .unwrap_or_else(|| panic!("no HOST_ID line: {text}"))
+                .to_string()
+        };
+        let here = real_host_identity();
+        // Same namespaces (a child that unshares nothing): same host.
+        assert_eq!(run(&["--fork"]), here);
+        for ns in ["--net", "--ipc", "--pid"] {
+            let there = run(&["--fork", ns]);
+            assert_ne!(there, here, "unshare {ns}");
+            // Same kernel, same hostname: only the namespaces differ.
+            let prefix = |s: &str| s.split('/').next().unwrap().to_string();
+            assert_eq!(prefix(&there), prefix(&here));
+        }
     }
 
     #[test]

@@ -98,8 +98,18 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
         name: "HOST_ID",
         default: "",
         kind: Kind::Text,
-        help: "Host identity used for shared-memory applicability. Empty = hostname plus boot id. \
+        help: "Host identity used for shared-memory applicability, in place of hostname plus \
+               boot id (the network, IPC and PID namespaces are always appended). \
                Set by `gwrun --emulate-hosts` to place ranks on emulated hosts.",
+    },
+    ParamDecl {
+        name: "IFACE",
+        default: "",
+        kind: Kind::Text,
+        help: "Network interfaces whose addresses tcp and udp publish and use to reach other \
+               hosts: comma-separated names (`eth0,ib0`) to use only those, or `^name` to leave \
+               one out (`^docker0,^virbr0`); a trailing `*` matches a prefix. Empty = every \
+               interface that is up. Loopback is used only within one network namespace.",
     },
     ParamDecl {
         name: "JOB_SECRET",

@@ -50,9 +50,19 @@ pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Result<Output, St
             break s;
         }
         if Instant::now() > end {
+            // SIGTERM first: `gw-testbed exec` forwards it to the command on
+            // the host (SIGKILL would leave that running).
+            // SAFETY: kill with our own child's pid and a signal number.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            let grace = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < grace && matches!(child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
             let _ = child.kill();
             let _ = child.wait();
-            let err = err_reader.join().unwrap_or_default();
+            // What the command started may still hold the pipe: never wait
+            // for its end without a limit.
+            let err = join_within(err_reader, Duration::from_secs(2));
             return Err(format!(
                 "{what} did not finish within {limit:?}; stderr: {}",
                 String::from_utf8_lossy(&err)

@@ -14,6 +14,7 @@ use std::io::IoSlice;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
+pub mod netaddr;
 pub mod self_method;
 pub mod shm;
 pub mod tcp;

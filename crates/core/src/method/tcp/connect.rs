@@ -19,6 +19,10 @@ pub(super) struct PendingConnect {
     pub(super) addr: SocketAddr,
     pub(super) started: Instant,
     pub(super) my_nonce: [u8; NONCE_LEN],
+    /// The peer's other addresses, tried in turn when this one fails.
+    pub(super) rest: Vec<SocketAddr>,
+    /// Why each address tried so far failed.
+    pub(super) failures: Vec<String>,
 }
 
 /// `addr` as a C socket address.
@@ -87,13 +91,25 @@ fn start_connect(addr: &SocketAddr) -> io::Result<(TcpStream, bool)> {
 }
 
 impl TcpMethod {
-    /// Opens a connection to `peer` at `addr`; see the module doc.
-    pub(super) fn open(&self, peer: u32, addr: SocketAddr) -> Result<Arc<Conn>> {
-        let (stream, done) = start_connect(&addr).map_err(|e| Error::LinkFailed {
-            peer,
-            method: "tcp",
-            reason: format!("connect to rank {peer} at {addr}: {e}"),
-        })?;
+    /// Opens a connection to `peer` at the first of `addrs` that accepts
+    /// one (best first; a connect that fails later moves on to the next in
+    /// `advance_connects`); see the module doc.
+    pub(super) fn open(&self, peer: u32, addrs: Vec<SocketAddr>) -> Result<Arc<Conn>> {
+        let mut rest = addrs.into_iter();
+        let mut failures = Vec::new();
+        let (stream, done, addr) = loop {
+            let Some(addr) = rest.next() else {
+                return Err(Error::LinkFailed {
+                    peer,
+                    method: "tcp",
+                    reason: all_failed(peer, &failures),
+                });
+            };
+            match start_connect(&addr) {
+                Ok((stream, done)) => break (stream, done, addr),
+                Err(e) => failures.push(format!("{addr}: {e}")),
+            }
+        };
         let my_nonce = auth::try_nonce().map_err(|e| Error::io("tcp: handshake", e))?;
         let conn = self.register(stream, HsState::Connecting, peer)?;
         let pending = PendingConnect {
@@ -101,6 +117,8 @@ impl TcpMethod {
             addr,
             started: Instant::now(),
             my_nonce,
+            rest: rest.collect(),
+            failures,
         };
         if done {
             self.connected(&pending).map_err(|reason| {
@@ -117,6 +135,67 @@ impl TcpMethod {
             self.connects_pending.store(list.len(), Ordering::Relaxed);
         }
         Ok(conn)
+    }
+
+    /// The connect of `p` to `p.addr` failed (`why`): starts one to the
+    /// next address on a fresh socket put in place of the connection's own
+    /// (same descriptor number, so the connection, its queued output and its
+    /// table entry stay). `Ok(true)` when it completed at once; `Err` with
+    /// the whole story when no address is left.
+    fn next_address(
+        &self,
+        p: &mut PendingConnect,
+        why: String,
+    ) -> std::result::Result<bool, String> {
+        let peer = p.conn.peer.load(Ordering::Relaxed);
+        p.failures.push(why);
+        while !p.rest.is_empty() {
+            let addr = p.rest.remove(0);
+            match start_connect(&addr) {
+                Ok((stream, done)) => {
+                    self.replace_socket(&p.conn, stream)
+                        .map_err(|e| format!("tcp: switching to {addr} for rank {peer}: {e}"))?;
+                    if self.verbose >= 2 {
+                        eprintln!(
+                            "gw[{}]: tcp: {}; trying rank {peer} at {addr}",
+                            self.me,
+                            p.failures.last().map_or("", String::as_str)
+                        );
+                    }
+                    p.addr = addr;
+                    p.started = Instant::now();
+                    return Ok(done);
+                }
+                Err(e) => p.failures.push(format!("{addr}: {e}")),
+            }
+        }
+        Err(all_failed(peer, &p.failures))
+    }
+
+    /// Puts `stream`'s socket in place of `conn`'s (dup3 onto its number).
+    fn replace_socket(&self, conn: &Conn, stream: TcpStream) -> io::Result<()> {
+        self.tune(&stream);
+        let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        let fd = conn.fd.as_raw_fd();
+        if conn.in_epoll.load(Ordering::Relaxed) {
+            // SAFETY: removes our own descriptor from our own epoll set.
+            unsafe {
+                libc::epoll_ctl(
+                    self.epoll.as_raw_fd(),
+                    libc::EPOLL_CTL_DEL,
+                    fd,
+                    std::ptr::null_mut(),
+                )
+            };
+            conn.in_epoll.store(false, Ordering::Relaxed);
+        }
+        // SAFETY: both descriptors are open and ours; dup3 atomically closes
+        // the old socket behind `fd` and makes `fd` name the new one.
+        if unsafe { libc::dup3(stream.as_raw_fd(), fd, libc::O_CLOEXEC) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        drop(stream);
+        self.sync_epoll(&conns).map_err(io::Error::other)
     }
 
     /// The TCP connection is established: says hello.
@@ -164,34 +243,40 @@ impl TcpMethod {
         let now = Instant::now();
         let mut still = Vec::new();
         for (p, pfd) in list.into_iter().zip(&fds) {
-            let peer = p.conn.peer.load(Ordering::Relaxed);
             if p.conn.out.lock().broken.is_some() {
                 // Closed meanwhile (shutdown): nothing to complete.
                 continue;
             }
-            if pfd.revents == 0 {
-                if now.duration_since(p.started) >= self.connect_timeout {
-                    self.fail(
-                        &p.conn,
-                        sink,
-                        format!(
-                            "connect to rank {peer} at {} timed out after {} s \
-                             (GW_TCP_CONNECT_TIMEOUT)",
-                            p.addr,
-                            self.connect_timeout.as_secs()
-                        ),
-                    );
-                } else {
+            let mut p = p;
+            let failed = if pfd.revents == 0 {
+                if now.duration_since(p.started) < self.connect_timeout {
                     still.push(p);
+                    continue;
                 }
-                continue;
-            }
-            let outcome = match so_error(p.conn.fd.as_raw_fd()) {
-                Ok(()) => self.connected(&p),
-                Err(e) => Err(format!("connect to rank {peer} at {}: {e}", p.addr)),
+                format!(
+                    "{} timed out after {} s (GW_TCP_CONNECT_TIMEOUT)",
+                    p.addr,
+                    self.connect_timeout.as_secs()
+                )
+            } else {
+                match so_error(p.conn.fd.as_raw_fd()) {
+                    Ok(()) => {
+                        if let Err(why) = self.connected(&p) {
+                            self.fail(&p.conn, sink, why);
+                        }
+                        continue;
+                    }
+                    Err(e) => format!("{}: {e}", p.addr),
+                }
             };
-            if let Err(why) = outcome {
-                self.fail(&p.conn, sink, why);
+            match self.next_address(&mut p, failed) {
+                Ok(true) => {
+                    if let Err(why) = self.connected(&p) {
+                        self.fail(&p.conn, sink, why);
+                    }
+                }
+                Ok(false) => still.push(p),
+                Err(why) => self.fail(&p.conn, sink, why),
             }
         }
         let mut list = self.connecting.lock().unwrap_or_else(|e| e.into_inner());
@@ -221,4 +306,20 @@ fn so_error(fd: RawFd) -> io::Result<()> {
         return Err(io::Error::from_raw_os_error(err));
     }
     Ok(())
+}
+
+/// The message when no address of `peer` could be connected to.
+fn all_failed(peer: u32, failures: &[String]) -> String {
+    match failures {
+        [] => format!(
+            "rank {peer} published no address reachable from here \
+             (loopback only, or every interface left out by GW_IFACE)"
+        ),
+        [one] => format!("connect to rank {peer} at {one}"),
+        many => format!(
+            "connect to rank {peer} failed at every address it published: {} \
+             (GW_IFACE chooses the interfaces)",
+            many.join("; ")
+        ),
+    }
 }

@@ -46,6 +46,7 @@
 //!   wakes; epoll always watches the listener, and every connection once
 //!   there are more than `DIRECT_POLL_MAX`.
 
+use super::netaddr::{self, Binding, IfaceFilter, Published};
 use super::{iov_len, Cost, Link, Method, MethodEnv, MethodInfo, PollClass, Sink, Waiter};
 use crate::auth::{self, Role, NONCE_LEN, PROOF_LEN};
 use crate::error::{Error, Result};
@@ -80,10 +81,13 @@ pub const INFO: MethodInfo = MethodInfo {
 const PARAMS: &[ParamDecl] = &[
     ParamDecl {
         name: "TCP_ADDR",
-        default: "127.0.0.1",
+        default: "auto",
         kind: Kind::Text,
-        help: "IP address to listen on and publish in the descriptor (use the host's address on \
-               a real network; 0.0.0.0 is not publishable).",
+        help: "`auto`: listen on every address and publish every usable interface address \
+               (see GW_IFACE); a peer in the same network namespace is reached over loopback, \
+               one elsewhere at an address in a subnet it shares, else at the others in turn. \
+               An IP address: listen on that one and publish only it (0.0.0.0 is not \
+               publishable).",
     },
     ParamDecl {
         name: "TCP_SNDBUF",
@@ -182,15 +186,8 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
 
 impl TcpMethod {
     fn new(env: &MethodEnv) -> Result<TcpMethod> {
-        let addr: std::net::IpAddr =
-            env.params
-                .text("TCP_ADDR")
-                .parse()
-                .map_err(|_| Error::BadParam {
-                    var: "GW_TCP_ADDR".into(),
-                    value: env.params.text("TCP_ADDR").into(),
-                    reason: "expected an IP address".into(),
-                })?;
+        let binding = Binding::from_params(env.params, "TCP_ADDR")?;
+        let addr = binding.bind_ip();
         let listener =
             TcpListener::bind((addr, 0)).map_err(|e| Error::io(format!("tcp: bind {addr}"), e))?;
         listener
@@ -207,12 +204,33 @@ impl TcpMethod {
         // SAFETY: `ep` is a fresh descriptor we own exclusively from here on.
         let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
         epoll_add(epoll.as_raw_fd(), listener.as_raw_fd(), LISTENER_TOKEN)?;
+        let published = binding.publish(local.port());
+        // Where a process of this network namespace reaches us (the wildcard
+        // is bound in `auto` mode).
+        let local = match binding {
+            Binding::Auto(_) => SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), local.port()),
+            Binding::Explicit(_) => local,
+        };
+        if env.job.verbose >= 2 {
+            eprintln!(
+                "gw[{}]: tcp: listening at {local}, published as {}",
+                env.job.ctx_id,
+                published.describe()
+            );
+        }
+        let my_addrs = match binding {
+            Binding::Auto(addrs) => addrs,
+            Binding::Explicit(_) => netaddr::local_addrs(&IfaceFilter::from_params(env.params)?),
+        };
         Ok(TcpMethod {
+            local,
+            published,
+            my_netns: netaddr::netns_key(),
+            my_addrs,
             me: env.job.ctx_id,
             size: env.job.size,
             secret: env.job.secret,
             verbose: env.job.verbose,
-            local,
             listener,
             epoll,
             sndbuf: env.params.num("TCP_SNDBUF") as usize,
@@ -269,7 +287,16 @@ pub struct TcpMethod {
     size: u32,
     secret: [u8; 32],
     verbose: u8,
+    /// Where a process of this network namespace connects to us (tests
+    /// connect raw sockets there).
+    #[cfg_attr(not(test), allow(dead_code))]
     local: SocketAddr,
+    /// Our addresses as published (see `netaddr`).
+    published: Published,
+    /// Our network namespace (loopback reaches exactly the peers in it).
+    my_netns: String,
+    /// Our interface addresses (a peer's address in one of their subnets is tried first).
+    my_addrs: Vec<netaddr::IfAddr>,
     listener: TcpListener,
     epoll: OwnedFd,
     sndbuf: usize,
@@ -340,6 +367,13 @@ pub struct TcpMethod {
 }
 
 impl TcpMethod {
+    /// The addresses of a peer's descriptor to try, best first (see `netaddr`).
+    fn addresses_of(&self, remote: &[u8]) -> Vec<SocketAddr> {
+        Published::parse(remote)
+            .map(|p| p.candidates(&self.my_netns, &self.my_addrs))
+            .unwrap_or_default()
+    }
+
     /// Connections refused because they failed authentication.
     pub fn refused_connections(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
@@ -584,18 +618,18 @@ impl Method for TcpMethod {
     }
 
     fn descriptor(&self) -> Vec<u8> {
-        self.local.to_string().into_bytes()
+        self.published.encode()
     }
 
     fn describe(&self, d: &[u8]) -> String {
-        String::from_utf8_lossy(d).into_owned()
+        match Published::parse(d) {
+            Some(p) => p.describe(),
+            None => String::from_utf8_lossy(d).into_owned(),
+        }
     }
 
     fn reachable(&self, remote: &[u8]) -> bool {
-        std::str::from_utf8(remote)
-            .ok()
-            .and_then(|s| s.parse::<SocketAddr>().ok())
-            .is_some()
+        !self.addresses_of(remote).is_empty()
     }
 
     fn connect(&self, peer: u32, remote: &[u8]) -> Result<Arc<dyn Link>> {
@@ -607,14 +641,13 @@ impl Method for TcpMethod {
         {
             return Ok(self.link(c.clone()));
         }
-        let addr: SocketAddr = std::str::from_utf8(remote)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| Error::Protocol {
+        if Published::parse(remote).is_none() {
+            return Err(Error::Protocol {
                 peer: peer.to_string(),
                 what: "malformed tcp descriptor".into(),
-            })?;
-        let conn = self.open(peer, addr)?;
+            });
+        }
+        let conn = self.open(peer, self.addresses_of(remote))?;
         let conn = self
             .by_peer
             .lock()

@@ -39,6 +39,12 @@ fn poll_for(m: &Arc<dyn Method>, sink: &mut Collect, ms: u64) {
     }
 }
 
+/// The address a process of this network namespace connects to.
+pub(super) fn loopback_of(m: &Arc<dyn Method>) -> SocketAddr {
+    let p = netaddr::Published::parse(&m.descriptor()).unwrap();
+    p.candidates(&netaddr::netns_key(), &[])[0]
+}
+
 struct NoWait;
 impl Waiter for NoWait {
     fn progress(&self) -> bool {
@@ -49,10 +55,7 @@ impl Waiter for NoWait {
 #[test]
 fn garbage_and_forged_handshakes_are_refused_and_never_delivered() {
     let server = method(0, [1; 32]);
-    let addr: SocketAddr = String::from_utf8(server.descriptor())
-        .unwrap()
-        .parse()
-        .unwrap();
+    let addr = loopback_of(&server);
     let mut sink = Collect(Vec::new(), Vec::new());
 
     // 1. Garbage bytes.
@@ -171,7 +174,7 @@ fn a_forged_hello_cannot_stall_a_connection_in_progress() {
     for i in 0..10u32 {
         ba.send(&[IoSlice::new(&i.to_le_bytes())], &NoWait).unwrap();
     }
-    let b_addr: SocketAddr = String::from_utf8(b.descriptor()).unwrap().parse().unwrap();
+    let b_addr = loopback_of(&b);
     let mut imp = TcpStream::connect(b_addr).unwrap();
     let mut hello = Vec::from(&MAGIC[..]);
     hello.extend_from_slice(&0u32.to_le_bytes());
@@ -1008,4 +1011,148 @@ fn simultaneous_connects_then_finalize_lose_nothing() {
             assert_eq!(counter(&*s.m, "refused_connections"), 0, "iteration {iter}");
         }
     }
+}
+
+/// Keeps the reasons of failed links.
+struct Reasons(Vec<(u32, Vec<u8>)>, Vec<String>);
+impl Sink for Reasons {
+    fn deliver(&mut self, src: u32, msg: &[u8]) {
+        self.0.push((src, msg.to_vec()));
+    }
+    fn link_failed(&mut self, _: u32, why: String) {
+        self.1.push(why);
+    }
+}
+
+/// A port nothing listens on (bound and closed again).
+fn closed_port() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    drop(l);
+    a
+}
+
+#[test]
+fn a_failed_connect_moves_on_to_the_next_address() {
+    let secret = [21; 32];
+    let a = tcp_method(0, secret, &[]);
+    let b = tcp_method(1, secret, &[]);
+    let dead = closed_port();
+    let conn = b.open(0, vec![dead, a.local]).unwrap();
+    // As `connect` does.
+    b.by_peer.lock().unwrap().insert(0, conn.clone());
+    let link = b.link(conn);
+    link.send(&[IoSlice::new(b"after a refusal")], &NoWait)
+        .unwrap();
+    let (mut sa, mut sb) = (
+        Reasons(Vec::new(), Vec::new()),
+        Reasons(Vec::new(), Vec::new()),
+    );
+    for _ in 0..200 {
+        a.poll_thorough(&mut sa).unwrap();
+        b.poll_thorough(&mut sb).unwrap();
+        if !sa.0.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(sa.0, vec![(1, b"after a refusal".to_vec())], "{:?}", sb.1);
+    assert!(sb.1.is_empty(), "{:?}", sb.1);
+    a.shutdown();
+    b.shutdown();
+}
+
+#[test]
+fn when_no_address_connects_the_error_names_each() {
+    let b = tcp_method(1, [22; 32], &[]);
+    let (d1, d2) = (closed_port(), closed_port());
+    let mut sb = Reasons(Vec::new(), Vec::new());
+    let why = match b.open(0, vec![d1, d2]) {
+        // Refused at once (both connects failed in `open`).
+        Err(e) => e.to_string(),
+        Ok(conn) => {
+            let link = b.link(conn);
+            let _ = link.send(&[IoSlice::new(b"x")], &NoWait);
+            for _ in 0..200 {
+                b.poll_thorough(&mut sb).unwrap();
+                if !sb.1.is_empty() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            sb.1.first().cloned().expect("the link failed")
+        }
+    };
+    for d in [d1, d2] {
+        assert!(why.contains(&d.to_string()), "{why}");
+    }
+    assert!(
+        why.contains("rank 0") && why.contains("every address"),
+        "{why}"
+    );
+    let none = b.open(0, Vec::new()).err().expect("no address").to_string();
+    assert!(none.contains("no address reachable"), "{none}");
+    b.shutdown();
+}
+
+#[test]
+fn loopback_only_within_one_network_namespace() {
+    let secret = [23; 32];
+    let a = tcp_method(0, secret, &[]);
+    let b = tcp_method(1, secret, &[]);
+    // Same namespace: loopback only, whatever interfaces there are.
+    assert_eq!(b.addresses_of(&a.descriptor()), vec![a.local]);
+    // The same addresses seen from another namespace: never loopback, and
+    // only the interface addresses (none published: unreachable).
+    let mut p = netaddr::Published::parse(&a.descriptor()).unwrap();
+    p.netns = Some("0123456789abcdef".into());
+    let from_elsewhere = b.addresses_of(&p.encode());
+    assert!(from_elsewhere.iter().all(|x| !x.ip().is_loopback()));
+    assert_eq!(from_elsewhere.len(), p.addrs.len());
+    assert_eq!(b.reachable(&p.encode()), !p.addrs.is_empty());
+    p.addrs.clear();
+    assert!(!b.reachable(&p.encode()));
+    // The old single-address form (an explicit GW_TCP_ADDR) still works.
+    let old = tcp_method(2, secret, &[("GW_TCP_ADDR", "127.0.0.1")]);
+    assert_eq!(old.descriptor(), old.local.to_string().into_bytes());
+    assert_eq!(b.addresses_of(&old.descriptor()), vec![old.local]);
+    // GW_IFACE leaves interfaces out of what is published.
+    let none = tcp_method(3, secret, &[("GW_IFACE", "nosuchif0")]);
+    let q = netaddr::Published::parse(&none.descriptor()).unwrap();
+    assert!(q.addrs.is_empty(), "{q:?}");
+    for m in [a, b, old, none] {
+        m.shutdown();
+    }
+}
+
+/// Across network namespaces (as between hosts): a peer reached at its
+/// interface address, not loopback. Needs an interface with an IPv4 address.
+#[test]
+fn a_peer_elsewhere_is_reached_at_an_interface_address() {
+    let secret = [24; 32];
+    let a = tcp_method(0, secret, &[]);
+    let b = tcp_method(1, secret, &[]);
+    let mut p = netaddr::Published::parse(&a.descriptor()).unwrap();
+    if p.addrs.is_empty() {
+        gridwire_testkit::skip("this machine has no IPv4 interface but loopback");
+        return;
+    }
+    p.netns = Some("0123456789abcdef".into());
+    let link = b.connect(0, &p.encode()).unwrap();
+    link.send(&[IoSlice::new(b"via eth")], &NoWait).unwrap();
+    let (mut sa, mut sb) = (
+        Reasons(Vec::new(), Vec::new()),
+        Reasons(Vec::new(), Vec::new()),
+    );
+    for _ in 0..200 {
+        a.poll_thorough(&mut sa).unwrap();
+        b.poll_thorough(&mut sb).unwrap();
+        if !sa.0.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(sa.0, vec![(1, b"via eth".to_vec())], "{:?}", sb.1);
+    a.shutdown();
+    b.shutdown();
 }

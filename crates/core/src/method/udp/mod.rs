@@ -19,6 +19,7 @@ pub mod proto;
 #[cfg(test)]
 mod tests;
 
+use super::netaddr::{self, Binding, IfaceFilter, Published};
 use super::{Cost, Link, Method, MethodEnv, MethodInfo, PollClass, Sink, Waiter};
 use crate::error::{Error, Result};
 use crate::params::{Kind, ParamDecl};
@@ -41,10 +42,12 @@ pub const INFO: MethodInfo = MethodInfo {
 const PARAMS: &[ParamDecl] = &[
     ParamDecl {
         name: "UDP_ADDR",
-        default: "127.0.0.1",
+        default: "auto",
         kind: Kind::Text,
-        help: "IP address to bind and publish in the descriptor (use the host's address on a \
-               real network; 0.0.0.0 is not publishable).",
+        help: "`auto`: bind every address and publish every usable interface address (see \
+               GW_IFACE); a peer in the same network namespace is reached over loopback, one \
+               elsewhere at an address in a subnet it shares, else at its first. An IP address: \
+               bind and publish only that one (0.0.0.0 is not publishable).",
     },
     ParamDecl {
         name: "UDP_DGRAM",
@@ -52,7 +55,8 @@ const PARAMS: &[ParamDecl] = &[
         kind: Kind::Size { min: 0, max: 65507 },
         help:
             "Largest datagram sent, headers included (36 bytes); longer messages are fragmented. \
-               0 = automatic: 65000 when bound to a loopback address, else 1472 (an Ethernet \
+               0 = automatic: 65000 when only loopback is published (bound to a loopback \
+               address, or no other interface), else 1472 (an Ethernet \
                MTU minus IP/UDP headers, so IP never fragments: a lost fragment loses the whole \
                datagram). Set the path MTU minus 28 on other networks.",
     },
@@ -198,15 +202,8 @@ fn percent(env: &MethodEnv, name: &str) -> Result<f64> {
 }
 
 fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
-    let addr: std::net::IpAddr =
-        env.params
-            .text("UDP_ADDR")
-            .parse()
-            .map_err(|_| Error::BadParam {
-                var: "GW_UDP_ADDR".into(),
-                value: env.params.text("UDP_ADDR").into(),
-                reason: "expected an IP address".into(),
-            })?;
+    let binding = Binding::from_params(env.params, "UDP_ADDR")?;
+    let addr = binding.bind_ip();
     let sock = UdpSocket::bind((addr, 0)).map_err(|e| Error::io(format!("udp: bind {addr}"), e))?;
     sock.set_nonblocking(true)
         .map_err(|e| Error::io("udp: set_nonblocking", e))?;
@@ -237,9 +234,18 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
             }
         }
     }
+    let published = binding.publish(local.port());
+    let my_addrs = match binding {
+        Binding::Auto(addrs) => addrs,
+        Binding::Explicit(_) => netaddr::local_addrs(&IfaceFilter::from_params(env.params)?),
+    };
     let ms = |n: &str| Duration::from_millis(env.params.num(n));
     let dgram = match env.params.num("UDP_DGRAM") as usize {
-        0 if addr.is_loopback() => 65000,
+        // Only loopback to publish (explicitly, or no other interface): no
+        // Ethernet on any path.
+        0 if addr.is_loopback() || published.legacy.is_none() && published.addrs.is_empty() => {
+            65000
+        }
         0 => 1472,
         n => n,
     };
@@ -270,7 +276,9 @@ fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
         shared: Arc::new(Shared {
             me: env.job.ctx_id,
             verbose: env.job.verbose,
-            local,
+            published,
+            my_netns: netaddr::netns_key(),
+            my_addrs,
             sock,
             wait,
             timer,
@@ -381,7 +389,12 @@ impl State {
 struct Shared {
     me: u32,
     verbose: u8,
-    local: SocketAddr,
+    /// Our addresses as published (see `netaddr`).
+    published: Published,
+    /// Our network namespace (loopback reaches exactly the peers in it).
+    my_netns: String,
+    /// Our interface addresses (a peer's address in one of their subnets comes first).
+    my_addrs: Vec<netaddr::IfAddr>,
     sock: UdpSocket,
     /// The descriptor an idle context sleeps on (`wait_fd`): an epoll set of
     /// the socket and `timer`, a timerfd set to the protocol's next deadline
@@ -734,7 +747,7 @@ impl Method for UdpMethod {
     }
 
     fn descriptor(&self) -> Vec<u8> {
-        self.shared.local.to_string().into_bytes()
+        self.shared.published.encode()
     }
 
     fn describe(&self, d: &[u8]) -> String {
@@ -742,14 +755,29 @@ impl Method for UdpMethod {
     }
 
     fn reachable(&self, remote: &[u8]) -> bool {
-        parse_addr(remote).is_some_and(|a| a.is_ipv4() == self.shared.local.is_ipv4())
+        self.shared.peer_addr(remote).is_some()
     }
 
     fn connect(&self, peer: u32, remote: &[u8]) -> Result<Arc<dyn Link>> {
-        let addr = parse_addr(remote).ok_or_else(|| Error::Protocol {
-            peer: peer.to_string(),
-            what: "malformed udp descriptor".into(),
-        })?;
+        if Published::parse(remote).is_none() {
+            return Err(Error::Protocol {
+                peer: peer.to_string(),
+                what: "malformed udp descriptor".into(),
+            });
+        }
+        // Datagrams need no connect to try: the best address is used (the
+        // handshake's retries and its failure message cover an unreachable one).
+        let addr = self
+            .shared
+            .peer_addr(remote)
+            .ok_or_else(|| Error::LinkFailed {
+                peer,
+                method: "udp",
+                reason: format!(
+                    "rank {peer} published no udp address reachable from here \
+                 (loopback only, another address family, or left out by GW_IFACE)"
+                ),
+            })?;
         let s = &self.shared;
         let mut st = s.lock();
         st.ep.connect(peer, addr, Instant::now());
@@ -982,8 +1010,16 @@ fn sockaddr(a: &SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t
     }
 }
 
-fn parse_addr(d: &[u8]) -> Option<SocketAddr> {
-    std::str::from_utf8(d).ok()?.parse().ok()
+impl Shared {
+    /// The address to reach a peer's descriptor at (see `netaddr`): the
+    /// best one of the same address family as our socket.
+    fn peer_addr(&self, remote: &[u8]) -> Option<SocketAddr> {
+        let v4 = self.published.legacy.is_none_or(|ip| ip.is_ipv4());
+        Published::parse(remote)?
+            .candidates(&self.my_netns, &self.my_addrs)
+            .into_iter()
+            .find(|a| a.is_ipv4() == v4)
+    }
 }
 
 struct UdpLink {

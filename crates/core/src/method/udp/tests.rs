@@ -788,7 +788,9 @@ fn socket_garbage_and_wrong_secret_are_dropped_and_counted() {
         [4; 32],
         &[("GW_UDP_RETRIES", "3"), ("GW_UDP_TIMEOUT", "20")],
     );
-    let addr: SocketAddr = String::from_utf8(a.descriptor()).unwrap().parse().unwrap();
+    let addr: SocketAddr = crate::method::netaddr::Published::parse(&a.descriptor())
+        .unwrap()
+        .candidates(&crate::method::netaddr::netns_key(), &[])[0];
     let raw = UdpSocket::bind("127.0.0.1:0").unwrap();
     for i in 0..200u32 {
         let mut d = vec![0u8; (i % 90) as usize];

@@ -375,7 +375,9 @@ fn an_unvalidated_address_gets_at_most_as_many_bytes_as_it_sent() {
 fn socket_reflection_towards_a_spoofed_address_is_at_most_one() {
     use crate::method::udp::proto::HELLO_LEN;
     let m = method(1, [3; 32], &[]);
-    let addr: SocketAddr = String::from_utf8(m.descriptor()).unwrap().parse().unwrap();
+    let addr: SocketAddr = crate::method::netaddr::Published::parse(&m.descriptor())
+        .unwrap()
+        .candidates(&crate::method::netaddr::netns_key(), &[])[0];
     let raw = UdpSocket::bind("127.0.0.1:0").unwrap();
     raw.set_nonblocking(true).unwrap();
     let (mut sent, mut back) = (0usize, 0usize);
