@@ -36,6 +36,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
         gridwire_core::fuzzing::shm_ring_consumer,
     ),
     ("pmi_client", gridwire_core::fuzzing::pmi_client),
+    ("net_descriptor", gridwire_core::fuzzing::net_descriptor),
     ("pmi2_client", gridwire_core::fuzzing::pmi2_client),
     ("pmi_server", gridwire_launch::fuzzing::pmi_server),
     ("engine_messages", gridwire_mpi::fuzzing::engine_messages),

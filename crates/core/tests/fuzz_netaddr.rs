@@ -7,17 +7,7 @@ use proptest::prelude::*;
 use std::path::PathBuf;
 
 fn corpus() -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/net_descriptor");
-    let mut files: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("corpus folder {}: {e}", dir.display()))
-        .map(|e| {
-            let path = e.unwrap().path();
-            let bytes = std::fs::read(&path).unwrap();
-            (path, bytes)
-        })
-        .collect();
-    files.sort();
-    files
+    gridwire_testkit::fuzz_corpus("net_descriptor")
 }
 
 #[test]
