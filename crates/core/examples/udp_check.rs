@@ -249,13 +249,21 @@ fn garbage(ctx: &Context, n: u64) -> Result<(), String> {
     if !ctx.wait_timeout(Duration::from_secs(30), || addr.lock().unwrap().is_some()) {
         return Err("no address from rank 1".into());
     }
-    let target: std::net::SocketAddr = addr
-        .lock()
-        .unwrap()
-        .clone()
-        .unwrap()
-        .parse()
-        .map_err(|e| format!("{e}"))?;
+    // The descriptor is `ip:port` (an explicit GW_UDP_ADDR) or the
+    // `gw2 <netns> <port> <addresses>` form; rank 1 is on this host, so its
+    // port on loopback reaches it either way.
+    let desc = addr.lock().unwrap().clone().unwrap();
+    let target: std::net::SocketAddr = match desc.parse() {
+        Ok(a) => a,
+        Err(_) => {
+            let port: u16 = desc
+                .split_whitespace()
+                .nth(2)
+                .and_then(|p| p.parse().ok())
+                .ok_or_else(|| format!("unparsable udp descriptor {desc:?}"))?;
+            std::net::SocketAddr::from(([127, 0, 0, 1], port))
+        }
+    };
     let sock = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     let sent = AtomicU64::new(0);
     let attack = |i: u64| {

@@ -1102,14 +1102,21 @@ fn loopback_only_within_one_network_namespace() {
     let b = tcp_method(1, secret, &[]);
     // Same namespace: loopback only, whatever interfaces there are.
     assert_eq!(b.addresses_of(&a.descriptor()), vec![a.local]);
-    // The same addresses seen from another namespace: never loopback, and
-    // only the interface addresses (none published: unreachable).
+    // A peer in another namespace: never loopback, only its interface
+    // addresses (a documentation address here, never contacted: this test
+    // only asks which addresses would be tried); none published: unreachable.
     let mut p = netaddr::Published::parse(&a.descriptor()).unwrap();
     p.netns = Some("0123456789abcdef".into());
+    p.addrs = vec![netaddr::IfAddr {
+        ip: std::net::Ipv4Addr::new(192, 0, 2, 7),
+        prefix: 24,
+    }];
     let from_elsewhere = b.addresses_of(&p.encode());
-    assert!(from_elsewhere.iter().all(|x| !x.ip().is_loopback()));
-    assert_eq!(from_elsewhere.len(), p.addrs.len());
-    assert_eq!(b.reachable(&p.encode()), !p.addrs.is_empty());
+    assert_eq!(
+        from_elsewhere,
+        vec![std::net::SocketAddr::from(([192, 0, 2, 7], p.port))]
+    );
+    assert!(b.reachable(&p.encode()));
     p.addrs.clear();
     assert!(!b.reachable(&p.encode()));
     // The old single-address form (an explicit GW_TCP_ADDR) still works.
@@ -1125,10 +1132,15 @@ fn loopback_only_within_one_network_namespace() {
     }
 }
 
-/// Across network namespaces (as between hosts): a peer reached at its
-/// interface address, not loopback. Needs an interface with an IPv4 address.
+/// Across network namespaces (as between hosts), an address of the peer's
+/// that is also one of ours (the same bridge address on every host) is
+/// never tried: it would reach ourselves. On one machine every interface
+/// address of a peer "elsewhere" is ours, so nothing is tried and the
+/// connect fails with a message that says why. (Reaching a peer at its
+/// interface address across real namespaces is tested on the testbed:
+/// crates/testbed/tests/hydra_across_hosts.rs.)
 #[test]
-fn a_peer_elsewhere_is_reached_at_an_interface_address() {
+fn a_peer_elsewhere_is_never_tried_at_an_address_that_is_also_ours() {
     let secret = [24; 32];
     let a = tcp_method(0, secret, &[]);
     let b = tcp_method(1, secret, &[]);
@@ -1138,21 +1150,15 @@ fn a_peer_elsewhere_is_reached_at_an_interface_address() {
         return;
     }
     p.netns = Some("0123456789abcdef".into());
-    let link = b.connect(0, &p.encode()).unwrap();
-    link.send(&[IoSlice::new(b"via eth")], &NoWait).unwrap();
-    let (mut sa, mut sb) = (
-        Reasons(Vec::new(), Vec::new()),
-        Reasons(Vec::new(), Vec::new()),
+    assert!(b.addresses_of(&p.encode()).is_empty());
+    let e = match b.connect(0, &p.encode()) {
+        Ok(_) => panic!("connected to an address of our own"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("published no address reachable from here"),
+        "{e}"
     );
-    for _ in 0..200 {
-        a.poll_thorough(&mut sa).unwrap();
-        b.poll_thorough(&mut sb).unwrap();
-        if !sa.0.is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    assert_eq!(sa.0, vec![(1, b"via eth".to_vec())], "{:?}", sb.1);
     a.shutdown();
     b.shutdown();
 }
