@@ -1,6 +1,7 @@
 //! A gridwire program across real hosts, started by MPICH's Hydra over ssh:
-//! 2 sites x 2 hosts with a 5 ms WAN (`gw-testbed up --shared-fs`, so the
-//! hosts see the freshly built program), `mpiexec.mpich -launcher ssh` from
+//! 2 sites x 2 hosts with a 5 ms WAN (`gw-testbed up --shared-fs`, the
+//! program copied to /var/tmp, which every host then sees; staging by the
+//! launcher is still to come), `mpiexec.mpich -launcher ssh` from
 //! `login` with the testbed's ssh wrapper. The program (`rsr_check select`,
 //! an example of gridwire-core) sends 10 messages to every rank, checks
 //! that all arrived, and prints the method chosen per pair. Asserted: tcp
@@ -76,7 +77,13 @@ fn hydra_starts_a_gridwire_job_across_hosts_tcp_between_shm_within() {
     if !ready() {
         return;
     }
-    let prog = build_rsr_check();
+    // Compute hosts have a /tmp, /root and /run of their own even with
+    // --shared-fs, and the repository may be cloned under one of them (CI's
+    // fresh clone, say): put the program where every host sees it.
+    let staged = StagedDir::new();
+    let prog = staged.0.join("rsr_check");
+    std::fs::copy(build_rsr_check(), &prog)
+        .unwrap_or_else(|e| panic!("copy rsr_check to {}: {e}", prog.display()));
     let mut tb = Testbed::up(&[
         "--sites",
         "2",
@@ -237,4 +244,23 @@ fn run_job(tb: &Testbed, prog: &Path, hostfile: &Path, env: &[&str], between: &s
         );
     }
     stderr
+}
+
+/// A directory under /var/tmp (shared with the testbed's hosts under
+/// `--shared-fs`), removed when the test ends, also when it fails.
+struct StagedDir(std::path::PathBuf);
+
+impl StagedDir {
+    fn new() -> StagedDir {
+        let dir =
+            std::path::PathBuf::from(format!("/var/tmp/gw-hydra-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        StagedDir(dir)
+    }
+}
+
+impl Drop for StagedDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
