@@ -218,20 +218,25 @@ impl TcpMethod {
         }
     }
 
-    /// Moves the payload held by our connection to `peer` (if it lost the
-    /// tie) to the authenticated connection `peer` made to us, in order, and
-    /// points later sends there.
-    pub(super) fn merge(&self, peer: u32) {
+    /// The connection we made to `peer`, if it is still the one our sends
+    /// use (not yet redirected to the connection `peer` made to us).
+    fn own_connection_to(&self, peer: u32) -> Option<Arc<Conn>> {
         let own = self
             .by_peer
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&peer)
-            .cloned();
-        let Some(own) = own else { return };
-        if !own.outgoing || own.redirect.get().is_some() {
+            .cloned()?;
+        (own.outgoing && own.redirect.get().is_none()).then_some(own)
+    }
+
+    /// Moves the payload held by our connection to `peer` (if it lost the
+    /// tie) to the authenticated connection `peer` made to us, in order, and
+    /// points later sends there.
+    pub(super) fn merge(&self, peer: u32) {
+        let Some(own) = self.own_connection_to(peer) else {
             return;
-        }
+        };
         let winner = self
             .conns
             .lock()
@@ -287,16 +292,9 @@ impl TcpMethod {
     /// as when the tie could not be settled. An impostor claiming to be
     /// `peer` can cause at most that.
     pub(super) fn release_held(&self, peer: u32) {
-        let own = self
-            .by_peer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&peer)
-            .cloned();
-        let Some(own) = own else { return };
-        if !own.outgoing || own.redirect.get().is_some() {
+        let Some(own) = self.own_connection_to(peer) else {
             return;
-        }
+        };
         // Another connection from `peer` still authenticating may yet take
         // the output over.
         let pair_pending = self
