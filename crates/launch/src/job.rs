@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 use gridwire_core::bootstrap::pmi_wire::LineBuffer;
 
 use crate::placement::Placement;
-use crate::stats;
-use crate::sys::{self, Exit};
+use gridwire_launch::stats;
+pub use gridwire_launch::sys::{remove_shm, say};
+use gridwire_launch::sys::kill_orphans;
+use gridwire_launch::sys::{self, Exit};
 use gridwire_launch::server::{Notice, Server};
 
 /// Exit status of `gwrun` when `--timeout` expires (as `timeout(1)`).
@@ -52,17 +54,6 @@ pub struct JobSpec {
     pub timeout: Option<Duration>,
     pub stats: bool,
     pub binding: crate::binding::Binding,
-}
-
-/// Prints one of gwrun's own messages (always on stderr, always prefixed).
-pub fn say(msg: &str) {
-    let mut s = String::with_capacity(msg.len() + 8);
-    for l in msg.lines() {
-        s.push_str("gwrun: ");
-        s.push_str(l);
-        s.push('\n');
-    }
-    sys::write_all_blocking(2, s.as_bytes());
 }
 
 /// A fresh job secret: 32 random bytes as 64 hex characters.
@@ -814,65 +805,5 @@ impl Job {
             say(&stats::render(&m, &self.spec.placement.describe()).join("\n"));
         }
         self.outcome.unwrap_or(0)
-    }
-}
-
-/// SIGKILLs every process whose parent is `gwrun`: once the ranks are
-/// gone, those can only be descendants that escaped their rank's process
-/// group (e.g. with `setsid`) and were re-parented to us as subreaper.
-fn kill_orphans() {
-    let me = std::process::id() as i32;
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // Fields after the parenthesised command name: state ppid …
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let ppid = rest
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse::<i32>().ok());
-        if ppid == Some(me) {
-            // SAFETY: kill(2) of one of our own children.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    }
-}
-
-/// Removes `/dev/shm/gw-<job id>*`: the runtime's segments, which its own
-/// cleanup cannot remove when a rank is SIGKILLed.
-pub fn remove_shm(job_id: &str) {
-    let prefix = format!("gw-{job_id}");
-    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
-        return;
-    };
-    for e in dir.flatten() {
-        let name = e.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if !name.starts_with(&prefix) {
-            continue;
-        }
-        let path = e.path();
-        let r = match e.file_type() {
-            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
-            _ => std::fs::remove_file(&path),
-        };
-        if let Err(err) = r {
-            if err.kind() != io::ErrorKind::NotFound {
-                say(&format!(
-                    "cannot remove {}: {}",
-                    path.display(),
-                    sys::os_message(&err)
-                ));
-            }
-        }
     }
 }

@@ -2,7 +2,10 @@
 //! from outside the binary. Only the PMI-1 server lives here; the rest of
 //! the launcher stays in the binary (src/main.rs).
 
+pub mod grid;
 pub mod server;
+pub mod stats;
+pub mod sys;
 
 #[doc(hidden)]
 pub mod fuzzing;

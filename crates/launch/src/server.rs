@@ -37,6 +37,10 @@ pub enum Notice {
     /// The rank's stream can no longer be trusted (a line beyond the
     /// length limit): after the queued error reply, close its connection.
     Close { rank: usize, what: String },
+    /// (Partial servers only) every rank served here entered the barrier:
+    /// the proxy passes its fresh puts up the tree and calls
+    /// [`Server::release_barrier`] once the whole job's puts came back.
+    BarrierReady,
 }
 
 /// Output of [`Server::handle`].
@@ -58,7 +62,20 @@ pub struct Server {
     total_bytes: usize,
     in_barrier: Vec<bool>,
     process_mapping: String,
+    /// Which ranks this server serves: all of them under a single-host
+    /// `gwrun`; one host's under a proxy, whose barrier completes only
+    /// when the front end has heard from every host.
+    served: Vec<bool>,
+    partial: bool,
+    /// Puts since the last barrier (partial servers only), in order.
+    fresh: Vec<(String, String)>,
+    /// Bytes in `fresh`, bounded like the space itself.
+    fresh_bytes: usize,
 }
+
+/// Owner recorded for keys that came from other hosts: they count against
+/// the job's totals only.
+const REMOTE_OWNER: usize = usize::MAX;
 
 #[derive(Debug)]
 struct KvsEntry {
@@ -83,7 +100,95 @@ impl Server {
             total_bytes: 0,
             in_barrier: vec![false; size],
             process_mapping,
+            served: vec![true; size],
+            partial: false,
+            fresh: Vec::new(),
+            fresh_bytes: 0,
         }
+    }
+
+    /// A server for the ranks of one host (`ranks`, each `< size`) under a
+    /// proxy: its barrier is the host's part of a job-wide fence.
+    pub fn new_partial(
+        size: usize,
+        kvsname: String,
+        process_mapping: String,
+        ranks: &[usize],
+    ) -> Self {
+        let mut s = Server::new(size, kvsname, process_mapping);
+        s.partial = true;
+        s.served = vec![false; size];
+        for &r in ranks {
+            if let Some(x) = s.served.get_mut(r) {
+                *x = true;
+            }
+        }
+        s
+    }
+
+    /// The puts made here since the last call (partial servers).
+    pub fn take_fresh(&mut self) -> Vec<(String, String)> {
+        self.fresh_bytes = 0;
+        std::mem::take(&mut self.fresh)
+    }
+
+    /// Adds the key-value pairs other hosts put (they arrive from the
+    /// network: each is checked against the same limits as a local put).
+    pub fn insert_remote(&mut self, pairs: Vec<(String, String)>) -> Result<(), String> {
+        for (key, value) in pairs {
+            if key.is_empty() || key.len() >= KEYLEN_MAX || value.len() >= VALLEN_MAX {
+                return Err(format!(
+                    "a key-value pair from another host breaks the limits (key of {} bytes, value of {} bytes)",
+                    key.len(),
+                    value.len()
+                ));
+            }
+            let bytes = key.len() + value.len();
+            let old = self.kvs.get(&key).map(|e| (e.owner, key.len() + e.value.len()));
+            let mut total = self.total_bytes;
+            if let Some((owner, b)) = old {
+                total -= b;
+                if owner != REMOTE_OWNER {
+                    if let Some(u) = self.usage.get_mut(owner) {
+                        u.0 -= 1;
+                        u.1 -= b;
+                    }
+                }
+            } else if self.kvs.len() + 1 > KVS_MAX_KEYS_TOTAL {
+                return Err(format!("the job's key-value space is full ({KVS_MAX_KEYS_TOTAL} keys)"));
+            }
+            if total + bytes > KVS_MAX_BYTES_TOTAL {
+                return Err(format!("the job's key-value space is full ({KVS_MAX_BYTES_TOTAL} bytes)"));
+            }
+            self.total_bytes = total + bytes;
+            self.kvs.insert(
+                key,
+                KvsEntry {
+                    value,
+                    owner: REMOTE_OWNER,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Ends the barrier of a partial server: `barrier_out` to every rank
+    /// served here.
+    pub fn release_barrier(&mut self) -> Output {
+        let mut out = Output::default();
+        for r in 0..self.size {
+            if self.served[r] && self.in_barrier[r] {
+                out.replies
+                    .push((r, line(Command::new("barrier_out").arg("rc", 0))));
+            }
+        }
+        self.in_barrier.iter_mut().for_each(|b| *b = false);
+        out
+    }
+
+    /// Keys put so far (for `--stats` at the end of a grid job).
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.kvs.iter().map(|(k, e)| (k.as_str(), e.value.as_str()))
     }
 
     /// How many ranks are waiting in the current PMI barrier.
@@ -216,7 +321,12 @@ impl Server {
                 if rank < self.size && !self.in_barrier[rank] {
                     self.in_barrier[rank] = true;
                 }
-                if self.in_barrier.iter().all(|&b| b) {
+                if self.partial {
+                    let all_in = (0..self.size).all(|r| !self.served[r] || self.in_barrier[r]);
+                    if all_in {
+                        out.notices.push(Notice::BarrierReady);
+                    }
+                } else if self.in_barrier.iter().all(|&b| b) {
                     for r in 0..self.size {
                         out.replies
                             .push((r, line(Command::new("barrier_out").arg("rc", 0))));
@@ -315,13 +425,23 @@ impl Server {
         }
         if let Some((owner, b)) = old {
             if owner != rank {
-                let u = &mut self.usage[owner];
-                u.0 -= 1;
-                u.1 -= b;
+                if let Some(u) = self.usage.get_mut(owner) {
+                    u.0 -= 1;
+                    u.1 -= b;
+                }
             }
         }
         self.usage[rank] = (keys + 1, mine + bytes);
         self.total_bytes = total + bytes;
+        if self.partial {
+            // Bounded with the space: the fresh list holds each put once
+            // per barrier, so at most the job's byte limit plus a put.
+            if self.fresh_bytes + bytes > KVS_MAX_BYTES_TOTAL {
+                return Err(format!("kvs_full:job_limit_of_{KVS_MAX_BYTES_TOTAL}_bytes"));
+            }
+            self.fresh_bytes += bytes;
+            self.fresh.push((key.to_string(), value.to_string()));
+        }
         self.kvs.insert(
             key.to_string(),
             KvsEntry {

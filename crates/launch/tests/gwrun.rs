@@ -393,7 +393,7 @@ fn hostfile_places_ranks() {
     let o = gwrun(&[
         "-n",
         "3",
-        "--hostfile",
+        "--emulate-hostfile",
         hf.to_str().unwrap(),
         "--timeout",
         "30",

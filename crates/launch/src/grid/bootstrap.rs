@@ -1,0 +1,210 @@
+//! Putting the proxy on a host that has no gridwire.
+//!
+//! The parent (front end or site leader) runs, through the host's start
+//! method, a short POSIX `sh` script (no secrets in it: only the proxy
+//! binary's hash and size). The script looks for that exact binary in the
+//! host's cache, says `GWBOOT1 have` or `GWBOOT1 need` on stdout, in the
+//! second case reads exactly `size` bytes from stdin (`head -c`), checks
+//! their SHA-256 and stores them, then `exec`s the proxy on the same
+//! stdin/stdout — so one ssh session carries the binary, then the
+//! protocol. A second job finds the binary cached and sends nothing.
+//!
+//! The cache is `$GW_PROXY_CACHE`, else `$XDG_CACHE_HOME/gridwire/proxy`,
+//! else `~/.cache/gridwire/proxy`, one file per proxy version
+//! (`gwrun-<sha256>`); the staged program files live next to it in the
+//! stage cache (see `crate::stage`).
+
+use std::io::Read;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+/// What the remote script said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BootLine {
+    Have,
+    Need,
+}
+
+/// The first line the script prints is at most this long; anything else
+/// (a shell's error, a login banner on stdout) is reported, truncated.
+const MAX_BOOT_TEXT: usize = 4096;
+
+/// Collects the bootstrap line.
+#[derive(Debug, Default)]
+pub struct BootReader {
+    buf: Vec<u8>,
+    taken: usize,
+}
+
+impl BootReader {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        // Without a line yet, keep at most the limit; after it, the bytes
+        // are the proxy's first frames, taken over at once by the channel.
+        if self.buf.len() < MAX_BOOT_TEXT || self.buf.contains(&b'\n') {
+            self.buf.extend_from_slice(bytes);
+        }
+    }
+
+    /// `None` until a line (or too much text) arrived.
+    pub fn line(&mut self) -> Option<Result<BootLine, String>> {
+        let Some(nl) = self.buf.iter().position(|&b| b == b'\n') else {
+            if self.buf.len() >= MAX_BOOT_TEXT {
+                return Some(Err(format!(
+                    "unexpected output instead of the proxy: {:?}",
+                    String::from_utf8_lossy(&self.buf[..200.min(self.buf.len())])
+                )));
+            }
+            return None;
+        };
+        let line = &self.buf[..nl];
+        self.taken = nl + 1;
+        Some(match line {
+            b"GWBOOT1 have" => Ok(BootLine::Have),
+            b"GWBOOT1 need" => Ok(BootLine::Need),
+            other => Err(format!(
+                "unexpected output instead of the proxy: {:?}",
+                String::from_utf8_lossy(&other[..200.min(other.len())])
+            )),
+        })
+    }
+
+    /// Bytes after the line.
+    pub fn leftover(&self) -> &[u8] {
+        &self.buf[self.taken.min(self.buf.len())..]
+    }
+}
+
+/// The command line run on the host (by its login shell) to start the
+/// proxy: the bootstrap script, or an installed gridwire under `prefix`.
+pub fn remote_command(hash: &str, size: u64, prefix: Option<&str>) -> String {
+    if let Some(p) = prefix {
+        // An installed gridwire: no staging of the proxy.
+        return format!(
+            "sh -c 'echo GWBOOT1 have; exec \"$0/bin/gwrun\" --proxy' {}",
+            shell_quote(p)
+        );
+    }
+    // $0 = hash, $1 = size. No single quote inside the script.
+    let script = concat!(
+        "d=\"${GW_PROXY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gridwire/proxy}\"; ",
+        "f=\"$d/gwrun-$0\"; ",
+        "if [ -x \"$f\" ]; then echo GWBOOT1 have; else ",
+        "umask 077; mkdir -p \"$d\" || exit 97; echo GWBOOT1 need; t=\"$f.$$\"; ",
+        "if head -c \"$1\" > \"$t\" && [ \"$(sha256sum < \"$t\" | cut -c1-64)\" = \"$0\" ] && chmod 700 \"$t\" && mv -f \"$t\" \"$f\"; ",
+        "then :; else rm -f \"$t\"; echo \"gwrun: cannot store the proxy in $d\" >&2; exit 97; fi; fi; ",
+        "exec \"$f\" --proxy"
+    );
+    format!("sh -c '{script}' {hash} {size}")
+}
+
+/// Quotes `s` for a POSIX shell.
+pub fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+=:,@%".contains(&b))
+    {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// SHA-256 of a file, hex, streaming.
+pub fn hash_file(path: &Path) -> std::io::Result<(String, u64)> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 256 << 10];
+    let mut size = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        h.update(&buf[..n]);
+    }
+    Ok((hex(&h.finalize()), size))
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    #[test]
+    fn boot_lines() {
+        let mut r = BootReader::new();
+        r.push(b"GWBOOT1 ha");
+        assert!(r.line().is_none());
+        r.push(b"ve\nrest");
+        assert_eq!(r.line(), Some(Ok(BootLine::Have)));
+        assert_eq!(r.leftover(), b"rest");
+        let mut r = BootReader::new();
+        r.push(b"sh: 1: head: not found\n");
+        assert!(r.line().unwrap().unwrap_err().contains("head: not found"));
+        let mut r = BootReader::new();
+        r.push(&vec![b'x'; 10_000]);
+        assert!(r.line().unwrap().is_err());
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("/usr/local"), "/usr/local");
+        assert_eq!(shell_quote("a b'c"), "'a b'\\''c'");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    /// The script, run by a real `sh`: stores a binary it is sent, checks
+    /// its hash, then finds it cached.
+    #[test]
+    fn script_stages_then_finds_the_binary() {
+        let dir = std::env::temp_dir().join(format!("gw-boot-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // A "proxy": a shell script that prints its argument.
+        let body = b"#!/bin/sh\necho proxy \"$@\"\n";
+        let src = dir.with_extension("src");
+        std::fs::write(&src, body).unwrap();
+        let (hash, size) = hash_file(&src).unwrap();
+        let run = |send: &[u8]| {
+            let mut c = Command::new("sh")
+                .arg("-c")
+                .arg(remote_command(&hash, size, None))
+                .env("GW_PROXY_CACHE", &dir)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            c.stdin.take().unwrap().write_all(send).unwrap();
+            let out = c.wait_with_output().unwrap();
+            (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                out.status.code(),
+            )
+        };
+        let (out, code) = run(body);
+        assert_eq!(out, "GWBOOT1 need\nproxy --proxy\n");
+        assert_eq!(code, Some(0));
+        let (out, _) = run(b"");
+        assert_eq!(out, "GWBOOT1 have\nproxy --proxy\n");
+        // A corrupted transfer is refused.
+        std::fs::remove_file(dir.join(format!("gwrun-{hash}"))).unwrap();
+        let mut bad = body.to_vec();
+        bad[3] ^= 1;
+        let (out, code) = run(&bad);
+        assert_eq!(out, "GWBOOT1 need\n");
+        assert_eq!(code, Some(97));
+        assert!(!dir.join(format!("gwrun-{hash}")).exists());
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_file(&src);
+    }
+}
