@@ -3,6 +3,7 @@
 //! the launcher stays in the binary (src/main.rs).
 
 pub mod server;
+pub mod stage;
 
 #[doc(hidden)]
 pub mod fuzzing;
