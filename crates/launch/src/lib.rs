@@ -1,9 +1,13 @@
-//! The library half of `gwrun`: the parts fuzz targets and tests reach
-//! from outside the binary. Only the PMI-1 server lives here; the rest of
-//! the launcher stays in the binary (src/main.rs).
+//! The library half of `gwrun`: the parts fuzz targets, tests and both
+//! modes of the binary share — the PMI-1 server, the grid start-up (front
+//! end and proxy), machines files and placement, staging, system calls.
+//! The single-machine job loop stays in the binary (src/main.rs, job.rs).
 
 pub mod grid;
+pub mod hostmap;
+pub mod machines;
 pub mod server;
+pub mod stage;
 pub mod stats;
 pub mod sys;
 
