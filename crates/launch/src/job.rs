@@ -717,6 +717,8 @@ impl Job {
             for n in out.notices {
                 match n {
                     Notice::Initialized(x) => self.ranks[x].inited = true,
+                    // Only partial (proxy) servers wait for other hosts.
+                    Notice::BarrierReady => {}
                     Notice::Finalized(x) => self.ranks[x].finalized = true,
                     Notice::Abort { rank, code, msg } => {
                         let m = if msg.is_empty() {

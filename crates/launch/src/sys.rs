@@ -293,7 +293,7 @@ pub fn say(msg: &str) {
         s.push_str(l);
         s.push('\n');
     }
-    sys::write_all_blocking(2, s.as_bytes());
+    write_all_blocking(2, s.as_bytes());
 }
 
 /// SIGKILLs every process whose parent is `gwrun`: once the ranks are
@@ -349,7 +349,7 @@ pub fn remove_shm(job_id: &str) {
                 say(&format!(
                     "cannot remove {}: {}",
                     path.display(),
-                    sys::os_message(&err)
+                    os_message(&err)
                 ));
             }
         }

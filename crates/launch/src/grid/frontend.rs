@@ -368,11 +368,6 @@ impl FrontEnd {
         format!("rank {r} (pid {pid}) on {}", self.host_label(self.host_of_rank(r)))
     }
 
-    fn link_of_site(&self, site: usize) -> Option<usize> {
-        let leader = self.plan.sites.get(site)?.leader;
-        self.links.iter().position(|l| l.host == leader)
-    }
-
     fn kill(&mut self, sig: libc::c_int) {
         for l in &mut self.links {
             l.channel.send_msg(Msg::Kill { signal: sig });
@@ -726,7 +721,10 @@ impl FrontEnd {
                 let label = self.host_label(host);
                 self.fail(format!("{label}: {msg}"), FailKind::Lost, code);
             }
-            Msg::Done { host } => {
+            Msg::Done { host, stats } => {
+                for (k, v) in stats {
+                    self.kvs.insert(k, v);
+                }
                 if let Some(d) = self.host_done.get_mut(host) {
                     *d = true;
                 }

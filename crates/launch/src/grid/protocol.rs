@@ -91,8 +91,12 @@ pub enum Msg {
     /// Down: rank 0's stdin ended.
     StdinEof,
     /// Up: every rank of this host has exited and the host is clean; the
-    /// proxy exits next.
-    Done { host: usize },
+    /// proxy exits next. `stats`: the ranks' `gw.stats.*` records put
+    /// after the last fence (for `--stats`).
+    Done {
+        host: usize,
+        stats: Vec<(String, String)>,
+    },
     /// Both ways, when nothing else was sent for a while.
     Ping,
 }

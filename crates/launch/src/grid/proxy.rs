@@ -720,11 +720,11 @@ impl Proxy {
                     self.below_fence.1.extend(pairs);
                     self.maybe_fence_up();
                 }
-                Frame::Msg(Msg::Done { host }) => {
+                Frame::Msg(Msg::Done { host, stats }) => {
                     if host == child_host {
                         self.children[i].done = true;
                     }
-                    self.up.send_msg(Msg::Done { host });
+                    self.up.send_msg(Msg::Done { host, stats });
                 }
                 Frame::Msg(
                     m @ (Msg::Started { .. } | Msg::Exit { .. } | Msg::Abort { .. } | Msg::Trouble { .. }),
@@ -944,8 +944,15 @@ impl Proxy {
         sys::remove_shm(&self.hello.plan.job_id);
         self.stage.cleanup();
         if self.orphaned.is_none() {
+            let stats = self
+                .server
+                .take_fresh()
+                .into_iter()
+                .filter(|(k, _)| k.starts_with("gw.stats."))
+                .collect();
             self.up.send_msg(Msg::Done {
                 host: self.hello.host,
+                stats,
             });
             flush_blocking(&mut self.up);
         }

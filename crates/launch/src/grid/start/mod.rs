@@ -6,7 +6,7 @@
 use std::process::Command;
 
 mod local;
-mod ssh;
+pub mod ssh;
 
 pub use local::Local;
 pub use ssh::Ssh;
