@@ -229,15 +229,18 @@ pub fn machines(plan: &Plan) -> String {
     );
     for site in 0..o.sites {
         s.push('\n');
+        // gwrun's proxies ssh on from a site's first host: they need the
+        // testbed's config there too (it is visible on every host).
+        let opts = format!("ssh_options=\"-F {}\"", config_path(plan));
         if plan.firewalled(site) {
             s.push_str(&format!(
-                "# behind a firewall: only {} is reachable from outside the site\n[site {}] start=ssh gateway={}\n",
+                "# behind a firewall: only {} is reachable from outside the site\n[site {}] start=ssh gateway={} {opts}\n",
                 plan.gateway(site),
                 site_name(site),
                 plan.gateway(site)
             ));
         } else {
-            s.push_str(&format!("[site {}] start=ssh\n", site_name(site)));
+            s.push_str(&format!("[site {}] start=ssh {opts}\n", site_name(site)));
         }
         for h in plan.hosts.iter().filter(|h| h.site == Some(site)) {
             s.push_str(&format!("{}\n", h.name));

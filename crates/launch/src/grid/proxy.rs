@@ -555,7 +555,11 @@ impl Proxy {
                         self.children[i].after_read(&image);
                         self.handle_child(i);
                     }
-                    Slot::ChildWrite(i) => self.children[i].channel.flush(),
+                    Slot::ChildWrite(i) => {
+                        self.children[i].channel.flush();
+                        // Room again: the rest of a staged file.
+                        self.serve_children_files();
+                    }
                     Slot::Pmi(i) => {
                         if pfd.revents & libc::POLLOUT != 0 {
                             self.flush_pmi(i);
