@@ -97,12 +97,18 @@ pub fn run() -> i32 {
     let plan = &hello.plan;
     let host = hello.host;
     let me = &plan.hosts[host];
-    let image = match proxy_image() {
-        Ok(i) => i,
+    // The binary we run is the one the plan names (the parent started it
+    // by that hash): no need to hash ourselves again.
+    let image = match std::env::current_exe() {
+        Ok(path) => ProxyImage {
+            path,
+            hash: plan.proxy_hash.clone(),
+            size: plan.proxy_size,
+        },
         Err(e) => {
             up.send_msg(Msg::Trouble {
                 host,
-                msg: e,
+                msg: format!("cannot find my own binary: {e}"),
                 code: 1,
             });
             flush_blocking(&mut up);
@@ -144,13 +150,6 @@ pub fn run() -> i32 {
     p.stage_or_start();
     p.event_loop(sigfd.as_raw_fd());
     p.finish()
-}
-
-fn proxy_image() -> Result<ProxyImage, String> {
-    let path = std::env::current_exe().map_err(|e| format!("cannot find my own binary: {e}"))?;
-    let (hash, size) = super::bootstrap::hash_file(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    Ok(ProxyImage { path, hash, size })
 }
 
 /// Blocks (in poll) until the Hello frame, bounded by [`HELLO_TIMEOUT`].
