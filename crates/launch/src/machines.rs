@@ -382,11 +382,9 @@ struct Parser {
     site_index: HashMap<String, usize>,
     /// Lower-cased host name → index.
     host_index: HashMap<String, usize>,
-    /// The site host lines go to; `None` before the first line that needs one.
+    /// The site host lines go to: the last `[site]` header's, or the
+    /// implicit site (made by the first host line before any header).
     current: Option<usize>,
-    /// Whether a `[site …]` header has been seen (then the implicit site can
-    /// no longer get hosts).
-    seen_header: bool,
     host_lines: usize,
 }
 
@@ -549,7 +547,6 @@ impl Parser {
         self.site_index.insert(name.to_string(), index);
         self.sites.push(site);
         self.current = Some(index);
-        self.seen_header = true;
         Ok(())
     }
 
@@ -689,7 +686,6 @@ impl Parser {
             Some(s) => s,
             None => {
                 // The first host before any header: the implicit site.
-                debug_assert!(!self.seen_header);
                 let index = self.sites.len();
                 self.sites.push(Site::new(IMPLICIT_SITE, 0));
                 self.site_index.insert(IMPLICIT_SITE.to_string(), index);

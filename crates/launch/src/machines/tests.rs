@@ -746,3 +746,41 @@ proptest! {
         prop_assert_eq!(e.line, pos + 1, "{} in\n{}", e, text);
     }
 }
+
+#[test]
+fn the_messages_docs_machines_md_shows_are_the_real_ones() {
+    let doc = include_str!("../../../../docs/machines.md");
+    for (text, shown) in [
+        ("a\nnode1:x\n", "line 2: bad slot count in \"node1:x\": \"x\" is not a number"),
+        (
+            "[site x]\na\n[site y]\nb\na\n",
+            "line 5: host \"a\" is already in site \"x\" (line 2); a host belongs to one site",
+        ),
+        (
+            "[site s0]\nh\n\n\n\n\n\n\n[site s1] gateway=gw\ns1h0\ns1h1\n",
+            "line 9: site \"s1\": gateway=\"gw\" is not a host of the site (its hosts: s1h0, s1h1)",
+        ),
+        (
+            "[site a] ssh_options=\"evil.example.org\"\nh\n",
+            "line 1: site \"a\": ssh_options: \"evil.example.org\" is not an ssh option (ssh would take it for the host)",
+        ),
+    ] {
+        let e = Machines::parse(text).expect_err(text);
+        assert_eq!(e.to_string(), shown);
+        assert!(
+            doc.contains(&format!("machines file hosts: {shown}\n")),
+            "docs/machines.md lacks {shown:?}"
+        );
+    }
+}
+
+#[test]
+fn host_lines_are_bounded_too() {
+    // 100 hosts on 10 001 lines each: not too many hosts or slots, but too
+    // many lines.
+    let mut text = String::with_capacity(8 * (MAX_HOST_LINES + 200));
+    for i in 0..=MAX_HOST_LINES {
+        text.push_str(&format!("h{}\n", i % 100));
+    }
+    fails(&text, MAX_HOST_LINES + 1, &["more than 1000000 host lines"]);
+}
