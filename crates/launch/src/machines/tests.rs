@@ -202,6 +202,9 @@ fn ssh_options_that_are_not_options_are_refused() {
         &["-f", "not accepted"],
     );
     fails("[site a] ssh_options=\"-vN\"\nh\n", 1, &["-N"]);
+    // The proxy's stdin carries the job secret: no -n, no tty.
+    fails("[site a] ssh_options=\"-n\"\nh\n", 1, &["-n"]);
+    fails("[site a] ssh_options=\"-qt\"\nh\n", 1, &["-t"]);
     fails("[site a] ssh_options=\"-\"\nh\n", 1, &["not an ssh option"]);
     fails("[site a] ssh_options=\"-o 'x\"\nh\n", 1, &["unterminated"]);
     let many = vec!["-v"; 65].join(" ");
