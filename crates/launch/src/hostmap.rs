@@ -163,11 +163,24 @@ impl RankMap {
         self.host_of_rank.is_empty()
     }
 
-    /// The ranks on host `host`, ascending.
+    /// The ranks on host `host`, ascending. O(n); see
+    /// [`RankMap::ranks_by_host`] for all hosts.
     pub fn ranks_on(&self, host: usize) -> Vec<usize> {
         (0..self.host_of_rank.len())
             .filter(|&r| self.host_of_rank[r] == host)
             .collect()
+    }
+
+    /// The ranks of every host at once, in O(n + hosts):
+    /// `ranks_by_host()[h] == ranks_on(h)` for every host that has a rank
+    /// (the list ends at the last host used).
+    pub fn ranks_by_host(&self) -> Vec<Vec<usize>> {
+        let hosts = self.host_of_rank.iter().max().map_or(0, |&h| h + 1);
+        let mut out = vec![Vec::new(); hosts];
+        for (r, &h) in self.host_of_rank.iter().enumerate() {
+            out[h].push(r);
+        }
+        out
     }
 
     /// `(index of rank among the ranks of its host, ranks on that host)`,

@@ -302,3 +302,23 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_message_docs_machines_md_shows_is_the_real_one() {
+    let doc = include_str!("../../../../docs/machines.md");
+    let e = map_ranks(&machines("a:2\nb:2\n"), 5, MapBy::Slot, false).unwrap_err();
+    assert_eq!(
+        e,
+        "-n 5 is more than the 4 slots of the machines file's 2 host(s); \
+         give the hosts more slots (host:N or slots=N) or use --oversubscribe"
+    );
+    assert!(
+        doc.contains(&format!("gwrun: {e}\n")),
+        "docs/machines.md lacks {e:?}"
+    );
+    let pm = map_ranks(&machines("a\nb\nc\n"), 100, MapBy::Host, true)
+        .unwrap()
+        .process_mapping();
+    assert_eq!(pm, "(vector,(0,3,1))");
+    assert!(doc.contains(&format!("`{pm}`")));
+}

@@ -305,8 +305,10 @@ pub(super) fn split_ssh_options(value: &str) -> Result<Vec<String>, String> {
 }
 
 /// ssh's flags without an argument that leave the session as a proxy start
-/// needs it (no `-f`, `-N`, `-G`, `-V`, `-s`, `-M`).
-const SSH_FLAGS: &str = "46AaCgKkqTtvXxYn";
+/// needs it: not `-f`, `-N`, `-G`, `-V`, `-s`, `-M`, which start no command
+/// or run none, nor `-n` and `-t`: the proxy's stdin carries the job secret,
+/// which `-n` would cut off and a `-t` terminal would mangle.
+const SSH_FLAGS: &str = "46AaCgKkqTvXxY";
 /// ssh's options that take an argument and leave the session usable (no
 /// `-O`, `-Q`, `-W`, `-e`).
 const SSH_WITH_ARG: &str = "bBcDEFiIJlLmopRSw";

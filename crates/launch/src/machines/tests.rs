@@ -202,6 +202,9 @@ fn ssh_options_that_are_not_options_are_refused() {
         &["-f", "not accepted"],
     );
     fails("[site a] ssh_options=\"-vN\"\nh\n", 1, &["-N"]);
+    // The proxy's stdin carries the job secret: no -n, no tty.
+    fails("[site a] ssh_options=\"-n\"\nh\n", 1, &["-n"]);
+    fails("[site a] ssh_options=\"-qt\"\nh\n", 1, &["-t"]);
     fails("[site a] ssh_options=\"-\"\nh\n", 1, &["not an ssh option"]);
     fails("[site a] ssh_options=\"-o 'x\"\nh\n", 1, &["unterminated"]);
     let many = vec!["-v"; 65].join(" ");
@@ -745,4 +748,42 @@ proptest! {
         let e = Machines::parse(&text).expect_err("a bad line was inserted");
         prop_assert_eq!(e.line, pos + 1, "{} in\n{}", e, text);
     }
+}
+
+#[test]
+fn the_messages_docs_machines_md_shows_are_the_real_ones() {
+    let doc = include_str!("../../../../docs/machines.md");
+    for (text, shown) in [
+        ("a\nnode1:x\n", "line 2: bad slot count in \"node1:x\": \"x\" is not a number"),
+        (
+            "[site x]\na\n[site y]\nb\na\n",
+            "line 5: host \"a\" is already in site \"x\" (line 2); a host belongs to one site",
+        ),
+        (
+            "[site s0]\nh\n\n\n\n\n\n\n[site s1] gateway=gw\ns1h0\ns1h1\n",
+            "line 9: site \"s1\": gateway=\"gw\" is not a host of the site (its hosts: s1h0, s1h1)",
+        ),
+        (
+            "[site a] ssh_options=\"evil.example.org\"\nh\n",
+            "line 1: site \"a\": ssh_options: \"evil.example.org\" is not an ssh option (ssh would take it for the host)",
+        ),
+    ] {
+        let e = Machines::parse(text).expect_err(text);
+        assert_eq!(e.to_string(), shown);
+        assert!(
+            doc.contains(&format!("machines file hosts: {shown}\n")),
+            "docs/machines.md lacks {shown:?}"
+        );
+    }
+}
+
+#[test]
+fn host_lines_are_bounded_too() {
+    // 100 hosts on 10 001 lines each: not too many hosts or slots, but too
+    // many lines.
+    let mut text = String::with_capacity(8 * (MAX_HOST_LINES + 200));
+    for i in 0..=MAX_HOST_LINES {
+        text.push_str(&format!("h{}\n", i % 100));
+    }
+    fails(&text, MAX_HOST_LINES + 1, &["more than 1000000 host lines"]);
 }
