@@ -213,8 +213,13 @@ where
             if tag == elf::DT_NULL {
                 break;
             }
-            let is_string = [elf::DT_NEEDED, elf::DT_SONAME, elf::DT_RPATH, elf::DT_RUNPATH]
-                .contains(&tag);
+            let is_string = [
+                elf::DT_NEEDED,
+                elf::DT_SONAME,
+                elf::DT_RPATH,
+                elf::DT_RUNPATH,
+            ]
+            .contains(&tag);
             if !is_string {
                 continue;
             }
@@ -495,7 +500,9 @@ mod tests {
         let info = read_info(ls).unwrap();
         assert_eq!(info.arch, Some(host_arch()));
         assert!(info.needed.iter().any(|n| n == "libc.so.6"), "{info:?}");
-        let glibc = glibc_required(ls).unwrap().expect("ls uses versioned glibc symbols");
+        let glibc = glibc_required(ls)
+            .unwrap()
+            .expect("ls uses versioned glibc symbols");
         assert!(glibc >= (2, 2) && glibc <= host_glibc(), "{glibc:?}");
         check_runs_here(ls).unwrap();
         check_all_run_here(&[ls, Path::new("/bin/sh")]).unwrap();
@@ -549,7 +556,10 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         let want_other = if other == 183 { "aarch64" } else { "x86_64" };
         assert!(err.contains(&format!("built for {want_other}")), "{err}");
-        assert!(err.contains(&format!("this host is {}", host_arch())), "{err}");
+        assert!(
+            err.contains(&format!("this host is {}", host_arch())),
+            "{err}"
+        );
     }
 
     #[test]

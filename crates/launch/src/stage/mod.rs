@@ -68,7 +68,9 @@ pub fn validate_hash(hash: &str) -> Result<(), String> {
         Ok(())
     } else {
         let shown: String = hash.chars().take(80).collect();
-        Err(format!("bad content hash {shown:?} (want 64 lowercase hex digits)"))
+        Err(format!(
+            "bad content hash {shown:?} (want 64 lowercase hex digits)"
+        ))
     }
 }
 
@@ -144,10 +146,7 @@ pub(crate) mod test_util {
         pub fn new(tag: &str) -> TempDir {
             static N: AtomicU32 = AtomicU32::new(0);
             let n = N.fetch_add(1, Ordering::Relaxed);
-            let p = std::env::temp_dir().join(format!(
-                "gw-stage-{}-{tag}-{n}",
-                std::process::id()
-            ));
+            let p = std::env::temp_dir().join(format!("gw-stage-{}-{tag}-{n}", std::process::id()));
             let _ = std::fs::remove_dir_all(&p);
             std::fs::create_dir_all(&p).unwrap();
             TempDir(p)
@@ -175,7 +174,14 @@ mod tests {
 
     #[test]
     fn names() {
-        for ok in ["prog", "libmpi.so.12", "a", "...", ".hidden", &"x".repeat(255)] {
+        for ok in [
+            "prog",
+            "libmpi.so.12",
+            "a",
+            "...",
+            ".hidden",
+            &"x".repeat(255),
+        ] {
             validate_name(ok).unwrap();
         }
         for bad in ["", ".", "..", "a/b", "/", "a\0b", &"x".repeat(256)] {
