@@ -1,6 +1,6 @@
 //! The library half of `gwrun`: the parts fuzz targets and tests reach
-//! from outside the binary. Only the PMI-1 server lives here; the rest of
-//! the launcher stays in the binary (src/main.rs).
+//! from outside the binary: the PMI-1 server and the staging building blocks
+//! (`stage`); the rest of the launcher stays in the binary (src/main.rs).
 
 pub mod server;
 pub mod stage;

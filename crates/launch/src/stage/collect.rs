@@ -508,36 +508,9 @@ pub(crate) fn parse_ld_so_cache(bytes: &[u8]) -> HashMap<Vec<u8>, Vec<PathBuf>> 
 mod tests {
     use super::*;
     use crate::stage::hash_reader;
-    use crate::stage::test_util::TempDir;
+    use crate::stage::test_util::{cc, have_cc, TempDir};
     use gridwire_testkit::skip;
-    use std::process::{Command, Stdio};
-
-    fn have_cc() -> bool {
-        Command::new("cc")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    }
-
-    /// Compiles `source` (C) into `out` with `args` (libraries, -Wl,…).
-    fn cc(dir: &Path, source: &str, out: &Path, args: &[&str]) {
-        let src = dir.join(format!("{}.c", out.file_name().unwrap().to_string_lossy()));
-        std::fs::write(&src, source).unwrap();
-        let o = Command::new("cc")
-            .arg(&src)
-            .arg("-o")
-            .arg(out)
-            .args(args)
-            .output()
-            .expect("cc runs");
-        assert!(
-            o.status.success(),
-            "cc {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
+    use std::process::Command;
 
     /// An environment without LD_LIBRARY_PATH (the test process may have one).
     fn clean_env() -> LoaderEnv {

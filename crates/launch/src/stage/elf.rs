@@ -28,6 +28,8 @@ const MAX_NEEDED: usize = 4096;
 const MAX_VERSION_RECORDS: usize = 1 << 16;
 /// Dynamic entries we look at (a real object has well under a hundred).
 const MAX_DYNAMIC_ENTRIES: usize = 1 << 16;
+/// Largest dynamic or version-needs section we read (a real one: KiBs).
+const MAX_TABLE_BYTES: u64 = 4 << 20;
 
 /// What kind of machine an ELF file runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -190,6 +192,22 @@ where
                 .into());
         }
         return Ok(info);
+    }
+
+    // The tables we read whole are read into memory from a file (up to its
+    // length): real ones are a few KiB, so a large one is refused before
+    // anything is allocated for it.
+    for s in sections.iter() {
+        let kind = s.sh_type(endian);
+        if (kind == elf::SHT_DYNAMIC || kind == elf::SHT_GNU_VERNEED)
+            && s.sh_size(endian).into() > MAX_TABLE_BYTES
+        {
+            return Err(format!(
+                "corrupt ELF file: a dynamic or version section of {} bytes \
+                 (at most {MAX_TABLE_BYTES})",
+                s.sh_size(endian).into()
+            ));
+        }
     }
 
     // The dynamic section: the first SHT_DYNAMIC, with its linked strings.
@@ -645,6 +663,26 @@ mod tests {
         let mut data = system_program();
         data[0x28..0x30].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(parse_info(&data).is_err());
+
+        // A dynamic section claiming a TiB: refused before it is read.
+        let mut data = system_program();
+        let word = |d: &[u8], at: usize| u64::from_le_bytes(d[at..at + 8].try_into().unwrap());
+        let shoff = word(&data, 0x28) as usize;
+        let shentsize = u16::from_le_bytes([data[0x3a], data[0x3b]]) as usize;
+        let shnum = u16::from_le_bytes([data[0x3c], data[0x3d]]) as usize;
+        let dynamic = (0..shnum)
+            .map(|i| shoff + i * shentsize)
+            .find(|&at| u32::from_le_bytes(data[at + 4..at + 8].try_into().unwrap()) == 6)
+            .expect("ls has a dynamic section");
+        data[dynamic + 32..dynamic + 40].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        let path = temp_path("hugedyn");
+        std::fs::write(&path, &data).unwrap();
+        let err = read_info(&path).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            err.contains("dynamic or version section of 1099511627776 bytes"),
+            "{err}"
+        );
     }
 
     proptest! {
