@@ -937,6 +937,26 @@ mod tests {
         assert!(parse_ld_so_cache(&lying).is_empty());
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Mutated caches: no panic, never more names than entries.
+        #[test]
+        fn mutated_ld_so_cache_never_panics(
+            edits in proptest::collection::vec(
+                (proptest::prelude::any::<proptest::sample::Index>(), proptest::prelude::any::<u8>()),
+                1..16,
+            ),
+        ) {
+            let mut bytes = new_cache(&[("liba.so", "/a/liba.so"), ("libb.so.2", "/b/libb.so.2")]);
+            for (at, byte) in &edits {
+                let i = at.index(bytes.len());
+                bytes[i] = *byte;
+            }
+            proptest::prop_assert!(parse_ld_so_cache(&bytes).len() <= 2);
+        }
+    }
+
     /// The machine's own cache agrees with `ldconfig -p`.
     #[test]
     fn ld_so_cache_of_this_machine() {
