@@ -143,10 +143,7 @@ pub fn collect_with(
             .canonicalize()
             .map_err(|e| format!("--stage-files {}: {e}", path.display()))?;
         let name = file_name(path)?;
-        files.push(
-            describe(name, &canonical, false)
-                .map_err(|e| format!("--stage-files: {e}"))?,
-        );
+        files.push(describe(name, &canonical, false).map_err(|e| format!("--stage-files: {e}"))?);
     }
     dedupe(files)
 }
@@ -507,44 +504,13 @@ pub(crate) fn parse_ld_so_cache(bytes: &[u8]) -> HashMap<Vec<u8>, Vec<PathBuf>> 
     map
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::stage::hash_reader;
-    use crate::stage::test_util::TempDir;
+    use crate::stage::test_util::{cc, have_cc, TempDir};
     use gridwire_testkit::skip;
-    use std::process::{Command, Stdio};
-
-    fn have_cc() -> bool {
-        Command::new("cc")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    }
-
-    /// Compiles `source` (C) into `out` with `args` (libraries, -Wl,…).
-    fn cc(dir: &Path, source: &str, out: &Path, args: &[&str]) {
-        let src = dir.join(format!(
-            "{}.c",
-            out.file_name().unwrap().to_string_lossy()
-        ));
-        std::fs::write(&src, source).unwrap();
-        let o = Command::new("cc")
-            .arg(&src)
-            .arg("-o")
-            .arg(out)
-            .args(args)
-            .output()
-            .expect("cc runs");
-        assert!(
-            o.status.success(),
-            "cc {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
+    use std::process::Command;
 
     /// An environment without LD_LIBRARY_PATH (the test process may have one).
     fn clean_env() -> LoaderEnv {
@@ -648,11 +614,17 @@ mod tests {
         );
         let files = collect_with(&prog, &[], &clean_env()).unwrap();
         assert_eq!(names(&files), ["hello", "libmpi.so"]);
-        assert_eq!(source_of(&files, "libmpi.so"), libmpi.canonicalize().unwrap());
+        assert_eq!(
+            source_of(&files, "libmpi.so"),
+            libmpi.canonicalize().unwrap()
+        );
         assert!(files[0].is_program && !files[1].is_program);
 
         // ldd (the real loader) agrees on the non-system libraries.
-        let out = Command::new("ldd").arg(&prog).env_remove("LD_LIBRARY_PATH").output();
+        let out = Command::new("ldd")
+            .arg(&prog)
+            .env_remove("LD_LIBRARY_PATH")
+            .output();
         let Ok(out) = out else {
             return skip("no ldd to compare with");
         };
@@ -708,11 +680,19 @@ mod tests {
         if !have_cc() {
             return skip("no C compiler (cc)");
         }
-        let dir = build_chain("rpath", &[], &["-Wl,--disable-new-dtags,-rpath,$ORIGIN/lib"]);
+        let dir = build_chain(
+            "rpath",
+            &[],
+            &["-Wl,--disable-new-dtags,-rpath,$ORIGIN/lib"],
+        );
         let files = collect_with(&dir.path().join("prog"), &[], &clean_env()).unwrap();
         assert_eq!(names(&files), ["prog", "libfoo.so", "libbar.so"]);
 
-        let dir = build_chain("runpath2", &[], &["-Wl,--enable-new-dtags,-rpath,$ORIGIN/lib"]);
+        let dir = build_chain(
+            "runpath2",
+            &[],
+            &["-Wl,--enable-new-dtags,-rpath,$ORIGIN/lib"],
+        );
         let err = collect_with(&dir.path().join("prog"), &[], &clean_env()).unwrap_err();
         assert!(
             err.contains("libfoo.so: needs libbar.so, which the dynamic loader would not find"),
@@ -771,7 +751,11 @@ mod tests {
                 &["-L", c, "-lfoo", "-Wl,--allow-shlib-undefined", &flags],
             );
             let files = collect_with(&prog, &[], &env).unwrap();
-            assert_eq!(source_of(&files, "libfoo.so"), want.join("libfoo.so"), "{flags}");
+            assert_eq!(
+                source_of(&files, "libfoo.so"),
+                want.join("libfoo.so"),
+                "{flags}"
+            );
         }
     }
 
@@ -829,30 +813,45 @@ mod tests {
 
         // The same bytes under the same name from elsewhere: one file.
         std::fs::write(&same_name, "abc").unwrap();
-        assert_eq!(collect(&ls, &[a.clone(), same_name.clone()]).unwrap().len(), 2);
+        assert_eq!(
+            collect(&ls, &[a.clone(), same_name.clone()]).unwrap().len(),
+            2
+        );
         // Different bytes under the same name: an error naming both.
         std::fs::write(&same_name, "abd").unwrap();
         let err = collect(&ls, &[a.clone(), same_name.clone()]).unwrap_err();
         assert!(err.contains("\"input.dat\""), "{err}");
-        assert!(err.contains(&same_name.canonicalize().unwrap().display().to_string()), "{err}");
+        assert!(
+            err.contains(&same_name.canonicalize().unwrap().display().to_string()),
+            "{err}"
+        );
         // A file named like the program.
         let fake_ls = sub.join("ls");
         std::fs::write(&fake_ls, "x").unwrap();
         assert!(collect(&ls, &[fake_ls]).is_err());
 
-        let err = collect(&ls, &[sub.clone()]).unwrap_err();
+        let err = collect(&ls, std::slice::from_ref(&sub)).unwrap_err();
         assert!(err.contains("not a regular file"), "{err}");
         let err = collect(&ls, &[dir.path().join("missing")]).unwrap_err();
-        assert!(err.contains("--stage-files") && err.contains("missing"), "{err}");
+        assert!(
+            err.contains("--stage-files") && err.contains("missing"),
+            "{err}"
+        );
         assert!(collect(&dir.path().join("no-such-prog"), &[]).is_err());
     }
 
     #[test]
     fn origin_expansion() {
         let o = Path::new("/opt/app/bin");
-        assert_eq!(expand(b"$ORIGIN/../lib", o).unwrap(), Path::new("/opt/app/bin/../lib"));
+        assert_eq!(
+            expand(b"$ORIGIN/../lib", o).unwrap(),
+            Path::new("/opt/app/bin/../lib")
+        );
         assert_eq!(expand(b"${ORIGIN}", o).unwrap(), o);
-        assert_eq!(expand(b"/usr/local/lib", o).unwrap(), Path::new("/usr/local/lib"));
+        assert_eq!(
+            expand(b"/usr/local/lib", o).unwrap(),
+            Path::new("/usr/local/lib")
+        );
         assert!(expand(b"$ORIGINAL", o).is_none());
         assert!(expand(b"/x/$LIB", o).is_none());
         assert!(expand(b"$", o).is_none());
@@ -861,11 +860,15 @@ mod tests {
 
     #[test]
     fn system_paths() {
-        assert!(is_system_path(Path::new("/usr/lib/x86_64-linux-gnu/libc.so.6")));
+        assert!(is_system_path(Path::new(
+            "/usr/lib/x86_64-linux-gnu/libc.so.6"
+        )));
         assert!(is_system_path(Path::new("/lib64/ld-linux-x86-64.so.2")));
         assert!(!is_system_path(Path::new("/usr/local/lib/libmpi.so")));
         assert!(!is_system_path(Path::new("/usr/libexec/x")));
-        assert!(!is_system_path(Path::new("/home/u/gridwire/target/debug/libmpi.so")));
+        assert!(!is_system_path(Path::new(
+            "/home/u/gridwire/target/debug/libmpi.so"
+        )));
     }
 
     fn new_cache(entries: &[(&str, &str)]) -> Vec<u8> {
@@ -907,7 +910,10 @@ mod tests {
         let map = parse_ld_so_cache(&bytes);
         assert_eq!(
             map[&b"libx.so.1".to_vec()],
-            [Path::new("/opt/x/lib/libx.so.1"), Path::new("/opt/x/lib32/libx.so.1")]
+            [
+                Path::new("/opt/x/lib/libx.so.1"),
+                Path::new("/opt/x/lib32/libx.so.1")
+            ]
         );
         assert_eq!(map[&b"liby.so".to_vec()], [Path::new("/opt/y/liby.so")]);
 
@@ -931,6 +937,26 @@ mod tests {
         assert!(parse_ld_so_cache(&lying).is_empty());
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Mutated caches: no panic, never more names than entries.
+        #[test]
+        fn mutated_ld_so_cache_never_panics(
+            edits in proptest::collection::vec(
+                (proptest::prelude::any::<proptest::sample::Index>(), proptest::prelude::any::<u8>()),
+                1..16,
+            ),
+        ) {
+            let mut bytes = new_cache(&[("liba.so", "/a/liba.so"), ("libb.so.2", "/b/libb.so.2")]);
+            for (at, byte) in &edits {
+                let i = at.index(bytes.len());
+                bytes[i] = *byte;
+            }
+            proptest::prop_assert!(parse_ld_so_cache(&bytes).len() <= 2);
+        }
+    }
+
     /// The machine's own cache agrees with `ldconfig -p`.
     #[test]
     fn ld_so_cache_of_this_machine() {
@@ -938,7 +964,9 @@ mod tests {
             return skip("no /etc/ld.so.cache");
         };
         let map = parse_ld_so_cache(&bytes);
-        let libc = map.get(&b"libc.so.6".to_vec()).expect("libc.so.6 in the cache");
+        let libc = map
+            .get(b"libc.so.6".as_slice())
+            .expect("libc.so.6 in the cache");
         assert!(libc.iter().any(|p| p.exists()), "{libc:?}");
         let Ok(out) = Command::new("ldconfig").arg("-p").output() else {
             return skip("no ldconfig to compare with");
@@ -950,8 +978,13 @@ mod tests {
                 continue;
             };
             let name = left.split(" (").next().unwrap();
-            let paths = map.get(name.as_bytes()).unwrap_or_else(|| panic!("{name} missing"));
-            assert!(paths.iter().any(|p| p == Path::new(path)), "{name}: {path} vs {paths:?}");
+            let paths = map
+                .get(name.as_bytes())
+                .unwrap_or_else(|| panic!("{name} missing"));
+            assert!(
+                paths.iter().any(|p| p == Path::new(path)),
+                "{name}: {path} vs {paths:?}"
+            );
             checked += 1;
         }
         assert!(checked > 0, "ldconfig -p listed nothing:\n{text}");

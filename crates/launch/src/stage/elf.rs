@@ -28,6 +28,8 @@ const MAX_NEEDED: usize = 4096;
 const MAX_VERSION_RECORDS: usize = 1 << 16;
 /// Dynamic entries we look at (a real object has well under a hundred).
 const MAX_DYNAMIC_ENTRIES: usize = 1 << 16;
+/// Largest dynamic or version-needs section we read (a real one: KiBs).
+const MAX_TABLE_BYTES: u64 = 4 << 20;
 
 /// What kind of machine an ELF file runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,6 +194,22 @@ where
         return Ok(info);
     }
 
+    // The tables we read whole are read into memory from a file (up to its
+    // length): real ones are a few KiB, so a large one is refused before
+    // anything is allocated for it.
+    for s in sections.iter() {
+        let kind = s.sh_type(endian);
+        if (kind == elf::SHT_DYNAMIC || kind == elf::SHT_GNU_VERNEED)
+            && s.sh_size(endian).into() > MAX_TABLE_BYTES
+        {
+            return Err(format!(
+                "corrupt ELF file: a dynamic or version section of {} bytes \
+                 (at most {MAX_TABLE_BYTES})",
+                s.sh_size(endian).into()
+            ));
+        }
+    }
+
     // The dynamic section: the first SHT_DYNAMIC, with its linked strings.
     if let Some(section) = sections
         .iter()
@@ -213,8 +231,13 @@ where
             if tag == elf::DT_NULL {
                 break;
             }
-            let is_string = [elf::DT_NEEDED, elf::DT_SONAME, elf::DT_RPATH, elf::DT_RUNPATH]
-                .contains(&tag);
+            let is_string = [
+                elf::DT_NEEDED,
+                elf::DT_SONAME,
+                elf::DT_RPATH,
+                elf::DT_RUNPATH,
+            ]
+            .contains(&tag);
             if !is_string {
                 continue;
             }
@@ -495,7 +518,9 @@ mod tests {
         let info = read_info(ls).unwrap();
         assert_eq!(info.arch, Some(host_arch()));
         assert!(info.needed.iter().any(|n| n == "libc.so.6"), "{info:?}");
-        let glibc = glibc_required(ls).unwrap().expect("ls uses versioned glibc symbols");
+        let glibc = glibc_required(ls)
+            .unwrap()
+            .expect("ls uses versioned glibc symbols");
         assert!(glibc >= (2, 2) && glibc <= host_glibc(), "{glibc:?}");
         check_runs_here(ls).unwrap();
         check_all_run_here(&[ls, Path::new("/bin/sh")]).unwrap();
@@ -549,7 +574,10 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         let want_other = if other == 183 { "aarch64" } else { "x86_64" };
         assert!(err.contains(&format!("built for {want_other}")), "{err}");
-        assert!(err.contains(&format!("this host is {}", host_arch())), "{err}");
+        assert!(
+            err.contains(&format!("this host is {}", host_arch())),
+            "{err}"
+        );
     }
 
     #[test]
@@ -635,6 +663,26 @@ mod tests {
         let mut data = system_program();
         data[0x28..0x30].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(parse_info(&data).is_err());
+
+        // A dynamic section claiming a TiB: refused before it is read.
+        let mut data = system_program();
+        let word = |d: &[u8], at: usize| u64::from_le_bytes(d[at..at + 8].try_into().unwrap());
+        let shoff = word(&data, 0x28) as usize;
+        let shentsize = u16::from_le_bytes([data[0x3a], data[0x3b]]) as usize;
+        let shnum = u16::from_le_bytes([data[0x3c], data[0x3d]]) as usize;
+        let dynamic = (0..shnum)
+            .map(|i| shoff + i * shentsize)
+            .find(|&at| u32::from_le_bytes(data[at + 4..at + 8].try_into().unwrap()) == 6)
+            .expect("ls has a dynamic section");
+        data[dynamic + 32..dynamic + 40].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        let path = temp_path("hugedyn");
+        std::fs::write(&path, &data).unwrap();
+        let err = read_info(&path).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            err.contains("dynamic or version section of 1099511627776 bytes"),
+            "{err}"
+        );
     }
 
     proptest! {

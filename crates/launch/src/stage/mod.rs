@@ -40,6 +40,13 @@ pub struct StageFile {
     pub is_program: bool,
 }
 
+impl StageFile {
+    /// What [`cache::Cache::materialize`] takes for this file.
+    pub fn entry(&self) -> (String, String, u32) {
+        (self.name.clone(), self.hash.clone(), self.mode)
+    }
+}
+
 /// Longest name of a staged file (NAME_MAX).
 pub const MAX_NAME_LEN: usize = 255;
 
@@ -68,7 +75,9 @@ pub fn validate_hash(hash: &str) -> Result<(), String> {
         Ok(())
     } else {
         let shown: String = hash.chars().take(80).collect();
-        Err(format!("bad content hash {shown:?} (want 64 lowercase hex digits)"))
+        Err(format!(
+            "bad content hash {shown:?} (want 64 lowercase hex digits)"
+        ))
     }
 }
 
@@ -134,8 +143,37 @@ pub fn describe(name: String, source: &Path, is_program: bool) -> Result<StageFi
 
 #[cfg(test)]
 pub(crate) mod test_util {
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Stdio};
     use std::sync::atomic::{AtomicU32, Ordering};
+
+    pub fn have_cc() -> bool {
+        Command::new("cc")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// Compiles `source` (C) into `out` with `args` (libraries, -Wl,…); the
+    /// source file goes to `dir`.
+    pub fn cc(dir: &Path, source: &str, out: &Path, args: &[&str]) {
+        let src = dir.join(format!("{}.c", out.file_name().unwrap().to_string_lossy()));
+        std::fs::write(&src, source).unwrap();
+        let o = Command::new("cc")
+            .arg(&src)
+            .arg("-o")
+            .arg(out)
+            .args(args)
+            .output()
+            .expect("cc runs");
+        assert!(
+            o.status.success(),
+            "cc {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
 
     /// A fresh directory under the temp dir, removed on drop.
     pub struct TempDir(pub PathBuf);
@@ -144,10 +182,7 @@ pub(crate) mod test_util {
         pub fn new(tag: &str) -> TempDir {
             static N: AtomicU32 = AtomicU32::new(0);
             let n = N.fetch_add(1, Ordering::Relaxed);
-            let p = std::env::temp_dir().join(format!(
-                "gw-stage-{}-{tag}-{n}",
-                std::process::id()
-            ));
+            let p = std::env::temp_dir().join(format!("gw-stage-{}-{tag}-{n}", std::process::id()));
             let _ = std::fs::remove_dir_all(&p);
             std::fs::create_dir_all(&p).unwrap();
             TempDir(p)
@@ -175,7 +210,14 @@ mod tests {
 
     #[test]
     fn names() {
-        for ok in ["prog", "libmpi.so.12", "a", "...", ".hidden", &"x".repeat(255)] {
+        for ok in [
+            "prog",
+            "libmpi.so.12",
+            "a",
+            "...",
+            ".hidden",
+            &"x".repeat(255),
+        ] {
             validate_name(ok).unwrap();
         }
         for bad in ["", ".", "..", "a/b", "/", "a\0b", &"x".repeat(256)] {
@@ -221,6 +263,86 @@ mod tests {
                 1_000_000
             )
         );
+    }
+
+    /// The whole path: collect a program with its own libraries, send them
+    /// through a cache, materialize a job dir, take the originals away, and
+    /// the staged program runs from the job dir alone.
+    #[test]
+    fn collected_files_run_from_a_job_dir() {
+        use std::io::Write;
+        if !test_util::have_cc() {
+            return gridwire_testkit::skip("no C compiler (cc)");
+        }
+        let tmp = test_util::TempDir::new("e2e");
+        let build = tmp.path().join("build");
+        let lib = build.join("lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        let l = lib.to_str().unwrap();
+        test_util::cc(
+            tmp.path(),
+            "int two(void) { return 2; }",
+            &lib.join("libtwo.so"),
+            &["-shared", "-fPIC"],
+        );
+        test_util::cc(
+            tmp.path(),
+            "int two(void); int three(void) { return two() + 1; }",
+            &lib.join("libthree.so"),
+            &["-shared", "-fPIC", "-L", l, "-ltwo", "-Wl,-rpath,$ORIGIN"],
+        );
+        let prog = build.join("prog");
+        test_util::cc(
+            tmp.path(),
+            "#include <stdio.h>\nint three(void);\n\
+             int main(void) { printf(\"%d\\n\", three()); return three() == 3 ? 0 : 1; }",
+            &prog,
+            &[
+                "-L",
+                l,
+                "-lthree",
+                "-Wl,-rpath,$ORIGIN/lib",
+                "-Wl,--allow-shlib-undefined",
+            ],
+        );
+        let input = tmp.path().join("input.dat");
+        std::fs::write(&input, "data").unwrap();
+        let files = collect(&prog, std::slice::from_ref(&input)).unwrap();
+        let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["prog", "libthree.so", "libtwo.so", "input.dat"]);
+
+        let cache = cache::Cache::open(Some(tmp.path().join("cache")), Some(1 << 30)).unwrap();
+        for f in &files {
+            if cache.has(&f.hash).is_some() {
+                continue;
+            }
+            let mut ins = cache.begin_insert(&f.hash, f.size).unwrap();
+            ins.write_all(&std::fs::read(&f.source).unwrap()).unwrap();
+            ins.finish().unwrap();
+        }
+        let job = tmp.path().join("job");
+        let entries: Vec<_> = files.iter().map(StageFile::entry).collect();
+        cache.materialize(&entries, &job).unwrap();
+        std::fs::rename(&build, tmp.path().join("gone")).unwrap();
+
+        let staged: Vec<PathBuf> = files.iter().map(|f| job.join(&f.name)).collect();
+        let staged: Vec<&Path> = staged.iter().map(PathBuf::as_path).collect();
+        elf::check_all_run_here(&staged).unwrap();
+        let out = std::process::Command::new(job.join("prog"))
+            .env("LD_LIBRARY_PATH", &job)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(out.stdout, b"3\n");
+        // Without the job dir on its path the loader finds nothing: the
+        // run above used the staged libraries.
+        let alone = std::process::Command::new(job.join("prog"))
+            .env_remove("LD_LIBRARY_PATH")
+            .output()
+            .unwrap();
+        assert!(!alone.status.success(), "{alone:?}");
+        cache.remove_job_dir(&job).unwrap();
+        assert!(!job.exists());
     }
 
     #[test]
