@@ -412,3 +412,102 @@ impl Drop for StagedDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Slurm across sites (a WAN of 5 ms between them) on hosts that see
+/// nothing of the machine but the system (no `--shared-fs`): the daemons
+/// need only what `Slurm::up` put in each host's own directory. A job step
+/// on all 4 nodes gets Slurm's PMI-2 environment on each.
+#[test]
+fn slurm_runs_across_sites_on_hosts_without_a_shared_file_system() {
+    if !ready() {
+        return;
+    }
+    let started = Instant::now();
+    let mut tb = Testbed::up(&[
+        "--sites",
+        "2",
+        "--hosts",
+        "2",
+        "--wan-delay",
+        "5",
+        "--user",
+        "gwtbuser",
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut slurm = Slurm::up(&tb, &slurm::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(slurm.nodes, ["s0h0", "s0h1", "s1h0", "s1h1"]);
+    slurm
+        .wait_idle(Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = on_login(
+        &slurm,
+        &[
+            "srun",
+            "--mpi=pmi2",
+            "-N",
+            "4",
+            "-n",
+            "4",
+            "sh",
+            "-c",
+            "echo TASK $(hostname) $PMI_RANK $PMI_SIZE ${PMI_FD:+fd}",
+        ],
+        Duration::from_secs(60),
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "srun:\n{stdout}\n{stderr}");
+    let mut tasks: Vec<&str> = stdout.lines().filter(|l| l.starts_with("TASK ")).collect();
+    tasks.sort();
+    assert_eq!(
+        tasks,
+        [
+            "TASK s0h0 0 4 fd",
+            "TASK s0h1 1 4 fd",
+            "TASK s1h0 2 4 fd",
+            "TASK s1h1 3 4 fd"
+        ],
+        "{stdout}\n{stderr}"
+    );
+    // A user other than root: Slurm runs the tasks as that user.
+    let out = on_login(
+        &slurm,
+        &[
+            "/usr/sbin/runuser",
+            "-u",
+            "gwtbuser",
+            "--",
+            "srun",
+            "-N",
+            "4",
+            "-n",
+            "4",
+            "sh",
+            "-c",
+            "echo USER $(id -un) $(hostname)",
+        ],
+        Duration::from_secs(60),
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "srun as gwtbuser:\n{stdout}\n{stderr}"
+    );
+    let mut tasks: Vec<&str> = stdout.lines().filter(|l| l.starts_with("USER ")).collect();
+    tasks.sort();
+    assert_eq!(
+        tasks,
+        [
+            "USER gwtbuser s0h0",
+            "USER gwtbuser s0h1",
+            "USER gwtbuser s1h0",
+            "USER gwtbuser s1h1"
+        ],
+        "{stdout}\n{stderr}"
+    );
+    slurm.down().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(slurm.leftovers(), Vec::<String>::new());
+    drop(slurm);
+    tb.down().unwrap_or_else(|e| panic!("{e}"));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(120), "took {took:?}");
+}
