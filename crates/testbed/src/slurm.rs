@@ -225,6 +225,14 @@ impl<'tb> Slurm<'tb> {
         for n in &nodes {
             check_host_name(n)?;
         }
+        let dir = tb.dir().join("slurm");
+        if dir.exists() {
+            return Err(format!(
+                "Slurm is already up on testbed {} ({} exists)",
+                tb.id,
+                dir.display()
+            ));
+        }
         let mut namespaces = Vec::new();
         for h in std::iter::once("login").chain(nodes.iter().map(String::as_str)) {
             let init = host_init(tb, h)?;
@@ -235,7 +243,7 @@ impl<'tb> Slurm<'tb> {
         let slurm = Slurm {
             tb,
             nodes,
-            dir: tb.dir().join("slurm"),
+            dir,
             namespaces,
             up: true,
         };
@@ -334,17 +342,11 @@ impl<'tb> Slurm<'tb> {
         let out = run_with_timeout(&mut cmd, Duration::from_secs(20))?;
         if !out.status.success() {
             return Err(format!(
-                "on {host}: {} failed ({}): {} (logs in {} and {})",
+                "on {host}: {} failed ({}): {}\n{}",
                 args.join(" "),
                 out.status,
                 String::from_utf8_lossy(&out.stderr).trim(),
-                self.dir.display(),
-                self.tb
-                    .dir()
-                    .join("hosts")
-                    .join(host)
-                    .join("slurm")
-                    .display()
+                self.logs()
             ));
         }
         Ok(())
@@ -440,14 +442,37 @@ impl<'tb> Slurm<'tb> {
             };
             if Instant::now() >= end {
                 return Err(format!(
-                    "Slurm's nodes were not all idle within {limit:?}; sinfo said:\n{}\n(logs: {} and {}/hosts/*/slurm)",
+                    "Slurm's nodes were not all idle within {limit:?}; sinfo said:\n{}\n{}",
                     last.trim(),
-                    self.dir.display(),
-                    self.tb.dir().display()
+                    self.logs()
                 ));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// The end of every daemon's log (for an error message: `down` removes them).
+    pub fn logs(&self) -> String {
+        let mut files = vec![
+            ("munged on login".to_string(), self.dir.join("munged.log")),
+            (
+                "slurmctld on login".to_string(),
+                self.dir.join("slurmctld.log"),
+            ),
+        ];
+        for n in &self.nodes {
+            files.push((
+                format!("slurmd on {n}"),
+                self.tb.dir().join("hosts").join(n).join("slurm/slurmd.log"),
+            ));
+        }
+        let mut s = String::new();
+        for (what, path) in files {
+            s.push_str(&format!("--- {what} ({}):\n", path.display()));
+            s.push_str(&tail(&path, 2048));
+            s.push('\n');
+        }
+        s
     }
 
     /// Slurm and munge processes still running on the instance's hosts
@@ -524,6 +549,20 @@ impl Drop for Slurm<'_> {
             eprintln!("{e}");
         }
     }
+}
+
+/// The last `max` bytes of a file (lossy UTF-8), or why it cannot be read.
+fn tail(path: &Path, max: u64) -> String {
+    use std::io::{Seek, SeekFrom};
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => return format!("({e})"),
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(max)));
+    let mut buf = Vec::new();
+    let _ = f.take(max).read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
 }
 
 /// True when `sinfo -N -o "%N %T"` lists every one of `nodes` as idle.

@@ -158,6 +158,14 @@ fn on_login(slurm: &Slurm, args: &[&str], limit: Duration) -> Output {
     let out = run_with_timeout(&mut slurm.client("login", args), limit)
         .unwrap_or_else(|e| panic!("{args:?} did not end by itself: {e}"));
     eprintln!("{args:?}: {:?}", started.elapsed());
+    if !out.status.success() {
+        // Down (on the coming panic) removes the logs: show them now.
+        eprintln!(
+            "{args:?} failed ({}); Slurm's logs:\n{}",
+            out.status,
+            slurm.logs()
+        );
+    }
     out
 }
 
