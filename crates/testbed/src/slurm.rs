@@ -200,7 +200,10 @@ impl<'tb> Slurm<'tb> {
         let nodes = match &opts.nodes {
             None => compute.clone(),
             Some(list) => {
-                for n in list {
+                for (i, n) in list.iter().enumerate() {
+                    if list[..i].contains(n) {
+                        return Err(format!("slurm node {n:?} is named twice"));
+                    }
                     if !compute.contains(n) {
                         return Err(format!(
                             "slurm node {n:?} is not a compute host of testbed {} ({})",
@@ -285,9 +288,9 @@ impl<'tb> Slurm<'tb> {
         // munged has created the socket before its parent exits.
         if !socket.exists() {
             return Err(format!(
-                "munged did not create {}; see {}",
+                "munged did not create {}\n{}",
                 socket.display(),
-                dir.join("munged.log").display()
+                self.logs()
             ));
         }
 
