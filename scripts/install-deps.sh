@@ -6,9 +6,11 @@
 #     runtime is tested starting under Hydra's mpiexec; peers for benchmarks),
 #     Open MPI (benchmark peer), numpy (the second, independent record reader),
 #     iproute2 and nftables (network namespaces), openssh-server/-client and
-#     iputils-ping (gw-testbed: every testbed host runs its own sshd).
+#     iputils-ping (gw-testbed: every testbed host runs its own sshd), slurm-wlm
+#     and munge (the testbed runs Slurm to test `srun --mpi=pmi2`; the test
+#     starts its own daemons, not the packages' services).
 set -euo pipefail
-pkgs=(gcc make mpich libmpich-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-matplotlib python3-dev python3-venv iproute2 nftables procps openssh-server openssh-client iputils-ping)
+pkgs=(gcc make mpich libmpich-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-matplotlib python3-dev python3-venv iproute2 nftables procps openssh-server openssh-client iputils-ping slurm-wlm munge)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,4 +1,6 @@
-//! gw-testbed as a library: only the [`harness`] that tests use to bring a
-//! testbed up and down (the tool itself is the `gw-testbed` binary).
+//! gw-testbed as a library: the [`harness`] that tests use to bring a
+//! testbed up and down (the tool itself is the `gw-testbed` binary), and
+//! [`slurm`], which runs Slurm on a testbed.
 
 pub mod harness;
+pub mod slurm;

@@ -1,0 +1,521 @@
+//! A gridwire MPI program started by Slurm's `srun --mpi=pmi2` across real
+//! hosts: Debian's Slurm and munge brought up on a testbed of 1 site x 4
+//! hosts (`gridwire_testbed::slurm`: munged and slurmctld on login, a slurmd
+//! per host). The program is C, built with gwcc against gridwire's
+//! libmpi.so and copied with it to /var/tmp (seen by every host under
+//! `--shared-fs`); each rank sends 256 KiB of a rank-dependent pattern
+//! round a ring, checks what it received, and checks an allreduce of the
+//! sums.
+//!
+//! Asserted: `srun --mpi=list` offers pmi2; the nodes become idle; with
+//! `--mpi=pmi2 -N 4 -n 4` every rank bootstraps by PMI-2, sees 4 ranks, runs
+//! on its own host and checks its data; without a PMI (`--mpi=none`) the
+//! same tasks are 4 singletons (so it is PMI-2 that joins them); `salloc -N
+//! 2` with `srun` inside runs a 2-rank job on the 2 allocated hosts; after
+//! `Slurm::down` no Slurm or munge process and none of its files is left; and
+//! after a crash (Slurm still up when `gw-testbed down` runs) the testbed's
+//! own teardown ends every daemon. Needs root, Slurm, munge and a C
+//! compiler: skipped by the project's rule otherwise (a failure under
+//! CI=true).
+
+use gridwire_testbed::harness::{self, run_with_timeout, Testbed};
+use gridwire_testbed::slurm::{self, Slurm};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// 256 KiB per rank round a ring, then an allreduce of the sums; one line per rank.
+const RING_C: &str = r#"
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define COUNT (1 << 16)
+
+static unsigned int pattern(int rank, int i) {
+    return (unsigned int)rank * 2654435761u + (unsigned int)i * 40503u + 7u;
+}
+
+int main(int argc, char **argv) {
+    int rank, size, i, r;
+    char host[256] = "";
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    gethostname(host, sizeof host - 1);
+    unsigned int *out = malloc(COUNT * sizeof *out), *in = malloc(COUNT * sizeof *in);
+    if (!out || !in) MPI_Abort(MPI_COMM_WORLD, 2);
+    for (i = 0; i < COUNT; i++) out[i] = pattern(rank, i);
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    MPI_Sendrecv(out, COUNT, MPI_UNSIGNED, next, 7, in, COUNT, MPI_UNSIGNED, prev, 7,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    unsigned long long got = 0, want = 0, mine = 0, total = 0, want_total = 0;
+    for (i = 0; i < COUNT; i++) {
+        got += in[i];
+        want += pattern(prev, i);
+        mine += out[i];
+    }
+    MPI_Allreduce(&mine, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    for (r = 0; r < size; r++)
+        for (i = 0; i < COUNT; i++) want_total += pattern(r, i);
+    printf("RANK %d SIZE %d HOST %s RING %s ALLREDUCE %s\n", rank, size, host,
+           got == want ? "ok" : "BAD", total == want_total ? "ok" : "BAD");
+    fflush(stdout);
+    MPI_Finalize();
+    return got == want && total == want_total ? 0 : 1;
+}
+"#;
+
+fn ready() -> bool {
+    if !gridwire_testkit::is_root() {
+        gridwire_testkit::skip("gw-testbed needs root (namespaces, mounts, bridges, nftables)");
+        return false;
+    }
+    if let Err(why) = slurm::ready() {
+        gridwire_testkit::skip(&why);
+        return false;
+    }
+    let cc = std::env::var("GWCC_CC").unwrap_or_else(|_| "cc".into());
+    if !Command::new(&cc)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        gridwire_testkit::skip(&format!(
+            "no C compiler ({cc}; Debian package gcc, which scripts/install-deps.sh installs)"
+        ));
+        return false;
+    }
+    if let Err(why) = harness::ready() {
+        gridwire_testkit::skip(&why);
+        return false;
+    }
+    true
+}
+
+/// Builds gridwire's libmpi.so into this test's target directory and
+/// profile; the directory it is in.
+fn build_libmpi() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let target_dir = profile_dir.parent().unwrap();
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.args(["build", "--quiet", "-p", "gridwire-capi", "--lib"])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .current_dir(&workspace);
+    match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => {}
+        Some("release") => {
+            cmd.arg("--release");
+        }
+        Some(other) => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(600)).unwrap();
+    assert!(
+        out.status.success(),
+        "building libmpi.so: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    profile_dir
+}
+
+/// Copies libmpi.so into `dir` and builds the ring program there with gwcc
+/// (its rpath is `dir`, which every host sees); the program's path.
+fn stage_program(dir: &Path) -> PathBuf {
+    let lib = build_libmpi().join("libmpi.so");
+    std::fs::copy(&lib, dir.join("libmpi.so"))
+        .unwrap_or_else(|e| panic!("copy {} to {}: {e}", lib.display(), dir.display()));
+    let src = dir.join("ring.c");
+    std::fs::write(&src, RING_C).unwrap();
+    let prog = dir.join("ring");
+    let gwcc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gwcc");
+    let out = run_with_timeout(
+        Command::new(gwcc)
+            .env("GW_MPI_LIBDIR", dir)
+            .args(["-Wall", "-O1", "-o"])
+            .arg(&prog)
+            .arg(&src),
+        Duration::from_secs(120),
+    )
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "gwcc ring.c: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    prog
+}
+
+/// Runs a Slurm client on login with a time limit; its output.
+fn on_login(slurm: &Slurm, args: &[&str], limit: Duration) -> Output {
+    let started = Instant::now();
+    let out = run_with_timeout(&mut slurm.client("login", args), limit)
+        .unwrap_or_else(|e| panic!("{args:?} did not end by itself: {e}"));
+    eprintln!("{args:?}: {:?}", started.elapsed());
+    if !out.status.success() {
+        // Down (on the coming panic) removes the logs: show them now.
+        eprintln!(
+            "{args:?} failed ({}); Slurm's logs:\n{}",
+            out.status,
+            slurm.logs()
+        );
+    }
+    out
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// (rank, size, host) of every line of the ring program, each checked to
+/// have received the right data.
+fn ranks(stdout: &str, stderr: &str) -> Vec<(u32, u32, String)> {
+    let mut v = Vec::new();
+    for line in stdout.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if let ["RANK", r, "SIZE", n, "HOST", h, "RING", ring, "ALLREDUCE", all] = f.as_slice() {
+            assert_eq!(
+                (*ring, *all),
+                ("ok", "ok"),
+                "bad data: {line}\n{stdout}\n{stderr}"
+            );
+            v.push((r.parse().unwrap(), n.parse().unwrap(), h.to_string()));
+        }
+    }
+    v.sort();
+    v
+}
+
+#[test]
+fn srun_mpi_pmi2_starts_a_gridwire_job_across_testbed_hosts() {
+    if !ready() {
+        return;
+    }
+    let staged = StagedDir::new();
+    let prog = stage_program(&staged.0);
+    let test_started = Instant::now();
+    let prog_s = prog.to_str().unwrap();
+    let mut tb = Testbed::up(&["--sites", "1", "--hosts", "4", "--shared-fs"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let hosts: BTreeSet<String> = ["s0h0", "s0h1", "s0h2", "s0h3"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+
+    {
+        let started = Instant::now();
+        let mut slurm =
+            Slurm::up(&tb, &slurm::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+        let out = on_login(&slurm, &["srun", "--mpi=list"], Duration::from_secs(20));
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "srun --mpi=list: {stdout}{stderr}");
+        assert!(
+            format!("{stdout}{stderr}")
+                .lines()
+                .any(|l| l.trim() == "pmi2"),
+            "srun --mpi=list does not offer pmi2:\n{stdout}{stderr}"
+        );
+        slurm
+            .wait_idle(Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("{e}"));
+        eprintln!("Slurm up and idle in {:?}", started.elapsed());
+
+        // One rank per host, joined by Slurm's PMI-2 server.
+        let out = on_login(
+            &slurm,
+            &[
+                "env",
+                "GW_VERBOSE=1",
+                "srun",
+                "--mpi=pmi2",
+                "-N",
+                "4",
+                "-n",
+                "4",
+                prog_s,
+            ],
+            Duration::from_secs(60),
+        );
+        let (stdout, stderr) = text(&out);
+        assert!(
+            out.status.success(),
+            "srun --mpi=pmi2 failed ({}):\n{stdout}\n{stderr}",
+            out.status
+        );
+        let got = ranks(&stdout, &stderr);
+        assert_eq!(
+            got.iter().map(|(r, n, _)| (*r, *n)).collect::<Vec<_>>(),
+            vec![(0, 4), (1, 4), (2, 4), (3, 4)],
+            "every rank once, each in a job of 4:\n{stdout}\n{stderr}"
+        );
+        let ran_on: BTreeSet<String> = got.iter().map(|(_, _, h)| h.clone()).collect();
+        assert_eq!(ran_on, hosts, "one rank per host:\n{stdout}\n{stderr}");
+        for r in 0..4 {
+            assert!(
+                stderr.contains(&format!("gw[{r}]: bootstrap PMI-2 (job ")),
+                "rank {r} did not bootstrap by PMI-2:\n{stderr}"
+            );
+        }
+
+        // Without a PMI server the same four tasks are four singletons:
+        // it is PMI-2 that made them one job above.
+        let out = on_login(
+            &slurm,
+            &["srun", "--mpi=none", "-N", "4", "-n", "4", prog_s],
+            Duration::from_secs(60),
+        );
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "srun --mpi=none:\n{stdout}\n{stderr}");
+        let got = ranks(&stdout, &stderr);
+        assert_eq!(
+            got.iter().map(|(r, n, _)| (*r, *n)).collect::<Vec<_>>(),
+            vec![(0, 1), (0, 1), (0, 1), (0, 1)],
+            "four singletons:\n{stdout}\n{stderr}"
+        );
+
+        // An allocation, and a job step inside it (srun runs on login,
+        // where salloc runs its command).
+        let script =
+            format!("echo NODES=$SLURM_JOB_NODELIST ON=$(hostname); srun --mpi=pmi2 -n 2 {prog_s}");
+        let out = on_login(
+            &slurm,
+            &["salloc", "-N", "2", "sh", "-c", &script],
+            Duration::from_secs(60),
+        );
+        let (stdout, stderr) = text(&out);
+        assert!(
+            out.status.success(),
+            "salloc -N 2 failed ({}):\n{stdout}\n{stderr}",
+            out.status
+        );
+        assert!(
+            stderr.contains("Granted job allocation"),
+            "salloc granted nothing:\n{stdout}\n{stderr}"
+        );
+        let nodes_line = stdout
+            .lines()
+            .find(|l| l.starts_with("NODES="))
+            .unwrap_or_else(|| panic!("no NODES line:\n{stdout}\n{stderr}"));
+        assert!(
+            nodes_line.ends_with(" ON=login"),
+            "salloc ran its command elsewhere than on login: {nodes_line}"
+        );
+        let got = ranks(&stdout, &stderr);
+        assert_eq!(
+            got.iter().map(|(r, n, _)| (*r, *n)).collect::<Vec<_>>(),
+            vec![(0, 2), (1, 2)],
+            "a job of 2 in the allocation:\n{stdout}\n{stderr}"
+        );
+        assert_ne!(got[0].2, got[1].2, "2 nodes, 2 hosts:\n{stdout}");
+        // The allocation ended with salloc.
+        let out = on_login(
+            &slurm,
+            &["squeue", "--noheader", "--format=%i %T"],
+            Duration::from_secs(20),
+        );
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "squeue: {stderr}");
+        assert!(
+            !stdout.contains("RUNNING"),
+            "a job is still running after salloc ended:\n{stdout}"
+        );
+
+        // Down: no daemon, no file of Slurm is left.
+        slurm.down().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(slurm.leftovers(), Vec::<String>::new());
+        assert!(!slurm.dir.exists(), "{} is left", slurm.dir.display());
+        for h in &hosts {
+            let d = tb.dir().join("hosts").join(h).join("slurm");
+            assert!(!d.exists(), "{} is left", d.display());
+            let out = tb
+                .exec_ok(h, &["ls", "-A", "/run"])
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                !out.lines().any(|l| l == "gw-slurm"),
+                "/run/gw-slurm is left on {h}"
+            );
+        }
+    }
+
+    // A crash: Slurm is up (a job step included) when the testbed goes
+    // down. Every daemon dies with its host.
+    {
+        let slurm = Slurm::up(&tb, &slurm::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+        slurm
+            .wait_idle(Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut sleeper = slurm
+            .client("login", &["srun", "-N", "1", "sleep", "60"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let end = Instant::now() + Duration::from_secs(20);
+        while !slurm.leftovers().iter().any(|p| p.contains("slurmstepd")) {
+            assert!(
+                Instant::now() < end,
+                "no slurmstepd within 20 s: {:?}",
+                slurm.leftovers()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let before = slurm.leftovers();
+        assert!(
+            before.iter().any(|p| p.contains("munged on login")),
+            "{before:?}"
+        );
+        let pids = tb.pids();
+        let out = run_with_timeout(
+            tb.cmd().args(["down", "--id", &tb.id]),
+            Duration::from_secs(60),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        harness::reap(&pids);
+        assert!(
+            out.status.success(),
+            "gw-testbed down: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        assert_eq!(
+            slurm.leftovers(),
+            Vec::<String>::new(),
+            "left after gw-testbed down (before: {before:?})"
+        );
+        // Dropped: down() finds nothing to stop and nothing to remove.
+    }
+    let dir = tb.dir();
+    tb.down().unwrap_or_else(|e| panic!("{e}"));
+    assert!(!dir.exists(), "{} is left", dir.display());
+    let took = test_started.elapsed();
+    eprintln!("the whole test (after building): {took:?}");
+    assert!(took < Duration::from_secs(120), "took {took:?}");
+}
+
+/// A directory under /var/tmp (shared with the testbed's hosts under
+/// `--shared-fs`), removed when the test ends, also when it fails.
+struct StagedDir(PathBuf);
+
+impl StagedDir {
+    fn new() -> StagedDir {
+        let dir = PathBuf::from(format!("/var/tmp/gw-slurm-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        StagedDir(dir)
+    }
+}
+
+impl Drop for StagedDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Slurm across sites (a WAN of 5 ms between them) on hosts that see
+/// nothing of the machine but the system (no `--shared-fs`): the daemons
+/// need only what `Slurm::up` put in each host's own directory. A job step
+/// on all 4 nodes gets Slurm's PMI-2 environment on each.
+#[test]
+fn slurm_runs_across_sites_on_hosts_without_a_shared_file_system() {
+    if !ready() {
+        return;
+    }
+    let started = Instant::now();
+    let mut tb = Testbed::up(&[
+        "--sites",
+        "2",
+        "--hosts",
+        "2",
+        "--wan-delay",
+        "5",
+        "--user",
+        "gwtbuser",
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut slurm = Slurm::up(&tb, &slurm::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(slurm.nodes, ["s0h0", "s0h1", "s1h0", "s1h1"]);
+    slurm
+        .wait_idle(Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = on_login(
+        &slurm,
+        &[
+            "srun",
+            "--mpi=pmi2",
+            "-N",
+            "4",
+            "-n",
+            "4",
+            "sh",
+            "-c",
+            "echo TASK $(hostname) $PMI_RANK $PMI_SIZE ${PMI_FD:+fd}",
+        ],
+        Duration::from_secs(60),
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "srun:\n{stdout}\n{stderr}");
+    let mut tasks: Vec<&str> = stdout.lines().filter(|l| l.starts_with("TASK ")).collect();
+    tasks.sort();
+    assert_eq!(
+        tasks,
+        [
+            "TASK s0h0 0 4 fd",
+            "TASK s0h1 1 4 fd",
+            "TASK s1h0 2 4 fd",
+            "TASK s1h1 3 4 fd"
+        ],
+        "{stdout}\n{stderr}"
+    );
+    // A user other than root: Slurm runs the tasks as that user.
+    let out = on_login(
+        &slurm,
+        &[
+            "/usr/sbin/runuser",
+            "-u",
+            "gwtbuser",
+            "--",
+            "srun",
+            "-N",
+            "4",
+            "-n",
+            "4",
+            "sh",
+            "-c",
+            "echo USER $(id -un) $(hostname)",
+        ],
+        Duration::from_secs(60),
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "srun as gwtbuser:\n{stdout}\n{stderr}"
+    );
+    let mut tasks: Vec<&str> = stdout.lines().filter(|l| l.starts_with("USER ")).collect();
+    tasks.sort();
+    assert_eq!(
+        tasks,
+        [
+            "USER gwtbuser s0h0",
+            "USER gwtbuser s0h1",
+            "USER gwtbuser s1h0",
+            "USER gwtbuser s1h1"
+        ],
+        "{stdout}\n{stderr}"
+    );
+    slurm.down().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(slurm.leftovers(), Vec::<String>::new());
+    drop(slurm);
+    tb.down().unwrap_or_else(|e| panic!("{e}"));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(120), "took {took:?}");
+}
