@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 use gridwire_core::bootstrap::pmi_wire::LineBuffer;
 
 use crate::placement::Placement;
+use gridwire_launch::server::{Notice, Server};
 use gridwire_launch::stats;
-pub use gridwire_launch::sys::{remove_shm, say};
 use gridwire_launch::sys::kill_orphans;
 use gridwire_launch::sys::{self, Exit};
-use gridwire_launch::server::{Notice, Server};
+pub use gridwire_launch::sys::{remove_shm, say};
 
 /// Exit status of `gwrun` when `--timeout` expires (as `timeout(1)`).
 pub const EXIT_TIMEOUT: i32 = 124;

@@ -55,7 +55,12 @@ struct Cli {
 
     /// With -f: `slot` (default) fills each host's slots in file order,
     /// `host` places ranks round-robin over the hosts.
-    #[arg(long, value_name = "HOW", default_value = "slot", requires = "machines")]
+    #[arg(
+        long,
+        value_name = "HOW",
+        default_value = "slot",
+        requires = "machines"
+    )]
     map_by: String,
 
     /// With -f: allow more ranks than slots (they wrap around the hosts).
@@ -348,9 +353,15 @@ mod tests {
         assert_eq!(c.command, v("prog --flag x"));
         assert!(Cli::try_parse_from(v("gwrun -n 0 prog")).is_err());
         assert!(Cli::try_parse_from(v("gwrun -n 2")).is_err());
-        assert!(Cli::try_parse_from(v("gwrun -n 2 --emulate-hosts 2 --emulate-hostfile f prog")).is_err());
+        assert!(
+            Cli::try_parse_from(v("gwrun -n 2 --emulate-hosts 2 --emulate-hostfile f prog"))
+                .is_err()
+        );
         assert!(Cli::try_parse_from(v("gwrun -n 2 --emulate-hosts 2 -f f prog")).is_err());
-        let c = Cli::try_parse_from(normalize_args(v("gwrun -np 2 -f m -genv A 1 -env B 2 -wdir /tmp prog x"))).unwrap();
+        let c = Cli::try_parse_from(normalize_args(v(
+            "gwrun -np 2 -f m -genv A 1 -env B 2 -wdir /tmp prog x",
+        )))
+        .unwrap();
         assert_eq!(c.env, v("A 1 B 2"));
         assert_eq!(c.wdir.as_deref(), Some("/tmp"));
         assert_eq!(c.command, v("prog x"));

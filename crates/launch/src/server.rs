@@ -144,7 +144,10 @@ impl Server {
                 ));
             }
             let bytes = key.len() + value.len();
-            let old = self.kvs.get(&key).map(|e| (e.owner, key.len() + e.value.len()));
+            let old = self
+                .kvs
+                .get(&key)
+                .map(|e| (e.owner, key.len() + e.value.len()));
             let mut total = self.total_bytes;
             if let Some((owner, b)) = old {
                 total -= b;
@@ -155,10 +158,14 @@ impl Server {
                     }
                 }
             } else if self.kvs.len() + 1 > KVS_MAX_KEYS_TOTAL {
-                return Err(format!("the job's key-value space is full ({KVS_MAX_KEYS_TOTAL} keys)"));
+                return Err(format!(
+                    "the job's key-value space is full ({KVS_MAX_KEYS_TOTAL} keys)"
+                ));
             }
             if total + bytes > KVS_MAX_BYTES_TOTAL {
-                return Err(format!("the job's key-value space is full ({KVS_MAX_BYTES_TOTAL} bytes)"));
+                return Err(format!(
+                    "the job's key-value space is full ({KVS_MAX_BYTES_TOTAL} bytes)"
+                ));
             }
             self.total_bytes = total + bytes;
             self.kvs.insert(

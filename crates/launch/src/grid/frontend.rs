@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 
 use super::channel::HIGH_WATER;
 use super::link::Link;
-use super::protocol::{Frame, Hello, Msg, Plan, PlanHost, PlanSite, StageEntry, FILE_CHUNK, VERSION};
-use super::start::{self, ssh::site_argv, ProxyImage};
+use super::protocol::{
+    Frame, Hello, Msg, Plan, PlanHost, PlanSite, StageEntry, FILE_CHUNK, VERSION,
+};
 use super::stagein::find_program;
+use super::start::{self, ssh::site_argv, ProxyImage};
 use crate::hostmap::{map_ranks, MapBy};
 use crate::machines::{is_this_machine, Machines, StartKind};
 use crate::sys::{self, say};
@@ -154,7 +156,13 @@ pub fn run(spec: GridSpec) -> i32 {
             host: leader,
             plan: fe.plan.clone(),
         };
-        match Link::start(method.as_ref(), &name, &fe.image, site.prefix.as_deref(), hello) {
+        match Link::start(
+            method.as_ref(),
+            &name,
+            &fe.image,
+            site.prefix.as_deref(),
+            hello,
+        ) {
             Ok(l) => {
                 fe.links.push(l);
                 fe.sending.push((VecDeque::new(), None));
@@ -176,7 +184,11 @@ pub fn run(spec: GridSpec) -> i32 {
 fn job_id() -> Result<String, String> {
     let mut b = [0u8; 4];
     getrandom::getrandom(&mut b).map_err(|e| e.to_string())?;
-    Ok(format!("{}x{}", std::process::id(), super::bootstrap::hex(&b)))
+    Ok(format!(
+        "{}x{}",
+        std::process::id(),
+        super::bootstrap::hex(&b)
+    ))
 }
 
 fn secret() -> Result<String, String> {
@@ -189,9 +201,28 @@ fn secret() -> Result<String, String> {
 /// the ones that describe the front end's own session or host (Hydra
 /// passes everything else, and so do we).
 const NOT_PROPAGATED: &[&str] = &[
-    "HOME", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "HOSTNAME", "TMPDIR", "DISPLAY", "TERM",
-    "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK", "_", "SHLVL", "MAIL",
-    "XDG_RUNTIME_DIR", "XDG_SESSION_ID", "GW_JOB_SECRET", "GW_JOB_ID", "GW_HOST_ID",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "PWD",
+    "OLDPWD",
+    "HOSTNAME",
+    "TMPDIR",
+    "DISPLAY",
+    "TERM",
+    "SSH_CLIENT",
+    "SSH_CONNECTION",
+    "SSH_TTY",
+    "SSH_AUTH_SOCK",
+    "_",
+    "SHLVL",
+    "MAIL",
+    "XDG_RUNTIME_DIR",
+    "XDG_SESSION_ID",
+    "GW_JOB_SECRET",
+    "GW_JOB_ID",
+    "GW_HOST_ID",
 ];
 
 fn propagated_env(extra: &[(String, String)]) -> Vec<(String, String)> {
@@ -266,7 +297,8 @@ fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
         });
     }
     let image = {
-        let path = std::env::current_exe().map_err(|e| format!("cannot find gwrun's own binary: {e}"))?;
+        let path =
+            std::env::current_exe().map_err(|e| format!("cannot find gwrun's own binary: {e}"))?;
         let (hash, size) = super::bootstrap::hash_file(&path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         ProxyImage { path, hash, size }
@@ -274,7 +306,9 @@ fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
     // Staging: the program as found here, its gridwire libraries, and
     // --stage-files; sent only to hosts that lack the program (or all,
     // with --stage).
-    let cwd = std::env::current_dir().ok().map(|d| d.display().to_string());
+    let cwd = std::env::current_dir()
+        .ok()
+        .map(|d| d.display().to_string());
     let wdir = spec.wdir.clone().or(cwd);
     let mut stage = Vec::new();
     let mut sources = HashMap::new();
@@ -317,7 +351,8 @@ fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
     };
     let mut plan = plan;
     plan.kvsname = format!("kvs_{}", plan.job_id);
-    plan.check().map_err(|e| format!("internal: bad plan: {e}"))?;
+    plan.check()
+        .map_err(|e| format!("internal: bad plan: {e}"))?;
     Ok((plan, secret()?, image, sources))
 }
 
@@ -365,7 +400,10 @@ impl FrontEnd {
 
     fn rank_label(&self, r: usize) -> String {
         let pid = self.ranks.get(r).map_or(0, |x| x.pid);
-        format!("rank {r} (pid {pid}) on {}", self.host_label(self.host_of_rank(r)))
+        format!(
+            "rank {r} (pid {pid}) on {}",
+            self.host_label(self.host_of_rank(r))
+        )
     }
 
     fn kill(&mut self, sig: libc::c_int) {
@@ -433,7 +471,10 @@ impl FrontEnd {
                 break;
             }
             listed += 1;
-            msg.push_str(&format!("\n{} (a consequence of the failure above)", f.what));
+            msg.push_str(&format!(
+                "\n{} (a consequence of the failure above)",
+                f.what
+            ));
         }
         self.outcome = Some(if c.code == 0 { 1 } else { c.code });
         say(&msg);
@@ -546,12 +587,20 @@ impl FrontEnd {
                             .unwrap_or_default();
                         let label = self.host_label(self.links[i].host);
                         if self.term_sent.is_none() || self.outcome.is_none() {
-                            self.fail(format!("lost the proxy on {label}: {why}"), FailKind::Lost, 1);
+                            self.fail(
+                                format!("lost the proxy on {label}: {why}"),
+                                FailKind::Lost,
+                                1,
+                            );
                         }
                     }
                     continue;
                 }
-                let limit = if l.ready { heartbeat } else { START_TIMEOUT.max(heartbeat) };
+                let limit = if l.ready {
+                    heartbeat
+                } else {
+                    START_TIMEOUT.max(heartbeat)
+                };
                 if l.channel.silent_for(now) > limit {
                     let secs = limit.as_secs();
                     l.lose(if l.ready {
@@ -583,7 +632,9 @@ impl FrontEnd {
             if let Some(d) = deadline {
                 if now >= d && self.outcome.is_none() {
                     let secs = timeout.map_or(0.0, |t| t.as_secs_f64());
-                    say(&format!("job timed out after {secs} s; terminating the job"));
+                    say(&format!(
+                        "job timed out after {secs} s; terminating the job"
+                    ));
                     self.outcome = Some(EXIT_TIMEOUT);
                     self.kill(libc::SIGTERM);
                 }
@@ -623,7 +674,8 @@ impl FrontEnd {
             Msg::Ping => {}
             Msg::Ready { version, .. } => {
                 if version != VERSION {
-                    self.links[i].lose(format!("the proxy speaks protocol {version}, we {VERSION}"));
+                    self.links[i]
+                        .lose(format!("the proxy speaks protocol {version}, we {VERSION}"));
                 } else {
                     self.links[i].ready = true;
                 }
@@ -643,7 +695,11 @@ impl FrontEnd {
                     }
                 }
             }
-            Msg::Fence { epoch, ranks, pairs } => {
+            Msg::Fence {
+                epoch,
+                ranks,
+                pairs,
+            } => {
                 if epoch != self.epoch || self.fence.0.saturating_add(ranks) > n {
                     self.links[i].lose(format!("bad fence {epoch} with {ranks} ranks"));
                     return;
@@ -744,7 +800,9 @@ impl FrontEnd {
             let (queue, current) = &mut self.sending[i];
             if current.is_none() {
                 let Some(h) = queue.pop_front() else { return };
-                let Some(src) = self.stage_sources.get(&h) else { continue };
+                let Some(src) = self.stage_sources.get(&h) else {
+                    continue;
+                };
                 match std::fs::File::open(src) {
                     Ok(f) => *current = Some((h, f)),
                     Err(e) => {
@@ -753,7 +811,9 @@ impl FrontEnd {
                     }
                 }
             }
-            let Some((h, f)) = current.as_mut() else { return };
+            let Some((h, f)) = current.as_mut() else {
+                return;
+            };
             let mut chunk = vec![0u8; FILE_CHUNK];
             match f.read(&mut chunk) {
                 Ok(0) | Err(_) => *current = None,
@@ -820,7 +880,12 @@ impl FrontEnd {
                 .plan
                 .hosts
                 .iter()
-                .map(|h| format!("{}: ranks {:?} (site {})", h.name, h.ranks, self.plan.sites[h.site].name))
+                .map(|h| {
+                    format!(
+                        "{}: ranks {:?} (site {})",
+                        h.name, h.ranks, self.plan.sites[h.site].name
+                    )
+                })
                 .collect();
             say(&crate::stats::render(&m, &placement.join("; ")).join("\n"));
         }

@@ -66,8 +66,18 @@ impl Link {
                 ),
             )
         })?;
-        let stdin = OwnedFd::from(child.stdin.take().ok_or_else(|| io::Error::other("no stdin pipe"))?);
-        let stdout = OwnedFd::from(child.stdout.take().ok_or_else(|| io::Error::other("no stdout pipe"))?);
+        let stdin = OwnedFd::from(
+            child
+                .stdin
+                .take()
+                .ok_or_else(|| io::Error::other("no stdin pipe"))?,
+        );
+        let stdout = OwnedFd::from(
+            child
+                .stdout
+                .take()
+                .ok_or_else(|| io::Error::other("no stdout pipe"))?,
+        );
         let pid = child.id() as i32;
         // Reaped by the owner's waitpid(-1) loop.
         drop(child);

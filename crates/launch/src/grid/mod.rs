@@ -24,9 +24,9 @@
 //! `GW_HEARTBEAT_TIMEOUT` seconds (default 10) ends the job.
 
 pub mod bootstrap;
-pub mod link;
 pub mod channel;
 pub mod frontend;
+pub mod link;
 pub mod protocol;
 pub mod proxy;
 pub mod stagein;

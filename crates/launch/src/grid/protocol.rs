@@ -37,9 +37,16 @@ const KIND_STDIN: u8 = 4;
 pub enum Frame {
     Msg(Msg),
     /// Complete lines of one rank's stdout (1) or stderr (2).
-    Output { rank: u32, stream: u8, data: Vec<u8> },
+    Output {
+        rank: u32,
+        stream: u8,
+        data: Vec<u8>,
+    },
     /// The next bytes of a staged file (files are sent whole, in order).
-    FileData { hash: String, data: Vec<u8> },
+    FileData {
+        hash: String,
+        data: Vec<u8>,
+    },
     /// Bytes for rank 0's stdin.
     Stdin(Vec<u8>),
 }
@@ -55,7 +62,10 @@ pub enum Msg {
     /// Up: the staged files (by hash) a host lacks and needs sent.
     Need { host: usize, hashes: Vec<String> },
     /// Up: the host's ranks run, with their pids.
-    Started { host: usize, pids: Vec<(usize, i32)> },
+    Started {
+        host: usize,
+        pids: Vec<(usize, i32)>,
+    },
     /// Up: `ranks` ranks (below this channel) entered fence `epoch`,
     /// having put these pairs since the previous one.
     Fence {
@@ -186,7 +196,9 @@ fn bad(s: impl Into<String>) -> ProtocolError {
 
 /// True for a content hash as used in the plan and on the wire.
 pub fn is_hash(h: &str) -> bool {
-    h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    h.len() == 64
+        && h.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// True for a file name that is safe to create inside a job directory.
@@ -215,7 +227,12 @@ impl Plan {
             for &r in &h.ranks {
                 match seen.get_mut(r) {
                     Some(s) if !*s => *s = true,
-                    _ => return Err(bad(format!("rank {r} on host {} is out of range or placed twice", h.name))),
+                    _ => {
+                        return Err(bad(format!(
+                            "rank {r} on host {} is out of range or placed twice",
+                            h.name
+                        )))
+                    }
                 }
             }
         }
@@ -224,7 +241,10 @@ impl Plan {
         }
         for s in &self.sites {
             if self.hosts.get(s.leader).map(|h| &self.sites[h.site]) != Some(s) {
-                return Err(bad(format!("site {}'s leader is not one of its hosts", s.name)));
+                return Err(bad(format!(
+                    "site {}'s leader is not one of its hosts",
+                    s.name
+                )));
             }
         }
         for e in &self.stage {
@@ -235,7 +255,10 @@ impl Plan {
         if !is_hash(&self.proxy_hash) {
             return Err(bad("bad proxy hash"));
         }
-        if !self.job_id.bytes().all(|b| b.is_ascii_alphanumeric()) || self.job_id.is_empty() || self.job_id.len() > 64 {
+        if !self.job_id.bytes().all(|b| b.is_ascii_alphanumeric())
+            || self.job_id.is_empty()
+            || self.job_id.len() > 64
+        {
             return Err(bad("bad job id"));
         }
         if self.program.is_empty() {
@@ -504,7 +527,12 @@ mod tests {
         let mut r = FrameReader::new();
         r.push(&u32::MAX.to_le_bytes());
         assert!(r.next_frame().is_err());
-        for body in [&[9u8][..], &[KIND_MSG, b'{'], &[KIND_OUTPUT, 1], &[KIND_FILE, b'x']] {
+        for body in [
+            &[9u8][..],
+            &[KIND_MSG, b'{'],
+            &[KIND_OUTPUT, 1],
+            &[KIND_FILE, b'x'],
+        ] {
             let mut r = FrameReader::new();
             r.push(&(body.len() as u32).to_le_bytes());
             r.push(body);

@@ -188,7 +188,9 @@ fn read_hello(up: &mut Channel) -> Result<Hello, String> {
             Err(e) => return Err(format!("protocol error from the front end: {e}")),
         }
         if let Some(why) = &up.broken {
-            return Err(format!("the front end went away before the job started ({why})"));
+            return Err(format!(
+                "the front end went away before the job started ({why})"
+            ));
         }
         let now = Instant::now();
         if now >= until {
@@ -245,7 +247,13 @@ impl Proxy {
                 ..self.hello.clone()
             };
             let name = self.plan().hosts[c].name.clone();
-            match Link::start(method.as_ref(), &name, &self.image, prefix.as_deref(), hello) {
+            match Link::start(
+                method.as_ref(),
+                &name,
+                &self.image,
+                prefix.as_deref(),
+                hello,
+            ) {
                 Ok(l) => self.children.push(l),
                 Err(e) => {
                     self.up.send_msg(Msg::Trouble {
@@ -494,10 +502,20 @@ impl Proxy {
             let up_full = self.up.queued() > HIGH_WATER;
             for (i, c) in self.children.iter().enumerate() {
                 if !up_full {
-                    add(c.channel.read_fd(), libc::POLLIN, Slot::ChildRead(i), &mut fds);
+                    add(
+                        c.channel.read_fd(),
+                        libc::POLLIN,
+                        Slot::ChildRead(i),
+                        &mut fds,
+                    );
                 }
                 if c.channel.wants_write() {
-                    add(c.channel.write_fd(), libc::POLLOUT, Slot::ChildWrite(i), &mut fds);
+                    add(
+                        c.channel.write_fd(),
+                        libc::POLLOUT,
+                        Slot::ChildWrite(i),
+                        &mut fds,
+                    );
                 }
             }
             for (i, r) in self.ranks.iter().enumerate() {
@@ -619,7 +637,15 @@ impl Proxy {
                 Frame::Msg(Msg::Kill { signal }) => {
                     let sig = if signal == libc::SIGKILL || self.term_sent.is_some() {
                         libc::SIGKILL
-                    } else if matches!(signal, libc::SIGINT | libc::SIGTERM | libc::SIGHUP | libc::SIGQUIT | libc::SIGUSR1 | libc::SIGUSR2) {
+                    } else if matches!(
+                        signal,
+                        libc::SIGINT
+                            | libc::SIGTERM
+                            | libc::SIGHUP
+                            | libc::SIGQUIT
+                            | libc::SIGUSR1
+                            | libc::SIGUSR2
+                    ) {
                         signal
                     } else {
                         libc::SIGTERM
@@ -628,7 +654,10 @@ impl Proxy {
                 }
                 Frame::Msg(Msg::Kvs { epoch, pairs }) => {
                     if epoch != self.epoch {
-                        self.orphan(format!("fence {epoch} answered during fence {}", self.epoch));
+                        self.orphan(format!(
+                            "fence {epoch} answered during fence {}",
+                            self.epoch
+                        ));
                         return;
                     }
                     for c in &mut self.children {
@@ -698,7 +727,8 @@ impl Proxy {
                 Frame::Msg(Msg::Ping) => {}
                 Frame::Msg(Msg::Ready { version, .. }) => {
                     if version != VERSION {
-                        self.children[i].lose(format!("speaks protocol version {version}, we {VERSION}"));
+                        self.children[i]
+                            .lose(format!("speaks protocol version {version}, we {VERSION}"));
                         return;
                     }
                     self.children[i].ready = true;
@@ -714,7 +744,11 @@ impl Proxy {
                     }
                     self.serve_children_files();
                 }
-                Frame::Msg(Msg::Fence { epoch, ranks, pairs }) => {
+                Frame::Msg(Msg::Fence {
+                    epoch,
+                    ranks,
+                    pairs,
+                }) => {
                     if epoch != self.epoch {
                         self.children[i].lose(format!("fence {epoch} during fence {}", self.epoch));
                         return;
@@ -730,7 +764,10 @@ impl Proxy {
                     self.up.send_msg(Msg::Done { host, stats });
                 }
                 Frame::Msg(
-                    m @ (Msg::Started { .. } | Msg::Exit { .. } | Msg::Abort { .. } | Msg::Trouble { .. }),
+                    m @ (Msg::Started { .. }
+                    | Msg::Exit { .. }
+                    | Msg::Abort { .. }
+                    | Msg::Trouble { .. }),
                 ) => self.up.send_msg(m),
                 Frame::Output { .. } => self.up.send(&f),
                 other => {
@@ -745,8 +782,19 @@ impl Proxy {
     fn check_children(&mut self) {
         let now = Instant::now();
         for c in &mut self.children {
-            if !c.finished() && c.channel.silent_for(now) > self.heartbeat + if c.ready { Duration::ZERO } else { Duration::from_secs(30) } {
-                c.lose(format!("no word for {} s (GW_HEARTBEAT_TIMEOUT)", self.heartbeat.as_secs()));
+            if !c.finished()
+                && c.channel.silent_for(now)
+                    > self.heartbeat
+                        + if c.ready {
+                            Duration::ZERO
+                        } else {
+                            Duration::from_secs(30)
+                        }
+            {
+                c.lose(format!(
+                    "no word for {} s (GW_HEARTBEAT_TIMEOUT)",
+                    self.heartbeat.as_secs()
+                ));
             }
             if !c.done && !c.reported {
                 let why = c.lost.clone().or_else(|| c.channel.broken.clone());
@@ -1023,6 +1071,9 @@ mod tests {
         assert_eq!(take_lines(&mut p, false), None);
         assert_eq!(take_lines(&mut p, true), Some(b"c\n".to_vec()));
         let mut long = vec![b'x'; MAX_PARTIAL_LINE + 1];
-        assert_eq!(take_lines(&mut long, false).map(|v| v.len()), Some(MAX_PARTIAL_LINE + 2));
+        assert_eq!(
+            take_lines(&mut long, false).map(|v| v.len()),
+            Some(MAX_PARTIAL_LINE + 2)
+        );
     }
 }

@@ -131,7 +131,9 @@ impl StageIn {
             .materialize(&files, &dir)
             .map_err(|e| (1, format!("staging into {}: {e}", dir.display())))?;
         let program = dir.join(&self.entries[0].name);
-        crate::stage::elf::check_runs_here(&program).map_err(|e| (126, e))?;
+        let paths: Vec<PathBuf> = self.entries.iter().map(|e| dir.join(&e.name)).collect();
+        let refs: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
+        crate::stage::elf::check_all_run_here(&refs).map_err(|e| (126, e))?;
         self.job_dir = Some(dir);
         Ok(Some(program))
     }
@@ -254,6 +256,9 @@ impl StageIn {
     }
 
     pub fn cleanup(&mut self) {
+        if let Ok(c) = &self.cache {
+            c.unpin_all();
+        }
         if let Some(d) = self.job_dir.take() {
             if let Ok(c) = &self.cache {
                 let _ = c.remove_job_dir(&d);
