@@ -4,18 +4,15 @@
 //! ranks' output, and ends the job on the first failure anywhere,
 //! naming rank, host and site.
 
-use std::collections::{HashMap, VecDeque};
-use std::io::Read;
+use std::collections::HashMap;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::channel::HIGH_WATER;
 use super::link::Link;
-use super::protocol::{
-    Frame, Hello, Msg, Plan, PlanHost, PlanSite, StageEntry, FILE_CHUNK, VERSION,
-};
-use super::stagein::find_program;
+use super::protocol::{Frame, Hello, Msg, Plan, PlanHost, PlanSite, StageEntry, VERSION};
+use super::stagein::{find_program, FileQueue};
 use super::start::{self, ssh::site_argv, ProxyImage};
 use crate::hostmap::{map_ranks, MapBy};
 use crate::machines::{is_this_machine, Machines, StartKind};
@@ -96,7 +93,7 @@ struct FrontEnd {
     epoch: u64,
     kvs: HashMap<String, String>,
     /// Files to send to each link, and the one being sent.
-    sending: Vec<(VecDeque<String>, Option<(String, std::fs::File)>)>,
+    sending: Vec<FileQueue>,
     stage_sources: HashMap<String, PathBuf>,
     tag_output: bool,
     outcome: Option<i32>,
@@ -165,7 +162,7 @@ pub fn run(spec: GridSpec) -> i32 {
         ) {
             Ok(l) => {
                 fe.links.push(l);
-                fe.sending.push((VecDeque::new(), None));
+                fe.sending.push(FileQueue::default());
             }
             Err(e) => {
                 say(&e.to_string());
@@ -682,8 +679,8 @@ impl FrontEnd {
             }
             Msg::Need { hashes, .. } => {
                 for h in hashes {
-                    if self.stage_sources.contains_key(&h) && !self.sending[i].0.contains(&h) {
-                        self.sending[i].0.push_back(h);
+                    if self.stage_sources.contains_key(&h) {
+                        self.sending[i].push(h);
                     }
                 }
                 self.send_files(i);
@@ -797,35 +794,11 @@ impl FrontEnd {
     /// queue has room.
     fn send_files(&mut self, i: usize) {
         while self.links[i].channel.queued() < HIGH_WATER && self.links[i].channel.is_open() {
-            let (queue, current) = &mut self.sending[i];
-            if current.is_none() {
-                let Some(h) = queue.pop_front() else { return };
-                let Some(src) = self.stage_sources.get(&h) else {
-                    continue;
-                };
-                match std::fs::File::open(src) {
-                    Ok(f) => *current = Some((h, f)),
-                    Err(e) => {
-                        say(&format!("cannot read {} to stage it: {e}", src.display()));
-                        continue;
-                    }
-                }
-            }
-            let Some((h, f)) = current.as_mut() else {
+            let sources = &self.stage_sources;
+            let Some(frame) = self.sending[i].next_chunk(|h| sources.get(h).cloned()) else {
                 return;
             };
-            let mut chunk = vec![0u8; FILE_CHUNK];
-            match f.read(&mut chunk) {
-                Ok(0) | Err(_) => *current = None,
-                Ok(k) => {
-                    chunk.truncate(k);
-                    let frame = Frame::FileData {
-                        hash: h.clone(),
-                        data: chunk,
-                    };
-                    self.links[i].channel.send(&frame);
-                }
-            }
+            self.links[i].channel.send(&frame);
         }
     }
 

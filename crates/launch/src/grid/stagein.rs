@@ -35,11 +35,52 @@ pub struct StageIn {
     /// Hashes asked of the parent (each once).
     requested: Vec<String>,
     incoming: HashMap<String, Incoming>,
-    /// Per child: hashes still to send, and the file being sent.
-    to_child: HashMap<usize, (VecDeque<String>, Option<(String, std::fs::File)>)>,
+    /// Per child: the files still to send it.
+    to_child: HashMap<usize, FileQueue>,
     job_dir: Option<PathBuf>,
     job_id: String,
     failed: Option<String>,
+}
+
+/// Files to send on one channel, whole and in order, a chunk at a time
+/// (so heartbeats and output interleave, and back-pressure applies).
+#[derive(Default)]
+pub struct FileQueue {
+    queue: VecDeque<String>,
+    current: Option<(String, std::fs::File)>,
+}
+
+impl FileQueue {
+    pub fn push(&mut self, hash: String) {
+        if !self.queue.contains(&hash) && self.current.as_ref().map(|c| &c.0) != Some(&hash) {
+            self.queue.push_back(hash);
+        }
+    }
+
+    /// The next chunk; `path_of` finds a file by hash (None: not there
+    /// yet, try again later).
+    pub fn next_chunk(&mut self, path_of: impl Fn(&str) -> Option<PathBuf>) -> Option<Frame> {
+        loop {
+            if self.current.is_none() {
+                let h = self.queue.front()?.clone();
+                let f = std::fs::File::open(path_of(&h)?).ok()?;
+                self.queue.pop_front();
+                self.current = Some((h, f));
+            }
+            let (h, f) = self.current.as_mut()?;
+            let mut buf = vec![0u8; FILE_CHUNK];
+            match f.read(&mut buf) {
+                Ok(0) | Err(_) => self.current = None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    return Some(Frame::FileData {
+                        hash: h.clone(),
+                        data: buf,
+                    });
+                }
+            }
+        }
+    }
 }
 
 /// Resolves `program` as execvp would: a path with `/` as is (relative to
@@ -145,8 +186,8 @@ impl StageIn {
         if self.own {
             want.extend(self.entries.iter().map(|e| e.hash.clone()));
         }
-        for (q, _) in self.to_child.values() {
-            want.extend(q.iter().cloned());
+        for q in self.to_child.values() {
+            want.extend(q.queue.iter().cloned());
         }
         let mut out = Vec::new();
         for h in want {
@@ -167,40 +208,14 @@ impl StageIn {
             .collect();
         let slot = self.to_child.entry(child).or_default();
         for h in known {
-            if !slot.0.contains(&h) {
-                slot.0.push_back(h);
-            }
+            slot.push(h);
         }
     }
 
     /// The next chunk for child `i`, from the cache (None: nothing ready).
     pub fn next_chunk_for(&mut self, i: usize) -> Option<Frame> {
         let cache = self.cache.as_ref().ok()?;
-        let (queue, current) = self.to_child.get_mut(&i)?;
-        loop {
-            if current.is_none() {
-                let h = queue.front()?.clone();
-                let path = cache.has(&h)?;
-                let f = std::fs::File::open(path).ok()?;
-                queue.pop_front();
-                *current = Some((h, f));
-            }
-            let (h, f) = current.as_mut()?;
-            let mut buf = vec![0u8; FILE_CHUNK];
-            match f.read(&mut buf) {
-                Ok(0) | Err(_) => {
-                    *current = None;
-                    continue;
-                }
-                Ok(n) => {
-                    buf.truncate(n);
-                    return Some(Frame::FileData {
-                        hash: h.clone(),
-                        data: buf,
-                    });
-                }
-            }
-        }
+        self.to_child.get_mut(&i)?.next_chunk(|h| cache.has(h))
     }
 
     /// Bytes of a file from the parent.
