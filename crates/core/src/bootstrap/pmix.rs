@@ -626,8 +626,10 @@ impl Pmix {
         })?;
         let (rc, me) = me;
         if rc != abi::SUCCESS {
+            // The server's address says most; the namespace if none is set.
             let uri = ENV_MARKERS
                 .iter()
+                .rev()
                 .find_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
                 .unwrap_or_default();
             let hint = if rc == abi::ERR_UNREACH {
@@ -636,7 +638,7 @@ impl Pmix {
                 ""
             };
             return Err(boot(format!(
-                "PMIx_Init failed: {}{hint} (OpenPMIx {} from {}; {uri})",
+                "PMIx_Init failed: {}{hint} ({} from {}; {uri})",
                 api.describe(rc),
                 api.version(),
                 api.path
