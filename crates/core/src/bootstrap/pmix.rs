@@ -564,15 +564,24 @@ impl Worker {
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 self.stuck = Some(what.to_string());
                 Err(boot(format!(
-                    "no answer from the PMIx server to {what} within {:.0} s \
+                    "no answer from the PMIx server to {what} within {} s \
                      (GW_PMI_TIMEOUT); it is unreachable or a process of the job did not take part",
-                    timeout.as_secs_f64()
+                    seconds(timeout)
                 )))
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 Err(boot(format!("PMIx {what}: the worker thread ended")))
             }
         }
+    }
+}
+
+/// A duration for messages: whole seconds as such, else one decimal.
+fn seconds(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        d.as_secs().to_string()
+    } else {
+        format!("{:.1}", d.as_secs_f64())
     }
 }
 
@@ -616,7 +625,25 @@ impl Pmix {
             )));
         }
         let api = api()?;
-        let timeout = reply_timeout_from_env();
+        let want_rank = super::pmi::env_u32("PMIX_RANK")?;
+        // The server's address says most; the namespace if none is set.
+        let uri = ENV_MARKERS
+            .iter()
+            .rev()
+            .find_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
+            .unwrap_or_default();
+        Pmix::start(api, reply_timeout_from_env(), want_rank, &uri)
+    }
+
+    /// The start-up through `api`: `PMIx_Init`, checked against
+    /// `want_rank` (`PMIX_RANK`), then the job facts. `uri` (the server's
+    /// address, for messages) and the timeout come from the environment.
+    fn start(
+        api: &'static Api,
+        timeout: Duration,
+        want_rank: Option<u32>,
+        uri: &str,
+    ) -> Result<Pmix> {
         let mut worker = Worker::start()?;
         let me = worker.run("PMIx_Init", timeout, move || {
             let mut me = Proc::zeroed();
@@ -626,12 +653,6 @@ impl Pmix {
         })?;
         let (rc, me) = me;
         if rc != abi::SUCCESS {
-            // The server's address says most; the namespace if none is set.
-            let uri = ENV_MARKERS
-                .iter()
-                .rev()
-                .find_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v}")))
-                .unwrap_or_default();
             let hint = if rc == abi::ERR_UNREACH {
                 ": no PMIx server answers at the address the environment gives (did the launcher end?)"
             } else {
@@ -651,7 +672,7 @@ impl Pmix {
                 "PMIx_Init returned the special rank {rank:#x}"
             )));
         }
-        if let Some(r) = super::pmi::env_u32("PMIX_RANK")? {
+        if let Some(r) = want_rank {
             if r != rank {
                 return Err(boot(format!(
                     "PMIx_Init gave rank {rank} but PMIX_RANK={r}"
@@ -963,314 +984,5 @@ fn abort_text(msg: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
-    }
-
-    #[test]
-    fn environment_markers() {
-        assert!(!offered_by(env(&[])));
-        assert!(offered_by(env(&[("PMIX_NAMESPACE", "1903165441")])));
-        assert!(offered_by(env(&[(
-            "PMIX_SERVER_URI41",
-            "1.0;tcp4://127.0.0.1:1"
-        )])));
-        assert!(!offered_by(env(&[("PMIX_NAMESPACE", " ")])));
-        assert!(!offered_by(env(&[("PMIX_RANK", "0")])));
-    }
-
-    #[test]
-    fn keys_and_abort_messages_are_checked() {
-        assert!(check_key("gw.desc.3").is_ok());
-        assert!(check_key(&"k".repeat(MAX_KEY_LEN)).is_ok());
-        for bad in ["", "a\nb", "pmix.job.size", "pmix"] {
-            assert!(check_key(bad).is_err(), "{bad:?}");
-        }
-        assert!(check_key(&"k".repeat(MAX_KEY_LEN + 1))
-            .unwrap_err()
-            .to_string()
-            .contains("at most 511"));
-        assert_eq!(abort_text("bad\n\tnews"), "bad  news");
-        let long = abort_text(&"é".repeat(1000));
-        assert!(long.len() <= MAX_ABORT_MSG && long.chars().all(|c| c == 'é'));
-    }
-
-    #[test]
-    fn library_strings_are_bounded() {
-        let ok = CString::new("hello").unwrap();
-        // SAFETY: a valid C string.
-        assert_eq!(
-            unsafe { bounded_str(ok.as_ptr(), 5) }.unwrap().as_deref(),
-            Some("hello")
-        );
-        // SAFETY: readable up to its NUL, which lies beyond the bound.
-        let e = unsafe { bounded_str(ok.as_ptr(), 4) }.unwrap_err();
-        assert!(e.contains("longer than 4"), "{e}");
-        // SAFETY: null is allowed.
-        assert_eq!(unsafe { bounded_str(std::ptr::null(), 4) }.unwrap(), None);
-        let bad = [0xffu8 as c_char, 0];
-        // SAFETY: NUL-terminated array.
-        assert!(unsafe { bounded_str(bad.as_ptr(), 4) }.is_err());
-    }
-
-    #[test]
-    fn namespaces_from_the_library_are_checked() {
-        let mut p = proc_of("1903165441", 0);
-        assert_eq!(nspace_of(&p).unwrap(), "1903165441");
-        p.nspace = [b'x' as c_char; abi::MAX_NSLEN + 1];
-        assert!(nspace_of(&p).unwrap_err().contains("without a NUL"));
-        let p = proc_of("", 0);
-        assert!(nspace_of(&p).unwrap_err().contains("empty"));
-        let p = proc_of("a b", 0);
-        assert!(nspace_of(&p).unwrap_err().contains("printable"));
-        // An over-long name is cut so that a NUL always ends it.
-        let p = proc_of(&"n".repeat(400), 0);
-        assert_eq!(nspace_of(&p).unwrap().len(), abi::MAX_NSLEN);
-    }
-
-    #[test]
-    fn values_are_read_by_their_type() {
-        let num = |type_, data| Value { type_, data };
-        let v = num(abi::T_UINT32, abi::ValueData { uint32: 4 });
-        assert_eq!(u32_value(&v).unwrap(), 4);
-        let v = num(abi::T_INT, abi::ValueData { integer: -1 });
-        assert!(u32_value(&v).unwrap_err().contains("out of range"));
-        let v = num(abi::T_UINT64, abi::ValueData { uint64: 1 << 40 });
-        assert!(u32_value(&v).is_err());
-        let v = num(abi::T_SIZE, abi::ValueData { size: 7 });
-        assert_eq!(u32_value(&v).unwrap(), 7);
-        let v = num(abi::T_BOOL, abi::ValueData { flag: true });
-        assert!(u32_value(&v).unwrap_err().contains("type 1"));
-        assert!(string_value(&v).unwrap_err().contains("type 1"));
-        let s = CString::new("v=1").unwrap();
-        let v = num(
-            abi::T_STRING,
-            abi::ValueData {
-                string: s.as_ptr().cast_mut(),
-            },
-        );
-        assert_eq!(string_value(&v).unwrap(), "v=1");
-        let v = num(
-            abi::T_STRING,
-            abi::ValueData {
-                string: std::ptr::null_mut(),
-            },
-        );
-        assert!(string_value(&v).unwrap_err().contains("null"));
-        let long = CString::new("x".repeat(MAX_VALUE_LEN + 1)).unwrap();
-        let v = num(
-            abi::T_STRING,
-            abi::ValueData {
-                string: long.as_ptr().cast_mut(),
-            },
-        );
-        assert!(string_value(&v).unwrap_err().contains("longer than"));
-    }
-
-    #[test]
-    fn missing_library_names_every_candidate() {
-        let e = load_from(&["/nonexistent/libpmix.so.2", "libpmix-not-here.so.9"])
-            .err()
-            .expect("nothing to load");
-        assert!(
-            e.contains("/nonexistent/libpmix.so.2") && e.contains("libpmix-not-here.so.9"),
-            "{e}"
-        );
-        // A library without the PMIx entry points is refused too.
-        let e = load_from(&["libc.so.6"]).err().expect("libc is no libpmix");
-        assert!(e.contains("no PMIx_Init"), "{e}");
-    }
-
-    #[test]
-    fn worker_bounds_a_call_that_never_returns() {
-        let mut w = Worker::start().unwrap();
-        assert_eq!(w.run("quick", Duration::from_secs(5), || 7).unwrap(), 7);
-        let t = std::time::Instant::now();
-        let e = w
-            .run("PMIx_Init", Duration::from_millis(200), || {
-                std::thread::sleep(Duration::from_secs(3))
-            })
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("no answer from the PMIx server to PMIx_Init"),
-            "{e}"
-        );
-        assert!(t.elapsed() < Duration::from_secs(2));
-        let e = w.run("PMIx_Get", Duration::from_secs(5), || 1).unwrap_err();
-        assert!(e.to_string().contains("earlier PMIx_Init"), "{e}");
-    }
-
-    /// The declarations above against the installed `pmix_common.h`: a C
-    /// file prints each size, offset and constant, compared one by one.
-    #[test]
-    fn layout_matches_the_installed_header() {
-        let incdir = ["/usr/lib/x86_64-linux-gnu/pmix2/include", "/usr/include"]
-            .into_iter()
-            .find(|d| std::path::Path::new(d).join("pmix_common.h").exists());
-        let Some(incdir) = incdir else {
-            gridwire_testkit::skip("pmix_common.h is not installed (Debian package libpmix-dev)");
-            return;
-        };
-        let dir = std::env::temp_dir().join(format!("gw-pmix-layout-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let src = dir.join("layout.c");
-        let exe = dir.join("layout");
-        std::fs::write(&src, LAYOUT_C).unwrap();
-        let cc = match std::process::Command::new("cc")
-            .arg(format!("-I{incdir}"))
-            .arg("-o")
-            .arg(&exe)
-            .arg(&src)
-            .output()
-        {
-            Ok(o) => o,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
-                gridwire_testkit::skip(&format!("no C compiler (cc): {e}"));
-                return;
-            }
-        };
-        assert!(
-            cc.status.success(),
-            "cc failed:\n{}",
-            String::from_utf8_lossy(&cc.stderr)
-        );
-        let out = std::process::Command::new(&exe).output().unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
-        assert!(out.status.success());
-        let text = String::from_utf8(out.stdout).unwrap();
-        let c: std::collections::HashMap<&str, i128> = text
-            .lines()
-            .filter_map(|l| {
-                let (k, v) = l.split_once(' ')?;
-                Some((k, v.parse().ok()?))
-            })
-            .collect();
-        let ours: &[(&str, i128)] = &[
-            ("sizeof_proc", std::mem::size_of::<Proc>() as i128),
-            (
-                "offsetof_proc_rank",
-                std::mem::offset_of!(Proc, rank) as i128,
-            ),
-            ("sizeof_value", std::mem::size_of::<Value>() as i128),
-            (
-                "offsetof_value_data",
-                std::mem::offset_of!(Value, data) as i128,
-            ),
-            ("alignof_value", std::mem::align_of::<Value>() as i128),
-            ("sizeof_info", std::mem::size_of::<Info>() as i128),
-            (
-                "offsetof_info_flags",
-                std::mem::offset_of!(Info, flags) as i128,
-            ),
-            (
-                "offsetof_info_value",
-                std::mem::offset_of!(Info, value) as i128,
-            ),
-            ("sizeof_scope", 1),
-            ("sizeof_data_type", 2),
-            ("sizeof_rank", 4),
-            ("sizeof_status", std::mem::size_of::<c_int>() as i128),
-            ("MAX_NSLEN", abi::MAX_NSLEN as i128),
-            ("MAX_KEYLEN", abi::MAX_KEYLEN as i128),
-            ("RANK_UNDEF", abi::RANK_UNDEF.into()),
-            ("RANK_WILDCARD", abi::RANK_WILDCARD.into()),
-            ("RANK_INVALID", abi::RANK_INVALID.into()),
-            ("SUCCESS", abi::SUCCESS.into()),
-            ("ERR_TIMEOUT", abi::ERR_TIMEOUT.into()),
-            ("ERR_UNREACH", abi::ERR_UNREACH.into()),
-            ("ERR_NOT_FOUND", abi::ERR_NOT_FOUND.into()),
-            ("GLOBAL", abi::GLOBAL.into()),
-            ("BOOL", abi::T_BOOL.into()),
-            ("STRING", abi::T_STRING.into()),
-            ("SIZE", abi::T_SIZE.into()),
-            ("INT", abi::T_INT.into()),
-            ("INT8", abi::T_INT8.into()),
-            ("INT16", abi::T_INT16.into()),
-            ("INT32", abi::T_INT32.into()),
-            ("INT64", abi::T_INT64.into()),
-            ("UINT", abi::T_UINT.into()),
-            ("UINT8", abi::T_UINT8.into()),
-            ("UINT16", abi::T_UINT16.into()),
-            ("UINT32", abi::T_UINT32.into()),
-            ("UINT64", abi::T_UINT64.into()),
-        ];
-        for (name, want) in ours {
-            assert_eq!(c.get(name), Some(want), "{name}: C says {:?}", c.get(name));
-        }
-        // The attribute names, compared as text.
-        for (name, ours) in [
-            ("KEY_JOB_SIZE", abi::JOB_SIZE),
-            ("KEY_APPNUM", abi::APPNUM),
-            ("KEY_UNIV_SIZE", abi::UNIV_SIZE),
-            ("KEY_COLLECT_DATA", abi::COLLECT_DATA),
-            ("KEY_OPTIONAL", abi::OPTIONAL),
-            ("KEY_TIMEOUT", abi::TIMEOUT),
-        ] {
-            assert!(
-                text.lines().any(|l| l == format!("{name} {ours}")),
-                "{name} is not {ours:?}:\n{text}"
-            );
-        }
-    }
-
-    const LAYOUT_C: &str = r#"#include <stddef.h>
-#include <stdio.h>
-#include <pmix_common.h>
-#define N(name, v) printf("%s %lld\n", name, (long long)(v))
-#define K(name, v) printf("%s %s\n", name, v)
-int main(void) {
-    N("sizeof_proc", sizeof(pmix_proc_t));
-    N("offsetof_proc_rank", offsetof(pmix_proc_t, rank));
-    N("sizeof_value", sizeof(pmix_value_t));
-    N("offsetof_value_data", offsetof(pmix_value_t, data));
-    N("alignof_value", _Alignof(pmix_value_t));
-    N("sizeof_info", sizeof(pmix_info_t));
-    N("offsetof_info_flags", offsetof(pmix_info_t, flags));
-    N("offsetof_info_value", offsetof(pmix_info_t, value));
-    N("sizeof_scope", sizeof(pmix_scope_t));
-    N("sizeof_data_type", sizeof(pmix_data_type_t));
-    N("sizeof_rank", sizeof(pmix_rank_t));
-    N("sizeof_status", sizeof(pmix_status_t));
-    N("MAX_NSLEN", PMIX_MAX_NSLEN);
-    N("MAX_KEYLEN", PMIX_MAX_KEYLEN);
-    N("RANK_UNDEF", PMIX_RANK_UNDEF);
-    N("RANK_WILDCARD", PMIX_RANK_WILDCARD);
-    N("RANK_INVALID", PMIX_RANK_INVALID);
-    N("SUCCESS", PMIX_SUCCESS);
-    N("ERR_TIMEOUT", PMIX_ERR_TIMEOUT);
-    N("ERR_UNREACH", PMIX_ERR_UNREACH);
-    N("ERR_NOT_FOUND", PMIX_ERR_NOT_FOUND);
-    N("GLOBAL", PMIX_GLOBAL);
-    N("BOOL", PMIX_BOOL);
-    N("STRING", PMIX_STRING);
-    N("SIZE", PMIX_SIZE);
-    N("INT", PMIX_INT);
-    N("INT8", PMIX_INT8);
-    N("INT16", PMIX_INT16);
-    N("INT32", PMIX_INT32);
-    N("INT64", PMIX_INT64);
-    N("UINT", PMIX_UINT);
-    N("UINT8", PMIX_UINT8);
-    N("UINT16", PMIX_UINT16);
-    N("UINT32", PMIX_UINT32);
-    N("UINT64", PMIX_UINT64);
-    K("KEY_JOB_SIZE", PMIX_JOB_SIZE);
-    K("KEY_APPNUM", PMIX_APPNUM);
-    K("KEY_UNIV_SIZE", PMIX_UNIV_SIZE);
-    K("KEY_COLLECT_DATA", PMIX_COLLECT_DATA);
-    K("KEY_OPTIONAL", PMIX_OPTIONAL);
-    K("KEY_TIMEOUT", PMIX_TIMEOUT);
-    return 0;
-}
-"#;
-}
+#[path = "pmix_tests.rs"]
+mod tests;
