@@ -131,65 +131,93 @@ fn ring_program() -> String {
     .clone()
 }
 
-/// Runs `prog args` under `mpirun.openmpi -np n` with `envs`; the PMIx
-/// variables of an enclosing job (if the tests run inside one) are not
-/// passed on.
+/// Runs `prog args` under `mpirun.openmpi -np n` with `envs`.
 fn under_mpirun(mpirun: &str, n: u32, args: &[&str], envs: &[(&str, &str)]) -> common::Out {
+    under_mpirun_with(mpirun, n, &[], args, envs)
+}
+
+fn under_mpirun_with(
+    mpirun: &str,
+    n: u32,
+    options: &[&str],
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> common::Out {
     let np = n.to_string();
     let mut all = vec!["--allow-run-as-root", "--oversubscribe", "-np", &np];
+    all.extend_from_slice(options);
     all.extend_from_slice(args);
     run(mpirun, &all, envs, Duration::from_secs(40))
 }
 
-/// Every rank's RESULT line is there and right, and every rank says it
-/// bootstrapped over PMIx.
-fn check_ring(o: &common::Out, n: u32) {
+/// Each rank's stdout and stderr, from the files `mpirun
+/// --output-filename DIR` writes (`DIR/<job>/rank.<r>/std{out,err}`):
+/// mpirun forwards the ranks' output in whatever pieces they wrote it, so
+/// the merged streams can split one rank's line with another's.
+fn rank_output(dir: &Path, r: u32) -> (String, String) {
+    let mut found = None;
+    for job in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let d = job.path().join(format!("rank.{r}"));
+        if d.is_dir() {
+            found = Some(d);
+        }
+    }
+    let Some(d) = found else {
+        panic!("no output of rank {r} under {}", dir.display());
+    };
+    let read = |f: &str| std::fs::read_to_string(d.join(f)).unwrap_or_default();
+    (read("stdout"), read("stderr"))
+}
+
+/// Runs the ring program on `n` ranks and checks that every rank printed
+/// the right RESULT line and bootstrapped over PMIx.
+fn run_ring(mpirun: &str, n: u32, envs: &[(&str, &str)]) {
+    let prog = ring_program();
+    let dir = std::env::temp_dir().join(format!(
+        "gw-pmix-out-{}-{n}-{}",
+        std::process::id(),
+        envs.len()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = under_mpirun_with(
+        mpirun,
+        n,
+        &["--output-filename", dir.to_str().unwrap()],
+        &[&prog],
+        envs,
+    );
     assert_eq!(o.code, 0, "stdout:\n{}\nstderr:\n{}", o.stdout, o.stderr);
     for r in 0..n {
+        let (out, err) = rank_output(&dir, r);
         let (ring, total) = expected(r, n);
         let want = format!("RESULT rank {r} of {n} ring {ring} allreduce {total}");
-        assert_eq!(
-            o.stdout.lines().filter(|l| *l == want).count(),
-            1,
-            "want {want:?} once in:\n{}",
-            o.stdout
-        );
+        assert_eq!(out.trim_end(), want, "rank {r}'s stdout");
         assert!(
-            o.stderr.contains(&format!("gw[{r}]: bootstrap PMIx (job ")),
+            err.lines()
+                .any(|l| l.starts_with(&format!("gw[{r}]: bootstrap PMIx (job "))),
             "rank {r} did not bootstrap over PMIx (is target/debug/libmpi.so \
-             current? make build-debug):\n{}",
-            o.stderr
+             current? make build-debug):\n{err}"
         );
+        if r == 0 {
+            // Without a launcher secret rank 0 makes one and passes it
+            // through PMIx: the exchange ran.
+            assert!(err.contains("rank 0 makes a random one"), "{err}");
+        }
     }
-    assert_eq!(
-        o.stdout.matches("RESULT").count(),
-        n as usize,
-        "{}",
-        o.stdout
-    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn mpi_ring_and_allreduce_over_pmix_under_mpirun_4_ranks() {
     let mpirun = mpirun_or_skip!();
-    let prog = ring_program();
-    let o = under_mpirun(
+    run_ring(
         &mpirun,
         4,
-        &[&prog],
         &[
             ("GW_PMI", "pmix"),
             ("GW_VERBOSE", "1"),
             ("GW_PMI_TIMEOUT", "30"),
         ],
-    );
-    check_ring(&o, 4);
-    // Without a launcher secret rank 0 makes one and passes it through
-    // PMIx: the exchange ran.
-    assert!(
-        o.stderr.contains("rank 0 makes a random one"),
-        "{}",
-        o.stderr
     );
 }
 
@@ -198,14 +226,7 @@ fn mpi_ring_and_allreduce_over_pmix_under_mpirun_4_ranks() {
 #[test]
 fn one_rank_under_mpirun_picks_pmix_by_itself() {
     let mpirun = mpirun_or_skip!();
-    let prog = ring_program();
-    let o = under_mpirun(
-        &mpirun,
-        1,
-        &[&prog],
-        &[("GW_VERBOSE", "1"), ("GW_PMI_TIMEOUT", "30")],
-    );
-    check_ring(&o, 1);
+    run_ring(&mpirun, 1, &[("GW_VERBOSE", "1"), ("GW_PMI_TIMEOUT", "30")]);
 }
 
 /// `auto` with 3 ranks of the plain PMI test program: keys put by each
