@@ -4,8 +4,9 @@
 //! An MPI program in C, built with `scripts/gwcc` against the workspace's
 //! `libmpi.so`, passes a 64 KiB buffer around a ring and runs an
 //! allreduce; every rank's checksum is compared with the one computed
-//! here. Also: PMIx abort ends the job, and the clear errors when no PMIx
-//! server is there, when its address is dead, and when it never answers.
+//! here. Also: PMIx abort (directly and through MPI_Abort) ends the job
+//! with its code, and the clear errors when no PMIx server is there, when
+//! its address is dead, and when it never answers.
 
 mod common;
 
@@ -75,6 +76,10 @@ int main(int argc, char **argv) {
     printf("RESULT rank %d of %d ring %llu allreduce %ld\n", r, s,
            (unsigned long long)checksum(buf), total);
     fflush(stdout);
+    /* `ring R CODE`: rank R calls MPI_Abort while the others wait in a
+       barrier that can only end by the job being torn down. */
+    if (argc > 2 && r == atoi(argv[1])) MPI_Abort(MPI_COMM_WORLD, atoi(argv[2]));
+    if (argc > 2) MPI_Barrier(MPI_COMM_WORLD);
     MPI_Finalize();
     return 0;
 }
@@ -270,6 +275,28 @@ fn abort_over_pmix_ends_the_job_with_its_code() {
         &[("GW_PMI", "pmix"), ("GW_PMI_TIMEOUT", "30")],
     );
     assert_eq!(o.code, 7, "{}\n{}", o.stdout, o.stderr);
+    assert!(
+        t.elapsed() < Duration::from_secs(15),
+        "the job outlived the abort: {:?}",
+        t.elapsed()
+    );
+}
+
+/// MPI_Abort in one rank of a gridwire MPI program (the runtime's abort,
+/// `PMIx_Abort` underneath) ends the job promptly with the code given.
+#[test]
+fn mpi_abort_under_mpirun_ends_the_job_with_its_code() {
+    let mpirun = mpirun_or_skip!();
+    let prog = ring_program();
+    let t = Instant::now();
+    let o = under_mpirun(&mpirun, 3, &[&prog, "2", "9"], &[("GW_PMI_TIMEOUT", "30")]);
+    assert_eq!(o.code, 9, "{}\n{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr
+            .contains("MPI_Abort called by rank 2 with error code 9"),
+        "{}",
+        o.stderr
+    );
     assert!(
         t.elapsed() < Duration::from_secs(15),
         "the job outlived the abort: {:?}",
