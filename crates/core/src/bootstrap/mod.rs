@@ -200,8 +200,9 @@ impl Pmi {
         each!(self, p => p.put(key, value))
     }
 
-    /// Makes earlier puts ready to publish (a no-op on both wires; the
-    /// barrier publishes).
+    /// Makes earlier puts ready to publish (a no-op on the PMI-1 and PMI-2
+    /// wires, where the barrier publishes; `PMIx_Commit` on PMIx, whose
+    /// barrier commits anything still pending too).
     pub fn commit(&mut self) -> Result<()> {
         each!(self, p => p.commit())
     }

@@ -54,9 +54,10 @@ use std::time::Duration;
 use super::pmi::reply_timeout_from_env;
 use crate::error::{Error, Result};
 
-/// Where the library is looked for, in order: the soname (found when
-/// `libpmix2`'s directory is on the loader's path, as on most
-/// distributions), then Debian's private directory, which is not.
+/// Where the library is looked for, in order: the soname on the loader's
+/// path (Debian's `libpmix2` links it into `/usr/lib/x86_64-linux-gnu`),
+/// then the library's own directory in Debian's layout, which is not on
+/// that path, for an installation where the link is missing.
 pub const LIBRARY_CANDIDATES: &[&str] = &[
     "libpmix.so.2",
     "/usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so.2",
