@@ -139,7 +139,7 @@ pub fn exchange_secret(pmi: &mut crate::bootstrap::Pmi) -> crate::Result<[u8; 32
     }
     pmi.commit()?;
     pmi.barrier()?;
-    let v = pmi.get(SECRET_KEY)?.ok_or_else(|| {
+    let v = pmi.get_from(0, SECRET_KEY)?.ok_or_else(|| {
         crate::Error::Bootstrap(format!(
             "rank 0 published no job secret ({SECRET_KEY}) in the PMI key-value space"
         ))

@@ -1210,7 +1210,7 @@ fn publish_table(pmi: &mut Pmi, rank: u32, hex: &str) -> Result<()> {
 /// Reads back what [`publish_table`] wrote.
 fn lookup_table(pmi: &mut Pmi, rank: u32) -> Result<String> {
     let missing = || Error::Bootstrap(format!("rank {rank} published no descriptor table"));
-    let first = pmi.get(&desc_key(rank))?.ok_or_else(missing)?;
+    let first = pmi.get_from(rank, &desc_key(rank))?.ok_or_else(missing)?;
     let (n, head) = first
         .split_once(':')
         .and_then(|(n, h)| Some((n.parse::<usize>().ok()?, h)))
@@ -1223,7 +1223,7 @@ fn lookup_table(pmi: &mut Pmi, rank: u32) -> Result<String> {
     let mut hex = head.to_string();
     for i in 1..n {
         hex.push_str(
-            &pmi.get(&format!("{}.{i}", desc_key(rank)))?
+            &pmi.get_from(rank, &format!("{}.{i}", desc_key(rank)))?
                 .ok_or_else(missing)?,
         );
     }

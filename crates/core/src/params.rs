@@ -130,9 +130,11 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
         name: "PMI",
         default: "auto",
         kind: Kind::Choice(crate::bootstrap::PMI_CHOICES),
-        help: "PMI version spoken to the launcher: `pmi1`, `pmi2`, or `auto` = PMI-2 when the \
-               environment asks for it (PMI_VERSION=2, or SLURM_MPI_TYPE=pmi2 under `srun \
-               --mpi=pmi2`), PMI-1 otherwise (gwrun, Hydra).",
+        help: "Bootstrap protocol: `pmi1`, `pmi2`, `pmix` (OpenPMIx's libpmix.so.2, loaded at \
+               run time), or `auto` = PMI-1/PMI-2 when the launcher hands over a PMI socket \
+               (PMI_FD; PMI-2 if PMI_VERSION=2 or SLURM_MPI_TYPE=pmi2), else PMIx when a PMIx \
+               server announces itself (PMIX_NAMESPACE or PMIX_SERVER_URI*: Open MPI's mpirun, \
+               `srun --mpi=pmix`), else a singleton.",
     },
     ParamDecl {
         name: "VERBOSE",

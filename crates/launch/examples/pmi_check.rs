@@ -149,7 +149,7 @@ fn main() {
     pmi.barrier().unwrap_or_else(|e| fail("barrier", e));
     for p in 0..size {
         let got = pmi
-            .get(&format!("check.{p}"))
+            .get_from(p, &format!("check.{p}"))
             .unwrap_or_else(|e| fail("get", e));
         if got.as_deref() != Some(format!("value-of-{p}=ok").as_str()) {
             eprintln!("pmi_check rank {rank}: key check.{p} has {got:?}");
@@ -200,7 +200,7 @@ fn main() {
     if let Some((ar, victim)) = abort_then_kill {
         if ar == r {
             let pid: i32 = pmi
-                .get(&format!("pid.{victim}"))
+                .get_from(victim as u32, &format!("pid.{victim}"))
                 .unwrap_or_else(|e| fail("get pid", e))
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0);

@@ -149,7 +149,7 @@ fn bad_gw_pmi_value_names_the_variable() {
     let o = run(
         GWRUN,
         &["-n", "1", "--timeout", "30", &prog],
-        &[("GW_PMI", "pmix")],
+        &[("GW_PMI", "pmi3")],
         Duration::from_secs(60),
     );
     assert_ne!(o.code, 0);
