@@ -3,7 +3,6 @@ SHELL := /bin/bash
 CARGO ?= cargo
 RELEASE := target/release
 DEBUG := target/debug
-DEMO_RANKS ?= 4
 
 .PHONY: all deps build build-debug demo test test-rust test-extra bench install clean
 
@@ -32,11 +31,11 @@ build: deps
 build-debug: deps
 	$(CARGO) build --workspace --lib --bins --examples
 
-## The main job: RSRs over shm and tcp on 2 emulated hosts, startpoint migration, --stats.
+## The main job: RSRs across 2 sites x 2 real hosts of the grid testbed (10 ms WAN),
+## started by one `gwrun -f` with staging; startpoint migration, per-pair methods, --stats.
+## Without root/namespaces/sshd: the same job on 2 emulated hosts (scripts/demo.sh says why).
 demo: build
-	$(RELEASE)/gwinfo --emulate-hosts 2 --methods-only
-	@echo
-	$(RELEASE)/gwrun -n $(DEMO_RANKS) --emulate-hosts 2 --timeout 120 --stats $(RELEASE)/examples/demo
+	@R=$(RELEASE) bash scripts/demo.sh
 
 ## Every test: fmt and clippy, Rust unit and multi-process tests, then each crate's
 ## extra test script; each suite timed, closing with "N passed, N failed, N skipped".

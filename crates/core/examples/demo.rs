@@ -28,6 +28,7 @@ const H_STARTPOINT: u32 = 4;
 const H_HELLO: u32 = 5;
 const LAPS: u32 = 10;
 const PINGS: u32 = 2000;
+const PING_TIME: Duration = Duration::from_millis(300);
 
 fn main() {
     if let Err(e) = run() {
@@ -172,13 +173,17 @@ fn run() -> gridwire_core::Result<()> {
             let sp = ctx.startpoint(peer)?;
             let start = pongs.load(Ordering::Acquire);
             let t = Instant::now();
-            for i in 0..PINGS {
+            // At most PINGS round trips or PING_TIME, whichever ends first
+            // (across a WAN a round trip takes milliseconds).
+            let mut trips = 0;
+            while trips < PINGS && (trips < 10 || t.elapsed() < PING_TIME) {
                 ctx.rsr(&sp, H_PING, &[0u8; 8])?;
-                ctx.wait(|| pongs.load(Ordering::Acquire) == start + i + 1);
+                ctx.wait(|| pongs.load(Ordering::Acquire) == start + trips + 1);
+                trips += 1;
             }
-            let one_way = t.elapsed().as_secs_f64() * 1e6 / f64::from(2 * PINGS);
+            let one_way = t.elapsed().as_secs_f64() * 1e6 / f64::from(2 * trips);
             println!(
-                "ping-pong 0 <-> {peer}: method {:<4} one-way latency {one_way:6.2} us (8-byte payload, {PINGS} round trips)",
+                "ping-pong 0 <-> {peer}: method {:<4} one-way latency {one_way:8.2} us (8-byte payload, {trips} round trips)",
                 ctx.method_to(peer).unwrap_or("?")
             );
         }

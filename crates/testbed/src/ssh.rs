@@ -280,10 +280,10 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "[site s0] start=ssh",
+                "[site s0] start=ssh ssh_options=\"-F /run/gw-testbed/x1/ssh/config\"",
                 "s0h0",
                 "s0h1",
-                "[site s1] start=ssh gateway=s1h0",
+                "[site s1] start=ssh gateway=s1h0 ssh_options=\"-F /run/gw-testbed/x1/ssh/config\"",
                 "s1h0",
                 "s1h1"
             ]

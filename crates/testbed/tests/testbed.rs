@@ -95,9 +95,15 @@ fn two_sites_with_wan_delay_firewall_ssh_and_clean_down() {
     let hosts = ["login", "s0h0", "s0h1", "s1h0", "s1h1"];
     assert_eq!(tb.hosts, hosts);
     let m = std::fs::read_to_string(&tb.machines).expect("machines file");
-    assert!(m.contains("[site s0] start=ssh\ns0h0\ns0h1\n"), "{m}");
+    let opts = format!("ssh_options=\"-F {config}\"");
     assert!(
-        m.contains("[site s1] start=ssh gateway=s1h0\ns1h0\ns1h1\n"),
+        m.contains(&format!("[site s0] start=ssh {opts}\ns0h0\ns0h1\n")),
+        "{m}"
+    );
+    assert!(
+        m.contains(&format!(
+            "[site s1] start=ssh gateway=s1h0 {opts}\ns1h0\ns1h1\n"
+        )),
         "{m}"
     );
 
