@@ -11,7 +11,7 @@
 //! proxy, end the job within 2 s naming rank, host and site, leaving no
 //! process on any host; a silently partitioned host is detected by
 //! heartbeat within GW_HEARTBEAT_TIMEOUT + 5 s and its ranks die too; a bad
-//! machines file names its line. Needs root and sshd: skipped by the
+//! machines file names its line; a non-root user runs the same job. Needs root and sshd: skipped by the
 //! project's rule otherwise (a failure under CI=true).
 
 use gridwire_testbed::harness::{self, run_with_timeout, Testbed};
@@ -34,6 +34,8 @@ fn ready() -> bool {
 }
 
 const HOSTS: [&str; 4] = ["s0h0", "s0h1", "s1h0", "s1h1"];
+/// The non-root user the testbed lets log in everywhere.
+const USER: &str = "gwgriduser";
 
 /// A directory for the program, seen by `login` only.
 struct ProgDir(PathBuf);
@@ -150,8 +152,17 @@ fn gwrun_f_runs_stages_and_tears_down_across_sites() {
     )));
     std::fs::create_dir_all(&dir.0).unwrap();
     let prog = common::stage_program(&dir.0);
-    let mut tb = Testbed::up(&["--sites", "2", "--hosts", "2", "--wan-delay", "5"])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut tb = Testbed::up(&[
+        "--sites",
+        "2",
+        "--hosts",
+        "2",
+        "--wan-delay",
+        "5",
+        "--user",
+        USER,
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
     let tbdir = tb.dir();
     let machines = tbdir.join("machines").display().to_string();
     let prog_s = prog.display().to_string();
@@ -279,6 +290,67 @@ fn gwrun_f_runs_stages_and_tears_down_across_sites() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("line 2") && err.contains("bogus"), "{err}");
     assert!(out.stdout.is_empty(), "gwrun printed on stdout");
+
+    // 6. The same job as a non-root user (its own caches on every host):
+    // gwrun and the program from a directory that user can read.
+    let shared = ProgDir(PathBuf::from(format!(
+        "/var/tmp/gw-grid-user-{}",
+        std::process::id()
+    )));
+    std::fs::create_dir_all(&shared.0).unwrap();
+    let user_prog = common::stage_program(&shared.0);
+    let user_gwrun = shared.0.join("gwrun");
+    std::fs::copy(&gwrun, &user_gwrun).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&shared.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = run_with_timeout(
+        &mut tb.command(
+            "login",
+            &[
+                "/usr/sbin/runuser",
+                "-u",
+                USER,
+                "--",
+                "env",
+                "-C",
+                "/",
+                user_gwrun.to_str().unwrap(),
+                "-f",
+                &machines,
+                "-n",
+                "4",
+                "--timeout",
+                "60",
+                user_prog.to_str().unwrap(),
+            ],
+        ),
+        Duration::from_secs(90),
+    )
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "non-root gwrun -f failed:\n{stdout}\n{stderr}"
+    );
+    assert_eq!(
+        stdout.matches("RING ok ALLREDUCE ok").count(),
+        4,
+        "{stdout}\n{stderr}"
+    );
+    let owner = tb
+        .exec_ok(
+            "s1h1",
+            &[
+                "sh",
+                "-c",
+                &format!("stat -c %U ~{USER}/.cache/gridwire/stage"),
+            ],
+        )
+        .unwrap();
+    assert_eq!(owner.trim(), USER, "the user's stage cache on s1h1");
 
     let pids = tb.pids();
     tb.down().unwrap_or_else(|e| panic!("{e}"));

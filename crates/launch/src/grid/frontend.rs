@@ -665,8 +665,26 @@ impl FrontEnd {
         }
     }
 
+    /// Whether link `i` (a site's leader) may report about `rank`: only
+    /// the ranks of its own site (a confused or hostile proxy must not end
+    /// or describe other sites' ranks).
+    fn speaks_for(&self, i: usize, rank: usize) -> bool {
+        let site = |h: usize| self.plan.hosts.get(h).map(|x| x.site);
+        rank < self.plan.n && site(self.host_of_rank(rank)) == site(self.links[i].host)
+    }
+
     fn handle_msg(&mut self, i: usize, m: Msg) {
         let n = self.plan.n;
+        let rank_of = |m: &Msg| match m {
+            Msg::Exit { rank, .. } | Msg::Abort { rank, .. } => Some(*rank),
+            _ => None,
+        };
+        if let Some(r) = rank_of(&m) {
+            if !self.speaks_for(i, r) {
+                self.links[i].lose(format!("reported on rank {r}, which is not in its site"));
+                return;
+            }
+        }
         match m {
             Msg::Ping => {}
             Msg::Ready { version, .. } => {

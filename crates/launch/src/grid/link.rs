@@ -6,7 +6,6 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
-use std::time::Instant;
 
 use super::bootstrap::BootLine;
 use super::channel::Channel;
@@ -28,7 +27,6 @@ pub struct Link {
     /// Why the link was lost before Done (reported once).
     pub lost: Option<String>,
     pub reported: bool,
-    pub started_at: Instant,
 }
 
 impl Link {
@@ -90,7 +88,6 @@ impl Link {
             done: false,
             lost: None,
             reported: false,
-            started_at: Instant::now(),
         };
         if !method.bootstraps() {
             link.send_hello();

@@ -362,10 +362,8 @@ impl Proxy {
             .or_else(|| std::env::var("HOME").ok())
             .unwrap_or_else(|| "/".into());
         cmd.current_dir(&wdir);
+        // stdin is not forwarded across hosts yet: every rank reads /dev/null.
         cmd.stdin(Stdio::null());
-        if r == 0 {
-            cmd.stdin(Stdio::null());
-        }
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         cmd.process_group(0);
         let parent = std::process::id() as libc::pid_t;
