@@ -220,6 +220,44 @@ fn srun_mpi_pmi2_starts_a_gridwire_job_across_testbed_hosts() {
             "a job of 2 in the allocation:\n{stdout}\n{stderr}"
         );
         assert_ne!(got[0].2, got[1].2, "2 nodes, 2 hosts:\n{stdout}");
+        // gwrun -f with start=slurm inside an allocation: one proxy per
+        // host as a job step (srun --overlap), staged by the bootstrap.
+        let gwrun = common::build_bin("gridwire-launch", "gwrun");
+        let gwrun_copy = staged.0.join("gwrun");
+        std::fs::copy(&gwrun, &gwrun_copy).unwrap();
+        let machines = staged.0.join("machines-slurm");
+        std::fs::write(&machines, "[site s0] start=slurm\ns0h0\ns0h1\ns0h2\ns0h3\n").unwrap();
+        let out = on_login(
+            &slurm,
+            &[
+                "salloc",
+                "-N",
+                "4",
+                gwrun_copy.to_str().unwrap(),
+                "-f",
+                machines.to_str().unwrap(),
+                "-n",
+                "4",
+                "--tag-output",
+                "--timeout",
+                "60",
+                prog_s,
+            ],
+            Duration::from_secs(90),
+        );
+        let (stdout, stderr) = text(&out);
+        assert!(
+            out.status.success(),
+            "salloc + gwrun -f start=slurm failed ({}):\n{stdout}\n{stderr}",
+            out.status
+        );
+        for (r, h) in ["s0h0", "s0h1", "s0h2", "s0h3"].iter().enumerate() {
+            let want = format!("[{r}@{h}] RANK {r} SIZE 4 HOST {h} RING ok ALLREDUCE ok");
+            assert!(
+                stdout.lines().any(|l| l == want),
+                "no {want:?} in:\n{stdout}\n{stderr}"
+            );
+        }
         // The allocation ended with salloc.
         let out = on_login(
             &slurm,

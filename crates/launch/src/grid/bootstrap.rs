@@ -79,17 +79,20 @@ impl BootReader {
     }
 }
 
-/// The command line run on the host (by its login shell) to start the
-/// proxy: the bootstrap script, or an installed gridwire under `prefix`.
-pub fn remote_command(hash: &str, size: u64, prefix: Option<&str>) -> String {
+/// The bootstrap as an argument vector (`sh -c SCRIPT HASH SIZE`), for
+/// start methods that run a command without a shell (srun); with `prefix`,
+/// an installed gridwire instead.
+pub fn script_argv(hash: &str, size: u64, prefix: Option<&str>) -> Vec<String> {
     if let Some(p) = prefix {
-        // An installed gridwire: no staging of the proxy.
-        return format!(
-            "sh -c 'echo GWBOOT1 have; exec \"$0/bin/gwrun\" --proxy' {}",
-            shell_quote(p)
-        );
+        return vec![
+            "sh".into(),
+            "-c".into(),
+            "echo GWBOOT1 have; exec \"$0/bin/gwrun\" --proxy".into(),
+            p.into(),
+        ];
     }
-    // $0 = hash, $1 = size. No single quote inside the script.
+    // $0 = hash, $1 = size. No single quote inside the script (it is
+    // quoted whole for ssh's remote shell).
     let script = concat!(
         "d=\"${GW_PROXY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gridwire/proxy}\"; ",
         "f=\"$d/gwrun-$0\"; ",
@@ -99,7 +102,23 @@ pub fn remote_command(hash: &str, size: u64, prefix: Option<&str>) -> String {
         "then :; else rm -f \"$t\"; echo \"gwrun: cannot store the proxy in $d\" >&2; exit 97; fi; fi; ",
         "exec \"$f\" --proxy"
     );
-    format!("sh -c '{script}' {hash} {size}")
+    vec![
+        "sh".into(),
+        "-c".into(),
+        script.into(),
+        hash.into(),
+        size.to_string(),
+    ]
+}
+
+/// The command line run on the host by its login shell (ssh): the
+/// bootstrap script, or an installed gridwire under `prefix`.
+pub fn remote_command(hash: &str, size: u64, prefix: Option<&str>) -> String {
+    script_argv(hash, size, prefix)
+        .iter()
+        .map(|a| shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Quotes `s` for a POSIX shell.

@@ -146,7 +146,7 @@ pub fn run(spec: GridSpec) -> i32 {
         let site = fe.plan.sites[s].clone();
         let leader = site.leader;
         let name = fe.plan.hosts[leader].name.clone();
-        let method = start::for_reach(&site.reach);
+        let method = start::for_site(&site);
         let hello = Hello {
             version: VERSION,
             secret: secret.clone(),
@@ -262,28 +262,27 @@ fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
         // (as Hydra does); everything else as its site says.
         let local_default = site.line == 0 && is_this_machine(&h.name);
         let s = *site_of.entry(h.site).or_insert_with(|| {
-            let reach = match (local_default, site.start) {
-                (true, _) | (_, StartKind::Local) => Vec::new(),
-                _ => site_argv(
-                    m.user_of(i).or(site.user.as_deref()),
-                    site.port,
-                    &site.ssh_options,
+            let (method, reach) = match (local_default, site.start) {
+                (true, _) | (_, StartKind::Local) => ("local", Vec::new()),
+                (_, StartKind::Slurm) => ("slurm", super::start::slurm::site_argv()),
+                (_, StartKind::Ssh) => (
+                    "ssh",
+                    site_argv(
+                        m.user_of(i).or(site.user.as_deref()),
+                        site.port,
+                        &site.ssh_options,
+                    ),
                 ),
             };
             sites.push(PlanSite {
                 name: site.name.clone(),
                 leader: hosts.len(),
+                method: method.into(),
                 reach,
                 prefix: site.prefix.clone(),
             });
             sites.len() - 1
         });
-        if site.start == StartKind::Slurm {
-            return Err(format!(
-                "site {} has start=slurm, which this gwrun does not support yet; use start=ssh",
-                site.name
-            ));
-        }
         if site.gateway.as_deref() == Some(h.name.as_str()) {
             sites[s].leader = hosts.len();
         }

@@ -158,8 +158,10 @@ pub struct PlanSite {
     /// The host (index into `hosts`) the front end reaches; it starts the
     /// site's other hosts.
     pub leader: usize,
-    /// How the leader reaches a host of its site: the command prefix
-    /// (`ssh -o … -l user`) before the host's name; empty: start locally.
+    /// The start method: `ssh`, `slurm` or `local`.
+    pub method: String,
+    /// How a host of the site is reached: the command before the host's
+    /// name (`ssh -o … -l user`, `srun --overlap …`); empty for `local`.
     pub reach: Vec<String>,
     /// An installed gridwire on the site's hosts (`prefix=`).
     pub prefix: Option<String>,
@@ -421,6 +423,7 @@ mod tests {
             sites: vec![PlanSite {
                 name: "s0".into(),
                 leader: 0,
+                method: "local".into(),
                 reach: vec![],
                 prefix: None,
             }],

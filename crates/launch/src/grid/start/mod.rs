@@ -1,14 +1,18 @@
 //! How a proxy is started on a host: one file per start method, each
 //! filling [`StartMethod`] (as a launcher's "launcher" components do in
-//! Hydra). The started command's stdin/stdout are the proxy's channel to
+//! Hydra): `local`, `ssh`, `slurm`. The started command's stdin/stdout are the proxy's channel to
 //! its parent; its stderr is passed through to the user.
 
 use std::process::Command;
 
+use super::protocol::PlanSite;
+
 mod local;
+pub mod slurm;
 pub mod ssh;
 
 pub use local::Local;
+pub use slurm::Slurm;
 pub use ssh::Ssh;
 
 /// The proxy binary as the parent knows it.
@@ -30,14 +34,15 @@ pub trait StartMethod {
     fn bootstraps(&self) -> bool;
 }
 
-/// The method a parent uses for a site, from the plan's `reach` prefix:
-/// empty = local, else the ssh command line before the host name.
-pub fn for_reach(reach: &[String]) -> Box<dyn StartMethod> {
-    if reach.is_empty() {
-        Box::new(Local)
-    } else {
-        Box::new(Ssh {
-            argv: reach.to_vec(),
-        })
+/// The method a parent uses for a site of the plan.
+pub fn for_site(site: &PlanSite) -> Box<dyn StartMethod> {
+    match site.method.as_str() {
+        "ssh" => Box::new(Ssh {
+            argv: site.reach.clone(),
+        }),
+        "slurm" => Box::new(Slurm {
+            argv: site.reach.clone(),
+        }),
+        _ => Box::new(Local),
     }
 }
