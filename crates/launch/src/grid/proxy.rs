@@ -238,7 +238,7 @@ impl Proxy {
             return;
         }
         let site = &self.plan().sites[self.plan().hosts[self.hello.host].site];
-        let method = start::for_site(&site);
+        let method = start::for_site(site);
         let prefix = site.prefix.clone();
         for c in children {
             self.ranks_below += self.plan().hosts[c].ranks.len();
