@@ -36,6 +36,13 @@ const REPORT_GRACE: Duration = Duration::from_millis(250);
 /// as lost; heartbeats take over once it answered.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_CONSEQUENCES: usize = 8;
+/// Stdin bytes in flight towards rank 0 (sent, not yet written into its
+/// pipe): the front end reads more only within this credit, so a rank 0
+/// that does not read its stdin holds up the reading, not memory.
+pub const STDIN_CREDIT: u64 = 1 << 20;
+
+/// The poll slot of our stdin.
+const STDIN_SLOT: usize = usize::MAX - 1;
 
 /// What the command line decided for a grid job.
 #[derive(Debug, Clone)]
@@ -102,6 +109,9 @@ struct FrontEnd {
     term_sent: Option<Instant>,
     kill_sent: bool,
     suspects: Vec<(usize, Instant)>,
+    /// Forwarding our stdin to rank 0: still open, and bytes in flight.
+    stdin_open: bool,
+    stdin_in_flight: u64,
 }
 
 /// Runs a grid job; returns gwrun's exit status.
@@ -138,6 +148,8 @@ pub fn run(spec: GridSpec) -> i32 {
         term_sent: None,
         kill_sent: false,
         suspects: Vec::new(),
+        stdin_open: false,
+        stdin_in_flight: 0,
         links: Vec::new(),
         image,
         plan,
@@ -171,6 +183,7 @@ pub fn run(spec: GridSpec) -> i32 {
             }
         }
     }
+    fe.stdin_open = fe.plan.stdin;
     if fe.outcome.is_some() {
         fe.kill(libc::SIGTERM);
     }
@@ -344,6 +357,10 @@ fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
         proxy_hash: image.hash.clone(),
         proxy_size: image.size,
         iface: spec.iface.clone(),
+        // A terminal is not passed on (as for single-host jobs): a rank
+        // reading it would compete with the shell.
+        // SAFETY: isatty and fcntl only inspect descriptor 0.
+        stdin: unsafe { libc::isatty(0) == 0 && libc::fcntl(0, libc::F_GETFD) >= 0 },
     };
     let mut plan = plan;
     plan.kvsname = format!("kvs_{}", plan.job_id);
@@ -507,6 +524,14 @@ impl FrontEnd {
                 revents: 0,
             }];
             let mut slots = vec![(usize::MAX, false)];
+            if self.stdin_open && self.stdin_in_flight < STDIN_CREDIT && self.outcome.is_none() {
+                fds.push(libc::pollfd {
+                    fd: 0,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+                slots.push((STDIN_SLOT, false));
+            }
             for (i, l) in self.links.iter().enumerate() {
                 if let Some(fd) = l.channel.read_fd() {
                     fds.push(libc::pollfd {
@@ -542,7 +567,9 @@ impl FrontEnd {
                 if pfd.revents == 0 {
                     continue;
                 }
-                if i == usize::MAX {
+                if i == STDIN_SLOT {
+                    self.forward_stdin(&mut buf);
+                } else if i == usize::MAX {
                     for sig in sys::read_signals(sigfd) {
                         if sig == libc::SIGCHLD {
                             continue;
@@ -686,6 +713,9 @@ impl FrontEnd {
         }
         match m {
             Msg::Ping => {}
+            Msg::StdinAck { bytes } => {
+                self.stdin_in_flight = self.stdin_in_flight.saturating_sub(bytes);
+            }
             Msg::Ready { version, .. } => {
                 if version != VERSION {
                     self.links[i]
@@ -804,6 +834,37 @@ impl FrontEnd {
                 }
             }
             other => self.links[i].lose(format!("unexpected message {other:?}")),
+        }
+    }
+
+    /// Reads our stdin once (poll said it is readable) and sends it on to
+    /// the site of rank 0; at EOF, says so.
+    fn forward_stdin(&mut self, buf: &mut [u8]) {
+        let site = self.plan.hosts.get(self.host_of_rank(0)).map(|h| h.site);
+        let link = self
+            .links
+            .iter()
+            .position(|l| Some(self.plan.hosts[l.host].site) == site);
+        let room = (STDIN_CREDIT - self.stdin_in_flight).min(buf.len() as u64) as usize;
+        let got = sys::read(0, &mut buf[..room]);
+        let Some(i) = link else {
+            self.stdin_open = false;
+            return;
+        };
+        match got {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+                ) => {}
+            Ok(0) | Err(_) => {
+                self.stdin_open = false;
+                self.links[i].channel.send_msg(Msg::StdinEof);
+            }
+            Ok(n) => {
+                self.stdin_in_flight += n as u64;
+                self.links[i].channel.send(&Frame::Stdin(buf[..n].to_vec()));
+            }
         }
     }
 

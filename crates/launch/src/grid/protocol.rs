@@ -100,6 +100,9 @@ pub enum Msg {
     Kill { signal: i32 },
     /// Down: rank 0's stdin ended.
     StdinEof,
+    /// Up: this many bytes of stdin were written to rank 0 (or dropped
+    /// because it is gone): the front end's credit for reading more.
+    StdinAck { bytes: u64 },
     /// Up: every rank of this host has exited and the host is clean; the
     /// proxy exits next. `stats`: the ranks' `gw.stats.*` records put
     /// after the last fence (for `--stats`).
@@ -150,6 +153,9 @@ pub struct Plan {
     pub proxy_size: u64,
     /// `--iface`/`GW_IFACE` for the ranks.
     pub iface: Option<String>,
+    /// The front end forwards its stdin to rank 0 (it is a file or a
+    /// pipe, not a terminal): rank 0 gets a pipe, the others /dev/null.
+    pub stdin: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -444,6 +450,7 @@ mod tests {
             proxy_hash: "0".repeat(64),
             proxy_size: 1,
             iface: None,
+            stdin: false,
         }
     }
 

@@ -33,6 +33,9 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_QUEUED_REPLY: usize = 256 * 1024;
 /// Partial output lines longer than this are sent without waiting for `\n`.
 const MAX_PARTIAL_LINE: usize = 64 * 1024;
+/// Stdin bytes the front end may have in flight towards rank 0 (its
+/// credit; see `frontend::STDIN_CREDIT`).
+const STDIN_LIMIT: usize = super::frontend::STDIN_CREDIT as usize;
 
 struct LocalRank {
     rank: usize,
@@ -70,6 +73,18 @@ struct Proxy {
     /// The parent is gone: tear down and leave.
     orphaned: Option<String>,
     heartbeat: Duration,
+    /// Rank 0's stdin (on its host): the pipe, bytes not yet written, and
+    /// whether the front end's stdin ended.
+    stdin: Stdin,
+}
+
+#[derive(Default)]
+struct Stdin {
+    pipe: Option<OwnedFd>,
+    pending: Vec<u8>,
+    eof: bool,
+    /// Bytes written (or dropped) since the last ack.
+    unacked: u64,
 }
 
 /// `gwrun --proxy`. Returns the process exit status.
@@ -144,6 +159,7 @@ pub fn run() -> i32 {
         kill_sent: false,
         orphaned: None,
         heartbeat,
+        stdin: Stdin::default(),
         hello,
     };
     p.start_children();
@@ -362,8 +378,13 @@ impl Proxy {
             .or_else(|| std::env::var("HOME").ok())
             .unwrap_or_else(|| "/".into());
         cmd.current_dir(&wdir);
-        // stdin is not forwarded across hosts yet: every rank reads /dev/null.
-        cmd.stdin(Stdio::null());
+        // Rank 0 reads the front end's stdin (when it is not a terminal),
+        // the others /dev/null.
+        cmd.stdin(if r == 0 && plan.stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         cmd.process_group(0);
         let parent = std::process::id() as libc::pid_t;
@@ -395,6 +416,11 @@ impl Proxy {
         })?;
         drop(theirs);
         let pid = child.id() as i32;
+        if let Some(pipe) = child.stdin.take().map(OwnedFd::from) {
+            let _ = sys::set_nonblocking(pipe.as_raw_fd());
+            self.stdin.pipe = Some(pipe);
+            self.write_stdin();
+        }
         let out = child.stdout.take().map(OwnedFd::from);
         let err = child.stderr.take().map(OwnedFd::from);
         drop(child);
@@ -497,6 +523,14 @@ impl Proxy {
                     add(self.up.write_fd(), libc::POLLOUT, Slot::UpWrite, &mut fds);
                 }
             }
+            if !self.stdin.pending.is_empty() {
+                add(
+                    self.stdin.pipe.as_ref().map(|f| f.as_raw_fd()),
+                    libc::POLLOUT,
+                    Slot::StdinWrite,
+                    &mut fds,
+                );
+            }
             let up_full = self.up.queued() > HIGH_WATER;
             for (i, c) in self.children.iter().enumerate() {
                 if !up_full {
@@ -584,6 +618,7 @@ impl Proxy {
                         }
                     }
                     Slot::Stream(i, k) => self.read_stream(i, k, &mut buf),
+                    Slot::StdinWrite => self.write_stdin(),
                 }
             }
             self.reap();
@@ -695,7 +730,27 @@ impl Proxy {
                     self.serve_children_files();
                     self.stage_or_start();
                 }
-                Frame::Msg(Msg::StdinEof) | Frame::Stdin(_) => {}
+                Frame::Stdin(data) => {
+                    if let Some(c) = self.child_with_rank0() {
+                        self.children[c].channel.send(&Frame::Stdin(data));
+                    } else if self.stdin.pending.len().saturating_add(data.len()) > STDIN_LIMIT {
+                        // The front end keeps within its credit: more is a
+                        // protocol error.
+                        self.orphan("more stdin than the credit allows".into());
+                        return;
+                    } else {
+                        self.stdin.pending.extend_from_slice(&data);
+                        self.write_stdin();
+                    }
+                }
+                Frame::Msg(Msg::StdinEof) => {
+                    if let Some(c) = self.child_with_rank0() {
+                        self.children[c].channel.send_msg(Msg::StdinEof);
+                    } else {
+                        self.stdin.eof = true;
+                        self.write_stdin();
+                    }
+                }
                 Frame::Msg(other) => {
                     self.orphan(format!("unexpected message from the parent: {other:?}"));
                     return;
@@ -765,7 +820,8 @@ impl Proxy {
                     m @ (Msg::Started { .. }
                     | Msg::Exit { .. }
                     | Msg::Abort { .. }
-                    | Msg::Trouble { .. }),
+                    | Msg::Trouble { .. }
+                    | Msg::StdinAck { .. }),
                 ) => self.up.send_msg(m),
                 Frame::Output { .. } => self.up.send(&f),
                 other => {
@@ -850,6 +906,47 @@ impl Proxy {
                 self.ranks[i].pmi_out.extend_from_slice(line.as_bytes());
                 self.flush_pmi(i);
             }
+        }
+    }
+
+    /// The child proxy whose host runs rank 0, if not this host.
+    fn child_with_rank0(&self) -> Option<usize> {
+        self.children
+            .iter()
+            .position(|c| self.hello.plan.hosts[c.host].ranks.contains(&0))
+    }
+
+    /// Writes pending stdin into rank 0's pipe; acks what went (or was
+    /// dropped because rank 0 is gone) so the front end may read on.
+    fn write_stdin(&mut self) {
+        let st = &mut self.stdin;
+        if let Some(fd) = st.pipe.as_ref().map(|f| f.as_raw_fd()) {
+            while !st.pending.is_empty() {
+                match sys::write(fd, &st.pending) {
+                    Ok(n) => {
+                        st.pending.drain(..n);
+                        st.unacked += n as u64;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        // Rank 0 closed its stdin or exited.
+                        st.pipe = None;
+                        break;
+                    }
+                }
+            }
+        }
+        if st.pipe.is_none() && self.started {
+            st.unacked += st.pending.len() as u64;
+            st.pending.clear();
+        }
+        if st.eof && st.pending.is_empty() {
+            st.pipe = None;
+        }
+        if st.unacked > 0 {
+            let bytes = std::mem::take(&mut st.unacked);
+            self.up.send_msg(Msg::StdinAck { bytes });
         }
     }
 
@@ -1040,6 +1137,7 @@ enum Slot {
     ChildWrite(usize),
     Pmi(usize),
     Stream(usize, usize),
+    StdinWrite,
 }
 
 /// Complete lines of `pending` (and an over-long or final partial line,

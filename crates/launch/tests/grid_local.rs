@@ -1,0 +1,244 @@
+//! `gwrun -f` with `start=local` sites: the whole proxy tree (front end,
+//! a leader per site, the site's other hosts below it) on this machine,
+//! no root or sshd needed. Asserted: placement and `[rank@host]` tags,
+//! `-env`/`-wdir` reaching the ranks, stdin forwarded whole to rank 0 on a
+//! host below its site's leader (and nobody else), the first failing
+//! rank's status and a message naming rank, host and site, an MPI program
+//! exchanging data through the tree's fences, and clear errors for bad
+//! machines files and too few slots.
+
+mod common;
+
+use common::{example, run, GWRUN};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn machines(name: &str, text: &str) -> String {
+    let p = std::env::temp_dir().join(format!("gw-grid-local-{}-{name}", std::process::id()));
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+#[test]
+fn placement_tags_env_and_wdir() {
+    let m = machines(
+        "a",
+        "[site a] start=local\nh1:2\n[site b] start=local\nh2\nh3\n",
+    );
+    let out = run(
+        GWRUN,
+        &[
+            "-f",
+            &m,
+            "-n",
+            "4",
+            "--tag-output",
+            "-env",
+            "GW_TEST_X",
+            "hello world",
+            "-wdir",
+            "/",
+            "sh",
+            "-c",
+            "echo $PMI_RANK $GW_TEST_X $(pwd)",
+        ],
+        &[],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut lines: Vec<&str> = out.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "[0@h1] 0 hello world /",
+            "[1@h1] 1 hello world /",
+            "[2@h2] 2 hello world /",
+            "[3@h3] 3 hello world /"
+        ],
+        "{}",
+        out.stderr
+    );
+    // --map-by host: round-robin over the hosts.
+    let out = run(
+        GWRUN,
+        &[
+            "-f",
+            &m,
+            "-n",
+            "4",
+            "--map-by",
+            "host",
+            "--tag-output",
+            "sh",
+            "-c",
+            "echo $PMI_RANK",
+        ],
+        &[],
+        Duration::from_secs(60),
+    );
+    let mut lines: Vec<&str> = out.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["[0@h1] 0", "[1@h2] 1", "[2@h3] 2", "[3@h1] 3"],
+        "{}",
+        out.stderr
+    );
+    let _ = std::fs::remove_file(&m);
+}
+
+#[test]
+fn stdin_reaches_rank_0_below_its_leader() {
+    // h2 leads site a; rank 0 runs on h1, below it.
+    let m = machines("b", "[site a] start=local gateway=h2\nh1\nh2\n");
+    let data: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let mut child = Command::new(GWRUN)
+        .args(["-f", &m, "-n", "2", "--tag-output", "sh", "-c", "wc -c"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&data);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines: Vec<&str> = stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["[0@h1] 3000000", "[1@h2] 0"]);
+    let _ = std::fs::remove_file(&m);
+}
+
+#[test]
+fn the_first_failure_names_rank_host_and_site() {
+    let m = machines(
+        "c",
+        "[site a] start=local\nh1\n[site b] start=local\nh2\nh3\n",
+    );
+    let out = run(
+        GWRUN,
+        &[
+            "-f",
+            &m,
+            "-n",
+            "3",
+            "sh",
+            "-c",
+            "if [ $PMI_RANK = 2 ]; then exit 7; fi; sleep 30",
+        ],
+        &[],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code, 7, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("rank 2 (pid ")
+            && out
+                .stderr
+                .contains("on host h3 (site b) exited with status 7"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.elapsed < Duration::from_secs(10), "{:?}", out.elapsed);
+    let _ = std::fs::remove_file(&m);
+}
+
+#[test]
+fn an_mpi_program_through_the_tree() {
+    let m = machines(
+        "d",
+        "[site a] start=local\nh1:2\nh2\n[site b] start=local\nh3\n",
+    );
+    let out = run(
+        GWRUN,
+        &[
+            "-f",
+            &m,
+            "-n",
+            "4",
+            "--stats",
+            &example("rsr_check"),
+            "select",
+        ],
+        &[],
+        Duration::from_secs(90),
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    // Every rank names a method for every peer.
+    let selects = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("SELECT "))
+        .count();
+    assert_eq!(selects, 16, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("placement: h1: ranks [0, 1] (site a)"),
+        "{}",
+        out.stderr
+    );
+    let _ = std::fs::remove_file(&m);
+}
+
+#[test]
+fn bad_machines_files_and_too_few_slots() {
+    let m = machines("e", "h1\n[site a] start=nope\nh2\n");
+    let out = run(
+        GWRUN,
+        &["-f", &m, "-n", "1", "true"],
+        &[],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("line 2") && out.stderr.contains("nope"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty());
+    let m2 = machines("f", "[site a] start=local\nh1:2\n");
+    let out = run(
+        GWRUN,
+        &["-f", &m2, "-n", "3", "true"],
+        &[],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains('3') && out.stderr.contains('2'),
+        "{}",
+        out.stderr
+    );
+    let out = run(
+        GWRUN,
+        &["-f", &m2, "-n", "3", "--oversubscribe", "true"],
+        &[],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = run(
+        GWRUN,
+        &["-f", "/nonexistent/machines", "-n", "1", "true"],
+        &[],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("/nonexistent/machines"),
+        "{}",
+        out.stderr
+    );
+    for f in [m, m2] {
+        let _ = std::fs::remove_file(f);
+    }
+}
