@@ -9,7 +9,7 @@
 //! the 4 hosts in file order with `[rank@host]` tags; a second run finds
 //! everything cached; kill -9 of a rank on a remote host, and of a remote
 //! proxy, end the job within 2 s naming rank, host and site, leaving no
-//! process on any host; a silently partitioned host is detected by
+//! process on any host (also when the front end itself is killed); a silently partitioned host is detected by
 //! heartbeat within GW_HEARTBEAT_TIMEOUT + 5 s and its ranks die too; a bad
 //! machines file names its line; a non-root user runs the same job. Needs root and sshd: skipped by the
 //! project's rule otherwise (a failure under CI=true).
@@ -250,6 +250,14 @@ fn gwrun_f_runs_stages_and_tears_down_across_sites() {
     assert!(err.contains("lost the proxy on host s0h1"), "{err}");
     assert!(took < Duration::from_secs(2), "teardown took {took:?}");
     assert_nothing_left(&tb, "a killed proxy");
+
+    // 3b. The front end killed with SIGKILL: its ssh clients die with it,
+    // every proxy loses its channel and kills its ranks.
+    let child = start_sleepers(&tb, &gwrun, &machines, &[]);
+    tb.exec_ok("login", &["pkill", "-9", "-x", "gwrun"])
+        .unwrap();
+    let _ = finish(child, Duration::from_secs(30));
+    assert_nothing_left(&tb, "a killed front end");
 
     // 4. A host cut off silently: the heartbeat finds it.
     let child = start_sleepers(&tb, &gwrun, &machines, &["GW_HEARTBEAT_TIMEOUT=2"]);

@@ -27,6 +27,9 @@ pub struct Channel {
     boot: Option<BootReader>,
     out: Vec<u8>,
     out_pos: usize,
+    /// Frames queued while the bootstrap is not over: they may only follow
+    /// the proxy binary and the Hello ([`Channel::release_held`]).
+    held: Vec<u8>,
     pub last_rx: Instant,
     last_tx: Instant,
     /// Why the channel stopped working (EOF, write error, bad bytes).
@@ -46,6 +49,7 @@ impl Channel {
             boot: booting.then(BootReader::new),
             out: Vec::new(),
             out_pos: 0,
+            held: Vec::new(),
             last_rx: now,
             last_tx: now,
             broken: None,
@@ -72,9 +76,14 @@ impl Channel {
         self.broken.is_none()
     }
 
-    /// Queues a frame and tries to send what is queued.
+    /// Queues a frame and tries to send what is queued (while booting,
+    /// holds it back: the remote side is still a shell reading bytes).
     pub fn send(&mut self, f: &Frame) {
         if self.wfd.is_none() {
+            return;
+        }
+        if self.boot.is_some() {
+            encode(f, &mut self.held);
             return;
         }
         if self.out_pos > 0 && self.out_pos == self.out.len() {
@@ -94,6 +103,14 @@ impl Channel {
         if self.wfd.is_some() {
             self.out.extend_from_slice(bytes);
             self.flush();
+        }
+    }
+
+    /// Sends the frames held back during the bootstrap (after the Hello).
+    pub fn release_held(&mut self) {
+        if !self.held.is_empty() {
+            let held = std::mem::take(&mut self.held);
+            self.send_raw(&held);
         }
     }
 
@@ -203,5 +220,39 @@ impl Channel {
     /// How long the far side has been silent.
     pub fn silent_for(&self, now: Instant) -> Duration {
         now.saturating_duration_since(self.last_rx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frames sent while the far side is still the bootstrap shell are
+    /// held back (they would be read as proxy binary bytes) until the
+    /// bootstrap line came and the Hello went.
+    #[test]
+    fn frames_wait_for_the_bootstrap() {
+        let (a, b) = sys::socketpair().unwrap();
+        let a2 = a.try_clone().unwrap();
+        let mut c = Channel::new(a, a2, true);
+        c.send_msg(Msg::StdinEof);
+        let mut buf = [0u8; 256];
+        let _ = sys::set_nonblocking(b.as_raw_fd());
+        assert!(
+            sys::read(b.as_raw_fd(), &mut buf).is_err(),
+            "nothing may be written while booting"
+        );
+        sys::write_all_blocking(b.as_raw_fd(), b"GWBOOT1 have\n");
+        std::thread::sleep(Duration::from_millis(20));
+        c.read_some(&mut buf);
+        assert!(matches!(c.take_boot_line(), Some(Ok(BootLine::Have))));
+        c.send_raw(b"HELLO");
+        c.release_held();
+        std::thread::sleep(Duration::from_millis(20));
+        let n = sys::read(b.as_raw_fd(), &mut buf).unwrap();
+        assert!(buf[..n].starts_with(b"HELLO"), "{:?}", &buf[..n]);
+        let mut r = FrameReader::new();
+        r.push(&buf[5..n]);
+        assert_eq!(r.next_frame().unwrap(), Some(Frame::Msg(Msg::StdinEof)));
     }
 }

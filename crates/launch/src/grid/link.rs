@@ -95,10 +95,12 @@ impl Link {
         Ok(link)
     }
 
+    /// The Hello, then whatever was queued while the proxy booted.
     fn send_hello(&mut self) {
         if let Some(h) = self.hello.take() {
             self.channel.send(&Frame::Msg(Msg::Hello(Box::new(h))));
         }
+        self.channel.release_held();
     }
 
     /// After a read: finishes the bootstrap exchange (sending the proxy
