@@ -109,6 +109,8 @@ struct FrontEnd {
     term_sent: Option<Instant>,
     kill_sent: bool,
     suspects: Vec<(usize, Instant)>,
+    /// The plan's host of each rank (output tags, messages).
+    rank_host: Vec<usize>,
     /// Forwarding our stdin to rank 0: still open, and bytes in flight.
     stdin_open: bool,
     stdin_in_flight: u64,
@@ -150,6 +152,15 @@ pub fn run(spec: GridSpec) -> i32 {
         suspects: Vec::new(),
         stdin_open: false,
         stdin_in_flight: 0,
+        rank_host: {
+            let mut v = vec![0; plan.n];
+            for (h, host) in plan.hosts.iter().enumerate() {
+                for &r in &host.ranks {
+                    v[r] = h;
+                }
+            }
+            v
+        },
         links: Vec::new(),
         image,
         plan,
@@ -404,11 +415,7 @@ impl FrontEnd {
     }
 
     fn host_of_rank(&self, r: usize) -> usize {
-        self.plan
-            .hosts
-            .iter()
-            .position(|h| h.ranks.contains(&r))
-            .unwrap_or(0)
+        self.rank_host.get(r).copied().unwrap_or(0)
     }
 
     fn rank_label(&self, r: usize) -> String {
