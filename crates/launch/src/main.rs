@@ -315,6 +315,15 @@ fn build_grid_spec(cli: Cli) -> Result<gridwire_launch::grid::frontend::GridSpec
         stage_files: cli.stage_files,
         iface: cli.iface,
         heartbeat: heartbeat_timeout()?,
+        flat: match std::env::var("GW_LAUNCH_TREE").as_deref() {
+            Ok("flat") => true,
+            Ok("site") | Ok("") | Err(_) => false,
+            Ok(other) => {
+                return Err(format!(
+                    "bad GW_LAUNCH_TREE {other:?}: expected site (default) or flat"
+                ))
+            }
+        },
     })
 }
 

@@ -62,6 +62,9 @@ pub struct GridSpec {
     pub stage_files: Vec<PathBuf>,
     pub iface: Option<String>,
     pub heartbeat: Duration,
+    /// `GW_LAUNCH_TREE=flat`: the front end starts every host itself
+    /// instead of one leader per site.
+    pub flat: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -277,7 +280,7 @@ fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
         }
     }
     let mut sites: Vec<PlanSite> = Vec::new();
-    let mut site_of: HashMap<usize, usize> = HashMap::new();
+    let mut site_of: HashMap<(usize, usize), usize> = HashMap::new();
     let mut hosts: Vec<PlanHost> = Vec::new();
     for &i in &plan_hosts {
         let h = &m.hosts[i];
@@ -285,7 +288,10 @@ fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
         // Hosts outside any section that name this machine start locally
         // (as Hydra does); everything else as its site says.
         let local_default = site.line == 0 && is_this_machine(&h.name);
-        let s = *site_of.entry(h.site).or_insert_with(|| {
+        // Flat: every host its own tree (one connection per host from the
+        // front end), for comparison with the site tree.
+        let key = (h.site, if spec.flat { i } else { usize::MAX });
+        let s = *site_of.entry(key).or_insert_with(|| {
             let (method, reach) = match (local_default, site.start) {
                 (true, _) | (_, StartKind::Local) => ("local", Vec::new()),
                 (_, StartKind::Slurm) => ("slurm", super::start::slurm::site_argv()),
@@ -307,7 +313,7 @@ fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
             });
             sites.len() - 1
         });
-        if site.gateway.as_deref() == Some(h.name.as_str()) {
+        if site.gateway.as_deref() == Some(h.name.as_str()) && !spec.flat {
             sites[s].leader = hosts.len();
         }
         hosts.push(PlanHost {
