@@ -86,6 +86,30 @@ fn placement_tags_env_and_wdir() {
         "{}",
         out.stderr
     );
+    // GW_LAUNCH_TREE=flat: every host started by the front end; same job.
+    let out = run(
+        GWRUN,
+        &[
+            "-f",
+            &m,
+            "-n",
+            "4",
+            "--tag-output",
+            "sh",
+            "-c",
+            "echo $PMI_RANK",
+        ],
+        &[("GW_LAUNCH_TREE", "flat")],
+        Duration::from_secs(60),
+    );
+    let mut lines: Vec<&str> = out.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["[0@h1] 0", "[1@h1] 1", "[2@h2] 2", "[3@h3] 3"],
+        "{}",
+        out.stderr
+    );
     let _ = std::fs::remove_file(&m);
 }
 
