@@ -11,7 +11,9 @@
 //! Rank r runs in namespace r through `ip netns exec` under one `gwrun`
 //! (the PMI socket is a file descriptor, so it crosses namespaces). Traffic
 //! stays inside the namespaces the test created. Namespaces are deleted by
-//! a guard's `Drop`, so also when an assertion fails.
+//! a guard's `Drop`, so also when an assertion fails; a run that was killed
+//! (no `Drop`) leaves them behind, so each test first sweeps namespaces of
+//! this exact naming pattern whose test process is gone.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -69,6 +71,79 @@ struct Netns {
     emu: Option<Child>,
 }
 
+/// The test process id in a namespace name this file makes:
+/// `gwu<PID><tag><0|1>`, tag one lowercase ASCII letter. Anything else
+/// (another tool's namespace, a testbed's `gwtb-…`) is `None`, so the sweep
+/// never touches a namespace it did not make.
+fn owner_pid(ns_name: &str) -> Option<u32> {
+    let rest = ns_name.strip_prefix("gwu")?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let (pid, tail) = rest.split_at(digits);
+    let tail = tail.as_bytes();
+    // Leading zero: `process::id()` never formats one, so it is not ours.
+    if pid.is_empty() || pid.starts_with('0') || tail.len() != 2 {
+        return None;
+    }
+    if !tail[0].is_ascii_lowercase() || !matches!(tail[1], b'0' | b'1') {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Removes namespaces left by earlier runs of these tests that were killed
+/// before their guard's `Drop` ran: `gwu<PID>…` whose process no longer
+/// exists. Namespaces of this process (other tests run in parallel threads)
+/// and of any live process (a concurrent run) are left alone. A recycled pid
+/// only delays the sweep of that run's namespaces to a later run.
+fn sweep_stale_namespaces() {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return; // no named namespace exists at all
+    };
+    let own = std::process::id();
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(pid) = owner_pid(name) else { continue };
+        if pid == own || std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let ok = Command::new("ip")
+            .args(["netns", "del", name])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        println!(
+            "swept stale namespace {name} of gone test process {pid}{}",
+            if ok { "" } else { " (ip netns del failed)" }
+        );
+    }
+}
+
+#[test]
+fn stale_namespace_names_are_parsed_strictly() {
+    assert_eq!(owner_pid("gwu1234v0"), Some(1234));
+    assert_eq!(owner_pid("gwu7t1"), Some(7));
+    assert_eq!(owner_pid(&Netns::names("v")[1]), Some(std::process::id()));
+    for other in [
+        "gwu",
+        "gwuv0",
+        "gwu12v",
+        "gwu12v2",
+        "gwu12V0",
+        "gwu12vv0",
+        "gwu12v0x",
+        "gwu012v0",
+        "gwu12-0",
+        "xgwu12v0",
+        "gwtb-3-1",
+        "gwu99999999999v0",
+        "gwu12v0\n",
+        "",
+    ] {
+        assert_eq!(owner_pid(other), None, "{other:?}");
+    }
+}
+
 impl Netns {
     fn names(tag: &str) -> [String; 2] {
         let p = std::process::id();
@@ -76,6 +151,10 @@ impl Netns {
     }
 
     fn create(tag: &str) -> Netns {
+        // Once per process: tests run in parallel threads and would race
+        // over the same stale names.
+        static SWEEP: std::sync::Once = std::sync::Once::new();
+        SWEEP.call_once(sweep_stale_namespaces);
         let n = Netns {
             names: Self::names(tag),
             emu: None,

@@ -9,7 +9,11 @@
 //!
 //! Asserted: `srun --mpi=list` offers pmi2; the nodes become idle; with
 //! `--mpi=pmi2 -N 4 -n 4` every rank bootstraps by PMI-2, sees 4 ranks, runs
-//! on its own host and checks its data; without a PMI (`--mpi=none`) the
+//! on its own host and checks its data; the same with `--mpi=pmix` (every
+//! rank bootstraps by PMIx through Slurm's PMIx plugin) where `srun
+//! --mpi=list` offers pmix — skipped with a printed reason where it does
+//! not, a failure under CI=true if a pmix plugin is installed but not
+//! offered; without a PMI (`--mpi=none`) the
 //! same tasks are 4 singletons (so it is PMI-2 that joins them); `salloc -N
 //! 2` with `srun` inside runs a 2-rank job on the 2 allocated hosts; after
 //! `Slurm::down` no Slurm or munge process and none of its files is left; and
@@ -169,6 +173,9 @@ fn srun_mpi_pmi2_starts_a_gridwire_job_across_testbed_hosts() {
                 "rank {r} did not bootstrap by PMI-2:\n{stderr}"
             );
         }
+
+        // The same job through Slurm's PMIx plugin, where this Slurm has it.
+        srun_mpi_pmix(&slurm, prog_s, &hosts);
 
         // Without a PMI server the same four tasks are four singletons:
         // it is PMI-2 that made them one job above.
@@ -343,6 +350,105 @@ fn srun_mpi_pmi2_starts_a_gridwire_job_across_testbed_hosts() {
     let took = test_started.elapsed();
     eprintln!("the whole test (after building): {took:?}");
     assert!(took < Duration::from_secs(120), "took {took:?}");
+}
+
+/// Slurm's MPI plugins that serve PMIx (`mpi_pmix.so`, `mpi_pmix_v4.so`, …)
+/// in the plugin directories Debian and a source build use.
+fn pmix_plugin_files() -> Vec<PathBuf> {
+    let mut dirs = vec![
+        PathBuf::from("/usr/lib/slurm"),
+        PathBuf::from("/usr/local/lib/slurm"),
+    ];
+    if let Ok(lib) = std::fs::read_dir("/usr/lib") {
+        // /usr/lib/<multiarch>/slurm-wlm (Debian)
+        dirs.extend(lib.flatten().map(|e| e.path().join("slurm-wlm")));
+    }
+    let mut found = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("mpi_pmix") && name.ends_with(".so") {
+                found.push(e.path());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// `srun --mpi=pmix -N 4 -n 4 PROG`: every rank bootstraps by PMIx, sees 4
+/// ranks, runs on its own host and checks its data. Only where `srun
+/// --mpi=list` offers pmix; where it does not, this part is skipped with the
+/// reason printed — except that a pmix plugin installed but not offered is a
+/// failure under CI=true (a broken Slurm set-up, not a missing package).
+fn srun_mpi_pmix(slurm: &Slurm, prog: &str, hosts: &BTreeSet<String>) {
+    let out = on_login(slurm, &["srun", "--mpi=list"], Duration::from_secs(20));
+    let (stdout, stderr) = text(&out);
+    eprintln!("srun --mpi=list:\n{stdout}{stderr}");
+    let offered = format!("{stdout}{stderr}")
+        .lines()
+        .any(|l| l.trim() == "pmix" || l.trim().starts_with("pmix_v"));
+    if !offered {
+        let plugins = pmix_plugin_files();
+        if plugins.is_empty() {
+            println!(
+                "SKIPPED (srun --mpi=pmix part): this Slurm has no PMIx plugin \
+                 (no mpi_pmix*.so; Debian's slurm-wlm-basic-plugins ships it) and \
+                 `srun --mpi=list` does not offer pmix:\n{stdout}{stderr}"
+            );
+            return;
+        }
+        let why = format!(
+            "PMIx plugin(s) {plugins:?} are installed but `srun --mpi=list` does not offer \
+             pmix:\n{stdout}{stderr}\nSlurm's logs:\n{}",
+            slurm.logs()
+        );
+        assert!(!gridwire_testkit::under_ci(), "{why}");
+        println!("SKIPPED (srun --mpi=pmix part): {why}");
+        return;
+    }
+    let out = on_login(
+        slurm,
+        &[
+            "env",
+            "GW_VERBOSE=1",
+            "srun",
+            "--mpi=pmix",
+            "-N",
+            "4",
+            "-n",
+            "4",
+            prog,
+        ],
+        Duration::from_secs(60),
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "srun --mpi=pmix failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    let got = ranks(&stdout, &stderr);
+    assert_eq!(
+        got.iter().map(|(r, n, _)| (*r, *n)).collect::<Vec<_>>(),
+        vec![(0, 4), (1, 4), (2, 4), (3, 4)],
+        "every rank once, each in a job of 4 (PMIx):\n{stdout}\n{stderr}"
+    );
+    let ran_on: BTreeSet<String> = got.iter().map(|(_, _, h)| h.clone()).collect();
+    assert_eq!(
+        &ran_on, hosts,
+        "one rank per host (PMIx):\n{stdout}\n{stderr}"
+    );
+    for r in 0..4 {
+        assert!(
+            stderr.contains(&format!("gw[{r}]: bootstrap PMIx (job ")),
+            "rank {r} did not bootstrap by PMIx:\n{stderr}"
+        );
+    }
+    println!("srun --mpi=pmix: 4 ranks on 4 hosts bootstrapped by PMIx, data checked");
 }
 
 /// A directory under /var/tmp (shared with the testbed's hosts under
