@@ -242,12 +242,19 @@ impl Server {
                 out.notices.push(Notice::Finalized(rank));
             }
             "abort" => {
-                let msg = cmd.get("msg").map(text).unwrap_or_default();
-                out.notices.push(Notice::Abort {
-                    rank,
-                    code: abort_code(&msg),
-                    msg,
-                });
+                // MPICH 4's message list names `exitcode` and `message`;
+                // older clients (and the runtime's) send `isworld` and
+                // `msg`, with the code inside the message.
+                let msg = cmd
+                    .get("message")
+                    .or_else(|| cmd.get("msg"))
+                    .map(text)
+                    .unwrap_or_default();
+                let code = cmd
+                    .get("exitcode")
+                    .and_then(|c| c.trim().parse::<i32>().ok())
+                    .unwrap_or_else(|| abort_code(&msg));
+                out.notices.push(Notice::Abort { rank, code, msg });
             }
             other => {
                 let what = format!("unsupported PMI-2 command {other:?}");
@@ -506,6 +513,15 @@ mod tests {
         );
         let o = h(&mut s, 0, "cmd=abort;isworld=TRUE;msg=plain;");
         assert!(matches!(o.notices[0], Notice::Abort { code: 1, .. }));
+        let o = h(&mut s, 0, "cmd=abort;exitcode=9;message=mpich 4;");
+        assert_eq!(
+            o.notices,
+            vec![Notice::Abort {
+                rank: 0,
+                code: 9,
+                msg: "mpich 4".into()
+            }]
+        );
         let o = h(&mut s, 0, "cmd=finalize;");
         assert_eq!(only_reply(&o, 0).name, "finalize-response");
         assert_eq!(o.notices, vec![Notice::Finalized(0)]);
