@@ -264,12 +264,19 @@ fn ring_program() -> Option<String> {
 
 /// Every rank bootstrapped over PMI-2 and printed the right checksums.
 fn assert_ring_over_pmi2(o: &common::Out, n: u32) {
+    assert_ring_over(o, n, |_| "PMI-2")
+}
+
+/// Every rank bootstrapped over the protocol `proto` names for it and
+/// printed the right checksums.
+fn assert_ring_over(o: &common::Out, n: u32, proto: impl Fn(u32) -> &'static str) {
     assert_eq!(o.code, 0, "stdout:\n{}\nstderr:\n{}", o.stdout, o.stderr);
     for rank in 0..n {
+        let p = proto(rank);
         assert!(
             o.stderr
-                .contains(&format!("gw[{rank}]: bootstrap PMI-2 (job ")),
-            "rank {rank} did not bootstrap over PMI-2:\n{}",
+                .contains(&format!("gw[{rank}]: bootstrap {p} (job ")),
+            "rank {rank} did not bootstrap over {p}:\n{}",
             o.stderr
         );
         let want = expected_line(rank, n);
@@ -330,6 +337,49 @@ fn mpi_ring_under_gwrun_f_with_local_proxies_over_pmi2() {
     );
     let _ = std::fs::remove_dir_all(&dir);
     assert_ring_over_pmi2(&o, 4);
+}
+
+/// One job whose odd ranks speak PMI-1 and even ranks PMI-2 (a shell
+/// wrapper sets `GW_PMI` by `PMI_RANK`), under `gwrun -n 4` and under the
+/// proxies of `gwrun -f`: one key-value space and one fence serve both.
+#[test]
+fn mpi_ring_with_mixed_pmi1_and_pmi2_ranks() {
+    let Some(prog) = ring_program() else { return };
+    let dir = std::env::temp_dir().join(format!("gw-pmi2-mixed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let machines = dir.join("machines");
+    std::fs::write(&machines, "[site a] start=local\nh1:2\nh2:2\n").unwrap();
+    let wrapper = format!(
+        "if [ $((PMI_RANK % 2)) -eq 1 ]; then GW_PMI=pmi1; else GW_PMI=pmi2; fi; \
+         export GW_PMI; exec {prog}"
+    );
+    let envs = [("GW_VERBOSE", "1"), ("GW_PMI_TIMEOUT", "60")];
+    let single = run(
+        GWRUN,
+        &["-n", "4", "--timeout", "60", "/bin/sh", "-c", &wrapper],
+        &envs,
+        Duration::from_secs(90),
+    );
+    let grid = run(
+        GWRUN,
+        &[
+            "-f",
+            machines.to_str().unwrap(),
+            "-n",
+            "4",
+            "--timeout",
+            "60",
+            "/bin/sh",
+            "-c",
+            &wrapper,
+        ],
+        &envs,
+        Duration::from_secs(90),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let proto = |r: u32| if r % 2 == 1 { "PMI-1" } else { "PMI-2" };
+    assert_ring_over(&single, 4, proto);
+    assert_ring_over(&grid, 4, proto);
 }
 
 /// `pmi_check`'s key exchange (put, fence, a get of every other rank's
