@@ -37,7 +37,7 @@ pub const KVS_MAX_BYTES_TOTAL: usize = 256 << 20;
 /// Something the launcher must act on besides sending replies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Notice {
-    /// The rank completed `cmd=init`.
+    /// The rank completed `cmd=init` (PMI-1) or `fullinit` (PMI-2).
     Initialized(usize),
     /// The rank sent `cmd=finalize`: its exit will be orderly.
     Finalized(usize),
@@ -58,12 +58,13 @@ pub enum Notice {
 /// Output of [`Server::handle`].
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Output {
-    /// Lines (newline included) to send, by rank.
+    /// What to send, by rank: PMI-1 lines (newline included) or PMI-2
+    /// frames (length field included), each in the rank's protocol.
     pub replies: Vec<(usize, String)>,
     pub notices: Vec<Notice>,
 }
 
-/// One job's PMI-1 state: the key-value space and the barrier.
+/// One job's PMI state (both protocols): the key-value space and the barrier.
 #[derive(Debug)]
 pub struct Server {
     size: usize,
