@@ -39,6 +39,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("net_descriptor", gridwire_core::fuzzing::net_descriptor),
     ("pmi2_client", gridwire_core::fuzzing::pmi2_client),
     ("pmi_server", gridwire_launch::fuzzing::pmi_server),
+    ("pmi2_server", gridwire_launch::fuzzing::pmi2_server),
     ("engine_messages", gridwire_mpi::fuzzing::engine_messages),
 ];
 

@@ -10,10 +10,8 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use gridwire_core::bootstrap::pmi_wire::LineBuffer;
-
 use crate::placement::Placement;
-use gridwire_launch::server::{Notice, Server};
+use gridwire_launch::server::{Notice, PmiStream, Server};
 use gridwire_launch::stats;
 use gridwire_launch::sys::kill_orphans;
 use gridwire_launch::sys::{self, Exit};
@@ -100,7 +98,8 @@ struct Failure {
 struct Rank {
     pid: i32,
     pmi: Option<OwnedFd>,
-    pmi_in: LineBuffer,
+    /// PMI-1 or PMI-2, told by the first bytes (server::stream).
+    pmi_in: PmiStream,
     pmi_out: Vec<u8>,
     exit: Option<Exit>,
     inited: bool,
@@ -305,7 +304,7 @@ impl Job {
         self.ranks.push(Rank {
             pid,
             pmi: Some(ours),
-            pmi_in: LineBuffer::new(),
+            pmi_in: PmiStream::new(),
             pmi_out: Vec::new(),
             exit: None,
             inited: false,
@@ -705,10 +704,10 @@ impl Job {
             if !self.takes_pmi_input(r) {
                 return true;
             }
-            let Some(cmd) = self.ranks[r].pmi_in.next_command() else {
+            let Some(cmd) = self.ranks[r].pmi_in.next_request() else {
                 return false;
             };
-            let out = self.server.handle(r, cmd);
+            let out = self.server.handle_request(r, cmd);
             for (to, line) in out.replies {
                 if let Some(rk) = self.ranks.get_mut(to) {
                     rk.pmi_out.extend_from_slice(line.as_bytes());
@@ -743,7 +742,7 @@ impl Job {
                         if let Some(rk) = self.ranks.get_mut(rank) {
                             rk.pmi = None;
                             rk.pmi_out.clear();
-                            rk.pmi_in = LineBuffer::new();
+                            rk.pmi_in = PmiStream::new();
                         }
                         // Not a failure of the job by itself: the rank gets
                         // EOF and says so, its exit is then reported.

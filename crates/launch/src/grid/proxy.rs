@@ -15,14 +15,12 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use gridwire_core::bootstrap::pmi_wire::LineBuffer;
-
 use super::channel::{Channel, HIGH_WATER};
 use super::link::Link;
 use super::protocol::{Frame, Hello, Msg, Plan, VERSION};
 use super::stagein::StageIn;
 use super::start::{self, ProxyImage};
-use crate::server::{Notice, Server};
+use crate::server::{Notice, PmiStream, Server};
 use crate::sys::{self, Exit};
 
 /// Between SIGTERM and SIGKILL of the ranks.
@@ -41,7 +39,8 @@ struct LocalRank {
     rank: usize,
     pid: i32,
     pmi: Option<OwnedFd>,
-    pmi_in: LineBuffer,
+    /// PMI-1 or PMI-2, told by the first bytes (server::stream).
+    pmi_in: PmiStream,
     pmi_out: Vec<u8>,
     /// stdout, stderr: the pipe and the partial line.
     streams: [(Option<OwnedFd>, Vec<u8>); 2],
@@ -432,7 +431,7 @@ impl Proxy {
             rank: r,
             pid,
             pmi: Some(ours),
-            pmi_in: LineBuffer::new(),
+            pmi_in: PmiStream::new(),
             pmi_out: Vec::new(),
             streams: [(out, Vec::new()), (err, Vec::new())],
             exit: None,
@@ -965,11 +964,11 @@ impl Proxy {
             Err(_) => self.ranks[i].pmi = None,
         }
         while self.ranks[i].pmi_out.len() < MAX_QUEUED_REPLY {
-            let Some(cmd) = self.ranks[i].pmi_in.next_command() else {
+            let Some(cmd) = self.ranks[i].pmi_in.next_request() else {
                 break;
             };
             let r = self.ranks[i].rank;
-            let out = self.server.handle(r, cmd);
+            let out = self.server.handle_request(r, cmd);
             self.deliver(out.replies);
             for n in out.notices {
                 match n {

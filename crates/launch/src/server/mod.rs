@@ -1,11 +1,23 @@
-//! The PMI-1 server state machine of `gwrun`, free of I/O: it takes one
-//! parsed command from one rank and returns the lines to send and what the
-//! launcher must know (finalize, abort). The event loop in `job` owns the
-//! sockets.
+//! The PMI server state machine of `gwrun`, free of I/O: it takes one
+//! parsed command from one rank and returns the bytes to send and what the
+//! launcher must know (finalize, abort). The event loop in `job` (or the
+//! proxy's, `grid::proxy`) owns the sockets.
+//!
+//! One key-value space and one barrier serve both protocols: PMI-1 here,
+//! PMI-2 in [`pmi2`]. Each rank's connection speaks one of them, which
+//! [`PmiStream`] detects from its first bytes; a job may mix them (a
+//! PMI-1 `barrier_in` and a PMI-2 `kvs-fence` are the same barrier).
 
 use std::collections::HashMap;
 
-use gridwire_core::bootstrap::pmi_wire::{escape_value, unescape_value, Command, WireError};
+use gridwire_core::bootstrap::pmi_wire::{
+    escape_value, is_wire_value, unescape_value, Command, WireError,
+};
+
+mod pmi2;
+mod stream;
+
+pub use stream::{PmiStream, Request};
 
 /// Limits `gwrun` advertises. `vallen_max` is large so the runtime can
 /// publish whole descriptor tables and `--stats` records in one value.
@@ -25,7 +37,7 @@ pub const KVS_MAX_BYTES_TOTAL: usize = 256 << 20;
 /// Something the launcher must act on besides sending replies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Notice {
-    /// The rank completed `cmd=init`.
+    /// The rank completed `cmd=init` (PMI-1) or `fullinit` (PMI-2).
     Initialized(usize),
     /// The rank sent `cmd=finalize`: its exit will be orderly.
     Finalized(usize),
@@ -46,12 +58,13 @@ pub enum Notice {
 /// Output of [`Server::handle`].
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Output {
-    /// Lines (newline included) to send, by rank.
+    /// What to send, by rank: PMI-1 lines (newline included) or PMI-2
+    /// frames (length field included), each in the rank's protocol.
     pub replies: Vec<(usize, String)>,
     pub notices: Vec<Notice>,
 }
 
-/// One job's PMI-1 state: the key-value space and the barrier.
+/// One job's PMI state (both protocols): the key-value space and the barrier.
 #[derive(Debug)]
 pub struct Server {
     size: usize,
@@ -71,6 +84,22 @@ pub struct Server {
     fresh: Vec<(String, String)>,
     /// Bytes in `fresh`, bounded like the space itself.
     fresh_bytes: usize,
+    /// The protocol each rank's connection speaks (for the barrier's
+    /// release, which answers every waiting rank in its own protocol).
+    proto: Vec<Proto>,
+    /// PMI-2 node attributes (`info-putnodeattr`): shared by the ranks
+    /// this server serves, which are one node's under a proxy.
+    node_attrs: HashMap<String, String>,
+    node_attr_bytes: usize,
+    /// Ranks blocked in `info-getnodeattr` with `wait=TRUE`, by key.
+    node_attr_waiters: Vec<(usize, String)>,
+}
+
+/// Which PMI a rank speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proto {
+    V1,
+    V2,
 }
 
 /// Owner recorded for keys that came from other hosts: they count against
@@ -104,6 +133,48 @@ impl Server {
             partial: false,
             fresh: Vec::new(),
             fresh_bytes: 0,
+            proto: vec![Proto::V1; size],
+            node_attrs: HashMap::new(),
+            node_attr_bytes: 0,
+            node_attr_waiters: Vec::new(),
+        }
+    }
+
+    /// Handles one request from rank `rank`'s connection, in whichever
+    /// protocol [`PmiStream`] found it speaks.
+    pub fn handle_request(&mut self, rank: usize, req: Request) -> Output {
+        match req {
+            Request::V1(cmd) => self.handle(rank, cmd),
+            Request::V2Init(cmd) => self.handle_pmi2_init(rank, &cmd),
+            Request::V2(cmd) => self.handle_pmi2(rank, cmd),
+        }
+    }
+
+    /// What ends the barrier for `rank`, in its protocol.
+    fn barrier_release(&self, rank: usize) -> String {
+        match self.proto.get(rank) {
+            Some(Proto::V2) => pmi2::frame(Command::new("kvs-fence-response").arg("rc", 0)),
+            _ => line(Command::new("barrier_out").arg("rc", 0)),
+        }
+    }
+
+    /// `rank` enters the barrier (PMI-1 `barrier_in`, PMI-2 `kvs-fence`):
+    /// the release when every rank is in (whole servers), or
+    /// [`Notice::BarrierReady`] when every rank served here is (partial).
+    fn enter_barrier(&mut self, rank: usize, out: &mut Output) {
+        if let Some(b) = self.in_barrier.get_mut(rank) {
+            *b = true;
+        }
+        if self.partial {
+            let all_in = (0..self.size).all(|r| !self.served[r] || self.in_barrier[r]);
+            if all_in {
+                out.notices.push(Notice::BarrierReady);
+            }
+        } else if self.in_barrier.iter().all(|&b| b) {
+            for r in 0..self.size {
+                out.replies.push((r, self.barrier_release(r)));
+            }
+            self.in_barrier.iter_mut().for_each(|b| *b = false);
         }
     }
 
@@ -185,8 +256,7 @@ impl Server {
         let mut out = Output::default();
         for r in 0..self.size {
             if self.served[r] && self.in_barrier[r] {
-                out.replies
-                    .push((r, line(Command::new("barrier_out").arg("rc", 0))));
+                out.replies.push((r, self.barrier_release(r)));
             }
         }
         self.in_barrier.iter_mut().for_each(|b| *b = false);
@@ -208,7 +278,7 @@ impl Server {
         self.kvs.get(key).map(|e| e.value.as_str())
     }
 
-    /// Handles one command (or parse error) from `rank`.
+    /// Handles one PMI-1 command (or parse error) from `rank`.
     pub fn handle(&mut self, rank: usize, cmd: Result<Command, WireError>) -> Output {
         let mut out = Output::default();
         let cmd = match cmd {
@@ -324,23 +394,7 @@ impl Server {
                 };
                 reply(&mut out, c);
             }
-            "barrier_in" => {
-                if rank < self.size && !self.in_barrier[rank] {
-                    self.in_barrier[rank] = true;
-                }
-                if self.partial {
-                    let all_in = (0..self.size).all(|r| !self.served[r] || self.in_barrier[r]);
-                    if all_in {
-                        out.notices.push(Notice::BarrierReady);
-                    }
-                } else if self.in_barrier.iter().all(|&b| b) {
-                    for r in 0..self.size {
-                        out.replies
-                            .push((r, line(Command::new("barrier_out").arg("rc", 0))));
-                    }
-                    self.in_barrier.iter_mut().for_each(|b| *b = false);
-                }
-            }
+            "barrier_in" => self.enter_barrier(rank, &mut out),
             "finalize" => {
                 reply(&mut out, Command::new("finalize_ack").arg("rc", 0));
                 out.notices.push(Notice::Finalized(rank));
@@ -388,6 +442,11 @@ impl Server {
             .filter(|k| !k.is_empty())
             .ok_or("missing_key")?;
         let value = cmd.get("value").ok_or("missing_value")?;
+        self.put_kv(rank, key, value)
+    }
+
+    /// Puts `key=value` for `rank` within the limits (both protocols).
+    fn put_kv(&mut self, rank: usize, key: &str, value: &str) -> Result<(), String> {
         if key.len() >= KEYLEN_MAX {
             return Err("key_too_long".into());
         }
@@ -465,13 +524,24 @@ impl Server {
             .get("key")
             .filter(|k| !k.is_empty())
             .ok_or("missing_key")?;
+        let Some(v) = self.get_kv(key) else {
+            return Err(format!("key_{key}_not_found"));
+        };
+        // A value a PMI-2 rank put may hold what a PMI-1 line cannot
+        // carry (a space): a clear refusal, not a garbled line.
+        if !is_wire_value(&v) {
+            return Err(format!("value_of_key_{key}_cannot_be_sent_over_PMI-1"));
+        }
+        Ok(v)
+    }
+
+    /// The value of `key` in the space; `PMI_process_mapping` is there
+    /// unless a rank replaced it (as Hydra keeps it in the space).
+    fn get_kv(&self, key: &str) -> Option<String> {
         if let Some(e) = self.kvs.get(key) {
-            return Ok(e.value.clone());
+            return Some(e.value.clone());
         }
-        if key == "PMI_process_mapping" {
-            return Ok(self.process_mapping.clone());
-        }
-        Err(format!("key_{key}_not_found"))
+        (key == "PMI_process_mapping").then(|| self.process_mapping.clone())
     }
 }
 
