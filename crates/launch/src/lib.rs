@@ -1,5 +1,5 @@
 //! The library half of `gwrun`: the parts fuzz targets, tests and both
-//! modes of the binary share — the PMI-1 server, the grid start-up (front
+//! modes of the binary share — the PMI-1/PMI-2 server, the grid start-up (front
 //! end and proxy), machines files and placement, staging, system calls.
 //! The single-machine job loop stays in the binary (src/main.rs, job.rs).
 

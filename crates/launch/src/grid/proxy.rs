@@ -3,7 +3,7 @@
 //! Its stdin/stdout are the channel to its parent (the front end, or the
 //! leader of its site). It reads the plan, starts the proxies of its site
 //! when it is the leader, puts staged files in place, forks the host's
-//! ranks, serves them PMI-1, and then only reports: output lines, exits,
+//! ranks, serves them PMI-1 and PMI-2, and then only reports: output lines, exits,
 //! aborts, its part of each fence. It decides nothing about the job but
 //! one thing: when its parent goes away (EOF, or silence beyond the
 //! heartbeat timeout) it kills its ranks — nothing runs on unsupervised.
