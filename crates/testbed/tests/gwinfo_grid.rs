@@ -54,7 +54,10 @@ fn gwinfo_f_measures_the_wan_between_sites() {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let _ = tb.down();
-    assert!(out.status.success(), "gwinfo -f failed:\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success(),
+        "gwinfo -f failed:\n{stdout}\n{stderr}"
+    );
     let v: serde_json::Value = serde_json::from_str(stdout.trim())
         .unwrap_or_else(|e| panic!("not JSON ({e}):\n{stdout}\n{stderr}"));
     let hosts: Vec<&str> = v["hosts"]
@@ -76,5 +79,8 @@ fn gwinfo_f_measures_the_wan_between_sites() {
         (35.0..200.0).contains(&rtt_ms),
         "round trip {rtt_ms} ms over a 20 ms one-way WAN: {m}"
     );
-    assert!(m["bandwidth_bytes_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{m}");
+    assert!(
+        m["bandwidth_bytes_per_s"].as_f64().unwrap_or(0.0) > 0.0,
+        "{m}"
+    );
 }

@@ -354,7 +354,12 @@ impl Proxy {
             .env("GW_JOB_ID", &plan.job_id)
             // Where the rank runs, as the machines file names it (`gwinfo -f`).
             .env("GW_HOST_NAME", host)
-            .env("GW_SITE", plan.sites.get(plan.hosts[self.hello.host].site).map_or("?", |s| s.name.as_str()));
+            .env(
+                "GW_SITE",
+                plan.sites
+                    .get(plan.hosts[self.hello.host].site)
+                    .map_or("?", |s| s.name.as_str()),
+            );
         // The front end's directory if this host has it (a shared file
         // system), else the home directory, as Open MPI does.
         let wdir = plan

@@ -351,8 +351,12 @@ fn run_probe(json: bool) -> Result<(), String> {
         r.map(Some)
     } else {
         let bytes = serde_json::to_vec(&info.to_json()).map_err(|e| e.to_string())?;
-        ctx.rsr(&ctx.startpoint(0).map_err(|e| e.to_string())?, H_INFO, &bytes)
-            .map_err(|e| e.to_string())?;
+        ctx.rsr(
+            &ctx.startpoint(0).map_err(|e| e.to_string())?,
+            H_INFO,
+            &bytes,
+        )
+        .map_err(|e| e.to_string())?;
         follow(&ctx, &sh).map(|()| None)
     };
     // Everyone leaves together, so no probe exits while a peer still talks.
@@ -380,8 +384,12 @@ fn follow(ctx: &Context, sh: &Shared) -> Result<(), String> {
             Some((CMD_MEASURE, peer)) if peer < ctx.size() => {
                 let m = measure(ctx, sh, peer);
                 let bytes = serde_json::to_vec(&m.to_json()).map_err(|e| e.to_string())?;
-                ctx.rsr(&ctx.startpoint(0).map_err(|e| e.to_string())?, H_RESULT, &bytes)
-                    .map_err(|e| e.to_string())?;
+                ctx.rsr(
+                    &ctx.startpoint(0).map_err(|e| e.to_string())?,
+                    H_RESULT,
+                    &bytes,
+                )
+                .map_err(|e| e.to_string())?;
             }
             Some((CMD_DONE, _)) => return Ok(()),
             Some((kind, arg)) => return Err(format!("rank 0 sent a bad command {kind} {arg}")),

@@ -352,10 +352,19 @@ mod tests {
         let t = sample().render();
         assert!(t.starts_with("gwinfo -f: 3 host(s) in 2 site(s)"), "{t}");
         // Host rows: rank, site, host, cores, address, in aligned columns.
-        assert!(t.contains("  0     a     h1    4      10.0.0.1/24\n"), "{t}");
-        assert!(t.contains("  2     b     h3    4      10.0.2.1/24\n"), "{t}");
+        assert!(
+            t.contains("  0     a     h1    4      10.0.0.1/24\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("  2     b     h3    4      10.0.2.1/24\n"),
+            "{t}"
+        );
         // Site matrix: symmetric, with units.
-        assert!(t.contains("  a  tcp 80us 2.5GB/s     tcp 40.5ms 12.3MB/s\n"), "{t}");
+        assert!(
+            t.contains("  a  tcp 80us 2.5GB/s     tcp 40.5ms 12.3MB/s\n"),
+            "{t}"
+        );
         assert!(t.contains("  b  tcp 40.5ms 12.3MB/s  (one host)\n"), "{t}");
         // Host matrix.
         assert!(t.contains("  h1  self  tcp   tcp\n"), "{t}");
@@ -380,7 +389,9 @@ mod tests {
         let h = sample().hosts[1].clone();
         let bytes = serde_json::to_vec(&h.to_json()).unwrap();
         // Claims to be another rank.
-        assert!(HostInfo::from_bytes(2, 3, &bytes).unwrap_err().contains("rank 2"));
+        assert!(HostInfo::from_bytes(2, 3, &bytes)
+            .unwrap_err()
+            .contains("rank 2"));
         // Not one method per rank.
         assert!(HostInfo::from_bytes(1, 4, &bytes).is_err());
         assert!(HostInfo::from_bytes(1, 3, b"\xff{").is_err());
@@ -388,7 +399,9 @@ mod tests {
         long["host"] = json!("x".repeat(10_000));
         long["addrs"] = json!(vec!["1.2.3.4/8"; 17]);
         let bytes = serde_json::to_vec(&long).unwrap();
-        assert!(HostInfo::from_bytes(1, 3, &bytes).unwrap_err().contains("addrs"));
+        assert!(HostInfo::from_bytes(1, 3, &bytes)
+            .unwrap_err()
+            .contains("addrs"));
         long["addrs"] = json!([]);
         let bytes = serde_json::to_vec(&long).unwrap();
         assert_eq!(
