@@ -53,7 +53,28 @@ fn gwinfo_f_measures_the_wan_between_sites() {
     .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    // The table, from the caches this time.
+    let text = run_with_timeout(
+        &mut tb.command(
+            "login",
+            &["env", &gwrun_env, gwinfo.to_str().unwrap(), "-f", &machines],
+        ),
+        Duration::from_secs(120),
+    )
+    .unwrap();
     let _ = tb.down();
+    let table = String::from_utf8_lossy(&text.stdout);
+    eprintln!("{table}");
+    assert!(
+        text.status.success(),
+        "{table}\n{}",
+        String::from_utf8_lossy(&text.stderr)
+    );
+    assert!(table.contains("2 host(s) in 2 site(s)"), "{table}");
+    assert!(
+        table.lines().any(|l| l.starts_with("  s0h0  self  ")),
+        "{table}"
+    );
     assert!(
         out.status.success(),
         "gwinfo -f failed:\n{stdout}\n{stderr}"
