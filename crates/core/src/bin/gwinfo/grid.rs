@@ -460,11 +460,20 @@ fn lead(ctx: &Context, sh: &Shared) -> Result<Report, String> {
             } else {
                 *sh.results.lock().unwrap() = None;
                 cmd(ctx, a, CMD_MEASURE, b).map_err(|e| e.to_string())?;
-                if ctx.wait_timeout(MEASURE_TIME, || sh.results.lock().unwrap().is_some()) {
-                    sh.results.lock().unwrap().take().unwrap_or(Err("?".into()))
-                } else {
+                // Only this pair's result counts: a late one from a pair that
+                // timed out earlier is dropped.
+                let mut got = None;
+                ctx.wait_timeout(MEASURE_TIME, || {
+                    match sh.results.lock().unwrap().take() {
+                        Some(Ok(m)) if m.from_rank != a || m.to_rank != b => {}
+                        Some(r) => got = Some(r),
+                        None => {}
+                    }
+                    got.is_some()
+                });
+                got.unwrap_or_else(|| {
                     Err(format!("no result from rank {a} within {MEASURE_TIME:?}"))
-                }
+                })
             };
             report.pairs.push((i, j, m));
         }
