@@ -4,6 +4,8 @@
 //! the method the selection policy would choose from emulated host 0 to each
 //! emulated host, and every parameter (name, type, default, current value,
 //! help) — the same table the runtime reads, so it cannot go stale.
+//!
+//! `gwinfo -f MACHINES` does it across real hosts instead (see `grid`).
 
 use gridwire_core::context::{methods_from_params, real_host_identity};
 use gridwire_core::descriptor::{DescriptorTable, Entry};
@@ -12,11 +14,22 @@ use gridwire_core::params::{all_decls, Kind, Params};
 use gridwire_core::select::{FirstApplicable, SelectionPolicy};
 use std::sync::Arc;
 
+#[path = "gwinfo/grid.rs"]
+mod grid;
+#[path = "gwinfo/table.rs"]
+mod table;
+
 const USAGE: &str = "usage: gwinfo [--emulate-hosts K] [--params-only | --methods-only]
+       gwinfo -f MACHINES [--json]
 
 Shows the built-in communication methods, their descriptors on this host,
 which method would be selected between emulated hosts, and every GW_*
-parameter with its default, current value and meaning.";
+parameter with its default, current value and meaning.
+
+With -f, runs one probe per host of the machines file under gwrun (gwrun
+next to gwinfo, or GW_GWRUN) and prints, per host, its site, cores and
+addresses; per pair of sites the method, round trip and bandwidth measured
+between their first hosts; and the method selected between every two hosts.";
 
 fn main() {
     // Behave like a Unix tool when piped into `head`: die quietly on SIGPIPE.
@@ -25,6 +38,9 @@ fn main() {
     let mut hosts = 2u32;
     let mut params_only = false;
     let mut methods_only = false;
+    let mut machines = None;
+    let mut json = false;
+    let mut probe = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -36,12 +52,28 @@ fn main() {
             }
             "--params-only" => params_only = true,
             "--methods-only" => methods_only = true,
+            "-f" | "--machines" | "--hostfile" => match args.next() {
+                Some(f) => machines = Some(std::path::PathBuf::from(f)),
+                None => fail("-f needs a machines file"),
+            },
+            "--json" => json = true,
+            // Internal: a rank of `gwinfo -f`'s job.
+            "--probe" => probe = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return;
             }
             other => fail(&format!("unknown argument {other:?}\n{USAGE}")),
         }
+    }
+    if probe {
+        std::process::exit(grid::probe(json));
+    }
+    if let Some(m) = machines {
+        fail(&grid::front(&m, json));
+    }
+    if json {
+        fail("--json goes with -f");
     }
     let params = Params::from_env().unwrap_or_else(|e| fail(&e.to_string()));
     methods_from_params(&params).unwrap_or_else(|e| fail(&e.to_string()));

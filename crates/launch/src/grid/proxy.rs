@@ -366,7 +366,15 @@ impl Proxy {
             .env("MPI_LOCALRANKID", local.to_string())
             .env("MPI_LOCALNRANKS", nlocal.to_string())
             .env("GW_JOB_SECRET", &self.hello.secret)
-            .env("GW_JOB_ID", &plan.job_id);
+            .env("GW_JOB_ID", &plan.job_id)
+            // Where the rank runs, as the machines file names it (`gwinfo -f`).
+            .env("GW_HOST_NAME", host)
+            .env(
+                "GW_SITE",
+                plan.sites
+                    .get(plan.hosts[self.hello.host].site)
+                    .map_or("?", |s| s.name.as_str()),
+            );
         // The front end's directory if this host has it (a shared file
         // system), else the home directory, as Open MPI does.
         let wdir = plan
