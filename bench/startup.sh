@@ -34,7 +34,7 @@ ROOT=$PWD
 REL=${REL:-target/release}
 REL=$(cd "$REL" && pwd)
 RUNS=${STARTUP_RUNS:-5}
-SIZES=${STARTUP_SIZES:-"1x4 1x16 1x32 2x8"}
+SIZES=${STARTUP_SIZES-"1x4 1x16 1x32 2x8"}   # STARTUP_SIZES= (empty): only the firewall and staging parts
 DELAY=${STARTUP_WAN_DELAY:-20}
 TIMEOUT=${STARTUP_TIMEOUT:-120}
 TB=$REL/gw-testbed
@@ -172,6 +172,23 @@ if up --sites 2 --hosts 4 --wan-delay "$DELAY" --shared-fs --firewall s1; then
         if [ "$4" = 0 ] && [ "$5" = 8 ]; then FW[$l]="starts ($1 s)"
         else FW[$l]="fails: status $4, $5 of 8 ranks said hello: $(tail -1 "$WORK/err" | cut -c1-160 | tr '|' '/')"; fi
     done
+    # The testbed's ssh config reaches s1h1-3 by ProxyJump through s1h0; a
+    # site whose users have no such route: the same config without it.
+    nj=$WORK/nojump
+    mkdir -p "$nj"
+    awk '/^Host / { host = $0; next } host != "" { h = host; host = ""; if ($1 == "ProxyJump") next; print h } { print }' \
+        "$GW_TESTBED_SSH_CONFIG" >"$nj/config"
+    printf '#!/bin/sh\nexec /usr/bin/ssh -F %s "$@"\n' "$nj/config" >"$nj/ssh"
+    chmod +x "$nj/ssh"
+    tb_bin=$GW_TESTBED_BIN
+    GW_TESTBED_BIN=$nj
+    for l in $launchers; do
+        [ "$l" = gw ] && continue
+        r=$(timed "$l" 8); set -- $r
+        if [ "$4" = 0 ] && [ "$5" = 8 ]; then FW[nj.$l]="starts ($1 s)"
+        else FW[nj.$l]="fails: status $4, $5 of 8 ranks said hello: $(tail -1 "$WORK/err" | cut -c1-160 | tr '|' '/')"; fi
+    done
+    GW_TESTBED_BIN=$tb_bin
     down
 fi
 
@@ -223,6 +240,9 @@ name() { case $1 in gw) echo "gwrun -f" ;; hy) echo "Hydra" ;; om) echo "Open MP
     echo "Firewall (2 sites × 4 hosts, \`--firewall s1\`: only s1h0 reachable from outside s1; the testbed's ssh config reaches s1h1-3 by ProxyJump through s1h0):"
     echo
     for l in $launchers; do echo "- $(name "$l"): ${FW[$l]:-n/a}"; done
+    for l in $launchers; do
+        [ "$l" = gw ] || echo "- $(name "$l") with the same ssh config minus its ProxyJump lines: ${FW[nj.$l]:-n/a}"
+    done
     echo
     echo "Staging (2 sites × 4 hosts, \`--wan-rate $RATE\` Mbit/s per WAN arm, login's included, $DELAY ms, no \`--shared-fs\`): gwrun's first run ${st_cold} s (sends its proxy, $proxysz B, the program, $progsz B, and libmpi.so, $libsz B, once per site); warm run ${st_warm} s; with \`--stage-files\` of $STAGE_MB MB from /dev/urandom ${st_big} s (completed: $st_ok), ${extra} s more than the warm run, against $floor s = $STAGE_MB MB × 2 remote sites ÷ $RATE Mbit/s: ratio $(ratio "$extra" "$floor") (goal ≤ 1.2)."
 } | tee "$OUT/startup.md"
