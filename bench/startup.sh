@@ -21,13 +21,18 @@
 #             non-loopback address (ssh to a host) plus accept() of a
 #             connection from a non-loopback address (a proxy calling back).
 #   firewall: 2 sites x 4 hosts with --firewall s1: does each launcher start
-#             the job? (one run each, bounded by a timeout; failures recorded)
+#             the job? (one run each, bounded by a timeout; failures recorded),
+#             Hydra and Open MPI also with the testbed's ssh config minus its
+#             ProxyJump lines (no route to the inner hosts).
 #   staging:  2 sites x 4 hosts, --wan-rate 100 (Mbit/s), no --shared-fs:
 #             gwrun's first run (stages proxy, program and libmpi.so), a warm
 #             run, then one with a 50 MB incompressible file in --stage-files;
 #             its extra time against bytes x remote sites / WAN rate.
 # Needs root (gw-testbed); without it, or without MPICH/Open MPI, the part
-# that cannot run says why. Markdown on stdout, progress on stderr.
+# that cannot run says why. Markdown on stdout (also bench/out/startup/
+# startup.md), progress on stderr. STARTUP_RUNS, STARTUP_SIZES ("1x4 1x16
+# 1x32 2x8"; empty: only firewall and staging), STARTUP_WAN_DELAY (ms),
+# STARTUP_TIMEOUT (s), REL (target/release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
