@@ -4,7 +4,7 @@ CARGO ?= cargo
 RELEASE := target/release
 DEBUG := target/debug
 
-.PHONY: all deps build build-debug demo test test-rust test-extra bench install clean
+.PHONY: all deps build build-debug demo test test-rust test-extra bench bench-startup install clean
 
 # MPI packaging and its C suite (install-mpi, test-mpi).
 include mk/mpi.mk
@@ -52,6 +52,10 @@ test-extra:
 ## Benchmarks (not tests): figures go to bench/out and are summarised in docs/benchmarks.md.
 bench: build
 	bash bench/run.sh
+
+## Start-up across testbed hosts (issue 12): gwrun -f vs Hydra vs Open MPI (also run by bench).
+bench-startup: build
+	bash bench/startup.sh
 
 ## Install MPI-style: PREFIX/bin/{gwcc,mpicc,gwrun,mpiexec,mpirun}, include/mpi.h, lib/libmpi.so …
 install: deps install-mpi

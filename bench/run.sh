@@ -119,3 +119,4 @@ for part in crates/*/bench.sh bench/udp.sh; do
   bash "$part" | tee "$OUT/$(basename "$(dirname "$part")")-$(basename "$part" .sh).md" || echo "bench: $part failed" >&2
 done
 bash bench/mpi.sh | tee "$OUT/mpi.md" || echo "bench: bench/mpi.sh failed" >&2   # MPI osu-style vs MPICH/Open MPI (NETPIPE=1: also NetPIPE)
+bash bench/startup.sh || echo "bench: bench/startup.sh failed" >&2   # start-up across testbed hosts (issue 12)
