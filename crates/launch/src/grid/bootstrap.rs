@@ -92,12 +92,14 @@ pub fn script_argv(hash: &str, size: u64, prefix: Option<&str>) -> Vec<String> {
         ];
     }
     // $0 = hash, $1 = size. No single quote inside the script (it is
-    // quoted whole for ssh's remote shell).
+    // quoted whole for ssh's remote shell). The temporary file comes from
+    // mktemp: hosts that share a home directory (a shared file system)
+    // each have a PID namespace of their own, so `$$` is no unique name.
     let script = concat!(
         "d=\"${GW_PROXY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gridwire/proxy}\"; ",
         "f=\"$d/gwrun-$0\"; ",
         "if [ -x \"$f\" ]; then echo GWBOOT1 have; else ",
-        "umask 077; mkdir -p \"$d\" || exit 97; echo GWBOOT1 need; t=\"$f.$$\"; ",
+        "umask 077; mkdir -p \"$d\" || exit 97; t=$(mktemp \"$f.XXXXXX\") || exit 97; echo GWBOOT1 need; ",
         "if head -c \"$1\" > \"$t\" && [ \"$(sha256sum < \"$t\" | cut -c1-64)\" = \"$0\" ] && chmod 700 \"$t\" && mv -f \"$t\" \"$f\"; ",
         "then :; else rm -f \"$t\"; echo \"gwrun: cannot store the proxy in $d\" >&2; exit 97; fi; fi; ",
         "exec \"$f\" --proxy"
