@@ -131,7 +131,10 @@ impl Stream {
                 out.extend_from_slice(prefix.as_bytes());
             }
             out.append(&mut self.buf);
-            if tag {
+            // A rank's last, unterminated line (it was killed mid-write)
+            // gets its newline: gwrun's own messages start on a line of
+            // their own.
+            if tag || at_eof {
                 out.push(b'\n');
             }
         }

@@ -30,6 +30,8 @@ pub struct Channel {
     /// Frames queued while the bootstrap is not over: they may only follow
     /// the proxy binary and the Hello ([`Channel::release_held`]).
     held: Vec<u8>,
+    /// A write failed (the reading side stays open until EOF).
+    write_error: Option<String>,
     pub last_rx: Instant,
     last_tx: Instant,
     /// Why the channel stopped working (EOF, write error, bad bytes).
@@ -50,6 +52,7 @@ impl Channel {
             out: Vec::new(),
             out_pos: 0,
             held: Vec::new(),
+            write_error: None,
             last_rx: now,
             last_tx: now,
             broken: None,
@@ -128,7 +131,13 @@ impl Channel {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => {
-                    self.fail(format!("write failed: {}", sys::os_message(&e)));
+                    // The far side may have said its last words (Done)
+                    // and exited: keep reading what it sent until EOF,
+                    // which then reports this error.
+                    self.write_error = Some(format!("write failed: {}", sys::os_message(&e)));
+                    self.wfd = None;
+                    self.out.clear();
+                    self.out_pos = 0;
                     return;
                 }
             }
@@ -149,7 +158,13 @@ impl Channel {
             return;
         };
         match sys::read(fd, buf) {
-            Ok(0) => self.fail("connection closed".into()),
+            Ok(0) => {
+                let why = self
+                    .write_error
+                    .take()
+                    .unwrap_or_else(|| "connection closed".into());
+                self.fail(why)
+            }
             Ok(n) => {
                 self.last_rx = Instant::now();
                 match &mut self.boot {
