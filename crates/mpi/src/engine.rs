@@ -369,7 +369,7 @@ impl Engine {
     fn reject(&self, from: u32, kind: &str, why: std::fmt::Arguments<'_>) {
         let n = self.rejected.fetch_add(1, Ordering::Relaxed) + 1;
         if n <= REPORTED_REJECTS {
-            eprintln!(
+            gridwire_core::say!(
                 "gridwire mpi: rank {}: dropped a {kind} message from rank {from}: {why}{}",
                 self.ctx.rank(),
                 if n == REPORTED_REJECTS {
@@ -526,7 +526,7 @@ impl Engine {
                     .or_else(|| self.ctx.would_select(world).ok());
                 let yes = matches!(m, Some("shm"));
                 if std::env::var_os("GW_MPI_DEBUG").is_some() {
-                    eprintln!(
+                    gridwire_core::say!(
                         "gridwire mpi: rank {}: peer {world} by {m:?}: single copy {}",
                         self.ctx.rank(),
                         if yes { "possible" } else { "not possible" }
@@ -581,12 +581,12 @@ impl Engine {
         };
         if let Err(e) = res {
             if std::env::var_os("GW_MPI_DEBUG").is_some() {
-                eprintln!("gridwire mpi: rank {}: single copy from {from} refused ({e}); copying through the runtime", self.ctx.rank());
+                gridwire_core::say!("gridwire mpi: rank {}: single copy from {from} refused ({e}); copying through the runtime", self.ctx.rank());
             }
             self.no_cma[from as usize].store(true, Ordering::Relaxed);
             let rreq = self.lock().rndv_recv.insert(req, from, env.size);
             if let Err(e) = self.send_cts(from, env.sreq, rreq) {
-                eprintln!(
+                gridwire_core::say!(
                     "gridwire mpi: rank {}: clear-to-send to {from} failed: {e}",
                     self.ctx.rank()
                 );
@@ -609,7 +609,7 @@ impl Engine {
             H_FIN,
             &env.sreq.to_le_bytes(),
         ) {
-            eprintln!(
+            gridwire_core::say!(
                 "gridwire mpi: rank {}: rendezvous completion to {from} failed: {e}",
                 self.ctx.rank()
             );
