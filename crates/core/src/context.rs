@@ -490,10 +490,24 @@ impl Context {
                             m.describe(desc)
                         );
                     }
+                    crate::events::emit(crate::events::LinkEvent {
+                        kind: crate::events::LinkEventKind::Selected,
+                        rank: self.rank(),
+                        peer: rank,
+                        method: m.name(),
+                        reason: "",
+                    });
                     link = Some(l);
                     break;
                 }
                 Err(e) => {
+                    crate::events::emit(crate::events::LinkEvent {
+                        kind: crate::events::LinkEventKind::ConnectFailed,
+                        rank: self.rank(),
+                        peer: rank,
+                        method: m.name(),
+                        reason: &e.to_string(),
+                    });
                     // Fall back to the next applicable method, and say why.
                     eprintln!(
                         "gw[{}]: {} to rank {rank} failed ({e}); trying the next method",
@@ -1157,7 +1171,15 @@ impl Dispatch<'_> {
     fn record_failure(&mut self, src: u32, reason: String) {
         let inner = &self.ctx.inner;
         if let Some(peer) = inner.peers.get(src as usize) {
-            let _ = peer.failed.set(reason.clone());
+            if peer.failed.set(reason.clone()).is_ok() {
+                crate::events::emit(crate::events::LinkEvent {
+                    kind: crate::events::LinkEventKind::Failed,
+                    rank: self.ctx.rank(),
+                    peer: src,
+                    method: peer.link.get().map_or("", |l| l.method()),
+                    reason: &reason,
+                });
+            }
         }
         if !inner.finalized.load(Ordering::Relaxed) {
             eprintln!(
