@@ -473,6 +473,9 @@ mpi_fn!(fn MPI_T_pvar_session_free / PMPI_T_pvar_session_free(s: *mut usize) -> 
 
 mpi_fn!(fn MPI_T_pvar_handle_alloc / PMPI_T_pvar_handle_alloc(s: usize, i: c_int, _obj: *mut Void, h: *mut usize, count: *mut c_int) -> c_int {
     t_run(|| {
+        if lock(&SESSIONS).sessions.get(s).is_none() {
+            return Err(MPI_T_ERR_INVALID_SESSION);
+        }
         let (var, n) = with_table(|t| {
             let var = index(i, t.len())?;
             Ok::<_, c_int>((var, count_of(&t[var])?))
