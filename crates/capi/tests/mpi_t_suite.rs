@@ -41,7 +41,10 @@ fn gwrun() -> PathBuf {
         if dir.file_name().is_some_and(|n| n == "release") {
             c.arg("--release");
         }
-        assert!(c.status().expect("cargo runs").success(), "building gwrun failed");
+        assert!(
+            c.status().expect("cargo runs").success(),
+            "building gwrun failed"
+        );
     }
     p
 }
@@ -107,8 +110,18 @@ fn run(exe: &Path, expect: &Path, hosts: u32, args: &[&str]) -> (bool, String, S
             String::from_utf8_lossy(&b).into_owned()
         })
     };
-    let out = drain(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-    let err = drain(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
     let deadline = Instant::now() + Duration::from_secs(90);
     let status = loop {
         match child.try_wait().expect("waiting for gwrun") {
@@ -122,7 +135,11 @@ fn run(exe: &Path, expect: &Path, hosts: u32, args: &[&str]) -> (bool, String, S
             None => std::thread::sleep(Duration::from_millis(20)),
         }
     };
-    (status.success(), out.join().unwrap_or_default(), err.join().unwrap_or_default())
+    (
+        status.success(),
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    )
 }
 
 #[test]
@@ -149,7 +166,11 @@ fn mpi_t_lists_reads_writes_and_counts_over_shm_and_tcp() {
     let mut failures = Vec::new();
     for (hosts, args, pass) in [
         (1, &["shm"][..], "PASS mpi_t\n"),
-        (1, &["tcp", "self,tcp"][..], "PASS mpi_t (GW_METHODS written)"),
+        (
+            1,
+            &["tcp", "self,tcp"][..],
+            "PASS mpi_t (GW_METHODS written)",
+        ),
         (2, &["tcp"][..], "PASS mpi_t\n"),
     ] {
         let t = Instant::now();
@@ -161,7 +182,9 @@ fn mpi_t_lists_reads_writes_and_counts_over_shm_and_tcp() {
             t.elapsed().as_secs_f64()
         );
         if !passed {
-            failures.push(format!("{args:?} hosts {hosts}:\n--- stdout\n{stdout}--- stderr\n{stderr}"));
+            failures.push(format!(
+                "{args:?} hosts {hosts}:\n--- stdout\n{stdout}--- stderr\n{stderr}"
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
