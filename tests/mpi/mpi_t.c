@@ -372,6 +372,25 @@ int main(int argc, char **argv) {
     struct pv rejected = pv_alloc(s, "gw_mpi_rejected_messages", MPI_T_PVAR_CLASS_COUNTER);
     struct pv limit = pv_alloc(s, "gw_mpi_unexpected_limit", MPI_T_PVAR_CLASS_SIZE);
     T(MPI_T_pvar_start(s, rejected.h));
+    /* A message nobody receives yet is held: the level and its high-water mark show it. */
+    struct pv held = pv_alloc(s, "gw_mpi_unexpected_bytes", MPI_T_PVAR_CLASS_LEVEL);
+    struct pv held_max = pv_alloc(s, "gw_mpi_unexpected_bytes_max", MPI_T_PVAR_CLASS_HIGHWATERMARK);
+    if (rank == 0) {
+        MPI_Send(NULL, 0, MPI_BYTE, peer, 65, MPI_COMM_WORLD);
+        double until = MPI_Wtime() + 20;
+        int flag;
+        while (pv_read1(s, held) < 100 && MPI_Wtime() < until)
+            MPI_Iprobe(peer, 99, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        unsigned long long level = pv_read1(s, held);
+        CHECK(level >= 100, "an unexpected 100-byte message: %llu bytes held", level);
+        CHECK(pv_read1(s, held_max) >= level, "high-water mark %llu below the level %llu", pv_read1(s, held_max), level);
+        MPI_Recv(buf, 100, MPI_BYTE, peer, 66, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(pv_read1(s, held) < level && pv_read1(s, held_max) >= level, "after the receive: %llu held, max %llu",
+              pv_read1(s, held), pv_read1(s, held_max));
+    } else {
+        MPI_Recv(NULL, 0, MPI_BYTE, peer, 65, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(buf, 100, MPI_BYTE, peer, 66, MPI_COMM_WORLD);
+    }
     if (rank == 0) {
         T(write_ull_cvar("GW_MPI_UNEXPECTED_LIMIT", 1));
         CHECK(pv_read1(s, limit) == 1, "limit in force %llu", pv_read1(s, limit));

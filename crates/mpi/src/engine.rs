@@ -384,6 +384,11 @@ impl Engine {
         self.lock().held
     }
 
+    /// The most bytes held at once so far (see [`Engine::held_bytes`]).
+    pub fn held_bytes_max(&self) -> usize {
+        self.lock().held_max
+    }
+
     /// Messages dropped so far because they broke the protocol.
     pub fn rejected(&self) -> u64 {
         self.rejected.load(Ordering::Relaxed)

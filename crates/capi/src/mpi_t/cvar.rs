@@ -297,10 +297,14 @@ mpi_fn!(fn MPI_T_cvar_write / PMPI_T_cvar_write(h: usize, buf: *const Void) -> c
             return Err(MPI_ERR_ARG);
         }
         let bytes: Vec<u8> = if c.datatype() == MPI_CHAR {
-            // A string: read up to its NUL, at most the handle's count.
-            // SAFETY: a text write passes a NUL-terminated string of at most `count` bytes.
-            let s = unsafe { std::ffi::CStr::from_ptr(buf as *const c_char) };
-            s.to_bytes().iter().copied().take(TEXT_LEN - 1).collect()
+            // A string: up to its NUL, never past the handle's count.
+            let p = buf as *const u8;
+            (0..TEXT_LEN - 1)
+                // SAFETY: the buffer holds `count` (TEXT_LEN) bytes or a
+                // shorter NUL-terminated string; reading stops at the NUL.
+                .map(|i| unsafe { p.add(i).read() })
+                .take_while(|&b| b != 0)
+                .collect()
         } else {
             // SAFETY: the buffer holds one element of the variable's type.
             unsafe { std::slice::from_raw_parts(buf as *const u8, c.bytes()) }.to_vec()

@@ -11,6 +11,7 @@ use super::*;
 pub(crate) const CLASS_STATE: c_int = 1;
 pub(crate) const CLASS_LEVEL: c_int = 2;
 pub(crate) const CLASS_SIZE: c_int = 3;
+pub(crate) const CLASS_HIGHWATERMARK: c_int = 5;
 pub(crate) const CLASS_COUNTER: c_int = 7;
 
 /// Where a variable's values come from.
@@ -29,6 +30,7 @@ pub(crate) enum Source {
     DroppedRequests,
     Rejected,
     HeldBytes,
+    HeldBytesMax,
     HeldLimit,
 }
 
@@ -153,6 +155,14 @@ fn static_table() -> Vec<Pvar> {
         "Bytes of messages held because their receive is not posted yet".into(),
     ));
     v.push(Pvar::new(
+        "gw_mpi_unexpected_bytes_max".into(),
+        CLASS_HIGHWATERMARK,
+        "gw_mpi",
+        Source::HeldBytesMax,
+        "The most bytes of messages held at once for receives not posted yet, since MPI_Init"
+            .into(),
+    ));
+    v.push(Pvar::new(
         "gw_mpi_unexpected_limit".into(),
         CLASS_SIZE,
         "gw_mpi",
@@ -253,6 +263,7 @@ fn sample(src: &Source, count: usize) -> Vec<u64> {
         Source::DroppedRequests => vec![ctx.dropped_requests()],
         Source::Rejected => vec![m.engine.rejected()],
         Source::HeldBytes => vec![m.engine.held_bytes() as u64],
+        Source::HeldBytesMax => vec![m.engine.held_bytes_max() as u64],
         Source::HeldLimit => vec![m.engine.held_limit() as u64],
     }
 }
