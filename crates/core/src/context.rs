@@ -1577,6 +1577,43 @@ mod tests {
         assert_eq!(st[0].sent_bytes, st[0].recv_bytes);
     }
 
+    /// Link events seen by this test binary's listener: (kind, peer, method, reason).
+    type Seen = (crate::events::LinkEventKind, u32, &'static str, String);
+    static EVENTS_SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
+
+    fn record_event(ev: &crate::events::LinkEvent<'_>) {
+        EVENTS_SEEN
+            .lock()
+            .unwrap()
+            .push((ev.kind, ev.peer, ev.method, ev.reason.to_string()));
+    }
+
+    #[test]
+    fn link_selection_and_failure_reach_the_event_listener() {
+        use crate::events::LinkEventKind;
+        crate::events::set_link_listener(record_event);
+        let ctx = singleton(&[]);
+        roundtrip(&ctx, "self");
+        let seen = |k: LinkEventKind, method: &str, reason: &str| {
+            EVENTS_SEEN
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|e| e.0 == k && e.1 == 0 && e.2 == method && e.3.contains(reason))
+        };
+        assert!(seen(LinkEventKind::Selected, "self", ""));
+        let mut sink = Dispatch {
+            ctx: &ctx,
+            handlers: &[],
+        };
+        sink.link_failed(0, "unit test: the peer vanished".into());
+        assert!(seen(LinkEventKind::Failed, "self", "peer vanished"));
+        // Only the first failure of a link is an event (the link stays failed).
+        sink.link_failed(0, "unit test: again".into());
+        assert!(!seen(LinkEventKind::Failed, "self", "again"));
+        ctx.finalize().unwrap();
+    }
+
     #[test]
     fn singleton_requests_to_self_use_the_self_method() {
         let ctx = singleton(&[]);
