@@ -244,6 +244,8 @@ int main(int argc, char **argv) {
     TEQ(MPI_T_pvar_session_free(&bad), MPI_T_ERR_INVALID_SESSION);
     /* The launcher's settings are never writable. */
     TEQ(write_text_cvar("GW_JOB_ID", "mine"), MPI_T_ERR_CVAR_SET_NEVER);
+    /* A value the parameter refuses (GW_VERBOSE is 0..3) is an argument error. */
+    TEQ(write_ull_cvar("GW_VERBOSE", 9), MPI_ERR_ARG);
 
     /* The method enum and the link-selection event, registered before MPI_Init. */
     int ev_sel, me_for_cb = -1, ud_free = 7;
@@ -272,6 +274,14 @@ int main(int argc, char **argv) {
     CHECK(size == 2, "needs 2 ranks, got %d", size);
     int peer = 1 - rank;
     list_everything();
+
+    /* The tools interface's error classes have names. */
+    char estr[MPI_MAX_ERROR_STRING];
+    int ecls;
+    T(MPI_Error_string(MPI_T_ERR_INVALID_HANDLE, estr, &len));
+    CHECK(strstr(estr, "MPI_T_ERR_INVALID_HANDLE") != NULL, "error string '%s'", estr);
+    T(MPI_Error_class(MPI_T_ERR_PVAR_NO_ATOMIC, &ecls));
+    CHECK(ecls == MPI_T_ERR_PVAR_NO_ATOMIC, "class %d", ecls);
 
     /* Too late for parameters read at MPI_Init. */
     CHECK(write_text_cvar("GW_METHODS", "tcp") == MPI_T_ERR_CVAR_SET_NEVER, "GW_METHODS written after MPI_Init");

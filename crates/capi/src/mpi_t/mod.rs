@@ -30,7 +30,7 @@ pub const MPI_T_ERR_CVAR_SET_NEVER: c_int = 1015;
 pub const MPI_T_ERR_PVAR_NO_WRITE: c_int = 1016;
 pub const MPI_T_ERR_PVAR_NO_STARTSTOP: c_int = 1017;
 pub const MPI_T_ERR_PVAR_NO_ATOMIC: c_int = 1018;
-pub const MPI_ERR_ARG: c_int = 12;
+pub const MPI_ERR_ARG: c_int = gridwire_mpi::class::ARG;
 
 pub const MPI_INT: MPI_Datatype = 521;
 pub const MPI_UNSIGNED_LONG_LONG: MPI_Datatype = 527;
