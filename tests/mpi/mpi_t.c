@@ -146,7 +146,9 @@ static void list_everything(void) {
         MPI_T_enum en;
         T(MPI_T_pvar_get_info(i, name, &nlen, &verb, &cls, &dt, &en, NULL, NULL, &bind, &ro, &cont, &atomic));
         T(MPI_T_pvar_get_index(name, cls, &idx));
-        TCHECK(idx == i && bind == MPI_T_BIND_NO_OBJECT, "%s", name);
+        TCHECK(idx == i, "%s", name);
+        TCHECK(bind == (strcmp(name, "gw_mpi_comm_unexpected_msgs") == 0 ? MPI_T_BIND_MPI_COMM : MPI_T_BIND_NO_OBJECT),
+               "%s bound to %d", name, bind);
     }
 }
 
@@ -385,6 +387,21 @@ int main(int argc, char **argv) {
     /* A message nobody receives yet is held: the level and its high-water mark show it. */
     struct pv held = pv_alloc(s, "gw_mpi_unexpected_bytes", MPI_T_PVAR_CLASS_LEVEL);
     struct pv held_max = pv_alloc(s, "gw_mpi_unexpected_bytes_max", MPI_T_PVAR_CLASS_HIGHWATERMARK);
+    /* Bound to a communicator: the unexpected messages of that one only. */
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    struct pv on_world, on_dup;
+    int cu;
+    T(MPI_T_pvar_get_index("gw_mpi_comm_unexpected_msgs", MPI_T_PVAR_CLASS_LEVEL, &cu));
+    MPI_Comm world = MPI_COMM_WORLD;
+    T(MPI_T_pvar_handle_alloc(s, cu, &world, &on_world.h, &on_world.count));
+    T(MPI_T_pvar_handle_alloc(s, cu, &dup, &on_dup.h, &on_dup.count));
+    CHECK(MPI_T_pvar_handle_alloc(s, cu, NULL, &bh, &n) == MPI_T_ERR_INVALID_HANDLE, "no communicator");
+    MPI_Comm freed_comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &freed_comm);
+    MPI_Comm stale = freed_comm;
+    MPI_Comm_free(&freed_comm);
+    CHECK(MPI_T_pvar_handle_alloc(s, cu, &stale, &bh, &n) == MPI_T_ERR_INVALID_HANDLE, "freed communicator");
     if (rank == 0) {
         MPI_Send(NULL, 0, MPI_BYTE, peer, 65, MPI_COMM_WORLD);
         double until = MPI_Wtime() + 20;
@@ -394,9 +411,12 @@ int main(int argc, char **argv) {
         unsigned long long level = pv_read1(s, held);
         CHECK(level >= 100, "an unexpected 100-byte message: %llu bytes held", level);
         CHECK(pv_read1(s, held_max) >= level, "high-water mark %llu below the level %llu", pv_read1(s, held_max), level);
+        CHECK(pv_read1(s, on_world) == 1 && pv_read1(s, on_dup) == 0, "unexpected on world %llu, on its dup %llu",
+              pv_read1(s, on_world), pv_read1(s, on_dup));
         MPI_Recv(buf, 100, MPI_BYTE, peer, 66, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         CHECK(pv_read1(s, held) < level && pv_read1(s, held_max) >= level, "after the receive: %llu held, max %llu",
               pv_read1(s, held), pv_read1(s, held_max));
+        CHECK(pv_read1(s, on_world) == 0, "unexpected on world after the receive: %llu", pv_read1(s, on_world));
     } else {
         MPI_Recv(NULL, 0, MPI_BYTE, peer, 65, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         MPI_Send(buf, 100, MPI_BYTE, peer, 66, MPI_COMM_WORLD);
@@ -418,6 +438,7 @@ int main(int argc, char **argv) {
         MPI_Recv(NULL, 0, MPI_BYTE, peer, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     }
     T(MPI_T_pvar_session_free(&s));
+    MPI_Comm_free(&dup);
     MPI_Barrier(MPI_COMM_WORLD);
     T(MPI_T_finalize());
     CHECK(MPI_T_cvar_get_num(&n) == MPI_T_ERR_NOT_INITIALIZED, "after the last MPI_T_finalize");

@@ -384,6 +384,17 @@ impl Engine {
         self.lock().held
     }
 
+    /// Messages of communicator context `ctx` (its point-to-point id) that
+    /// arrived before their receive was posted. Takes the matching lock.
+    pub fn unexpected_count(&self, ctx: u32) -> usize {
+        let st = self.lock();
+        let q = match st.queues.get(ctx as usize) {
+            Some(Some(q)) => Some(q),
+            _ => st.sparse.get(&(ctx as u64)),
+        };
+        q.map_or(0, |q| q.unexpected.len())
+    }
+
     /// The most bytes held at once so far (see [`Engine::held_bytes`]).
     pub fn held_bytes_max(&self) -> usize {
         self.lock().held_max

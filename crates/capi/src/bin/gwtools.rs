@@ -109,6 +109,8 @@ extern "C" {
 const MPI_INT: Handle = 521;
 const MPI_UNSIGNED_LONG_LONG: Handle = 527;
 const MPI_CHAR: Handle = 579;
+const MPI_COMM_WORLD: Handle = 257;
+const BIND_MPI_COMM: c_int = 2;
 
 fn ok(what: &str, rc: c_int) {
     if rc != 0 {
@@ -305,11 +307,15 @@ fn pvars(values: bool) {
         let mut shown = String::new();
         if values {
             let (mut h, mut count) = (0, 0);
-            // SAFETY: output arguments.
-            if unsafe {
-                MPI_T_pvar_handle_alloc(session, i, std::ptr::null_mut(), &mut h, &mut count)
-            } == 0
-            {
+            // Variables bound to a communicator are shown for MPI_COMM_WORLD.
+            let mut world: Handle = MPI_COMM_WORLD;
+            let obj = if bind == BIND_MPI_COMM {
+                &mut world as *mut Handle as *mut c_void
+            } else {
+                std::ptr::null_mut()
+            };
+            // SAFETY: output arguments; `obj` is NULL or points to an MPI_Comm.
+            if unsafe { MPI_T_pvar_handle_alloc(session, i, obj, &mut h, &mut count) } == 0 {
                 let mut buf = vec![0u64; count.max(1) as usize];
                 // SAFETY: continuous ones are already started; the buffer holds `count` elements.
                 unsafe {
@@ -335,8 +341,13 @@ fn pvars(values: bool) {
                 shown = format!(" = {}", vals.join(" "));
             }
         }
+        let bound = if bind == BIND_MPI_COMM {
+            "per communicator "
+        } else {
+            ""
+        };
         println!(
-            "  {:<36} {:<13} {flags}{shown}",
+            "  {:<36} {:<13} {bound}{flags}{shown}",
             t.name(),
             class_name(class)
         );

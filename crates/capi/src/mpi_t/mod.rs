@@ -40,6 +40,7 @@ pub const VERBOSITY_USER_BASIC: c_int = 9;
 pub const VERBOSITY_TUNER_BASIC: c_int = 17;
 pub const VERBOSITY_TUNER_DETAIL: c_int = 18;
 pub const BIND_NO_OBJECT: c_int = 1;
+pub const BIND_MPI_COMM: c_int = 2;
 
 pub const CB_REQUIRE_NONE: c_int = 0;
 pub const CB_REQUIRE_MPI_RESTRICTED: c_int = 3;

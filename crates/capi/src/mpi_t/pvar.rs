@@ -31,6 +31,8 @@ pub(crate) enum Source {
     Rejected,
     HeldBytes,
     HeldBytesMax,
+    /// Bound to a communicator: its unexpected messages.
+    CommUnexpected,
     HeldLimit,
 }
 
@@ -63,6 +65,14 @@ impl Pvar {
             class,
             category: category.into(),
             src,
+        }
+    }
+
+    pub fn bind(&self) -> c_int {
+        if self.src == Source::CommUnexpected {
+            BIND_MPI_COMM
+        } else {
+            BIND_NO_OBJECT
         }
     }
 
@@ -155,6 +165,14 @@ fn static_table() -> Vec<Pvar> {
         "Bytes of messages held because their receive is not posted yet".into(),
     ));
     v.push(Pvar::new(
+        "gw_mpi_comm_unexpected_msgs".into(),
+        CLASS_LEVEL,
+        "gw_mpi",
+        Source::CommUnexpected,
+        "Bound to a communicator: its point-to-point messages that arrived before their receive"
+            .into(),
+    ));
+    v.push(Pvar::new(
         "gw_mpi_unexpected_bytes_max".into(),
         CLASS_HIGHWATERMARK,
         "gw_mpi",
@@ -218,7 +236,7 @@ fn count_of(p: &Pvar) -> TResult<usize> {
 }
 
 /// The runtime's current values of a variable (zeros before MPI_Init).
-fn sample(src: &Source, count: usize) -> Vec<u64> {
+fn sample(src: &Source, count: usize, bound: u32) -> Vec<u64> {
     let Some(m) = crate::handles::MPI.get() else {
         return vec![0; count];
     };
@@ -264,6 +282,7 @@ fn sample(src: &Source, count: usize) -> Vec<u64> {
         Source::Rejected => vec![m.engine.rejected()],
         Source::HeldBytes => vec![m.engine.held_bytes() as u64],
         Source::HeldBytesMax => vec![m.engine.held_bytes_max() as u64],
+        Source::CommUnexpected => vec![m.engine.unexpected_count(bound) as u64],
         Source::HeldLimit => vec![m.engine.held_limit() as u64],
     }
 }
@@ -322,6 +341,9 @@ struct PHandle {
     session: usize,
     var: usize,
     count: usize,
+    /// The point-to-point context id of the communicator a
+    /// communicator-bound variable's handle was allocated for.
+    bound: u32,
     counting: Counting,
 }
 
@@ -360,7 +382,7 @@ fn on_handle<R>(
         .ok_or(MPI_T_ERR_INVALID_HANDLE)?;
     with_table(|t| {
         let p = &t[ph.var];
-        let raw = sample(&p.src, ph.count);
+        let raw = sample(&p.src, ph.count, ph.bound);
         f(ph, p, &raw)
     })
 }
@@ -375,7 +397,7 @@ fn on_all(s: usize, applies: fn(&Pvar) -> bool, f: fn(&mut Counting, &[u64])) ->
         for (_, ph) in g.handles.iter_mut().filter(|(_, p)| p.session == s) {
             let p = &t[ph.var];
             if applies(p) {
-                let raw = sample(&p.src, ph.count);
+                let raw = sample(&p.src, ph.count, ph.bound);
                 f(&mut ph.counting, &raw);
             }
         }
@@ -435,7 +457,7 @@ mpi_fn!(fn MPI_T_pvar_get_info / PMPI_T_pvar_get_info(i: c_int, name: *mut c_cha
             put(datatype, p.datatype());
             put(enumtype, p.enumtype());
             put_tstr(&p.desc, desc, desc_len);
-            put(bind, BIND_NO_OBJECT);
+            put(bind, p.bind());
             put(readonly, p.readonly() as c_int);
             put(continuous, p.continuous() as c_int);
             put(atomic, p.atomic() as c_int);
@@ -482,15 +504,32 @@ mpi_fn!(fn MPI_T_pvar_session_free / PMPI_T_pvar_session_free(s: *mut usize) -> 
     })
 });
 
-mpi_fn!(fn MPI_T_pvar_handle_alloc / PMPI_T_pvar_handle_alloc(s: usize, i: c_int, _obj: *mut Void, h: *mut usize, count: *mut c_int) -> c_int {
+/// The point-to-point context of the communicator `obj` points to.
+///
+/// # Safety
+/// `obj` is NULL or points to an `MPI_Comm`.
+unsafe fn bound_comm(obj: *mut Void) -> TResult<u32> {
+    if obj.is_null() {
+        return Err(MPI_T_ERR_INVALID_HANDLE);
+    }
+    // SAFETY: the caller's contract.
+    let h = unsafe { (obj as *const MPI_Comm).read_unaligned() };
+    crate::handles::comm(h)
+        .map(|c| c.ctx)
+        .map_err(|_| MPI_T_ERR_INVALID_HANDLE)
+}
+
+mpi_fn!(fn MPI_T_pvar_handle_alloc / PMPI_T_pvar_handle_alloc(s: usize, i: c_int, obj: *mut Void, h: *mut usize, count: *mut c_int) -> c_int {
     t_run(|| {
         if lock(&SESSIONS).sessions.get(s).is_none() {
             return Err(MPI_T_ERR_INVALID_SESSION);
         }
-        let (var, n) = with_table(|t| {
+        let (var, n, bind) = with_table(|t| {
             let var = index(i, t.len())?;
-            Ok::<_, c_int>((var, count_of(&t[var])?))
+            Ok::<_, c_int>((var, count_of(&t[var])?, t[var].bind()))
         })?;
+        // SAFETY: for a communicator-bound variable `obj` points to an MPI_Comm.
+        let bound = if bind == BIND_MPI_COMM { unsafe { bound_comm(obj) }? } else { 0 };
         if h.is_null() {
             return Err(MPI_ERR_ARG);
         }
@@ -498,8 +537,8 @@ mpi_fn!(fn MPI_T_pvar_handle_alloc / PMPI_T_pvar_handle_alloc(s: usize, i: c_int
         if g.sessions.get(s).is_none() {
             return Err(MPI_T_ERR_INVALID_SESSION);
         }
-        // Every variable is bound to no object: the object argument is ignored.
-        let id = g.handles.insert(PHandle { session: s, var, count: n, counting: Counting::new(n) });
+        // Variables bound to no object ignore the object argument.
+        let id = g.handles.insert(PHandle { session: s, var, count: n, bound, counting: Counting::new(n) });
         // SAFETY: output arguments by the MPI contract.
         unsafe {
             put(h, id);
@@ -663,7 +702,13 @@ mod tests {
         with_table(|t| {
             let lm = t.iter().find(|p| p.name == "gw_link_sent_bytes").unwrap();
             assert_eq!(count_of(lm), Err(MPI_T_ERR_NOT_ACCESSIBLE));
-            assert_eq!(sample(&lm.src, 3), vec![0, 0, 0]);
+            assert_eq!(sample(&lm.src, 3, 0), vec![0, 0, 0]);
+            let cu = t
+                .iter()
+                .find(|p| p.name == "gw_mpi_comm_unexpected_msgs")
+                .unwrap();
+            assert_eq!(cu.bind(), BIND_MPI_COMM);
+            assert!(t.iter().filter(|p| p.bind() == BIND_MPI_COMM).count() == 1);
         });
     }
 }
