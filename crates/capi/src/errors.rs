@@ -62,7 +62,7 @@ pub fn fail(name: &str, comm: Handle, e: MpiError) -> c_int {
                 class::describe(code),
                 e.msg
             );
-            eprintln!("{msg}");
+            gridwire_core::say!("{msg}");
             match handles::MPI.get() {
                 Some(m) => m.ctx().abort(code.max(1), &msg),
                 None => std::process::exit(code.max(1)),
@@ -114,7 +114,7 @@ impl OnPanic for c_int {
 
 /// `MPI_Wtime`, `MPI_Aint_add`, handle conversions: no error code to return.
 fn abort_after_panic(name: &str, what: &str) -> ! {
-    eprintln!(
+    gridwire_core::say!(
         "gridwire MPI: rank {}: {name}: internal error (a bug in gridwire): {what}",
         rank_str()
     );

@@ -164,7 +164,7 @@ impl Context {
         let params = Params::from_env()?;
         let pmi = Pmi::connect(crate::bootstrap::PmiChoice::parse(params.text("PMI"))?)?;
         if params.num("VERBOSE") >= 1 && !pmi.is_singleton() {
-            eprintln!(
+            crate::say!(
                 "gw[{}]: bootstrap {} (job {})",
                 pmi.rank(),
                 pmi.protocol(),
@@ -483,7 +483,7 @@ impl Context {
             match m.connect(rank, desc) {
                 Ok(l) => {
                     if self.inner.job.verbose >= 1 {
-                        eprintln!(
+                        crate::say!(
                             "gw[{}]: rank {rank} reached by {} ({})",
                             self.rank(),
                             m.name(),
@@ -509,7 +509,7 @@ impl Context {
                         reason: &e.to_string(),
                     });
                     // Fall back to the next applicable method, and say why.
-                    eprintln!(
+                    crate::say!(
                         "gw[{}]: {} to rank {rank} failed ({e}); trying the next method",
                         self.rank(),
                         m.name()
@@ -765,7 +765,7 @@ impl Context {
     #[cold]
     #[inline(never)]
     fn report_poll_failure(&self, i: usize, e: Error) {
-        eprintln!(
+        crate::say!(
             "gw[{}]: {} poll failed: {e}",
             self.rank(),
             self.inner.methods[i].name()
@@ -974,6 +974,18 @@ impl Context {
         )
     }
 
+    /// Names of the methods that still report pending output (diagnostics).
+    fn methods_with_pending_output(&self) -> String {
+        let v: Vec<&str> = self
+            .inner
+            .methods
+            .iter()
+            .filter(|m| m.has_pending_output())
+            .map(|m| m.name())
+            .collect();
+        v.join(",")
+    }
+
     /// Collective shutdown: flushes queued output, waits for every rank (a
     /// barrier with progress running), publishes this context's statistics
     /// to the launcher, and releases the methods.
@@ -985,16 +997,17 @@ impl Context {
             !self.inner.methods.iter().any(|m| m.has_pending_output())
         });
         if !ok {
-            eprintln!(
-                "gw[{}]: finalize: output still queued after 60 s; giving up on it",
-                self.rank()
+            crate::say!(
+                "gw[{}]: finalize: output still queued after 60 s (methods: {}); giving up on it",
+                self.rank(),
+                self.methods_with_pending_output()
             );
         }
         // Every rank's sends complete before anyone leaves, with progress
         // running. A broken link must not keep the others from finishing: say
         // so and go on to the bootstrap barrier, which needs no link.
         if let Err(e) = self.barrier() {
-            eprintln!("gw[{}]: finalize: {e}; continuing without it", self.rank());
+            crate::say!("gw[{}]: finalize: {e}; continuing without it", self.rank());
         }
         // The barrier's own last messages may still be queued: behind the
         // handshake of a connection opened for the barrier (two ranks that
@@ -1007,9 +1020,10 @@ impl Context {
             !self.inner.methods.iter().any(|m| m.has_pending_output())
         });
         if !ok {
-            eprintln!(
-                "gw[{}]: finalize: barrier output still queued after 60 s; giving up on it",
-                self.rank()
+            crate::say!(
+                "gw[{}]: finalize: barrier output still queued after 60 s (methods: {}); giving up on it",
+                self.rank(),
+                self.methods_with_pending_output()
             );
         }
         let stats = self.stats_json();
@@ -1128,7 +1142,7 @@ impl Sink for Dispatch<'_> {
             _ => {
                 inner.dropped.fetch_add(1, Ordering::Relaxed);
                 if inner.job.verbose >= 1 {
-                    eprintln!(
+                    crate::say!(
                         "gw[{}]: dropped request from {src} for handler {handler} on endpoint {endpoint} (not registered)",
                         self.ctx.rank()
                     );
@@ -1160,7 +1174,7 @@ impl Dispatch<'_> {
             }
             _ => {
                 inner.dropped.fetch_add(1, Ordering::Relaxed);
-                eprintln!(
+                crate::say!(
                     "gw[{}]: malformed runtime request {handler:#x} from {src}",
                     self.ctx.rank()
                 );
@@ -1182,7 +1196,7 @@ impl Dispatch<'_> {
             }
         }
         if !inner.finalized.load(Ordering::Relaxed) {
-            eprintln!(
+            crate::say!(
                 "gw[{}]: link from rank {src} failed: {reason}",
                 self.ctx.rank()
             );
@@ -1390,7 +1404,7 @@ fn job_info(params: &Params, pmi: &mut Pmi, rank: u32, size: u32) -> Result<JobI
         Some(s) => s,
         None => {
             if verbose >= 1 && rank == 0 {
-                eprintln!("gw[0]: no GW_JOB_SECRET from the launcher; rank 0 makes a random one and passes it through PMI");
+                crate::say!("gw[0]: no GW_JOB_SECRET from the launcher; rank 0 makes a random one and passes it through PMI");
             }
             crate::auth::exchange_secret(pmi)?
         }

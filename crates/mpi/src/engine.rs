@@ -355,7 +355,7 @@ impl Engine {
     fn reject(&self, from: u32, kind: &str, why: std::fmt::Arguments<'_>) {
         let n = self.rejected.fetch_add(1, Ordering::Relaxed) + 1;
         if n <= REPORTED_REJECTS {
-            eprintln!(
+            gridwire_core::say!(
                 "gridwire mpi: rank {}: dropped a {kind} message from rank {from}: {why}{}",
                 self.ctx.rank(),
                 if n == REPORTED_REJECTS {
@@ -539,7 +539,7 @@ impl Engine {
                     .or_else(|| self.ctx.would_select(world).ok());
                 let yes = matches!(m, Some("shm"));
                 if crate::params::flag("MPI_DEBUG") {
-                    eprintln!(
+                    gridwire_core::say!(
                         "gridwire mpi: rank {}: peer {world} by {m:?}: single copy {}",
                         self.ctx.rank(),
                         if yes { "possible" } else { "not possible" }
@@ -594,12 +594,12 @@ impl Engine {
         };
         if let Err(e) = res {
             if crate::params::flag("MPI_DEBUG") {
-                eprintln!("gridwire mpi: rank {}: single copy from {from} refused ({e}); copying through the runtime", self.ctx.rank());
+                gridwire_core::say!("gridwire mpi: rank {}: single copy from {from} refused ({e}); copying through the runtime", self.ctx.rank());
             }
             self.no_cma[from as usize].store(true, Ordering::Relaxed);
             let rreq = self.lock().rndv_recv.insert(req, from, env.size);
             if let Err(e) = self.send_cts(from, env.sreq, rreq) {
-                eprintln!(
+                gridwire_core::say!(
                     "gridwire mpi: rank {}: clear-to-send to {from} failed: {e}",
                     self.ctx.rank()
                 );
@@ -622,7 +622,7 @@ impl Engine {
             H_FIN,
             &env.sreq.to_le_bytes(),
         ) {
-            eprintln!(
+            gridwire_core::say!(
                 "gridwire mpi: rank {}: rendezvous completion to {from} failed: {e}",
                 self.ctx.rank()
             );

@@ -737,7 +737,7 @@ impl Mpi {
                 d.status = Status::default();
                 if let Err(e) = res {
                     d.status.error = e.class;
-                    eprintln!(
+                    gridwire_core::say!(
                         "gridwire MPI: rank {}: nonblocking collective failed: {e}",
                         self.world.rank
                     );

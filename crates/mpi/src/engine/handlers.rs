@@ -188,7 +188,7 @@ impl Engine {
         for a in first.into_iter().chain(more) {
             if let After::Cts { to, sreq, rreq } = a {
                 if let Err(e) = self.send_cts(to, sreq, rreq) {
-                    eprintln!(
+                    gridwire_core::say!(
                         "gridwire mpi: rank {}: clear-to-send to rank {to} failed: {e}",
                         self.ctx.rank()
                     );
