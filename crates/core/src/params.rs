@@ -137,6 +137,14 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
                `srun --mpi=pmix`), else a singleton.",
     },
     ParamDecl {
+        name: "PMI_TIMEOUT",
+        default: "300",
+        kind: Kind::Text,
+        help: "Seconds (a decimal number) the bootstrap client waits for one reply of the \
+               launcher before it fails with an error: a barrier waits for the slowest rank's \
+               start-up, and a launcher that never answers must end in an error, not a hang.",
+    },
+    ParamDecl {
         name: "VERBOSE",
         default: "0",
         kind: Kind::UInt { min: 0, max: 3 },
