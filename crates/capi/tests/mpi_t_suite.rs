@@ -189,3 +189,55 @@ fn mpi_t_lists_reads_writes_and_counts_over_shm_and_tcp() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// `gwtools --init` (a singleton MPI process) lists every parameter as a
+/// control variable, the per-link and per-method variables, the categories
+/// and the events.
+#[test]
+fn gwtools_lists_every_variable_category_and_event() {
+    let out = Command::new(env!("CARGO_BIN_EXE_gwtools"))
+        .arg("--init")
+        .env_remove("GW_METHODS")
+        .env("GW_JOB_ID", format!("gwtools{}", std::process::id()))
+        .output()
+        .expect("gwtools runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "gwtools failed:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut decls = gridwire_core::params::all_decls();
+    decls.extend(gridwire_mpi::params::MPI_PARAMS.iter());
+    assert!(
+        text.contains(&format!("Control variables ({}):", decls.len())),
+        "{text}"
+    );
+    for d in decls {
+        assert!(
+            text.contains(&format!("  {} ", d.var())),
+            "{} missing",
+            d.var()
+        );
+    }
+    for m in gridwire_core::method::registry() {
+        assert!(
+            text.contains(&format!("  gw_{}_sent_bytes ", m.name)),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("  gw_{} ", m.name)),
+            "category gw_{}",
+            m.name
+        );
+    }
+    for name in [
+        "gw_link_method",
+        "gw_mpi_comm_unexpected_msgs",
+        "gw_link_selected",
+        "gw_link_failed",
+    ] {
+        assert!(text.contains(name), "{name} missing:\n{text}");
+    }
+    assert!(text.contains("Events (3):"), "{text}");
+}
