@@ -490,24 +490,19 @@ impl Context {
                             m.describe(desc)
                         );
                     }
-                    crate::events::emit(crate::events::LinkEvent {
-                        kind: crate::events::LinkEventKind::Selected,
-                        rank: self.rank(),
-                        peer: rank,
-                        method: m.name(),
-                        reason: "",
-                    });
                     link = Some(l);
                     break;
                 }
                 Err(e) => {
-                    crate::events::emit(crate::events::LinkEvent {
-                        kind: crate::events::LinkEventKind::ConnectFailed,
-                        rank: self.rank(),
-                        peer: rank,
-                        method: m.name(),
-                        reason: &e.to_string(),
-                    });
+                    if crate::events::listening() {
+                        crate::events::emit(crate::events::LinkEvent {
+                            kind: crate::events::LinkEventKind::ConnectFailed,
+                            rank: self.rank(),
+                            peer: rank,
+                            method: m.name(),
+                            reason: &e.to_string(),
+                        });
+                    }
                     // Fall back to the next applicable method, and say why.
                     crate::say!(
                         "gw[{}]: {} to rank {rank} failed ({e}); trying the next method",
@@ -522,7 +517,16 @@ impl Context {
             return Err(last_err.expect("at least one candidate was tried"));
         };
         let _ = peer.link.set(link);
-        Ok(peer.link.get().expect("just set"))
+        let link = peer.link.get().expect("just set");
+        // After the link is in place: a listener reading the peer's method sees it.
+        crate::events::emit(crate::events::LinkEvent {
+            kind: crate::events::LinkEventKind::Selected,
+            rank: self.rank(),
+            peer: rank,
+            method: link.method(),
+            reason: "",
+        });
+        Ok(link)
     }
 
     /// The descriptor table of `rank`: cached, or looked up in the bootstrap.

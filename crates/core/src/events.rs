@@ -42,6 +42,11 @@ pub fn set_link_listener(f: fn(&LinkEvent<'_>)) -> bool {
     LISTENER.set(f).is_ok()
 }
 
+/// Whether a listener is installed (to skip building an event's text).
+pub(crate) fn listening() -> bool {
+    LISTENER.get().is_some()
+}
+
 /// Calls the listener, if one is installed.
 pub(crate) fn emit(ev: LinkEvent<'_>) {
     if let Some(f) = LISTENER.get() {
