@@ -208,7 +208,7 @@ static void on_free(MPI_T_event_registration reg, MPI_T_cb_safety safety, void *
 int main(int argc, char **argv) {
     TCHECK(argc >= 2, "usage: mpi_t EXPECTED_METHOD [WRITE_METHODS]");
     const char *method = argv[1];
-    int provided, n, world_rank_guess = 0;
+    int provided, n;
 
     /* Not initialised yet. */
     TEQ(MPI_T_cvar_get_num(&n), MPI_T_ERR_NOT_INITIALIZED);
@@ -272,7 +272,6 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     me_for_cb = rank;
-    (void)world_rank_guess;
     CHECK(size == 2, "needs 2 ranks, got %d", size);
     int peer = 1 - rank;
     list_everything();
