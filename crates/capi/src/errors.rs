@@ -165,7 +165,7 @@ pub fn unsupported(name: &str) -> c_int {
 }
 
 fn code_class(code: c_int) -> Option<c_int> {
-    if (0..=62).contains(&code) {
+    if class::is_predefined(code) {
         return Some(code);
     }
     USER_ERRORS
@@ -189,7 +189,7 @@ mpi_fn!(fn MPI_Error_string / PMPI_Error_string(code: c_int, s: *mut c_char, len
     run("MPI_Error_string", MPI_COMM_WORLD, || {
         let text = match USER_ERRORS.lock().unwrap().as_ref().and_then(|m| m.get(&code).cloned()) {
             Some((_, t)) => t,
-            None if (0..=62).contains(&code) => format!("{}: {}", class::name(code), class::describe(code)),
+            None if class::is_predefined(code) => format!("{}: {}", class::name(code), class::describe(code)),
             None => return Err(err(class::ARG, format!("{code} is not a valid error code"))),
         };
         // SAFETY: `s` holds MPI_MAX_ERROR_STRING bytes by the standard.

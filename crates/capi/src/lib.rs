@@ -62,6 +62,7 @@ mod dtype;
 mod env;
 mod info;
 mod misc;
+mod mpi_t;
 mod p2p;
 mod stubs;
 mod topo;

@@ -494,6 +494,15 @@ impl Context {
                     break;
                 }
                 Err(e) => {
+                    if crate::events::listening() {
+                        crate::events::emit(crate::events::LinkEvent {
+                            kind: crate::events::LinkEventKind::ConnectFailed,
+                            rank: self.rank(),
+                            peer: rank,
+                            method: m.name(),
+                            reason: &e.to_string(),
+                        });
+                    }
                     // Fall back to the next applicable method, and say why.
                     crate::say!(
                         "gw[{}]: {} to rank {rank} failed ({e}); trying the next method",
@@ -508,7 +517,16 @@ impl Context {
             return Err(last_err.expect("at least one candidate was tried"));
         };
         let _ = peer.link.set(link);
-        Ok(peer.link.get().expect("just set"))
+        let link = peer.link.get().expect("just set");
+        // After the link is in place: a listener reading the peer's method sees it.
+        crate::events::emit(crate::events::LinkEvent {
+            kind: crate::events::LinkEventKind::Selected,
+            rank: self.rank(),
+            peer: rank,
+            method: link.method(),
+            reason: "",
+        });
+        Ok(link)
     }
 
     /// The descriptor table of `rank`: cached, or looked up in the bootstrap.
@@ -1171,7 +1189,15 @@ impl Dispatch<'_> {
     fn record_failure(&mut self, src: u32, reason: String) {
         let inner = &self.ctx.inner;
         if let Some(peer) = inner.peers.get(src as usize) {
-            let _ = peer.failed.set(reason.clone());
+            if peer.failed.set(reason.clone()).is_ok() {
+                crate::events::emit(crate::events::LinkEvent {
+                    kind: crate::events::LinkEventKind::Failed,
+                    rank: self.ctx.rank(),
+                    peer: src,
+                    method: peer.link.get().map_or("", |l| l.method()),
+                    reason: &reason,
+                });
+            }
         }
         if !inner.finalized.load(Ordering::Relaxed) {
             crate::say!(
@@ -1567,6 +1593,43 @@ mod tests {
         assert_eq!(st.len(), 1);
         assert_eq!((st[0].sent_msgs, st[0].recv_msgs), (101, 101));
         assert_eq!(st[0].sent_bytes, st[0].recv_bytes);
+    }
+
+    /// Link events seen by this test binary's listener: (kind, peer, method, reason).
+    type Seen = (crate::events::LinkEventKind, u32, &'static str, String);
+    static EVENTS_SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
+
+    fn record_event(ev: &crate::events::LinkEvent<'_>) {
+        EVENTS_SEEN
+            .lock()
+            .unwrap()
+            .push((ev.kind, ev.peer, ev.method, ev.reason.to_string()));
+    }
+
+    #[test]
+    fn link_selection_and_failure_reach_the_event_listener() {
+        use crate::events::LinkEventKind;
+        crate::events::set_link_listener(record_event);
+        let ctx = singleton(&[]);
+        roundtrip(&ctx, "self");
+        let seen = |k: LinkEventKind, method: &str, reason: &str| {
+            EVENTS_SEEN
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|e| e.0 == k && e.1 == 0 && e.2 == method && e.3.contains(reason))
+        };
+        assert!(seen(LinkEventKind::Selected, "self", ""));
+        let mut sink = Dispatch {
+            ctx: &ctx,
+            handlers: &[],
+        };
+        sink.link_failed(0, "unit test: the peer vanished".into());
+        assert!(seen(LinkEventKind::Failed, "self", "peer vanished"));
+        // Only the first failure of a link is an event (the link stays failed).
+        sink.link_failed(0, "unit test: again".into());
+        assert!(!seen(LinkEventKind::Failed, "self", "again"));
+        ctx.finalize().unwrap();
     }
 
     #[test]

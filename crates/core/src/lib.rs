@@ -25,6 +25,7 @@ pub mod bootstrap;
 pub mod context;
 pub mod descriptor;
 pub mod error;
+pub mod events;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod method;

@@ -19,6 +19,7 @@ pub mod group;
 pub mod info;
 pub mod mem;
 pub mod op;
+pub mod params;
 pub mod request;
 pub mod x87;
 

@@ -147,6 +147,7 @@ impl Engine {
             }
             let v = st.take_buf(data);
             st.held += held_cost(v.len());
+            st.held_max = st.held_max.max(st.held);
             st.queues(env.ctx)
                 .early
                 .push(Unexpected { env, from, data: v });
@@ -233,6 +234,7 @@ impl Engine {
                 None => st.take_buf(data),
             };
             st.held += held_cost(data.len());
+            st.held_max = st.held_max.max(st.held);
             st.queues(env.ctx)
                 .unexpected
                 .push_back(Unexpected { env, from, data });
