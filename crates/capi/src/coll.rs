@@ -28,7 +28,11 @@ unsafe fn sbuf(p: *const Void, count: c_int, dt: MPI_Datatype) -> Result<Option<
     unsafe { buf(p, count as i64, dt) }.map(Some)
 }
 
+/// Whether this process is the root (on an intercommunicator: passed `MPI_ROOT`).
 fn is_root(c: &Comm, root: c_int) -> bool {
+    if c.is_inter() {
+        return root == gridwire_mpi::ROOT;
+    }
     root >= 0 && c.rank == root as u32
 }
 
@@ -43,8 +47,10 @@ enum VArgs {
     Big(*const MPI_Count, *const MPI_Aint),
 }
 
+/// One entry per process the call exchanges data with (on an
+/// intercommunicator: each process of the remote group).
 fn resolve(c: &Comm, v: VArgs) -> Result<Counts> {
-    let n = c.size as c_int;
+    let n = c.peer_size as c_int;
     let (cs, ds): (Vec<i64>, Vec<i64>) = match v {
         VArgs::Int(cp, dp) => {
             if cp.is_null() || dp.is_null() {
@@ -339,7 +345,7 @@ unsafe fn peers(
     types: &[MPI_Datatype],
     bytes: bool,
 ) -> Result<Vec<Buf>> {
-    let n = cm.size as c_int;
+    let n = cm.peer_size as c_int;
     if types.len() < n as usize {
         return Err(err(class::ARG, "datatypes array is NULL"));
     }
@@ -374,7 +380,7 @@ unsafe fn prep_alltoallv(
     c: MPI_Comm,
 ) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
     let cm = comm(c)?;
-    let n = cm.size as usize;
+    let n = cm.peer_size as usize;
     // SAFETY: the program's arrays and buffers.
     let rb = unsafe { peers(&cm, r, rv, &vec![rt; n], false) }?;
     let sb = if in_place(s) {
@@ -395,7 +401,7 @@ unsafe fn prep_alltoallw(
     c: MPI_Comm,
 ) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
     let cm = comm(c)?;
-    let n = cm.size as c_int;
+    let n = cm.peer_size as c_int;
     // SAFETY: the program's arrays and buffers.
     let rb = unsafe { peers(&cm, r, rv, arr(rts, n), true) }?;
     let sb = if in_place(s) {

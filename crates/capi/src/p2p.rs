@@ -670,12 +670,12 @@ unsafe fn psend(
         let bf = unsafe { buf(b, count, dt) }?;
         let m = mpi()?;
         m.check_buf(&bf, "send buffer")?;
-        if dest != gridwire_mpi::PROC_NULL && (dest < 0 || dest as u32 >= cm.size) {
+        if dest != gridwire_mpi::PROC_NULL && (dest < 0 || dest as u32 >= cm.peer_size) {
             return Err(err(
                 class::RANK,
                 format!(
                     "rank {dest} is invalid in a communicator of size {}",
-                    cm.size
+                    cm.peer_size
                 ),
             ));
         }

@@ -229,6 +229,13 @@ fn coll() {
     suite("coll", &[], COUNTS);
 }
 
+/// Intercommunicators between the even and the odd ranks: creation,
+/// point-to-point, merge, dup/split/create and every collective.
+#[test]
+fn intercomm() {
+    suite("intercomm", &[], &[2, 3, 4]);
+}
+
 #[test]
 fn nbc() {
     suite("nbc", &[], COUNTS);
