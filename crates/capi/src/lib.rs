@@ -61,6 +61,7 @@ mod comm;
 mod dtype;
 mod env;
 mod info;
+mod legacy;
 mod misc;
 mod p2p;
 mod stubs;

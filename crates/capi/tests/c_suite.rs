@@ -236,6 +236,12 @@ fn intercomm() {
     suite("intercomm", &[], &[2, 3, 4]);
 }
 
+/// The MPI-1 names removed in MPI-3 (`MPI_Errhandler_set`, `MPI_Type_struct`, ...).
+#[test]
+fn legacy() {
+    suite("legacy", &[], &[1, 2]);
+}
+
 #[test]
 fn nbc() {
     suite("nbc", &[], COUNTS);
@@ -428,7 +434,7 @@ fn same_tests_pass_on_mpich() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = profile_dir().join("mpi-tests-mpich");
     std::fs::create_dir_all(&dir).unwrap();
-    for name in ["basic", "p2p", "coll", "comm", "dtype", "nbc", "topo"] {
+    for name in ["basic", "p2p", "coll", "comm", "dtype", "nbc", "topo", "legacy"] {
         let exe = dir.join(name);
         let st = Command::new(cc)
             .args(["-O1", "-o"])
