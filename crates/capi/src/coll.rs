@@ -6,11 +6,11 @@
 
 use crate::abi::*;
 use crate::errors::run;
-use crate::handles::{self, buf, comm, mpi, ReqObj, OPS, REQS};
+use crate::handles::{self, buf, comm, mpi, PKind, Persistent, ReqObj, OPS, REQS};
 use crate::{arr, put, Void};
 use gridwire_mpi::{class, err, Buf, Comm, Mpi, Op, Result};
 use std::ffi::c_int;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 fn in_place(p: *const Void) -> bool {
     p as usize == MPI_IN_PLACE
@@ -132,9 +132,34 @@ macro_rules! coll {
     };
 }
 
+/// Exports the persistent form (`MPI_X_init`) of one collective: the
+/// arguments are checked once; each `MPI_Start` runs a fresh instance of
+/// the nonblocking algorithm on a copy of the prepared closure.
+macro_rules! coll_init {
+    ($name:ident / $pname:ident, ($($a:ident : $t:ty),*), $c:ident, $prep:expr) => {
+        mpi_fn!(fn $name / $pname($($a: $t,)* info: MPI_Info, req: *mut MPI_Request) -> c_int {
+            run(stringify!($name), $c, || {
+                if req.is_null() {
+                    return Err(err(class::REQUEST, "request pointer is NULL"));
+                }
+                crate::comm::info_or_empty(info)?;
+                // SAFETY: the arguments follow the MPI contract of this call;
+                // the buffers stay valid while the persistent request exists.
+                let (cm, f) = unsafe { $prep }?;
+                let start: handles::PersistentColl =
+                    Box::new(move |m: &'static Mpi, cm: &Comm| m.icoll(cm, f.clone()));
+                let p = Persistent { kind: PKind::Coll(start), comm: cm, active: None };
+                // SAFETY: checked output argument.
+                unsafe { *req = REQS.insert(ReqObj::Persistent(Arc::new(Mutex::new(p)))) };
+                Ok(())
+            })
+        });
+    };
+}
+
 type Prep<F> = Result<(Arc<Comm>, F)>;
 
-unsafe fn prep_barrier(c: MPI_Comm) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+unsafe fn prep_barrier(c: MPI_Comm) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     Ok((comm(c)?, |m: &Mpi, cm: &Comm| m.barrier(cm)))
 }
 
@@ -144,7 +169,7 @@ unsafe fn prep_bcast(
     dt: MPI_Datatype,
     root: c_int,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     // SAFETY: the program's buffer for this call.
     let bf = unsafe { buf(b, count as i64, dt) }?;
@@ -159,7 +184,7 @@ unsafe fn prep_reduce(
     o: MPI_Op,
     root: c_int,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let op = handles::op(o)?;
     // SAFETY: the program's buffers (recv only significant at the root).
@@ -176,7 +201,7 @@ unsafe fn prep_allreduce(
     dt: MPI_Datatype,
     o: MPI_Op,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let op = handles::op(o)?;
     // SAFETY: the program's buffers.
@@ -195,7 +220,7 @@ unsafe fn prep_gather(
     rt: MPI_Datatype,
     root: c_int,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let m = mpi()?;
     // SAFETY: the program's buffers (recv only significant at the root).
@@ -219,7 +244,7 @@ unsafe fn prep_gatherv(
     rt: MPI_Datatype,
     root: c_int,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let m = mpi()?;
     // SAFETY: the program's buffers.
@@ -243,7 +268,7 @@ unsafe fn prep_scatter(
     rt: MPI_Datatype,
     root: c_int,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let m = mpi()?;
     // SAFETY: the program's buffers (send only significant at the root).
@@ -267,7 +292,7 @@ unsafe fn prep_scatterv(
     rt: MPI_Datatype,
     root: c_int,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let m = mpi()?;
     // SAFETY: the program's buffers.
@@ -290,7 +315,7 @@ unsafe fn prep_allgather(
     rc: c_int,
     rt: MPI_Datatype,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     // SAFETY: the program's buffers.
     let (sb, rb) = unsafe { (sbuf(s, sc, st)?, buf(r, rc as i64, rt)?) };
@@ -307,7 +332,7 @@ unsafe fn prep_allgatherv(
     v: VArgs,
     rt: MPI_Datatype,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let v = Some(resolve(&cm, v)?);
     // SAFETY: the program's buffers.
@@ -325,7 +350,7 @@ unsafe fn prep_alltoall(
     rc: c_int,
     rt: MPI_Datatype,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     // SAFETY: the program's buffers.
     let (sb, rb) = unsafe { (sbuf(s, sc, st)?, buf(r, rc as i64, rt)?) };
@@ -378,7 +403,7 @@ unsafe fn prep_alltoallv(
     rv: VArgs,
     rt: MPI_Datatype,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let n = cm.peer_size as usize;
     // SAFETY: the program's arrays and buffers.
@@ -399,7 +424,7 @@ unsafe fn prep_alltoallw(
     rv: VArgs,
     rts: *const MPI_Datatype,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let n = cm.peer_size as c_int;
     // SAFETY: the program's arrays and buffers.
@@ -419,7 +444,7 @@ unsafe fn prep_reduce_scatter(
     dt: MPI_Datatype,
     o: MPI_Op,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let op = handles::op(o)?;
     let cs = resolve_counts(&cm, rcs)?;
@@ -449,7 +474,7 @@ unsafe fn prep_reduce_scatter_block(
     dt: MPI_Datatype,
     o: MPI_Op,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let op = handles::op(o)?;
     if rc < 0 {
@@ -473,7 +498,7 @@ unsafe fn prep_scan(
     o: MPI_Op,
     c: MPI_Comm,
     exclusive: bool,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let op = handles::op(o)?;
     // SAFETY: the program's buffers.
@@ -531,6 +556,56 @@ coll!(MPI_Scan / PMPI_Scan, MPI_Iscan / PMPI_Iscan,
 coll!(MPI_Exscan / PMPI_Exscan, MPI_Iexscan / PMPI_Iexscan,
       (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
       prep_scan(s, r, count, dt, o, c, true));
+
+coll_init!(MPI_Barrier_init / PMPI_Barrier_init, (c: MPI_Comm), c, prep_barrier(c));
+coll_init!(MPI_Bcast_init / PMPI_Bcast_init,
+      (b: *mut Void, count: c_int, dt: MPI_Datatype, root: c_int, c: MPI_Comm), c, prep_bcast(b, count, dt, root, c));
+coll_init!(MPI_Reduce_init / PMPI_Reduce_init,
+      (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, root: c_int, c: MPI_Comm), c,
+      prep_reduce(s, r, count, dt, o, root, c));
+coll_init!(MPI_Allreduce_init / PMPI_Allreduce_init,
+      (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
+      prep_allreduce(s, r, count, dt, o, c));
+coll_init!(MPI_Gather_init / PMPI_Gather_init,
+      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
+      prep_gather(s, sc, st, r, rc, rt, root, c));
+coll_init!(MPI_Gatherv_init / PMPI_Gatherv_init,
+      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, displs: *const c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
+      prep_gatherv(s, sc, st, r, VArgs::Int(rcs, displs), rt, root, c));
+coll_init!(MPI_Scatter_init / PMPI_Scatter_init,
+      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
+      prep_scatter(s, sc, st, r, rc, rt, root, c));
+coll_init!(MPI_Scatterv_init / PMPI_Scatterv_init,
+      (s: *const Void, scs: *const c_int, displs: *const c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
+      prep_scatterv(s, VArgs::Int(scs, displs), st, r, rc, rt, root, c));
+coll_init!(MPI_Allgather_init / PMPI_Allgather_init,
+      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm), c,
+      prep_allgather(s, sc, st, r, rc, rt, c));
+coll_init!(MPI_Allgatherv_init / PMPI_Allgatherv_init,
+      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, displs: *const c_int, rt: MPI_Datatype, c: MPI_Comm), c,
+      prep_allgatherv(s, sc, st, r, VArgs::Int(rcs, displs), rt, c));
+coll_init!(MPI_Alltoall_init / PMPI_Alltoall_init,
+      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm), c,
+      prep_alltoall(s, sc, st, r, rc, rt, c));
+coll_init!(MPI_Alltoallv_init / PMPI_Alltoallv_init,
+      (s: *const Void, scs: *const c_int, sds: *const c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, rds: *const c_int, rt: MPI_Datatype, c: MPI_Comm), c,
+      prep_alltoallv(s, VArgs::Int(scs, sds), st, r, VArgs::Int(rcs, rds), rt, c));
+coll_init!(MPI_Alltoallw_init / PMPI_Alltoallw_init,
+      (s: *const Void, scs: *const c_int, sds: *const c_int, sts: *const MPI_Datatype, r: *mut Void, rcs: *const c_int, rds: *const c_int, rts: *const MPI_Datatype, c: MPI_Comm), c,
+      prep_alltoallw(s, VArgs::Int(scs, sds), sts, r, VArgs::Int(rcs, rds), rts, c));
+coll_init!(MPI_Reduce_scatter_init / PMPI_Reduce_scatter_init,
+      (s: *const Void, r: *mut Void, rcs: *const c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
+      prep_reduce_scatter(s, r, VArgs::Int(rcs, std::ptr::null()), dt, o, c));
+coll_init!(MPI_Reduce_scatter_block_init / PMPI_Reduce_scatter_block_init,
+      (s: *const Void, r: *mut Void, rc: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
+      prep_reduce_scatter_block(s, r, rc, dt, o, c));
+coll_init!(MPI_Scan_init / PMPI_Scan_init,
+      (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
+      prep_scan(s, r, count, dt, o, c, false));
+coll_init!(MPI_Exscan_init / PMPI_Exscan_init,
+      (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
+      prep_scan(s, r, count, dt, o, c, true));
+
 
 mpi_fn!(fn MPI_Reduce_local / PMPI_Reduce_local(s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op) -> c_int {
     run("MPI_Reduce_local", MPI_COMM_WORLD, || {

@@ -86,7 +86,7 @@ mpi_fn!(fn MPI_Comm_split / PMPI_Comm_split(c: MPI_Comm, color: c_int, key: c_in
 });
 
 /// An info argument where `MPI_INFO_NULL` means "no hints".
-fn info_or_empty(h: MPI_Info) -> Result<gridwire_mpi::info::Info> {
+pub(crate) fn info_or_empty(h: MPI_Info) -> Result<gridwire_mpi::info::Info> {
     if h == MPI_INFO_NULL {
         return Ok(Default::default());
     }

@@ -753,6 +753,7 @@ fn start(h: MPI_Request) -> Result<()> {
             mode,
         } => m.isend(&p.comm, buf, *dest, *tag, *mode)?,
         PKind::Recv { buf, src, tag } => m.irecv(&p.comm, buf.clone(), *src, *tag)?,
+        PKind::Coll(start) => start(m, &p.comm)?,
     };
     p.active = Some(r);
     Ok(())

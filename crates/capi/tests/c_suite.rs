@@ -242,6 +242,13 @@ fn legacy() {
     suite("legacy", &[], &[1, 2]);
 }
 
+/// Persistent collectives (`MPI_Bcast_init`, ...): several rounds of
+/// `MPI_Start`/`MPI_Startall` with new data, inactive requests.
+#[test]
+fn persistent() {
+    suite("persistent", &[], &[1, 2, 3, 4]);
+}
+
 #[test]
 fn nbc() {
     suite("nbc", &[], COUNTS);
