@@ -312,6 +312,55 @@ static void test_errors(MPI_Comm local, MPI_Comm ic) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 }
 
+/* MPI 4.0 constructors from groups, with no parent communicator. */
+static void test_from_groups(MPI_Comm local, MPI_Comm ic, int rsize) {
+    MPI_Group lg, rg, wg, mine;
+    MPI_Comm_group(local, &lg);
+    MPI_Comm_remote_group(ic, &rg);
+    MPI_Comm fg, cf;
+    int res, out = 0, sum = 0, i;
+    for (i = 0; i < rsize; i++) sum += world_of(wrank % 2 ? 0 : 1, i);
+    /* Twice with one tag: successive calls stay apart. Each group's last
+     * rank leads (the remote leader names the other group's leader). */
+    int lsize;
+    MPI_Group_size(lg, &lsize);
+    for (int k = 0; k < 2; k++) {
+        MPI_Intercomm_create_from_groups(lg, lsize - 1, rg, rsize - 1, "gw-test-inter", MPI_INFO_NULL, MPI_ERRORS_RETURN, &fg);
+        MPI_Comm_compare(ic, fg, &res);
+        CHECK(res == MPI_CONGRUENT, "from groups: compare %d", res);
+        MPI_Allreduce(&wrank, &out, 1, MPI_INT, MPI_SUM, fg);
+        CHECK(out == sum, "from groups: allreduce %d expected %d", out, sum);
+        MPI_Comm_free(&fg);
+    }
+    MPI_Comm_create_from_group(lg, "gw-test-local", MPI_INFO_NULL, MPI_ERRORS_ARE_FATAL, &cf);
+    MPI_Comm_compare(local, cf, &res);
+    CHECK(res == MPI_CONGRUENT, "create_from_group: compare %d", res);
+    MPI_Comm_free(&cf);
+    /* Errors found before any message: overlapping groups, not a member, bad leader. */
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    int cls, err = MPI_Intercomm_create_from_groups(lg, 0, lg, 0, "x", MPI_INFO_NULL, MPI_ERRORS_RETURN, &fg);
+    MPI_Error_class(err, &cls);
+    CHECK(err != MPI_SUCCESS, "overlapping groups accepted");
+    err = MPI_Intercomm_create_from_groups(rg, 0, lg, 0, "x", MPI_INFO_NULL, MPI_ERRORS_RETURN, &fg);
+    MPI_Error_class(err, &cls);
+    CHECK(cls == MPI_ERR_GROUP, "not in the local group: class %d", cls);
+    err = MPI_Intercomm_create_from_groups(lg, 99, rg, 0, "x", MPI_INFO_NULL, MPI_ERRORS_RETURN, &fg);
+    MPI_Error_class(err, &cls);
+    CHECK(cls == MPI_ERR_RANK, "bad local leader: class %d", cls);
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    int me = wrank;
+    MPI_Group_incl(wg, 1, &me, &mine);
+    MPI_Comm_create_from_group(mine, "gw-test-self", MPI_INFO_NULL, MPI_ERRORS_RETURN, &cf);
+    MPI_Comm_size(cf, &res);
+    CHECK(res == 1, "create_from_group of one: size %d", res);
+    MPI_Comm_free(&cf);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+    MPI_Group_free(&mine);
+    MPI_Group_free(&wg);
+    MPI_Group_free(&lg);
+    MPI_Group_free(&rg);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
@@ -339,6 +388,7 @@ int main(int argc, char **argv) {
     test_coll(ic, color, lsize, rsize, lrank);
     test_derived(ic, color, lsize, rsize, lrank);
     test_errors(local, ic);
+    test_from_groups(local, ic, rsize);
 
     MPI_Comm_free(&ic);
     MPI_Comm_free(&local);

@@ -6,11 +6,11 @@
 
 use crate::abi::*;
 use crate::errors::run;
-use crate::handles::{self, buf, comm, mpi, PKind, Persistent, ReqObj, OPS, REQS};
+use crate::handles::{self, buf, comm, mpi, ReqObj, OPS, REQS};
 use crate::{arr, put, Void};
 use gridwire_mpi::{class, err, Buf, Comm, Mpi, Op, Result};
 use std::ffi::c_int;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 fn in_place(p: *const Void) -> bool {
     p as usize == MPI_IN_PLACE
@@ -36,13 +36,22 @@ fn is_root(c: &Comm, root: c_int) -> bool {
     root >= 0 && c.rank == root as u32
 }
 
+/// Whether this process contributes to (gather, reduce) or receives from
+/// (scatter) a rooted collective as a non-root: always on an
+/// intracommunicator; on an intercommunicator only in the other group than
+/// the root's (whose processes pass `MPI_ROOT` or `MPI_PROC_NULL`, and
+/// whose arguments for that side are not significant).
+fn non_root_side(c: &Comm, root: c_int) -> bool {
+    !c.is_inter() || (root != gridwire_mpi::ROOT && root != gridwire_mpi::PROC_NULL)
+}
+
 type Counts = (Vec<i64>, Vec<i64>);
 
 /// The counts and displacements arrays of a `v`/`w` collective, as given:
 /// ints, or `MPI_Count` counts with `MPI_Aint` displacements (`_c` forms).
 /// Read only where the standard says they are significant.
 #[derive(Clone, Copy)]
-enum VArgs {
+pub(crate) enum VArgs {
     Int(*const c_int, *const c_int),
     Big(*const MPI_Count, *const MPI_Aint),
 }
@@ -132,38 +141,15 @@ macro_rules! coll {
     };
 }
 
-/// Exports the persistent form (`MPI_X_init`) of one collective: the
-/// arguments are checked once; each `MPI_Start` runs a fresh instance of
-/// the nonblocking algorithm on a copy of the prepared closure.
-macro_rules! coll_init {
-    ($name:ident / $pname:ident, ($($a:ident : $t:ty),*), $c:ident, $prep:expr) => {
-        mpi_fn!(fn $name / $pname($($a: $t,)* info: MPI_Info, req: *mut MPI_Request) -> c_int {
-            run(stringify!($name), $c, || {
-                if req.is_null() {
-                    return Err(err(class::REQUEST, "request pointer is NULL"));
-                }
-                crate::comm::info_or_empty(info)?;
-                // SAFETY: the arguments follow the MPI contract of this call;
-                // the buffers stay valid while the persistent request exists.
-                let (cm, f) = unsafe { $prep }?;
-                let start: handles::PersistentColl =
-                    Box::new(move |m: &'static Mpi, cm: &Comm| m.icoll(cm, f.clone()));
-                let p = Persistent { kind: PKind::Coll(start), comm: cm, active: None };
-                // SAFETY: checked output argument.
-                unsafe { *req = REQS.insert(ReqObj::Persistent(Arc::new(Mutex::new(p)))) };
-                Ok(())
-            })
-        });
-    };
-}
+pub(crate) type Prep<F> = Result<(Arc<Comm>, F)>;
 
-type Prep<F> = Result<(Arc<Comm>, F)>;
-
-unsafe fn prep_barrier(c: MPI_Comm) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
+pub(crate) unsafe fn prep_barrier(
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     Ok((comm(c)?, |m: &Mpi, cm: &Comm| m.barrier(cm)))
 }
 
-unsafe fn prep_bcast(
+pub(crate) unsafe fn prep_bcast(
     b: *mut Void,
     count: c_int,
     dt: MPI_Datatype,
@@ -171,12 +157,17 @@ unsafe fn prep_bcast(
     c: MPI_Comm,
 ) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
-    // SAFETY: the program's buffer for this call.
-    let bf = unsafe { buf(b, count as i64, dt) }?;
+    // SAFETY: the program's buffer for this call (none in the root's group
+    // but the root on an intercommunicator).
+    let bf = if cm.is_inter() && root == gridwire_mpi::PROC_NULL {
+        mpi()?.empty_buf()
+    } else {
+        unsafe { buf(b, count as i64, dt) }?
+    };
     Ok((cm, move |m: &Mpi, cm: &Comm| m.bcast(cm, &bf, root)))
 }
 
-unsafe fn prep_reduce(
+pub(crate) unsafe fn prep_reduce(
     s: *const Void,
     r: *mut Void,
     count: c_int,
@@ -194,7 +185,7 @@ unsafe fn prep_reduce(
     }))
 }
 
-unsafe fn prep_allreduce(
+pub(crate) unsafe fn prep_allreduce(
     s: *const Void,
     r: *mut Void,
     count: c_int,
@@ -211,7 +202,7 @@ unsafe fn prep_allreduce(
     }))
 }
 
-unsafe fn prep_gather(
+pub(crate) unsafe fn prep_gather(
     s: *const Void,
     sc: c_int,
     st: MPI_Datatype,
@@ -224,7 +215,11 @@ unsafe fn prep_gather(
     let cm = comm(c)?;
     let m = mpi()?;
     // SAFETY: the program's buffers (recv only significant at the root).
-    let sb = unsafe { sbuf(s, sc, st) }?;
+    let sb = if non_root_side(&cm, root) {
+        unsafe { sbuf(s, sc, st) }?
+    } else {
+        None
+    };
     let rb = if is_root(&cm, root) {
         unsafe { buf(r, rc as i64, rt) }?
     } else {
@@ -235,7 +230,7 @@ unsafe fn prep_gather(
     }))
 }
 
-unsafe fn prep_gatherv(
+pub(crate) unsafe fn prep_gatherv(
     s: *const Void,
     sc: c_int,
     st: MPI_Datatype,
@@ -248,7 +243,11 @@ unsafe fn prep_gatherv(
     let cm = comm(c)?;
     let m = mpi()?;
     // SAFETY: the program's buffers.
-    let sb = unsafe { sbuf(s, sc, st) }?;
+    let sb = if non_root_side(&cm, root) {
+        unsafe { sbuf(s, sc, st) }?
+    } else {
+        None
+    };
     let (rb, v) = if is_root(&cm, root) {
         (unsafe { buf(r, 0, rt) }?, Some(resolve(&cm, v)?))
     } else {
@@ -259,7 +258,7 @@ unsafe fn prep_gatherv(
     }))
 }
 
-unsafe fn prep_scatter(
+pub(crate) unsafe fn prep_scatter(
     s: *const Void,
     sc: c_int,
     st: MPI_Datatype,
@@ -277,13 +276,17 @@ unsafe fn prep_scatter(
     } else {
         m.empty_buf()
     };
-    let rb = unsafe { sbuf(r, rc, rt) }?;
+    let rb = if non_root_side(&cm, root) {
+        unsafe { sbuf(r, rc, rt) }?
+    } else {
+        None
+    };
     Ok((cm, move |m: &Mpi, cm: &Comm| {
         m.scatterv(cm, &sb, None, rb.as_ref(), root)
     }))
 }
 
-unsafe fn prep_scatterv(
+pub(crate) unsafe fn prep_scatterv(
     s: *const Void,
     v: VArgs,
     st: MPI_Datatype,
@@ -296,7 +299,11 @@ unsafe fn prep_scatterv(
     let cm = comm(c)?;
     let m = mpi()?;
     // SAFETY: the program's buffers.
-    let rb = unsafe { sbuf(r, rc, rt) }?;
+    let rb = if non_root_side(&cm, root) {
+        unsafe { sbuf(r, rc, rt) }?
+    } else {
+        None
+    };
     let (sb, v) = if is_root(&cm, root) {
         (unsafe { buf(s, 0, st) }?, Some(resolve(&cm, v)?))
     } else {
@@ -307,7 +314,7 @@ unsafe fn prep_scatterv(
     }))
 }
 
-unsafe fn prep_allgather(
+pub(crate) unsafe fn prep_allgather(
     s: *const Void,
     sc: c_int,
     st: MPI_Datatype,
@@ -324,7 +331,7 @@ unsafe fn prep_allgather(
     }))
 }
 
-unsafe fn prep_allgatherv(
+pub(crate) unsafe fn prep_allgatherv(
     s: *const Void,
     sc: c_int,
     st: MPI_Datatype,
@@ -342,7 +349,7 @@ unsafe fn prep_allgatherv(
     }))
 }
 
-unsafe fn prep_alltoall(
+pub(crate) unsafe fn prep_alltoall(
     s: *const Void,
     sc: c_int,
     st: MPI_Datatype,
@@ -395,7 +402,7 @@ unsafe fn peers(
     Ok(out)
 }
 
-unsafe fn prep_alltoallv(
+pub(crate) unsafe fn prep_alltoallv(
     s: *const Void,
     sv: VArgs,
     st: MPI_Datatype,
@@ -416,7 +423,7 @@ unsafe fn prep_alltoallv(
     Ok((cm, move |m: &Mpi, cm: &Comm| m.alltoallw(cm, sb, rb)))
 }
 
-unsafe fn prep_alltoallw(
+pub(crate) unsafe fn prep_alltoallw(
     s: *const Void,
     sv: VArgs,
     sts: *const MPI_Datatype,
@@ -437,7 +444,7 @@ unsafe fn prep_alltoallw(
     Ok((cm, move |m: &Mpi, cm: &Comm| m.alltoallw(cm, sb, rb)))
 }
 
-unsafe fn prep_reduce_scatter(
+pub(crate) unsafe fn prep_reduce_scatter(
     s: *const Void,
     r: *mut Void,
     rcs: VArgs,
@@ -467,7 +474,7 @@ unsafe fn prep_reduce_scatter(
     }))
 }
 
-unsafe fn prep_reduce_scatter_block(
+pub(crate) unsafe fn prep_reduce_scatter_block(
     s: *const Void,
     r: *mut Void,
     rc: c_int,
@@ -490,7 +497,7 @@ unsafe fn prep_reduce_scatter_block(
     }))
 }
 
-unsafe fn prep_scan(
+pub(crate) unsafe fn prep_scan(
     s: *const Void,
     r: *mut Void,
     count: c_int,
@@ -556,56 +563,6 @@ coll!(MPI_Scan / PMPI_Scan, MPI_Iscan / PMPI_Iscan,
 coll!(MPI_Exscan / PMPI_Exscan, MPI_Iexscan / PMPI_Iexscan,
       (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
       prep_scan(s, r, count, dt, o, c, true));
-
-coll_init!(MPI_Barrier_init / PMPI_Barrier_init, (c: MPI_Comm), c, prep_barrier(c));
-coll_init!(MPI_Bcast_init / PMPI_Bcast_init,
-      (b: *mut Void, count: c_int, dt: MPI_Datatype, root: c_int, c: MPI_Comm), c, prep_bcast(b, count, dt, root, c));
-coll_init!(MPI_Reduce_init / PMPI_Reduce_init,
-      (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, root: c_int, c: MPI_Comm), c,
-      prep_reduce(s, r, count, dt, o, root, c));
-coll_init!(MPI_Allreduce_init / PMPI_Allreduce_init,
-      (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_allreduce(s, r, count, dt, o, c));
-coll_init!(MPI_Gather_init / PMPI_Gather_init,
-      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_gather(s, sc, st, r, rc, rt, root, c));
-coll_init!(MPI_Gatherv_init / PMPI_Gatherv_init,
-      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, displs: *const c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_gatherv(s, sc, st, r, VArgs::Int(rcs, displs), rt, root, c));
-coll_init!(MPI_Scatter_init / PMPI_Scatter_init,
-      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_scatter(s, sc, st, r, rc, rt, root, c));
-coll_init!(MPI_Scatterv_init / PMPI_Scatterv_init,
-      (s: *const Void, scs: *const c_int, displs: *const c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_scatterv(s, VArgs::Int(scs, displs), st, r, rc, rt, root, c));
-coll_init!(MPI_Allgather_init / PMPI_Allgather_init,
-      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_allgather(s, sc, st, r, rc, rt, c));
-coll_init!(MPI_Allgatherv_init / PMPI_Allgatherv_init,
-      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, displs: *const c_int, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_allgatherv(s, sc, st, r, VArgs::Int(rcs, displs), rt, c));
-coll_init!(MPI_Alltoall_init / PMPI_Alltoall_init,
-      (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_alltoall(s, sc, st, r, rc, rt, c));
-coll_init!(MPI_Alltoallv_init / PMPI_Alltoallv_init,
-      (s: *const Void, scs: *const c_int, sds: *const c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, rds: *const c_int, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_alltoallv(s, VArgs::Int(scs, sds), st, r, VArgs::Int(rcs, rds), rt, c));
-coll_init!(MPI_Alltoallw_init / PMPI_Alltoallw_init,
-      (s: *const Void, scs: *const c_int, sds: *const c_int, sts: *const MPI_Datatype, r: *mut Void, rcs: *const c_int, rds: *const c_int, rts: *const MPI_Datatype, c: MPI_Comm), c,
-      prep_alltoallw(s, VArgs::Int(scs, sds), sts, r, VArgs::Int(rcs, rds), rts, c));
-coll_init!(MPI_Reduce_scatter_init / PMPI_Reduce_scatter_init,
-      (s: *const Void, r: *mut Void, rcs: *const c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_reduce_scatter(s, r, VArgs::Int(rcs, std::ptr::null()), dt, o, c));
-coll_init!(MPI_Reduce_scatter_block_init / PMPI_Reduce_scatter_block_init,
-      (s: *const Void, r: *mut Void, rc: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_reduce_scatter_block(s, r, rc, dt, o, c));
-coll_init!(MPI_Scan_init / PMPI_Scan_init,
-      (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_scan(s, r, count, dt, o, c, false));
-coll_init!(MPI_Exscan_init / PMPI_Exscan_init,
-      (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_scan(s, r, count, dt, o, c, true));
-
 
 mpi_fn!(fn MPI_Reduce_local / PMPI_Reduce_local(s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op) -> c_int {
     run("MPI_Reduce_local", MPI_COMM_WORLD, || {
@@ -688,7 +645,7 @@ mpi_fn!(fn MPI_Comm_idup / PMPI_Comm_idup(c: MPI_Comm, out: *mut MPI_Comm, req: 
 
 // ---- large-count (`_c`) forms of the collectives with one count ----------------
 
-fn nar(count: MPI_Count) -> Result<c_int> {
+pub(crate) fn nar(count: MPI_Count) -> Result<c_int> {
     c_int::try_from(count).map_err(|_| {
         err(
             class::COUNT,

@@ -293,6 +293,55 @@ mpi_fn!(fn MPI_Intercomm_create / PMPI_Intercomm_create(local: MPI_Comm, local_l
     })
 });
 
+/// Outputs a communicator made from groups, with the error handler given.
+///
+/// # Safety
+/// `out` is NULL or the program's `MPI_Comm` output argument.
+unsafe fn out_from_groups(out: *mut MPI_Comm, c: Arc<Comm>, eh: MPI_Errhandler) -> Result<()> {
+    // MPI_ERRHANDLER_NULL: the default (MPI_ERRORS_ARE_FATAL).
+    let eh = if eh == MPI_ERRHANDLER_NULL { 0 } else { eh };
+    c.errhandler.store(eh, Ordering::Relaxed);
+    // SAFETY: checked by the caller.
+    unsafe { *out = new_comm(c) };
+    Ok(())
+}
+
+mpi_fn!(fn MPI_Comm_create_from_group / PMPI_Comm_create_from_group(g: MPI_Group, tag: *const c_char, info: MPI_Info, eh: MPI_Errhandler, out: *mut MPI_Comm) -> c_int {
+    run("MPI_Comm_create_from_group", MPI_COMM_SELF, || {
+        let gr = group(g)?;
+        info_or_empty(info)?;
+        if eh != MPI_ERRHANDLER_NULL {
+            handles::errh(eh)?;
+        }
+        if out.is_null() || tag.is_null() {
+            return Err(err(class::ARG, "the string tag or the output pointer is NULL"));
+        }
+        // SAFETY: a NUL-terminated string by the MPI contract.
+        let t = unsafe { cstr(tag) };
+        let n = mpi()?.comm_from_group(&gr, &t)?;
+        // SAFETY: checked output argument.
+        unsafe { out_from_groups(out, n, eh) }
+    })
+});
+
+mpi_fn!(fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(lg: MPI_Group, local_leader: c_int, rg: MPI_Group, remote_leader: c_int, tag: *const c_char, info: MPI_Info, eh: MPI_Errhandler, out: *mut MPI_Comm) -> c_int {
+    run("MPI_Intercomm_create_from_groups", MPI_COMM_SELF, || {
+        let (l, r) = (group(lg)?, group(rg)?);
+        info_or_empty(info)?;
+        if eh != MPI_ERRHANDLER_NULL {
+            handles::errh(eh)?;
+        }
+        if out.is_null() || tag.is_null() {
+            return Err(err(class::ARG, "the string tag or the output pointer is NULL"));
+        }
+        // SAFETY: a NUL-terminated string by the MPI contract.
+        let t = unsafe { cstr(tag) };
+        let n = mpi()?.intercomm_from_groups(&l, local_leader, &r, remote_leader, &t)?;
+        // SAFETY: checked output argument.
+        unsafe { out_from_groups(out, n, eh) }
+    })
+});
+
 mpi_fn!(fn MPI_Intercomm_merge / PMPI_Intercomm_merge(c: MPI_Comm, high: c_int, out: *mut MPI_Comm) -> c_int {
     run("MPI_Intercomm_merge", c, || {
         let cm = intercomm(c, "MPI_Intercomm_merge")?;

@@ -174,9 +174,8 @@ pub enum PKind {
 }
 
 /// Starts one instance of a persistent collective.
-pub type PersistentColl = Box<
-    dyn Fn(&'static gridwire_mpi::Mpi, &Comm) -> gridwire_mpi::Result<Arc<Req>> + Send,
->;
+pub type PersistentColl =
+    Box<dyn Fn(&'static gridwire_mpi::Mpi, &Comm) -> gridwire_mpi::Result<Arc<Req>> + Send>;
 
 pub struct Persistent {
     pub kind: PKind,

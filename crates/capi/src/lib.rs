@@ -64,6 +64,7 @@ mod info;
 mod legacy;
 mod misc;
 mod p2p;
+mod persistent;
 mod stubs;
 mod topo;
 

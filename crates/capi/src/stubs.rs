@@ -28,7 +28,6 @@ stub!(MPI_Neighbor_alltoallv, PMPI_Neighbor_alltoallv);
 stub!(MPI_Neighbor_alltoallv_init, PMPI_Neighbor_alltoallv_init);
 stub!(MPI_Neighbor_alltoallw, PMPI_Neighbor_alltoallw);
 stub!(MPI_Neighbor_alltoallw_init, PMPI_Neighbor_alltoallw_init);
-stub!(MPI_Intercomm_create_from_groups, PMPI_Intercomm_create_from_groups);
 stub!(MPI_Pack_external, PMPI_Pack_external);
 stub!(MPI_Pack_external_size, PMPI_Pack_external_size);
 stub!(MPI_Type_create_darray, PMPI_Type_create_darray);
@@ -38,14 +37,16 @@ stub!(MPI_File_create_errhandler, PMPI_File_create_errhandler);
 stub!(MPI_File_get_errhandler, PMPI_File_get_errhandler);
 stub!(MPI_File_set_errhandler, PMPI_File_set_errhandler);
 stub!(MPI_Session_call_errhandler, PMPI_Session_call_errhandler);
-stub!(MPI_Session_create_errhandler, PMPI_Session_create_errhandler);
+stub!(
+    MPI_Session_create_errhandler,
+    PMPI_Session_create_errhandler
+);
 stub!(MPI_Session_get_errhandler, PMPI_Session_get_errhandler);
 stub!(MPI_Session_set_errhandler, PMPI_Session_set_errhandler);
 stub!(MPI_Win_call_errhandler, PMPI_Win_call_errhandler);
 stub!(MPI_Win_create_errhandler, PMPI_Win_create_errhandler);
 stub!(MPI_Win_get_errhandler, PMPI_Win_get_errhandler);
 stub!(MPI_Win_set_errhandler, PMPI_Win_set_errhandler);
-stub!(MPI_Comm_create_from_group, PMPI_Comm_create_from_group);
 stub!(MPI_Group_from_session_pset, PMPI_Group_from_session_pset);
 stub!(MPI_Session_finalize, PMPI_Session_finalize);
 stub!(MPI_Session_get_info, PMPI_Session_get_info);
@@ -110,9 +111,15 @@ stub!(MPI_Open_port, PMPI_Open_port);
 stub!(MPI_Publish_name, PMPI_Publish_name);
 stub!(MPI_Unpublish_name, PMPI_Unpublish_name);
 stub!(MPI_Dist_graph_create, PMPI_Dist_graph_create);
-stub!(MPI_Dist_graph_create_adjacent, PMPI_Dist_graph_create_adjacent);
+stub!(
+    MPI_Dist_graph_create_adjacent,
+    PMPI_Dist_graph_create_adjacent
+);
 stub!(MPI_Dist_graph_neighbors, PMPI_Dist_graph_neighbors);
-stub!(MPI_Dist_graph_neighbors_count, PMPI_Dist_graph_neighbors_count);
+stub!(
+    MPI_Dist_graph_neighbors_count,
+    PMPI_Dist_graph_neighbors_count
+);
 stub!(MPI_Graph_create, PMPI_Graph_create);
 stub!(MPI_Graph_get, PMPI_Graph_get);
 stub!(MPI_Graph_map, PMPI_Graph_map);
@@ -120,13 +127,19 @@ stub!(MPI_Graph_neighbors, PMPI_Graph_neighbors);
 stub!(MPI_Graph_neighbors_count, PMPI_Graph_neighbors_count);
 stub!(MPI_Graphdims_get, PMPI_Graphdims_get);
 stub!(MPI_T_category_changed, PMPI_T_category_changed);
-stub!(MPI_T_category_get_categories, PMPI_T_category_get_categories);
+stub!(
+    MPI_T_category_get_categories,
+    PMPI_T_category_get_categories
+);
 stub!(MPI_T_category_get_cvars, PMPI_T_category_get_cvars);
 stub!(MPI_T_category_get_events, PMPI_T_category_get_events);
 stub!(MPI_T_category_get_index, PMPI_T_category_get_index);
 stub!(MPI_T_category_get_info, PMPI_T_category_get_info);
 stub!(MPI_T_category_get_num, PMPI_T_category_get_num);
-stub!(MPI_T_category_get_num_events, PMPI_T_category_get_num_events);
+stub!(
+    MPI_T_category_get_num_events,
+    PMPI_T_category_get_num_events
+);
 stub!(MPI_T_category_get_pvars, PMPI_T_category_get_pvars);
 stub!(MPI_T_cvar_get_index, PMPI_T_cvar_get_index);
 stub!(MPI_T_cvar_get_info, PMPI_T_cvar_get_info);
@@ -137,8 +150,14 @@ stub!(MPI_T_cvar_read, PMPI_T_cvar_read);
 stub!(MPI_T_cvar_write, PMPI_T_cvar_write);
 stub!(MPI_T_enum_get_info, PMPI_T_enum_get_info);
 stub!(MPI_T_enum_get_item, PMPI_T_enum_get_item);
-stub!(MPI_T_event_callback_get_info, PMPI_T_event_callback_get_info);
-stub!(MPI_T_event_callback_set_info, PMPI_T_event_callback_set_info);
+stub!(
+    MPI_T_event_callback_get_info,
+    PMPI_T_event_callback_get_info
+);
+stub!(
+    MPI_T_event_callback_set_info,
+    PMPI_T_event_callback_set_info
+);
 stub!(MPI_T_event_copy, PMPI_T_event_copy);
 stub!(MPI_T_event_get_index, PMPI_T_event_get_index);
 stub!(MPI_T_event_get_info, PMPI_T_event_get_info);
@@ -150,8 +169,14 @@ stub!(MPI_T_event_handle_free, PMPI_T_event_handle_free);
 stub!(MPI_T_event_handle_get_info, PMPI_T_event_handle_get_info);
 stub!(MPI_T_event_handle_set_info, PMPI_T_event_handle_set_info);
 stub!(MPI_T_event_read, PMPI_T_event_read);
-stub!(MPI_T_event_register_callback, PMPI_T_event_register_callback);
-stub!(MPI_T_event_set_dropped_handler, PMPI_T_event_set_dropped_handler);
+stub!(
+    MPI_T_event_register_callback,
+    PMPI_T_event_register_callback
+);
+stub!(
+    MPI_T_event_set_dropped_handler,
+    PMPI_T_event_set_dropped_handler
+);
 stub!(MPI_T_finalize, PMPI_T_finalize);
 stub!(MPI_T_init_thread, PMPI_T_init_thread);
 stub!(MPI_T_pvar_get_index, PMPI_T_pvar_get_index);
@@ -170,37 +195,33 @@ stub!(MPI_T_pvar_write, PMPI_T_pvar_write);
 stub!(MPI_T_source_get_info, PMPI_T_source_get_info);
 stub!(MPI_T_source_get_num, PMPI_T_source_get_num);
 stub!(MPI_T_source_get_timestamp, PMPI_T_source_get_timestamp);
-stub!(MPI_Allgather_init_c, PMPI_Allgather_init_c);
-stub!(MPI_Allgatherv_init_c, PMPI_Allgatherv_init_c);
-stub!(MPI_Allreduce_init_c, PMPI_Allreduce_init_c);
-stub!(MPI_Alltoall_init_c, PMPI_Alltoall_init_c);
-stub!(MPI_Alltoallv_init_c, PMPI_Alltoallv_init_c);
-stub!(MPI_Alltoallw_init_c, PMPI_Alltoallw_init_c);
-stub!(MPI_Bcast_init_c, PMPI_Bcast_init_c);
-stub!(MPI_Exscan_init_c, PMPI_Exscan_init_c);
-stub!(MPI_Gather_init_c, PMPI_Gather_init_c);
-stub!(MPI_Gatherv_init_c, PMPI_Gatherv_init_c);
 stub!(MPI_Ineighbor_allgather_c, PMPI_Ineighbor_allgather_c);
 stub!(MPI_Ineighbor_allgatherv_c, PMPI_Ineighbor_allgatherv_c);
 stub!(MPI_Ineighbor_alltoall_c, PMPI_Ineighbor_alltoall_c);
 stub!(MPI_Ineighbor_alltoallv_c, PMPI_Ineighbor_alltoallv_c);
 stub!(MPI_Ineighbor_alltoallw_c, PMPI_Ineighbor_alltoallw_c);
 stub!(MPI_Neighbor_allgather_c, PMPI_Neighbor_allgather_c);
-stub!(MPI_Neighbor_allgather_init_c, PMPI_Neighbor_allgather_init_c);
+stub!(
+    MPI_Neighbor_allgather_init_c,
+    PMPI_Neighbor_allgather_init_c
+);
 stub!(MPI_Neighbor_allgatherv_c, PMPI_Neighbor_allgatherv_c);
-stub!(MPI_Neighbor_allgatherv_init_c, PMPI_Neighbor_allgatherv_init_c);
+stub!(
+    MPI_Neighbor_allgatherv_init_c,
+    PMPI_Neighbor_allgatherv_init_c
+);
 stub!(MPI_Neighbor_alltoall_c, PMPI_Neighbor_alltoall_c);
 stub!(MPI_Neighbor_alltoall_init_c, PMPI_Neighbor_alltoall_init_c);
 stub!(MPI_Neighbor_alltoallv_c, PMPI_Neighbor_alltoallv_c);
-stub!(MPI_Neighbor_alltoallv_init_c, PMPI_Neighbor_alltoallv_init_c);
+stub!(
+    MPI_Neighbor_alltoallv_init_c,
+    PMPI_Neighbor_alltoallv_init_c
+);
 stub!(MPI_Neighbor_alltoallw_c, PMPI_Neighbor_alltoallw_c);
-stub!(MPI_Neighbor_alltoallw_init_c, PMPI_Neighbor_alltoallw_init_c);
-stub!(MPI_Reduce_init_c, PMPI_Reduce_init_c);
-stub!(MPI_Reduce_scatter_block_init_c, PMPI_Reduce_scatter_block_init_c);
-stub!(MPI_Reduce_scatter_init_c, PMPI_Reduce_scatter_init_c);
-stub!(MPI_Scan_init_c, PMPI_Scan_init_c);
-stub!(MPI_Scatter_init_c, PMPI_Scatter_init_c);
-stub!(MPI_Scatterv_init_c, PMPI_Scatterv_init_c);
+stub!(
+    MPI_Neighbor_alltoallw_init_c,
+    PMPI_Neighbor_alltoallw_init_c
+);
 stub!(MPI_Pack_external_c, PMPI_Pack_external_c);
 stub!(MPI_Pack_external_size_c, PMPI_Pack_external_size_c);
 stub!(MPI_Type_create_darray_c, PMPI_Type_create_darray_c);
@@ -280,16 +301,25 @@ stub!(MPI_File_read_at_c, PMPI_File_read_at_c);
 stub!(MPI_File_read_at_all_c, PMPI_File_read_at_all_c);
 stub!(MPI_File_read_at_all_begin_c, PMPI_File_read_at_all_begin_c);
 stub!(MPI_File_read_ordered_c, PMPI_File_read_ordered_c);
-stub!(MPI_File_read_ordered_begin_c, PMPI_File_read_ordered_begin_c);
+stub!(
+    MPI_File_read_ordered_begin_c,
+    PMPI_File_read_ordered_begin_c
+);
 stub!(MPI_File_read_shared_c, PMPI_File_read_shared_c);
 stub!(MPI_File_write_c, PMPI_File_write_c);
 stub!(MPI_File_write_all_c, PMPI_File_write_all_c);
 stub!(MPI_File_write_all_begin_c, PMPI_File_write_all_begin_c);
 stub!(MPI_File_write_at_c, PMPI_File_write_at_c);
 stub!(MPI_File_write_at_all_c, PMPI_File_write_at_all_c);
-stub!(MPI_File_write_at_all_begin_c, PMPI_File_write_at_all_begin_c);
+stub!(
+    MPI_File_write_at_all_begin_c,
+    PMPI_File_write_at_all_begin_c
+);
 stub!(MPI_File_write_ordered_c, PMPI_File_write_ordered_c);
-stub!(MPI_File_write_ordered_begin_c, PMPI_File_write_ordered_begin_c);
+stub!(
+    MPI_File_write_ordered_begin_c,
+    PMPI_File_write_ordered_begin_c
+);
 stub!(MPI_File_write_shared_c, PMPI_File_write_shared_c);
 stub!(MPI_File_iread_c, PMPI_File_iread_c);
 stub!(MPI_File_iread_all_c, PMPI_File_iread_all_c);

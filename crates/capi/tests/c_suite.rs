@@ -441,7 +441,9 @@ fn same_tests_pass_on_mpich() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = profile_dir().join("mpi-tests-mpich");
     std::fs::create_dir_all(&dir).unwrap();
-    for name in ["basic", "p2p", "coll", "comm", "dtype", "nbc", "topo", "legacy"] {
+    for name in [
+        "basic", "p2p", "coll", "comm", "dtype", "nbc", "topo", "legacy",
+    ] {
         let exe = dir.join(name);
         let st = Command::new(cc)
             .args(["-O1", "-o"])

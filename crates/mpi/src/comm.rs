@@ -10,10 +10,10 @@
 use crate::attr::AttrSet;
 use crate::datatype::{Basic, Datatype};
 use crate::error::{class, err, Result};
-use crate::{Buf, Mode, Mpi, Op, UNDEFINED};
-use std::sync::atomic::Ordering;
 use crate::group::Group;
 use crate::info::Info;
+use crate::{Buf, Mode, Mpi, Op, UNDEFINED};
+use std::sync::atomic::Ordering;
 use std::sync::atomic::{AtomicU32, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
@@ -196,7 +196,6 @@ impl Comm {
 
 // The communicator constructors of the library (collective calls).
 impl Mpi {
-
     /// Refuses an intercommunicator where the standard allows only intracommunicators.
     pub(crate) fn intra_only(comm: &Comm, what: &str) -> Result<()> {
         if comm.is_inter() {
@@ -292,12 +291,38 @@ impl Mpi {
         join: bool,
         key: i32,
     ) -> Result<Option<Arc<Comm>>> {
-        Self::intra_only(comm, "MPI_Comm_split_type")?;
         let host = self.ctx().host_id().to_string();
         let mut h = [0u8; 64];
         let hb = host.as_bytes();
         let n = hb.len().min(64);
         h[..n].copy_from_slice(&hb[..n]);
+        if let Some(local) = comm.local_comm() {
+            // An intercommunicator: one per host between the two groups'
+            // processes on it. Colour = the lowest world rank on my host in
+            // either group (the leaders swap their groups' host lists).
+            let mut all = vec![0u8; 64 * comm.size as usize];
+            self.allgather_bytes(local, &h, &mut all)?;
+            let theirs = self.leader_swap(comm, &all)?;
+            if theirs.len() != 64 * comm.peer_size as usize {
+                return Err(err(
+                    class::INTERN,
+                    "the other group's leader sent a malformed host list",
+                ));
+            }
+            let on_my_host = |g: &Group, list: &[u8]| -> Vec<u32> {
+                (0..g.size())
+                    .filter(|&r| list[64 * r as usize..64 * r as usize + 64] == h)
+                    .map(|r| g.world(r))
+                    .collect()
+            };
+            let mut mine = on_my_host(&comm.group, &all);
+            mine.extend(on_my_host(&comm.peers, &theirs));
+            let color = match (join, mine.iter().min()) {
+                (true, Some(&w)) => w as i32,
+                _ => UNDEFINED,
+            };
+            return self.intercomm_split(comm, color, key);
+        }
         let mut all = vec![0u8; 64 * comm.size as usize];
         self.allgather_bytes(comm, &h, &mut all)?;
         // Colour = lowest rank on my host.

@@ -14,7 +14,7 @@
 
 use crate::datatype::{Basic, Datatype};
 use crate::error::{class, err, Result};
-use crate::{Buf, Comm, Group, Mode, Mpi, UNDEFINED};
+use crate::{Buf, Comm, Group, Mode, Mpi, TAG_UB, UNDEFINED};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -87,6 +87,18 @@ fn check_remote(members: &[u32], world_size: u32, local: &Group) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The tag of the messages of a constructor from groups: the string tag's
+/// FNV-1a hash (operations with different string tags between the same
+/// processes keep apart; the same tag twice is told apart by order).
+pub(crate) fn string_tag(s: &str) -> i32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in s.bytes() {
+        h ^= b as u32;
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    (h & TAG_UB as u32) as i32
 }
 
 fn not_inter(what: &str) -> crate::MpiError {
@@ -300,9 +312,15 @@ impl Mpi {
         mine.extend_from_slice(extra);
         let theirs = self.leader_swap(ic, &mine)?;
         if theirs.len() < 4 {
-            return Err(err(class::INTERN, "the other group's leader sent too little"));
+            return Err(err(
+                class::INTERN,
+                "the other group's leader sent too little",
+            ));
         }
-        let ctx = Self::agree_ctx(proposal, u32::from_le_bytes(theirs[..4].try_into().unwrap()))?;
+        let ctx = Self::agree_ctx(
+            proposal,
+            u32::from_le_bytes(theirs[..4].try_into().unwrap()),
+        )?;
         self.reserve_ctx(ctx, n);
         Ok((ctx, theirs[4..].to_vec()))
     }
@@ -411,7 +429,10 @@ impl Mpi {
         let (ctx, theirs) = self.inter_ctx(ic, &extra, 2)?;
         let t = u32s(&theirs);
         if t.len() != 2 {
-            return Err(err(class::INTERN, "the other group's leader sent a malformed merge request"));
+            return Err(err(
+                class::INTERN,
+                "the other group's leader sent a malformed merge request",
+            ));
         }
         let first = merge_local_first(high, t[0] != 0, leader, t[1]);
         let (a, b) = if first {
@@ -420,8 +441,145 @@ impl Mpi {
             (&ic.peers, &ic.group)
         };
         let members: Vec<u32> = a.members.iter().chain(&b.members).copied().collect();
-        let rank = if first { ic.rank } else { ic.peer_size + ic.rank };
+        let rank = if first {
+            ic.rank
+        } else {
+            ic.peer_size + ic.rank
+        };
         Ok(Comm::new(ctx, Group::new(members), rank, ""))
+    }
+}
+
+// ---- constructors from groups (no parent communicator) -------------------------
+
+impl Mpi {
+    /// The communicator the constructors from groups talk on: every process
+    /// of the job, on `MPI_COMM_WORLD`'s context id with an instance number
+    /// no nonblocking collective reaches (its own queues and sequence
+    /// numbers, kept for the whole run so that successive calls stay in order).
+    fn bootstrap(&self) -> &Arc<Comm> {
+        self.bootstrap.get_or_init(|| {
+            let mut c = Comm::new(0, self.world.group.clone(), self.world.rank, "");
+            Arc::get_mut(&mut c).expect("fresh").nbc = u32::MAX;
+            c
+        })
+    }
+
+    fn boot_send(&self, to: u32, v: &[u32], tag: i32) -> Result<Arc<crate::Req>> {
+        let u32t = Datatype::predefined(Basic::U32, "u32");
+        // SAFETY: the caller waits for the request before `v` goes away.
+        let b = unsafe { Buf::new(v.as_ptr() as usize, v.len(), u32t) };
+        self.isend(self.bootstrap(), &b, to as i32, tag, Mode::Standard)
+    }
+
+    fn boot_recv(&self, from: u32, out: &mut [u32], tag: i32) -> Result<()> {
+        let u32t = Datatype::predefined(Basic::U32, "u32");
+        // SAFETY: `out` lives across the blocking receive.
+        let b = unsafe { Buf::new(out.as_mut_ptr() as usize, out.len(), u32t) };
+        self.recv(self.bootstrap(), b, from as i32, tag).map(|_| ())
+    }
+
+    /// A context id free at every member of `group` (world ranks), agreed
+    /// through its member `leader`; at the leader, `swap` trades the group's
+    /// maximum for another group's (whose leader is that world rank) first.
+    fn group_ctx(
+        &self,
+        group: &Group,
+        me: u32,
+        leader: u32,
+        swap: Option<u32>,
+        tag: i32,
+    ) -> Result<u32> {
+        let proposal = self.next_ctx.load(Ordering::Acquire);
+        if me != leader {
+            let s = self.boot_send(group.world(leader), &[proposal], tag)?;
+            let mut v = [0u32];
+            let r = self.boot_recv(group.world(leader), &mut v, tag);
+            self.wait(&s);
+            r?;
+            return Ok(v[0]);
+        }
+        let mut best = proposal;
+        for r in (0..group.size()).filter(|&r| r != leader) {
+            let mut v = [0u32];
+            self.boot_recv(group.world(r), &mut v, tag)?;
+            best = best.max(v[0]);
+        }
+        if let Some(other) = swap {
+            let mine = [best];
+            let s = self.boot_send(other, &mine, tag)?;
+            let mut v = [0u32];
+            let r = self.boot_recv(other, &mut v, tag);
+            self.wait(&s);
+            r?;
+            best = Self::agree_ctx(best, v[0])?;
+        }
+        let result = [best];
+        let mut sends = Vec::new();
+        for r in (0..group.size()).filter(|&r| r != leader) {
+            sends.push(self.boot_send(group.world(r), &result, tag)?);
+        }
+        for s in sends {
+            self.wait(&s);
+        }
+        Ok(best)
+    }
+
+    /// My rank in `group`, which must hold the caller.
+    fn member(&self, group: &Group, what: &str) -> Result<u32> {
+        group.rank_of(self.world.rank).ok_or_else(|| {
+            err(
+                class::GROUP,
+                format!("{what}: the calling process is not in the group"),
+            )
+        })
+    }
+
+    /// `MPI_Comm_create_from_group`: collective over the members of `group`.
+    pub fn comm_from_group(&self, group: &Arc<Group>, stringtag: &str) -> Result<Arc<Comm>> {
+        let me = self.member(group, "MPI_Comm_create_from_group")?;
+        let ctx = self.group_ctx(group, me, 0, None, string_tag(stringtag))?;
+        self.reserve_ctx(ctx, 2);
+        Ok(Comm::new(ctx, group.clone(), me, ""))
+    }
+
+    /// `MPI_Intercomm_create_from_groups`: collective over both groups; the
+    /// leaders swap their groups' context id proposals directly.
+    pub fn intercomm_from_groups(
+        &self,
+        local: &Arc<Group>,
+        local_leader: i32,
+        remote: &Arc<Group>,
+        remote_leader: i32,
+        stringtag: &str,
+    ) -> Result<Arc<Comm>> {
+        let me = self.member(local, "MPI_Intercomm_create_from_groups")?;
+        for (leader, g, which) in [
+            (local_leader, local, "local"),
+            (remote_leader, remote, "remote"),
+        ] {
+            if leader < 0 || leader as u32 >= g.size() {
+                return Err(err(
+                    class::RANK,
+                    format!(
+                        "{which} leader {leader} is invalid in a group of size {}",
+                        g.size()
+                    ),
+                ));
+            }
+        }
+        // Both groups are known here: overlap is found before any message.
+        check_remote(&remote.members, self.world.size, local)?;
+        let other = remote.world(remote_leader as u32);
+        let ctx = self.group_ctx(
+            local,
+            me,
+            local_leader as u32,
+            Some(other),
+            string_tag(stringtag),
+        )?;
+        self.reserve_ctx(ctx, INTER_CTX_IDS);
+        Ok(self.new_inter_from(ctx, local.clone(), remote.clone(), me))
     }
 }
 
@@ -459,9 +617,28 @@ mod tests {
     fn remote_lists_are_checked() {
         let local = Group::new(vec![0, 1]);
         assert!(check_remote(&[2, 3], 4, &local).is_ok());
-        assert_eq!(check_remote(&[1, 2], 4, &local).unwrap_err().class, class::ARG);
-        assert_eq!(check_remote(&[2, 2], 4, &local).unwrap_err().class, class::INTERN);
-        assert_eq!(check_remote(&[7], 4, &local).unwrap_err().class, class::INTERN);
+        assert_eq!(
+            check_remote(&[1, 2], 4, &local).unwrap_err().class,
+            class::ARG
+        );
+        assert_eq!(
+            check_remote(&[2, 2], 4, &local).unwrap_err().class,
+            class::INTERN
+        );
+        assert_eq!(
+            check_remote(&[7], 4, &local).unwrap_err().class,
+            class::INTERN
+        );
+    }
+
+    #[test]
+    fn string_tags_are_valid_tags_and_differ() {
+        for s in ["", "a", "b", "mpi4py", "a much longer tag with spaces"] {
+            let t = string_tag(s);
+            assert!((0..=TAG_UB).contains(&t), "{s}: {t}");
+        }
+        assert_ne!(string_tag("a"), string_tag("b"));
+        assert_eq!(string_tag("x"), string_tag("x"));
     }
 
     #[test]

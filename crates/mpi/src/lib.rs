@@ -86,6 +86,9 @@ pub struct Mpi {
     scratch: Mutex<Vec<Vec<u8>>>,
     /// Background progress of nonblocking collectives nobody waits for.
     deferred: deferred::Deferred,
+    /// The hidden communicator of the constructors from groups (see
+    /// `intercomm::Mpi::bootstrap`), made on first use.
+    bootstrap: std::sync::OnceLock<Arc<Comm>>,
 }
 
 impl Mpi {
@@ -109,6 +112,7 @@ impl Mpi {
             bsend: Default::default(),
             scratch: Default::default(),
             deferred: Default::default(),
+            bootstrap: Default::default(),
         })
     }
 
@@ -191,7 +195,8 @@ impl Mpi {
 
     #[inline]
     fn check_peer(comm: &Comm, r: i32, any_ok: bool) -> Result<()> {
-        if r == PROC_NULL || (any_ok && r == ANY_SOURCE) || (r >= 0 && (r as u32) < comm.peer_size) {
+        if r == PROC_NULL || (any_ok && r == ANY_SOURCE) || (r >= 0 && (r as u32) < comm.peer_size)
+        {
             Ok(())
         } else {
             Err(Self::bad_peer(comm, r))
