@@ -124,7 +124,7 @@ impl Mpi {
     /// A context id both groups agree on, from the two proposals.
     fn agree_ctx(mine: u32, theirs: u32) -> Result<u32> {
         let id = mine.max(theirs);
-        if id % 2 != 0 || id > u32::MAX - 16 {
+        if !id.is_multiple_of(2) || id > u32::MAX - 16 {
             return Err(err(
                 class::INTERN,
                 format!("the other group proposed an invalid context id {theirs}"),
