@@ -188,6 +188,36 @@ static void test_coll(MPI_Comm ic, int color, int lsize, int rsize, int lrank) {
     CHECK(nsum == remote_sum, "iallreduce %d", nsum);
     for (i = 0; i < rsize; i++) CHECK(buf[i] == world_of(rg, i) * 100 + lrank, "ialltoall");
 
+    /* Alltoallw (byte displacements), Igather, Ireduce, Ireduce_scatter_block. */
+    MPI_Datatype tw[64];
+    for (i = 0; i < rsize; i++) {
+        tw[i] = MPI_INT; sc[i] = 1; rc[i] = 1;
+        sd[i] = i * (int)sizeof(int); rd[i] = (rsize - 1 - i) * (int)sizeof(int);
+        src[i] = wrank * 1000 + i;
+    }
+    MPI_Alltoallw(src, sc, sd, tw, buf, rc, rd, tw, ic);
+    for (i = 0; i < rsize; i++)
+        CHECK(buf[rsize - 1 - i] == world_of(rg, i) * 1000 + lrank, "alltoallw %d", i);
+    root = color == 1 ? (lrank == 0 ? MPI_ROOT : MPI_PROC_NULL) : 0;
+    int g2[64], rsum2 = -1, rsb2[64];
+    for (i = 0; i < 64; i++) g2[i] = -1;
+    int T2 = lsize * rsize;
+    int *v2 = malloc(sizeof(int) * T2);
+    for (i = 0; i < T2; i++) v2[i] = 2 * wrank + i;
+    MPI_Igather(&wrank, 1, MPI_INT, g2, 1, MPI_INT, root, ic, &rq[0]);
+    MPI_Ireduce(&wrank, &rsum2, 1, MPI_INT, MPI_MAX, root, ic, &rq[1]);
+    MPI_Ireduce_scatter_block(v2, rsb2, rsize, MPI_INT, MPI_SUM, ic, &rq[2]);
+    MPI_Waitall(3, rq, sts);
+    if (root == MPI_ROOT) {
+        for (i = 0; i < rsize; i++) CHECK(g2[i] == world_of(rg, i), "igather [%d]=%d", i, g2[i]);
+        CHECK(rsum2 == world_of(rg, rsize - 1), "ireduce max %d", rsum2);
+    }
+    for (i = 0; i < rsize; i++) {
+        int kk = lrank * rsize + i;
+        CHECK(rsb2[i] == 2 * remote_sum + rsize * kk, "ireduce_scatter_block [%d]=%d", i, rsb2[i]);
+    }
+    free(v2);
+
     /* Scan is for intracommunicators only. */
     MPI_Comm_set_errhandler(ic, MPI_ERRORS_RETURN);
     int err = MPI_Scan(&wrank, &sum, 1, MPI_INT, MPI_SUM, ic), cls = -1;
