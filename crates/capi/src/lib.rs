@@ -63,6 +63,7 @@ mod env;
 mod info;
 mod legacy;
 mod misc;
+mod mpi_t;
 mod p2p;
 mod persistent;
 mod stubs;

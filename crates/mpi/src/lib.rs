@@ -21,6 +21,7 @@ pub mod intercoll;
 pub mod intercomm;
 pub mod mem;
 pub mod op;
+pub mod params;
 pub mod request;
 pub mod x87;
 
@@ -749,7 +750,7 @@ impl Mpi {
                 d.status = Status::default();
                 if let Err(e) = res {
                     d.status.error = e.class;
-                    eprintln!(
+                    gridwire_core::say!(
                         "gridwire MPI: rank {}: nonblocking collective failed: {e}",
                         self.world.rank
                     );
