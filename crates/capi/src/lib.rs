@@ -61,9 +61,11 @@ mod comm;
 mod dtype;
 mod env;
 mod info;
+mod legacy;
 mod misc;
 mod mpi_t;
 mod p2p;
+mod persistent;
 mod stubs;
 mod topo;
 
