@@ -279,24 +279,25 @@ sleepers() {
     return 1
 }
 # ended_after T0: waits for the job, prints seconds since T0 (date +%s.%N).
+# Not in a command substitution: a subshell cannot wait for our child.
 ended_after() {
     wait "$SLEEPERS_PID" 2>/dev/null || true
-    awk -v a="$(date +%s.%N)" -v b="$1" 'BEGIN { printf "%.2f", a - b }'
+    ENDED=$(awk -v a="$(date +%s.%N)" -v b="$1" 'BEGIN { printf "%.2f", a - b }')
 }
 if [ -n "${STARTUP_FAILURES-yes}" ] && up --sites 2 --hosts 2 --wan-delay "$DELAY"; then
     echo "bench: failure detection" >&2
     if sleepers; then
         t0=$(date +%s.%N); "$TB" exec --id "$GW_TESTBED_ID" s1h1 pkill -9 -x sleep
-        FAIL_T[rank]=$(ended_after "$t0")
+        ended_after "$t0"; FAIL_T[rank]=$ENDED
     fi
     if sleepers; then
         t0=$(date +%s.%N); "$TB" exec --id "$GW_TESTBED_ID" s1h1 pkill -9 -f -- --proxy
-        FAIL_T[proxy]=$(ended_after "$t0")
+        ended_after "$t0"; FAIL_T[proxy]=$ENDED
     fi
     for hb in 2 10; do
         if sleepers GW_HEARTBEAT_TIMEOUT=$hb; then
             t0=$(date +%s.%N); "$TB" partition --id "$GW_TESTBED_ID" s1h1
-            FAIL_T[hb$hb]=$(ended_after "$t0")
+            ended_after "$t0"; FAIL_T[hb$hb]=$ENDED
             "$TB" heal --id "$GW_TESTBED_ID" s1h1
         fi
     done
