@@ -1,0 +1,74 @@
+/* gw_fortran.c -- the hand-written part of libmpifort: the sentinel common blocks
+ * of mpif.h / use mpi, and the helpers of gw_fortran.h that are not inline. */
+#include <stdio.h>
+#include <string.h>
+#include "gw_fortran.h"
+
+/* COMMON /MPI_FORTRAN_x/ of mpif.h: gfortran names the block mpi_fortran_x_. A
+ * program's own copy of a common block and this definition are one symbol after
+ * dynamic linking, so the addresses the glue compares are the program's. */
+#define GW_COMMON GW_EXPORT __attribute__((aligned(32)))
+GW_COMMON MPI_Fint mpi_fortran_bottom_, mpi_fortran_in_place_, mpi_fortran_buffer_automatic_;
+GW_COMMON MPI_Fint mpi_fortran_status_ignore_[MPI_F_STATUS_SIZE];
+GW_COMMON MPI_Fint mpi_fortran_statuses_ignore_[MPI_F_STATUS_SIZE];
+GW_COMMON MPI_Fint mpi_fortran_errcodes_ignore_[1];
+GW_COMMON MPI_Fint mpi_fortran_unweighted_[1];
+GW_COMMON MPI_Fint mpi_fortran_weights_empty_[1];
+GW_COMMON char mpi_fortran_argv_null_[1];
+GW_COMMON char mpi_fortran_argvs_null_[1];
+
+int gw_noncontiguous(const char *fn)
+{
+    fprintf(stderr, "%s (mpi_f08): a non-contiguous array section as buffer is not supported "
+                    "(MPI_SUBARRAYS_SUPPORTED is .FALSE.); pass a contiguous array\n", fn);
+    MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_BUFFER);
+    return MPI_ERR_BUFFER;
+}
+
+int gw_array(void *a, void *small, int n, size_t size)
+{
+    if (n <= GW_SMALL) {
+        *(void **)a = small;
+        return MPI_SUCCESS;
+    }
+    void *p = malloc((size_t)n * size);
+    if (!p) return MPI_ERR_NO_MEM;
+    *(void **)a = p;
+    return MPI_SUCCESS;
+}
+
+int gw_cstr(const char *f, size_t len, char **out)
+{
+    while (len > 0 && f[len - 1] == ' ') len--;
+    size_t start = 0;
+    while (start < len && f[start] == ' ') start++; /* leading blanks are not significant either */
+    char *s = malloc(len - start + 1);
+    if (!s) return MPI_ERR_NO_MEM;
+    memcpy(s, f + start, len - start);
+    s[len - start] = 0;
+    *out = s;
+    return MPI_SUCCESS;
+}
+
+int gw_strbuf(char **out, size_t len)
+{
+    size_t n = (len > MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING) + 1;
+    char *s = calloc(1, n);
+    if (!s) return MPI_ERR_NO_MEM;
+    *out = s;
+    return MPI_SUCCESS;
+}
+
+void gw_fstr(char *f, size_t len, const char *c)
+{
+    size_t n = strnlen(c, len);
+    memcpy(f, c, n);
+    memset(f + n, ' ', len - n);
+}
+
+int gw_comm_size(MPI_Comm comm)
+{
+    int n = 0;
+    if (MPI_Comm_size(comm, &n) != MPI_SUCCESS) return 0;
+    return n;
+}
