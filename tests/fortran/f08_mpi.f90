@@ -1,0 +1,101 @@
+! `use mpi_f08` through gridwire: TYPE(MPI_Comm)/TYPE(MPI_Status) handles,
+! TYPE(*), DIMENSION(..) buffers, optional ierror; ring, allreduce,
+! MPI_Type_vector, nonblocking requests with MPI_Waitall and statuses,
+! MPI_STATUS_IGNORE, MPI_IN_PLACE, a wrong handle giving an error class, and
+! a non-contiguous section refused with MPI_ERR_BUFFER. Rank 0 prints "PASS f08_mpi".
+program f08_mpi
+  use mpi_f08
+  implicit none
+  integer :: ierr, rank, nproc, left, right, i, cls, cnt, total, resultlen
+  type(MPI_Request) :: reqs(2)
+  type(MPI_Status) :: stats(2), st
+  type(MPI_Datatype) :: vec
+  type(MPI_Comm) :: dup
+  integer :: sendv(5), recvv(5), mat(3, 4), col(4)
+  real(8) :: x(3)
+  logical :: flag
+  character(len=MPI_MAX_OBJECT_NAME) :: name
+
+  call MPI_Init()
+  call MPI_Initialized(flag)
+  call check(flag, 'MPI_Initialized is .true.')
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank)
+  call MPI_Comm_size(MPI_COMM_WORLD, nproc, ierr)
+  call check(ierr == MPI_SUCCESS, 'ierror present')
+  right = mod(rank + 1, nproc)
+  left = mod(rank - 1 + nproc, nproc)
+
+  ! Ring with nonblocking requests; statuses checked.
+  sendv = [(rank * 10 + i, i = 1, 5)]
+  recvv = -1
+  call MPI_Irecv(recvv, 5, MPI_INTEGER, left, 7, MPI_COMM_WORLD, reqs(1))
+  call MPI_Isend(sendv, 5, MPI_INTEGER, right, 7, MPI_COMM_WORLD, reqs(2))
+  call MPI_Waitall(2, reqs, stats, ierr)
+  call check(ierr == MPI_SUCCESS, 'MPI_Waitall')
+  call check(reqs(1) == MPI_REQUEST_NULL .and. reqs(2) == MPI_REQUEST_NULL, 'requests are null')
+  call check(stats(1)%MPI_SOURCE == left .and. stats(1)%MPI_TAG == 7, 'status source and tag')
+  call MPI_Get_count(stats(1), MPI_INTEGER, cnt)
+  call check(cnt == 5, 'MPI_Get_count')
+  call check(all(recvv == [(left * 10 + i, i = 1, 5)]), 'ring data')
+
+  ! Blocking ring with MPI_STATUS_IGNORE (and MPI_STATUSES_IGNORE).
+  call MPI_Irecv(i, 1, MPI_INTEGER, left, 9, MPI_COMM_WORLD, reqs(1))
+  call MPI_Send(rank, 1, MPI_INTEGER, right, 9, MPI_COMM_WORLD)
+  call MPI_Wait(reqs(1), MPI_STATUS_IGNORE)
+  call check(i == left, 'MPI_Wait with MPI_STATUS_IGNORE')
+  call MPI_Irecv(i, 1, MPI_INTEGER, left, 11, MPI_COMM_WORLD, reqs(1))
+  call MPI_Isend(rank, 1, MPI_INTEGER, right, 11, MPI_COMM_WORLD, reqs(2))
+  call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE)
+  call check(i == left, 'MPI_Waitall with MPI_STATUSES_IGNORE')
+
+  ! Allreduce, and MPI_IN_PLACE on an array.
+  call MPI_Allreduce(rank, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD)
+  call check(total == nproc * (nproc - 1) / 2, 'MPI_Allreduce sum')
+  x = [dble(rank), -dble(rank), 1d0]
+  call MPI_Allreduce(MPI_IN_PLACE, x, 3, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
+  call check(all(x == [dble(total), -dble(total), dble(nproc)]), 'MPI_Allreduce MPI_IN_PLACE')
+
+  ! A strided row of a 3x4 matrix with MPI_Type_vector.
+  call MPI_Type_vector(4, 1, 3, MPI_INTEGER, vec)
+  call MPI_Type_commit(vec)
+  mat = reshape([(rank * 100 + i, i = 1, 12)], [3, 4])
+  col = -1
+  call MPI_Sendrecv(mat(2, 1), 1, vec, right, 10, col, 4, MPI_INTEGER, left, 10, &
+                    MPI_COMM_WORLD, st)
+  call check(all(col == [(left * 100 + 2 + 3 * i, i = 0, 3)]), 'vector type data')
+  call MPI_Get_count(st, MPI_INTEGER, cnt)
+  call check(cnt == 4 .and. st%MPI_SOURCE == left, 'count and source of the vector message')
+  call MPI_Type_free(vec)
+  call check(vec == MPI_DATATYPE_NULL, 'MPI_Type_free sets MPI_DATATYPE_NULL')
+
+  ! Names and a user communicator.
+  call MPI_Comm_dup(MPI_COMM_WORLD, dup)
+  call MPI_Comm_set_name(dup, 'f08 dup')
+  call MPI_Comm_get_name(dup, name, resultlen)
+  call check(trim(name) == 'f08 dup' .and. resultlen == 7, 'MPI_Comm_get_name')
+  call MPI_Comm_free(dup)
+  call check(dup == MPI_COMM_NULL, 'MPI_Comm_free sets MPI_COMM_NULL')
+
+  ! Wrong arguments are error classes, not crashes.
+  call MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN)
+  call MPI_Send(rank, 1, MPI_INTEGER, right, 0, MPI_Comm(12345), ierr)
+  call check(ierr /= MPI_SUCCESS, 'MPI_Send on an invalid communicator fails')
+  call MPI_Error_class(ierr, cls)
+  call check(cls == MPI_ERR_COMM, 'invalid communicator is MPI_ERR_COMM')
+  call MPI_Send(mat(1, :), 4, MPI_INTEGER, right, 0, MPI_COMM_WORLD, ierr)
+  call MPI_Error_class(ierr, cls)
+  call check(cls == MPI_ERR_BUFFER, 'non-contiguous section is MPI_ERR_BUFFER')
+
+  call MPI_Barrier(MPI_COMM_WORLD)
+  if (rank == 0) print '(a)', 'PASS f08_mpi'
+  call MPI_Finalize()
+contains
+  subroutine check(ok, what)
+    logical, intent(in) :: ok
+    character(len=*), intent(in) :: what
+    if (.not. ok) then
+      print '(a,i0,a,a)', 'FAIL rank ', rank, ': ', what
+      call MPI_Abort(MPI_COMM_WORLD, 1)
+    end if
+  end subroutine check
+end program f08_mpi
