@@ -70,7 +70,8 @@ else
     [ -e "$prefix/$f" ] || fail "$f not installed"
   done
   if "$prefix/bin/mpifort" -o "$out/f90_installed" tests/fortran/f90_mpi.f90 >"$out/installed.log" 2>&1; then
-    ldd "$out/f90_installed" | grep -q "$prefix/lib/libmpifort.so" || fail "installed mpifort: libmpifort not from $prefix"
+    deps=$(ldd "$out/f90_installed")
+    grep -q "$prefix/lib/libmpifort.so" <<<"$deps" || fail "installed mpifort: libmpifort not from $prefix"
     run f90_mpi "$out/f90_installed" "$prefix/bin/mpiexec" -n 2
   else
     fail "installed mpifort:"; sed 's/^/    /' "$out/installed.log"
