@@ -72,3 +72,23 @@ int gw_comm_size(MPI_Comm comm)
     if (MPI_Comm_size(comm, &n) != MPI_SUCCESS) return 0;
     return n;
 }
+
+void gw_after_init(void)
+{
+    /* gfortran: .TRUE. is 1 and .FALSE. 0 in every LOGICAL kind (little endian). */
+    unsigned char t[16] = {1}, f[16] = {0};
+    for (int size = 1; size <= 16; size *= 2)
+        MPI_Abi_set_fortran_booleans(size, t, f);
+    MPI_Info info;
+    if (MPI_Info_create(&info) != MPI_SUCCESS) return;
+    MPI_Info_set(info, "mpi_fortran_bindings", "true");
+    MPI_Info_set(info, "mpi_fortran_compiler", "gfortran");
+    MPI_Info_set(info, "mpi_fortran_modules", "mpif.h,mpi,mpi_f08");
+    MPI_Info_set(info, "mpi_subarrays_supported", "false");
+    MPI_Info_set(info, "mpi_logical_size", "4");
+    MPI_Info_set(info, "mpi_integer_size", "4");
+    MPI_Info_set(info, "mpi_real_size", "4");
+    MPI_Info_set(info, "mpi_double_precision_size", "8");
+    MPI_Abi_set_fortran_info(info);
+    MPI_Info_free(&info);
+}

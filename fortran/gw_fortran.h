@@ -131,5 +131,8 @@ int gw_strbuf(char **out, size_t len) GW_HIDDEN;
 /* Copies a C string into a Fortran one, blank-padded, cut at its length. */
 void gw_fstr(char *f, size_t len, const char *c) GW_HIDDEN;
 int gw_comm_size(MPI_Comm comm) GW_HIDDEN;
+/* After MPI_Init from Fortran: tells libmpi the LOGICAL values and that Fortran
+ * bindings are present (MPI_Abi_set_fortran_booleans / _info). */
+void gw_after_init(void) GW_HIDDEN;
 
 #endif

@@ -34,7 +34,9 @@ LOGICAL_NAMES = {"flag", "commute", "periods", "reorder", "remain_dims", "high"}
 INOUT_HANDLE_FN = re.compile(r"_free$|_commit$|^MPI_(Wait|Test|Start|Cancel|Mrecv|Imrecv|"
                              r"Comm_disconnect|Request_get_status)$")
 # C-only functions: language interoperability and the C side of the ABI.
-C_ONLY = re.compile(r"_(c2f|f2c|c2f08|f082c|f082f|f2f08|toint|fromint)$|^MPI_Abi_")
+C_ONLY = re.compile(r"_(c2f|f2c|c2f08|f082c|f082f|f2f08|toint|fromint)$")
+# Called after the C function succeeded (libmpifort tells libmpi about Fortran at MPI_Init).
+AFTER_CALL = {"MPI_Init": "gw_after_init();", "MPI_Init_thread": "gw_after_init();"}
 # Length of a handle array, when it is not the function's count/incount argument.
 ARRAY_LEN = {("MPI_Type_get_contents", "array_of_datatypes"): "*max_datatypes",
              ("MPI_Alltoallw", "sendtypes"): "gw_comm_size(c_comm)",
@@ -351,6 +353,8 @@ def c_glue_function(f, flavor):
             raise AssertionError(p.cls)
     body = ["    int rc = MPI_SUCCESS;"] + ["    " + d for d in decl] + ["    " + s for s in pre + arrays]
     body.append(f"    {ok if pre or arrays else ''}rc = {f.name}({', '.join(args)});")
+    if f.name in AFTER_CALL:
+        post.append(ok + AFTER_CALL[f.name])
     body += ["    " + s for s in post + cleanup]
     body.append("    *ierror = rc;" if flavor == "old" else "    if (ierror) *ierror = rc;")
     return f"GW_EXPORT void {cname}({', '.join(sig)})\n{{\n" + "\n".join(body) + "\n}\n"

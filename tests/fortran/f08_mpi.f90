@@ -5,7 +5,23 @@
 ! a non-contiguous section refused with MPI_ERR_BUFFER. Rank 0 prints "PASS f08_mpi".
 program f08_mpi
   use mpi_f08
+  use, intrinsic :: iso_c_binding, only: c_int
   implicit none
+  ! The C library's status conversions (C-only functions, called here through BIND(C)).
+  interface
+    integer(c_int) function status_f082f(s08, sf) bind(C, name="MPI_Status_f082f")
+      import :: MPI_Status, c_int
+      type(MPI_Status), intent(in) :: s08
+      integer(c_int), intent(out) :: sf(*)
+    end function status_f082f
+    integer(c_int) function status_f2f08(sf, s08) bind(C, name="MPI_Status_f2f08")
+      import :: MPI_Status, c_int
+      integer(c_int), intent(in) :: sf(*)
+      type(MPI_Status), intent(out) :: s08
+    end function status_f2f08
+  end interface
+  integer(c_int) :: fstat(MPI_STATUS_SIZE)
+  type(MPI_Status) :: st2
   integer :: ierr, rank, nproc, left, right, i, cls, cnt, total, resultlen
   type(MPI_Request) :: reqs(2)
   type(MPI_Status) :: stats(2), st
@@ -65,6 +81,11 @@ program f08_mpi
   call check(all(col == [(left * 100 + 2 + 3 * i, i = 0, 3)]), 'vector type data')
   call MPI_Get_count(st, MPI_INTEGER, cnt)
   call check(cnt == 4 .and. st%MPI_SOURCE == left, 'count and source of the vector message')
+  call check(status_f082f(st, fstat) == MPI_SUCCESS, 'MPI_Status_f082f')
+  call check(fstat(MPI_SOURCE) == left .and. fstat(MPI_TAG) == 10, 'MPI_Status_f082f fields')
+  call check(status_f2f08(fstat, st2) == MPI_SUCCESS, 'MPI_Status_f2f08')
+  call MPI_Get_count(st2, MPI_INTEGER, cnt)
+  call check(st2%MPI_SOURCE == left .and. cnt == 4, 'status after f082f and f2f08')
   call MPI_Type_free(vec)
   call check(vec == MPI_DATATYPE_NULL, 'MPI_Type_free sets MPI_DATATYPE_NULL')
 

@@ -7,10 +7,11 @@ program f90_mpi
   implicit none
   integer :: ierr, rank, nproc, left, right, i, cls, cnt, idx, dup, vec, bad
   integer :: reqs(2), stats(MPI_STATUS_SIZE, 2), st(MPI_STATUS_SIZE)
-  integer :: sendv(5), recvv(5), mat(3, 4), col(4), total, resultlen
+  integer :: sendv(5), recvv(5), mat(3, 4), col(4), total, resultlen, finfo
   double precision :: x
   logical :: flag
   character(len=MPI_MAX_OBJECT_NAME) :: name
+  character(len=16) :: value
 
   call MPI_Init(ierr)
   call check(ierr == MPI_SUCCESS, 'MPI_Init')
@@ -78,6 +79,16 @@ program f90_mpi
   call MPI_Barrier(dup, ierr)
   call MPI_Comm_free(dup, ierr)
   call check(dup == MPI_COMM_NULL, 'MPI_Comm_free sets MPI_COMM_NULL')
+
+  ! The MPI 5.0 ABI's Fortran information: libmpifort announced itself at MPI_Init.
+  call MPI_Abi_get_fortran_info(finfo, ierr)
+  call check(ierr == MPI_SUCCESS .and. finfo /= MPI_INFO_NULL, 'MPI_Abi_get_fortran_info')
+  call MPI_Info_get(finfo, 'mpi_fortran_bindings', 16, value, flag, ierr)
+  call check(flag .and. value == 'true', 'mpi_fortran_bindings is true')
+  call MPI_Info_get(finfo, 'no_such_key', 16, value, flag, ierr)
+  call check(.not. flag, 'MPI_Info_get of a missing key: flag is .false.')
+  call MPI_Info_free(finfo, ierr)
+  call check(finfo == MPI_INFO_NULL, 'MPI_Info_free')
 
   ! A wrong handle is an error class, not a crash.
   call MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN, ierr)

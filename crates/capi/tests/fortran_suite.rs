@@ -35,7 +35,10 @@ fn fortran_bindings_mpif_h_use_mpi_use_mpi_f08() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     eprintln!("{stdout}{stderr}");
-    assert!(out.status.success(), "tests/fortran/run.sh failed:\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success(),
+        "tests/fortran/run.sh failed:\n{stdout}\n{stderr}"
+    );
     // Either every check ran and passed, or the script said why it could not run.
     assert!(
         stdout.contains("fortran suite: all passed") || stderr.contains("SKIPPED"),
