@@ -117,6 +117,14 @@ static inline void gw_indices_to_f(MPI_Fint *idx, int n)
         if (idx[i] >= 0) idx[i] += 1;
 }
 
+/* An attribute as Fortran sees it: the predefined ones (MPI_TAG_UB ... MPI_UNIVERSE_SIZE)
+ * are stored in C as a pointer to an int, the others are the stored value itself. */
+static inline MPI_Aint gw_attr_value(MPI_Fint keyval, void *v)
+{
+    if (keyval >= MPI_TAG_UB && keyval <= MPI_UNIVERSE_SIZE) return v ? *(int *)v : 0;
+    return (MPI_Aint)(intptr_t)v;
+}
+
 static inline int gw_min_len(int n, size_t len)
 {
     return (size_t)n < len || n < 0 ? n : (int)len;

@@ -61,7 +61,11 @@ class Param:
         self.htype = None
         self.kind = None
         self.intent = "in"
-        if base == "void *" and not arr:
+        if base == "void *" and name == "attribute_val" and re.search(r"_get_attr$|^MPI_Attr_get$", fn):
+            # The C call stores a void *; Fortran gets the attribute's value (attrget).
+            self.cls, self.intent = "attrget", "out"
+            self.kind = None if fn == "MPI_Attr_get" else "MPI_ADDRESS_KIND"
+        elif base == "void *" and not arr:
             if name not in BUFFER_NAMES:
                 raise Unsupported(f"void *{name}")
             self.cls = "buf"
@@ -134,6 +138,8 @@ def ftype(p, flavor):
         return "logical" if p.logical else "integer"
     if p.kind:
         return f"integer(kind={p.kind})"
+    if p.cls == "attrget":
+        return "integer"
     if p.cls in ("h", "hp", "harr"):
         return "integer" if flavor == "old" else f"type({HANDLE_TYPES[p.htype][0]})"
     if p.cls in ("st", "stin", "sts"):
@@ -254,6 +260,8 @@ def _fdecl(p, flavor):
         return f"void *{p.name}" if flavor == "old" else f"CFI_cdesc_t *{p.name}"
     if p.cls in ("sin", "sout"):
         return f"char *{p.name}" if flavor == "old" else f"CFI_cdesc_t *{p.name}"
+    if p.cls == "attrget" and not p.kind:
+        return f"MPI_Fint *{p.name}"
     if p.kind:
         return {"MPI_ADDRESS_KIND": "MPI_Aint", "MPI_COUNT_KIND": "MPI_Count",
                 "MPI_OFFSET_KIND": "MPI_Offset"}[p.kind] + f" *{p.name}"
@@ -304,6 +312,12 @@ def c_glue_function(f, flavor):
                 post.append(f"{ok}gw_indices_to_f({n}, *outcount);")
         elif p.cls == "intarr3":
             args.append(f"(int (*)[3]){n}")
+        elif p.cls == "attrget":
+            keyval = next(q.name for q in f.params if q.name.endswith("keyval"))
+            ftype_c = "MPI_Aint" if p.kind else "MPI_Fint"
+            decl.append(f"void *v_{n} = NULL;")
+            args.append(f"&v_{n}")
+            post.append(f"{ok}if (*flag) *{n} = ({ftype_c})gw_attr_value(*{keyval}, v_{n});")
         elif p.cls in ("aint", "count", "offset"):
             args.append(f"*{n}")
         elif p.cls in ("aintp", "countp", "offsetp", "aintarr"):

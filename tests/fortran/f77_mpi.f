@@ -62,6 +62,9 @@ C     A strided row of a 3x4 matrix with MPI_TYPE_VECTOR.
       CALL MPI_GET_COUNT(ST, MPI_INTEGER, CNT, IERR)
       CALL CHECK(CNT .EQ. 4, 'VECTOR COUNT')
       CALL MPI_TYPE_FREE(VEC, IERR)
+C     A predefined attribute (the deprecated INTEGER form).
+      CALL MPI_ATTR_GET(MPI_COMM_WORLD, MPI_TAG_UB, IVAL, FLAG, IERR)
+      CALL CHECK(FLAG .AND. IVAL .GE. 32767, 'MPI_TAG_UB')
 C     A wrong communicator is an error class.
       CALL MPI_COMM_SET_ERRHANDLER(MPI_COMM_WORLD, MPI_ERRORS_RETURN,
      &                             IERR)

@@ -12,6 +12,7 @@ program f90_mpi
   logical :: flag
   character(len=MPI_MAX_OBJECT_NAME) :: name
   character(len=16) :: value
+  integer(kind=MPI_ADDRESS_KIND) :: tagub
 
   call MPI_Init(ierr)
   call check(ierr == MPI_SUCCESS, 'MPI_Init')
@@ -79,6 +80,10 @@ program f90_mpi
   call MPI_Barrier(dup, ierr)
   call MPI_Comm_free(dup, ierr)
   call check(dup == MPI_COMM_NULL, 'MPI_Comm_free sets MPI_COMM_NULL')
+
+  ! A predefined attribute: the value, not C's pointer to it.
+  call MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, tagub, flag, ierr)
+  call check(flag .and. tagub >= 32767 .and. tagub <= huge(1), 'MPI_TAG_UB attribute')
 
   ! The MPI 5.0 ABI's Fortran information: libmpifort announced itself at MPI_Init.
   call MPI_Abi_get_fortran_info(finfo, ierr)
