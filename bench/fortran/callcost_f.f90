@@ -1,0 +1,42 @@
+! Cost of one call through each binding, in one process: MPI_Comm_rank and
+! MPI_Type_size N times from `use mpi` (mpi_comm_rank_) and from `use mpi_f08`
+! (MPI_Comm_rank_f08), printed as ns per call; callcost_c.c does the same in C.
+! The difference is what the Fortran layer adds to a call (the goal: <= 5 ns).
+program callcost_f
+  use mpi_f08, only: MPI_Init, MPI_Finalize, MPI_Wtime, f08_comm_rank => MPI_Comm_rank, &
+                     f08_type_size => MPI_Type_size, f08_world => MPI_COMM_WORLD, f08_double => MPI_DOUBLE_PRECISION
+  use mpi, only: mpi_comm_rank, mpi_type_size, MPI_COMM_WORLD, MPI_DOUBLE_PRECISION
+  implicit none
+  integer, parameter :: n = 10000000
+  integer :: i, r, sz, ierr, acc
+  double precision :: t0
+
+  call MPI_Init()
+  acc = 0
+  t0 = MPI_Wtime()
+  do i = 1, n
+    call mpi_comm_rank(MPI_COMM_WORLD, r, ierr)
+    acc = acc + r
+  end do
+  print '(a,f0.2)', 'use_mpi comm_rank ns ', (MPI_Wtime() - t0) / n * 1d9
+  t0 = MPI_Wtime()
+  do i = 1, n
+    call f08_comm_rank(f08_world, r, ierr)
+    acc = acc + r
+  end do
+  print '(a,f0.2)', 'mpi_f08 comm_rank ns ', (MPI_Wtime() - t0) / n * 1d9
+  t0 = MPI_Wtime()
+  do i = 1, n
+    call mpi_type_size(MPI_DOUBLE_PRECISION, sz, ierr)
+    acc = acc + sz
+  end do
+  print '(a,f0.2)', 'use_mpi type_size ns ', (MPI_Wtime() - t0) / n * 1d9
+  t0 = MPI_Wtime()
+  do i = 1, n
+    call f08_type_size(f08_double, sz, ierr)
+    acc = acc + sz
+  end do
+  print '(a,f0.2)', 'mpi_f08 type_size ns ', (MPI_Wtime() - t0) / n * 1d9
+  if (acc < 0) print *, acc
+  call MPI_Finalize()
+end program callcost_f
