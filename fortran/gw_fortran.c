@@ -1,5 +1,6 @@
 /* gw_fortran.c -- the hand-written part of libmpifort: the sentinel common blocks
  * of mpif.h / use mpi, and the helpers of gw_fortran.h that are not inline. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include "gw_fortran.h"
@@ -91,4 +92,50 @@ void gw_after_init(void)
     MPI_Info_set(info, "mpi_double_precision_size", "8");
     MPI_Abi_set_fortran_info(info);
     MPI_Info_free(&info);
+}
+
+/* MPI_Op_create from Fortran: libmpi calls a C MPI_User_function with a C datatype
+ * handle, the Fortran function wants a Fortran one. Each distinct Fortran function
+ * gets one of GW_USER_OPS trampolines, which converts the datatype and calls it.
+ * Slots are not reused after MPI_Op_free (a program creating the same function's
+ * op again gets its old slot), so the limit is on distinct functions. */
+#define GW_USER_OPS 64
+static gw_fortran_user_fn gw_user_fns[GW_USER_OPS];
+static pthread_mutex_t gw_user_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Trampoline (a, b) serves slot 8a+b. */
+#define GW_TRAMPOLINE(a, b)                                                          \
+    static void gw_user_tramp_##a##b(void *in, void *inout, int *len, MPI_Datatype *dt) \
+    {                                                                                \
+        MPI_Fint fdt = gw_c2f_Type(*dt);                                             \
+        gw_user_fns[8 * a + b](in, inout, len, &fdt);                                \
+    }
+#define GW_T8(a) GW_TRAMPOLINE(a, 0) GW_TRAMPOLINE(a, 1) GW_TRAMPOLINE(a, 2) GW_TRAMPOLINE(a, 3) \
+    GW_TRAMPOLINE(a, 4) GW_TRAMPOLINE(a, 5) GW_TRAMPOLINE(a, 6) GW_TRAMPOLINE(a, 7)
+GW_T8(0) GW_T8(1) GW_T8(2) GW_T8(3) GW_T8(4) GW_T8(5) GW_T8(6) GW_T8(7)
+#define GW_P8(a) gw_user_tramp_##a##0, gw_user_tramp_##a##1, gw_user_tramp_##a##2, gw_user_tramp_##a##3, \
+    gw_user_tramp_##a##4, gw_user_tramp_##a##5, gw_user_tramp_##a##6, gw_user_tramp_##a##7
+static MPI_User_function *const gw_user_tramps[GW_USER_OPS] = {
+    GW_P8(0), GW_P8(1), GW_P8(2), GW_P8(3), GW_P8(4), GW_P8(5), GW_P8(6), GW_P8(7)};
+
+int gw_user_op(gw_fortran_user_fn fn, MPI_User_function **out)
+{
+    if (!fn) {
+        MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_ARG);
+        return MPI_ERR_ARG;
+    }
+    int slot = -1;
+    pthread_mutex_lock(&gw_user_lock);
+    for (int i = 0; i < GW_USER_OPS && slot < 0; i++) {
+        if (gw_user_fns[i] == fn) slot = i;
+        else if (!gw_user_fns[i]) { gw_user_fns[i] = fn; slot = i; }
+    }
+    pthread_mutex_unlock(&gw_user_lock);
+    if (slot < 0) {
+        fprintf(stderr, "MPI_Op_create (Fortran): more than %d distinct user functions\n", GW_USER_OPS);
+        MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_OTHER);
+        return MPI_ERR_OTHER;
+    }
+    *out = gw_user_tramps[slot];
+    return MPI_SUCCESS;
 }

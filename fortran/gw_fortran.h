@@ -142,5 +142,10 @@ int gw_comm_size(MPI_Comm comm) GW_HIDDEN;
 /* After MPI_Init from Fortran: tells libmpi the LOGICAL values and that Fortran
  * bindings are present (MPI_Abi_set_fortran_booleans / _info). */
 void gw_after_init(void) GW_HIDDEN;
+/* A Fortran MPI_Op_create user function: (invec, inoutvec, len, datatype), all by
+ * address, the datatype a Fortran handle (TYPE(C_PTR), VALUE in mpi_f08 is the same). */
+typedef void (*gw_fortran_user_fn)(void *, void *, MPI_Fint *, MPI_Fint *);
+/* The C MPI_User_function that calls `fn` (one of GW_USER_OPS trampolines). */
+int gw_user_op(gw_fortran_user_fn fn, MPI_User_function **out) GW_HIDDEN;
 
 #endif

@@ -110,6 +110,9 @@ class Param:
         elif base == "char *" and not arr:
             self.cls = "sin" if self.const else "sout"
             self.intent = "in" if self.const else "out"
+        elif base == "MPI_User_function *" and not arr:
+            # A Fortran procedure: libmpi calls it through a trampoline (gw_user_op).
+            self.cls = "userfn"
         elif base == "char ***" and name == "argv":
             self.cls = "drop"
         else:
@@ -146,7 +149,22 @@ def ftype(p, flavor):
         return "integer" if flavor == "old" else "type(MPI_Status)"
     if p.cls in ("sin", "sout"):
         return "character(len=*)"
+    if p.cls == "userfn":
+        return "external" if flavor == "old" else "procedure(MPI_User_function)"
     raise AssertionError(p.cls)
+
+
+def f08_bind_c(f):
+    """Whether mpi_f08's specific is BIND(C). A Fortran procedure argument cannot be
+    (it would have to be BIND(C) itself), so MPI_Op_create_f08 is an ordinary external
+    procedure: gfortran calls it mpi_op_create_f08_ and passes the same pointers."""
+    return not any(p.cls == "userfn" for p in f.params)
+
+
+def c_name(f, flavor):
+    if flavor == "old":
+        return f.name.lower() + "_"
+    return f.name + "_f08" if f08_bind_c(f) else f.name.lower() + "_f08_"
 
 
 def buffer_async(f):
@@ -258,6 +276,8 @@ def _fdecl(p, flavor):
     """The C declaration of the argument as the Fortran compiler passes it."""
     if p.cls == "buf":
         return f"void *{p.name}" if flavor == "old" else f"CFI_cdesc_t *{p.name}"
+    if p.cls == "userfn":
+        return f"void (*{p.name})(void)"
     if p.cls in ("sin", "sout"):
         return f"char *{p.name}" if flavor == "old" else f"CFI_cdesc_t *{p.name}"
     if p.cls == "attrget" and not p.kind:
@@ -270,7 +290,7 @@ def _fdecl(p, flavor):
 
 def c_glue_function(f, flavor):
     """C source of mpi_x_ (flavor "old": mpif.h and use mpi) or MPI_X_f08 (flavor "f08")."""
-    cname = f.name.lower() + "_" if flavor == "old" else f.name + "_f08"
+    cname = c_name(f, flavor)
     fp = f.fparams
     if f.ret == "double":
         return f"GW_EXPORT double {cname}(void) {{ return {f.name}(); }}\n"
@@ -295,6 +315,10 @@ def c_glue_function(f, flavor):
                 decl.append(f"void *b_{n} = NULL;")
                 pre.append(f"{ok}rc = gw_desc_buf({n}, &b_{n}, \"{f.name}\");")
             args.append(f"b_{n}")
+        elif p.cls == "userfn":
+            decl.append(f"MPI_User_function *u_{n} = NULL;")
+            pre.append(f"{ok}rc = gw_user_op((gw_fortran_user_fn){n}, &u_{n});")
+            args.append(f"u_{n}")
         elif p.cls == "int":
             if n == "valuelen" and "value" in names:  # MPI_Info_get: no more than the Fortran string
                 args.append(f"gw_min_len(*{n}, {_slen('value', flavor)})")

@@ -21,7 +21,7 @@ scripts/fortran_model.py; this file writes the four outputs.
 import json, os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fortran_model import (ROOT, load_functions, ftype, F08_HANDLE_TYPES, buffer_async,
+from fortran_model import (ROOT, load_functions, ftype, F08_HANDLE_TYPES, buffer_async, f08_bind_c,
                            c_glue_function, GLUE_PRELUDE, fortran_constants)
 
 ABI = os.environ.get("MPI_ABI_JSON", os.path.join(ROOT, "scripts", "mpi-abi", "constants.json"))
@@ -157,6 +157,16 @@ def gen_f08_module(consts, handle_consts, funcs):
           "    integer(c_int) :: MPI_SOURCE, MPI_TAG, MPI_ERROR",
           "    integer(c_int) :: MPI_internal(5)",
           "  end type MPI_Status"]
+    # The user function of MPI_Op_create, as the standard declares it.
+    L += ["  abstract interface",
+          "    subroutine MPI_User_function(invec, inoutvec, len, datatype)",
+          "      use, intrinsic :: iso_c_binding, only: c_ptr",
+          "      import :: MPI_Datatype",
+          "      type(c_ptr), value :: invec, inoutvec",
+          "      integer :: len",
+          "      type(MPI_Datatype) :: datatype",
+          "    end subroutine MPI_User_function",
+          "  end interface"]
     for name, kind, value in consts:
         if kind == "int":
             L.append(f"  integer, parameter :: {name} = {value}")
@@ -204,12 +214,13 @@ def f08_interface(f):
     spec = f.name + "_f08"
     args = [p.name for p in f.fparams] + ["ierror"]
     L += [f"  interface {f.name}"]
-    L += wrap(f"    subroutine {spec}", args, f" bind(C, name=\"{spec}\")", "    ")
+    L += wrap(f"    subroutine {spec}", args, f" bind(C, name=\"{spec}\")" if f08_bind_c(f) else "", "    ")
     if f.fparams or True:
         L.append("      import")
     for p in f.fparams:
         extra = ", asynchronous" if p.cls == "buf" and buffer_async(f) else ""
-        L.append(f"      {ftype(p, 'f08')}{p.intent_attr()}{extra} :: {p.name}{p.dims('f08')}")
+        intent = "" if p.cls == "userfn" else p.intent_attr()
+        L.append(f"      {ftype(p, 'f08')}{intent}{extra} :: {p.name}{p.dims('f08')}")
     L.append("      integer, optional, intent(out) :: ierror")
     L += [f"    end subroutine {spec}", "  end interface"]
     return L

@@ -21,6 +21,9 @@ program f08_mpi
     end function status_f2f08
   end interface
   integer(c_int) :: fstat(MPI_STATUS_SIZE)
+  procedure(MPI_User_function) :: f08_int_sum
+  type(MPI_Op) :: op
+  integer :: vals(2), sums(2)
   type(MPI_Status) :: st2
   integer :: ierr, rank, nproc, left, right, i, cls, cnt, total, resultlen
   type(MPI_Request) :: reqs(2)
@@ -89,6 +92,15 @@ program f08_mpi
   call MPI_Type_free(vec)
   call check(vec == MPI_DATATYPE_NULL, 'MPI_Type_free sets MPI_DATATYPE_NULL')
 
+  ! A user-defined reduction through the mpi_f08 interface of MPI_User_function.
+  call MPI_Op_create(f08_int_sum, .true., op)
+  vals = [rank + 1, 2 * rank]
+  call MPI_Allreduce(vals, sums, 2, MPI_INTEGER, op, MPI_COMM_WORLD, ierr)
+  call check(ierr == MPI_SUCCESS, 'MPI_Allreduce with a user op')
+  call check(all(sums == [nproc * (nproc + 1) / 2, nproc * (nproc - 1)]), 'user op')
+  call MPI_Op_free(op)
+  call check(op == MPI_OP_NULL, 'MPI_Op_free')
+
   ! Names and a user communicator.
   call MPI_Comm_dup(MPI_COMM_WORLD, dup)
   call MPI_Comm_set_name(dup, 'f08 dup')
@@ -120,3 +132,18 @@ contains
     end if
   end subroutine check
 end program f08_mpi
+
+! MPI_User_function of mpi_f08: TYPE(C_PTR) buffers, TYPE(MPI_Datatype).
+subroutine f08_int_sum(invec, inoutvec, len, datatype)
+  use mpi_f08, only: MPI_Datatype, MPI_INTEGER, operator(==)
+  use, intrinsic :: iso_c_binding, only: c_ptr, c_f_pointer
+  implicit none
+  type(c_ptr), value :: invec, inoutvec
+  integer :: len
+  type(MPI_Datatype) :: datatype
+  integer, pointer :: a(:), b(:)
+  call c_f_pointer(invec, a, [len])
+  call c_f_pointer(inoutvec, b, [len])
+  b = a + b
+  if (.not. (datatype == MPI_INTEGER)) b = -1
+end subroutine f08_int_sum

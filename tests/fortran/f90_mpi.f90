@@ -13,6 +13,8 @@ program f90_mpi
   character(len=MPI_MAX_OBJECT_NAME) :: name
   character(len=16) :: value
   integer(kind=MPI_ADDRESS_KIND) :: tagub
+  integer :: op, vals(2), sums(2)
+  external :: int_sum
 
   call MPI_Init(ierr)
   call check(ierr == MPI_SUCCESS, 'MPI_Init')
@@ -81,6 +83,15 @@ program f90_mpi
   call MPI_Comm_free(dup, ierr)
   call check(dup == MPI_COMM_NULL, 'MPI_Comm_free sets MPI_COMM_NULL')
 
+  ! A user-defined reduction: a Fortran subroutine called by the C library.
+  call MPI_Op_create(int_sum, .true., op, ierr)
+  call check(ierr == MPI_SUCCESS .and. op /= MPI_OP_NULL, 'MPI_Op_create')
+  vals = [rank + 1, 2 * rank]
+  call MPI_Allreduce(vals, sums, 2, MPI_INTEGER, op, MPI_COMM_WORLD, ierr)
+  call check(all(sums == [nproc * (nproc + 1) / 2, nproc * (nproc - 1)]), 'user op')
+  call MPI_Op_free(op, ierr)
+  call check(op == MPI_OP_NULL, 'MPI_Op_free')
+
   ! A predefined attribute: the value, not C's pointer to it.
   call MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, tagub, flag, ierr)
   call check(flag .and. tagub >= 32767 .and. tagub <= huge(1), 'MPI_TAG_UB attribute')
@@ -120,3 +131,16 @@ contains
     end if
   end subroutine check
 end program f90_mpi
+
+! The user function of MPI_Op_create: elementwise sum of INTEGERs; a wrong
+! datatype handle makes the result wrong, so the check above catches it.
+subroutine int_sum(invec, inoutvec, len, datatype)
+  use mpi, only: MPI_INTEGER
+  implicit none
+  integer :: len, datatype, i
+  integer :: invec(len), inoutvec(len)
+  do i = 1, len
+    inoutvec(i) = invec(i) + inoutvec(i)
+    if (datatype /= MPI_INTEGER) inoutvec(i) = -1
+  end do
+end subroutine int_sum
