@@ -101,7 +101,7 @@ class Param:
             self.intent = "inout" if INOUT_HANDLE_FN.search(fn) else "out"
         elif base in HANDLE_TYPES and arr == "[]":
             self.cls, self.htype = "harr", base
-            self.intent = "in" if self.const else ("out" if fn == "MPI_Type_get_contents" else "inout")
+            self.intent = "in" if self.const else ("out" if fn.startswith("MPI_Type_get_contents") else "inout")
         elif base == "MPI_Status *" and not arr:
             self.cls = "stin" if self.const else "st"
             self.intent = "in" if self.const else "out"
@@ -161,9 +161,16 @@ def f08_bind_c(f):
     return not any(p.cls == "userfn" for p in f.params)
 
 
+def f08_specific(f):
+    """The standard's name of the mpi_f08 specific: MPI_Send_f08, MPI_Send_f08c."""
+    return f.base + "_f08c" if f.large else f.name + "_f08"
+
+
 def c_name(f, flavor):
     if flavor == "old":
         return f.name.lower() + "_"
+    if f.large:
+        return f08_specific(f)
     return f.name + "_f08" if f08_bind_c(f) else f.name.lower() + "_f08_"
 
 
@@ -175,6 +182,8 @@ def buffer_async(f):
 class Function:
     def __init__(self, ret, name, args):
         self.ret, self.name = ret, name
+        self.large = False  # a large-count (_c) variant: mpi_f08 only
+        self.base = name[:-2] if name.endswith("_c") else name
         self.params = []
         if args.strip() != "void":
             for a in args.split(","):
@@ -188,7 +197,7 @@ class Function:
             raise Unsupported(f"returns {ret}")
         names = [p.name for p in self.params]
         for p in self.params:
-            if p.cls == "harr" and (name, p.name) not in ARRAY_LEN:
+            if p.cls == "harr" and (self.base, p.name) not in ARRAY_LEN:
                 if not ({"count", "incount"} & set(names)):
                     raise Unsupported(f"length of {p.name}")
 
@@ -214,8 +223,6 @@ def load_functions(abi):
             skipped.append((name, "the tool interface has no Fortran binding"))
         elif C_ONLY.search(name):
             skipped.append((name, "C-only (language interoperability)"))
-        elif name.endswith("_c"):
-            skipped.append((name, "large-count variant (MPI_COUNT_KIND overloads not generated yet)"))
         elif name in stubs:
             skipped.append((name, "not implemented by libmpi.so yet (stub)"))
         else:
@@ -223,7 +230,31 @@ def load_functions(abi):
                 funcs.append(Function(ret, name, args))
             except Unsupported as e:
                 skipped.append((name, f"argument not translated yet: {e}"))
-    return funcs, skipped
+    # Large-count variants (MPI_Send_c) are mpi_f08 only: a second specific,
+    # MPI_Send_f08c, of the generic MPI_Send, told apart by INTEGER(KIND=MPI_COUNT_KIND).
+    bound = {f.name: f for f in funcs}
+    kept = []
+    for f in funcs:
+        if not f.name.endswith("_c"):
+            kept.append(f)
+            continue
+        base = bound.get(f.name[:-2])
+        if base is None:
+            skipped.append((f.name, f"large-count variant of {f.name[:-2]}, which has no binding"))
+        elif _f08_signature(base) == _f08_signature(f):
+            skipped.append((f.name, f"its mpi_f08 form cannot be told apart from {base.name}'s "
+                                    "(MPI_COUNT_KIND is MPI_ADDRESS_KIND)"))
+        else:
+            f.large = True
+            kept.append(f)
+    return kept, skipped
+
+
+def _f08_signature(f):
+    """Types and ranks of the dummies; the three integer kinds are all 8 here."""
+    def norm(t):
+        return t.replace("MPI_COUNT_KIND", "MPI_ADDRESS_KIND").replace("MPI_OFFSET_KIND", "MPI_ADDRESS_KIND")
+    return [(norm(ftype(p, "f08")), p.dims("f08")) for p in f.fparams]
 
 
 def fortran_constants(abi):
@@ -357,7 +388,7 @@ def c_glue_function(f, flavor):
                 post.append(("" if p.intent == "inout" else ok) + f"*{n} = gw_c2f_{stem}(c_{n});")
         elif p.cls == "harr":
             t, stem = p.htype, HANDLE_TYPES[p.htype][1]
-            length = ARRAY_LEN.get((f.name, n)) or ("*count" if "count" in names else "*incount")
+            length = ARRAY_LEN.get((f.base, n)) or ("*count" if "count" in names else "*incount")
             if n == "sendtypes":  # ignored (and maybe not an array) when sendbuf is MPI_IN_PLACE
                 length = f"(b_sendbuf == MPI_IN_PLACE ? 0 : {length})"
             decl += [f"{t} s_{n}[GW_SMALL];", f"{t} *a_{n} = s_{n};", f"int n_{n} = 0;"]

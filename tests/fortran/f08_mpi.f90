@@ -24,6 +24,7 @@ program f08_mpi
   procedure(MPI_User_function) :: f08_int_sum
   type(MPI_Op) :: op
   integer :: vals(2), sums(2)
+  integer(kind=MPI_COUNT_KIND) :: ccount
   type(MPI_Status) :: st2
   integer :: ierr, rank, nproc, left, right, i, cls, cnt, total, resultlen
   type(MPI_Request) :: reqs(2)
@@ -56,6 +57,14 @@ program f08_mpi
   call MPI_Get_count(stats(1), MPI_INTEGER, cnt)
   call check(cnt == 5, 'MPI_Get_count')
   call check(all(recvv == [(left * 10 + i, i = 1, 5)]), 'ring data')
+
+  ! The large-count forms (MPI_Sendrecv_f08c, MPI_Get_count_f08c) by the kind of the counts.
+  recvv = -1
+  call MPI_Sendrecv(sendv, 5_MPI_COUNT_KIND, MPI_INTEGER, right, 12, recvv, 5_MPI_COUNT_KIND, &
+                    MPI_INTEGER, left, 12, MPI_COMM_WORLD, st)
+  call MPI_Get_count(st, MPI_INTEGER, ccount)
+  call check(ccount == 5_MPI_COUNT_KIND .and. all(recvv == [(left * 10 + i, i = 1, 5)]), &
+             'large-count MPI_Sendrecv and MPI_Get_count')
 
   ! Blocking ring with MPI_STATUS_IGNORE (and MPI_STATUSES_IGNORE).
   call MPI_Irecv(i, 1, MPI_INTEGER, left, 9, MPI_COMM_WORLD, reqs(1))
