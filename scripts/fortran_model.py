@@ -166,12 +166,14 @@ def f08_specific(f):
     return f.base + "_f08c" if f.large else f.name + "_f08"
 
 
-def c_name(f, flavor):
+def c_name(f, flavor, pre=""):
+    """The C symbol gfortran calls: mpi_send_, MPI_Send_f08, MPI_Send_f08c,
+    mpi_op_create_f08_ (not BIND(C)); pre="P" for the profiling names."""
     if flavor == "old":
-        return f.name.lower() + "_"
+        return (pre + f.name).lower() + "_"
     if f.large:
-        return f08_specific(f)
-    return f.name + "_f08" if f08_bind_c(f) else f.name.lower() + "_f08_"
+        return pre + f08_specific(f)
+    return pre + f.name + "_f08" if f08_bind_c(f) else (pre + f.name).lower() + "_f08_"
 
 
 def buffer_async(f):
@@ -319,20 +321,22 @@ def _fdecl(p, flavor):
     return f"MPI_Fint *{p.name}"
 
 
-def c_glue_function(f, flavor):
-    """C source of mpi_x_ (flavor "old": mpif.h and use mpi) or MPI_X_f08 (flavor "f08")."""
-    cname = c_name(f, flavor)
+def c_glue_function(f, flavor, pre=""):
+    """C source of mpi_x_ (flavor "old": mpif.h and use mpi) or MPI_X_f08 (flavor "f08");
+    with pre="P", of pmpi_x_ / PMPI_X_f08, which call PMPI_X of libmpi.so."""
+    cname = c_name(f, flavor, pre)
+    cfn = pre + f.name
     fp = f.fparams
     if f.ret == "double":
-        return f"GW_EXPORT double {cname}(void) {{ return {f.name}(); }}\n"
+        return f"GW_EXPORT double {cname}(void) {{ return {cfn}(); }}\n"
     if f.ret == "MPI_Aint":
         a, b = [p.name for p in fp]
         return (f"GW_EXPORT MPI_Aint {cname}(MPI_Aint *{a}, MPI_Aint *{b}) "
-                f"{{ return {f.name}(*{a}, *{b}); }}\n")
+                f"{{ return {cfn}(*{a}, *{b}); }}\n")
     sig = [_fdecl(p, flavor) for p in fp] + ["MPI_Fint *ierror"]
     if flavor == "old":  # gfortran passes the length of each CHARACTER argument last
         sig += [f"size_t {p.name}_len" for p in fp if p.cls in ("sin", "sout")]
-    decl, pre, arrays, args, post, cleanup = [], [], [], [], [], []
+    decl, pre_steps, arrays, args, post, cleanup = [], [], [], [], [], []
     names = {p.name for p in f.params}
     ok = "if (rc == MPI_SUCCESS) "
     for p in f.params:
@@ -344,11 +348,11 @@ def c_glue_function(f, flavor):
                 decl.append(f"void *b_{n} = gw_buf({n});")
             else:
                 decl.append(f"void *b_{n} = NULL;")
-                pre.append(f"{ok}rc = gw_desc_buf({n}, &b_{n}, \"{f.name}\");")
+                pre_steps.append(f"{ok}rc = gw_desc_buf({n}, &b_{n}, \"{f.name}\");")
             args.append(f"b_{n}")
         elif p.cls == "userfn":
             decl.append(f"MPI_User_function *u_{n} = NULL;")
-            pre.append(f"{ok}rc = gw_user_op((gw_fortran_user_fn){n}, &u_{n});")
+            pre_steps.append(f"{ok}rc = gw_user_op((gw_fortran_user_fn){n}, &u_{n});")
             args.append(f"u_{n}")
         elif p.cls == "int":
             if n == "valuelen" and "value" in names:  # MPI_Info_get: no more than the Fortran string
@@ -412,16 +416,16 @@ def c_glue_function(f, flavor):
             decl.append(f"char *s_{n} = NULL;")
             src = n if flavor == "old" else f"(char *){n}->base_addr"
             if p.cls == "sin":
-                pre.append(f"{ok}rc = gw_cstr({src}, {_slen(n, flavor)}, &s_{n});")
+                pre_steps.append(f"{ok}rc = gw_cstr({src}, {_slen(n, flavor)}, &s_{n});")
             else:
-                pre.append(f"{ok}rc = gw_strbuf(&s_{n}, {_slen(n, flavor)});")
+                pre_steps.append(f"{ok}rc = gw_strbuf(&s_{n}, {_slen(n, flavor)});")
                 post.append(f"{ok}gw_fstr({src}, {_slen(n, flavor)}, s_{n});")
             args.append(f"s_{n}")
             cleanup.append(f"free(s_{n});")
         else:
             raise AssertionError(p.cls)
-    body = ["    int rc = MPI_SUCCESS;"] + ["    " + d for d in decl] + ["    " + s for s in pre + arrays]
-    body.append(f"    {ok if pre or arrays else ''}rc = {f.name}({', '.join(args)});")
+    body = ["    int rc = MPI_SUCCESS;"] + ["    " + d for d in decl] + ["    " + s for s in pre_steps + arrays]
+    body.append(f"    {ok if pre_steps or arrays else ''}rc = {cfn}({', '.join(args)});")
     if f.name in AFTER_CALL:
         post.append(ok + AFTER_CALL[f.name])
     body += ["    " + s for s in post + cleanup]

@@ -42,6 +42,8 @@ program f08_mpi
   call MPI_Comm_rank(MPI_COMM_WORLD, rank)
   call MPI_Comm_size(MPI_COMM_WORLD, nproc, ierr)
   call check(ierr == MPI_SUCCESS, 'ierror present')
+  call PMPI_Comm_size(MPI_COMM_WORLD, i)
+  call check(i == nproc, 'the profiling name PMPI_Comm_size')
   right = mod(rank + 1, nproc)
   left = mod(rank - 1 + nproc, nproc)
 

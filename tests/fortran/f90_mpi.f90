@@ -22,6 +22,8 @@ program f90_mpi
   call check(flag, 'MPI_Initialized is .true.')
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
   call MPI_Comm_size(MPI_COMM_WORLD, nproc, ierr)
+  call PMPI_Comm_size(MPI_COMM_WORLD, i, ierr)
+  call check(i == nproc, 'the profiling name PMPI_Comm_size')
   right = mod(rank + 1, nproc)
   left = mod(rank - 1 + nproc, nproc)
 
