@@ -65,6 +65,9 @@ class Param:
             # The C call stores a void *; Fortran gets the attribute's value (attrget).
             self.cls, self.intent = "attrget", "out"
             self.kind = None if fn == "MPI_Attr_get" else "MPI_ADDRESS_KIND"
+        elif base == "void *" and name == "buffer_addr" and "detach" in fn.lower():
+            # MPI_Buffer_detach: the address of the detached buffer (detach).
+            self.cls, self.intent = "detach", "out"
         elif base == "void *" and not arr:
             if name not in BUFFER_NAMES:
                 raise Unsupported(f"void *{name}")
@@ -77,10 +80,9 @@ class Param:
                 self.cls = "drop"
             else:
                 self.cls = "intp"
-                if name == "buflen":
-                    # MPI_Info_get_string: C counts the NUL in buflen, Fortran does not.
-                    raise Unsupported("int *buflen (in and out, C and Fortran count differently)")
-                self.intent = "out"
+                # MPI_Info_get_string's buflen: C counts the NUL, Fortran does not (buflen).
+                self.cls = "buflen" if name == "buflen" else "intp"
+                self.intent = "inout" if name == "buflen" else "out"
         elif base == "int" and arr == "[]":
             self.cls = "intarr"
             self.intent = "in" if self.const else "out"
@@ -125,7 +127,7 @@ class Param:
             return "(3,*)"
         if self.cls in ("st", "stin") and flavor == "old":
             return "(MPI_STATUS_SIZE)"
-        if self.cls == "buf" and flavor == "old":
+        if self.cls in ("buf", "detach") and flavor == "old":
             return "(*)"
         return ""
 
@@ -137,7 +139,7 @@ def ftype(p, flavor):
     """The Fortran type of a parameter in the old (mpif.h, use mpi) or f08 bindings."""
     if p.cls == "buf":
         return "type(*)" if flavor == "old" else "type(*), dimension(..)"
-    if p.cls in ("int", "intp", "intarr", "intarr3"):
+    if p.cls in ("int", "intp", "intarr", "intarr3", "buflen"):
         return "logical" if p.logical else "integer"
     if p.kind:
         return f"integer(kind={p.kind})"
@@ -151,6 +153,8 @@ def ftype(p, flavor):
         return "character(len=*)"
     if p.cls == "userfn":
         return "external" if flavor == "old" else "procedure(MPI_User_function)"
+    if p.cls == "detach":  # old: a choice buffer, as the standard has it; f08: TYPE(C_PTR)
+        return "type(*)" if flavor == "old" else "type(c_ptr)"
     raise AssertionError(p.cls)
 
 
@@ -177,8 +181,9 @@ def c_name(f, flavor, pre=""):
 
 
 def buffer_async(f):
-    """Buffers of calls that return a request stay in use after the call: ASYNCHRONOUS."""
-    return any(p.cls == "hp" and p.htype == "MPI_Request" for p in f.params)
+    """Buffers that stay in use after the call are ASYNCHRONOUS: those of calls that
+    return a request, and attached send buffers (MPI_Buffer_attach, MPI_Comm_attach_buffer)."""
+    return "attach" in f.name.lower() or any(p.cls == "hp" and p.htype == "MPI_Request" for p in f.params)
 
 
 class Function:
@@ -311,6 +316,8 @@ def _fdecl(p, flavor):
         return f"void *{p.name}" if flavor == "old" else f"CFI_cdesc_t *{p.name}"
     if p.cls == "userfn":
         return f"void (*{p.name})(void)"
+    if p.cls == "detach":
+        return f"void **{p.name}"
     if p.cls in ("sin", "sout"):
         return f"char *{p.name}" if flavor == "old" else f"CFI_cdesc_t *{p.name}"
     if p.cls == "attrget" and not p.kind:
@@ -350,6 +357,11 @@ def c_glue_function(f, flavor, pre=""):
                 decl.append(f"void *b_{n} = NULL;")
                 pre_steps.append(f"{ok}rc = gw_desc_buf({n}, &b_{n}, \"{f.name}\");")
             args.append(f"b_{n}")
+        elif p.cls == "detach":
+            decl.append(f"void *v_{n} = NULL;")
+            args.append(f"&v_{n}")
+            if flavor == "f08":  # the old bindings' address argument has no use in Fortran
+                post.append(f"{ok}*{n} = v_{n};")
         elif p.cls == "userfn":
             decl.append(f"MPI_User_function *u_{n} = NULL;")
             pre_steps.append(f"{ok}rc = gw_user_op((gw_fortran_user_fn){n}, &u_{n});")
@@ -359,6 +371,12 @@ def c_glue_function(f, flavor, pre=""):
                 args.append(f"gw_min_len(*{n}, {_slen('value', flavor)})")
             else:
                 args.append(f"*{n}")
+        elif p.cls == "buflen":
+            # In: the Fortran string's room (no more than its length); out: the
+            # value's length without the NUL, when there is a value.
+            decl.append(f"int c_{n} = gw_min_len(*{n}, {_slen('value', flavor)}) + 1;")
+            args.append(f"&c_{n}")
+            post.append(f"{ok}if (*flag) *{n} = c_{n} - 1;")
         elif p.cls == "intp":
             args.append(n)
             if n in INDEX_NAMES:

@@ -5,7 +5,7 @@
 ! a non-contiguous section refused with MPI_ERR_BUFFER. Rank 0 prints "PASS f08_mpi".
 program f08_mpi
   use mpi_f08
-  use, intrinsic :: iso_c_binding, only: c_int
+  use, intrinsic :: iso_c_binding, only: c_int, c_ptr, c_loc, c_intptr_t
   implicit none
   ! The C library's status conversions (C-only functions, called here through BIND(C)).
   interface
@@ -25,6 +25,12 @@ program f08_mpi
   type(MPI_Op) :: op
   integer :: vals(2), sums(2)
   integer(kind=MPI_COUNT_KIND) :: ccount
+  type(MPI_Info) :: inf
+  integer :: buflen
+  character(len=32) :: val
+  character(len=8) :: short
+  integer, target :: bsbuf(1000)
+  type(c_ptr) :: detached
   type(MPI_Status) :: st2
   integer :: ierr, rank, nproc, left, right, i, cls, cnt, total, resultlen
   type(MPI_Request) :: reqs(2)
@@ -111,6 +117,29 @@ program f08_mpi
   call check(all(sums == [nproc * (nproc + 1) / 2, nproc * (nproc - 1)]), 'user op')
   call MPI_Op_free(op)
   call check(op == MPI_OP_NULL, 'MPI_Op_free')
+
+  ! MPI_Info_get_string: buflen counts no NUL in Fortran, and a short string is cut.
+  call MPI_Info_create(inf)
+  call MPI_Info_set(inf, 'colour', 'ultramarine')
+  buflen = len(val)
+  call MPI_Info_get_string(inf, 'colour', buflen, val, flag)
+  call check(flag .and. buflen == 11 .and. val == 'ultramarine', 'MPI_Info_get_string')
+  buflen = len(short)
+  call MPI_Info_get_string(inf, 'colour', buflen, short, flag)
+  call check(flag .and. buflen == 11 .and. short == 'ultramar', 'MPI_Info_get_string into a short string')
+  call MPI_Info_get_string(inf, 'shade', buflen, short, flag)
+  call check(.not. flag, 'MPI_Info_get_string of a missing key')
+  call MPI_Info_free(inf)
+
+  ! Buffered send; MPI_Buffer_detach gives the buffer's address as TYPE(C_PTR).
+  call MPI_Buffer_attach(bsbuf, 4000)
+  call MPI_Bsend(rank, 1, MPI_INTEGER, right, 13, MPI_COMM_WORLD)
+  call MPI_Recv(i, 1, MPI_INTEGER, left, 13, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
+  call MPI_Buffer_detach(detached, cnt)
+  ! (Compared as integers: gfortran may fold c_associated(detached, c_loc(bsbuf)) to
+  ! .false., reasoning that bsbuf's address did not outlive the attach call.)
+  call check(i == left .and. cnt == 4000 .and. &
+             transfer(detached, 0_c_intptr_t) == transfer(c_loc(bsbuf), 0_c_intptr_t), 'MPI_Buffer_detach')
 
   ! Names and a user communicator.
   call MPI_Comm_dup(MPI_COMM_WORLD, dup)

@@ -15,6 +15,7 @@ program f90_mpi
   integer(kind=MPI_ADDRESS_KIND) :: tagub
   integer :: op, vals(2), sums(2)
   external :: int_sum
+  integer :: bsbuf(1000)
 
   call MPI_Init(ierr)
   call check(ierr == MPI_SUCCESS, 'MPI_Init')
@@ -52,6 +53,14 @@ program f90_mpi
   call MPI_Sendrecv(rank, 1, MPI_INTEGER, right, 9, i, 1, MPI_INTEGER, left, 9, &
                     MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
   call check(ierr == MPI_SUCCESS .and. i == left, 'MPI_Sendrecv with MPI_STATUS_IGNORE')
+
+  ! Buffered send through an attached buffer, then detached.
+  call MPI_Buffer_attach(bsbuf, 4000, ierr)
+  call MPI_Bsend(rank, 1, MPI_INTEGER, right, 13, MPI_COMM_WORLD, ierr)
+  call MPI_Recv(i, 1, MPI_INTEGER, left, 13, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
+  call check(ierr == MPI_SUCCESS .and. i == left, 'MPI_Bsend')
+  call MPI_Buffer_detach(bsbuf, cnt, ierr)
+  call check(ierr == MPI_SUCCESS .and. cnt == 4000, 'MPI_Buffer_detach size')
 
   ! Allreduce, and MPI_IN_PLACE.
   call MPI_Allreduce(rank, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
