@@ -2,8 +2,9 @@
 # Installs what building and testing gridwire needs on Debian 12, and nothing
 # when it is already there (so repeated `make` runs stay fast and offline).
 #   - Rust (cargo) must already be installed (rustup or Debian's cargo >= 1.80).
-#   - Debian packages: a C compiler, gfortran (the Fortran bindings), make, cmake and
-#     pkg-config (the install tests check find_package(MPI) and the .pc files) (C floors, examples), MPICH (the
+#   - Debian packages: a C compiler and make (C floors, examples), gfortran (the
+#     Fortran bindings), cmake and pkg-config (the install tests check
+#     find_package(MPI) and the .pc files), MPICH (the
 #     runtime is tested starting under Hydra's mpiexec; peers for benchmarks),
 #     Open MPI (benchmark peer), numpy (the second, independent record reader),
 #     iproute2 and nftables (network namespaces), openssh-server/-client and
