@@ -94,48 +94,79 @@ void gw_after_init(void)
     MPI_Info_free(&info);
 }
 
-/* MPI_Op_create from Fortran: libmpi calls a C MPI_User_function with a C datatype
- * handle, the Fortran function wants a Fortran one. Each distinct Fortran function
- * gets one of GW_USER_OPS trampolines, which converts the datatype and calls it.
- * Slots are not reused after MPI_Op_free (a program creating the same function's
- * op again gets its old slot), so the limit is on distinct functions. */
+/* Fortran procedures the C library calls back: MPI_Op_create's user function and
+ * MPI_Comm_create_errhandler's handler. libmpi passes C handles, the Fortran
+ * procedure wants Fortran ones, so each distinct Fortran procedure gets one of
+ * GW_USER_OPS C trampolines of its kind, which converts and calls it. Slots are not
+ * reused after MPI_Op_free / MPI_Errhandler_free (creating one for the same
+ * procedure again gets its old slot): the limit is on distinct procedures. */
 #define GW_USER_OPS 64
 static gw_fortran_user_fn gw_user_fns[GW_USER_OPS];
+static gw_fortran_errh_fn gw_errh_fns[GW_USER_OPS];
 static pthread_mutex_t gw_user_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Trampoline (a, b) serves slot 8a+b. */
-#define GW_TRAMPOLINE(a, b)                                                          \
+/* Trampolines (a, b) serve slot 8a+b. */
+#define GW_TRAMPOLINE(a, b)                                                            \
     static void gw_user_tramp_##a##b(void *in, void *inout, int *len, MPI_Datatype *dt) \
-    {                                                                                \
-        MPI_Fint fdt = gw_c2f_Type(*dt);                                             \
-        gw_user_fns[8 * a + b](in, inout, len, &fdt);                                \
+    {                                                                                  \
+        MPI_Fint fdt = gw_c2f_Type(*dt);                                               \
+        gw_user_fns[8 * a + b](in, inout, len, &fdt);                                  \
+    }                                                                                  \
+    static void gw_errh_tramp_##a##b(MPI_Comm *comm, int *code, ...)                  \
+    {                                                                                  \
+        MPI_Fint fcomm = gw_c2f_Comm(*comm);                                           \
+        gw_errh_fns[8 * a + b](&fcomm, code);                                          \
     }
 #define GW_T8(a) GW_TRAMPOLINE(a, 0) GW_TRAMPOLINE(a, 1) GW_TRAMPOLINE(a, 2) GW_TRAMPOLINE(a, 3) \
     GW_TRAMPOLINE(a, 4) GW_TRAMPOLINE(a, 5) GW_TRAMPOLINE(a, 6) GW_TRAMPOLINE(a, 7)
 GW_T8(0) GW_T8(1) GW_T8(2) GW_T8(3) GW_T8(4) GW_T8(5) GW_T8(6) GW_T8(7)
-#define GW_P8(a) gw_user_tramp_##a##0, gw_user_tramp_##a##1, gw_user_tramp_##a##2, gw_user_tramp_##a##3, \
-    gw_user_tramp_##a##4, gw_user_tramp_##a##5, gw_user_tramp_##a##6, gw_user_tramp_##a##7
-static MPI_User_function *const gw_user_tramps[GW_USER_OPS] = {
-    GW_P8(0), GW_P8(1), GW_P8(2), GW_P8(3), GW_P8(4), GW_P8(5), GW_P8(6), GW_P8(7)};
+#define GW_P8(k, a) gw_##k##_tramp_##a##0, gw_##k##_tramp_##a##1, gw_##k##_tramp_##a##2, \
+    gw_##k##_tramp_##a##3, gw_##k##_tramp_##a##4, gw_##k##_tramp_##a##5, gw_##k##_tramp_##a##6, \
+    gw_##k##_tramp_##a##7
+#define GW_P64(k) GW_P8(k, 0), GW_P8(k, 1), GW_P8(k, 2), GW_P8(k, 3), GW_P8(k, 4), GW_P8(k, 5), \
+    GW_P8(k, 6), GW_P8(k, 7)
+static MPI_User_function *const gw_user_tramps[GW_USER_OPS] = {GW_P64(user)};
+static MPI_Comm_errhandler_function *const gw_errh_tramps[GW_USER_OPS] = {GW_P64(errh)};
 
-int gw_user_op(gw_fortran_user_fn fn, MPI_User_function **out)
+/* The slot of `fn` in `fns` (its old one, or a free one); -1 when all are taken. */
+static int gw_slot(void (**fns)(void), void (*fn)(void))
 {
-    if (!fn) {
-        MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_ARG);
-        return MPI_ERR_ARG;
-    }
     int slot = -1;
     pthread_mutex_lock(&gw_user_lock);
     for (int i = 0; i < GW_USER_OPS && slot < 0; i++) {
-        if (gw_user_fns[i] == fn) slot = i;
-        else if (!gw_user_fns[i]) { gw_user_fns[i] = fn; slot = i; }
+        if (fns[i] == fn) slot = i;
+        else if (!fns[i]) { fns[i] = fn; slot = i; }
     }
     pthread_mutex_unlock(&gw_user_lock);
-    if (slot < 0) {
-        fprintf(stderr, "MPI_Op_create (Fortran): more than %d distinct user functions\n", GW_USER_OPS);
-        MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_OTHER);
-        return MPI_ERR_OTHER;
+    return slot;
+}
+
+static int gw_callback_slot(void (**fns)(void), void (*fn)(void), const char *what)
+{
+    if (!fn) {
+        MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_ARG);
+        return -1;
     }
+    int slot = gw_slot(fns, fn);
+    if (slot < 0) {
+        fprintf(stderr, "%s (Fortran): more than %d distinct procedures\n", what, GW_USER_OPS);
+        MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_OTHER);
+    }
+    return slot;
+}
+
+int gw_user_op(void (*fn)(void), MPI_User_function **out)
+{
+    int slot = gw_callback_slot((void (**)(void))gw_user_fns, fn, "MPI_Op_create");
+    if (slot < 0) return fn ? MPI_ERR_OTHER : MPI_ERR_ARG;
     *out = gw_user_tramps[slot];
+    return MPI_SUCCESS;
+}
+
+int gw_comm_errhandler(void (*fn)(void), MPI_Comm_errhandler_function **out)
+{
+    int slot = gw_callback_slot((void (**)(void))gw_errh_fns, fn, "MPI_Comm_create_errhandler");
+    if (slot < 0) return fn ? MPI_ERR_OTHER : MPI_ERR_ARG;
+    *out = gw_errh_tramps[slot];
     return MPI_SUCCESS;
 }

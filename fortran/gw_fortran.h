@@ -145,7 +145,11 @@ void gw_after_init(void) GW_HIDDEN;
 /* A Fortran MPI_Op_create user function: (invec, inoutvec, len, datatype), all by
  * address, the datatype a Fortran handle (TYPE(C_PTR), VALUE in mpi_f08 is the same). */
 typedef void (*gw_fortran_user_fn)(void *, void *, MPI_Fint *, MPI_Fint *);
-/* The C MPI_User_function that calls `fn` (one of GW_USER_OPS trampolines). */
-int gw_user_op(gw_fortran_user_fn fn, MPI_User_function **out) GW_HIDDEN;
+/* A Fortran communicator error handler: (comm, error_code), by address. */
+typedef void (*gw_fortran_errh_fn)(MPI_Fint *, MPI_Fint *);
+/* The C MPI_User_function that calls the Fortran `fn` (one of GW_USER_OPS trampolines). */
+int gw_user_op(void (*fn)(void), MPI_User_function **out) GW_HIDDEN;
+/* The C error handler that calls the Fortran `fn` (one of GW_USER_OPS trampolines). */
+int gw_comm_errhandler(void (*fn)(void), MPI_Comm_errhandler_function **out) GW_HIDDEN;
 
 #endif

@@ -45,6 +45,13 @@ ARRAY_LEN = {("MPI_Type_get_contents", "array_of_datatypes"): "*max_datatypes",
              ("MPI_Ialltoallw", "recvtypes"): "gw_comm_size(c_comm)"}
 # Indices the C function returns 0-based and Fortran expects 1-based.
 INDEX_NAMES = {"indx", "index", "array_of_indices"}
+# Fortran procedures passed to the C library: C type -> (mpi_f08 abstract interface,
+# C type, gw_fortran.c function giving the C trampoline that calls the Fortran one).
+CALLBACKS = {
+    "MPI_User_function *": ("MPI_User_function", "MPI_User_function", "gw_user_op"),
+    "MPI_Comm_errhandler_function *": ("MPI_Comm_errhandler_function", "MPI_Comm_errhandler_function",
+                                       "gw_comm_errhandler"),
+}
 STRBUF = 8192  # MPI_MAX_LIBRARY_VERSION_STRING, the longest string any call writes
 
 
@@ -112,9 +119,9 @@ class Param:
         elif base == "char *" and not arr:
             self.cls = "sin" if self.const else "sout"
             self.intent = "in" if self.const else "out"
-        elif base == "MPI_User_function *" and not arr:
-            # A Fortran procedure: libmpi calls it through a trampoline (gw_user_op).
-            self.cls = "userfn"
+        elif base in CALLBACKS and not arr:
+            # A Fortran procedure: libmpi calls it through a trampoline (CALLBACKS).
+            self.cls, self.callback = "userfn", CALLBACKS[base]
         elif base == "char ***" and name == "argv":
             self.cls = "drop"
         else:
@@ -152,7 +159,7 @@ def ftype(p, flavor):
     if p.cls in ("sin", "sout"):
         return "character(len=*)"
     if p.cls == "userfn":
-        return "external" if flavor == "old" else "procedure(MPI_User_function)"
+        return "external" if flavor == "old" else f"procedure({p.callback[0]})"
     if p.cls == "detach":  # old: a choice buffer, as the standard has it; f08: TYPE(C_PTR)
         return "type(*)" if flavor == "old" else "type(c_ptr)"
     raise AssertionError(p.cls)
@@ -363,8 +370,9 @@ def c_glue_function(f, flavor, pre=""):
             if flavor == "f08":  # the old bindings' address argument has no use in Fortran
                 post.append(f"{ok}*{n} = v_{n};")
         elif p.cls == "userfn":
-            decl.append(f"MPI_User_function *u_{n} = NULL;")
-            pre_steps.append(f"{ok}rc = gw_user_op((gw_fortran_user_fn){n}, &u_{n});")
+            _, ctype, make = p.callback
+            decl.append(f"{ctype} *u_{n} = NULL;")
+            pre_steps.append(f"{ok}rc = {make}((void (*)(void)){n}, &u_{n});")
             args.append(f"u_{n}")
         elif p.cls == "int":
             if n == "valuelen" and "value" in names:  # MPI_Info_get: no more than the Fortran string

@@ -168,6 +168,11 @@ def gen_f08_module(consts, handle_consts, funcs):
           "      integer :: len",
           "      type(MPI_Datatype) :: datatype",
           "    end subroutine MPI_User_function",
+          "    subroutine MPI_Comm_errhandler_function(comm, error_code)",
+          "      import :: MPI_Comm",
+          "      type(MPI_Comm) :: comm",
+          "      integer :: error_code",
+          "    end subroutine MPI_Comm_errhandler_function",
           "  end interface"]
     for name, kind, value in consts:
         if kind == "int":

@@ -14,7 +14,9 @@ program f90_mpi
   character(len=16) :: value
   integer(kind=MPI_ADDRESS_KIND) :: tagub
   integer :: op, vals(2), sums(2)
-  external :: int_sum
+  external :: int_sum, on_error
+  integer :: errh, seen_comm, seen_code
+  common /errh_seen/ seen_comm, seen_code
   integer :: bsbuf(1000)
 
   call MPI_Init(ierr)
@@ -91,6 +93,15 @@ program f90_mpi
   call MPI_Comm_get_name(dup, name, resultlen, ierr)
   call check(trim(name) == 'fortran dup' .and. resultlen == 11, 'name of a user communicator')
   call MPI_Barrier(dup, ierr)
+  ! A Fortran error handler: called with the Fortran handle and the code.
+  call MPI_Comm_create_errhandler(on_error, errh, ierr)
+  call check(ierr == MPI_SUCCESS, 'MPI_Comm_create_errhandler')
+  call MPI_Comm_set_errhandler(dup, errh, ierr)
+  seen_comm = -1
+  seen_code = -1
+  call MPI_Comm_call_errhandler(dup, MPI_ERR_TAG, ierr)
+  call check(seen_comm == dup .and. seen_code == MPI_ERR_TAG, 'the Fortran error handler ran')
+  call MPI_Errhandler_free(errh, ierr)
   call MPI_Comm_free(dup, ierr)
   call check(dup == MPI_COMM_NULL, 'MPI_Comm_free sets MPI_COMM_NULL')
 
@@ -155,3 +166,12 @@ subroutine int_sum(invec, inoutvec, len, datatype)
     if (datatype /= MPI_INTEGER) inoutvec(i) = -1
   end do
 end subroutine int_sum
+
+! The error handler of MPI_Comm_create_errhandler: records what it was given.
+subroutine on_error(comm, code)
+  implicit none
+  integer :: comm, code, seen_comm, seen_code
+  common /errh_seen/ seen_comm, seen_code
+  seen_comm = comm
+  seen_code = code
+end subroutine on_error
