@@ -4,9 +4,10 @@
 #   tests/fortran/run.sh PROFILE_DIR      # e.g. target/debug (libmpi.so, gwrun)
 # 1. builds the Fortran layer (fortran/build.sh PROFILE_DIR/fortran; nothing when
 #    up to date);
-# 2. compiles f77_mpi.f (include 'mpif.h'), f90_mpi.f90 (use mpi) and f08_mpi.f90
-#    (use mpi_f08) with scripts/gwfort and runs each with the real gwrun -n 4, on one
-#    host and on 2 emulated hosts; each must exit 0 and print "PASS <name>";
+# 2. compiles f77_mpi.f (include 'mpif.h'), f90_mpi.f90 (use mpi), f08_mpi.f90
+#    (use mpi_f08) and f90_more.f90 (more argument kinds, use mpi) with scripts/gwfort
+#    and runs each with the real gwrun -n 4, on one host and on 2 emulated hosts
+#    (f90_more also with -n 3 and -n 1); each must exit 0 and print "PASS <name>";
 # 3. installs (make -f mk/mpi.mk -f mk/fortran.mk install-*-files) into
 #    PROFILE_DIR/fortran-install-test: the installed mpifort builds f90_mpi, mpiexec
 #    runs it, pkg-config answers for mpi-fort, and CMake's
@@ -49,7 +50,7 @@ run() {
   fi
 }
 
-for src in tests/fortran/f77_mpi.f tests/fortran/f90_mpi.f90 tests/fortran/f08_mpi.f90; do
+for src in tests/fortran/f77_mpi.f tests/fortran/f90_mpi.f90 tests/fortran/f08_mpi.f90 tests/fortran/f90_more.f90; do
   name=$(basename "${src%.*}")
   if ! GW_MPI_LIBDIR=$prof scripts/gwfort -O1 -Wall -o "$out/$name" "$src" >"$out/$name.build.log" 2>&1; then
     fail "gwfort $src:"; sed 's/^/    /' "$out/$name.build.log"; continue
@@ -57,6 +58,9 @@ for src in tests/fortran/f77_mpi.f tests/fortran/f90_mpi.f90 tests/fortran/f08_m
   run "$name" "$out/$name" "$prof/gwrun" -n 4
   run "$name" "$out/$name" "$prof/gwrun" -n 4 --emulate-hosts 2
 done
+# An odd size and a single rank (3x1 and 1x1 grids, self-messages) for the argument-kind test.
+run f90_more "$out/f90_more" "$prof/gwrun" -n 3 --emulate-hosts 2
+run f90_more "$out/f90_more" "$prof/gwrun" -n 1
 
 # The installed layout, pkg-config and CMake.
 prefix=$prof/fortran-install-test
