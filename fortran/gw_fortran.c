@@ -103,6 +103,27 @@ void gw_after_init(void)
 #define GW_USER_OPS 64
 static gw_fortran_user_fn gw_user_fns[GW_USER_OPS];
 static gw_fortran_errh_fn gw_errh_fns[GW_USER_OPS];
+static gw_fortran_copy_fn gw_ccopy_fns[GW_USER_OPS], gw_tcopy_fns[GW_USER_OPS];
+static gw_fortran_delete_fn gw_cdel_fns[GW_USER_OPS], gw_tdel_fns[GW_USER_OPS];
+
+/* The attribute callbacks' bodies, for communicators and datatypes alike. */
+static int gw_call_copy(gw_fortran_copy_fn f, MPI_Fint obj, int keyval, void *extra, void *in, void *out,
+                        int *flag)
+{
+    MPI_Fint fkv = keyval, fflag = 0, ierr = MPI_SUCCESS;
+    MPI_Aint fextra = (MPI_Aint)(intptr_t)extra, fin = (MPI_Aint)(intptr_t)in, fout = 0;
+    f(&obj, &fkv, &fextra, &fin, &fout, &fflag, &ierr);
+    *flag = fflag != 0;
+    if (*flag) *(void **)out = (void *)(intptr_t)fout;
+    return ierr;
+}
+static int gw_call_delete(gw_fortran_delete_fn f, MPI_Fint obj, int keyval, void *value, void *extra)
+{
+    MPI_Fint fkv = keyval, ierr = MPI_SUCCESS;
+    MPI_Aint fvalue = (MPI_Aint)(intptr_t)value, fextra = (MPI_Aint)(intptr_t)extra;
+    f(&obj, &fkv, &fvalue, &fextra, &ierr);
+    return ierr;
+}
 static pthread_mutex_t gw_user_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Trampolines (a, b) serve slot 8a+b. */
@@ -116,6 +137,22 @@ static pthread_mutex_t gw_user_lock = PTHREAD_MUTEX_INITIALIZER;
     {                                                                                  \
         MPI_Fint fcomm = gw_c2f_Comm(*comm);                                           \
         gw_errh_fns[8 * a + b](&fcomm, code);                                          \
+    }                                                                                  \
+    static int gw_ccopy_tramp_##a##b(MPI_Comm c, int kv, void *x, void *in, void *out, int *flag) \
+    {                                                                                  \
+        return gw_call_copy(gw_ccopy_fns[8 * a + b], gw_c2f_Comm(c), kv, x, in, out, flag); \
+    }                                                                                  \
+    static int gw_cdel_tramp_##a##b(MPI_Comm c, int kv, void *v, void *x)             \
+    {                                                                                  \
+        return gw_call_delete(gw_cdel_fns[8 * a + b], gw_c2f_Comm(c), kv, v, x);       \
+    }                                                                                  \
+    static int gw_tcopy_tramp_##a##b(MPI_Datatype t, int kv, void *x, void *in, void *out, int *flag) \
+    {                                                                                  \
+        return gw_call_copy(gw_tcopy_fns[8 * a + b], gw_c2f_Type(t), kv, x, in, out, flag); \
+    }                                                                                  \
+    static int gw_tdel_tramp_##a##b(MPI_Datatype t, int kv, void *v, void *x)         \
+    {                                                                                  \
+        return gw_call_delete(gw_tdel_fns[8 * a + b], gw_c2f_Type(t), kv, v, x);       \
     }
 #define GW_T8(a) GW_TRAMPOLINE(a, 0) GW_TRAMPOLINE(a, 1) GW_TRAMPOLINE(a, 2) GW_TRAMPOLINE(a, 3) \
     GW_TRAMPOLINE(a, 4) GW_TRAMPOLINE(a, 5) GW_TRAMPOLINE(a, 6) GW_TRAMPOLINE(a, 7)
@@ -127,6 +164,10 @@ GW_T8(0) GW_T8(1) GW_T8(2) GW_T8(3) GW_T8(4) GW_T8(5) GW_T8(6) GW_T8(7)
     GW_P8(k, 6), GW_P8(k, 7)
 static MPI_User_function *const gw_user_tramps[GW_USER_OPS] = {GW_P64(user)};
 static MPI_Comm_errhandler_function *const gw_errh_tramps[GW_USER_OPS] = {GW_P64(errh)};
+static MPI_Comm_copy_attr_function *const gw_ccopy_tramps[GW_USER_OPS] = {GW_P64(ccopy)};
+static MPI_Comm_delete_attr_function *const gw_cdel_tramps[GW_USER_OPS] = {GW_P64(cdel)};
+static MPI_Type_copy_attr_function *const gw_tcopy_tramps[GW_USER_OPS] = {GW_P64(tcopy)};
+static MPI_Type_delete_attr_function *const gw_tdel_tramps[GW_USER_OPS] = {GW_P64(tdel)};
 
 /* The slot of `fn` in `fns` (its old one, or a free one); -1 when all are taken. */
 static int gw_slot(void (**fns)(void), void (*fn)(void))
@@ -170,3 +211,46 @@ int gw_comm_errhandler(void (*fn)(void), MPI_Comm_errhandler_function **out)
     *out = gw_errh_tramps[slot];
     return MPI_SUCCESS;
 }
+
+#define GW_CALLBACK(name, T, fns, tramps, what)                                     \
+    int name(void (*fn)(void), T **out)                                             \
+    {                                                                               \
+        int slot = gw_callback_slot((void (**)(void))fns, fn, what);                \
+        if (slot < 0) return fn ? MPI_ERR_OTHER : MPI_ERR_ARG;                      \
+        *out = tramps[slot];                                                        \
+        return MPI_SUCCESS;                                                         \
+    }
+GW_CALLBACK(gw_comm_copy_attr, MPI_Comm_copy_attr_function, gw_ccopy_fns, gw_ccopy_tramps, "MPI_Comm_create_keyval")
+GW_CALLBACK(gw_comm_delete_attr, MPI_Comm_delete_attr_function, gw_cdel_fns, gw_cdel_tramps, "MPI_Comm_create_keyval")
+GW_CALLBACK(gw_type_copy_attr, MPI_Type_copy_attr_function, gw_tcopy_fns, gw_tcopy_tramps, "MPI_Type_create_keyval")
+GW_CALLBACK(gw_type_delete_attr, MPI_Type_delete_attr_function, gw_tdel_fns, gw_tdel_tramps, "MPI_Type_create_keyval")
+
+/* The predefined attribute callbacks as Fortran procedures (MPI_COMM_NULL_COPY_FN ...:
+ * EXTERNAL in mpif.h and use mpi, procedures of mpi_f08's interfaces). They are
+ * called through the trampolines like the program's own. */
+static void gw_null_copy(MPI_Fint *obj, MPI_Fint *kv, MPI_Aint *extra, MPI_Aint *in, MPI_Aint *out, MPI_Fint *flag,
+                         MPI_Fint *ierr)
+{
+    (void)obj, (void)kv, (void)extra, (void)in, (void)out;
+    *flag = 0;
+    *ierr = MPI_SUCCESS;
+}
+static void gw_dup_copy(MPI_Fint *obj, MPI_Fint *kv, MPI_Aint *extra, MPI_Aint *in, MPI_Aint *out, MPI_Fint *flag,
+                        MPI_Fint *ierr)
+{
+    (void)obj, (void)kv, (void)extra;
+    *out = *in;
+    *flag = 1;
+    *ierr = MPI_SUCCESS;
+}
+static void gw_null_delete(MPI_Fint *obj, MPI_Fint *kv, MPI_Aint *value, MPI_Aint *extra, MPI_Fint *ierr)
+{
+    (void)obj, (void)kv, (void)value, (void)extra;
+    *ierr = MPI_SUCCESS;
+}
+GW_EXPORT __attribute__((alias("gw_null_copy"))) void mpi_comm_null_copy_fn_();
+GW_EXPORT __attribute__((alias("gw_dup_copy"))) void mpi_comm_dup_fn_();
+GW_EXPORT __attribute__((alias("gw_null_delete"))) void mpi_comm_null_delete_fn_();
+GW_EXPORT __attribute__((alias("gw_null_copy"))) void mpi_type_null_copy_fn_();
+GW_EXPORT __attribute__((alias("gw_dup_copy"))) void mpi_type_dup_fn_();
+GW_EXPORT __attribute__((alias("gw_null_delete"))) void mpi_type_null_delete_fn_();

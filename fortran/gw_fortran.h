@@ -151,5 +151,15 @@ typedef void (*gw_fortran_errh_fn)(MPI_Fint *, MPI_Fint *);
 int gw_user_op(void (*fn)(void), MPI_User_function **out) GW_HIDDEN;
 /* The C error handler that calls the Fortran `fn` (one of GW_USER_OPS trampolines). */
 int gw_comm_errhandler(void (*fn)(void), MPI_Comm_errhandler_function **out) GW_HIDDEN;
+/* Attribute callbacks of MPI_Comm/Type_create_keyval: copy (obj, keyval, extra_state,
+ * value_in, value_out, flag, ierror) and delete (obj, keyval, value, extra_state,
+ * ierror), values INTEGER(KIND=MPI_ADDRESS_KIND), all by address. */
+typedef void (*gw_fortran_copy_fn)(MPI_Fint *, MPI_Fint *, MPI_Aint *, MPI_Aint *, MPI_Aint *, MPI_Fint *,
+                                   MPI_Fint *);
+typedef void (*gw_fortran_delete_fn)(MPI_Fint *, MPI_Fint *, MPI_Aint *, MPI_Aint *, MPI_Fint *);
+int gw_comm_copy_attr(void (*fn)(void), MPI_Comm_copy_attr_function **out) GW_HIDDEN;
+int gw_comm_delete_attr(void (*fn)(void), MPI_Comm_delete_attr_function **out) GW_HIDDEN;
+int gw_type_copy_attr(void (*fn)(void), MPI_Type_copy_attr_function **out) GW_HIDDEN;
+int gw_type_delete_attr(void (*fn)(void), MPI_Type_delete_attr_function **out) GW_HIDDEN;
 
 #endif

@@ -51,6 +51,22 @@ CALLBACKS = {
     "MPI_User_function *": ("MPI_User_function", "MPI_User_function", "gw_user_op"),
     "MPI_Comm_errhandler_function *": ("MPI_Comm_errhandler_function", "MPI_Comm_errhandler_function",
                                        "gw_comm_errhandler"),
+    "MPI_Comm_copy_attr_function *": ("MPI_Comm_copy_attr_function", "MPI_Comm_copy_attr_function",
+                                      "gw_comm_copy_attr"),
+    "MPI_Comm_delete_attr_function *": ("MPI_Comm_delete_attr_function", "MPI_Comm_delete_attr_function",
+                                        "gw_comm_delete_attr"),
+    "MPI_Type_copy_attr_function *": ("MPI_Type_copy_attr_function", "MPI_Type_copy_attr_function",
+                                      "gw_type_copy_attr"),
+    "MPI_Type_delete_attr_function *": ("MPI_Type_delete_attr_function", "MPI_Type_delete_attr_function",
+                                        "gw_type_delete_attr"),
+}
+# The standard's predefined callbacks, Fortran procedures of libmpifort (gw_fortran.c):
+# name -> mpi_f08 abstract interface.
+PREDEFINED_CALLBACKS = {
+    "MPI_COMM_NULL_COPY_FN": "MPI_Comm_copy_attr_function", "MPI_COMM_DUP_FN": "MPI_Comm_copy_attr_function",
+    "MPI_COMM_NULL_DELETE_FN": "MPI_Comm_delete_attr_function",
+    "MPI_TYPE_NULL_COPY_FN": "MPI_Type_copy_attr_function", "MPI_TYPE_DUP_FN": "MPI_Type_copy_attr_function",
+    "MPI_TYPE_NULL_DELETE_FN": "MPI_Type_delete_attr_function",
 }
 STRBUF = 8192  # MPI_MAX_LIBRARY_VERSION_STRING, the longest string any call writes
 
@@ -72,6 +88,12 @@ class Param:
             # The C call stores a void *; Fortran gets the attribute's value (attrget).
             self.cls, self.intent = "attrget", "out"
             self.kind = None if fn == "MPI_Attr_get" else "MPI_ADDRESS_KIND"
+        elif base == "void *" and (name == "extra_state" or
+                                   (name == "attribute_val" and re.search(r"_set_attr$|^MPI_Attr_put$", fn))):
+            # A value C keeps as a void * (attrin): INTEGER(KIND=MPI_ADDRESS_KIND), or
+            # INTEGER for the deprecated MPI_Attr_put.
+            self.cls = "attrin"
+            self.kind = None if fn == "MPI_Attr_put" else "MPI_ADDRESS_KIND"
         elif base == "void *" and name == "buffer_addr" and "detach" in fn.lower():
             # MPI_Buffer_detach: the address of the detached buffer (detach).
             self.cls, self.intent = "detach", "out"
@@ -150,7 +172,7 @@ def ftype(p, flavor):
         return "logical" if p.logical else "integer"
     if p.kind:
         return f"integer(kind={p.kind})"
-    if p.cls == "attrget":
+    if p.cls in ("attrget", "attrin"):
         return "integer"
     if p.cls in ("h", "hp", "harr"):
         return "integer" if flavor == "old" else f"type({HANDLE_TYPES[p.htype][0]})"
@@ -327,7 +349,7 @@ def _fdecl(p, flavor):
         return f"void **{p.name}"
     if p.cls in ("sin", "sout"):
         return f"char *{p.name}" if flavor == "old" else f"CFI_cdesc_t *{p.name}"
-    if p.cls == "attrget" and not p.kind:
+    if p.cls in ("attrget", "attrin") and not p.kind:
         return f"MPI_Fint *{p.name}"
     if p.kind:
         return {"MPI_ADDRESS_KIND": "MPI_Aint", "MPI_COUNT_KIND": "MPI_Count",
@@ -403,6 +425,8 @@ def c_glue_function(f, flavor, pre=""):
             decl.append(f"void *v_{n} = NULL;")
             args.append(f"&v_{n}")
             post.append(f"{ok}if (*flag) *{n} = ({ftype_c})gw_attr_value(*{keyval}, v_{n});")
+        elif p.cls == "attrin":
+            args.append(f"(void *)(intptr_t)*{n}")
         elif p.cls in ("aint", "count", "offset"):
             args.append(f"*{n}")
         elif p.cls in ("aintp", "countp", "offsetp", "aintarr"):

@@ -21,7 +21,7 @@ scripts/fortran_model.py; this file writes the four outputs.
 import json, os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fortran_model import (ROOT, load_functions, ftype, F08_HANDLE_TYPES, buffer_async, f08_bind_c, f08_specific,
+from fortran_model import (ROOT, load_functions, ftype, F08_HANDLE_TYPES, buffer_async, f08_bind_c, f08_specific, PREDEFINED_CALLBACKS,
                            c_glue_function, GLUE_PRELUDE, fortran_constants)
 
 ABI = os.environ.get("MPI_ABI_JSON", os.path.join(ROOT, "scripts", "mpi-abi", "constants.json"))
@@ -78,6 +78,8 @@ def old_constant_lines(consts):
     for name, decl, block in SENTINELS_OLD:
         L.append(f"      {decl}")
         L.append(f"      COMMON /MPI_FORTRAN_{block.upper()}/ {name}")
+    for name in PREDEFINED_CALLBACKS:
+        L.append(f"      EXTERNAL {name}")
     for ln in L:
         assert len(ln) <= 72, ln
     return L
@@ -159,7 +161,17 @@ def gen_f08_module(consts, handle_consts, funcs):
           "    integer(c_int) :: MPI_SOURCE, MPI_TAG, MPI_ERROR",
           "    integer(c_int) :: MPI_internal(5)",
           "  end type MPI_Status"]
-    # The user function of MPI_Op_create, as the standard declares it.
+    for name, kind, value in consts:
+        if kind == "int":
+            L.append(f"  integer, parameter :: {name} = {value}")
+        elif kind == "logical":
+            L.append(f"  logical, parameter :: {name} = {value}")
+        else:
+            L.append(f"  integer(kind={kind}), parameter :: {name} = {value}")
+    for name, t, value in handle_consts:
+        L.append(f"  type({t}), parameter :: {name} = {t}({value})")
+    # The procedures the C library calls back, as the standard declares them
+    # (after the constants: the interfaces import MPI_ADDRESS_KIND).
     L += ["  abstract interface",
           "    subroutine MPI_User_function(invec, inoutvec, len, datatype)",
           "      use, intrinsic :: iso_c_binding, only: c_ptr",
@@ -172,17 +184,25 @@ def gen_f08_module(consts, handle_consts, funcs):
           "      import :: MPI_Comm",
           "      type(MPI_Comm) :: comm",
           "      integer :: error_code",
-          "    end subroutine MPI_Comm_errhandler_function",
-          "  end interface"]
-    for name, kind, value in consts:
-        if kind == "int":
-            L.append(f"  integer, parameter :: {name} = {value}")
-        elif kind == "logical":
-            L.append(f"  logical, parameter :: {name} = {value}")
-        else:
-            L.append(f"  integer(kind={kind}), parameter :: {name} = {value}")
-    for name, t, value in handle_consts:
-        L.append(f"  type({t}), parameter :: {name} = {t}({value})")
+          "    end subroutine MPI_Comm_errhandler_function"]
+    for kind, handle in (("Comm", "MPI_Comm"), ("Type", "MPI_Datatype")):
+        obj = "oldcomm" if kind == "Comm" else "oldtype"
+        L += [f"    subroutine MPI_{kind}_copy_attr_function({obj}, keyval, extra_state, attribute_val_in, &",
+              "        attribute_val_out, flag, ierror)",
+              f"      import :: {handle}, MPI_ADDRESS_KIND",
+              f"      type({handle}) :: {obj}",
+              "      integer :: keyval, ierror",
+              "      integer(kind=MPI_ADDRESS_KIND) :: extra_state, attribute_val_in, attribute_val_out",
+              "      logical :: flag",
+              f"    end subroutine MPI_{kind}_copy_attr_function",
+              f"    subroutine MPI_{kind}_delete_attr_function(obj, keyval, attribute_val, extra_state, ierror)",
+              f"      import :: {handle}, MPI_ADDRESS_KIND",
+              f"      type({handle}) :: obj",
+              "      integer :: keyval, ierror",
+              "      integer(kind=MPI_ADDRESS_KIND) :: attribute_val, extra_state",
+              f"    end subroutine MPI_{kind}_delete_attr_function"]
+    L.append("  end interface")
+    L += [f"  procedure({iface}) :: {name}" for name, iface in PREDEFINED_CALLBACKS.items()]
     for name, t, dims in F08_SENTINELS:
         sym = "mpi_f08_" + name[4:].lower()
         L.append(f"  {t}, bind(C, name=\"{sym}\") :: {name}{dims}")

@@ -31,11 +31,13 @@ program f08_mpi
   character(len=8) :: short
   integer, target :: bsbuf(1000)
   type(c_ptr) :: detached
+  integer :: kv
+  integer(kind=MPI_ADDRESS_KIND) :: aval
   type(MPI_Status) :: st2
   integer :: ierr, rank, nproc, left, right, i, cls, cnt, total, resultlen
   type(MPI_Request) :: reqs(2)
   type(MPI_Status) :: stats(2), st
-  type(MPI_Datatype) :: vec
+  type(MPI_Datatype) :: vec, dupt
   type(MPI_Comm) :: dup
   integer :: sendv(5), recvv(5), mat(3, 4), col(4)
   real(8) :: x(3)
@@ -140,6 +142,17 @@ program f08_mpi
   ! .false., reasoning that bsbuf's address did not outlive the attach call.)
   call check(i == left .and. cnt == 4000 .and. &
              transfer(detached, 0_c_intptr_t) == transfer(c_loc(bsbuf), 0_c_intptr_t), 'MPI_Buffer_detach')
+
+  ! A datatype attribute copied by the predefined MPI_TYPE_DUP_FN.
+  call MPI_Type_create_keyval(MPI_TYPE_DUP_FN, MPI_TYPE_NULL_DELETE_FN, kv, 0_MPI_ADDRESS_KIND)
+  call MPI_Type_contiguous(2, MPI_INTEGER, vec)
+  call MPI_Type_set_attr(vec, kv, 99_MPI_ADDRESS_KIND)
+  call MPI_Type_dup(vec, dupt)
+  call MPI_Type_get_attr(dupt, kv, aval, flag)
+  call check(flag .and. aval == 99, 'MPI_TYPE_DUP_FN')
+  call MPI_Type_free(dupt)
+  call MPI_Type_free(vec)
+  call MPI_Type_free_keyval(kv)
 
   ! Names and a user communicator.
   call MPI_Comm_dup(MPI_COMM_WORLD, dup)

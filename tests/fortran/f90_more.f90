@@ -20,6 +20,10 @@ program f90_more
     double precision :: v
   end type pair
   type(pair) :: p(2), q(2)
+  integer :: kv, kv2, cdup, deleted
+  integer(kind=MPI_ADDRESS_KIND) :: aval
+  external :: copy_plus_extra, delete_sum
+  common /attr_seen/ deleted
 
   call MPI_Init(ierr)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
@@ -126,6 +130,33 @@ program f90_more
   end do
   call check(total == nproc * (nproc - 1) / 2 .and. req == MPI_REQUEST_NULL, 'MPI_Iallreduce + MPI_Test')
 
+  ! Attribute caching with Fortran callbacks: the copy adds extra_state, the
+  ! delete sums what it deletes; and the predefined MPI_COMM_DUP_FN / NULL_COPY_FN.
+  deleted = 0
+  call MPI_Comm_create_keyval(copy_plus_extra, delete_sum, kv, 7_MPI_ADDRESS_KIND, ierr)
+  call MPI_Comm_set_attr(MPI_COMM_WORLD, kv, 41_MPI_ADDRESS_KIND, ierr)
+  call MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, kv2, 0_MPI_ADDRESS_KIND, ierr)
+  call MPI_Comm_set_attr(MPI_COMM_WORLD, kv2, 5_MPI_ADDRESS_KIND, ierr)
+  call MPI_Comm_dup(MPI_COMM_WORLD, cdup, ierr)
+  call MPI_Comm_get_attr(cdup, kv, aval, flag, ierr)
+  call check(flag .and. aval == 48, 'the Fortran copy callback ran with extra_state')
+  call MPI_Comm_get_attr(cdup, kv2, aval, flag, ierr)
+  call check(.not. flag, 'MPI_COMM_NULL_COPY_FN copies nothing')
+  call MPI_Comm_free(cdup, ierr)
+  call MPI_Comm_delete_attr(MPI_COMM_WORLD, kv, ierr)
+  call check(deleted == 48 + 41, 'the Fortran delete callback ran for both values')
+  call MPI_Comm_free_keyval(kv, ierr)
+  call MPI_Comm_delete_attr(MPI_COMM_WORLD, kv2, ierr)
+  call MPI_Comm_free_keyval(kv2, ierr)
+  call MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, kv2, 0_MPI_ADDRESS_KIND, ierr)
+  call MPI_Comm_set_attr(MPI_COMM_WORLD, kv2, 6_MPI_ADDRESS_KIND, ierr)
+  call MPI_Comm_dup(MPI_COMM_WORLD, cdup, ierr)
+  call MPI_Comm_get_attr(cdup, kv2, aval, flag, ierr)
+  call check(flag .and. aval == 6, 'MPI_COMM_DUP_FN copies the value')
+  call MPI_Comm_free(cdup, ierr)
+  call MPI_Comm_delete_attr(MPI_COMM_WORLD, kv2, ierr)
+  call MPI_Comm_free_keyval(kv2, ierr)
+
   ! Output strings.
   call MPI_Get_processor_name(host, resultlen, ierr)
   call check(resultlen > 0 .and. len_trim(host) == resultlen, 'MPI_Get_processor_name')
@@ -147,3 +178,24 @@ contains
     end if
   end subroutine check
 end program f90_more
+
+subroutine copy_plus_extra(oldcomm, keyval, extra_state, val_in, val_out, flag, ierror)
+  use mpi, only: MPI_ADDRESS_KIND, MPI_SUCCESS
+  implicit none
+  integer :: oldcomm, keyval, ierror
+  integer(kind=MPI_ADDRESS_KIND) :: extra_state, val_in, val_out
+  logical :: flag
+  val_out = val_in + extra_state
+  flag = .true.
+  ierror = MPI_SUCCESS
+end subroutine copy_plus_extra
+
+subroutine delete_sum(comm, keyval, val, extra_state, ierror)
+  use mpi, only: MPI_ADDRESS_KIND, MPI_SUCCESS
+  implicit none
+  integer :: comm, keyval, ierror, deleted
+  integer(kind=MPI_ADDRESS_KIND) :: val, extra_state
+  common /attr_seen/ deleted
+  deleted = deleted + int(val)
+  ierror = MPI_SUCCESS
+end subroutine delete_sum
