@@ -94,6 +94,15 @@ class Param:
             # INTEGER for the deprecated MPI_Attr_put.
             self.cls = "attrin"
             self.kind = None if fn == "MPI_Attr_put" else "MPI_ADDRESS_KIND"
+        elif fn == "MPI_Info_create_env" and name in ("argc", "argv"):
+            # Fortran has no argc/argv here: the C call gets 0 and NULL.
+            self.cls = "drop"
+        elif base == "void *" and name == "baseptr" and fn == "MPI_Alloc_mem":
+            # The new memory's address: INTEGER(KIND=MPI_ADDRESS_KIND) (Cray-pointer
+            # style) in the old bindings, TYPE(C_PTR) in mpi_f08 (allocptr).
+            self.cls, self.intent = "allocptr", "out"
+        elif base == "void *" and name == "base" and fn == "MPI_Free_mem":
+            self.cls = "buf"
         elif base == "void *" and name == "buffer_addr" and "detach" in fn.lower():
             # MPI_Buffer_detach: the address of the detached buffer (detach).
             self.cls, self.intent = "detach", "out"
@@ -184,6 +193,8 @@ def ftype(p, flavor):
         return "external" if flavor == "old" else f"procedure({p.callback[0]})"
     if p.cls == "detach":  # old: a choice buffer, as the standard has it; f08: TYPE(C_PTR)
         return "type(*)" if flavor == "old" else "type(c_ptr)"
+    if p.cls == "allocptr":
+        return "integer(kind=MPI_ADDRESS_KIND)" if flavor == "old" else "type(c_ptr)"
     raise AssertionError(p.cls)
 
 
@@ -347,6 +358,8 @@ def _fdecl(p, flavor):
         return f"void (*{p.name})(void)"
     if p.cls == "detach":
         return f"void **{p.name}"
+    if p.cls == "allocptr":
+        return f"MPI_Aint *{p.name}" if flavor == "old" else f"void **{p.name}"
     if p.cls in ("sin", "sout"):
         return f"char *{p.name}" if flavor == "old" else f"CFI_cdesc_t *{p.name}"
     if p.cls in ("attrget", "attrin") and not p.kind:
@@ -378,7 +391,7 @@ def c_glue_function(f, flavor, pre=""):
     for p in f.params:
         n = p.name
         if p.cls == "drop":
-            args.append("NULL")
+            args.append("0" if p.ctype == "int" else "NULL")
         elif p.cls == "buf":
             if flavor == "old":
                 decl.append(f"void *b_{n} = gw_buf({n});")
@@ -391,6 +404,10 @@ def c_glue_function(f, flavor, pre=""):
             args.append(f"&v_{n}")
             if flavor == "f08":  # the old bindings' address argument has no use in Fortran
                 post.append(f"{ok}*{n} = v_{n};")
+        elif p.cls == "allocptr":
+            decl.append(f"void *v_{n} = NULL;")
+            args.append(f"&v_{n}")
+            post.append(f"{ok}*{n} = " + ("(MPI_Aint)(intptr_t)" if flavor == "old" else "") + f"v_{n};")
         elif p.cls == "userfn":
             _, ctype, make = p.callback
             decl.append(f"{ctype} *u_{n} = NULL;")

@@ -5,7 +5,7 @@
 ! a non-contiguous section refused with MPI_ERR_BUFFER. Rank 0 prints "PASS f08_mpi".
 program f08_mpi
   use mpi_f08
-  use, intrinsic :: iso_c_binding, only: c_int, c_ptr, c_loc, c_intptr_t
+  use, intrinsic :: iso_c_binding, only: c_int, c_ptr, c_loc, c_intptr_t, c_f_pointer
   implicit none
   ! The C library's status conversions (C-only functions, called here through BIND(C)).
   interface
@@ -33,6 +33,9 @@ program f08_mpi
   type(c_ptr) :: detached
   integer :: kv
   integer(kind=MPI_ADDRESS_KIND) :: aval
+  type(c_ptr) :: mem
+  integer, pointer :: arr(:)
+  type(MPI_Info) :: envinfo
   type(MPI_Status) :: st2
   integer :: ierr, rank, nproc, left, right, i, cls, cnt, total, resultlen
   type(MPI_Request) :: reqs(2)
@@ -142,6 +145,20 @@ program f08_mpi
   ! .false., reasoning that bsbuf's address did not outlive the attach call.)
   call check(i == left .and. cnt == 4000 .and. &
              transfer(detached, 0_c_intptr_t) == transfer(c_loc(bsbuf), 0_c_intptr_t), 'MPI_Buffer_detach')
+
+  ! MPI_Alloc_mem gives TYPE(C_PTR); the memory is a receive buffer, then freed.
+  call MPI_Alloc_mem(4000_MPI_ADDRESS_KIND, MPI_INFO_NULL, mem, ierr)
+  call check(ierr == MPI_SUCCESS, 'MPI_Alloc_mem')
+  call c_f_pointer(mem, arr, [1000])
+  arr = -1
+  call MPI_Sendrecv(sendv, 5, MPI_INTEGER, right, 14, arr, 5, MPI_INTEGER, left, 14, &
+                    MPI_COMM_WORLD, MPI_STATUS_IGNORE)
+  call check(all(arr(1:5) == [(left * 10 + i, i = 1, 5)]) .and. arr(6) == -1, 'receive into MPI_Alloc_mem memory')
+  call MPI_Free_mem(arr, ierr)
+  call check(ierr == MPI_SUCCESS, 'MPI_Free_mem')
+  call MPI_Info_create_env(envinfo, ierr)
+  call check(ierr == MPI_SUCCESS .and. envinfo /= MPI_INFO_NULL, 'MPI_Info_create_env')
+  call MPI_Info_free(envinfo)
 
   ! A datatype attribute copied by the predefined MPI_TYPE_DUP_FN.
   call MPI_Type_create_keyval(MPI_TYPE_DUP_FN, MPI_TYPE_NULL_DELETE_FN, kv, 0_MPI_ADDRESS_KIND)
