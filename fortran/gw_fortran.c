@@ -254,3 +254,10 @@ GW_EXPORT __attribute__((alias("gw_null_delete"))) void mpi_comm_null_delete_fn_
 GW_EXPORT __attribute__((alias("gw_null_copy"))) void mpi_type_null_copy_fn_();
 GW_EXPORT __attribute__((alias("gw_dup_copy"))) void mpi_type_dup_fn_();
 GW_EXPORT __attribute__((alias("gw_null_delete"))) void mpi_type_null_delete_fn_();
+
+/* MPI_F_sync_reg (Fortran only): a call the compiler cannot see into, so it
+ * assumes `buf` read and written and does not keep it in registers across it. */
+GW_EXPORT void mpi_f_sync_reg_(void *buf) { (void)buf; }
+GW_EXPORT void pmpi_f_sync_reg_(void *buf) { (void)buf; }
+GW_EXPORT void MPI_F_sync_reg_f08(CFI_cdesc_t *buf) { (void)buf; }
+GW_EXPORT void PMPI_F_sync_reg_f08(CFI_cdesc_t *buf) { (void)buf; }

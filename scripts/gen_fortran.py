@@ -130,6 +130,12 @@ def gen_mpi_module(consts, funcs):
             L.append(f"        end subroutine {name}")
         else:
             L.append(f"        end function {name}")
+    # Fortran-only: MPI_F_sync_reg (defined in gw_fortran.c; it only has to be a call).
+    for pre in ("", "P"):
+        L += [f"        subroutine {pre}MPI_F_sync_reg(buf)",
+              "          !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf",
+              "          type(*), dimension(*) :: buf",
+              f"        end subroutine {pre}MPI_F_sync_reg"]
     L += ["      end interface", "end module mpi"]
     return "\n".join(L) + "\n"
 
@@ -215,6 +221,10 @@ def gen_f08_module(consts, handle_consts, funcs):
     for pre in ("", "P"):
         for f in funcs:
             L += f08_interface(f, pre)
+        L += [f"  interface {pre}MPI_F_sync_reg",
+              f"    subroutine {pre}MPI_F_sync_reg_f08(buf) bind(C, name=\"{pre}MPI_F_sync_reg_f08\")",
+              "      type(*), dimension(..), asynchronous :: buf",
+              f"    end subroutine {pre}MPI_F_sync_reg_f08", "  end interface"]
     L.append("contains")
     for t in F08_HANDLE_TYPES:
         s = t[4:].lower()

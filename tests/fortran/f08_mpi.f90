@@ -83,6 +83,7 @@ program f08_mpi
   call MPI_Irecv(i, 1, MPI_INTEGER, left, 9, MPI_COMM_WORLD, reqs(1))
   call MPI_Send(rank, 1, MPI_INTEGER, right, 9, MPI_COMM_WORLD)
   call MPI_Wait(reqs(1), MPI_STATUS_IGNORE)
+  call MPI_F_sync_reg(i)
   call check(i == left, 'MPI_Wait with MPI_STATUS_IGNORE')
   call MPI_Irecv(i, 1, MPI_INTEGER, left, 11, MPI_COMM_WORLD, reqs(1))
   call MPI_Isend(rank, 1, MPI_INTEGER, right, 11, MPI_COMM_WORLD, reqs(2))

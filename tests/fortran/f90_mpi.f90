@@ -48,6 +48,7 @@ program f90_mpi
   call MPI_Irecv(recvv, 1, MPI_INTEGER, left, 8, MPI_COMM_WORLD, reqs(1), ierr)
   call MPI_Send(rank, 1, MPI_INTEGER, right, 8, MPI_COMM_WORLD, ierr)
   call MPI_Waitany(1, reqs, idx, st, ierr)
+  call MPI_F_sync_reg(recvv)
   call check(idx == 1, 'MPI_Waitany index is 1-based')
   call check(recvv(1) == left .and. st(MPI_SOURCE) == left, 'MPI_Waitany data and status')
 
