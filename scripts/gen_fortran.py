@@ -101,6 +101,31 @@ def gen_mpif_h(consts, funcs):
 
 # ---- use mpi -----------------------------------------------------------------
 
+# MPI_Sizeof: one module procedure per intrinsic type and kind (assumed rank, so
+# scalars and arrays of any rank); the standard asks for numeric types (and we add LOGICAL).
+SIZEOF_TYPES = [("integer", k) for k in (1, 2, 4, 8, 16)] + [("real", k) for k in (4, 8, 10, 16)] + \
+               [("complex", k) for k in (4, 8, 10, 16)] + [("logical", k) for k in (1, 2, 4, 8)]
+
+
+def sizeof_generic():
+    return ["  interface MPI_Sizeof"] + \
+           [f"    module procedure gw_sizeof_{t[0]}{k}" for t, k in SIZEOF_TYPES] + ["  end interface"]
+
+
+def sizeof_procedures(optional):
+    L = []
+    for t, k in SIZEOF_TYPES:
+        n = f"gw_sizeof_{t[0]}{k}"
+        L += [f"  subroutine {n}(x, size, ierror)",
+              f"    {t}(kind={k}), dimension(..), intent(in) :: x",
+              "    integer, intent(out) :: size",
+              "    integer" + (", optional" if optional else "") + ", intent(out) :: ierror",
+              "    size = int(storage_size(x) / 8)",
+              ("    if (present(ierror)) ierror = 0" if optional else "    ierror = 0"),
+              f"  end subroutine {n}"]
+    return L
+
+
 def gen_mpi_module(consts, funcs):
     funcs = [f for f in funcs if not f.large]
     L = ["! mpi.f90 -- gridwire's `use mpi` module.",
@@ -136,7 +161,8 @@ def gen_mpi_module(consts, funcs):
               "          !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf",
               "          type(*), dimension(*) :: buf",
               f"        end subroutine {pre}MPI_F_sync_reg"]
-    L += ["      end interface", "end module mpi"]
+    L += ["      end interface"] + sizeof_generic() + ["contains"] + sizeof_procedures(False)
+    L += ["end module mpi"]
     return "\n".join(L) + "\n"
 
 
@@ -225,7 +251,9 @@ def gen_f08_module(consts, handle_consts, funcs):
               f"    subroutine {pre}MPI_F_sync_reg_f08(buf) bind(C, name=\"{pre}MPI_F_sync_reg_f08\")",
               "      type(*), dimension(..), asynchronous :: buf",
               f"    end subroutine {pre}MPI_F_sync_reg_f08", "  end interface"]
+    L += sizeof_generic()
     L.append("contains")
+    L += sizeof_procedures(True)
     for t in F08_HANDLE_TYPES:
         s = t[4:].lower()
         for op, name in (("==", "eq"), ("/=", "ne")):

@@ -25,6 +25,8 @@ program f90_mpi
   call check(flag, 'MPI_Initialized is .true.')
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
   call MPI_Comm_size(MPI_COMM_WORLD, nproc, ierr)
+  call MPI_Sizeof(x, i, ierr)
+  call check(i == 8 .and. ierr == MPI_SUCCESS, 'MPI_Sizeof of DOUBLE PRECISION')
   call PMPI_Comm_size(MPI_COMM_WORLD, i, ierr)
   call check(i == nproc, 'the profiling name PMPI_Comm_size')
   right = mod(rank + 1, nproc)
