@@ -28,6 +28,14 @@
 #             gwrun's first run (stages proxy, program and libmpi.so), a warm
 #             run, then one with a 50 MB incompressible file in --stage-files;
 #             its extra time against bytes x remote sites / WAN rate.
+#   round trips: 2 sites x 2 hosts at one-way WAN delays STARTUP_RTT_LO (5)
+#             and STARTUP_RTT_HI (45) ms, STARTUP_RTT_RUNS (3) interleaved runs:
+#             WAN round trips waited for in series = the wall-time difference
+#             over the round-trip-time difference (STARTUP_RTT= skips it).
+#   failures: gwrun only, a 4-rank sleep job on 2 sites x 2 hosts: seconds
+#             from kill -9 of a remote rank, kill -9 of a remote proxy, and a
+#             silent partition (GW_HEARTBEAT_TIMEOUT 2 and 10) until gwrun
+#             has exited (STARTUP_FAILURES= skips it).
 # Needs root (gw-testbed); without it, or without MPICH/Open MPI, the part
 # that cannot run says why. Markdown on stdout (also bench/out/startup/
 # startup.md), progress on stderr. STARTUP_RUNS, STARTUP_SIZES ("1x4 1x16
@@ -219,6 +227,81 @@ libsz=$(stat -c %s "$REL/libmpi.so"); progsz=$(stat -c %s "$WORK/hello_gw"); pro
 floor=$(awk -v b=$((STAGE_MB * 1000 * 1000)) -v r=$RATE 'BEGIN { printf "%.2f", b * 8 * 2 / (r * 1e6) }')
 extra=$(awk -v a="$st_big" -v b="$st_warm" 'BEGIN { if (a == "n/a" || b == "n/a") print "n/a"; else printf "%.2f", a - b }')
 
+# WAN round trips on the critical path: the same start-up at two WAN
+# delays; the wall time grows by one round-trip time per round trip the
+# launcher waits for in series, so (T(hi) - T(lo)) / (RTT(hi) - RTT(lo))
+# counts them (the machine's noise cancels in the difference, not in
+# either figure).
+RTT_LO=${STARTUP_RTT_LO:-5}
+RTT_HI=${STARTUP_RTT_HI:-45}
+RTT_RUNS=${STARTUP_RTT_RUNS:-3}
+declare -A RT_T
+if [ -n "${STARTUP_RTT-yes}" ]; then
+    for d in "$RTT_LO" "$RTT_HI"; do
+        echo "bench: WAN round trips, 2 sites x 2 hosts, one-way delay $d ms" >&2
+        up --sites 2 --hosts 2 --wan-delay "$d" --shared-fs || continue
+        res=$WORK/rt-$d
+        : >"$res"
+        for l in $launchers; do timed "$l" 4 >/dev/null; done
+        for _ in $(seq "$RTT_RUNS"); do
+            for l in $launchers; do echo "$l $(timed "$l" 4)" >>"$res"; done
+        done
+        for l in $launchers; do
+            RT_T[$d.$l]=$(awk -v l="$l" '$1==l && $5==0 && $6==4 {print $2}' "$res" | median)
+        done
+        cp "$res" "$OUT/roundtrips-$d.txt"
+        down
+    done
+fi
+round_trips() {
+    awk -v a="${RT_T[$RTT_HI.$1]:-n/a}" -v b="${RT_T[$RTT_LO.$1]:-n/a}" -v hi="$RTT_HI" -v lo="$RTT_LO" \
+        'BEGIN { if (a == "n/a" || b == "n/a" || a == "" || b == "") print "n/a"; else printf "%.1f", (a - b) / (2 * (hi - lo) / 1000) }'
+}
+
+# Failure detection (gwrun only): a 4-rank `sleep` job on 2 sites x 2 hosts;
+# kill -9 of the rank on a remote host, kill -9 of a remote proxy, and a
+# silent partition of a host (GW_HEARTBEAT_TIMEOUT=2 and the default 10 s):
+# seconds from the event until gwrun has exited (the job torn down on every
+# host).
+declare -A FAIL_T
+# sleepers ENV…: starts the job in the background on login; sets SLEEPERS_PID.
+sleepers() {
+    "$TB" exec --id "$GW_TESTBED_ID" login env "PATH=$GW_TESTBED_BIN:/usr/bin:/bin" "$@" \
+        "$REL/gwrun" -f "$GW_TESTBED_MACHINES" -n 4 --timeout 120 sleep 300 >/dev/null 2>"$WORK/fail-err" &
+    SLEEPERS_PID=$!
+    local i
+    for i in $(seq 200); do
+        [ "$("$TB" exec --id "$GW_TESTBED_ID" s1h1 pgrep -x sleep | wc -l)" = 1 ] && return 0
+        sleep 0.1
+    done
+    echo "  the sleeping job did not start on s1h1: $(tail -2 "$WORK/fail-err")" >&2
+    return 1
+}
+# ended_after T0: waits for the job, prints seconds since T0 (date +%s.%N).
+ended_after() {
+    wait "$SLEEPERS_PID" 2>/dev/null || true
+    awk -v a="$(date +%s.%N)" -v b="$1" 'BEGIN { printf "%.2f", a - b }'
+}
+if [ -n "${STARTUP_FAILURES-yes}" ] && up --sites 2 --hosts 2 --wan-delay "$DELAY"; then
+    echo "bench: failure detection" >&2
+    if sleepers; then
+        t0=$(date +%s.%N); "$TB" exec --id "$GW_TESTBED_ID" s1h1 pkill -9 -x sleep
+        FAIL_T[rank]=$(ended_after "$t0")
+    fi
+    if sleepers; then
+        t0=$(date +%s.%N); "$TB" exec --id "$GW_TESTBED_ID" s1h1 pkill -9 -f -- --proxy
+        FAIL_T[proxy]=$(ended_after "$t0")
+    fi
+    for hb in 2 10; do
+        if sleepers GW_HEARTBEAT_TIMEOUT=$hb; then
+            t0=$(date +%s.%N); "$TB" partition --id "$GW_TESTBED_ID" s1h1
+            FAIL_T[hb$hb]=$(ended_after "$t0")
+            "$TB" heal --id "$GW_TESTBED_ID" s1h1
+        fi
+    done
+    down
+fi
+
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 name() { case $1 in gw) echo "gwrun -f" ;; hy) echo "Hydra" ;; om) echo "Open MPI" ;; esac; }
 {
@@ -248,6 +331,14 @@ name() { case $1 in gw) echo "gwrun -f" ;; hy) echo "Hydra" ;; om) echo "Open MP
     for l in $launchers; do
         [ "$l" = gw ] || echo "- $(name "$l") with the same ssh config minus its ProxyJump lines: ${FW[nj.$l]:-n/a}"
     done
+    echo
+    echo "WAN round trips on the critical path of start-up (2 sites × 2 hosts, \`--shared-fs\`, median of $RTT_RUNS interleaved runs at one-way WAN delays of $RTT_LO and $RTT_HI ms; round trips = (wall at $RTT_HI ms − wall at $RTT_LO ms) ÷ the $((2 * (RTT_HI - RTT_LO))) ms difference in round-trip time):"
+    echo
+    echo "| launcher | wall at $RTT_LO ms (s) | wall at $RTT_HI ms (s) | WAN round trips |"
+    echo "| --- | ---: | ---: | ---: |"
+    for l in $launchers; do echo "| $(name "$l") | ${RT_T[$RTT_LO.$l]:-n/a} | ${RT_T[$RTT_HI.$l]:-n/a} | $(round_trips "$l") |"; done
+    echo
+    echo "Failure detection (gwrun -f, 4-rank \`sleep\` job on 2 sites × 2 hosts, $DELAY ms WAN; seconds from the event until gwrun exited, the job torn down on every host): kill -9 of the rank on s1h1 ${FAIL_T[rank]:-n/a} s (goal ≤ 2); kill -9 of s1h1's proxy ${FAIL_T[proxy]:-n/a} s (goal ≤ 2); silent partition of s1h1 with GW_HEARTBEAT_TIMEOUT=2 ${FAIL_T[hb2]:-n/a} s, with the default 10 s ${FAIL_T[hb10]:-n/a} s (goal: ≤ 5 s beyond the timeout)."
     echo
     echo "Staging (2 sites × 4 hosts, \`--wan-rate $RATE\` Mbit/s per WAN arm, login's included, $DELAY ms, no \`--shared-fs\`): gwrun's first run ${st_cold} s (sends its proxy, $proxysz B, the program, $progsz B, and libmpi.so, $libsz B, once per site); warm run ${st_warm} s; with \`--stage-files\` of $STAGE_MB MB from /dev/urandom ${st_big} s (completed: $st_ok), ${extra} s more than the warm run, against $floor s = $STAGE_MB MB × 2 remote sites ÷ $RATE Mbit/s: ratio $(ratio "$extra" "$floor") (goal ≤ 1.2)."
 } | tee "$OUT/startup.md"

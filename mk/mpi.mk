@@ -33,6 +33,7 @@ install-mpi-files:
 	install -m 755 scripts/gwcc $(DESTDIR)$(PREFIX)/bin/gwcc
 	ln -sf gwcc $(DESTDIR)$(PREFIX)/bin/mpicc
 	install -m 755 $(MPI_TARGET_DIR)/gwrun $(DESTDIR)$(PREFIX)/bin/gwrun
+	install -m 755 $(MPI_TARGET_DIR)/gwtools $(DESTDIR)$(PREFIX)/bin/gwtools
 	ln -sf gwrun $(DESTDIR)$(PREFIX)/bin/mpiexec
 	ln -sf gwrun $(DESTDIR)$(PREFIX)/bin/mpirun
 	for pc in mpi mpich gridwire-mpi; do \

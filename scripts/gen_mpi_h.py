@@ -116,9 +116,10 @@ def implemented():
     """Functions capi defines: every `MPI_x / PMPI_x` or `MPI_x, PMPI_x` pair in its sources."""
     names = set()
     d = os.path.join(ROOT, "crates", "capi", "src")
-    for f in os.listdir(d):
-        if f.endswith(".rs") and f != "stubs.rs":
-            for m in re.finditer(r"\b(MPI_\w+)\s*[,/]\s*PMPI_(\w+)", open(os.path.join(d, f)).read()):
+    files = [os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs]
+    for f in files:
+        if f.endswith(".rs") and os.path.basename(f) != "stubs.rs":
+            for m in re.finditer(r"\b(MPI_\w+)\s*[,/]\s*PMPI_(\w+)", open(f).read()):
                 if m.group(1) == "MPI_" + m.group(2):
                     names.add(m.group(1))
     return names

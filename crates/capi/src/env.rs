@@ -80,7 +80,7 @@ mpi_fn!(fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
 mpi_fn!(fn MPI_Abort / PMPI_Abort(comm: MPI_Comm, code: c_int) -> c_int {
     let rank = MPI.get().map_or(0, |m| m.world.rank);
     let msg = format!("MPI_Abort called by rank {rank} with error code {code}");
-    eprintln!("gridwire MPI: {msg}");
+    gridwire_core::say!("gridwire MPI: {msg}");
     let _ = comm;
     match MPI.get() {
         Some(m) => m.ctx().abort(code, &msg),

@@ -62,7 +62,7 @@ pub fn fail(name: &str, comm: Handle, e: MpiError) -> c_int {
                 class::describe(code),
                 e.msg
             );
-            eprintln!("{msg}");
+            gridwire_core::say!("{msg}");
             match handles::MPI.get() {
                 Some(m) => m.ctx().abort(code.max(1), &msg),
                 None => std::process::exit(code.max(1)),
@@ -114,7 +114,7 @@ impl OnPanic for c_int {
 
 /// `MPI_Wtime`, `MPI_Aint_add`, handle conversions: no error code to return.
 fn abort_after_panic(name: &str, what: &str) -> ! {
-    eprintln!(
+    gridwire_core::say!(
         "gridwire MPI: rank {}: {name}: internal error (a bug in gridwire): {what}",
         rank_str()
     );
@@ -165,7 +165,7 @@ pub fn unsupported(name: &str) -> c_int {
 }
 
 fn code_class(code: c_int) -> Option<c_int> {
-    if (0..=62).contains(&code) {
+    if class::is_predefined(code) {
         return Some(code);
     }
     USER_ERRORS
@@ -189,7 +189,7 @@ mpi_fn!(fn MPI_Error_string / PMPI_Error_string(code: c_int, s: *mut c_char, len
     run("MPI_Error_string", MPI_COMM_WORLD, || {
         let text = match USER_ERRORS.lock().unwrap().as_ref().and_then(|m| m.get(&code).cloned()) {
             Some((_, t)) => t,
-            None if (0..=62).contains(&code) => format!("{}: {}", class::name(code), class::describe(code)),
+            None if class::is_predefined(code) => format!("{}: {}", class::name(code), class::describe(code)),
             None => return Err(err(class::ARG, format!("{code} is not a valid error code"))),
         };
         // SAFETY: `s` holds MPI_MAX_ERROR_STRING bytes by the standard.

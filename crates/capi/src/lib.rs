@@ -63,6 +63,7 @@ mod env;
 mod fortran;
 mod info;
 mod misc;
+mod mpi_t;
 mod p2p;
 mod stubs;
 mod topo;

@@ -164,7 +164,7 @@ impl Context {
         let params = Params::from_env()?;
         let pmi = Pmi::connect(crate::bootstrap::PmiChoice::parse(params.text("PMI"))?)?;
         if params.num("VERBOSE") >= 1 && !pmi.is_singleton() {
-            eprintln!(
+            crate::say!(
                 "gw[{}]: bootstrap {} (job {})",
                 pmi.rank(),
                 pmi.protocol(),
@@ -483,7 +483,7 @@ impl Context {
             match m.connect(rank, desc) {
                 Ok(l) => {
                     if self.inner.job.verbose >= 1 {
-                        eprintln!(
+                        crate::say!(
                             "gw[{}]: rank {rank} reached by {} ({})",
                             self.rank(),
                             m.name(),
@@ -494,8 +494,17 @@ impl Context {
                     break;
                 }
                 Err(e) => {
+                    if crate::events::listening() {
+                        crate::events::emit(crate::events::LinkEvent {
+                            kind: crate::events::LinkEventKind::ConnectFailed,
+                            rank: self.rank(),
+                            peer: rank,
+                            method: m.name(),
+                            reason: &e.to_string(),
+                        });
+                    }
                     // Fall back to the next applicable method, and say why.
-                    eprintln!(
+                    crate::say!(
                         "gw[{}]: {} to rank {rank} failed ({e}); trying the next method",
                         self.rank(),
                         m.name()
@@ -508,7 +517,16 @@ impl Context {
             return Err(last_err.expect("at least one candidate was tried"));
         };
         let _ = peer.link.set(link);
-        Ok(peer.link.get().expect("just set"))
+        let link = peer.link.get().expect("just set");
+        // After the link is in place: a listener reading the peer's method sees it.
+        crate::events::emit(crate::events::LinkEvent {
+            kind: crate::events::LinkEventKind::Selected,
+            rank: self.rank(),
+            peer: rank,
+            method: link.method(),
+            reason: "",
+        });
+        Ok(link)
     }
 
     /// The descriptor table of `rank`: cached, or looked up in the bootstrap.
@@ -751,7 +769,7 @@ impl Context {
     #[cold]
     #[inline(never)]
     fn report_poll_failure(&self, i: usize, e: Error) {
-        eprintln!(
+        crate::say!(
             "gw[{}]: {} poll failed: {e}",
             self.rank(),
             self.inner.methods[i].name()
@@ -960,6 +978,18 @@ impl Context {
         )
     }
 
+    /// Names of the methods that still report pending output (diagnostics).
+    fn methods_with_pending_output(&self) -> String {
+        let v: Vec<&str> = self
+            .inner
+            .methods
+            .iter()
+            .filter(|m| m.has_pending_output())
+            .map(|m| m.name())
+            .collect();
+        v.join(",")
+    }
+
     /// Collective shutdown: flushes queued output, waits for every rank (a
     /// barrier with progress running), publishes this context's statistics
     /// to the launcher, and releases the methods.
@@ -971,16 +1001,17 @@ impl Context {
             !self.inner.methods.iter().any(|m| m.has_pending_output())
         });
         if !ok {
-            eprintln!(
-                "gw[{}]: finalize: output still queued after 60 s; giving up on it",
-                self.rank()
+            crate::say!(
+                "gw[{}]: finalize: output still queued after 60 s (methods: {}); giving up on it",
+                self.rank(),
+                self.methods_with_pending_output()
             );
         }
         // Every rank's sends complete before anyone leaves, with progress
         // running. A broken link must not keep the others from finishing: say
         // so and go on to the bootstrap barrier, which needs no link.
         if let Err(e) = self.barrier() {
-            eprintln!("gw[{}]: finalize: {e}; continuing without it", self.rank());
+            crate::say!("gw[{}]: finalize: {e}; continuing without it", self.rank());
         }
         // The barrier's own last messages may still be queued: behind the
         // handshake of a connection opened for the barrier (two ranks that
@@ -993,9 +1024,10 @@ impl Context {
             !self.inner.methods.iter().any(|m| m.has_pending_output())
         });
         if !ok {
-            eprintln!(
-                "gw[{}]: finalize: barrier output still queued after 60 s; giving up on it",
-                self.rank()
+            crate::say!(
+                "gw[{}]: finalize: barrier output still queued after 60 s (methods: {}); giving up on it",
+                self.rank(),
+                self.methods_with_pending_output()
             );
         }
         let stats = self.stats_json();
@@ -1114,7 +1146,7 @@ impl Sink for Dispatch<'_> {
             _ => {
                 inner.dropped.fetch_add(1, Ordering::Relaxed);
                 if inner.job.verbose >= 1 {
-                    eprintln!(
+                    crate::say!(
                         "gw[{}]: dropped request from {src} for handler {handler} on endpoint {endpoint} (not registered)",
                         self.ctx.rank()
                     );
@@ -1146,7 +1178,7 @@ impl Dispatch<'_> {
             }
             _ => {
                 inner.dropped.fetch_add(1, Ordering::Relaxed);
-                eprintln!(
+                crate::say!(
                     "gw[{}]: malformed runtime request {handler:#x} from {src}",
                     self.ctx.rank()
                 );
@@ -1157,10 +1189,18 @@ impl Dispatch<'_> {
     fn record_failure(&mut self, src: u32, reason: String) {
         let inner = &self.ctx.inner;
         if let Some(peer) = inner.peers.get(src as usize) {
-            let _ = peer.failed.set(reason.clone());
+            if peer.failed.set(reason.clone()).is_ok() {
+                crate::events::emit(crate::events::LinkEvent {
+                    kind: crate::events::LinkEventKind::Failed,
+                    rank: self.ctx.rank(),
+                    peer: src,
+                    method: peer.link.get().map_or("", |l| l.method()),
+                    reason: &reason,
+                });
+            }
         }
         if !inner.finalized.load(Ordering::Relaxed) {
-            eprintln!(
+            crate::say!(
                 "gw[{}]: link from rank {src} failed: {reason}",
                 self.ctx.rank()
             );
@@ -1368,7 +1408,7 @@ fn job_info(params: &Params, pmi: &mut Pmi, rank: u32, size: u32) -> Result<JobI
         Some(s) => s,
         None => {
             if verbose >= 1 && rank == 0 {
-                eprintln!("gw[0]: no GW_JOB_SECRET from the launcher; rank 0 makes a random one and passes it through PMI");
+                crate::say!("gw[0]: no GW_JOB_SECRET from the launcher; rank 0 makes a random one and passes it through PMI");
             }
             crate::auth::exchange_secret(pmi)?
         }
@@ -1553,6 +1593,43 @@ mod tests {
         assert_eq!(st.len(), 1);
         assert_eq!((st[0].sent_msgs, st[0].recv_msgs), (101, 101));
         assert_eq!(st[0].sent_bytes, st[0].recv_bytes);
+    }
+
+    /// Link events seen by this test binary's listener: (kind, peer, method, reason).
+    type Seen = (crate::events::LinkEventKind, u32, &'static str, String);
+    static EVENTS_SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
+
+    fn record_event(ev: &crate::events::LinkEvent<'_>) {
+        EVENTS_SEEN
+            .lock()
+            .unwrap()
+            .push((ev.kind, ev.peer, ev.method, ev.reason.to_string()));
+    }
+
+    #[test]
+    fn link_selection_and_failure_reach_the_event_listener() {
+        use crate::events::LinkEventKind;
+        crate::events::set_link_listener(record_event);
+        let ctx = singleton(&[]);
+        roundtrip(&ctx, "self");
+        let seen = |k: LinkEventKind, method: &str, reason: &str| {
+            EVENTS_SEEN
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|e| e.0 == k && e.1 == 0 && e.2 == method && e.3.contains(reason))
+        };
+        assert!(seen(LinkEventKind::Selected, "self", ""));
+        let mut sink = Dispatch {
+            ctx: &ctx,
+            handlers: &[],
+        };
+        sink.link_failed(0, "unit test: the peer vanished".into());
+        assert!(seen(LinkEventKind::Failed, "self", "peer vanished"));
+        // Only the first failure of a link is an event (the link stays failed).
+        sink.link_failed(0, "unit test: again".into());
+        assert!(!seen(LinkEventKind::Failed, "self", "again"));
+        ctx.finalize().unwrap();
     }
 
     #[test]

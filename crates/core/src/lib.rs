@@ -6,11 +6,26 @@
 //! handlers, create endpoints, pass [`Startpoint`]s around, and issue remote
 //! service requests ([`Context::rsr`]) that run those handlers remotely.
 
+/// `eprintln!` in one `write(2)`: std's `eprintln!` writes each piece of
+/// the format separately to the unbuffered stderr, so lines of ranks that
+/// share a pipe (every launcher merges them) interleave mid-line. Formatting
+/// first and writing the whole line at once keeps each line intact (a pipe
+/// write of at most `PIPE_BUF` bytes is atomic).
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let mut line = ::std::format!($($arg)*);
+        line.push('\n');
+        let _ = ::std::io::Write::write_all(&mut ::std::io::stderr(), line.as_bytes());
+    }};
+}
+
 pub mod auth;
 pub mod bootstrap;
 pub mod context;
 pub mod descriptor;
 pub mod error;
+pub mod events;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod method;

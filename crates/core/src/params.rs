@@ -137,6 +137,14 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
                `srun --mpi=pmix`), else a singleton.",
     },
     ParamDecl {
+        name: "PMI_TIMEOUT",
+        default: "300",
+        kind: Kind::Text,
+        help: "Seconds (a decimal number) the bootstrap client waits for one reply of the \
+               launcher before it fails with an error: a barrier waits for the slowest rank's \
+               start-up, and a launcher that never answers must end in an error, not a hang.",
+    },
+    ParamDecl {
         name: "VERBOSE",
         default: "0",
         kind: Kind::UInt { min: 0, max: 3 },
@@ -170,9 +178,11 @@ enum Value {
 }
 
 impl Params {
-    /// Reads and validates every declared parameter from the process environment.
+    /// Reads and validates every declared parameter from the process
+    /// environment, where a value written through MPI_T ([`set_override`])
+    /// takes the place of the variable.
     pub fn from_env() -> Result<Self> {
-        Self::from_lookup(|var| std::env::var(var).ok())
+        Self::from_lookup(lookup_raw)
     }
 
     /// Reads parameters through `lookup` (tests pass a map instead of the environment).
@@ -241,6 +251,59 @@ impl Params {
             Value::Text(s) => s.clone(),
         }
     }
+}
+
+/// Values written at run time (by a tool through MPI_T), by variable name
+/// (`GW_TCP_SNDBUF`). They win over the environment for every later read:
+/// [`Params::from_env`] and [`lookup_raw`]. Rarely written and read only
+/// when a setting is read (init, communicator creation), never per message.
+static OVERRIDES: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// The raw text of variable `var` (`GW_...`): its override, else the environment.
+pub fn lookup_raw(var: &str) -> Option<String> {
+    let o = OVERRIDES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, v)) = o.iter().find(|(k, _)| k == var) {
+        return Some(v.clone());
+    }
+    drop(o);
+    std::env::var(var).ok()
+}
+
+/// Validates `raw` for `d` and makes it the value of every later read.
+pub fn set_override(d: &ParamDecl, raw: &str) -> std::result::Result<(), String> {
+    parse(d, raw)?;
+    let var = d.var();
+    let mut o = OVERRIDES.lock().unwrap_or_else(|e| e.into_inner());
+    match o.iter_mut().find(|(k, _)| *k == var) {
+        Some(slot) => slot.1 = raw.to_string(),
+        None => o.push((var, raw.to_string())),
+    }
+    Ok(())
+}
+
+/// The current value of `d` as text: override, environment or default. A value
+/// that does not parse is reported as the error the runtime would give.
+pub fn current(d: &ParamDecl) -> std::result::Result<String, String> {
+    let raw = lookup_raw(&d.var()).unwrap_or_else(|| d.default.to_string());
+    parse(d, &raw).map(|v| match v {
+        Value::Num(n) => n.to_string(),
+        Value::Bool(b) => if b { "1" } else { "0" }.to_string(),
+        Value::Text(s) => s,
+    })
+}
+
+/// The current value of a numeric or boolean `d` (override, environment,
+/// default); a value that does not parse falls back to the default.
+pub fn current_num(d: &ParamDecl) -> u64 {
+    let num = |s: &str| match parse(d, s) {
+        Ok(Value::Num(n)) => Some(n),
+        Ok(Value::Bool(b)) => Some(b as u64),
+        _ => None,
+    };
+    lookup_raw(&d.var())
+        .and_then(|s| num(&s))
+        .or_else(|| num(d.default))
+        .unwrap_or(0)
 }
 
 fn parse(d: &ParamDecl, raw: &str) -> std::result::Result<Value, String> {
@@ -339,6 +402,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("between"), "{e}");
+    }
+
+    #[test]
+    fn overrides_win_over_the_environment_and_are_validated() {
+        let d = CORE_PARAMS.iter().find(|d| d.name == "YIELD_US").unwrap();
+        assert_eq!(current(d).unwrap(), "20000");
+        assert!(set_override(d, "many").is_err());
+        assert_eq!(current_num(d), 20000);
+        set_override(d, "77").unwrap();
+        assert_eq!(current(d).unwrap(), "77");
+        assert_eq!(current_num(d), 77);
+        assert_eq!(Params::from_env().unwrap().num("YIELD_US"), 77);
+        set_override(d, "20000").unwrap();
     }
 
     #[test]

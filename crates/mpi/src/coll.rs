@@ -771,14 +771,26 @@ fn disjoint(buf: &mut [u8], read: Range<usize>, write: Range<usize>) -> (&[u8], 
 /// `bench/mpi/osu.c allreduce`, µs at 32 KiB / 256 KiB / 1 MiB: recursive
 /// doubling only 6.7 / 59.5 / 274; split at 64 KiB 6.7 / 43.3 / 230; at
 /// 16 KiB 7.8 / 43.1 / 227 (MPICH 11.0 / 44.1 / 212 in the same session).
+/// Read once (a lock and a parse would cost at every allreduce) unless an
+/// MPI_T write changed it: [`set_allreduce_split`] then replaces the cache.
 fn allreduce_split() -> usize {
-    static SPLIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *SPLIT.get_or_init(|| {
-        std::env::var("GW_MPI_ALLREDUCE_SPLIT")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(64 << 10)
-    })
+    match ALLREDUCE_SPLIT.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => {
+            let v =
+                usize::try_from(crate::params::num("MPI_ALLREDUCE_SPLIT")).unwrap_or(usize::MAX);
+            ALLREDUCE_SPLIT.store(v, std::sync::atomic::Ordering::Relaxed);
+            v
+        }
+        v => v,
+    }
+}
+
+/// The cached `GW_MPI_ALLREDUCE_SPLIT` (0 = not read yet).
+static ALLREDUCE_SPLIT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Makes later allreduces use `bytes` (after an MPI_T write of the parameter).
+pub fn set_allreduce_split(bytes: usize) {
+    ALLREDUCE_SPLIT.store(bytes.max(1), std::sync::atomic::Ordering::Relaxed);
 }
 
 fn packed_type(dt: &DtRef) -> DtRef {

@@ -76,14 +76,6 @@ const RTS: u8 = 1;
 const ENV_LEN: usize = 56;
 const EAGER_ENV_LEN: usize = 24;
 
-/// Eager limits per method (bytes), overridable with `GW_MPI_EAGER_<METHOD>`.
-const DEFAULT_EAGER: &[(&str, usize)] = &[
-    ("self", 1 << 20),
-    ("shm", 32 << 10),
-    ("tcp", 64 << 10),
-    ("udp", 16 << 10),
-];
-
 /// Context ids below this have their matching queues in a vector indexed
 /// by the id (one load on every message); the others (and every
 /// nonblocking-collective instance) in a map. Why a limit: the id comes from
@@ -281,10 +273,7 @@ impl Drop for Helper<'_> {
 /// have a core (a blocked MPI call then keeps its core, as in other MPIs) and
 /// 0 when the machine is oversubscribed (the runtime's wait yields early).
 fn spin_budget(size: u32) -> Duration {
-    if let Some(us) = std::env::var("GW_MPI_SPIN_US")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
+    if let Some(us) = crate::params::raw("MPI_SPIN_US").and_then(|v| v.trim().parse::<u64>().ok()) {
         return Duration::from_micros(us);
     }
     let env_num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
@@ -313,6 +302,7 @@ impl Engine {
     /// have are peers whose every send fails.
     pub(crate) fn with_job_size(ctx: Context, n: u32) -> Arc<Engine> {
         let n = n as usize;
+        let no_cma = crate::params::flag("MPI_NO_CMA");
         let e = Arc::new(Engine {
             ctx,
             st: TryLock::new(State::default()),
@@ -320,18 +310,14 @@ impl Engine {
             ready_len: AtomicUsize::new(0),
             eager: (0..n).map(|_| AtomicUsize::new(0)).collect(),
             spin: spin_budget(n as u32),
-            no_cma: (0..n)
-                .map(|_| AtomicBool::new(std::env::var_os("GW_MPI_NO_CMA").is_some()))
-                .collect(),
+            no_cma: (0..n).map(|_| AtomicBool::new(no_cma)).collect(),
             same_host: (0..n).map(|_| AtomicU8::new(0)).collect(),
             peer_pid: (0..n).map(|_| AtomicU32::new(0)).collect(),
             helpers: AtomicUsize::new(0),
             threaded: AtomicBool::new(true),
             rejected: AtomicU64::new(0),
             held_limit: AtomicUsize::new(
-                std::env::var("GW_MPI_UNEXPECTED_LIMIT")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
+                usize::try_from(crate::params::num("MPI_UNEXPECTED_LIMIT"))
                     .unwrap_or(DEFAULT_HELD_LIMIT),
             ),
         });
@@ -369,7 +355,7 @@ impl Engine {
     fn reject(&self, from: u32, kind: &str, why: std::fmt::Arguments<'_>) {
         let n = self.rejected.fetch_add(1, Ordering::Relaxed) + 1;
         if n <= REPORTED_REJECTS {
-            eprintln!(
+            gridwire_core::say!(
                 "gridwire mpi: rank {}: dropped a {kind} message from rank {from}: {why}{}",
                 self.ctx.rank(),
                 if n == REPORTED_REJECTS {
@@ -381,10 +367,37 @@ impl Engine {
         }
     }
 
-    /// Sets the limit of held unexpected messages (tests; else `GW_MPI_UNEXPECTED_LIMIT`).
-    #[doc(hidden)]
+    /// Sets the limit of held unexpected messages (tests, and an MPI_T
+    /// write of `GW_MPI_UNEXPECTED_LIMIT`, which applies at once).
     pub fn set_held_limit(&self, bytes: usize) {
         self.held_limit.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The limit of held unexpected messages, bytes.
+    pub fn held_limit(&self) -> usize {
+        self.held_limit.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of messages held now because their receive was not posted yet
+    /// (unexpected and early queues; see `held_cost`). Takes the matching lock.
+    pub fn held_bytes(&self) -> usize {
+        self.lock().held
+    }
+
+    /// Messages of communicator context `ctx` (its point-to-point id) that
+    /// arrived before their receive was posted. Takes the matching lock.
+    pub fn unexpected_count(&self, ctx: u32) -> usize {
+        let st = self.lock();
+        let q = match st.queues.get(ctx as usize) {
+            Some(Some(q)) => Some(q),
+            _ => st.sparse.get(&(ctx as u64)),
+        };
+        q.map_or(0, |q| q.unexpected.len())
+    }
+
+    /// The most bytes held at once so far (see [`Engine::held_bytes`]).
+    pub fn held_bytes_max(&self) -> usize {
+        self.lock().held_max
     }
 
     /// Messages dropped so far because they broke the protocol.
@@ -496,15 +509,15 @@ impl Engine {
             .method_to(world)
             .or_else(|| self.ctx.would_select(world).ok())
             .unwrap_or("tcp");
-        let def = DEFAULT_EAGER
-            .iter()
-            .find(|(n, _)| *n == m)
-            .map_or(16 << 10, |(_, v)| *v);
-        let var = format!("GW_MPI_EAGER_{}", m.to_ascii_uppercase());
-        let v = std::env::var(&var)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(def)
+        // A method without its own row (a new one) gets udp's conservative limit.
+        let name = format!("MPI_EAGER_{}", m.to_ascii_uppercase());
+        let name = if crate::params::MPI_PARAMS.iter().any(|d| d.name == name) {
+            name
+        } else {
+            "MPI_EAGER_UDP".to_string()
+        };
+        let v = usize::try_from(crate::params::num(&name))
+            .unwrap_or(usize::MAX)
             .max(1);
         slot.store(v, Ordering::Relaxed);
         v
@@ -525,8 +538,8 @@ impl Engine {
                     .method_to(world)
                     .or_else(|| self.ctx.would_select(world).ok());
                 let yes = matches!(m, Some("shm"));
-                if std::env::var_os("GW_MPI_DEBUG").is_some() {
-                    eprintln!(
+                if crate::params::flag("MPI_DEBUG") {
+                    gridwire_core::say!(
                         "gridwire mpi: rank {}: peer {world} by {m:?}: single copy {}",
                         self.ctx.rank(),
                         if yes { "possible" } else { "not possible" }
@@ -580,13 +593,13 @@ impl Engine {
             }
         };
         if let Err(e) = res {
-            if std::env::var_os("GW_MPI_DEBUG").is_some() {
-                eprintln!("gridwire mpi: rank {}: single copy from {from} refused ({e}); copying through the runtime", self.ctx.rank());
+            if crate::params::flag("MPI_DEBUG") {
+                gridwire_core::say!("gridwire mpi: rank {}: single copy from {from} refused ({e}); copying through the runtime", self.ctx.rank());
             }
             self.no_cma[from as usize].store(true, Ordering::Relaxed);
             let rreq = self.lock().rndv_recv.insert(req, from, env.size);
             if let Err(e) = self.send_cts(from, env.sreq, rreq) {
-                eprintln!(
+                gridwire_core::say!(
                     "gridwire mpi: rank {}: clear-to-send to {from} failed: {e}",
                     self.ctx.rank()
                 );
@@ -609,7 +622,7 @@ impl Engine {
             H_FIN,
             &env.sreq.to_le_bytes(),
         ) {
-            eprintln!(
+            gridwire_core::say!(
                 "gridwire mpi: rank {}: rendezvous completion to {from} failed: {e}",
                 self.ctx.rank()
             );

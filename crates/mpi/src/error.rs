@@ -34,6 +34,60 @@ pub mod class {
     pub const PROC_ABORTED: i32 = 58;
     pub const VALUE_TOO_LARGE: i32 = 59;
     pub const ERRHANDLER: i32 = 61;
+
+    /// The tools interface's classes (`MPI_T_ERR_*`, 1001..=1018 in the ABI):
+    /// name and description, in order.
+    pub const T_FIRST: i32 = 1001;
+    pub const T_LAST: i32 = 1018;
+    const T_CLASSES: [(&str, &str); 18] = [
+        (
+            "MPI_T_ERR_CANNOT_INIT",
+            "the tools interface cannot be initialized",
+        ),
+        ("MPI_T_ERR_NOT_ACCESSIBLE", "not accessible now"),
+        (
+            "MPI_T_ERR_NOT_INITIALIZED",
+            "the tools interface is not initialized",
+        ),
+        ("MPI_T_ERR_NOT_SUPPORTED", "not supported"),
+        ("MPI_T_ERR_MEMORY", "out of memory"),
+        ("MPI_T_ERR_INVALID", "invalid use of the tools interface"),
+        ("MPI_T_ERR_INVALID_INDEX", "invalid index"),
+        ("MPI_T_ERR_INVALID_ITEM", "invalid enumeration item"),
+        (
+            "MPI_T_ERR_INVALID_SESSION",
+            "invalid performance variable session",
+        ),
+        ("MPI_T_ERR_INVALID_HANDLE", "invalid handle"),
+        ("MPI_T_ERR_INVALID_NAME", "invalid name"),
+        ("MPI_T_ERR_OUT_OF_HANDLES", "no more handles"),
+        ("MPI_T_ERR_OUT_OF_SESSIONS", "no more sessions"),
+        (
+            "MPI_T_ERR_CVAR_SET_NOT_NOW",
+            "the control variable cannot be set now",
+        ),
+        (
+            "MPI_T_ERR_CVAR_SET_NEVER",
+            "the control variable cannot be set any more",
+        ),
+        (
+            "MPI_T_ERR_PVAR_NO_WRITE",
+            "the performance variable cannot be written or reset",
+        ),
+        (
+            "MPI_T_ERR_PVAR_NO_STARTSTOP",
+            "the performance variable cannot be started or stopped",
+        ),
+        (
+            "MPI_T_ERR_PVAR_NO_ATOMIC",
+            "the performance variable cannot be read and reset atomically",
+        ),
+    ];
+
+    /// Whether `c` is a predefined class (MPI or MPI_T).
+    pub fn is_predefined(c: i32) -> bool {
+        (0..=62).contains(&c) || (T_FIRST..=T_LAST).contains(&c)
+    }
     pub const LASTCODE: i32 = 16383;
 
     /// The standard's short description of a class.
@@ -72,6 +126,7 @@ pub mod class {
             59 => "value too large",
             61 => "invalid errhandler",
             20..=62 => "error (see the MPI standard for this class)",
+            T_FIRST..=T_LAST => T_CLASSES[(c - T_FIRST) as usize].1,
             _ => "unknown error class",
         }
     }
@@ -111,6 +166,7 @@ pub mod class {
             PROC_ABORTED => "MPI_ERR_PROC_ABORTED",
             VALUE_TOO_LARGE => "MPI_ERR_VALUE_TOO_LARGE",
             ERRHANDLER => "MPI_ERR_ERRHANDLER",
+            T_FIRST..=T_LAST => T_CLASSES[(c - T_FIRST) as usize].0,
             _ => "MPI_ERR_(other)",
         }
     }

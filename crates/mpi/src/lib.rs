@@ -19,6 +19,7 @@ pub mod group;
 pub mod info;
 pub mod mem;
 pub mod op;
+pub mod params;
 pub mod request;
 pub mod x87;
 
@@ -736,7 +737,7 @@ impl Mpi {
                 d.status = Status::default();
                 if let Err(e) = res {
                     d.status.error = e.class;
-                    eprintln!(
+                    gridwire_core::say!(
                         "gridwire MPI: rank {}: nonblocking collective failed: {e}",
                         self.world.rank
                     );

@@ -21,6 +21,7 @@ mod table;
 
 const USAGE: &str = "usage: gwinfo [--emulate-hosts K] [--params-only | --methods-only]
        gwinfo -f MACHINES [--json]
+       gwinfo --mpi-t [--init]
 
 Shows the built-in communication methods, their descriptors on this host,
 which method would be selected between emulated hosts, and every GW_*
@@ -29,7 +30,26 @@ parameter with its default, current value and meaning.
 With -f, runs one probe per host of the machines file under gwrun (gwrun
 next to gwinfo, or GW_GWRUN) and prints, per host, its site, cores and
 addresses; per pair of sites the method, round trip and bandwidth measured
-between their first hosts; and the method selected between every two hosts.";
+between their first hosts; and the method selected between every two hosts.
+
+With --mpi-t, runs gwtools (beside gwinfo): every control and performance
+variable, category and event of the MPI library's tools interface (MPI_T),
+as a tool sees them; --init starts MPI as a singleton first.";
+
+/// `gwinfo --mpi-t`: the listing comes from the MPI library itself
+/// (`gwtools`, built with it), which this crate cannot link.
+fn mpi_t(rest: Vec<String>) -> ! {
+    use std::os::unix::process::CommandExt;
+    let tool = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join("gwtools")))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| {
+            fail("gwtools is not beside gwinfo: build it with `cargo build -p gridwire-capi`")
+        });
+    let e = std::process::Command::new(&tool).args(rest).exec();
+    fail(&format!("cannot run {}: {e}", tool.display()))
+}
 
 fn main() {
     // Behave like a Unix tool when piped into `head`: die quietly on SIGPIPE.
@@ -57,6 +77,7 @@ fn main() {
                 None => fail("-f needs a machines file"),
             },
             "--json" => json = true,
+            "--mpi-t" => mpi_t(args.collect()),
             // Internal: a rank of `gwinfo -f`'s job.
             "--probe" => probe = true,
             "-h" | "--help" => {

@@ -38,8 +38,8 @@ static FD_CLAIMED: AtomicBool = AtomicBool::new(false);
 pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(300);
 
 pub(crate) fn reply_timeout_from_env() -> Duration {
-    std::env::var("GW_PMI_TIMEOUT")
-        .ok()
+    // Through the parameter lookup: a value written with MPI_T wins.
+    crate::params::lookup_raw("GW_PMI_TIMEOUT")
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|v| v.is_finite() && *v > 0.0 && *v < 1e9)
         .map(Duration::from_secs_f64)

@@ -147,6 +147,7 @@ impl Engine {
             }
             let v = st.take_buf(data);
             st.held += held_cost(v.len());
+            st.held_max = st.held_max.max(st.held);
             st.queues(env.ctx)
                 .early
                 .push(Unexpected { env, from, data: v });
@@ -187,7 +188,7 @@ impl Engine {
         for a in first.into_iter().chain(more) {
             if let After::Cts { to, sreq, rreq } = a {
                 if let Err(e) = self.send_cts(to, sreq, rreq) {
-                    eprintln!(
+                    gridwire_core::say!(
                         "gridwire mpi: rank {}: clear-to-send to rank {to} failed: {e}",
                         self.ctx.rank()
                     );
@@ -233,6 +234,7 @@ impl Engine {
                 None => st.take_buf(data),
             };
             st.held += held_cost(data.len());
+            st.held_max = st.held_max.max(st.held);
             st.queues(env.ctx)
                 .unexpected
                 .push_back(Unexpected { env, from, data });

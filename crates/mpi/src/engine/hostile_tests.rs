@@ -169,6 +169,8 @@ fn unexpected_messages_are_held_up_to_the_limit() {
         e.handle_msg(2, &eager(0, 2, 0, s, &[7; 1000]));
     }
     assert_eq!(e.rejected(), 10);
+    assert_eq!(e.held_bytes(), 10 * per);
+    assert_eq!(e.held_bytes_max(), 10 * per);
     assert!(e.footprint() < 12 * per + (1 << 20));
     // Receiving frees room.
     let g = world(3);
@@ -177,6 +179,8 @@ fn unexpected_messages_are_held_up_to_the_limit() {
     assert!(r.done());
     e.handle_msg(2, &eager(0, 2, 0, 0, &[7; 1000]));
     assert_eq!(e.rejected(), 10);
+    // The high-water mark stays where the level was highest.
+    assert_eq!(e.held_bytes_max(), 10 * per);
 }
 
 #[test]

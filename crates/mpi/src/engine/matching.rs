@@ -162,6 +162,8 @@ pub(super) struct State {
     pub(super) peer_queues: usize,
     /// Bytes of messages held in unexpected and early queues (see [`held_cost`]).
     pub(super) held: usize,
+    /// The most `held` has been (the MPI_T high-water mark).
+    pub(super) held_max: usize,
     pub(super) rndv_send: Slab,
     pub(super) rndv_recv: Slab,
     /// Rendezvous sends cleared to go: (request, world rank, receiver request id).

@@ -503,7 +503,7 @@ impl Shm {
             Ok(l) => l,
             Err(e) => {
                 if job.verbose >= 1 {
-                    eprintln!(
+                    crate::say!(
                         "gridwire[{}]: shm unavailable: unix socket: {e}",
                         job.ctx_id
                     );
@@ -583,7 +583,7 @@ impl Shm {
                 Ok(None) => break,
                 Err(e) => {
                     if self.verbose >= 1 {
-                        eprintln!("gridwire[{}]: shm accept: {e}", self.ctx);
+                        crate::say!("gridwire[{}]: shm accept: {e}", self.ctx);
                     }
                     break;
                 }
@@ -611,7 +611,7 @@ impl Shm {
                 Err((Some(src), e)) => sink.link_failed(src, e.to_string()),
                 Err((None, e)) => {
                     if self.verbose >= 1 {
-                        eprintln!("gridwire[{}]: shm: refused a connection: {e}", self.ctx);
+                        crate::say!("gridwire[{}]: shm: refused a connection: {e}", self.ctx);
                     }
                 }
             }
@@ -671,7 +671,7 @@ impl Shm {
             .store(if cma_ok { CMA_OK } else { CMA_NO }, Ordering::Release);
         rx.attached.store(1, Ordering::Release);
         if self.verbose >= 2 {
-            eprintln!(
+            crate::say!(
                 "gridwire[{}]: shm ring from {src} attached (cma={})",
                 self.ctx,
                 if cma_ok { "yes" } else { "no" }
@@ -812,7 +812,7 @@ impl Method for Shm {
         // SAFETY: a fresh pair segment with a zeroed (empty) ring of `cap` bytes; this link is its only producer.
         let link = Arc::new(unsafe { ShmLink::new(peer, conn, self.shared.clone(), seg, cap) });
         if self.verbose >= 2 {
-            eprintln!("gridwire[{}]: shm link to {peer}", self.ctx);
+            crate::say!("gridwire[{}]: shm link to {peer}", self.ctx);
         }
         links.insert(peer, link.clone());
         Ok(link)

@@ -156,7 +156,7 @@ impl TcpMethod {
                     self.replace_socket(&p.conn, stream)
                         .map_err(|e| format!("tcp: switching to {addr} for rank {peer}: {e}"))?;
                     if self.verbose >= 2 {
-                        eprintln!(
+                        crate::say!(
                             "gw[{}]: tcp: {}; trying rank {peer} at {addr}",
                             self.me,
                             p.failures.last().map_or("", String::as_str)
@@ -215,9 +215,10 @@ impl TcpMethod {
             .write_raw(&hello)
             .map_err(|e| format!("tcp handshake with rank {peer} at {}: {e}", p.addr))?;
         if self.verbose >= 2 {
-            eprintln!(
+            crate::say!(
                 "gw[{}]: tcp: connected to rank {peer} at {}",
-                self.me, p.addr
+                self.me,
+                p.addr
             );
         }
         Ok(())

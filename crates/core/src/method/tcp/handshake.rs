@@ -97,7 +97,7 @@ impl TcpMethod {
                         .or_insert_with(|| conn.clone());
                     self.merge(their_id);
                     if self.verbose >= 2 {
-                        eprintln!(
+                        crate::say!(
                             "gw[{}]: tcp: accepted authenticated connection from rank {their_id}",
                             self.me
                         );
@@ -230,11 +230,38 @@ impl TcpMethod {
         (own.outgoing && own.redirect.get().is_none()).then_some(own)
     }
 
+    /// Our connection to `peer` that holds output for the pair's connection
+    /// (it lost the tie), wherever the peer table points. The table need not
+    /// name it: when another thread's connect to `peer` raced with the
+    /// authentication of the connection `peer` made to us, the table took
+    /// the accepted one first and our connect went on in the background, to
+    /// lose the tie later. Found by the table alone, such a connection would
+    /// hold (and count as pending output) forever and `finalize` would wait
+    /// for it.
+    fn holding_connection_to(&self, peer: u32) -> Option<Arc<Conn>> {
+        if let Some(own) = self.own_connection_to(peer) {
+            if own.out.lock().awaiting_pair {
+                return Some(own);
+            }
+        }
+        self.conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .find(|c| {
+                c.outgoing
+                    && c.peer.load(Ordering::Relaxed) == peer
+                    && c.redirect.get().is_none()
+                    && c.out.lock().awaiting_pair
+            })
+            .cloned()
+    }
+
     /// Moves the payload held by our connection to `peer` (if it lost the
     /// tie) to the authenticated connection `peer` made to us, in order, and
     /// points later sends there.
     pub(super) fn merge(&self, peer: u32) {
-        let Some(own) = self.own_connection_to(peer) else {
+        let Some(own) = self.holding_connection_to(peer) else {
             return;
         };
         let winner = self
@@ -275,7 +302,7 @@ impl TcpMethod {
         self.flush(&winner);
         self.merged.fetch_add(1, Ordering::Relaxed);
         if self.verbose >= 2 {
-            eprintln!(
+            crate::say!(
                 "gw[{}]: tcp: both ends connected; using the connection rank {peer} made",
                 self.me
             );
@@ -292,7 +319,7 @@ impl TcpMethod {
     /// as when the tie could not be settled. An impostor claiming to be
     /// `peer` can cause at most that.
     pub(super) fn release_held(&self, peer: u32) {
-        let Some(own) = self.own_connection_to(peer) else {
+        let Some(own) = self.holding_connection_to(peer) else {
             return;
         };
         // Another connection from `peer` still authenticating may yet take
@@ -325,9 +352,16 @@ impl TcpMethod {
             self.queued_conns.fetch_add(1, Ordering::Relaxed);
         }
         drop(out);
+        // Later sends to `peer` go here too (the table may have named the
+        // connection that just closed).
+        self.by_peer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(peer)
+            .or_insert_with(|| own.clone());
         self.flush(&own);
         if self.verbose >= 1 {
-            eprintln!(
+            crate::say!(
                 "gw[{}]: tcp: the connection rank {peer} made to us closed before it \
                  authenticated; output for rank {peer} goes over our own connection",
                 self.me
@@ -350,7 +384,7 @@ impl TcpMethod {
                 )
             });
         } else {
-            eprintln!(
+            crate::say!(
                 "gw[{}]: tcp: abandoned TCP connection to {}: authentication failed: {why}",
                 self.me,
                 conn.peer_name()

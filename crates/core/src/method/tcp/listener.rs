@@ -36,13 +36,13 @@ impl Notice {
         self.printed.fetch_add(1, Ordering::Relaxed);
         let more = self.suppressed.swap(0, Ordering::Relaxed);
         if more > 0 {
-            eprintln!(
+            crate::say!(
                 "gw[{me}]: tcp: {} (and {more} similar events in the last {} s)",
                 what(),
                 NOTICE_PERIOD.as_secs()
             );
         } else {
-            eprintln!("gw[{me}]: tcp: {}", what());
+            crate::say!("gw[{me}]: tcp: {}", what());
         }
         true
     }
@@ -107,7 +107,7 @@ impl TcpMethod {
                         continue;
                     }
                     if let Err(e) = self.register(s, HsState::AwaitHello, u32::MAX) {
-                        eprintln!(
+                        crate::say!(
                             "gw[{}]: tcp: cannot register accepted connection: {e}",
                             self.me
                         );

@@ -212,7 +212,7 @@ impl TcpMethod {
             Binding::Explicit(_) => local,
         };
         if env.job.verbose >= 2 {
-            eprintln!(
+            crate::say!(
                 "gw[{}]: tcp: listening at {local}, published as {}",
                 env.job.ctx_id,
                 published.describe()
@@ -515,7 +515,7 @@ impl TcpMethod {
             conn.in_epoll.store(false, Ordering::Relaxed);
             self.refresh_direct(&conns);
             if let Err(e) = self.sync_epoll(&conns) {
-                eprintln!("gw[{}]: tcp: {e}", self.me);
+                crate::say!("gw[{}]: tcp: {e}", self.me);
             }
             was
         };
@@ -676,7 +676,7 @@ impl Method for TcpMethod {
         // Level-triggered: a connection that became readable before it was
         // added is reported at once, so no message is slept through.
         if let Err(e) = self.sync_epoll(&conns) {
-            eprintln!("gw[{}]: tcp: {e}", self.me);
+            crate::say!("gw[{}]: tcp: {e}", self.me);
         }
     }
 
@@ -684,7 +684,7 @@ impl Method for TcpMethod {
         let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
         self.blockers.fetch_sub(1, Ordering::Relaxed);
         if let Err(e) = self.sync_epoll(&conns) {
-            eprintln!("gw[{}]: tcp: {e}", self.me);
+            crate::say!("gw[{}]: tcp: {e}", self.me);
         }
     }
 

@@ -104,7 +104,7 @@ impl TcpMethod {
                     self.close(conn);
                 } else if clean || !authed {
                     if self.verbose >= 2 {
-                        eprintln!(
+                        crate::say!(
                             "gw[{}]: tcp: connection from {} closed",
                             self.me,
                             conn.peer_name()

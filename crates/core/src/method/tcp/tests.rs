@@ -1162,3 +1162,60 @@ fn a_peer_elsewhere_is_never_tried_at_an_address_that_is_also_ours() {
     a.shutdown();
     b.shutdown();
 }
+
+#[test]
+fn a_connect_that_loses_the_tie_after_the_table_took_the_peers_connection_merges() {
+    // The race a threaded program can hit (seen as a 60 s finalize in a
+    // nonblocking-collectives test on 8 ranks): the connection context 0
+    // made to 1 authenticates at 1 and takes 1's peer table entry while 1's
+    // own connect to 0 is still under way (another thread's connect). That
+    // connect then loses the tie (0 answers USE_MINE: its own connection
+    // carried payload). It must merge into 0's connection like any loser,
+    // not hold (and count as pending output) forever.
+    let secret = [21; 32];
+    let a = tcp_method(1, secret, &[]);
+    let b = tcp_method(0, secret, &[]);
+    let (da, db) = (a.descriptor(), b.descriptor());
+    let (mut ra, mut rb) = (Record::default(), Record::default());
+    let ba = b.connect(1, &da).unwrap();
+    ba.send(&[IoSlice::new(b"first")], &NoWait).unwrap();
+    for _ in 0..500 {
+        b.poll_thorough(&mut rb).unwrap();
+        a.poll_thorough(&mut ra).unwrap();
+        if !ra.got.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(ra.got, vec![(0, b"first".to_vec())]);
+    // 1's table now names the connection 0 made. The racing connect:
+    let late = a.open(0, a.addresses_of(&db)).unwrap();
+    assert!(late.outgoing);
+    let ab = a.connect(0, &db).unwrap();
+    ab.send(&[IoSlice::new(b"reply")], &NoWait).unwrap();
+    let mut settled = false;
+    for _ in 0..1000 {
+        b.poll_thorough(&mut rb).unwrap();
+        a.poll_thorough(&mut ra).unwrap();
+        if late.in_handshake.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(2));
+            continue;
+        }
+        if !a.has_pending_output() && !rb.got.is_empty() {
+            settled = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(
+        settled,
+        "the losing connection still holds: pending output {} (holding {}), got {:?}",
+        a.has_pending_output(),
+        a.holding.load(Ordering::Relaxed),
+        rb.got
+    );
+    assert_eq!(rb.got, vec![(1, b"reply".to_vec())]);
+    assert!(ra.failed.is_empty() && rb.failed.is_empty());
+    a.shutdown();
+    b.shutdown();
+}

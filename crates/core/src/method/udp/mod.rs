@@ -446,7 +446,7 @@ impl Shared {
                     // lost, which the protocol handles like any other loss.
                     st.io.send_errors += 1;
                     if self.verbose >= 3 {
-                        eprintln!("gw[{}]: udp: sendto {to}: {e}", self.me);
+                        crate::say!("gw[{}]: udp: sendto {to}: {e}", self.me);
                     }
                     return Sent::Ok;
                 }
@@ -653,7 +653,7 @@ impl Shared {
                     // is lost; go on with the next.
                     st.io.send_errors += 1;
                     if self.verbose >= 3 {
-                        eprintln!("gw[{}]: udp: sendmmsg to {}: {e}", self.me, st.out[done].0);
+                        crate::say!("gw[{}]: udp: sendmmsg to {}: {e}", self.me, st.out[done].0);
                     }
                     done += 1;
                 }
@@ -725,7 +725,7 @@ impl Shared {
             st.traced = now;
             let ms = |d: Option<Duration>| d.unwrap_or_default().as_secs_f64() * 1e3;
             for p in st.ep.peer_states() {
-                eprintln!(
+                crate::say!(
                     "gw[{}]: udp: cc to {}: window {} in_flight {} buffered {} srtt {:.1} ms min_rtt {:.1} ms lost {} retransmits {} timeouts {}",
                     self.me, p.peer, p.window, p.in_flight, p.buffered, ms(p.srtt), ms(p.min_rtt), p.lost,
                     st.ep.counters.retransmits, st.ep.counters.timeouts
@@ -784,7 +784,7 @@ impl Method for UdpMethod {
         s.in_use.store(true, Ordering::Relaxed);
         s.flush(&mut st, Instant::now());
         if s.verbose >= 2 {
-            eprintln!(
+            crate::say!(
                 "gw[{}]: udp: authenticating with context {peer} at {addr}",
                 s.me
             );
@@ -898,7 +898,7 @@ impl Method for UdpMethod {
             unsafe { libc::poll(&mut pfd, 1, 2) };
         }
         if s.verbose >= 2 {
-            eprintln!(
+            crate::say!(
                 "gw[{}]: udp: shut down; counters {:?}",
                 s.me,
                 self.counters()

@@ -1,0 +1,243 @@
+//! The MPI tools interface through the real launcher: `tests/mpi/mpi_t.c`
+//! compiled with `gwcc` and run by `gwrun` with 2 ranks, over shared memory
+//! (one host, the default choice), over TCP chosen by an MPI_T write of
+//! `GW_METHODS` before `MPI_Init`, and over TCP between two emulated hosts.
+//! The program gets the parameter table (every `GW_*` name and its default,
+//! from the Rust tables themselves) in a file, and checks every one is a
+//! control variable reading that default.
+//!
+//! Needs a C compiler (`cc`, or `GWCC_CC`): without one the test follows the
+//! project's skip rule (`gridwire_testkit::skip`).
+
+use gridwire_core::params::{parse_size, Kind, ParamDecl};
+use gridwire_testkit::skip;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// target/<profile>, found from this test executable (target/<profile>/deps/mpi_t_suite-*).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf()
+}
+
+fn gwrun() -> PathBuf {
+    let dir = profile_dir();
+    let p = dir.join("gwrun");
+    if !p.exists() {
+        let target = dir.parent().unwrap();
+        let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        c.args(["build", "-p", "gridwire-launch", "--bin", "gwrun"])
+            .env("CARGO_TARGET_DIR", target);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            c.arg("--release");
+        }
+        assert!(
+            c.status().expect("cargo runs").success(),
+            "building gwrun failed"
+        );
+    }
+    p
+}
+
+fn have_cc() -> bool {
+    let cc = std::env::var("GWCC_CC").unwrap_or_else(|_| "cc".into());
+    Command::new(cc)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A default as the variable reads it: sizes in bytes, booleans as 0/1.
+fn canonical(d: &ParamDecl) -> String {
+    match d.kind {
+        Kind::Size { .. } => parse_size(d.default).expect("defaults parse").to_string(),
+        Kind::Bool => match d.default {
+            "1" | "yes" | "true" | "on" => "1".into(),
+            _ => "0".into(),
+        },
+        _ => d.default.to_string(),
+    }
+}
+
+/// The expectation file: one "GW_NAME<TAB>default" line per parameter.
+fn expectations(dir: &Path) -> PathBuf {
+    let mut decls = gridwire_core::params::all_decls();
+    decls.extend(gridwire_mpi::params::MPI_PARAMS.iter());
+    let text: String = decls
+        .iter()
+        .map(|d| format!("{}\t{}\n", d.var(), canonical(d)))
+        .collect();
+    let p = dir.join("mpi_t-expect.tsv");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Runs the program under gwrun (its own process group, killed after 90 s
+/// as a backstop to gwrun's own --timeout); returns (ok, stdout, stderr).
+fn run(exe: &Path, expect: &Path, hosts: u32, args: &[&str]) -> (bool, String, String) {
+    let mut c = Command::new(gwrun());
+    c.args(["--timeout", "60", "-n", "2"]);
+    if hosts > 1 {
+        c.args(["--emulate-hosts", &hosts.to_string()]);
+    }
+    c.arg(exe)
+        .args(args)
+        .env("GW_MPI_T_EXPECT", expect)
+        .env_remove("GW_METHODS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = c.spawn().expect("gwrun starts");
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut b);
+            }
+            String::from_utf8_lossy(&b).into_owned()
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        match child.try_wait().expect("waiting for gwrun") {
+            Some(st) => break st,
+            None if Instant::now() >= deadline => {
+                // SAFETY: kill(2) has no memory effects; the group is led by
+                // our child, not reaped yet, so its id cannot have been reused.
+                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+                break child.wait().expect("reaping gwrun");
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    (
+        status.success(),
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    )
+}
+
+#[test]
+fn mpi_t_lists_reads_writes_and_counts_over_shm_and_tcp() {
+    if !have_cc() {
+        return skip("mpi_t: no C compiler (cc or GWCC_CC)");
+    }
+    let dir = profile_dir().join("mpi-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("mpi_t");
+    let out = Command::new(repo().join("scripts/gwcc"))
+        .env("GW_MPI_LIBDIR", profile_dir())
+        .args(["-Wall", "-O1", "-o"])
+        .arg(&exe)
+        .arg(repo().join("tests/mpi/mpi_t.c"))
+        .output()
+        .expect("gwcc runs");
+    assert!(
+        out.status.success(),
+        "gwcc mpi_t.c failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expect = expectations(&dir);
+    let mut failures = Vec::new();
+    for (hosts, args, pass) in [
+        (1, &["shm"][..], "PASS mpi_t\n"),
+        (
+            1,
+            &["tcp", "self,tcp"][..],
+            "PASS mpi_t (GW_METHODS written)",
+        ),
+        (2, &["tcp"][..], "PASS mpi_t\n"),
+    ] {
+        let t = Instant::now();
+        let (ok, stdout, stderr) = run(&exe, &expect, hosts, args);
+        let passed = ok && stdout.contains(pass);
+        eprintln!(
+            "mpi_t {args:?} on {hosts} host(s): {} ({:.2} s)",
+            if passed { "ok" } else { "FAILED" },
+            t.elapsed().as_secs_f64()
+        );
+        if !passed {
+            failures.push(format!(
+                "{args:?} hosts {hosts}:\n--- stdout\n{stdout}--- stderr\n{stderr}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `gwtools --init` (a singleton MPI process) lists every parameter as a
+/// control variable, the per-link and per-method variables, the categories
+/// and the events.
+#[test]
+fn gwtools_lists_every_variable_category_and_event() {
+    let out = Command::new(env!("CARGO_BIN_EXE_gwtools"))
+        .arg("--init")
+        .env_remove("GW_METHODS")
+        .env("GW_JOB_ID", format!("gwtools{}", std::process::id()))
+        .output()
+        .expect("gwtools runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "gwtools failed:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut decls = gridwire_core::params::all_decls();
+    decls.extend(gridwire_mpi::params::MPI_PARAMS.iter());
+    assert!(
+        text.contains(&format!("Control variables ({}):", decls.len())),
+        "{text}"
+    );
+    for d in decls {
+        assert!(
+            text.contains(&format!("  {} ", d.var())),
+            "{} missing",
+            d.var()
+        );
+    }
+    for m in gridwire_core::method::registry() {
+        assert!(
+            text.contains(&format!("  gw_{}_sent_bytes ", m.name)),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("  gw_{} ", m.name)),
+            "category gw_{}",
+            m.name
+        );
+    }
+    for name in [
+        "gw_link_method",
+        "gw_mpi_comm_unexpected_msgs",
+        "gw_link_selected",
+        "gw_link_failed",
+    ] {
+        assert!(text.contains(name), "{name} missing:\n{text}");
+    }
+    assert!(text.contains("Events (3):"), "{text}");
+}

@@ -1,0 +1,112 @@
+//! The MPI layer's parameters, as rows of the runtime's one parameter
+//! table format ([`ParamDecl`]): read with [`num`]/[`flag`], which honour a
+//! value written through MPI_T ([`gridwire_core::params::set_override`])
+//! before the environment, and listed by MPI_T (`gwinfo --mpi-t`).
+
+use gridwire_core::params::{current_num, Kind, ParamDecl};
+
+const SIZE: Kind = Kind::Size {
+    min: 1,
+    max: 1 << 40,
+};
+
+/// Every `GW_MPI_*` parameter of the MPI layer.
+pub const MPI_PARAMS: &[ParamDecl] = &[
+    ParamDecl {
+        name: "MPI_EAGER_SELF",
+        default: "1048576",
+        kind: SIZE,
+        help: "Largest message sent eagerly to this process itself, bytes (larger ones \
+               rendezvous). Read at the first message to a peer.",
+    },
+    ParamDecl {
+        name: "MPI_EAGER_SHM",
+        default: "32768",
+        kind: SIZE,
+        help: "Largest message sent eagerly over shared memory, bytes. Read at the first message \
+               to a peer.",
+    },
+    ParamDecl {
+        name: "MPI_EAGER_TCP",
+        default: "65536",
+        kind: SIZE,
+        help: "Largest message sent eagerly over TCP, bytes. Read at the first message to a peer.",
+    },
+    ParamDecl {
+        name: "MPI_EAGER_UDP",
+        default: "16384",
+        kind: SIZE,
+        help: "Largest message sent eagerly over UDP, bytes. Read at the first message to a peer.",
+    },
+    ParamDecl {
+        name: "MPI_SPIN_US",
+        default: "auto",
+        kind: Kind::Text,
+        help: "Microseconds a blocking MPI call polls before yielding. `auto` = 2000 when every \
+               rank on this machine has a core, else 0. Read at MPI_Init.",
+    },
+    ParamDecl {
+        name: "MPI_NO_CMA",
+        default: "0",
+        kind: Kind::Bool,
+        help: "Never copy with process_vm_readv (large messages rendezvous through the runtime). \
+               Read at MPI_Init.",
+    },
+    ParamDecl {
+        name: "MPI_DEBUG",
+        default: "0",
+        kind: Kind::Bool,
+        help: "Say on stderr which peers allow the single copy.",
+    },
+    ParamDecl {
+        name: "MPI_UNEXPECTED_LIMIT",
+        default: "1073741824",
+        kind: SIZE,
+        help: "Bytes of messages that arrived before their receive a process holds; further ones \
+               are dropped and reported. Read at MPI_Init; an MPI_T write applies at once.",
+    },
+    ParamDecl {
+        name: "MPI_ALLREDUCE_SPLIT",
+        default: "65536",
+        kind: SIZE,
+        help: "Bytes from which allreduce with a commutative op reduce-scatters and allgathers \
+               instead of exchanging the whole data in every round. Read at each allreduce.",
+    },
+];
+
+/// The row of `name` (without the `GW_` prefix).
+pub fn decl(name: &str) -> &'static ParamDecl {
+    MPI_PARAMS
+        .iter()
+        .find(|d| d.name == name)
+        .unwrap_or_else(|| panic!("MPI parameter {name} is not declared (programming error)"))
+}
+
+/// The current value of a numeric parameter (a bad value reads as the default).
+pub fn num(name: &str) -> u64 {
+    current_num(decl(name))
+}
+
+/// The current value of a boolean parameter.
+pub fn flag(name: &str) -> bool {
+    current_num(decl(name)) != 0
+}
+
+/// The raw text of a parameter if it was set (environment or MPI_T).
+pub fn raw(name: &str) -> Option<String> {
+    gridwire_core::params::lookup_raw(&decl(name).var())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_default_parses_and_names_are_unique() {
+        for d in MPI_PARAMS {
+            gridwire_core::params::current(d).unwrap();
+            assert_eq!(MPI_PARAMS.iter().filter(|o| o.name == d.name).count(), 1);
+        }
+        assert_eq!(num("MPI_EAGER_TCP"), 65536);
+    }
+}
