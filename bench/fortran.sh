@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the Fortran layer costs (docs/fortran.md, docs/benchmarks.md). Not a test.
 #   bash bench/fortran.sh            # after `make build` (release libmpi, gwrun, fortran/)
-# 1. callcost: ns per MPI_Comm_rank / MPI_Type_size call from C, from `use mpi`
+# 1. callcost: ns per MPI_Comm_rank / MPI_Type_size / MPI_Send(MPI_PROC_NULL) call from C, from `use mpi`
 #    and from `use mpi_f08`, one rank (bench/fortran/callcost_{c.c,f.f90});
 # 2. latency: ping-pong between 2 ranks on this host under gwrun, the same loop in
 #    C (latency_c.c, gwcc) and in mpi_f08 (latency_f08.f90, gwfort), and the
@@ -41,11 +41,11 @@ for r in $(seq "$runs"); do
   "$rel/gwrun" -n 1 "$out/callcost_c" >"$out/callcost_c.$r"
   "$rel/gwrun" -n 1 "$out/callcost_f" >"$out/callcost_f.$r"
 done
-for call in comm_rank type_size; do
+for call in comm_rank type_size send_proc_null; do
   c=$(median "c $call ns" "$out"/callcost_c.*)
   f=$(median "use_mpi $call ns" "$out"/callcost_f.*)
   g=$(median "mpi_f08 $call ns" "$out"/callcost_f.*)
-  printf '%-10s C %6s   use mpi %6s (%s)   mpi_f08 %6s (%s)\n' "$call" "$c" "$f" \
+  printf '%-15s C %6s   use mpi %6s (%s)   mpi_f08 %6s (%s)\n' "$call" "$c" "$f" \
     "$(echo "$f $c" | awk '{ printf "%+.2f", $1 - $2 }')" "$g" "$(echo "$g $c" | awk '{ printf "%+.2f", $1 - $2 }')"
 done
 

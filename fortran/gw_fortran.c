@@ -9,7 +9,7 @@
  * program's own copy of a common block and this definition are one symbol after
  * dynamic linking, so the addresses the glue compares are the program's. */
 #define GW_COMMON GW_EXPORT __attribute__((aligned(32)))
-GW_COMMON MPI_Fint mpi_fortran_bottom_, mpi_fortran_in_place_, mpi_fortran_buffer_automatic_;
+GW_COMMON struct gw_buffer_sentinels mpi_fortran_buffers_;
 GW_COMMON MPI_Fint mpi_fortran_status_ignore_[MPI_F_STATUS_SIZE];
 GW_COMMON MPI_Fint mpi_fortran_statuses_ignore_[MPI_F_STATUS_SIZE];
 GW_COMMON MPI_Fint mpi_fortran_errcodes_ignore_[1];

@@ -23,12 +23,16 @@
 /* Handle arrays up to this many entries are converted on the stack. */
 #define GW_SMALL 32
 
-/* Sentinels of mpif.h / use mpi (common blocks /MPI_FORTRAN_x/, defined in gw_fortran.c). */
-extern MPI_Fint mpi_fortran_bottom_, mpi_fortran_in_place_, mpi_fortran_buffer_automatic_;
+/* MPI_BOTTOM, MPI_IN_PLACE, MPI_BUFFER_AUTOMATIC of all three bindings: one common
+ * block /MPI_FORTRAN_BUFFERS/ (defined in gw_fortran.c), so one range check finds them. */
+struct gw_buffer_sentinels {
+    MPI_Fint bottom, in_place, automatic;
+};
+extern struct gw_buffer_sentinels mpi_fortran_buffers_;
+/* Status sentinels of mpif.h / use mpi (common blocks /MPI_FORTRAN_x/, gw_fortran.c). */
 extern MPI_Fint mpi_fortran_status_ignore_[MPI_F_STATUS_SIZE];
 extern MPI_Fint mpi_fortran_statuses_ignore_[MPI_F_STATUS_SIZE];
-/* Sentinels of mpi_f08 (BIND(C) variables defined by the mpi_f08 module). */
-extern MPI_Fint mpi_f08_bottom, mpi_f08_in_place, mpi_f08_buffer_automatic;
+/* Status sentinels of mpi_f08 (BIND(C) variables defined by the mpi_f08 module). */
 extern MPI_F08_status mpi_f08_status_ignore, mpi_f08_statuses_ignore[1];
 
 #define GW_CONV(stem, T)                                                           \
@@ -52,12 +56,15 @@ GW_CONV(Win, MPI_Win)
 GW_CONV(File, MPI_File)
 GW_CONV(Session, MPI_Session)
 
-/* A buffer of mpif.h / use mpi: the address, or the C value of a sentinel. */
+/* A buffer: the address, or the C value of a sentinel (one subtract and compare
+ * on the common path). */
 static inline void *gw_buf(void *p)
 {
-    if (p == (void *)&mpi_fortran_bottom_) return MPI_BOTTOM;
-    if (p == (void *)&mpi_fortran_in_place_) return MPI_IN_PLACE;
-    if (p == (void *)&mpi_fortran_buffer_automatic_) return MPI_BUFFER_AUTOMATIC;
+    uintptr_t off = (uintptr_t)p - (uintptr_t)&mpi_fortran_buffers_;
+    if (__builtin_expect(off < sizeof(struct gw_buffer_sentinels), 0)) {
+        if (off < sizeof(MPI_Fint)) return MPI_BOTTOM;
+        return off < 2 * sizeof(MPI_Fint) ? MPI_IN_PLACE : MPI_BUFFER_AUTOMATIC;
+    }
     return p;
 }
 
@@ -82,12 +89,8 @@ int gw_noncontiguous(const char *fn) GW_HIDDEN;
  * MPI_SUBARRAYS_SUPPORTED is .FALSE.: a non-contiguous section is MPI_ERR_BUFFER. */
 static inline int gw_desc_buf(const CFI_cdesc_t *d, void **out, const char *fn)
 {
-    void *p = d->base_addr;
-    if (p == (void *)&mpi_f08_bottom) { *out = MPI_BOTTOM; return MPI_SUCCESS; }
-    if (p == (void *)&mpi_f08_in_place) { *out = MPI_IN_PLACE; return MPI_SUCCESS; }
-    if (p == (void *)&mpi_f08_buffer_automatic) { *out = MPI_BUFFER_AUTOMATIC; return MPI_SUCCESS; }
-    if (d->rank > 0 && !gw_desc_contiguous(d)) return gw_noncontiguous(fn);
-    *out = p;
+    if (__builtin_expect(d->rank > 0, 1) && !gw_desc_contiguous(d)) return gw_noncontiguous(fn);
+    *out = gw_buf(d->base_addr);
     return MPI_SUCCESS;
 }
 

@@ -49,11 +49,13 @@ def wrap(prefix, items, suffix, indent, width=120):
 
 # ---- mpif.h ------------------------------------------------------------------
 
+# The buffer sentinels share one common block (all three bindings), so the glue
+# recognises them with one range check (gw_buf in fortran/gw_fortran.h).
+BUFFER_SENTINELS = ["MPI_BOTTOM", "MPI_IN_PLACE", "MPI_BUFFER_AUTOMATIC"]
+BUFFER_BLOCK = "MPI_FORTRAN_BUFFERS"
+
 SENTINELS_OLD = [
     # (Fortran name, declaration, common block; the C glue defines mpi_fortran_<x>_)
-    ("MPI_BOTTOM", "INTEGER MPI_BOTTOM", "bottom"),
-    ("MPI_IN_PLACE", "INTEGER MPI_IN_PLACE", "in_place"),
-    ("MPI_BUFFER_AUTOMATIC", "INTEGER MPI_BUFFER_AUTOMATIC", "buffer_automatic"),
     ("MPI_STATUS_IGNORE", "INTEGER MPI_STATUS_IGNORE(MPI_STATUS_SIZE)", "status_ignore"),
     ("MPI_STATUSES_IGNORE", "INTEGER MPI_STATUSES_IGNORE(MPI_STATUS_SIZE,1)", "statuses_ignore"),
     ("MPI_ERRCODES_IGNORE", "INTEGER MPI_ERRCODES_IGNORE(1)", "errcodes_ignore"),
@@ -75,6 +77,10 @@ def old_constant_lines(consts):
         else:
             L.append(f"      INTEGER(KIND={kind}) {name}")
         L.append(f"      PARAMETER ({name}={value})")
+    # One COMMON statement per name (a block named again continues it): short lines.
+    for name in BUFFER_SENTINELS:
+        L.append(f"      INTEGER {name}")
+        L.append(f"      COMMON /{BUFFER_BLOCK}/ {name}")
     for name, decl, block in SENTINELS_OLD:
         L.append(f"      {decl}")
         L.append(f"      COMMON /MPI_FORTRAN_{block.upper()}/ {name}")
@@ -169,9 +175,6 @@ def gen_mpi_module(consts, funcs):
 # ---- use mpi_f08 -------------------------------------------------------------
 
 F08_SENTINELS = [
-    ("MPI_BOTTOM", "integer", ""),
-    ("MPI_IN_PLACE", "integer", ""),
-    ("MPI_BUFFER_AUTOMATIC", "integer", ""),
     ("MPI_STATUS_IGNORE", "type(MPI_Status)", ""),
     ("MPI_STATUSES_IGNORE", "type(MPI_Status)", "(1)"),
     ("MPI_ERRCODES_IGNORE", "integer", "(1)"),
@@ -235,6 +238,8 @@ def gen_f08_module(consts, handle_consts, funcs):
               f"    end subroutine MPI_{kind}_delete_attr_function"]
     L.append("  end interface")
     L += [f"  procedure({iface}) :: {name}" for name, iface in PREDEFINED_CALLBACKS.items()]
+    L.append(f"  integer :: {', '.join(BUFFER_SENTINELS)}")
+    L.append(f"  common /{BUFFER_BLOCK.lower()}/ {', '.join(BUFFER_SENTINELS)}")
     for name, t, dims in F08_SENTINELS:
         sym = "mpi_f08_" + name[4:].lower()
         L.append(f"  {t}, bind(C, name=\"{sym}\") :: {name}{dims}")

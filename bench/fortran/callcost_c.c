@@ -1,4 +1,5 @@
-/* The C side of callcost_f.f90: ns per MPI_Comm_rank and MPI_Type_size call. */
+/* The C side of callcost_f.f90: ns per MPI_Comm_rank, MPI_Type_size and
+ * MPI_Send-to-MPI_PROC_NULL call. */
 #include <mpi.h>
 #include <stdio.h>
 
@@ -20,6 +21,10 @@ int main(int argc, char **argv)
         acc += sz;
     }
     printf("c type_size ns %.2f\n", (MPI_Wtime() - t0) / N * 1e9);
+    int buf[8] = {1};
+    t0 = MPI_Wtime();
+    for (int i = 0; i < N; i++) acc += MPI_Send(buf, 8, MPI_INTEGER, MPI_PROC_NULL, 0, MPI_COMM_WORLD);
+    printf("c send_proc_null ns %.2f\n", (MPI_Wtime() - t0) / N * 1e9);
     if (acc < 0) printf("%ld\n", acc);
     MPI_Finalize();
     return 0;
