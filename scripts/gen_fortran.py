@@ -194,7 +194,7 @@ def gen_f08_module(consts, handle_consts, funcs):
         L += [f"  type, bind(C) :: {t}", "    integer(c_int) :: MPI_VAL", f"  end type {t}"]
     L += ["  type, bind(C) :: MPI_Status",
           "    integer(c_int) :: MPI_SOURCE, MPI_TAG, MPI_ERROR",
-          "    integer(c_int) :: MPI_internal(5)",
+          "    integer(c_int), private :: MPI_internal(5)",
           "  end type MPI_Status"]
     for name, kind, value in consts:
         if kind == "int":
