@@ -34,7 +34,9 @@ LOGICAL_NAMES = {"flag", "commute", "periods", "reorder", "remain_dims", "high"}
 INOUT_HANDLE_FN = re.compile(r"_free$|_commit$|^MPI_(Wait|Test|Start|Cancel|Mrecv|Imrecv|"
                              r"Comm_disconnect|Request_get_status)$")
 # C-only functions: language interoperability and the C side of the ABI.
-C_ONLY = re.compile(r"_(c2f|f2c|c2f08|f082c|f082f|f2f08|toint|fromint)$")
+C_ONLY = re.compile(r"_(c2f|f2c|c2f08|f082c|toint|fromint)$")
+# Between the two Fortran status forms: mpi_f08 only (TYPE(MPI_Status) is its type).
+F08_ONLY = {"MPI_Status_f082f", "MPI_Status_f2f08"}
 # Called after the C function succeeded (libmpifort tells libmpi about Fortran at MPI_Init).
 AFTER_CALL = {"MPI_Init": "gw_after_init();", "MPI_Init_thread": "gw_after_init();"}
 # Length of a handle array, when it is not the function's count/incount argument.
@@ -142,6 +144,11 @@ class Param:
         elif base in HANDLE_TYPES and arr == "[]":
             self.cls, self.htype = "harr", base
             self.intent = "in" if self.const else ("out" if fn.startswith("MPI_Type_get_contents") else "inout")
+        elif base == "MPI_F08_status *" and not arr:
+            # TYPE(MPI_Status) is the C status (8 ints): passed through (st08).
+            self.cls, self.intent = "st08", "in" if self.const else "out"
+        elif base == "MPI_Fint *" and name == "f_status":
+            self.cls, self.intent = "fstatus", "in" if self.const else "out"
         elif base == "MPI_Status *" and not arr:
             self.cls = "stin" if self.const else "st"
             self.intent = "in" if self.const else "out"
@@ -163,7 +170,7 @@ class Param:
             return "(MPI_STATUS_SIZE,*)" if self.cls == "sts" and flavor == "old" else "(*)"
         if self.cls == "intarr3":
             return "(3,*)"
-        if self.cls in ("st", "stin") and flavor == "old":
+        if (self.cls in ("st", "stin") and flavor == "old") or self.cls == "fstatus":
             return "(MPI_STATUS_SIZE)"
         if self.cls in ("buf", "detach") and flavor == "old":
             return "(*)"
@@ -185,8 +192,10 @@ def ftype(p, flavor):
         return "integer"
     if p.cls in ("h", "hp", "harr"):
         return "integer" if flavor == "old" else f"type({HANDLE_TYPES[p.htype][0]})"
-    if p.cls in ("st", "stin", "sts"):
+    if p.cls in ("st", "stin", "sts", "st08"):
         return "integer" if flavor == "old" else "type(MPI_Status)"
+    if p.cls == "fstatus":
+        return "integer"
     if p.cls in ("sin", "sout"):
         return "character(len=*)"
     if p.cls == "userfn":
@@ -207,7 +216,7 @@ def f08_bind_c(f):
 
 def f08_specific(f):
     """The standard's name of the mpi_f08 specific: MPI_Send_f08, MPI_Send_f08c."""
-    return f.base + "_f08c" if f.large else f.name + "_f08"
+    return f.base + "_f08c" if f.name.endswith("_c") else f.name + "_f08"
 
 
 def c_name(f, flavor, pre=""):
@@ -215,7 +224,7 @@ def c_name(f, flavor, pre=""):
     mpi_op_create_f08_ (not BIND(C)); pre="P" for the profiling names."""
     if flavor == "old":
         return (pre + f.name).lower() + "_"
-    if f.large:
+    if f.f08_only:
         return pre + f08_specific(f)
     return pre + f.name + "_f08" if f08_bind_c(f) else (pre + f.name).lower() + "_f08_"
 
@@ -229,7 +238,7 @@ def buffer_async(f):
 class Function:
     def __init__(self, ret, name, args):
         self.ret, self.name = ret, name
-        self.large = False  # a large-count (_c) variant: mpi_f08 only
+        self.f08_only = name in F08_ONLY  # mpi_f08 only: F08_ONLY and large-count (_c) forms
         self.base = name[:-2] if name.endswith("_c") else name
         self.params = []
         if args.strip() != "void":
@@ -292,7 +301,7 @@ def load_functions(abi):
             skipped.append((f.name, f"its mpi_f08 form cannot be told apart from {base.name}'s "
                                     "(MPI_COUNT_KIND is MPI_ADDRESS_KIND)"))
         else:
-            f.large = True
+            f.f08_only = True
             kept.append(f)
     return kept, skipped
 
@@ -477,6 +486,10 @@ def c_glue_function(f, flavor, pre=""):
             args.append(f"gw_status_{flavor}({n})")
         elif p.cls == "stin":
             args.append(f"(const MPI_Status *){n}")
+        elif p.cls == "st08":
+            args.append(f"(MPI_F08_status *)(void *){n}")
+        elif p.cls == "fstatus":
+            args.append(n)
         elif p.cls == "sts":
             args.append(f"gw_statuses_{flavor}({n})")
         elif p.cls in ("sin", "sout"):

@@ -116,6 +116,13 @@ program f08_mpi
   call check(status_f2f08(fstat, st2) == MPI_SUCCESS, 'MPI_Status_f2f08')
   call MPI_Get_count(st2, MPI_INTEGER, cnt)
   call check(st2%MPI_SOURCE == left .and. cnt == 4, 'status after f082f and f2f08')
+  ! The same through mpi_f08's own MPI_Status_f082f / MPI_Status_f2f08.
+  fstat = -1
+  call MPI_Status_f082f(st, fstat)
+  call check(fstat(MPI_SOURCE) == left .and. fstat(MPI_TAG) == 10, 'MPI_Status_f082f (Fortran)')
+  st2%MPI_SOURCE = -1
+  call MPI_Status_f2f08(fstat, st2, ierr)
+  call check(ierr == MPI_SUCCESS .and. st2%MPI_SOURCE == left .and. st2%MPI_TAG == 10, 'MPI_Status_f2f08 (Fortran)')
   call MPI_Type_free(vec)
   call check(vec == MPI_DATATYPE_NULL, 'MPI_Type_free sets MPI_DATATYPE_NULL')
 
