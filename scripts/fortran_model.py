@@ -7,10 +7,14 @@ Every parameter gets a class from its C type and name:
   aint/count/offset          INTEGER(KIND=...) in; ...p out; aintarr array
   h       handle in          hp  handle out (inout for _free, MPI_Wait...)   harr  handle array
   st      MPI_Status out     stin  MPI_Status in     sts  array of statuses
-  sin     string in          sout  string out
-  drop    argc/argv of MPI_Init, the ... of MPI_Pcontrol: not in Fortran, NULL/absent in C
-A function with any other argument (callbacks, attribute values, char *argv[]) has
-no Fortran binding yet; gen_fortran.py lists it in skipped.txt with the reason.
+  sin     string in          sout  string out       buflen  MPI_Info_get_string's length
+  st08    TYPE(MPI_Status)   fstatus  INTEGER f_status(MPI_STATUS_SIZE)
+  attrget an attribute value read    attrin  one stored (also extra_state)
+  userfn  a Fortran procedure called back (CALLBACKS: trampolines in gw_fortran.c)
+  detach, allocptr  addresses returned (MPI_Buffer_detach, MPI_Alloc_mem)
+  drop    argc/argv of MPI_Init, the ... of MPI_Pcontrol: not in Fortran, 0/NULL in C
+A function with any other argument has no Fortran binding yet; gen_fortran.py
+lists it in skipped.txt with the reason.
 """
 import os, re
 

@@ -13,7 +13,8 @@ Outputs, in OUTDIR (default fortran/build):
                          BIND(C) interfaces, TYPE(*), DIMENSION(..) buffers, optional ierror
          mpifort_glue.c  the Fortran-callable C functions: mpi_send_ (mpif.h / use mpi)
                          and MPI_Send_f08 (use mpi_f08), each converting its arguments
-                         and calling the C function of libmpi.so
+                         and calling the C function of libmpi.so (and pmpi_send_ ...)
+         skipped.txt     every function without a Fortran binding, and why
 
 Usage: scripts/gen_fortran.py [OUTDIR]. The per-function translation rules are in
 scripts/fortran_model.py; this file writes the four outputs.
