@@ -60,6 +60,7 @@ mod coll;
 mod comm;
 mod dtype;
 mod env;
+mod fortran;
 mod info;
 mod legacy;
 mod misc;

@@ -4,10 +4,6 @@
 // its arguments may be called with any (non-variadic) argument list.
 use crate::errors::unsupported;
 
-stub!(MPI_Status_f082c, PMPI_Status_f082c);
-stub!(MPI_Status_c2f08, PMPI_Status_c2f08);
-stub!(MPI_Status_f082f, PMPI_Status_f082f);
-stub!(MPI_Status_f2f08, PMPI_Status_f2f08);
 stub!(MPI_Win_create_keyval, PMPI_Win_create_keyval);
 stub!(MPI_Win_delete_attr, PMPI_Win_delete_attr);
 stub!(MPI_Win_free_keyval, PMPI_Win_free_keyval);
@@ -264,9 +260,6 @@ stub!(MPI_File_iwrite_at_all_c, PMPI_File_iwrite_at_all_c);
 stub!(MPI_File_iwrite_shared_c, PMPI_File_iwrite_shared_c);
 stub!(MPI_File_get_type_extent_c, PMPI_File_get_type_extent_c);
 stub!(MPI_Register_datarep_c, PMPI_Register_datarep_c);
-stub!(MPI_Abi_set_fortran_info, PMPI_Abi_set_fortran_info);
-stub!(MPI_Abi_get_fortran_booleans, PMPI_Abi_get_fortran_booleans);
-stub!(MPI_Abi_set_fortran_booleans, PMPI_Abi_set_fortran_booleans);
 stub!(MPI_Session_attach_buffer, PMPI_Session_attach_buffer);
 stub!(MPI_Session_detach_buffer, PMPI_Session_detach_buffer);
 stub!(MPI_Session_flush_buffer, PMPI_Session_flush_buffer);
