@@ -7,7 +7,9 @@
 # 2. compiles f77_mpi.f (include 'mpif.h'), f90_mpi.f90 (use mpi), f08_mpi.f90
 #    (use mpi_f08) and f90_more.f90 (more argument kinds, use mpi) with scripts/gwfort
 #    and runs each with the real gwrun -n 4, on one host and on 2 emulated hosts
-#    (f90_more also with -n 3 and -n 1); each must exit 0 and print "PASS <name>";
+#    (f90_more also with -n 3 and -n 1); f08_mpi_t.f90 (MPI_T through
+#    ISO_C_BINDING) with -n 2 on one host and on 2 emulated hosts; each must
+#    exit 0 and print "PASS <name>";
 # 3. installs (make -f mk/mpi.mk -f mk/fortran.mk install-*-files) into
 #    PROFILE_DIR/fortran-install-test: the installed mpifort builds f90_mpi, mpiexec
 #    runs it, pkg-config answers for mpi-fort, and CMake's
@@ -58,6 +60,15 @@ for src in tests/fortran/f77_mpi.f tests/fortran/f90_mpi.f90 tests/fortran/f08_m
   run "$name" "$out/$name" "$prof/gwrun" -n 4
   run "$name" "$out/$name" "$prof/gwrun" -n 4 --emulate-hosts 2
 done
+# MPI_T from Fortran (through ISO_C_BINDING: the standard has no Fortran
+# MPI_T bindings), 2 ranks over shm and over tcp between 2 emulated hosts.
+name=f08_mpi_t
+if GW_MPI_LIBDIR=$prof scripts/gwfort -O1 -Wall -o "$out/$name" tests/fortran/$name.f90 >"$out/$name.build.log" 2>&1; then
+  run "$name" "$out/$name" "$prof/gwrun" -n 2
+  run "$name" "$out/$name" "$prof/gwrun" -n 2 --emulate-hosts 2
+else
+  fail "gwfort tests/fortran/$name.f90:"; sed 's/^/    /' "$out/$name.build.log"
+fi
 # An odd size and a single rank (3x1 and 1x1 grids, self-messages) for the argument-kind test.
 run f90_more "$out/f90_more" "$prof/gwrun" -n 3 --emulate-hosts 2
 run f90_more "$out/f90_more" "$prof/gwrun" -n 1
