@@ -67,9 +67,15 @@ void gw_fstr(char *f, size_t len, const char *c)
     memset(f + n, ' ', len - n);
 }
 
+/* Length of the per-process arrays of an all-to-all collective: the group
+ * size, or the remote group's on an intercommunicator. */
 int gw_comm_size(MPI_Comm comm)
 {
-    int n = 0;
+    int n = 0, inter = 0;
+    if (MPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && inter) {
+        if (MPI_Comm_remote_size(comm, &n) != MPI_SUCCESS) return 0;
+        return n;
+    }
     if (MPI_Comm_size(comm, &n) != MPI_SUCCESS) return 0;
     return n;
 }

@@ -48,7 +48,9 @@ ARRAY_LEN = {("MPI_Type_get_contents", "array_of_datatypes"): "*max_datatypes",
              ("MPI_Alltoallw", "sendtypes"): "gw_comm_size(c_comm)",
              ("MPI_Alltoallw", "recvtypes"): "gw_comm_size(c_comm)",
              ("MPI_Ialltoallw", "sendtypes"): "gw_comm_size(c_comm)",
-             ("MPI_Ialltoallw", "recvtypes"): "gw_comm_size(c_comm)"}
+             ("MPI_Ialltoallw", "recvtypes"): "gw_comm_size(c_comm)",
+             ("MPI_Alltoallw_init", "sendtypes"): "gw_comm_size(c_comm)",
+             ("MPI_Alltoallw_init", "recvtypes"): "gw_comm_size(c_comm)"}
 # Indices the C function returns 0-based and Fortran expects 1-based.
 INDEX_NAMES = {"indx", "index", "array_of_indices"}
 # Fortran procedures passed to the C library: C type -> (mpi_f08 abstract interface,
