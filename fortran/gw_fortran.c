@@ -108,6 +108,7 @@ void gw_after_init(void)
  * procedure again gets its old slot): the limit is on distinct procedures. */
 #define GW_USER_OPS 64
 static gw_fortran_user_fn gw_user_fns[GW_USER_OPS];
+static gw_fortran_user_c_fn gw_userc_fns[GW_USER_OPS];
 static gw_fortran_errh_fn gw_errh_fns[GW_USER_OPS];
 static gw_fortran_copy_fn gw_ccopy_fns[GW_USER_OPS], gw_tcopy_fns[GW_USER_OPS];
 static gw_fortran_delete_fn gw_cdel_fns[GW_USER_OPS], gw_tdel_fns[GW_USER_OPS];
@@ -139,6 +140,11 @@ static pthread_mutex_t gw_user_lock = PTHREAD_MUTEX_INITIALIZER;
         MPI_Fint fdt = gw_c2f_Type(*dt);                                               \
         gw_user_fns[8 * a + b](in, inout, len, &fdt);                                  \
     }                                                                                  \
+    static void gw_userc_tramp_##a##b(void *in, void *inout, MPI_Count *len, MPI_Datatype *dt) \
+    {                                                                                  \
+        MPI_Fint fdt = gw_c2f_Type(*dt);                                               \
+        gw_userc_fns[8 * a + b](in, inout, len, &fdt);                                 \
+    }                                                                                  \
     static void gw_errh_tramp_##a##b(MPI_Comm *comm, int *code, ...)                  \
     {                                                                                  \
         MPI_Fint fcomm = gw_c2f_Comm(*comm);                                           \
@@ -169,6 +175,7 @@ GW_T8(0) GW_T8(1) GW_T8(2) GW_T8(3) GW_T8(4) GW_T8(5) GW_T8(6) GW_T8(7)
 #define GW_P64(k) GW_P8(k, 0), GW_P8(k, 1), GW_P8(k, 2), GW_P8(k, 3), GW_P8(k, 4), GW_P8(k, 5), \
     GW_P8(k, 6), GW_P8(k, 7)
 static MPI_User_function *const gw_user_tramps[GW_USER_OPS] = {GW_P64(user)};
+static MPI_User_function_c *const gw_userc_tramps[GW_USER_OPS] = {GW_P64(userc)};
 static MPI_Comm_errhandler_function *const gw_errh_tramps[GW_USER_OPS] = {GW_P64(errh)};
 static MPI_Comm_copy_attr_function *const gw_ccopy_tramps[GW_USER_OPS] = {GW_P64(ccopy)};
 static MPI_Comm_delete_attr_function *const gw_cdel_tramps[GW_USER_OPS] = {GW_P64(cdel)};
@@ -207,6 +214,14 @@ int gw_user_op(void (*fn)(void), MPI_User_function **out)
     int slot = gw_callback_slot((void (**)(void))gw_user_fns, fn, "MPI_Op_create");
     if (slot < 0) return fn ? MPI_ERR_OTHER : MPI_ERR_ARG;
     *out = gw_user_tramps[slot];
+    return MPI_SUCCESS;
+}
+
+int gw_user_op_c(void (*fn)(void), MPI_User_function_c **out)
+{
+    int slot = gw_callback_slot((void (**)(void))gw_userc_fns, fn, "MPI_Op_create_c");
+    if (slot < 0) return fn ? MPI_ERR_OTHER : MPI_ERR_ARG;
+    *out = gw_userc_tramps[slot];
     return MPI_SUCCESS;
 }
 

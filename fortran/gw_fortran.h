@@ -148,10 +148,15 @@ void gw_after_init(void) GW_HIDDEN;
 /* A Fortran MPI_Op_create user function: (invec, inoutvec, len, datatype), all by
  * address, the datatype a Fortran handle (TYPE(C_PTR), VALUE in mpi_f08 is the same). */
 typedef void (*gw_fortran_user_fn)(void *, void *, MPI_Fint *, MPI_Fint *);
+/* The same with a large count (mpi_f08's MPI_User_function_c: len is
+ * INTEGER(KIND=MPI_COUNT_KIND)). */
+typedef void (*gw_fortran_user_c_fn)(void *, void *, MPI_Count *, MPI_Fint *);
 /* A Fortran communicator error handler: (comm, error_code), by address. */
 typedef void (*gw_fortran_errh_fn)(MPI_Fint *, MPI_Fint *);
 /* The C MPI_User_function that calls the Fortran `fn` (one of GW_USER_OPS trampolines). */
 int gw_user_op(void (*fn)(void), MPI_User_function **out) GW_HIDDEN;
+/* The C MPI_User_function_c that calls the Fortran `fn` (MPI_Op_create_c). */
+int gw_user_op_c(void (*fn)(void), MPI_User_function_c **out) GW_HIDDEN;
 /* The C error handler that calls the Fortran `fn` (one of GW_USER_OPS trampolines). */
 int gw_comm_errhandler(void (*fn)(void), MPI_Comm_errhandler_function **out) GW_HIDDEN;
 /* Attribute callbacks of MPI_Comm/Type_create_keyval: copy (obj, keyval, extra_state,

@@ -39,6 +39,10 @@ INOUT_HANDLE_FN = re.compile(r"_free$|_commit$|^MPI_(Wait|Test|Start|Cancel|Mrec
                              r"Comm_disconnect|Request_get_status)$")
 # C-only functions: language interoperability and the C side of the ABI.
 C_ONLY = re.compile(r"_(c2f|f2c|c2f08|f082c|toint|fromint)$")
+# Large-count forms that keep their own name in mpi_f08 (the standard's
+# MPI_Op_create_c, MPI_Register_datarep_c: they differ from the base only in
+# the interface of a procedure argument).
+OWN_NAME = {"MPI_Op_create_c", "MPI_Register_datarep_c"}
 # Between the two Fortran status forms: mpi_f08 only (TYPE(MPI_Status) is its type).
 F08_ONLY = {"MPI_Status_f082f", "MPI_Status_f2f08"}
 # Called after the C function succeeded (libmpifort tells libmpi about Fortran at MPI_Init).
@@ -57,6 +61,7 @@ INDEX_NAMES = {"indx", "index", "array_of_indices"}
 # C type, gw_fortran.c function giving the C trampoline that calls the Fortran one).
 CALLBACKS = {
     "MPI_User_function *": ("MPI_User_function", "MPI_User_function", "gw_user_op"),
+    "MPI_User_function_c *": ("MPI_User_function_c", "MPI_User_function_c", "gw_user_op_c"),
     "MPI_Comm_errhandler_function *": ("MPI_Comm_errhandler_function", "MPI_Comm_errhandler_function",
                                        "gw_comm_errhandler"),
     "MPI_Comm_copy_attr_function *": ("MPI_Comm_copy_attr_function", "MPI_Comm_copy_attr_function",
@@ -231,7 +236,8 @@ def c_name(f, flavor, pre=""):
     if flavor == "old":
         return (pre + f.name).lower() + "_"
     if f.f08_only:
-        return pre + f08_specific(f)
+        spec = pre + f08_specific(f)
+        return spec if f08_bind_c(f) else spec.lower() + "_"
     return pre + f.name + "_f08" if f08_bind_c(f) else (pre + f.name).lower() + "_f08_"
 
 
@@ -245,7 +251,10 @@ class Function:
     def __init__(self, ret, name, args):
         self.ret, self.name = ret, name
         self.f08_only = name in F08_ONLY  # mpi_f08 only: F08_ONLY and large-count (_c) forms
-        self.base = name[:-2] if name.endswith("_c") else name
+        # Large-count forms are specifics of their base's generic, except where
+        # only a procedure argument differs (no generic can tell those apart):
+        # the standard gives those a name of their own (MPI_Op_create_c).
+        self.base = name[:-2] if name.endswith("_c") and name not in OWN_NAME else name
         self.params = []
         if args.strip() != "void":
             for a in args.split(","):

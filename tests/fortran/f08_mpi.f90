@@ -22,6 +22,7 @@ program f08_mpi
   end interface
   integer(c_int) :: fstat(MPI_STATUS_SIZE)
   procedure(MPI_User_function) :: f08_int_sum
+  procedure(MPI_User_function_c) :: f08_int_sum_c
   type(MPI_Op) :: op
   integer :: vals(2), sums(2)
   integer(kind=MPI_COUNT_KIND) :: ccount
@@ -135,6 +136,13 @@ program f08_mpi
   call MPI_Op_free(op)
   call check(op == MPI_OP_NULL, 'MPI_Op_free')
 
+  ! The same with a large-count user function (MPI_Op_create_c, mpi_f08 only).
+  call MPI_Op_create_c(f08_int_sum_c, .true., op)
+  call MPI_Allreduce(vals, sums, 2, MPI_INTEGER, op, MPI_COMM_WORLD, ierr)
+  call check(ierr == MPI_SUCCESS .and. all(sums == [nproc * (nproc + 1) / 2, nproc * (nproc - 1)]), &
+       'user op with MPI_COUNT_KIND length')
+  call MPI_Op_free(op)
+
   ! MPI_Info_get_string: buflen counts no NUL in Fortran, and a short string is cut.
   call MPI_Info_create(inf)
   call MPI_Info_set(inf, 'colour', 'ultramarine')
@@ -229,3 +237,17 @@ subroutine f08_int_sum(invec, inoutvec, len, datatype)
   b = a + b
   if (.not. (datatype == MPI_INTEGER)) b = -1
 end subroutine f08_int_sum
+
+subroutine f08_int_sum_c(invec, inoutvec, len, datatype)
+  use mpi_f08, only: MPI_Datatype, MPI_INTEGER, MPI_COUNT_KIND, operator(==)
+  use, intrinsic :: iso_c_binding, only: c_ptr, c_f_pointer
+  implicit none
+  type(c_ptr), value :: invec, inoutvec
+  integer(kind=MPI_COUNT_KIND) :: len
+  type(MPI_Datatype) :: datatype
+  integer, pointer :: a(:), b(:)
+  call c_f_pointer(invec, a, [len])
+  call c_f_pointer(inoutvec, b, [len])
+  b = a + b
+  if (.not. (datatype == MPI_INTEGER)) b = -1
+end subroutine f08_int_sum_c
