@@ -6,7 +6,7 @@
 //! rank's status and a message naming rank, host and site, an MPI program
 //! exchanging data through the tree's fences, and clear errors for bad
 //! machines files and too few slots; Ctrl-C and SIGTERM forwarded to every
-//! rank of the tree.
+//! rank of the tree; each rank's stdout and stderr lines whole and in order.
 
 mod common;
 
@@ -331,6 +331,67 @@ fn ctrl_c_and_sigterm_reach_every_rank_through_the_tree() {
             sent.elapsed()
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+    let _ = std::fs::remove_file(&m);
+}
+
+/// Output through the tree keeps each rank's lines whole and in the order
+/// the rank wrote them, with `--tag-output`, for stdout and stderr alike,
+/// while 4 ranks on 3 hosts write at once.
+#[test]
+fn each_ranks_lines_arrive_whole_and_in_order() {
+    let m = machines(
+        "order",
+        "[site a] start=local\nh1:2\n[site b] start=local\nh2\nh3\n",
+    );
+    const LINES: usize = 300;
+    let out = run(
+        GWRUN,
+        &[
+            "-f",
+            &m,
+            "-n",
+            "4",
+            "--tag-output",
+            "sh",
+            "-c",
+            &format!(
+                "i=0; while [ $i -lt {LINES} ]; do echo \"line $PMI_RANK $i padding-padding-padding\"; \
+                 echo \"err $PMI_RANK $i\" >&2; i=$((i+1)); done"
+            ),
+        ],
+        &[],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let hosts = ["h1", "h1", "h2", "h3"];
+    for (stream, text, word) in [
+        ("stdout", &out.stdout, "line"),
+        ("stderr", &out.stderr, "err"),
+    ] {
+        for (r, h) in hosts.iter().enumerate() {
+            let tag = format!("[{r}@{h}] {word} {r} ");
+            let seq: Vec<usize> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix(&tag))
+                .map(|rest| {
+                    let n = rest.split(' ').next().unwrap();
+                    n.parse()
+                        .unwrap_or_else(|_| panic!("{stream}: broken line {rest:?}"))
+                })
+                .collect();
+            assert_eq!(
+                seq,
+                (0..LINES).collect::<Vec<_>>(),
+                "{stream} of rank {r}: lost, split or reordered lines"
+            );
+        }
+        let tagged = text.lines().filter(|l| l.starts_with('[')).count();
+        assert_eq!(
+            tagged,
+            4 * LINES,
+            "{stream}: every line tagged, none merged"
+        );
     }
     let _ = std::fs::remove_file(&m);
 }
