@@ -6,7 +6,9 @@
 #    (bench/fortran/callcost_{c.c,f.f90});
 # 2. latency: ping-pong between 2 ranks on this host under gwrun, the same loop in
 #    C (latency_c.c, gwcc) and in mpi_f08 (latency_f08.f90, gwfort), and the
-#    mpi_f08 one built with MPICH's mpifort under mpiexec.mpich when installed.
+#    mpi_f08 one built with MPICH's mpifort under mpiexec.mpich and Open MPI's
+#    under mpirun.openmpi when installed; then bandwidth (osu_bw's windows of 64
+#    nonblocking sends at 64 KiB, 1 MiB, 4 MiB) from the same runs.
 # Environment: RUNS (default 5; latency keeps the median), ITERS (ping-pongs, default 20000).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +31,11 @@ mpich=no
 if command -v mpifort.mpich >/dev/null && command -v mpiexec.mpich >/dev/null; then
   mpifort.mpich -O2 -o "$out/latency_f08_mpich" bench/fortran/latency_f08.f90 && mpich=yes
 fi
+ompi=no
+if command -v mpifort.openmpi >/dev/null && command -v mpirun.openmpi >/dev/null; then
+  mpifort.openmpi -O2 -o "$out/latency_f08_ompi" bench/fortran/latency_f08.f90 && ompi=yes
+fi
+ompirun() { mpirun.openmpi --allow-run-as-root --oversubscribe -n 2 "$@"; }
 
 # fastest KEY FILE...: the smallest value on lines starting with KEY (per-call costs:
 # interference from other jobs only adds time).
@@ -62,15 +69,19 @@ for r in $(seq "$runs"); do
   "$rel/gwrun" -n 2 "$out/latency_c" "$iters" >"$out/lat_c.$r"
   "$rel/gwrun" -n 2 "$out/latency_f08" "$iters" >"$out/lat_f.$r"
   [ $mpich = yes ] && mpiexec.mpich -n 2 "$out/latency_f08_mpich" "$iters" >"$out/lat_m.$r"
+  [ $ompi = yes ] && ompirun "$out/latency_f08_ompi" "$iters" >"$out/lat_o.$r"
 done
-printf '%6s %10s %12s %8s %14s %12s\n' size "gw C" "gw mpi_f08" "f08/C" "mpich mpi_f08" "gw/mpich"
-for n in 0 8 64 1024 8192; do
-  c=$(median "lat $n" "$out"/lat_c.*)
-  f=$(median "lat $n" "$out"/lat_f.*)
-  m=-; ratio=-
-  if [ $mpich = yes ]; then
-    m=$(median "lat $n" "$out"/lat_m.*)
-    ratio=$(echo "$f $m" | awk '{ printf "%.2f", $1 / $2 }')
-  fi
-  printf "%6s %10s %12s %8s %14s %12s\n" "$n" "$c" "$f" "$(echo "$f $c" | awk '{ printf "%.3f", $1 / $2 }')" "$m" "$ratio"
-done
+# row KEY SIZE: gridwire C, gridwire mpi_f08, f08/C, then each peer's mpi_f08 and gw/peer.
+row() {
+  local key=$1 n=$2 c f m=- o=- rm=- ro=-
+  c=$(median "$key $n" "$out"/lat_c.*)
+  f=$(median "$key $n" "$out"/lat_f.*)
+  if [ $mpich = yes ]; then m=$(median "$key $n" "$out"/lat_m.*); rm=$(echo "$f $m" | awk '{ printf "%.2f", $1 / $2 }'); fi
+  if [ $ompi = yes ]; then o=$(median "$key $n" "$out"/lat_o.*); ro=$(echo "$f $o" | awk '{ printf "%.2f", $1 / $2 }'); fi
+  printf "%8s %10s %12s %8s %14s %9s %14s %9s\n" "$n" "$c" "$f" "$(echo "$f $c" | awk '{ printf "%.3f", $1 / $2 }')" "$m" "$rm" "$o" "$ro"
+}
+printf '%8s %10s %12s %8s %14s %9s %14s %9s\n' size "gw C" "gw mpi_f08" "f08/C" "mpich mpi_f08" "gw/mpich" "ompi mpi_f08" "gw/ompi"
+for n in 0 8 64 1024 8192; do row lat "$n"; done
+echo "== bandwidth (MB/s, osu_bw: windows of 64 nonblocking sends; same runs, median)"
+printf '%8s %10s %12s %8s %14s %9s %14s %9s\n' size "gw C" "gw mpi_f08" "f08/C" "mpich mpi_f08" "gw/mpich" "ompi mpi_f08" "gw/ompi"
+for n in 65536 1048576 4194304; do row bw "$n"; done
