@@ -154,6 +154,8 @@ impl<T: Clone> Table<T> {
 pub enum ReqObj {
     Plain(Arc<Req>),
     Persistent(Arc<Mutex<Persistent>>),
+    /// `MPI_Grequest_start` (see [`crate::grequest`]).
+    Generalized(Arc<crate::grequest::Grequest>),
 }
 
 pub enum PKind {

@@ -131,6 +131,10 @@ fn peek(h: MPI_Request) -> gridwire_mpi::Result<(bool, gridwire_mpi::Status)> {
                 Some(r) => Ok((r.done(), r.status())),
                 None => Ok((true, gridwire_mpi::Status::empty())),
             },
+            Some(ReqObj::Generalized(g)) => Ok(match g.req.done() {
+                true => (true, crate::grequest::peek(&g)),
+                false => (false, gridwire_mpi::Status::empty()),
+            }),
             None => Err(err(
                 class::REQUEST,
                 format!("invalid request handle {h:#x}"),

@@ -332,6 +332,7 @@ fn active(h: MPI_Request) -> Result<Active> {
                 .active
                 .clone()
                 .map_or(Active::Empty, Active::Req)),
+            Some(ReqObj::Generalized(g)) => Ok(Active::Req(g.req.clone())),
             None => Err(err(
                 class::REQUEST,
                 format!("invalid request handle {h:#x} (freed, or already completed)"),
@@ -360,6 +361,10 @@ fn finish(h: &mut MPI_Request, a: Active) -> Status {
             // one stays (inactive).
             match REQS.remove_unless(*h, |o| matches!(o, ReqObj::Persistent(_))) {
                 Some(ReqObj::Persistent(p)) => p.lock().unwrap().active = None,
+                Some(ReqObj::Generalized(g)) => {
+                    *h = MPI_REQUEST_NULL;
+                    return crate::grequest::finish(&g);
+                }
                 _ => *h = MPI_REQUEST_NULL,
             }
             // The table's reference is gone: the status is read and the
@@ -435,7 +440,10 @@ mpi_fn!(fn MPI_Request_get_status / PMPI_Request_get_status(req: MPI_Request, fl
             put(flag, done as c_int);
             if done {
                 let s = match &a {
-                    Active::Req(r) => r.status(),
+                    Active::Req(r) => match REQS.get(req) {
+                        Some(ReqObj::Generalized(g)) => crate::grequest::peek(&g),
+                        _ => r.status(),
+                    },
                     Active::DoneSend => Status::default(),
                     Active::Empty => Status::empty(),
                 };
@@ -628,7 +636,11 @@ mpi_fn!(fn MPI_Request_free / PMPI_Request_free(req: *mut MPI_Request) -> c_int 
             REQUEST_DONE_SEND => {}
             // The operation goes on; the protocol keeps its own reference.
             _ => {
-                REQS.remove(*h).ok_or_else(|| err(class::REQUEST, format!("invalid request handle {:#x}", *h)))?;
+                let o = REQS.remove(*h).ok_or_else(|| err(class::REQUEST, format!("invalid request handle {:#x}", *h)))?;
+                if let ReqObj::Generalized(g) = o {
+                    *h = MPI_REQUEST_NULL;
+                    return crate::grequest::release(&g);
+                }
             }
         }
         *h = MPI_REQUEST_NULL;
@@ -643,6 +655,9 @@ mpi_fn!(fn MPI_Cancel / PMPI_Cancel(req: *mut MPI_Request) -> c_int {
         }
         // SAFETY: checked non-null argument.
         let h = unsafe { *req };
+        if let Some(ReqObj::Generalized(g)) = REQS.get(h) {
+            return crate::grequest::cancel(&g);
+        }
         if let Active::Req(r) = active(h)? {
             // Sends cannot be cancelled here: they complete normally (allowed by the standard).
             mpi()?.cancel(&r);

@@ -244,6 +244,12 @@ fn dtype() {
     suite("dtype", &[], &[1, 2, 3, 4]);
 }
 
+/// Generalized requests: local to each rank, so few rank counts.
+#[test]
+fn grequest() {
+    suite("grequest", &["-pthread"], &[1, 2]);
+}
+
 #[test]
 fn attr() {
     suite("attr", &[], &[1, 2, 3]);
