@@ -60,6 +60,7 @@ mod coll;
 mod comm;
 mod dtype;
 mod env;
+mod graph;
 mod grequest;
 mod info;
 mod misc;

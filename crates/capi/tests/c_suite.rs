@@ -240,6 +240,11 @@ fn topo() {
 }
 
 #[test]
+fn graph() {
+    suite("graph", &[], &[1, 2, 3, 5]);
+}
+
+#[test]
 fn dtype() {
     suite("dtype", &[], &[1, 2, 3, 4]);
 }

@@ -31,6 +31,8 @@ pub struct Comm {
     pub handle: AtomicUsize,
     /// Cartesian topology, if the communicator has one.
     pub cart: Mutex<Option<Cart>>,
+    /// Graph or distributed-graph topology, if the communicator has one.
+    pub graph: Mutex<Option<crate::topology::Topology>>,
     /// Buffer for `MPI_Bsend` on this communicator (`MPI_Comm_attach_buffer`).
     pub(crate) bsend: Mutex<crate::Bsend>,
 }
@@ -92,6 +94,7 @@ impl Comm {
             errhandler: AtomicUsize::new(0),
             handle: AtomicUsize::new(0),
             cart: Mutex::new(None),
+            graph: Mutex::new(None),
             bsend: Default::default(),
         })
     }

@@ -21,6 +21,7 @@ pub mod mem;
 pub mod op;
 pub mod params;
 pub mod request;
+pub mod topology;
 pub mod x87;
 
 pub use comm::Comm;
@@ -786,6 +787,7 @@ impl Mpi {
         let c = Comm::new(id, comm.group.clone(), comm.rank, "");
         *c.info.lock().unwrap() = comm.info.lock().unwrap().clone();
         *c.cart.lock().unwrap() = comm.cart.lock().unwrap().clone();
+        *c.graph.lock().unwrap() = comm.graph.lock().unwrap().clone();
         Ok(c)
     }
 
