@@ -256,6 +256,11 @@ fn grequest() {
 }
 
 #[test]
+fn darray() {
+    suite("darray", &[], &[1, 2, 3, 4, 6]);
+}
+
+#[test]
 fn attr() {
     suite("attr", &[], &[1, 2, 3]);
 }

@@ -13,6 +13,7 @@ pub mod datatype;
 pub mod deferred;
 pub mod engine;
 pub mod error;
+pub mod external32;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod group;
