@@ -261,6 +261,11 @@ fn darray() {
 }
 
 #[test]
+fn external32() {
+    suite("external32", &[], &[1, 2]);
+}
+
+#[test]
 fn attr() {
     suite("attr", &[], &[1, 2, 3]);
 }
