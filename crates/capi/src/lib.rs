@@ -67,6 +67,7 @@ mod grequest;
 mod info;
 mod misc;
 mod mpi_t;
+mod neighbor;
 mod p2p;
 mod stubs;
 mod topo;

@@ -245,6 +245,11 @@ fn graph() {
 }
 
 #[test]
+fn neighbor() {
+    suite("neighbor", &[], &[1, 2, 3, 4, 6]);
+}
+
+#[test]
 fn dtype() {
     suite("dtype", &[], &[1, 2, 3, 4]);
 }

@@ -19,6 +19,7 @@ pub mod fuzzing;
 pub mod group;
 pub mod info;
 pub mod mem;
+pub mod neighbor;
 pub mod op;
 pub mod params;
 pub mod request;
