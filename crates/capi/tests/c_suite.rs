@@ -271,6 +271,11 @@ fn external32() {
 }
 
 #[test]
+fn cancel() {
+    suite("cancel", &[], &[1, 2, 3]);
+}
+
+#[test]
 fn attr() {
     suite("attr", &[], &[1, 2, 3]);
 }

@@ -528,6 +528,9 @@ impl Mpi {
         let is_recv = r.d.lock().is_recv;
         if is_recv && !r.done() {
             self.engine.cancel_recv(r);
+        } else if !is_recv && !r.done() {
+            // Not withdrawn: the send completes as it would have.
+            self.engine.cancel_send(r);
         }
     }
 
