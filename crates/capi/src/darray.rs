@@ -20,13 +20,21 @@ fn distrib(d: c_int, darg: c_int) -> Result<Distrib> {
     let darg = match darg {
         MPI_DISTRIBUTE_DFLT_DARG => None,
         x if x > 0 => Some(x as i64),
-        x => return Err(err(class::ARG, format!("darray: darg {x} is neither positive nor MPI_DISTRIBUTE_DFLT_DARG"))),
+        x => {
+            return Err(err(
+                class::ARG,
+                format!("darray: darg {x} is neither positive nor MPI_DISTRIBUTE_DFLT_DARG"),
+            ))
+        }
     };
     match d {
         MPI_DISTRIBUTE_NONE => Ok(Distrib::None),
         MPI_DISTRIBUTE_BLOCK => Ok(Distrib::Block(darg)),
         MPI_DISTRIBUTE_CYCLIC => Ok(Distrib::Cyclic(darg)),
-        _ => Err(err(class::ARG, format!("darray: distribution {d} is not MPI_DISTRIBUTE_NONE, _BLOCK or _CYCLIC"))),
+        _ => Err(err(
+            class::ARG,
+            format!("darray: distribution {d} is not MPI_DISTRIBUTE_NONE, _BLOCK or _CYCLIC"),
+        )),
     }
 }
 
@@ -45,10 +53,23 @@ pub fn distrib_c(d: Distrib) -> (c_int, c_int) {
 /// # Safety
 /// The arrays hold `nd` ints each (the MPI contract).
 #[allow(clippy::too_many_arguments)]
-unsafe fn darray(size: c_int, rank: c_int, nd: c_int, gsizes: Vec<i64>, distribs: *const c_int, dargs: *const c_int,
-                 psizes: *const c_int, order: c_int, old: MPI_Datatype, out: *mut MPI_Datatype) -> Result<()> {
+unsafe fn darray(
+    size: c_int,
+    rank: c_int,
+    nd: c_int,
+    gsizes: Vec<i64>,
+    distribs: *const c_int,
+    dargs: *const c_int,
+    psizes: *const c_int,
+    order: c_int,
+    old: MPI_Datatype,
+    out: *mut MPI_Datatype,
+) -> Result<()> {
     if nd <= 0 {
-        return Err(err(class::ARG, format!("darray: ndims {nd} is not positive")));
+        return Err(err(
+            class::ARG,
+            format!("darray: ndims {nd} is not positive"),
+        ));
     }
     if distribs.is_null() || dargs.is_null() || psizes.is_null() {
         return Err(err(class::ARG, "darray: an array argument is NULL"));
@@ -56,11 +77,20 @@ unsafe fn darray(size: c_int, rank: c_int, nd: c_int, gsizes: Vec<i64>, distribs
     let order_c = match order {
         MPI_ORDER_C => true,
         MPI_ORDER_FORTRAN => false,
-        _ => return Err(err(class::ARG, format!("order {order} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN"))),
+        _ => {
+            return Err(err(
+                class::ARG,
+                format!("order {order} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN"),
+            ))
+        }
     };
     // SAFETY: `nd` ints each, by the caller's contract.
     let (ds, da, ps) = unsafe { (arr(distribs, nd), arr(dargs, nd), arr(psizes, nd)) };
-    let dist = ds.iter().zip(da).map(|(&d, &a)| distrib(d, a)).collect::<Result<Vec<_>>>()?;
+    let dist = ds
+        .iter()
+        .zip(da)
+        .map(|(&d, &a)| distrib(d, a))
+        .collect::<Result<Vec<_>>>()?;
     let ps: Vec<i64> = ps.iter().map(|&p| p as i64).collect();
     let old = dtype(old)?;
     let t = Datatype::darray(size as i64, rank as i64, &gsizes, &dist, &ps, order_c, &old)?;

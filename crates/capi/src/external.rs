@@ -22,8 +22,16 @@ fn datarep(p: *const c_char) -> Result<()> {
 ///
 /// # Safety
 /// As `MPI_Pack_external`: `inb` holds `n` elements of `t`, `outb` `outsize` bytes.
-unsafe fn pack_external(name: &str, rep: *const c_char, inb: *const Void, n: i64, t: MPI_Datatype,
-                        outb: *mut Void, outsize: i64, pos: *mut i64) -> Result<()> {
+unsafe fn pack_external(
+    name: &str,
+    rep: *const c_char,
+    inb: *const Void,
+    n: i64,
+    t: MPI_Datatype,
+    outb: *mut Void,
+    outsize: i64,
+    pos: *mut i64,
+) -> Result<()> {
     datarep(rep)?;
     if pos.is_null() {
         return Err(err(class::ARG, "position is NULL"));
@@ -34,7 +42,9 @@ unsafe fn pack_external(name: &str, rep: *const c_char, inb: *const Void, n: i64
     let end = unsafe { pack_at(name, inb, n, t, outb, outsize, p) }?;
     if end > p {
         // SAFETY: pack_at wrote outb[p..end], inside the outsize bytes.
-        let out = unsafe { std::slice::from_raw_parts_mut((outb as *mut u8).add(p as usize), (end - p) as usize) };
+        let out = unsafe {
+            std::slice::from_raw_parts_mut((outb as *mut u8).add(p as usize), (end - p) as usize)
+        };
         external32::convert(&*dtype(t)?, n as usize, out, Direction::ToExternal)?;
     }
     // SAFETY: checked in/out argument.
@@ -46,8 +56,16 @@ unsafe fn pack_external(name: &str, rep: *const c_char, inb: *const Void, n: i64
 ///
 /// # Safety
 /// As `MPI_Unpack_external`: `inb` holds `insize` bytes, `outb` `n` elements of `t`.
-unsafe fn unpack_external(name: &str, rep: *const c_char, inb: *const Void, insize: i64, pos: *mut i64,
-                          outb: *mut Void, n: i64, t: MPI_Datatype) -> Result<()> {
+unsafe fn unpack_external(
+    name: &str,
+    rep: *const c_char,
+    inb: *const Void,
+    insize: i64,
+    pos: *mut i64,
+    outb: *mut Void,
+    n: i64,
+    t: MPI_Datatype,
+) -> Result<()> {
     datarep(rep)?;
     if pos.is_null() {
         return Err(err(class::ARG, "position is NULL"));
@@ -60,13 +78,22 @@ unsafe fn unpack_external(name: &str, rep: *const c_char, inb: *const Void, insi
     let dt = dtype(t)?;
     let need = external32::packed_size(&dt, n as usize)
         .and_then(|b| i64::try_from(b).ok())
-        .ok_or_else(|| err(class::COUNT, format!("{n} elements of {} bytes are too many", dt.size)))?;
+        .ok_or_else(|| {
+            err(
+                class::COUNT,
+                format!("{n} elements of {} bytes are too many", dt.size),
+            )
+        })?;
     if p < 0 || p.checked_add(need).is_none_or(|e| e > insize) {
-        return Err(err(class::TRUNCATE, format!("{name}: {need} bytes at position {p} exceed the input of {insize}")));
+        return Err(err(
+            class::TRUNCATE,
+            format!("{name}: {need} bytes at position {p} exceed the input of {insize}"),
+        ));
     }
     let mut native = if need > 0 {
         // SAFETY: `inb` holds insize >= p + need bytes (checked above).
-        unsafe { std::slice::from_raw_parts((inb as *const u8).add(p as usize), need as usize) }.to_vec()
+        unsafe { std::slice::from_raw_parts((inb as *const u8).add(p as usize), need as usize) }
+            .to_vec()
     } else {
         Vec::new()
     };
@@ -86,7 +113,12 @@ fn size_external(rep: *const c_char, n: i64, t: MPI_Datatype) -> Result<i64> {
     let dt = dtype(t)?;
     external32::packed_size(&dt, n as usize)
         .and_then(|b| i64::try_from(b).ok())
-        .ok_or_else(|| err(class::COUNT, format!("{n} elements of {} bytes are too many", dt.size)))
+        .ok_or_else(|| {
+            err(
+                class::COUNT,
+                format!("{n} elements of {} bytes are too many", dt.size),
+            )
+        })
 }
 
 mpi_fn!(fn MPI_Pack_external / PMPI_Pack_external(rep: *const c_char, inb: *const Void, n: c_int, t: MPI_Datatype, outb: *mut Void, outsize: MPI_Aint, pos: *mut MPI_Aint) -> c_int {

@@ -17,7 +17,10 @@ const WEIGHTS_EMPTY: usize = 11;
 fn graph_of(c: &Comm) -> Result<Graph> {
     match &*c.graph.lock().unwrap() {
         Some(Topology::Graph(g)) => Ok(g.clone()),
-        _ => Err(err(class::TOPOLOGY, "the communicator has no graph topology")),
+        _ => Err(err(
+            class::TOPOLOGY,
+            "the communicator has no graph topology",
+        )),
     }
 }
 
@@ -99,7 +102,10 @@ fn neighbors_of(g: &Graph, rank: c_int) -> Result<&[i32]> {
     g.neighbors(rank).ok_or_else(|| {
         err(
             class::RANK,
-            format!("rank {rank} is not a node of a graph of {} nodes", g.nnodes()),
+            format!(
+                "rank {rank} is not a node of a graph of {} nodes",
+                g.nnodes()
+            ),
         )
     })
 }
@@ -152,7 +158,10 @@ unsafe fn weights_arg<'a>(w: *const c_int, n: c_int) -> Result<Option<&'a [i32]>
     match w as usize {
         UNWEIGHTED => Ok(None),
         WEIGHTS_EMPTY if n == 0 => Ok(Some(&[])),
-        WEIGHTS_EMPTY => Err(err(class::ARG, "MPI_WEIGHTS_EMPTY given for a nonzero degree")),
+        WEIGHTS_EMPTY => Err(err(
+            class::ARG,
+            "MPI_WEIGHTS_EMPTY given for a nonzero degree",
+        )),
         0 if n > 0 => Err(err(class::ARG, "the weights array is NULL")),
         // SAFETY: `n` ints by the caller's contract.
         _ => Ok(Some(unsafe { arr(w, n) })),
@@ -165,7 +174,10 @@ unsafe fn weights_arg<'a>(w: *const c_int, n: c_int) -> Result<Option<&'a [i32]>
 /// `p` holds `n` ints.
 unsafe fn ranks_arg<'a>(what: &str, p: *const c_int, n: c_int) -> Result<&'a [i32]> {
     if n < 0 {
-        return Err(err(class::ARG, format!("the degree {n} of {what} is negative")));
+        return Err(err(
+            class::ARG,
+            format!("the degree {n} of {what} is negative"),
+        ));
     }
     if n > 0 && p.is_null() {
         return Err(err(class::ARG, format!("{what} is NULL")));

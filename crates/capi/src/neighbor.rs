@@ -16,7 +16,10 @@ type Prep = Result<(Arc<Comm>, Neighbors, Vec<Buf>, Vec<Buf>)>;
 
 fn not_in_place(sbuf: *const Void) -> Result<()> {
     if sbuf as usize == MPI_IN_PLACE {
-        return Err(err(class::ARG, "MPI_IN_PLACE is not allowed in a neighbourhood collective"));
+        return Err(err(
+            class::ARG,
+            "MPI_IN_PLACE is not allowed in a neighbourhood collective",
+        ));
     }
     Ok(())
 }
@@ -27,9 +30,17 @@ fn not_in_place(sbuf: *const Void) -> Result<()> {
 /// The range is part of the user's buffer as the call's arguments describe it.
 unsafe fn piece(base: *const Void, displ: i64, count: i64, dt: MPI_Datatype) -> Result<Buf> {
     let ext = dtype(dt)?.extent as i64;
-    let off = displ.checked_mul(ext).ok_or_else(|| err(class::ARG, "displacement overflows"))?;
+    let off = displ
+        .checked_mul(ext)
+        .ok_or_else(|| err(class::ARG, "displacement overflows"))?;
     // SAFETY: forwarded contract; wrapping arithmetic: the address is the user's.
-    unsafe { buf((base as *const u8).wrapping_offset(off as isize) as *const Void, count, dt) }
+    unsafe {
+        buf(
+            (base as *const u8).wrapping_offset(off as isize) as *const Void,
+            count,
+            dt,
+        )
+    }
 }
 
 /// `count` elements of `dt` at byte displacement `displ` of `base` (the `w` form).
@@ -38,7 +49,13 @@ unsafe fn piece(base: *const Void, displ: i64, count: i64, dt: MPI_Datatype) -> 
 /// As [`piece`].
 unsafe fn piece_bytes(base: *const Void, displ: i64, count: i64, dt: MPI_Datatype) -> Result<Buf> {
     // SAFETY: forwarded contract.
-    unsafe { buf((base as *const u8).wrapping_offset(displ as isize) as *const Void, count, dt) }
+    unsafe {
+        buf(
+            (base as *const u8).wrapping_offset(displ as isize) as *const Void,
+            count,
+            dt,
+        )
+    }
 }
 
 /// Reads an array of `n` counts or displacements (int or `MPI_Count`/`MPI_Aint`) as i64.
@@ -50,7 +67,10 @@ unsafe fn read<T: Copy + Into<i64>>(what: &str, p: *const T, n: usize) -> Result
         return Err(err(class::ARG, format!("{what} is NULL")));
     }
     // SAFETY: `n` elements by the caller's contract.
-    Ok(unsafe { arr(p, n as c_int) }.iter().map(|&x| x.into()).collect())
+    Ok(unsafe { arr(p, n as c_int) }
+        .iter()
+        .map(|&x| x.into())
+        .collect())
 }
 
 /// Reads `n` datatype handles.
@@ -73,21 +93,39 @@ fn topology(c: MPI_Comm) -> Result<(Arc<Comm>, Neighbors)> {
 
 /// # Safety
 /// The MPI contract of `MPI_Neighbor_allgather`.
-unsafe fn allgather(sb: *const Void, sc: i64, st: MPI_Datatype, rb: *mut Void, rc: i64, rt: MPI_Datatype, c: MPI_Comm) -> Prep {
+unsafe fn allgather(
+    sb: *const Void,
+    sc: i64,
+    st: MPI_Datatype,
+    rb: *mut Void,
+    rc: i64,
+    rt: MPI_Datatype,
+    c: MPI_Comm,
+) -> Prep {
     not_in_place(sb)?;
     let (cm, nb) = topology(c)?;
     // SAFETY: the call's buffers.
     let s = unsafe { buf(sb, sc, st) }?;
     let sends = vec![s; nb.destinations.len()];
     // SAFETY: block k of the receive buffer.
-    let recvs = (0..nb.sources.len()).map(|k| unsafe { piece(rb, k as i64 * rc, rc, rt) }).collect::<Result<_>>()?;
+    let recvs = (0..nb.sources.len())
+        .map(|k| unsafe { piece(rb, k as i64 * rc, rc, rt) })
+        .collect::<Result<_>>()?;
     Ok((cm, nb, sends, recvs))
 }
 
 /// # Safety
 /// The MPI contract of `MPI_Neighbor_allgatherv`.
-unsafe fn allgatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(sb: *const Void, sc: i64, st: MPI_Datatype, rb: *mut Void,
-        rcs: *const C, rds: *const D, rt: MPI_Datatype, c: MPI_Comm) -> Prep {
+unsafe fn allgatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    sb: *const Void,
+    sc: i64,
+    st: MPI_Datatype,
+    rb: *mut Void,
+    rcs: *const C,
+    rds: *const D,
+    rt: MPI_Datatype,
+    c: MPI_Comm,
+) -> Prep {
     not_in_place(sb)?;
     let (cm, nb) = topology(c)?;
     let n = nb.sources.len();
@@ -97,53 +135,107 @@ unsafe fn allgatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(sb: *const Void, 
     let s = unsafe { buf(sb, sc, st) }?;
     let sends = vec![s; nb.destinations.len()];
     // SAFETY: the pieces the displacements describe.
-    let recvs = (0..n).map(|k| unsafe { piece(rb, ds[k], cs[k], rt) }).collect::<Result<_>>()?;
+    let recvs = (0..n)
+        .map(|k| unsafe { piece(rb, ds[k], cs[k], rt) })
+        .collect::<Result<_>>()?;
     Ok((cm, nb, sends, recvs))
 }
 
 /// # Safety
 /// The MPI contract of `MPI_Neighbor_alltoall`.
-unsafe fn alltoall(sb: *const Void, sc: i64, st: MPI_Datatype, rb: *mut Void, rc: i64, rt: MPI_Datatype, c: MPI_Comm) -> Prep {
+unsafe fn alltoall(
+    sb: *const Void,
+    sc: i64,
+    st: MPI_Datatype,
+    rb: *mut Void,
+    rc: i64,
+    rt: MPI_Datatype,
+    c: MPI_Comm,
+) -> Prep {
     not_in_place(sb)?;
     let (cm, nb) = topology(c)?;
     // SAFETY: block j of the send buffer, block k of the receive buffer.
-    let sends = (0..nb.destinations.len()).map(|j| unsafe { piece(sb, j as i64 * sc, sc, st) }).collect::<Result<_>>()?;
-    let recvs = (0..nb.sources.len()).map(|k| unsafe { piece(rb, k as i64 * rc, rc, rt) }).collect::<Result<_>>()?;
+    let sends = (0..nb.destinations.len())
+        .map(|j| unsafe { piece(sb, j as i64 * sc, sc, st) })
+        .collect::<Result<_>>()?;
+    let recvs = (0..nb.sources.len())
+        .map(|k| unsafe { piece(rb, k as i64 * rc, rc, rt) })
+        .collect::<Result<_>>()?;
     Ok((cm, nb, sends, recvs))
 }
 
 /// # Safety
 /// The MPI contract of `MPI_Neighbor_alltoallv`.
-unsafe fn alltoallv<C: Copy + Into<i64>, D: Copy + Into<i64>>(sb: *const Void, scs: *const C, sds: *const D, st: MPI_Datatype,
-        rb: *mut Void, rcs: *const C, rds: *const D, rt: MPI_Datatype, c: MPI_Comm) -> Prep {
+unsafe fn alltoallv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    sb: *const Void,
+    scs: *const C,
+    sds: *const D,
+    st: MPI_Datatype,
+    rb: *mut Void,
+    rcs: *const C,
+    rds: *const D,
+    rt: MPI_Datatype,
+    c: MPI_Comm,
+) -> Prep {
     not_in_place(sb)?;
     let (cm, nb) = topology(c)?;
     let (no, ni) = (nb.destinations.len(), nb.sources.len());
     // SAFETY: outdegree and indegree counts and displacements.
-    let (sc, sd, rc, rd) = unsafe { (read("sendcounts", scs, no)?, read("sdispls", sds, no)?, read("recvcounts", rcs, ni)?, read("rdispls", rds, ni)?) };
+    let (sc, sd, rc, rd) = unsafe {
+        (
+            read("sendcounts", scs, no)?,
+            read("sdispls", sds, no)?,
+            read("recvcounts", rcs, ni)?,
+            read("rdispls", rds, ni)?,
+        )
+    };
     // SAFETY: the pieces the displacements describe.
-    let sends = (0..no).map(|j| unsafe { piece(sb, sd[j], sc[j], st) }).collect::<Result<_>>()?;
-    let recvs = (0..ni).map(|k| unsafe { piece(rb, rd[k], rc[k], rt) }).collect::<Result<_>>()?;
+    let sends = (0..no)
+        .map(|j| unsafe { piece(sb, sd[j], sc[j], st) })
+        .collect::<Result<_>>()?;
+    let recvs = (0..ni)
+        .map(|k| unsafe { piece(rb, rd[k], rc[k], rt) })
+        .collect::<Result<_>>()?;
     Ok((cm, nb, sends, recvs))
 }
 
 /// # Safety
 /// The MPI contract of `MPI_Neighbor_alltoallw`.
-unsafe fn alltoallw<C: Copy + Into<i64>>(sb: *const Void, scs: *const C, sds: *const MPI_Aint, sts: *const MPI_Datatype,
-        rb: *mut Void, rcs: *const C, rds: *const MPI_Aint, rts: *const MPI_Datatype, c: MPI_Comm) -> Prep {
+unsafe fn alltoallw<C: Copy + Into<i64>>(
+    sb: *const Void,
+    scs: *const C,
+    sds: *const MPI_Aint,
+    sts: *const MPI_Datatype,
+    rb: *mut Void,
+    rcs: *const C,
+    rds: *const MPI_Aint,
+    rts: *const MPI_Datatype,
+    c: MPI_Comm,
+) -> Prep {
     not_in_place(sb)?;
     let (cm, nb) = topology(c)?;
     let (no, ni) = (nb.destinations.len(), nb.sources.len());
     let aints = |p: *const MPI_Aint, n: usize, what: &str| -> Result<Vec<i64>> {
         // SAFETY: `n` addresses by the call's contract (MPI_Aint is 64-bit here).
-        Ok(unsafe { read(what, p as *const i64, n) }?)
+        unsafe { read(what, p as *const i64, n) }
     };
     // SAFETY: the per-neighbour arrays of the call.
-    let (sc, rc, st, rt) = unsafe { (read("sendcounts", scs, no)?, read("recvcounts", rcs, ni)?, read_types(sts, no)?, read_types(rts, ni)?) };
+    let (sc, rc, st, rt) = unsafe {
+        (
+            read("sendcounts", scs, no)?,
+            read("recvcounts", rcs, ni)?,
+            read_types(sts, no)?,
+            read_types(rts, ni)?,
+        )
+    };
     let (sd, rd) = (aints(sds, no, "sdispls")?, aints(rds, ni, "rdispls")?);
     // SAFETY: the pieces the byte displacements describe.
-    let sends = (0..no).map(|j| unsafe { piece_bytes(sb, sd[j], sc[j], st[j]) }).collect::<Result<_>>()?;
-    let recvs = (0..ni).map(|k| unsafe { piece_bytes(rb, rd[k], rc[k], rt[k]) }).collect::<Result<_>>()?;
+    let sends = (0..no)
+        .map(|j| unsafe { piece_bytes(sb, sd[j], sc[j], st[j]) })
+        .collect::<Result<_>>()?;
+    let recvs = (0..ni)
+        .map(|k| unsafe { piece_bytes(rb, rd[k], rc[k], rt[k]) })
+        .collect::<Result<_>>()?;
     Ok((cm, nb, sends, recvs))
 }
 

@@ -30,7 +30,10 @@ stub!(MPI_Neighbor_alltoall_init, PMPI_Neighbor_alltoall_init);
 stub!(MPI_Neighbor_alltoallv_init, PMPI_Neighbor_alltoallv_init);
 stub!(MPI_Neighbor_alltoallw_init, PMPI_Neighbor_alltoallw_init);
 stub!(MPI_Reduce_init, PMPI_Reduce_init);
-stub!(MPI_Reduce_scatter_block_init, PMPI_Reduce_scatter_block_init);
+stub!(
+    MPI_Reduce_scatter_block_init,
+    PMPI_Reduce_scatter_block_init
+);
 stub!(MPI_Reduce_scatter_init, PMPI_Reduce_scatter_init);
 stub!(MPI_Scan_init, PMPI_Scan_init);
 stub!(MPI_Scatter_init, PMPI_Scatter_init);
@@ -38,7 +41,10 @@ stub!(MPI_Scatterv_init, PMPI_Scatterv_init);
 stub!(MPI_Comm_remote_group, PMPI_Comm_remote_group);
 stub!(MPI_Comm_remote_size, PMPI_Comm_remote_size);
 stub!(MPI_Intercomm_create, PMPI_Intercomm_create);
-stub!(MPI_Intercomm_create_from_groups, PMPI_Intercomm_create_from_groups);
+stub!(
+    MPI_Intercomm_create_from_groups,
+    PMPI_Intercomm_create_from_groups
+);
 stub!(MPI_Intercomm_merge, PMPI_Intercomm_merge);
 stub!(MPI_Address, PMPI_Address);
 stub!(MPI_Type_extent, PMPI_Type_extent);
@@ -52,7 +58,10 @@ stub!(MPI_File_create_errhandler, PMPI_File_create_errhandler);
 stub!(MPI_File_get_errhandler, PMPI_File_get_errhandler);
 stub!(MPI_File_set_errhandler, PMPI_File_set_errhandler);
 stub!(MPI_Session_call_errhandler, PMPI_Session_call_errhandler);
-stub!(MPI_Session_create_errhandler, PMPI_Session_create_errhandler);
+stub!(
+    MPI_Session_create_errhandler,
+    PMPI_Session_create_errhandler
+);
 stub!(MPI_Session_get_errhandler, PMPI_Session_get_errhandler);
 stub!(MPI_Session_set_errhandler, PMPI_Session_set_errhandler);
 stub!(MPI_Win_call_errhandler, PMPI_Win_call_errhandler);
@@ -134,13 +143,28 @@ stub!(MPI_Bcast_init_c, PMPI_Bcast_init_c);
 stub!(MPI_Exscan_init_c, PMPI_Exscan_init_c);
 stub!(MPI_Gather_init_c, PMPI_Gather_init_c);
 stub!(MPI_Gatherv_init_c, PMPI_Gatherv_init_c);
-stub!(MPI_Neighbor_allgather_init_c, PMPI_Neighbor_allgather_init_c);
-stub!(MPI_Neighbor_allgatherv_init_c, PMPI_Neighbor_allgatherv_init_c);
+stub!(
+    MPI_Neighbor_allgather_init_c,
+    PMPI_Neighbor_allgather_init_c
+);
+stub!(
+    MPI_Neighbor_allgatherv_init_c,
+    PMPI_Neighbor_allgatherv_init_c
+);
 stub!(MPI_Neighbor_alltoall_init_c, PMPI_Neighbor_alltoall_init_c);
-stub!(MPI_Neighbor_alltoallv_init_c, PMPI_Neighbor_alltoallv_init_c);
-stub!(MPI_Neighbor_alltoallw_init_c, PMPI_Neighbor_alltoallw_init_c);
+stub!(
+    MPI_Neighbor_alltoallv_init_c,
+    PMPI_Neighbor_alltoallv_init_c
+);
+stub!(
+    MPI_Neighbor_alltoallw_init_c,
+    PMPI_Neighbor_alltoallw_init_c
+);
 stub!(MPI_Reduce_init_c, PMPI_Reduce_init_c);
-stub!(MPI_Reduce_scatter_block_init_c, PMPI_Reduce_scatter_block_init_c);
+stub!(
+    MPI_Reduce_scatter_block_init_c,
+    PMPI_Reduce_scatter_block_init_c
+);
 stub!(MPI_Reduce_scatter_init_c, PMPI_Reduce_scatter_init_c);
 stub!(MPI_Scan_init_c, PMPI_Scan_init_c);
 stub!(MPI_Scatter_init_c, PMPI_Scatter_init_c);
@@ -220,16 +244,25 @@ stub!(MPI_File_read_at_c, PMPI_File_read_at_c);
 stub!(MPI_File_read_at_all_c, PMPI_File_read_at_all_c);
 stub!(MPI_File_read_at_all_begin_c, PMPI_File_read_at_all_begin_c);
 stub!(MPI_File_read_ordered_c, PMPI_File_read_ordered_c);
-stub!(MPI_File_read_ordered_begin_c, PMPI_File_read_ordered_begin_c);
+stub!(
+    MPI_File_read_ordered_begin_c,
+    PMPI_File_read_ordered_begin_c
+);
 stub!(MPI_File_read_shared_c, PMPI_File_read_shared_c);
 stub!(MPI_File_write_c, PMPI_File_write_c);
 stub!(MPI_File_write_all_c, PMPI_File_write_all_c);
 stub!(MPI_File_write_all_begin_c, PMPI_File_write_all_begin_c);
 stub!(MPI_File_write_at_c, PMPI_File_write_at_c);
 stub!(MPI_File_write_at_all_c, PMPI_File_write_at_all_c);
-stub!(MPI_File_write_at_all_begin_c, PMPI_File_write_at_all_begin_c);
+stub!(
+    MPI_File_write_at_all_begin_c,
+    PMPI_File_write_at_all_begin_c
+);
 stub!(MPI_File_write_ordered_c, PMPI_File_write_ordered_c);
-stub!(MPI_File_write_ordered_begin_c, PMPI_File_write_ordered_begin_c);
+stub!(
+    MPI_File_write_ordered_begin_c,
+    PMPI_File_write_ordered_begin_c
+);
 stub!(MPI_File_write_shared_c, PMPI_File_write_shared_c);
 stub!(MPI_File_iread_c, PMPI_File_iread_c);
 stub!(MPI_File_iread_all_c, PMPI_File_iread_all_c);

@@ -22,7 +22,11 @@ fn cart_of(c: &Comm) -> Result<gridwire_mpi::comm::Cart> {
     })
 }
 
-pub(crate) unsafe fn out_comm(out: *mut MPI_Comm, parent: &Comm, c: Option<Arc<Comm>>) -> Result<()> {
+pub(crate) unsafe fn out_comm(
+    out: *mut MPI_Comm,
+    parent: &Comm,
+    c: Option<Arc<Comm>>,
+) -> Result<()> {
     if out.is_null() {
         return Err(err(class::ARG, "the output communicator pointer is NULL"));
     }

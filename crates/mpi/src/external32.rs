@@ -264,8 +264,8 @@ mod tests {
     #[test]
     fn a_struct_is_converted_member_by_member() {
         // { int; double } x 2, packed: 12 bytes each.
-        let t = Datatype::create_struct(&[1, 1], &[0, 8], &[pre(Basic::I32), pre(Basic::F64)])
-            .unwrap();
+        let t =
+            Datatype::create_struct(&[1, 1], &[0, 8], &[pre(Basic::I32), pre(Basic::F64)]).unwrap();
         let mut d = Vec::new();
         for (i, x) in [(7i32, 2.0f64), (-1, 0.25)] {
             d.extend(i.to_le_bytes());
@@ -277,7 +277,9 @@ mod tests {
         assert_eq!(&d[12..16], &(-1i32).to_be_bytes());
         assert_eq!(&d[16..24], &0.25f64.to_be_bytes());
         assert_eq!(
-            convert(&t, 3, &mut d, Direction::ToExternal).unwrap_err().class,
+            convert(&t, 3, &mut d, Direction::ToExternal)
+                .unwrap_err()
+                .class,
             class::INTERN
         );
     }

@@ -67,7 +67,11 @@ impl Graph {
     /// The neighbours of `node`, None if it is not a node.
     pub fn neighbors(&self, node: i32) -> Option<&[i32]> {
         let i = usize::try_from(node).ok().filter(|&i| i < self.nnodes())?;
-        let start = if i == 0 { 0 } else { self.index[i - 1] as usize };
+        let start = if i == 0 {
+            0
+        } else {
+            self.index[i - 1] as usize
+        };
         Some(&self.edges[start..self.index[i] as usize])
     }
 }
@@ -229,7 +233,13 @@ impl Mpi {
                 let part = &all[p * longest * 12..(p + 1) * longest * 12];
                 // A peer's count is believed only up to the space it filled.
                 (0..lens[p].min(longest))
-                    .map(|i| (word(part, i * 12), word(part, i * 12 + 4), word(part, i * 12 + 8)))
+                    .map(|i| {
+                        (
+                            word(part, i * 12),
+                            word(part, i * 12 + 4),
+                            word(part, i * 12 + 8),
+                        )
+                    })
                     .collect()
             })
             .collect();
@@ -279,7 +289,9 @@ mod tests {
     #[test]
     fn adjacent_checks_ranks_and_weights() {
         assert_eq!(
-            DistGraph::adjacent(&[3], None, &[], None, 3).unwrap_err().class,
+            DistGraph::adjacent(&[3], None, &[], None, 3)
+                .unwrap_err()
+                .class,
             class::RANK
         );
         assert_eq!(

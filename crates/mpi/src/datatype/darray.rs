@@ -186,12 +186,23 @@ mod tests {
     #[test]
     fn block_and_cyclic_runs() {
         // 10 elements on 3 processes: blocks of 4, 4, 2.
-        assert_eq!(owned_runs(10, 3, 0, Distrib::Block(None)).unwrap(), vec![(0, 4)]);
-        assert_eq!(owned_runs(10, 3, 2, Distrib::Block(None)).unwrap(), vec![(8, 2)]);
-        // Blocks of 5 on 3 processes: the third owns nothing.
-        assert_eq!(owned_runs(10, 3, 2, Distrib::Block(Some(5))).unwrap(), vec![]);
         assert_eq!(
-            owned_runs(10, 3, 1, Distrib::Block(Some(3))).unwrap_err().class,
+            owned_runs(10, 3, 0, Distrib::Block(None)).unwrap(),
+            vec![(0, 4)]
+        );
+        assert_eq!(
+            owned_runs(10, 3, 2, Distrib::Block(None)).unwrap(),
+            vec![(8, 2)]
+        );
+        // Blocks of 5 on 3 processes: the third owns nothing.
+        assert_eq!(
+            owned_runs(10, 3, 2, Distrib::Block(Some(5))).unwrap(),
+            vec![]
+        );
+        assert_eq!(
+            owned_runs(10, 3, 1, Distrib::Block(Some(3)))
+                .unwrap_err()
+                .class,
             class::ARG
         );
         // Cyclic(2) of 10 on 3: process 1 owns 2-3 and 8-9.
@@ -219,8 +230,14 @@ mod tests {
         assert_eq!(
             t.blocks,
             vec![
-                Block { off: (2 * 6 + 3) * 4, len: 12 },
-                Block { off: (3 * 6 + 3) * 4, len: 12 }
+                Block {
+                    off: (2 * 6 + 3) * 4,
+                    len: 12
+                },
+                Block {
+                    off: (3 * 6 + 3) * 4,
+                    len: 12
+                }
             ]
         );
     }
@@ -248,9 +265,21 @@ mod tests {
     fn bad_grids_are_refused() {
         let b = Distrib::Block(None);
         let e = |r: Result<Arc<Datatype>>| r.unwrap_err().class;
-        assert_eq!(e(Datatype::darray(4, 0, &[4], &[b], &[3], true, &int())), class::ARG);
-        assert_eq!(e(Datatype::darray(4, 4, &[4], &[b], &[4], true, &int())), class::ARG);
-        assert_eq!(e(Datatype::darray(1, 0, &[0], &[b], &[1], true, &int())), class::ARG);
-        assert_eq!(e(Datatype::darray(1, 0, &[], &[], &[], true, &int())), class::ARG);
+        assert_eq!(
+            e(Datatype::darray(4, 0, &[4], &[b], &[3], true, &int())),
+            class::ARG
+        );
+        assert_eq!(
+            e(Datatype::darray(4, 4, &[4], &[b], &[4], true, &int())),
+            class::ARG
+        );
+        assert_eq!(
+            e(Datatype::darray(1, 0, &[0], &[b], &[1], true, &int())),
+            class::ARG
+        );
+        assert_eq!(
+            e(Datatype::darray(1, 0, &[], &[], &[], true, &int())),
+            class::ARG
+        );
     }
 }
