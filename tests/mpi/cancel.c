@@ -1,7 +1,7 @@
-/* MPI_Cancel of sends and receives: an unmatched rendezvous or synchronous
- * send is withdrawn at the receiver (it never sees it), a matched one
- * completes normally, an eager send is already complete (not cancelled),
- * and messages after a cancel still arrive in order. */
+/* MPI_Cancel of sends and receives: an unmatched send (eager, rendezvous or
+ * synchronous) is withdrawn at the receiver (it never sees it), a matched
+ * one completes normally, and messages after a cancel still arrive in
+ * order. */
 #include "check.h"
 #include <string.h>
 
@@ -32,19 +32,17 @@ int main(int argc, char **argv) {
     MPI_Cancel(&r);
     expect_cancelled(&r, 1, "unmatched receive");
 
-    /* An unmatched rendezvous send: withdrawn. (To itself a process sends
-     * every size eagerly: there the send is complete and stays.) */
-    int rndv = peer != 0;
+    /* An unmatched rendezvous send (to itself a process sends every size
+     * eagerly): withdrawn. */
     if (rank == 0) {
         MPI_Isend(big, BIG, MPI_CHAR, peer, 7, MPI_COMM_WORLD, &r);
         MPI_Cancel(&r);
-        expect_cancelled(&r, rndv, "unmatched rendezvous send");
+        expect_cancelled(&r, 1, "unmatched large send");
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == peer) {
         MPI_Iprobe(0, 7, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
-        CHECK(flag == !rndv, "the withdrawn message is not there (probe %d)", flag);
-        if (flag) MPI_Recv(in, BIG, MPI_CHAR, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(!flag, "the withdrawn message is not there");
     }
 
     /* An unmatched synchronous send, small: withdrawn too. */
@@ -91,17 +89,47 @@ int main(int argc, char **argv) {
         CHECK(!flag, "the receive was not cancelled");
     }
 
-    /* An eager send is complete at once: cancelling it does nothing, the message arrives. */
+    /* An unmatched eager send: withdrawn (its handle names the message). */
     if (rank == 0) {
         MPI_Isend(&small, 1, MPI_INT, peer, 11, MPI_COMM_WORLD, &r);
         MPI_Cancel(&r);
-        expect_cancelled(&r, 0, "eager send");
+        CHECK(r != MPI_REQUEST_NULL, "the request stays until waited for");
+        expect_cancelled(&r, 1, "unmatched eager send");
+        CHECK(r == MPI_REQUEST_NULL, "freed by the wait");
     }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == peer) {
+        MPI_Iprobe(0, 11, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        CHECK(!flag, "the withdrawn eager message is not there");
+    }
+
+    /* A matched eager send: not cancelled, the data arrives; Testall sees it complete. */
+    rr = MPI_REQUEST_NULL;
     if (rank == peer) {
         x = 0;
-        MPI_Recv(&x, 1, MPI_INT, 0, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        CHECK(x == 42, "eager message arrived");
+        MPI_Irecv(&x, 1, MPI_INT, 0, 13, MPI_COMM_WORLD, &rr);
     }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        MPI_Isend(&small, 1, MPI_INT, peer, 13, MPI_COMM_WORLD, &r);
+        if (peer == 0) MPI_Request_get_status(rr, &flag, MPI_STATUS_IGNORE);
+        MPI_Cancel(&r);
+        MPI_Status st;
+        MPI_Testall(1, &r, &flag, &st);
+        CHECK(flag, "testall on a completed eager send");
+        MPI_Test_cancelled(&st, &flag);
+        CHECK(!flag, "a matched eager send is not cancelled");
+    }
+    if (rank == peer) {
+        MPI_Wait(&rr, MPI_STATUS_IGNORE);
+        CHECK(x == 42, "matched eager message arrived: %d", x);
+    }
+    /* A completed eager send freed without a wait. */
+    if (rank == 0) {
+        MPI_Isend(&small, 1, MPI_INT, peer, 14, MPI_COMM_WORLD, &r);
+        CHECK(MPI_Request_free(&r) == MPI_SUCCESS && r == MPI_REQUEST_NULL, "request_free");
+    }
+    if (rank == peer) MPI_Recv(&x, 1, MPI_INT, 0, 14, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 
     /* Order is intact after the withdrawn messages. */
     if (rank == 0) {

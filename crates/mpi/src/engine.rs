@@ -835,6 +835,26 @@ impl Engine {
         sync: bool,
         owned: Option<Vec<u8>>,
     ) -> Result<Option<Arc<Req>>> {
+        self.send_seq(ctx, seq, me, world, tag, buf, sync, owned)
+            .map(|(r, _)| r)
+    }
+
+    /// [`Engine::send`] that also says the message's sequence number (what
+    /// `MPI_Cancel` names an eager message by). Inlined into both callers:
+    /// the number is in a register already.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn send_seq(
+        &self,
+        ctx: u64,
+        seq: &AtomicU32,
+        me: i32,
+        world: u32,
+        tag: i32,
+        buf: &Buf,
+        sync: bool,
+        owned: Option<Vec<u8>>,
+    ) -> Result<(Option<Arc<Req>>, u32)> {
         let bytes = buf.bytes();
         let seqno = if self.threaded.load(Ordering::Relaxed) {
             seq.fetch_add(1, Ordering::Relaxed)
@@ -859,7 +879,7 @@ impl Engine {
             endpoint: 0,
         };
         if sync || bytes > self.eager_limit(world) {
-            return self.send_rendezvous(env, sp, buf, owned);
+            return Ok((self.send_rendezvous(env, sp, buf, owned)?, seqno));
         }
         {
             let h = env.encode_eager();
@@ -878,7 +898,7 @@ impl Engine {
                 }
             }
         }
-        Ok(None)
+        Ok((None, seqno))
     }
 
     /// The rendezvous half of [`Engine::send`], apart so that the eager half

@@ -18,6 +18,7 @@ pub mod external32;
 pub mod fuzzing;
 pub mod group;
 pub mod info;
+pub mod isend;
 pub mod mem;
 pub mod neighbor;
 pub mod op;

@@ -19,12 +19,12 @@
 //! the send completes as it would have. `MPI_Cancel` waits for the answer,
 //! which the receiver's handlers give in any of its MPI calls.
 //!
-//! Which sends can be cancelled: those whose request is in flight, the
-//! rendezvous ones (large, synchronous). An eager send is complete when
-//! `MPI_Isend` returns (its data is on its way, the handle is a constant,
-//! no request object exists); cancelling it fails, as the standard allows
-//! for a completed send. Giving eager sends a request object to cancel
-//! through would cost every small message an allocation.
+//! Rendezvous sends (large, synchronous) are named by their request, which
+//! keeps the context, sequence number and receiver. An eager send is
+//! complete when `MPI_Isend` returns and has no request object (that would
+//! cost every small message an allocation): its handle itself carries the
+//! context, receiver and sequence number (see [`crate::isend`]), and a
+//! withdrawn one is given a completed, cancelled request then.
 
 use super::{Engine, H_CANCEL, H_CANCEL_ACK};
 use crate::request::{Req, SendData};
@@ -39,9 +39,9 @@ fn u64_at(b: &[u8], i: usize) -> u64 {
 }
 
 impl Engine {
-    /// Tries to cancel a send of ours in flight; waits for the receiver's
-    /// answer. Returns whether the send was withdrawn (its request is then
-    /// complete with the cancelled flag).
+    /// Tries to cancel a rendezvous send of ours in flight; waits for the
+    /// receiver's answer. Returns whether the send was withdrawn (its
+    /// request is then complete with the cancelled flag).
     pub fn cancel_send(&self, req: &Arc<Req>) -> bool {
         let (ctx, key) = {
             let d = req.d.lock();
@@ -50,9 +50,28 @@ impl Engine {
         let Some((sreq, seq, world)) = key else {
             return false;
         };
-        if req.done() {
+        if req.done() || !self.withdraw(ctx, world, seq) {
             return false;
         }
+        // The receiver dropped the envelope: nothing will ask for the data.
+        let slot = self.lock().rndv_send.remove(sreq, world);
+        match slot {
+            Some(r) => {
+                {
+                    let mut d = r.d.lock();
+                    d.send = SendData::None;
+                    d.status.cancelled = true;
+                }
+                r.complete();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Asks world rank `world` to withdraw our message `seq` on context
+    /// `ctx` and waits for the answer: whether it was withdrawn.
+    pub fn withdraw(&self, ctx: u64, world: u32, seq: u32) -> bool {
         let token = {
             let mut st = self.lock();
             let t = st.next_cancel;
@@ -80,26 +99,8 @@ impl Engine {
                 .and_then(|st| st.cancels.get(&token).and_then(|c| c.1));
             answer.is_some()
         });
-        let mut st = self.lock();
-        st.cancels.remove(&token);
-        if answer != Some(true) {
-            return false;
-        }
-        // The receiver dropped the envelope: nothing will ask for the data.
-        let slot = st.rndv_send.remove(sreq, world);
-        drop(st);
-        match slot {
-            Some(r) => {
-                {
-                    let mut d = r.d.lock();
-                    d.send = SendData::None;
-                    d.status.cancelled = true;
-                }
-                r.complete();
-                true
-            }
-            None => false,
-        }
+        self.lock().cancels.remove(&token);
+        answer == Some(true)
     }
 
     pub(super) fn on_cancel(&self, _ctx: &Context, r: Request<'_>) {
