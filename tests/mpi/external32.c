@@ -20,7 +20,11 @@ int main(int argc, char **argv) {
     MPI_Pack_external_size("external32", 3, MPI_INT, &sz);
     CHECK(sz == 12, "3 ints: %ld", (long)sz);
     MPI_Pack_external_size("external32", 1, MPI_LONG, &sz);
-    CHECK(sz == 8, "long: %ld", (long)sz);
+    CHECK(sz == 4, "long: %ld", (long)sz);
+    MPI_Pack_external_size("external32", 1, MPI_LONG_LONG, &sz);
+    CHECK(sz == 8, "long long: %ld", (long)sz);
+    MPI_Pack_external_size("external32", 1, MPI_LONG_INT, &sz);
+    CHECK(sz == 8, "long_int: %ld", (long)sz);
     MPI_Pack_external_size("external32", 1, MPI_LONG_DOUBLE, &sz);
     CHECK(sz == 16, "long double: %ld", (long)sz);
     MPI_Pack_external_size("external32", 2, MPI_DOUBLE_INT, &sz);
@@ -48,6 +52,18 @@ int main(int argc, char **argv) {
     MPI_Unpack_external("external32", buf, pos, &upos, &dback, 1, MPI_DOUBLE);
     MPI_Unpack_external("external32", buf, pos, &upos, &lback, 1, MPI_LONG_DOUBLE);
     CHECK(upos == 32 && iback[0] == iv[0] && iback[1] == iv[1] && dback == 1.0 && lback == 1.0L, "round trip");
+
+    /* A long is 4 bytes in external32: cut going out, sign-extended back. */
+    long lv2[2] = {-3, 0x01020304};
+    unsigned char lb[8];
+    MPI_Aint lpos = 0;
+    MPI_Pack_external("external32", lv2, 2, MPI_LONG, lb, sizeof lb, &lpos);
+    unsigned char want_l[8] = {0xff, 0xff, 0xff, 0xfd, 1, 2, 3, 4};
+    CHECK(lpos == 8 && memcmp(lb, want_l, 8) == 0, "longs as 4 bytes");
+    long lback2[2] = {0, 0};
+    MPI_Aint lup = 0;
+    MPI_Unpack_external("external32", lb, lpos, &lup, lback2, 2, MPI_LONG);
+    CHECK(lup == 8 && lback2[0] == -3 && lback2[1] == 0x01020304, "longs back");
 
     /* A struct with holes and a vector: converted member by member. */
     MPI_Datatype st, vec;

@@ -264,7 +264,7 @@ mpi_fn!(fn MPI_Pack_size / PMPI_Pack_size(n: c_int, t: MPI_Datatype, _c: MPI_Com
 ///
 /// # Safety
 /// `inb` holds `n` elements of `t`; `outb` holds `outsize` bytes.
-pub(crate) unsafe fn pack_at(
+unsafe fn pack_at(
     name: &str,
     inb: *const Void,
     n: i64,

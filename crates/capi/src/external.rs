@@ -2,13 +2,18 @@
 //! and their `_c` forms (over [`gridwire_mpi::external32`]).
 
 use crate::abi::*;
-use crate::dtype::{pack_at, unpack_at};
+use crate::dtype::unpack_at;
 use crate::errors::run;
-use crate::handles::dtype;
+use crate::handles::{self, dtype};
 use crate::{cstr, put, Void};
-use gridwire_mpi::external32::{self, Direction};
-use gridwire_mpi::{class, err, Result};
+use gridwire_mpi::external32::{self, Long};
+use gridwire_mpi::{class, err, Datatype, Result};
 use std::ffi::{c_char, c_int};
+use std::sync::atomic::Ordering;
+
+const MPI_LONG: usize = 522;
+const MPI_UNSIGNED_LONG: usize = 526;
+const MPI_LONG_INT: usize = 554;
 
 fn datarep(p: *const c_char) -> Result<()> {
     if p.is_null() {
@@ -18,7 +23,35 @@ fn datarep(p: *const c_char) -> Result<()> {
     external32::check_datarep(&unsafe { cstr(p) })
 }
 
-/// Packs like `MPI_Pack`, then converts what was written to external32.
+/// Which predefined types are C `long`s (4 bytes in external32): known by their handles.
+fn longs(t: &Datatype) -> Option<Long> {
+    if !t.predefined {
+        return None;
+    }
+    match t.handle.load(Ordering::Relaxed) {
+        MPI_LONG => Some(Long::Signed),
+        MPI_UNSIGNED_LONG => Some(Long::Unsigned),
+        MPI_LONG_INT => Some(Long::WithInt),
+        _ => None,
+    }
+}
+
+/// Bytes of `n` elements of `t` in external32.
+fn ext_bytes(dt: &Datatype, n: i64) -> Result<i64> {
+    if n < 0 {
+        return Err(err(class::COUNT, format!("count {n} is negative")));
+    }
+    external32::packed_size(dt, n as usize, &longs)
+        .and_then(|b| i64::try_from(b).ok())
+        .ok_or_else(|| {
+            err(
+                class::COUNT,
+                format!("{n} elements of {} bytes are too many", dt.size),
+            )
+        })
+}
+
+/// Packs natively, then writes the external32 form at the position.
 ///
 /// # Safety
 /// As `MPI_Pack_external`: `inb` holds `n` elements of `t`, `outb` `outsize` bytes.
@@ -38,21 +71,30 @@ unsafe fn pack_external(
     }
     // SAFETY: checked non-null in/out argument.
     let p = unsafe { *pos };
-    // SAFETY: forwarded buffer contract; pack_at checks the room.
-    let end = unsafe { pack_at(name, inb, n, t, outb, outsize, p) }?;
-    if end > p {
-        // SAFETY: pack_at wrote outb[p..end], inside the outsize bytes.
+    // SAFETY: the program's input buffer.
+    let b = unsafe { handles::buf(inb, n, t) }?;
+    handles::mpi()?.check_buf(&b, "input buffer")?;
+    let need = ext_bytes(&b.dt, n)?;
+    // Checked: a position near i64::MAX must not wrap below `outsize`.
+    if p < 0 || p.checked_add(need).is_none_or(|end| end > outsize) {
+        return Err(err(
+            class::TRUNCATE,
+            format!("{name}: {need} bytes at position {p} do not fit in {outsize}"),
+        ));
+    }
+    if need > 0 {
+        // SAFETY: `outb` holds outsize >= p + need bytes (checked above).
         let out = unsafe {
-            std::slice::from_raw_parts_mut((outb as *mut u8).add(p as usize), (end - p) as usize)
+            std::slice::from_raw_parts_mut((outb as *mut u8).add(p as usize), need as usize)
         };
-        external32::convert(&*dtype(t)?, n as usize, out, Direction::ToExternal)?;
+        external32::to_external(&b.dt, n as usize, &b.pack(), out, &longs)?;
     }
     // SAFETY: checked in/out argument.
-    unsafe { *pos = end };
+    unsafe { *pos = p + need };
     Ok(())
 }
 
-/// Converts a copy of the input from external32, then unpacks it like `MPI_Unpack`.
+/// Converts the external32 input to the native packed form, then unpacks it like `MPI_Unpack`.
 ///
 /// # Safety
 /// As `MPI_Unpack_external`: `inb` holds `insize` bytes, `outb` `n` elements of `t`.
@@ -70,36 +112,40 @@ unsafe fn unpack_external(
     if pos.is_null() {
         return Err(err(class::ARG, "position is NULL"));
     }
-    if n < 0 {
-        return Err(err(class::COUNT, format!("count {n} is negative")));
-    }
     // SAFETY: checked non-null in/out argument.
     let p = unsafe { *pos };
     let dt = dtype(t)?;
-    let need = external32::packed_size(&dt, n as usize)
-        .and_then(|b| i64::try_from(b).ok())
-        .ok_or_else(|| {
-            err(
-                class::COUNT,
-                format!("{n} elements of {} bytes are too many", dt.size),
-            )
-        })?;
+    let need = ext_bytes(&dt, n)?;
     if p < 0 || p.checked_add(need).is_none_or(|e| e > insize) {
         return Err(err(
             class::TRUNCATE,
             format!("{name}: {need} bytes at position {p} exceed the input of {insize}"),
         ));
     }
-    let mut native = if need > 0 {
+    let native_len = dt
+        .size
+        .checked_mul(n as usize)
+        .ok_or_else(|| err(class::COUNT, "too many elements"))?;
+    let mut native = vec![0u8; native_len];
+    if need > 0 {
         // SAFETY: `inb` holds insize >= p + need bytes (checked above).
-        unsafe { std::slice::from_raw_parts((inb as *const u8).add(p as usize), need as usize) }
-            .to_vec()
-    } else {
-        Vec::new()
-    };
-    external32::convert(&dt, n as usize, &mut native, Direction::FromExternal)?;
-    // SAFETY: `native` holds `need` bytes; forwarded output buffer contract.
-    unsafe { unpack_at(name, native.as_ptr() as *const Void, need, 0, outb, n, t) }?;
+        let ext = unsafe {
+            std::slice::from_raw_parts((inb as *const u8).add(p as usize), need as usize)
+        };
+        external32::from_external(&dt, n as usize, ext, &mut native, &longs)?;
+    }
+    // SAFETY: `native` holds the packed elements; forwarded output buffer contract.
+    unsafe {
+        unpack_at(
+            name,
+            native.as_ptr() as *const Void,
+            native_len as i64,
+            0,
+            outb,
+            n,
+            t,
+        )
+    }?;
     // SAFETY: checked in/out argument.
     unsafe { *pos = p + need };
     Ok(())
@@ -107,18 +153,7 @@ unsafe fn unpack_external(
 
 fn size_external(rep: *const c_char, n: i64, t: MPI_Datatype) -> Result<i64> {
     datarep(rep)?;
-    if n < 0 {
-        return Err(err(class::COUNT, format!("count {n} is negative")));
-    }
-    let dt = dtype(t)?;
-    external32::packed_size(&dt, n as usize)
-        .and_then(|b| i64::try_from(b).ok())
-        .ok_or_else(|| {
-            err(
-                class::COUNT,
-                format!("{n} elements of {} bytes are too many", dt.size),
-            )
-        })
+    ext_bytes(&*dtype(t)?, n)
 }
 
 mpi_fn!(fn MPI_Pack_external / PMPI_Pack_external(rep: *const c_char, inb: *const Void, n: c_int, t: MPI_Datatype, outb: *mut Void, outsize: MPI_Aint, pos: *mut MPI_Aint) -> c_int {

@@ -564,7 +564,7 @@ pub fn is_eager_sent(h: MPI_Request) -> bool {
 
 /// The message an eager-send handle names.
 pub fn eager_sent(h: MPI_Request) -> Option<gridwire_mpi::isend::Sent> {
-    is_eager_sent(h).then(|| gridwire_mpi::isend::Sent {
+    is_eager_sent(h).then_some(gridwire_mpi::isend::Sent {
         ctx: ((h >> 47) & 0xffff) as u64,
         world: ((h >> 32) & 0x7fff) as u32,
         seq: h as u32,
@@ -572,3 +572,30 @@ pub fn eager_sent(h: MPI_Request) -> Option<gridwire_mpi::isend::Sent> {
 }
 
 pub fn _unused(_: MpiError) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gridwire_mpi::isend::Sent;
+
+    #[test]
+    fn an_eager_send_handle_names_its_message_and_is_no_table_handle() {
+        let s = Sent {
+            ctx: 0xfffe,
+            world: 0x7ffe,
+            seq: 0xdead_beef,
+        };
+        let h = eager_sent_handle(Some(s));
+        assert!(is_eager_sent(h));
+        assert_eq!(eager_sent(h), Some(s));
+        // Table handles (generation below 2^31) and predefined ones never have bit 63.
+        let t: Table<u8> = Table::new();
+        assert!(!is_eager_sent(t.insert(1)));
+        assert!(!is_eager_sent(REQUEST_DONE_SEND) && !is_eager_sent(MPI_REQUEST_NULL));
+        // What does not fit is the plain completed send.
+        let wide = Sent { ctx: 1 << 16, ..s };
+        assert_eq!(eager_sent_handle(Some(wide)), REQUEST_DONE_SEND);
+        assert_eq!(eager_sent_handle(None), REQUEST_DONE_SEND);
+        assert_eq!(Table::<u8>::to_int(h), REQUEST_DONE_SEND as i32);
+    }
+}
