@@ -117,6 +117,10 @@ int main(int argc, char **argv) {
     CHECK(MPI_Pack_external("external32", iv, 2, MPI_INT, buf, 6, &pos) == MPI_ERR_TRUNCATE, "no room");
     CHECK(pos == 0, "position unchanged after an error");
     CHECK(MPI_Pack_external("external32", iv, 1, MPI_INT, buf, sizeof buf, NULL) == MPI_ERR_ARG, "NULL position");
+    pos = 0;
+    CHECK(MPI_Pack_external("external32", iv, 1, MPI_INT, NULL, 64, &pos) == MPI_ERR_BUFFER, "NULL output");
+    upos = 0;
+    CHECK(MPI_Unpack_external("external32", NULL, 64, &upos, iback, 1, MPI_INT) == MPI_ERR_BUFFER, "NULL input");
     upos = 4;
     CHECK(MPI_Unpack_external("external32", buf, 6, &upos, iback, 1, MPI_INT) == MPI_ERR_TRUNCATE, "input too short");
     CHECK(MPI_Unpack_external("external32", buf, 6, &upos, iback, -1, MPI_INT) == MPI_ERR_COUNT, "negative count");

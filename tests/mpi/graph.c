@@ -53,6 +53,8 @@ int main(int argc, char **argv) {
     CHECK(MPI_Graphdims_get(MPI_COMM_WORLD, &nn, &ne) == MPI_ERR_TOPOLOGY, "graph call without a graph");
     CHECK(MPI_Graph_neighbors_count(ring, size, &cnt) == MPI_ERR_RANK, "neighbors of a non-node");
     CHECK(MPI_Graph_neighbors(ring, -1, 2, nb) == MPI_ERR_RANK, "neighbors of -1");
+    CHECK(MPI_Graph_neighbors(ring, rank, 2, NULL) == MPI_ERR_ARG, "NULL neighbors array");
+    CHECK(MPI_Graph_get(ring, 2, 2, NULL, ge) == MPI_ERR_ARG, "NULL index array");
     int bad_index[2] = {2, 1}, bad_edges[2] = {0, 0};
     MPI_Comm none = MPI_COMM_NULL;
     CHECK(MPI_Graph_create(MPI_COMM_WORLD, 2, bad_index, bad_edges, 0, &none) == MPI_ERR_ARG, "decreasing index");

@@ -82,6 +82,12 @@ unsafe fn pack_external(
             format!("{name}: {need} bytes at position {p} do not fit in {outsize}"),
         ));
     }
+    if need > 0 && outb.is_null() {
+        return Err(err(
+            class::BUFFER,
+            format!("{name}: the output buffer is NULL"),
+        ));
+    }
     if need > 0 {
         // SAFETY: `outb` holds outsize >= p + need bytes (checked above).
         let out = unsafe {
@@ -127,6 +133,12 @@ unsafe fn unpack_external(
         .checked_mul(n as usize)
         .ok_or_else(|| err(class::COUNT, "too many elements"))?;
     let mut native = vec![0u8; native_len];
+    if need > 0 && inb.is_null() {
+        return Err(err(
+            class::BUFFER,
+            format!("{name}: the input buffer is NULL"),
+        ));
+    }
     if need > 0 {
         // SAFETY: `inb` holds insize >= p + need bytes (checked above).
         let ext = unsafe {

@@ -14,6 +14,18 @@ use std::ffi::c_int;
 const UNWEIGHTED: usize = 10;
 const WEIGHTS_EMPTY: usize = 11;
 
+/// An output array of `n` ints: NULL is refused when something is to be written.
+///
+/// # Safety
+/// `p` is NULL or holds `n` writable ints (the MPI contract).
+unsafe fn out_ints<'a>(what: &str, p: *mut c_int, n: usize) -> Result<&'a mut [c_int]> {
+    if n > 0 && p.is_null() {
+        return Err(err(class::ARG, format!("{what} is NULL")));
+    }
+    // SAFETY: forwarded contract; `n` fits an int (it is at most a length the caller gave as one).
+    Ok(unsafe { arr_mut(p, n as c_int) })
+}
+
 fn graph_of(c: &Comm) -> Result<Graph> {
     match &*c.graph.lock().unwrap() {
         Some(Topology::Graph(g)) => Ok(g.clone()),
@@ -91,8 +103,8 @@ mpi_fn!(fn MPI_Graph_get / PMPI_Graph_get(c: MPI_Comm, maxindex: c_int, maxedges
         let ne = g.edges.len().min(maxedges as usize);
         // SAFETY: output arrays of maxindex and maxedges ints.
         unsafe {
-            arr_mut(index, ni as c_int).copy_from_slice(&g.index[..ni]);
-            arr_mut(edges, ne as c_int).copy_from_slice(&g.edges[..ne]);
+            out_ints("index", index, ni)?.copy_from_slice(&g.index[..ni]);
+            out_ints("edges", edges, ne)?.copy_from_slice(&g.edges[..ne]);
         }
         Ok(())
     })
@@ -129,7 +141,7 @@ mpi_fn!(fn MPI_Graph_neighbors / PMPI_Graph_neighbors(c: MPI_Comm, rank: c_int, 
         let nb = neighbors_of(&g, rank)?;
         let k = nb.len().min(max as usize);
         // SAFETY: output array of `max` ints.
-        unsafe { arr_mut(out, k as c_int) }.copy_from_slice(&nb[..k]);
+        unsafe { out_ints("neighbors", out, k) }?.copy_from_slice(&nb[..k]);
         Ok(())
     })
 });
@@ -259,13 +271,13 @@ mpi_fn!(fn MPI_Dist_graph_neighbors / PMPI_Dist_graph_neighbors(c: MPI_Comm, max
         // SAFETY: output arrays of maxindegree and maxoutdegree ints (weights
         // only when an array, not a sentinel, was given).
         unsafe {
-            arr_mut(sources, ni as c_int).copy_from_slice(&g.sources[..ni]);
-            arr_mut(destinations, no as c_int).copy_from_slice(&g.destinations[..no]);
+            out_ints("sources", sources, ni)?.copy_from_slice(&g.sources[..ni]);
+            out_ints("destinations", destinations, no)?.copy_from_slice(&g.destinations[..no]);
             if g.weighted && real(sourceweights) {
-                arr_mut(sourceweights, ni as c_int).copy_from_slice(&g.source_weights[..ni]);
+                out_ints("sourceweights", sourceweights, ni)?.copy_from_slice(&g.source_weights[..ni]);
             }
             if g.weighted && real(destweights) {
-                arr_mut(destweights, no as c_int).copy_from_slice(&g.dest_weights[..no]);
+                out_ints("destweights", destweights, no)?.copy_from_slice(&g.dest_weights[..no]);
             }
         }
         Ok(())

@@ -216,7 +216,15 @@ impl Mpi {
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize)
             .collect();
+        // A count is the peer's word: an honest one fits an int (the C
+        // interface's degrees do), and the lists of all must fit in memory.
         let longest = lens.iter().copied().max().unwrap_or(0);
+        if longest > i32::MAX as usize || longest.checked_mul(12 * n).is_none() {
+            return Err(err(
+                class::OTHER,
+                format!("a process announced {longest} edges, more than an int"),
+            ));
+        }
         let mut packed = vec![0u8; longest * 12];
         for (i, &(s, d, w)) in edges.iter().enumerate() {
             for (k, v) in [s, d, w].into_iter().enumerate() {

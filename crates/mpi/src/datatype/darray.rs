@@ -118,8 +118,11 @@ impl Datatype {
                 ),
             ));
         }
-        let grid: i128 = psizes.iter().map(|&p| p as i128).product();
-        if grid != size as i128 {
+        // Checked: a thousand dimensions of 2^31 processes overflow even an i128.
+        let grid = psizes
+            .iter()
+            .try_fold(1i128, |acc, &p| acc.checked_mul(p as i128));
+        if grid != Some(size as i128) {
             return Err(err(
                 class::ARG,
                 format!("darray: the process grid {psizes:?} does not have {size} processes"),
