@@ -62,13 +62,16 @@ mod darray;
 mod dtype;
 mod env;
 mod external;
+mod fortran;
 mod graph;
 mod grequest;
 mod info;
+mod legacy;
 mod misc;
 mod mpi_t;
 mod neighbor;
 mod p2p;
+mod persistent;
 mod stubs;
 mod topo;
 

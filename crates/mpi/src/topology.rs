@@ -95,6 +95,17 @@ pub enum Topology {
     DistGraph(DistGraph),
 }
 
+/// Topologies are for intracommunicators only (the standard's rule).
+fn no_inter(comm: &Comm) -> Result<()> {
+    if comm.is_inter() {
+        return Err(err(
+            class::COMM,
+            "a topology cannot be attached to an intercommunicator",
+        ));
+    }
+    Ok(())
+}
+
 fn check_ranks(what: &str, ranks: &[i32], size: u32) -> Result<()> {
     match ranks.iter().find(|&&r| r < 0 || r as u32 >= size) {
         Some(r) => Err(err(
@@ -161,6 +172,7 @@ impl DistGraph {
 impl Mpi {
     /// `MPI_Graph_create` (no reordering): the first `nnodes` ranks get the graph.
     pub fn graph_create(&self, comm: &Comm, g: Graph) -> Result<Option<Arc<Comm>>> {
+        no_inter(comm)?;
         if g.nnodes() > comm.size as usize {
             return Err(err(
                 class::ARG,
@@ -185,6 +197,7 @@ impl Mpi {
 
     /// `MPI_Dist_graph_create_adjacent`: a duplicate of `comm` with the adjacency.
     pub fn dist_graph_create_adjacent(&self, comm: &Comm, g: DistGraph) -> Result<Arc<Comm>> {
+        no_inter(comm)?;
         let c = self.comm_dup(comm)?;
         *c.cart.lock().unwrap() = None;
         *c.graph.lock().unwrap() = Some(Topology::DistGraph(g));
@@ -201,6 +214,7 @@ impl Mpi {
         edges: &[(i32, i32, i32)],
         weighted: bool,
     ) -> Result<Arc<Comm>> {
+        no_inter(comm)?;
         for &(s, d, w) in edges {
             check_ranks("the edges", &[s, d], comm.size)?;
             if w < 0 {
