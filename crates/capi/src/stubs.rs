@@ -19,7 +19,10 @@ stub!(MPI_File_create_errhandler, PMPI_File_create_errhandler);
 stub!(MPI_File_get_errhandler, PMPI_File_get_errhandler);
 stub!(MPI_File_set_errhandler, PMPI_File_set_errhandler);
 stub!(MPI_Session_call_errhandler, PMPI_Session_call_errhandler);
-stub!(MPI_Session_create_errhandler, PMPI_Session_create_errhandler);
+stub!(
+    MPI_Session_create_errhandler,
+    PMPI_Session_create_errhandler
+);
 stub!(MPI_Session_get_errhandler, PMPI_Session_get_errhandler);
 stub!(MPI_Session_set_errhandler, PMPI_Session_set_errhandler);
 stub!(MPI_Win_call_errhandler, PMPI_Win_call_errhandler);
@@ -87,11 +90,23 @@ stub!(MPI_Lookup_name, PMPI_Lookup_name);
 stub!(MPI_Open_port, PMPI_Open_port);
 stub!(MPI_Publish_name, PMPI_Publish_name);
 stub!(MPI_Unpublish_name, PMPI_Unpublish_name);
-stub!(MPI_Neighbor_allgather_init_c, PMPI_Neighbor_allgather_init_c);
-stub!(MPI_Neighbor_allgatherv_init_c, PMPI_Neighbor_allgatherv_init_c);
+stub!(
+    MPI_Neighbor_allgather_init_c,
+    PMPI_Neighbor_allgather_init_c
+);
+stub!(
+    MPI_Neighbor_allgatherv_init_c,
+    PMPI_Neighbor_allgatherv_init_c
+);
 stub!(MPI_Neighbor_alltoall_init_c, PMPI_Neighbor_alltoall_init_c);
-stub!(MPI_Neighbor_alltoallv_init_c, PMPI_Neighbor_alltoallv_init_c);
-stub!(MPI_Neighbor_alltoallw_init_c, PMPI_Neighbor_alltoallw_init_c);
+stub!(
+    MPI_Neighbor_alltoallv_init_c,
+    PMPI_Neighbor_alltoallv_init_c
+);
+stub!(
+    MPI_Neighbor_alltoallw_init_c,
+    PMPI_Neighbor_alltoallw_init_c
+);
 stub!(MPI_Accumulate_c, PMPI_Accumulate_c);
 stub!(MPI_Get_c, PMPI_Get_c);
 stub!(MPI_Get_accumulate_c, PMPI_Get_accumulate_c);
@@ -167,16 +182,25 @@ stub!(MPI_File_read_at_c, PMPI_File_read_at_c);
 stub!(MPI_File_read_at_all_c, PMPI_File_read_at_all_c);
 stub!(MPI_File_read_at_all_begin_c, PMPI_File_read_at_all_begin_c);
 stub!(MPI_File_read_ordered_c, PMPI_File_read_ordered_c);
-stub!(MPI_File_read_ordered_begin_c, PMPI_File_read_ordered_begin_c);
+stub!(
+    MPI_File_read_ordered_begin_c,
+    PMPI_File_read_ordered_begin_c
+);
 stub!(MPI_File_read_shared_c, PMPI_File_read_shared_c);
 stub!(MPI_File_write_c, PMPI_File_write_c);
 stub!(MPI_File_write_all_c, PMPI_File_write_all_c);
 stub!(MPI_File_write_all_begin_c, PMPI_File_write_all_begin_c);
 stub!(MPI_File_write_at_c, PMPI_File_write_at_c);
 stub!(MPI_File_write_at_all_c, PMPI_File_write_at_all_c);
-stub!(MPI_File_write_at_all_begin_c, PMPI_File_write_at_all_begin_c);
+stub!(
+    MPI_File_write_at_all_begin_c,
+    PMPI_File_write_at_all_begin_c
+);
 stub!(MPI_File_write_ordered_c, PMPI_File_write_ordered_c);
-stub!(MPI_File_write_ordered_begin_c, PMPI_File_write_ordered_begin_c);
+stub!(
+    MPI_File_write_ordered_begin_c,
+    PMPI_File_write_ordered_begin_c
+);
 stub!(MPI_File_write_shared_c, PMPI_File_write_shared_c);
 stub!(MPI_File_iread_c, PMPI_File_iread_c);
 stub!(MPI_File_iread_all_c, PMPI_File_iread_all_c);
