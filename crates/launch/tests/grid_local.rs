@@ -5,7 +5,8 @@
 //! host below its site's leader (and nobody else), the first failing
 //! rank's status and a message naming rank, host and site, an MPI program
 //! exchanging data through the tree's fences, and clear errors for bad
-//! machines files and too few slots.
+//! machines files and too few slots; Ctrl-C and SIGTERM forwarded to every
+//! rank of the tree; each rank's stdout and stderr lines whole and in order.
 
 mod common;
 
@@ -265,4 +266,132 @@ fn bad_machines_files_and_too_few_slots() {
     for f in [m, m2] {
         let _ = std::fs::remove_file(f);
     }
+}
+
+/// Ctrl-C and SIGTERM sent to the front end reach every rank, on every host
+/// of the tree (the leader's own and the hosts below it), as that signal:
+/// each rank's trap prints what it got. The job then ends in bounded time,
+/// gwrun with 128 + the signal's number (as a shell reports a command
+/// ended by that signal), naming the signal on stderr.
+#[test]
+fn ctrl_c_and_sigterm_reach_every_rank_through_the_tree() {
+    let m = machines(
+        "sig",
+        "[site a] start=local\nh1\n[site b] start=local\nh2\nh3\n",
+    );
+    for (sig, name) in [(libc::SIGINT, "INT"), (libc::SIGTERM, "TERM")] {
+        let dir =
+            std::env::temp_dir().join(format!("gw-grid-local-{}-sig{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // Each rank says it is ready by a file (stdout is forwarded by line,
+        // but the test must not signal before every trap is set).
+        let script = format!(
+            "trap 'echo got-INT $PMI_RANK; exit 3' INT; trap 'echo got-TERM $PMI_RANK; exit 4' TERM; \
+             touch {}/ready.$PMI_RANK; while :; do sleep 0.05; done",
+            dir.display()
+        );
+        let child = Command::new(GWRUN)
+            .args(["-f", &m, "-n", "3", "--timeout", "60", "sh", "-c", &script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while (0..3).any(|r| !dir.join(format!("ready.{r}")).exists()) {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "ranks did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // SAFETY: kill(2) on the pid of our own child, which has not been
+        // reaped yet (wait_with_output below reaps it).
+        assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+        let sent = std::time::Instant::now();
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let mut got: Vec<&str> = stdout.lines().collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                format!("got-{name} 0"),
+                format!("got-{name} 1"),
+                format!("got-{name} 2")
+            ],
+            "stderr: {stderr}"
+        );
+        assert_eq!(out.status.code(), Some(128 + sig), "stderr: {stderr}");
+        assert!(stderr.contains(&format!("received SIG{name}")), "{stderr}");
+        assert!(
+            sent.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            sent.elapsed()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let _ = std::fs::remove_file(&m);
+}
+
+/// Output through the tree keeps each rank's lines whole and in the order
+/// the rank wrote them, with `--tag-output`, for stdout and stderr alike,
+/// while 4 ranks on 3 hosts write at once.
+#[test]
+fn each_ranks_lines_arrive_whole_and_in_order() {
+    let m = machines(
+        "order",
+        "[site a] start=local\nh1:2\n[site b] start=local\nh2\nh3\n",
+    );
+    const LINES: usize = 300;
+    let out = run(
+        GWRUN,
+        &[
+            "-f",
+            &m,
+            "-n",
+            "4",
+            "--tag-output",
+            "sh",
+            "-c",
+            &format!(
+                "i=0; while [ $i -lt {LINES} ]; do echo \"line $PMI_RANK $i padding-padding-padding\"; \
+                 echo \"err $PMI_RANK $i\" >&2; i=$((i+1)); done"
+            ),
+        ],
+        &[],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let hosts = ["h1", "h1", "h2", "h3"];
+    for (stream, text, word) in [
+        ("stdout", &out.stdout, "line"),
+        ("stderr", &out.stderr, "err"),
+    ] {
+        for (r, h) in hosts.iter().enumerate() {
+            let tag = format!("[{r}@{h}] {word} {r} ");
+            let seq: Vec<usize> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix(&tag))
+                .map(|rest| {
+                    let n = rest.split(' ').next().unwrap();
+                    n.parse()
+                        .unwrap_or_else(|_| panic!("{stream}: broken line {rest:?}"))
+                })
+                .collect();
+            assert_eq!(
+                seq,
+                (0..LINES).collect::<Vec<_>>(),
+                "{stream} of rank {r}: lost, split or reordered lines"
+            );
+        }
+        let tagged = text.lines().filter(|l| l.starts_with('[')).count();
+        assert_eq!(
+            tagged,
+            4 * LINES,
+            "{stream}: every line tagged, none merged"
+        );
+    }
+    let _ = std::fs::remove_file(&m);
 }

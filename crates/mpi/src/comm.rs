@@ -295,11 +295,12 @@ impl Mpi {
         join: bool,
         key: i32,
     ) -> Result<Option<Arc<Comm>>> {
-        let host = self.ctx().host_id().to_string();
+        // The host's identity as a fixed-size digest: ids are longer than
+        // any fixed slot (hostname, boot id, three namespace inodes), and a
+        // truncated one could put two hosts that differ only in their tail
+        // (their IPC or pid namespace) in one "shared memory" communicator.
         let mut h = [0u8; 64];
-        let hb = host.as_bytes();
-        let n = hb.len().min(64);
-        h[..n].copy_from_slice(&hb[..n]);
+        h[..32].copy_from_slice(&host_digest(self.ctx().host_id()));
         if let Some(local) = comm.local_comm() {
             // An intercommunicator: one per host between the two groups'
             // processes on it. Colour = the lowest world rank on my host in
@@ -472,4 +473,10 @@ impl Mpi {
         self.next_ctx.fetch_max(v[0] + 2, Ordering::AcqRel);
         Ok(Some(Comm::new(v[0], group.clone(), r, "")))
     }
+}
+
+/// SHA-256 of a host id (see `comm_split_shared`).
+fn host_digest(host: &str) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(host.as_bytes()).into()
 }
