@@ -55,8 +55,14 @@ ARRAY_LEN = {("MPI_Type_get_contents", "array_of_datatypes"): "*max_datatypes",
              ("MPI_Ialltoallw", "recvtypes"): "gw_comm_size(c_comm)",
              ("MPI_Alltoallw_init", "sendtypes"): "gw_comm_size(c_comm)",
              ("MPI_Alltoallw_init", "recvtypes"): "gw_comm_size(c_comm)"}
-# Indices the C function returns 0-based and Fortran expects 1-based.
+# Indices the C function returns 0-based and Fortran expects 1-based (request
+# indices: MPI_Graph_create/get/map's `index` is the graph's edge count array,
+# the same in both languages, see is_request_index).
 INDEX_NAMES = {"indx", "index", "array_of_indices"}
+
+
+def is_request_index(f, name):
+    return name in INDEX_NAMES and not f.name.startswith("MPI_Graph")
 # Fortran procedures passed to the C library: C type -> (mpi_f08 abstract interface,
 # C type, gw_fortran.c function giving the C trampoline that calls the Fortran one).
 CALLBACKS = {
@@ -450,13 +456,13 @@ def c_glue_function(f, flavor, pre=""):
             post.append(f"{ok}if (*flag) *{n} = c_{n} - 1;")
         elif p.cls == "intp":
             args.append(n)
-            if n in INDEX_NAMES:
+            if is_request_index(f, n):
                 post.append(f"{ok}gw_indices_to_f({n}, 1);")
             if p.logical:
                 post.append(f"{ok}*{n} = (*{n} != 0);")
         elif p.cls == "intarr":
             args.append(n)
-            if n in INDEX_NAMES:
+            if is_request_index(f, n):
                 post.append(f"{ok}gw_indices_to_f({n}, *outcount);")
         elif p.cls == "intarr3":
             args.append(f"(int (*)[3]){n}")

@@ -299,7 +299,7 @@ unsafe fn pack_at(
 ///
 /// # Safety
 /// `inb` holds `insize` bytes; `outb` holds `n` elements of `t`.
-unsafe fn unpack_at(
+pub(crate) unsafe fn unpack_at(
     name: &str,
     inb: *const Void,
     insize: i64,
@@ -559,6 +559,7 @@ fn envelope(dt: &Datatype) -> (c_int, c_int, c_int, c_int) {
         ),
         Combiner::Subarray { sizes, .. } => (111, 2 + 3 * sizes.len() as c_int, 0, 1),
         Combiner::Resized { .. } => (116, 0, 2, 1),
+        Combiner::Darray { gsizes, .. } => (112, 4 + 4 * gsizes.len() as c_int, 0, 1),
     }
 }
 
@@ -623,6 +624,16 @@ mpi_fn!(fn MPI_Type_get_contents / PMPI_Type_get_contents(t: MPI_Datatype, mi: c
                 iv.push(if *order_c { MPI_ORDER_C as i64 } else { MPI_ORDER_FORTRAN as i64 }); tv.push(old.clone());
             }
             Combiner::Resized { lb, extent, old } => { av.extend([*lb, *extent]); tv.push(old.clone()); }
+            Combiner::Darray { size, rank, gsizes, distribs, psizes, order_c, old } => {
+                iv.extend([*size, *rank, gsizes.len() as i64]);
+                iv.extend(gsizes);
+                let dc: Vec<(c_int, c_int)> = distribs.iter().map(|&d| crate::darray::distrib_c(d)).collect();
+                iv.extend(dc.iter().map(|d| d.0 as i64));
+                iv.extend(dc.iter().map(|d| d.1 as i64));
+                iv.extend(psizes);
+                iv.push(if *order_c { MPI_ORDER_C as i64 } else { MPI_ORDER_FORTRAN as i64 });
+                tv.push(old.clone());
+            }
         }
         // SAFETY: output arrays with at least the envelope's sizes (checked above).
         unsafe {

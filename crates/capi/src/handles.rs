@@ -130,6 +130,10 @@ impl<T: Clone> Table<T> {
 
     /// The 32-bit form for `MPI_x_toint`/`c2f`: the slot (the generation is implied).
     pub fn to_int(h: Handle) -> i32 {
+        if is_eager_sent(h) {
+            // Too wide for 32 bits: the completed send it is (not cancellable through Fortran).
+            return REQUEST_DONE_SEND as i32;
+        }
         match Self::index(h) {
             Some((i, _)) => (i + BASE) as i32,
             None => h as i32,
@@ -154,6 +158,8 @@ impl<T: Clone> Table<T> {
 pub enum ReqObj {
     Plain(Arc<Req>),
     Persistent(Arc<Mutex<Persistent>>),
+    /// `MPI_Grequest_start` (see [`crate::grequest`]).
+    Generalized(Arc<crate::grequest::Grequest>),
 }
 
 pub enum PKind {
@@ -540,4 +546,63 @@ pub fn status_from(s: &gridwire_mpi::Status) -> MPI_Status {
     }
 }
 
+/// Completed eager sends carry, in the handle itself, where the message
+/// went (so `MPI_Cancel` can name it to the receiver without a request
+/// object per send): bit 63 set (never in a table handle, whose generation
+/// stays below 2^31, nor a predefined one), the context in bits 47-62, the
+/// receiver's world rank in bits 32-46, the sequence number below. A send
+/// that does not fit (context from 2^16, rank from 2^15, nonblocking-collective
+/// traffic) gets the plain `REQUEST_DONE_SEND`.
+const EAGER_SENT: usize = 1 << 63;
+
+pub fn eager_sent_handle(s: Option<gridwire_mpi::isend::Sent>) -> MPI_Request {
+    match s {
+        Some(s) if s.ctx < 1 << 16 && s.world < 1 << 15 => {
+            EAGER_SENT | (s.ctx as usize) << 47 | (s.world as usize) << 32 | s.seq as usize
+        }
+        _ => REQUEST_DONE_SEND,
+    }
+}
+
+#[inline]
+pub fn is_eager_sent(h: MPI_Request) -> bool {
+    h & EAGER_SENT != 0
+}
+
+/// The message an eager-send handle names.
+pub fn eager_sent(h: MPI_Request) -> Option<gridwire_mpi::isend::Sent> {
+    is_eager_sent(h).then_some(gridwire_mpi::isend::Sent {
+        ctx: ((h >> 47) & 0xffff) as u64,
+        world: ((h >> 32) & 0x7fff) as u32,
+        seq: h as u32,
+    })
+}
+
 pub fn _unused(_: MpiError) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gridwire_mpi::isend::Sent;
+
+    #[test]
+    fn an_eager_send_handle_names_its_message_and_is_no_table_handle() {
+        let s = Sent {
+            ctx: 0xfffe,
+            world: 0x7ffe,
+            seq: 0xdead_beef,
+        };
+        let h = eager_sent_handle(Some(s));
+        assert!(is_eager_sent(h));
+        assert_eq!(eager_sent(h), Some(s));
+        // Table handles (generation below 2^31) and predefined ones never have bit 63.
+        let t: Table<u8> = Table::new();
+        assert!(!is_eager_sent(t.insert(1)));
+        assert!(!is_eager_sent(REQUEST_DONE_SEND) && !is_eager_sent(MPI_REQUEST_NULL));
+        // What does not fit is the plain completed send.
+        let wide = Sent { ctx: 1 << 16, ..s };
+        assert_eq!(eager_sent_handle(Some(wide)), REQUEST_DONE_SEND);
+        assert_eq!(eager_sent_handle(None), REQUEST_DONE_SEND);
+        assert_eq!(Table::<u8>::to_int(h), REQUEST_DONE_SEND as i32);
+    }
+}

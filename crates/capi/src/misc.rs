@@ -125,12 +125,17 @@ fn peek(h: MPI_Request) -> gridwire_mpi::Result<(bool, gridwire_mpi::Status)> {
     match h {
         MPI_REQUEST_NULL => Ok((true, gridwire_mpi::Status::empty())),
         REQUEST_DONE_SEND => Ok((true, gridwire_mpi::Status::default())),
+        _ if crate::handles::is_eager_sent(h) => Ok((true, gridwire_mpi::Status::default())),
         _ => match REQS.get(h) {
             Some(ReqObj::Plain(r)) => Ok((r.done(), r.status())),
             Some(ReqObj::Persistent(p)) => match p.lock().unwrap().active.clone() {
                 Some(r) => Ok((r.done(), r.status())),
                 None => Ok((true, gridwire_mpi::Status::empty())),
             },
+            Some(ReqObj::Generalized(g)) => Ok(match g.req.done() {
+                true => (true, crate::grequest::peek(&g)),
+                false => (false, gridwire_mpi::Status::empty()),
+            }),
             None => Err(err(
                 class::REQUEST,
                 format!("invalid request handle {h:#x}"),

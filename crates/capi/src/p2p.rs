@@ -4,6 +4,7 @@ use crate::abi::*;
 use crate::errors::run;
 use crate::handles::{self, buf, comm, comm_ref, mpi, PKind, Persistent, ReqObj, MSGS, REQS};
 use crate::{arr, arr_mut, put, Void};
+use gridwire_mpi::isend::Started;
 use gridwire_mpi::{class, err, Mode, Req, Result, Status};
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
@@ -78,10 +79,11 @@ unsafe fn isend_impl(
         let cm = comm_ref(c)?;
         // SAFETY: the program keeps the buffer until the request completes (MPI rule).
         let bf = unsafe { buf(b, count, dt) }?;
-        let h = match mpi()?.isend_started(&cm, &bf, dest, tag, mode)? {
-            Some(r) => new_req_handle(r, true),
-            // Completed inside the call (eager): no request object at all.
-            None => REQUEST_DONE_SEND,
+        let h = match mpi()?.isend_start(&cm, &bf, dest, tag, mode)? {
+            Started::InFlight(r) => new_req_handle(r, true),
+            // Completed inside the call (eager): no request object at all;
+            // the handle says where the message went, for MPI_Cancel.
+            Started::Done(sent) => handles::eager_sent_handle(sent),
         };
         // SAFETY: checked non-null output argument.
         unsafe { *req = h };
@@ -324,6 +326,7 @@ fn active(h: MPI_Request) -> Result<Active> {
     match h {
         MPI_REQUEST_NULL => Ok(Active::Empty),
         REQUEST_DONE_SEND => Ok(Active::DoneSend),
+        _ if handles::is_eager_sent(h) => Ok(Active::DoneSend),
         _ => match REQS.get(h) {
             Some(ReqObj::Plain(r)) => Ok(Active::Req(r)),
             Some(ReqObj::Persistent(p)) => Ok(p
@@ -332,6 +335,7 @@ fn active(h: MPI_Request) -> Result<Active> {
                 .active
                 .clone()
                 .map_or(Active::Empty, Active::Req)),
+            Some(ReqObj::Generalized(g)) => Ok(Active::Req(g.req.clone())),
             None => Err(err(
                 class::REQUEST,
                 format!("invalid request handle {h:#x} (freed, or already completed)"),
@@ -360,6 +364,10 @@ fn finish(h: &mut MPI_Request, a: Active) -> Status {
             // one stays (inactive).
             match REQS.remove_unless(*h, |o| matches!(o, ReqObj::Persistent(_))) {
                 Some(ReqObj::Persistent(p)) => p.lock().unwrap().active = None,
+                Some(ReqObj::Generalized(g)) => {
+                    *h = MPI_REQUEST_NULL;
+                    return crate::grequest::finish(&g);
+                }
                 _ => *h = MPI_REQUEST_NULL,
             }
             // The table's reference is gone: the status is read and the
@@ -435,7 +443,10 @@ mpi_fn!(fn MPI_Request_get_status / PMPI_Request_get_status(req: MPI_Request, fl
             put(flag, done as c_int);
             if done {
                 let s = match &a {
-                    Active::Req(r) => r.status(),
+                    Active::Req(r) => match REQS.get(req) {
+                        Some(ReqObj::Generalized(g)) => crate::grequest::peek(&g),
+                        _ => r.status(),
+                    },
                     Active::DoneSend => Status::default(),
                     Active::Empty => Status::empty(),
                 };
@@ -626,9 +637,14 @@ mpi_fn!(fn MPI_Request_free / PMPI_Request_free(req: *mut MPI_Request) -> c_int 
         match *h {
             MPI_REQUEST_NULL => return Err(err(class::REQUEST, "cannot free MPI_REQUEST_NULL")),
             REQUEST_DONE_SEND => {}
+            h if handles::is_eager_sent(h) => {}
             // The operation goes on; the protocol keeps its own reference.
             _ => {
-                REQS.remove(*h).ok_or_else(|| err(class::REQUEST, format!("invalid request handle {:#x}", *h)))?;
+                let o = REQS.remove(*h).ok_or_else(|| err(class::REQUEST, format!("invalid request handle {:#x}", *h)))?;
+                if let ReqObj::Generalized(g) = o {
+                    *h = MPI_REQUEST_NULL;
+                    return crate::grequest::release(&g);
+                }
             }
         }
         *h = MPI_REQUEST_NULL;
@@ -643,6 +659,19 @@ mpi_fn!(fn MPI_Cancel / PMPI_Cancel(req: *mut MPI_Request) -> c_int {
         }
         // SAFETY: checked non-null argument.
         let h = unsafe { *req };
+        if let Some(sent) = handles::eager_sent(h) {
+            if mpi()?.cancel_sent(sent) {
+                // Withdrawn at the receiver: the handle becomes a completed,
+                // cancelled request, which the Wait or Test that follows reports.
+                let st = Status { cancelled: true, ..Status::default() };
+                // SAFETY: checked non-null in/out argument.
+                unsafe { *req = REQS.insert(ReqObj::Plain(Req::new_done(st))) };
+            }
+            return Ok(());
+        }
+        if let Some(ReqObj::Generalized(g)) = REQS.get(h) {
+            return crate::grequest::cancel(&g);
+        }
         if let Active::Req(r) = active(h)? {
             // Sends cannot be cancelled here: they complete normally (allowed by the standard).
             mpi()?.cancel(&r);

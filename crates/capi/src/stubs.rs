@@ -9,25 +9,11 @@ stub!(MPI_Win_delete_attr, PMPI_Win_delete_attr);
 stub!(MPI_Win_free_keyval, PMPI_Win_free_keyval);
 stub!(MPI_Win_get_attr, PMPI_Win_get_attr);
 stub!(MPI_Win_set_attr, PMPI_Win_set_attr);
-stub!(MPI_Ineighbor_allgather, PMPI_Ineighbor_allgather);
-stub!(MPI_Ineighbor_allgatherv, PMPI_Ineighbor_allgatherv);
-stub!(MPI_Ineighbor_alltoall, PMPI_Ineighbor_alltoall);
-stub!(MPI_Ineighbor_alltoallv, PMPI_Ineighbor_alltoallv);
-stub!(MPI_Ineighbor_alltoallw, PMPI_Ineighbor_alltoallw);
-stub!(MPI_Neighbor_allgather, PMPI_Neighbor_allgather);
 stub!(MPI_Neighbor_allgather_init, PMPI_Neighbor_allgather_init);
-stub!(MPI_Neighbor_allgatherv, PMPI_Neighbor_allgatherv);
 stub!(MPI_Neighbor_allgatherv_init, PMPI_Neighbor_allgatherv_init);
-stub!(MPI_Neighbor_alltoall, PMPI_Neighbor_alltoall);
 stub!(MPI_Neighbor_alltoall_init, PMPI_Neighbor_alltoall_init);
-stub!(MPI_Neighbor_alltoallv, PMPI_Neighbor_alltoallv);
 stub!(MPI_Neighbor_alltoallv_init, PMPI_Neighbor_alltoallv_init);
-stub!(MPI_Neighbor_alltoallw, PMPI_Neighbor_alltoallw);
 stub!(MPI_Neighbor_alltoallw_init, PMPI_Neighbor_alltoallw_init);
-stub!(MPI_Pack_external, PMPI_Pack_external);
-stub!(MPI_Pack_external_size, PMPI_Pack_external_size);
-stub!(MPI_Type_create_darray, PMPI_Type_create_darray);
-stub!(MPI_Unpack_external, PMPI_Unpack_external);
 stub!(MPI_File_call_errhandler, PMPI_File_call_errhandler);
 stub!(MPI_File_create_errhandler, PMPI_File_create_errhandler);
 stub!(MPI_File_get_errhandler, PMPI_File_get_errhandler);
@@ -56,8 +42,6 @@ stub!(MPI_Pready_list, PMPI_Pready_list);
 stub!(MPI_Pready_range, PMPI_Pready_range);
 stub!(MPI_Precv_init, PMPI_Precv_init);
 stub!(MPI_Psend_init, PMPI_Psend_init);
-stub!(MPI_Grequest_complete, PMPI_Grequest_complete);
-stub!(MPI_Grequest_start, PMPI_Grequest_start);
 stub!(MPI_Accumulate, PMPI_Accumulate);
 stub!(MPI_Compare_and_swap, PMPI_Compare_and_swap);
 stub!(MPI_Fetch_and_op, PMPI_Fetch_and_op);
@@ -106,53 +90,23 @@ stub!(MPI_Lookup_name, PMPI_Lookup_name);
 stub!(MPI_Open_port, PMPI_Open_port);
 stub!(MPI_Publish_name, PMPI_Publish_name);
 stub!(MPI_Unpublish_name, PMPI_Unpublish_name);
-stub!(MPI_Dist_graph_create, PMPI_Dist_graph_create);
-stub!(
-    MPI_Dist_graph_create_adjacent,
-    PMPI_Dist_graph_create_adjacent
-);
-stub!(MPI_Dist_graph_neighbors, PMPI_Dist_graph_neighbors);
-stub!(
-    MPI_Dist_graph_neighbors_count,
-    PMPI_Dist_graph_neighbors_count
-);
-stub!(MPI_Graph_create, PMPI_Graph_create);
-stub!(MPI_Graph_get, PMPI_Graph_get);
-stub!(MPI_Graph_map, PMPI_Graph_map);
-stub!(MPI_Graph_neighbors, PMPI_Graph_neighbors);
-stub!(MPI_Graph_neighbors_count, PMPI_Graph_neighbors_count);
-stub!(MPI_Graphdims_get, PMPI_Graphdims_get);
-stub!(MPI_Ineighbor_allgather_c, PMPI_Ineighbor_allgather_c);
-stub!(MPI_Ineighbor_allgatherv_c, PMPI_Ineighbor_allgatherv_c);
-stub!(MPI_Ineighbor_alltoall_c, PMPI_Ineighbor_alltoall_c);
-stub!(MPI_Ineighbor_alltoallv_c, PMPI_Ineighbor_alltoallv_c);
-stub!(MPI_Ineighbor_alltoallw_c, PMPI_Ineighbor_alltoallw_c);
-stub!(MPI_Neighbor_allgather_c, PMPI_Neighbor_allgather_c);
 stub!(
     MPI_Neighbor_allgather_init_c,
     PMPI_Neighbor_allgather_init_c
 );
-stub!(MPI_Neighbor_allgatherv_c, PMPI_Neighbor_allgatherv_c);
 stub!(
     MPI_Neighbor_allgatherv_init_c,
     PMPI_Neighbor_allgatherv_init_c
 );
-stub!(MPI_Neighbor_alltoall_c, PMPI_Neighbor_alltoall_c);
 stub!(MPI_Neighbor_alltoall_init_c, PMPI_Neighbor_alltoall_init_c);
-stub!(MPI_Neighbor_alltoallv_c, PMPI_Neighbor_alltoallv_c);
 stub!(
     MPI_Neighbor_alltoallv_init_c,
     PMPI_Neighbor_alltoallv_init_c
 );
-stub!(MPI_Neighbor_alltoallw_c, PMPI_Neighbor_alltoallw_c);
 stub!(
     MPI_Neighbor_alltoallw_init_c,
     PMPI_Neighbor_alltoallw_init_c
 );
-stub!(MPI_Pack_external_c, PMPI_Pack_external_c);
-stub!(MPI_Pack_external_size_c, PMPI_Pack_external_size_c);
-stub!(MPI_Type_create_darray_c, PMPI_Type_create_darray_c);
-stub!(MPI_Unpack_external_c, PMPI_Unpack_external_c);
 stub!(MPI_Accumulate_c, PMPI_Accumulate_c);
 stub!(MPI_Get_c, PMPI_Get_c);
 stub!(MPI_Get_accumulate_c, PMPI_Get_accumulate_c);

@@ -10,6 +10,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 const MPI_CART: c_int = 211;
+const MPI_GRAPH: c_int = 212;
+const MPI_DIST_GRAPH: c_int = 213;
 
 fn cart_of(c: &Comm) -> Result<gridwire_mpi::comm::Cart> {
     c.cart.lock().unwrap().clone().ok_or_else(|| {
@@ -20,7 +22,11 @@ fn cart_of(c: &Comm) -> Result<gridwire_mpi::comm::Cart> {
     })
 }
 
-unsafe fn out_comm(out: *mut MPI_Comm, parent: &Comm, c: Option<Arc<Comm>>) -> Result<()> {
+pub(crate) unsafe fn out_comm(
+    out: *mut MPI_Comm,
+    parent: &Comm,
+    c: Option<Arc<Comm>>,
+) -> Result<()> {
     if out.is_null() {
         return Err(err(class::ARG, "the output communicator pointer is NULL"));
     }
@@ -73,7 +79,12 @@ mpi_fn!(fn MPI_Cart_sub / PMPI_Cart_sub(c: MPI_Comm, remain: *const c_int, out: 
 mpi_fn!(fn MPI_Topo_test / PMPI_Topo_test(c: MPI_Comm, status: *mut c_int) -> c_int {
     run("MPI_Topo_test", c, || {
         let cm = comm(c)?;
-        let t = if cm.cart.lock().unwrap().is_some() { MPI_CART } else { MPI_UNDEFINED };
+        let t = match &*cm.graph.lock().unwrap() {
+            Some(gridwire_mpi::topology::Topology::Graph(_)) => MPI_GRAPH,
+            Some(gridwire_mpi::topology::Topology::DistGraph(_)) => MPI_DIST_GRAPH,
+            None if cm.cart.lock().unwrap().is_some() => MPI_CART,
+            None => MPI_UNDEFINED,
+        };
         // SAFETY: output argument.
         unsafe { put(status, t) };
         Ok(())

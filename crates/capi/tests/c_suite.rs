@@ -260,8 +260,39 @@ fn topo() {
 }
 
 #[test]
+fn graph() {
+    suite("graph", &[], &[1, 2, 3, 5]);
+}
+
+#[test]
+fn neighbor() {
+    suite("neighbor", &[], &[1, 2, 3, 4, 6]);
+}
+
+#[test]
 fn dtype() {
     suite("dtype", &[], &[1, 2, 3, 4]);
+}
+
+/// Generalized requests: local to each rank, so few rank counts.
+#[test]
+fn grequest() {
+    suite("grequest", &["-pthread"], &[1, 2]);
+}
+
+#[test]
+fn darray() {
+    suite("darray", &[], &[1, 2, 3, 4, 6]);
+}
+
+#[test]
+fn external32() {
+    suite("external32", &[], &[1, 2]);
+}
+
+#[test]
+fn cancel() {
+    suite("cancel", &[], &[1, 2, 3]);
 }
 
 #[test]

@@ -47,6 +47,8 @@ pub struct Comm {
     pub handle: AtomicUsize,
     /// Cartesian topology, if the communicator has one.
     pub cart: Mutex<Option<Cart>>,
+    /// Graph or distributed-graph topology, if the communicator has one.
+    pub graph: Mutex<Option<crate::topology::Topology>>,
     /// Buffer for `MPI_Bsend` on this communicator (`MPI_Comm_attach_buffer`).
     pub(crate) bsend: Mutex<crate::Bsend>,
 }
@@ -144,6 +146,7 @@ impl Comm {
             errhandler: AtomicUsize::new(0),
             handle: AtomicUsize::new(0),
             cart: Mutex::new(None),
+            graph: Mutex::new(None),
             bsend: Default::default(),
         })
     }
@@ -238,6 +241,7 @@ impl Mpi {
         let c = Comm::new(id, comm.group.clone(), comm.rank, "");
         *c.info.lock().unwrap() = comm.info.lock().unwrap().clone();
         *c.cart.lock().unwrap() = comm.cart.lock().unwrap().clone();
+        *c.graph.lock().unwrap() = comm.graph.lock().unwrap().clone();
         Ok(c)
     }
 

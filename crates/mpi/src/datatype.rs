@@ -9,6 +9,8 @@
 
 use crate::error::{class, err, Result};
 use crate::mem;
+
+pub mod darray;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -147,6 +149,15 @@ pub enum Combiner {
     Resized {
         lb: isize,
         extent: isize,
+        old: Arc<Datatype>,
+    },
+    Darray {
+        size: i64,
+        rank: i64,
+        gsizes: Vec<i64>,
+        distribs: Vec<darray::Distrib>,
+        psizes: Vec<i64>,
+        order_c: bool,
         old: Arc<Datatype>,
     },
 }

@@ -38,6 +38,7 @@
 //! Locks: one try-lock over the matching state. It is never held across a
 //! send (a send can drive progress, which runs handlers that take it).
 
+mod cancel;
 mod handlers;
 #[cfg(test)]
 mod hostile_tests;
@@ -70,6 +71,9 @@ pub const DATA_CHUNK: usize = 256 << 10;
 /// `H_DATA` header: receiver request id, offset, total size.
 const DATA_HDR: usize = 24;
 pub const H_FIN: u32 = 0x0004_d503;
+/// Send cancellation: request and answer (see [`cancel`]).
+pub const H_CANCEL: u32 = 0x0004_d504;
+pub const H_CANCEL_ACK: u32 = 0x0004_d505;
 
 const EAGER: u8 = 0;
 const RTS: u8 = 1;
@@ -253,7 +257,7 @@ const REPORTED_REJECTS: u64 = 8;
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        for id in [H_MSG, H_CTS, H_DATA, H_FIN] {
+        for id in [H_MSG, H_CTS, H_DATA, H_FIN, H_CANCEL, H_CANCEL_ACK] {
             // Fails only inside a handler, which holds no `Arc<Engine>` to drop.
             let _ = self.ctx.unregister_handler(id);
         }
@@ -339,6 +343,8 @@ impl Engine {
         reg(H_CTS, Engine::on_cts);
         reg(H_DATA, Engine::on_data);
         reg(H_FIN, Engine::on_fin);
+        reg(H_CANCEL, Engine::on_cancel);
+        reg(H_CANCEL_ACK, Engine::on_cancel_ack);
         e
     }
 
@@ -829,6 +835,26 @@ impl Engine {
         sync: bool,
         owned: Option<Vec<u8>>,
     ) -> Result<Option<Arc<Req>>> {
+        self.send_seq(ctx, seq, me, world, tag, buf, sync, owned)
+            .map(|(r, _)| r)
+    }
+
+    /// [`Engine::send`] that also says the message's sequence number (what
+    /// `MPI_Cancel` names an eager message by). Inlined into both callers:
+    /// the number is in a register already.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn send_seq(
+        &self,
+        ctx: u64,
+        seq: &AtomicU32,
+        me: i32,
+        world: u32,
+        tag: i32,
+        buf: &Buf,
+        sync: bool,
+        owned: Option<Vec<u8>>,
+    ) -> Result<(Option<Arc<Req>>, u32)> {
         let bytes = buf.bytes();
         let seqno = if self.threaded.load(Ordering::Relaxed) {
             seq.fetch_add(1, Ordering::Relaxed)
@@ -853,7 +879,7 @@ impl Engine {
             endpoint: 0,
         };
         if sync || bytes > self.eager_limit(world) {
-            return self.send_rendezvous(env, sp, buf, owned);
+            return Ok((self.send_rendezvous(env, sp, buf, owned)?, seqno));
         }
         {
             let h = env.encode_eager();
@@ -872,7 +898,7 @@ impl Engine {
                 }
             }
         }
-        Ok(None)
+        Ok((None, seqno))
     }
 
     /// The rendezvous half of [`Engine::send`], apart so that the eager half
@@ -914,6 +940,12 @@ impl Engine {
             }
         }
         env.sreq = self.lock().rndv_send.insert(req.clone(), world, env.size);
+        {
+            // What `MPI_Cancel` needs to name this message to its receiver.
+            let mut d = req.d.lock();
+            d.ctx = env.ctx;
+            d.rndv_send = Some((env.sreq, env.seq, world));
+        }
         if let Err(e) = self.ctx.rsr(&sp, H_MSG, &env.encode()) {
             // Nobody will answer an envelope that was not sent.
             self.lock().rndv_send.remove(env.sreq, world);

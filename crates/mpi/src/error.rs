@@ -30,6 +30,7 @@ pub mod class {
     pub const NO_MEM: i32 = 39;
     pub const NOT_SAME: i32 = 40;
     pub const SIZE: i32 = 52;
+    pub const UNSUPPORTED_DATAREP: i32 = 54;
     pub const UNSUPPORTED_OPERATION: i32 = 55;
     pub const PROC_ABORTED: i32 = 58;
     pub const VALUE_TOO_LARGE: i32 = 59;
@@ -121,6 +122,7 @@ pub mod class {
             39 => "out of memory",
             40 => "collective argument not identical on all processes",
             52 => "invalid size",
+            54 => "unsupported data representation",
             55 => "unsupported operation",
             58 => "process aborted",
             59 => "value too large",
@@ -162,6 +164,7 @@ pub mod class {
             NO_MEM => "MPI_ERR_NO_MEM",
             NOT_SAME => "MPI_ERR_NOT_SAME",
             SIZE => "MPI_ERR_SIZE",
+            UNSUPPORTED_DATAREP => "MPI_ERR_UNSUPPORTED_DATAREP",
             UNSUPPORTED_OPERATION => "MPI_ERR_UNSUPPORTED_OPERATION",
             PROC_ABORTED => "MPI_ERR_PROC_ABORTED",
             VALUE_TOO_LARGE => "MPI_ERR_VALUE_TOO_LARGE",

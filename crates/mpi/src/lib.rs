@@ -13,16 +13,20 @@ pub mod datatype;
 pub mod deferred;
 pub mod engine;
 pub mod error;
+pub mod external32;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod group;
 pub mod info;
 pub mod intercoll;
 pub mod intercomm;
+pub mod isend;
 pub mod mem;
+pub mod neighbor;
 pub mod op;
 pub mod params;
 pub mod request;
+pub mod topology;
 pub mod x87;
 
 pub use comm::Comm;
@@ -534,6 +538,9 @@ impl Mpi {
         let is_recv = r.d.lock().is_recv;
         if is_recv && !r.done() {
             self.engine.cancel_recv(r);
+        } else if !is_recv && !r.done() {
+            // Not withdrawn: the send completes as it would have.
+            self.engine.cancel_send(r);
         }
     }
 

@@ -245,6 +245,9 @@ pub struct ReqData {
     pub rndv_got: usize,
     /// Rendezvous receive into a noncontiguous type: the packed bytes so far.
     pub staged: Vec<u8>,
+    /// Rendezvous send: (request id, sequence number, world rank of the
+    /// receiver), what a cancel names the message by (`ctx` holds its context).
+    pub rndv_send: Option<(u64, u32, u32)>,
 }
 
 impl Default for ReqData {
@@ -258,6 +261,7 @@ impl Default for ReqData {
             bsend_bytes: 0,
             rndv_got: 0,
             staged: Vec::new(),
+            rndv_send: None,
         }
     }
 }
