@@ -21,6 +21,7 @@ pub mod mem;
 pub mod op;
 pub mod params;
 pub mod request;
+pub mod rma;
 pub mod x87;
 
 pub use comm::Comm;
@@ -83,6 +84,8 @@ pub struct Mpi {
     scratch: Mutex<Vec<Vec<u8>>>,
     /// Background progress of nonblocking collectives nobody waits for.
     deferred: deferred::Deferred,
+    /// One-sided communication: windows and operations waiting for answers.
+    pub rma: Arc<rma::Rma>,
 }
 
 impl Mpi {
@@ -94,6 +97,7 @@ impl Mpi {
         let (rank, size) = (ctx.rank(), ctx.size());
         let world = Comm::new(0, Group::new((0..size).collect()), rank, "MPI_COMM_WORLD");
         let self_comm = Comm::new(2, Group::new(vec![rank]), 0, "MPI_COMM_SELF");
+        let rma = rma::Rma::new(ctx);
         // Nobody sends before every rank's handlers exist.
         ctx.bootstrap_barrier()?;
         Ok(Mpi {
@@ -106,6 +110,7 @@ impl Mpi {
             bsend: Default::default(),
             scratch: Default::default(),
             deferred: Default::default(),
+            rma,
         })
     }
 
