@@ -64,6 +64,7 @@ mod info;
 mod misc;
 mod mpi_t;
 mod p2p;
+mod rma;
 mod stubs;
 mod topo;
 

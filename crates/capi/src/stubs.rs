@@ -8,11 +8,6 @@ stub!(MPI_Status_f082c, PMPI_Status_f082c);
 stub!(MPI_Status_c2f08, PMPI_Status_c2f08);
 stub!(MPI_Status_f082f, PMPI_Status_f082f);
 stub!(MPI_Status_f2f08, PMPI_Status_f2f08);
-stub!(MPI_Win_create_keyval, PMPI_Win_create_keyval);
-stub!(MPI_Win_delete_attr, PMPI_Win_delete_attr);
-stub!(MPI_Win_free_keyval, PMPI_Win_free_keyval);
-stub!(MPI_Win_get_attr, PMPI_Win_get_attr);
-stub!(MPI_Win_set_attr, PMPI_Win_set_attr);
 stub!(MPI_Allgather_init, PMPI_Allgather_init);
 stub!(MPI_Allgatherv_init, PMPI_Allgatherv_init);
 stub!(MPI_Allreduce_init, PMPI_Allreduce_init);
@@ -40,10 +35,7 @@ stub!(MPI_Neighbor_alltoallv_init, PMPI_Neighbor_alltoallv_init);
 stub!(MPI_Neighbor_alltoallw, PMPI_Neighbor_alltoallw);
 stub!(MPI_Neighbor_alltoallw_init, PMPI_Neighbor_alltoallw_init);
 stub!(MPI_Reduce_init, PMPI_Reduce_init);
-stub!(
-    MPI_Reduce_scatter_block_init,
-    PMPI_Reduce_scatter_block_init
-);
+stub!(MPI_Reduce_scatter_block_init, PMPI_Reduce_scatter_block_init);
 stub!(MPI_Reduce_scatter_init, PMPI_Reduce_scatter_init);
 stub!(MPI_Scan_init, PMPI_Scan_init);
 stub!(MPI_Scatter_init, PMPI_Scatter_init);
@@ -51,10 +43,7 @@ stub!(MPI_Scatterv_init, PMPI_Scatterv_init);
 stub!(MPI_Comm_remote_group, PMPI_Comm_remote_group);
 stub!(MPI_Comm_remote_size, PMPI_Comm_remote_size);
 stub!(MPI_Intercomm_create, PMPI_Intercomm_create);
-stub!(
-    MPI_Intercomm_create_from_groups,
-    PMPI_Intercomm_create_from_groups
-);
+stub!(MPI_Intercomm_create_from_groups, PMPI_Intercomm_create_from_groups);
 stub!(MPI_Intercomm_merge, PMPI_Intercomm_merge);
 stub!(MPI_Pack_external, PMPI_Pack_external);
 stub!(MPI_Pack_external_size, PMPI_Pack_external_size);
@@ -72,16 +61,9 @@ stub!(MPI_File_create_errhandler, PMPI_File_create_errhandler);
 stub!(MPI_File_get_errhandler, PMPI_File_get_errhandler);
 stub!(MPI_File_set_errhandler, PMPI_File_set_errhandler);
 stub!(MPI_Session_call_errhandler, PMPI_Session_call_errhandler);
-stub!(
-    MPI_Session_create_errhandler,
-    PMPI_Session_create_errhandler
-);
+stub!(MPI_Session_create_errhandler, PMPI_Session_create_errhandler);
 stub!(MPI_Session_get_errhandler, PMPI_Session_get_errhandler);
 stub!(MPI_Session_set_errhandler, PMPI_Session_set_errhandler);
-stub!(MPI_Win_call_errhandler, PMPI_Win_call_errhandler);
-stub!(MPI_Win_create_errhandler, PMPI_Win_create_errhandler);
-stub!(MPI_Win_get_errhandler, PMPI_Win_get_errhandler);
-stub!(MPI_Win_set_errhandler, PMPI_Win_set_errhandler);
 stub!(MPI_Errhandler_create, PMPI_Errhandler_create);
 stub!(MPI_Errhandler_get, PMPI_Errhandler_get);
 stub!(MPI_Errhandler_set, PMPI_Errhandler_set);
@@ -101,44 +83,6 @@ stub!(MPI_Precv_init, PMPI_Precv_init);
 stub!(MPI_Psend_init, PMPI_Psend_init);
 stub!(MPI_Grequest_complete, PMPI_Grequest_complete);
 stub!(MPI_Grequest_start, PMPI_Grequest_start);
-stub!(MPI_Accumulate, PMPI_Accumulate);
-stub!(MPI_Compare_and_swap, PMPI_Compare_and_swap);
-stub!(MPI_Fetch_and_op, PMPI_Fetch_and_op);
-stub!(MPI_Get, PMPI_Get);
-stub!(MPI_Get_accumulate, PMPI_Get_accumulate);
-stub!(MPI_Put, PMPI_Put);
-stub!(MPI_Raccumulate, PMPI_Raccumulate);
-stub!(MPI_Rget, PMPI_Rget);
-stub!(MPI_Rget_accumulate, PMPI_Rget_accumulate);
-stub!(MPI_Rput, PMPI_Rput);
-stub!(MPI_Win_allocate, PMPI_Win_allocate);
-stub!(MPI_Win_allocate_shared, PMPI_Win_allocate_shared);
-stub!(MPI_Win_attach, PMPI_Win_attach);
-stub!(MPI_Win_complete, PMPI_Win_complete);
-stub!(MPI_Win_create, PMPI_Win_create);
-stub!(MPI_Win_create_dynamic, PMPI_Win_create_dynamic);
-stub!(MPI_Win_detach, PMPI_Win_detach);
-stub!(MPI_Win_fence, PMPI_Win_fence);
-stub!(MPI_Win_flush, PMPI_Win_flush);
-stub!(MPI_Win_flush_all, PMPI_Win_flush_all);
-stub!(MPI_Win_flush_local, PMPI_Win_flush_local);
-stub!(MPI_Win_flush_local_all, PMPI_Win_flush_local_all);
-stub!(MPI_Win_free, PMPI_Win_free);
-stub!(MPI_Win_get_group, PMPI_Win_get_group);
-stub!(MPI_Win_get_info, PMPI_Win_get_info);
-stub!(MPI_Win_get_name, PMPI_Win_get_name);
-stub!(MPI_Win_lock, PMPI_Win_lock);
-stub!(MPI_Win_lock_all, PMPI_Win_lock_all);
-stub!(MPI_Win_post, PMPI_Win_post);
-stub!(MPI_Win_set_info, PMPI_Win_set_info);
-stub!(MPI_Win_set_name, PMPI_Win_set_name);
-stub!(MPI_Win_shared_query, PMPI_Win_shared_query);
-stub!(MPI_Win_start, PMPI_Win_start);
-stub!(MPI_Win_sync, PMPI_Win_sync);
-stub!(MPI_Win_test, PMPI_Win_test);
-stub!(MPI_Win_unlock, PMPI_Win_unlock);
-stub!(MPI_Win_unlock_all, PMPI_Win_unlock_all);
-stub!(MPI_Win_wait, PMPI_Win_wait);
 stub!(MPI_Close_port, PMPI_Close_port);
 stub!(MPI_Comm_accept, PMPI_Comm_accept);
 stub!(MPI_Comm_connect, PMPI_Comm_connect);
@@ -150,15 +94,9 @@ stub!(MPI_Open_port, PMPI_Open_port);
 stub!(MPI_Publish_name, PMPI_Publish_name);
 stub!(MPI_Unpublish_name, PMPI_Unpublish_name);
 stub!(MPI_Dist_graph_create, PMPI_Dist_graph_create);
-stub!(
-    MPI_Dist_graph_create_adjacent,
-    PMPI_Dist_graph_create_adjacent
-);
+stub!(MPI_Dist_graph_create_adjacent, PMPI_Dist_graph_create_adjacent);
 stub!(MPI_Dist_graph_neighbors, PMPI_Dist_graph_neighbors);
-stub!(
-    MPI_Dist_graph_neighbors_count,
-    PMPI_Dist_graph_neighbors_count
-);
+stub!(MPI_Dist_graph_neighbors_count, PMPI_Dist_graph_neighbors_count);
 stub!(MPI_Graph_create, PMPI_Graph_create);
 stub!(MPI_Graph_get, PMPI_Graph_get);
 stub!(MPI_Graph_map, PMPI_Graph_map);
@@ -181,32 +119,17 @@ stub!(MPI_Ineighbor_alltoall_c, PMPI_Ineighbor_alltoall_c);
 stub!(MPI_Ineighbor_alltoallv_c, PMPI_Ineighbor_alltoallv_c);
 stub!(MPI_Ineighbor_alltoallw_c, PMPI_Ineighbor_alltoallw_c);
 stub!(MPI_Neighbor_allgather_c, PMPI_Neighbor_allgather_c);
-stub!(
-    MPI_Neighbor_allgather_init_c,
-    PMPI_Neighbor_allgather_init_c
-);
+stub!(MPI_Neighbor_allgather_init_c, PMPI_Neighbor_allgather_init_c);
 stub!(MPI_Neighbor_allgatherv_c, PMPI_Neighbor_allgatherv_c);
-stub!(
-    MPI_Neighbor_allgatherv_init_c,
-    PMPI_Neighbor_allgatherv_init_c
-);
+stub!(MPI_Neighbor_allgatherv_init_c, PMPI_Neighbor_allgatherv_init_c);
 stub!(MPI_Neighbor_alltoall_c, PMPI_Neighbor_alltoall_c);
 stub!(MPI_Neighbor_alltoall_init_c, PMPI_Neighbor_alltoall_init_c);
 stub!(MPI_Neighbor_alltoallv_c, PMPI_Neighbor_alltoallv_c);
-stub!(
-    MPI_Neighbor_alltoallv_init_c,
-    PMPI_Neighbor_alltoallv_init_c
-);
+stub!(MPI_Neighbor_alltoallv_init_c, PMPI_Neighbor_alltoallv_init_c);
 stub!(MPI_Neighbor_alltoallw_c, PMPI_Neighbor_alltoallw_c);
-stub!(
-    MPI_Neighbor_alltoallw_init_c,
-    PMPI_Neighbor_alltoallw_init_c
-);
+stub!(MPI_Neighbor_alltoallw_init_c, PMPI_Neighbor_alltoallw_init_c);
 stub!(MPI_Reduce_init_c, PMPI_Reduce_init_c);
-stub!(
-    MPI_Reduce_scatter_block_init_c,
-    PMPI_Reduce_scatter_block_init_c
-);
+stub!(MPI_Reduce_scatter_block_init_c, PMPI_Reduce_scatter_block_init_c);
 stub!(MPI_Reduce_scatter_init_c, PMPI_Reduce_scatter_init_c);
 stub!(MPI_Scan_init_c, PMPI_Scan_init_c);
 stub!(MPI_Scatter_init_c, PMPI_Scatter_init_c);
@@ -215,18 +138,6 @@ stub!(MPI_Pack_external_c, PMPI_Pack_external_c);
 stub!(MPI_Pack_external_size_c, PMPI_Pack_external_size_c);
 stub!(MPI_Type_create_darray_c, PMPI_Type_create_darray_c);
 stub!(MPI_Unpack_external_c, PMPI_Unpack_external_c);
-stub!(MPI_Accumulate_c, PMPI_Accumulate_c);
-stub!(MPI_Get_c, PMPI_Get_c);
-stub!(MPI_Get_accumulate_c, PMPI_Get_accumulate_c);
-stub!(MPI_Put_c, PMPI_Put_c);
-stub!(MPI_Raccumulate_c, PMPI_Raccumulate_c);
-stub!(MPI_Rget_c, PMPI_Rget_c);
-stub!(MPI_Rget_accumulate_c, PMPI_Rget_accumulate_c);
-stub!(MPI_Rput_c, PMPI_Rput_c);
-stub!(MPI_Win_allocate_c, PMPI_Win_allocate_c);
-stub!(MPI_Win_allocate_shared_c, PMPI_Win_allocate_shared_c);
-stub!(MPI_Win_create_c, PMPI_Win_create_c);
-stub!(MPI_Win_shared_query_c, PMPI_Win_shared_query_c);
 stub!(MPI_File_open, PMPI_File_open);
 stub!(MPI_File_close, PMPI_File_close);
 stub!(MPI_File_delete, PMPI_File_delete);
@@ -290,25 +201,16 @@ stub!(MPI_File_read_at_c, PMPI_File_read_at_c);
 stub!(MPI_File_read_at_all_c, PMPI_File_read_at_all_c);
 stub!(MPI_File_read_at_all_begin_c, PMPI_File_read_at_all_begin_c);
 stub!(MPI_File_read_ordered_c, PMPI_File_read_ordered_c);
-stub!(
-    MPI_File_read_ordered_begin_c,
-    PMPI_File_read_ordered_begin_c
-);
+stub!(MPI_File_read_ordered_begin_c, PMPI_File_read_ordered_begin_c);
 stub!(MPI_File_read_shared_c, PMPI_File_read_shared_c);
 stub!(MPI_File_write_c, PMPI_File_write_c);
 stub!(MPI_File_write_all_c, PMPI_File_write_all_c);
 stub!(MPI_File_write_all_begin_c, PMPI_File_write_all_begin_c);
 stub!(MPI_File_write_at_c, PMPI_File_write_at_c);
 stub!(MPI_File_write_at_all_c, PMPI_File_write_at_all_c);
-stub!(
-    MPI_File_write_at_all_begin_c,
-    PMPI_File_write_at_all_begin_c
-);
+stub!(MPI_File_write_at_all_begin_c, PMPI_File_write_at_all_begin_c);
 stub!(MPI_File_write_ordered_c, PMPI_File_write_ordered_c);
-stub!(
-    MPI_File_write_ordered_begin_c,
-    PMPI_File_write_ordered_begin_c
-);
+stub!(MPI_File_write_ordered_begin_c, PMPI_File_write_ordered_begin_c);
 stub!(MPI_File_write_shared_c, PMPI_File_write_shared_c);
 stub!(MPI_File_iread_c, PMPI_File_iread_c);
 stub!(MPI_File_iread_all_c, PMPI_File_iread_all_c);

@@ -25,7 +25,7 @@
 //! or the attached regions of a dynamic one. Answers are matched to the
 //! operation id *and* the rank it was sent to.
 
-mod ops;
+pub mod ops;
 mod sync;
 mod target;
 pub mod window;
