@@ -78,7 +78,7 @@ struct Pending {
 /// operations waiting for an answer.
 #[derive(Default)]
 pub struct Rma {
-    wins: RwLock<HashMap<u32, Arc<Win>>>,
+    pub(crate) wins: RwLock<HashMap<u32, Arc<Win>>>,
     pending: Mutex<HashMap<u64, Pending>>,
     next_op: AtomicU64,
     rejected: AtomicU64,

@@ -156,7 +156,8 @@ impl Mpi {
             op_id: id,
         }
         .encode();
-        if let Err(e) = self.rma_send(w, rank, &[IoSlice::new(&h), IoSlice::new(&layout), IoSlice::new(&data)]) {
+        let parts = [IoSlice::new(&h), IoSlice::new(&layout), IoSlice::new(&data)];
+        if let Err(e) = self.rma_send(w, rank, &parts) {
             self.rma.forget(id);
             return Err(e);
         }

@@ -65,23 +65,31 @@ impl Rma {
         }
         .encode();
         if let Ok(sp) = ctx.startpoint(to) {
-            let _ = ctx.rsr_v(&sp, H_RMA, &[IoSlice::new(&hdr), IoSlice::new(data)]);
+            // No empty part: one part when there is no data.
+            let _ = if data.is_empty() {
+                ctx.rsr(&sp, H_RMA, &hdr)
+            } else {
+                ctx.rsr_v(&sp, H_RMA, &[IoSlice::new(&hdr), IoSlice::new(data)])
+            };
         }
     }
 
     /// Applies a data operation; returns the data to answer with (the old
-    /// target contents for gets and fetching operations).
+    /// target contents for gets and fetching operations). A first walk over
+    /// the layout checks every piece and the data's length; only then does
+    /// a byte move (the pieces are walked again, never stored: a peer's
+    /// layout must not make us allocate per piece).
     fn apply(&self, win: &Win, h: &Header, rest: &[u8]) -> Result<Vec<u8>, Refusal> {
         let (layout, data) = Layout::decode(rest).map_err(|e| (class::ARG, e))?;
-        let pieces = pieces(win, &layout)?;
-        let total: usize = pieces.iter().map(|p| p.1).sum();
+        let mut total = 0usize;
+        walk(win, &layout, |_, n| total = total.saturating_add(n))?;
         let gets = matches!(h.kind, wire::GET | wire::GET_ACC | wire::CAS);
         if gets && total as u64 > wire::MAX_GET_BYTES {
             return Err((class::SIZE, format!("a get of {total} bytes (at most {})", wire::MAX_GET_BYTES)));
         }
         let expected = match h.kind {
             wire::GET => 0,
-            wire::CAS => 2 * total,
+            wire::CAS => total.saturating_mul(2),
             wire::GET_ACC if h.op == op_code_noop() => 0,
             _ => total,
         };
@@ -91,10 +99,10 @@ impl Rma {
         let mut old = Vec::new();
         if gets {
             old = vec![0u8; total];
-            gather(&pieces, &mut old);
+            gather(win, &layout, &mut old)?;
         }
         match h.kind {
-            wire::PUT => scatter(&pieces, data),
+            wire::PUT => scatter(win, &layout, data)?,
             wire::GET => {}
             wire::ACC | wire::GET_ACC => {
                 let op = wire::op_of(h.op).ok_or((class::OP, format!("unknown operation {}", h.op)))?;
@@ -105,19 +113,21 @@ impl Rma {
                     return Err((class::TYPE, format!("{total} bytes are not whole elements of {basic:?}")));
                 }
                 if !matches!(op, crate::op::Op::NoOp) {
-                    let mut cur = if gets { old.clone() } else {
+                    let mut cur = if gets {
+                        old.clone()
+                    } else {
                         let mut c = vec![0u8; total];
-                        gather(&pieces, &mut c);
+                        gather(win, &layout, &mut c)?;
                         c
                     };
                     op.apply(&dt, total / dt.size.max(1), data, &mut cur);
-                    scatter(&pieces, &cur);
+                    scatter(win, &layout, &cur)?;
                 }
             }
             wire::CAS => {
                 let (new, compare) = data.split_at(total);
                 if old == compare {
-                    scatter(&pieces, new);
+                    scatter(win, &layout, new)?;
                 }
             }
             _ => unreachable!("kind checked by the caller"),
@@ -190,9 +200,11 @@ fn op_code_noop() -> u8 {
     wire::op_code(&crate::op::Op::NoOp).unwrap_or(0)
 }
 
-/// The (address, length) pieces of this process's window memory that
-/// `layout` names, each checked to lie inside the window.
-pub(crate) fn pieces(win: &Win, l: &Layout) -> Result<Vec<(usize, usize)>, Refusal> {
+/// Calls `f(address, length)` for each piece of this process's window
+/// memory that `l` names, in packed order; fails at the first piece that
+/// does not lie inside the window (earlier pieces were already visited:
+/// callers walk once with a no-op to check before they move data).
+pub(crate) fn walk(win: &Win, l: &Layout, mut f: impl FnMut(usize, usize)) -> Result<(), Refusal> {
     let out_of_range = || (class::RMA_RANGE, format!("the access at displacement {} lies outside the window", l.disp));
     // Dynamic windows: the displacement is an address. Others: units of this process.
     let start = if win.flavor == super::Flavor::Dynamic {
@@ -200,38 +212,37 @@ pub(crate) fn pieces(win: &Win, l: &Layout) -> Result<Vec<(usize, usize)>, Refus
     } else {
         (l.disp as i128).checked_mul(win.disp_unit as i128).ok_or_else(out_of_range)?
     };
-    let mut v = Vec::with_capacity((l.count as usize).saturating_mul(l.blocks.len()).min(1 << 16));
     for i in 0..l.count as i128 {
         let el = start + i * l.extent as i128;
         for b in &l.blocks {
             if b.len == 0 {
                 continue;
             }
-            let off = el + b.off as i128;
-            let addr = win.local_range(off, b.len).ok_or_else(out_of_range)?;
-            v.push((addr, b.len));
+            let addr = win.local_range(el + b.off as i128, b.len).ok_or_else(out_of_range)?;
+            f(addr, b.len);
         }
     }
-    Ok(v)
+    Ok(())
 }
 
 /// Copies the pieces' bytes into `out` (packed order).
-fn gather(pieces: &[(usize, usize)], out: &mut [u8]) {
+fn gather(win: &Win, l: &Layout, out: &mut [u8]) -> Result<(), Refusal> {
     let mut o = 0;
-    for &(a, n) in pieces {
-        // SAFETY: `pieces` checked every range to lie in the window's memory,
-        // which stays mapped while the window is in the table.
+    walk(win, l, |a, n| {
+        // SAFETY: `walk` checked the range to lie in the window's memory,
+        // which stays mapped while the window is in the table; `out` holds
+        // the total the checking walk counted.
         unsafe { mem::read(a, &mut out[o..o + n]) };
         o += n;
-    }
+    })
 }
 
 /// Copies packed `data` into the pieces.
-fn scatter(pieces: &[(usize, usize)], data: &[u8]) {
+fn scatter(win: &Win, l: &Layout, data: &[u8]) -> Result<(), Refusal> {
     let mut o = 0;
-    for &(a, n) in pieces {
+    walk(win, l, |a, n| {
         // SAFETY: as in `gather`: a range inside the window's memory.
         unsafe { mem::write(a, &data[o..o + n]) };
         o += n;
-    }
+    })
 }

@@ -31,7 +31,7 @@ pub struct Remote {
 }
 
 /// Memory the library allocated for a window, freed with it.
-enum Owned {
+pub(crate) enum Owned {
     None,
     Heap { addr: usize, layout: std::alloc::Layout },
     Mapped { addr: usize, len: usize },
@@ -177,7 +177,7 @@ impl Win {
     }
 
     /// Builds a window (not yet visible to handlers).
-    fn build(
+    pub(crate) fn build(
         comm: Arc<Comm>,
         flavor: Flavor,
         base: usize,

@@ -86,7 +86,17 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// A contiguous access is one piece, whatever the count.
     pub fn of(disp: i64, count: usize, dt: &Datatype) -> Layout {
+        if dt.contig {
+            let len = count * dt.size;
+            return Layout {
+                disp,
+                count: 1,
+                extent: len as i64,
+                blocks: vec![Block { off: dt.true_lb, len }],
+            };
+        }
         Layout {
             disp,
             count: count as u64,
