@@ -271,8 +271,11 @@ mpi_fn!(fn MPI_Win_set_name / PMPI_Win_set_name(w: MPI_Win, name: *const c_char)
 
 mpi_fn!(fn MPI_Win_get_name / PMPI_Win_get_name(w: MPI_Win, name: *mut c_char, len: *mut c_int) -> c_int {
     run_win("MPI_Win_get_name", w, || {
-        let o = win(w)?;
-        let n = o.name.lock().unwrap().clone();
+        let n = if w == MPI_WIN_NULL {
+            "MPI_WIN_NULL".to_string()
+        } else {
+            win(w)?.name.lock().unwrap().clone()
+        };
         // SAFETY: the output holds MPI_MAX_OBJECT_NAME bytes by the standard.
         unsafe { put_str(&n, name, MPI_MAX_OBJECT_NAME, len) };
         Ok(())

@@ -92,8 +92,11 @@ impl Mpi {
             Kind::Accumulate | Kind::GetAccumulate => {
                 let op = o.op.ok_or_else(|| err(class::OP, "no operation"))?;
                 let code = wire::op_code(op)?;
-                op.check(t.dt)?;
-                if !matches!(op, Op::NoOp) {
+                // An empty access applies nothing: its types are not checked against the op.
+                if tbytes > 0 {
+                    op.check(t.dt)?;
+                }
+                if !matches!(op, Op::NoOp) && tbytes > 0 {
                     let ob = o.data.map(|b| b.dt.basic);
                     if ob != Some(t.dt.basic) {
                         return Err(err(

@@ -439,11 +439,10 @@ impl Mpi {
     }
 
     /// `MPI_Win_shared_query`: (size, unit, address) of `rank`'s segment
-    /// (`MPI_PROC_NULL`: the first non-empty one).
+    /// (`MPI_PROC_NULL`: the first non-empty one). Windows of other flavors
+    /// (MPI 4.1) share only this process's own memory with itself: another
+    /// rank's is answered as size 0 and a NULL address.
     pub fn win_shared_query(&self, w: &Win, rank: i32) -> Result<(usize, usize, usize)> {
-        if w.flavor != Flavor::Shared {
-            return Err(err(class::RMA_FLAVOR, "MPI_Win_shared_query needs a shared window"));
-        }
         let r = if rank == crate::PROC_NULL {
             (0..w.remote.len()).find(|&i| w.remote[i].size > 0).unwrap_or(0)
         } else if rank >= 0 && (rank as u32) < w.comm.size {
@@ -451,7 +450,13 @@ impl Mpi {
         } else {
             return Err(err(class::RANK, format!("rank {rank} is not in the window")));
         };
-        Ok((w.remote[r].size as usize, w.remote[r].disp_unit as usize, w.shared_bases[r]))
+        let unit = w.remote[r].disp_unit as usize;
+        match w.flavor {
+            Flavor::Shared => Ok((w.remote[r].size as usize, unit, w.shared_bases[r])),
+            Flavor::Dynamic => Ok((0, unit, 0)),
+            _ if r == w.comm.rank as usize => Ok((w.size, unit, w.base)),
+            _ => Ok((0, unit, 0)),
+        }
     }
 
     /// `MPI_Win_free`: ends with a barrier, after every operation of this
