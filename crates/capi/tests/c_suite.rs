@@ -267,7 +267,10 @@ fn rma_over_tcp_and_udp() {
     for methods in ["self,tcp", "self,udp"] {
         for (n, hosts) in [(2, 1), (4, 2)] {
             let r = run_env(&exe, n, hosts, &[("GW_METHODS", methods)]);
-            eprintln!("rma: GW_METHODS={methods} -n {n} hosts {hosts}: {:.2} s", r.secs);
+            eprintln!(
+                "rma: GW_METHODS={methods} -n {n} hosts {hosts}: {:.2} s",
+                r.secs
+            );
             assert!(
                 r.ok && r.stdout.contains("PASS rma"),
                 "rma with GW_METHODS={methods} -n {n} hosts {hosts}:\n{}\n{}",

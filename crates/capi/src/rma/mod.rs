@@ -43,7 +43,12 @@ fn win_obj(h: MPI_Win) -> Result<Arc<WinObj>> {
     if h == MPI_WIN_NULL {
         return Err(err(class::WIN, "the window is MPI_WIN_NULL"));
     }
-    WINS.get(h).ok_or_else(|| err(class::WIN, format!("invalid window handle {h:#x} (freed or never created)")))
+    WINS.get(h).ok_or_else(|| {
+        err(
+            class::WIN,
+            format!("invalid window handle {h:#x} (freed or never created)"),
+        )
+    })
 }
 
 pub(crate) fn win(h: MPI_Win) -> Result<Arc<Win>> {
@@ -145,7 +150,15 @@ mpi_fn!(fn MPI_Win_create_c / PMPI_Win_create_c(base: *mut Void, size: MPI_Aint,
     })
 });
 
-fn allocate(name: &str, size: MPI_Aint, disp_unit: i64, comm: MPI_Comm, baseptr: *mut Void, win: *mut MPI_Win, shared: bool) -> c_int {
+fn allocate(
+    name: &str,
+    size: MPI_Aint,
+    disp_unit: i64,
+    comm: MPI_Comm,
+    baseptr: *mut Void,
+    win: *mut MPI_Win,
+    shared: bool,
+) -> c_int {
     crate::errors::run(name, comm, || {
         let c = handles::comm(comm)?;
         let m = mpi()?;

@@ -42,7 +42,10 @@ unsafe fn issue(name: &str, w: MPI_Win, c: Call, req: *mut MPI_Request) -> c_int
         let m = mpi()?;
         let wn = win(w)?;
         if c.tcount < 0 {
-            return Err(err(class::COUNT, format!("target count {} is negative", c.tcount)));
+            return Err(err(
+                class::COUNT,
+                format!("target count {} is negative", c.tcount),
+            ));
         }
         // SAFETY: the caller's contract for each side.
         let mk = |s: Side| unsafe { handles::buf(s.addr, s.count, s.dt) };
@@ -54,8 +57,18 @@ unsafe fn issue(name: &str, w: MPI_Win, c: Call, req: *mut MPI_Request) -> c_int
         let r = m.rma_op(
             &wn,
             c.kind,
-            Origin { data: data.as_ref(), compare: compare.as_ref(), result, op: op.as_deref() },
-            Target { rank: c.rank, disp: c.disp as i64, count: c.tcount as usize, dt: &tdt },
+            Origin {
+                data: data.as_ref(),
+                compare: compare.as_ref(),
+                result,
+                op: op.as_deref(),
+            },
+            Target {
+                rank: c.rank,
+                disp: c.disp as i64,
+                count: c.tcount as usize,
+                dt: &tdt,
+            },
             !req.is_null(),
         )?;
         if let Some(r) = r {
@@ -99,8 +112,30 @@ macro_rules! put_get {
     };
 }
 
-put_get!(MPI_Put, PMPI_Put, MPI_Put_c, PMPI_Put_c, MPI_Rput, PMPI_Rput, MPI_Rput_c, PMPI_Rput_c, Kind::Put, true);
-put_get!(MPI_Get, PMPI_Get, MPI_Get_c, PMPI_Get_c, MPI_Rget, PMPI_Rget, MPI_Rget_c, PMPI_Rget_c, Kind::Get, false);
+put_get!(
+    MPI_Put,
+    PMPI_Put,
+    MPI_Put_c,
+    PMPI_Put_c,
+    MPI_Rput,
+    PMPI_Rput,
+    MPI_Rput_c,
+    PMPI_Rput_c,
+    Kind::Put,
+    true
+);
+put_get!(
+    MPI_Get,
+    PMPI_Get,
+    MPI_Get_c,
+    PMPI_Get_c,
+    MPI_Rget,
+    PMPI_Rget,
+    MPI_Rget_c,
+    PMPI_Rget_c,
+    Kind::Get,
+    false
+);
 
 macro_rules! accumulate {
     ($name:ident, $pname:ident, $ct:ty, $with_req:tt) => {
@@ -160,9 +195,19 @@ macro_rules! get_accumulate {
 }
 
 get_accumulate!(MPI_Get_accumulate, PMPI_Get_accumulate, c_int, false);
-get_accumulate!(MPI_Get_accumulate_c, PMPI_Get_accumulate_c, MPI_Count, false);
+get_accumulate!(
+    MPI_Get_accumulate_c,
+    PMPI_Get_accumulate_c,
+    MPI_Count,
+    false
+);
 get_accumulate!(MPI_Rget_accumulate, PMPI_Rget_accumulate, c_int, true);
-get_accumulate!(MPI_Rget_accumulate_c, PMPI_Rget_accumulate_c, MPI_Count, true);
+get_accumulate!(
+    MPI_Rget_accumulate_c,
+    PMPI_Rget_accumulate_c,
+    MPI_Count,
+    true
+);
 
 mpi_fn!(fn MPI_Fetch_and_op / PMPI_Fetch_and_op(oaddr: *const Void, raddr: *mut Void, dt: MPI_Datatype, rank: c_int, disp: MPI_Aint, op: MPI_Op, w: MPI_Win) -> c_int {
     let c = Call {

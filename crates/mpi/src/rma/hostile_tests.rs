@@ -1,7 +1,7 @@
 //! The target's handler driven directly with hostile messages: whatever
 //! the origin says, nothing outside the window is read or written, and a
 //! refused operation changes nothing inside it either.
-use super::window::{Flavor, Owned, Remote, Win};
+use super::window::{Flavor, Memory, Owned, Remote, Win};
 use super::wire::{self, Header, Layout};
 use super::Rma;
 use crate::comm::Comm;
@@ -30,9 +30,26 @@ impl Fixture {
         mem[GUARD..GUARD + WIN].fill(0);
         let base = mem.as_mut_ptr() as usize + GUARD;
         let comm = Comm::new(100, Group::new(vec![0, 1]), 0, "");
-        let remote = vec![Remote { size: WIN as u64, disp_unit: 4 }; 2];
-        let (b, s) = if flavor == Flavor::Dynamic { (0, 0) } else { (base, WIN) };
-        let win = Win::build(comm, flavor, b, s, 4, remote, Owned::None, Vec::new());
+        let remote = vec![
+            Remote {
+                size: WIN as u64,
+                disp_unit: 4
+            };
+            2
+        ];
+        let (b, s) = if flavor == Flavor::Dynamic {
+            (0, 0)
+        } else {
+            (base, WIN)
+        };
+        let memory = Memory {
+            base: b,
+            size: s,
+            disp_unit: 4,
+            owned: Owned::None,
+            shared_bases: Vec::new(),
+        };
+        let win = Win::build(comm, flavor, memory, remote);
         if flavor == Flavor::Dynamic {
             win.attached.lock().unwrap().push((base, WIN));
         }
@@ -40,8 +57,25 @@ impl Fixture {
         Fixture { rma, ctx, mem, win }
     }
 
-    fn send(&self, from: u32, kind: u8, op: u8, basic: u8, win: u32, layout: &[u8], data: &[u8]) {
-        let mut msg = Header { kind, op, basic, arg: 0, win, op_id: 1 }.encode().to_vec();
+    /// Delivers a message of `kind` (with operation and type codes `codes`) for window `win`.
+    fn send(
+        &self,
+        from: u32,
+        (kind, op, basic): (u8, u8, u8),
+        win: u32,
+        layout: &[u8],
+        data: &[u8],
+    ) {
+        let mut msg = Header {
+            kind,
+            op,
+            basic,
+            arg: 0,
+            win,
+            op_id: 1,
+        }
+        .encode()
+        .to_vec();
         msg.extend_from_slice(layout);
         msg.extend_from_slice(data);
         let (h, rest) = Header::decode(&msg).unwrap();
@@ -49,11 +83,14 @@ impl Fixture {
     }
 
     fn put(&self, layout: Layout, data: &[u8]) {
-        self.send(1, wire::PUT, 0, 0, self.win.id, &layout.encode(), data);
+        self.send(1, (wire::PUT, 0, 0), self.win.id, &layout.encode(), data);
     }
 
     fn guards_intact(&self) -> bool {
-        self.mem[..GUARD].iter().chain(&self.mem[GUARD + WIN..]).all(|&b| b == 0xAA)
+        self.mem[..GUARD]
+            .iter()
+            .chain(&self.mem[GUARD + WIN..])
+            .all(|&b| b == 0xAA)
     }
 
     fn window(&self) -> &[u8] {
@@ -66,7 +103,10 @@ fn bytes(disp: i64, count: u64, extent: i64, blocks: &[(isize, usize)]) -> Layou
         disp,
         count,
         extent,
-        blocks: blocks.iter().map(|&(off, len)| Block { off, len }).collect(),
+        blocks: blocks
+            .iter()
+            .map(|&(off, len)| Block { off, len })
+            .collect(),
     }
 }
 
@@ -105,7 +145,10 @@ fn puts_outside_the_window_are_refused() {
     for (i, (l, d)) in cases.iter().enumerate() {
         f.put(l.clone(), d);
         assert!(f.guards_intact(), "case {i}: wrote outside the window");
-        assert!(f.window().iter().all(|&b| b == 0), "case {i}: a refused put changed the window");
+        assert!(
+            f.window().iter().all(|&b| b == 0),
+            "case {i}: a refused put changed the window"
+        );
     }
     assert_eq!(f.rma.rejected(), cases.len() as u64);
 }
@@ -115,22 +158,40 @@ fn malformed_and_foreign_messages_are_refused() {
     let f = Fixture::new(Flavor::Create);
     let ok = bytes(0, 1, 4, &[(0, 4)]).encode();
     // Unknown window, sender not a member, unknown kind, bad op and type codes.
-    f.send(1, wire::PUT, 0, 0, 999, &ok, &[9; 4]);
-    f.send(7, wire::PUT, 0, 0, f.win.id, &ok, &[9; 4]);
-    f.send(1, 77, 0, 0, f.win.id, &ok, &[9; 4]);
-    f.send(1, wire::ACC, 200, 3, f.win.id, &ok, &[9; 4]);
-    f.send(1, wire::ACC, 1, 250, f.win.id, &ok, &[9; 4]);
+    f.send(1, (wire::PUT, 0, 0), 999, &ok, &[9; 4]);
+    f.send(7, (wire::PUT, 0, 0), f.win.id, &ok, &[9; 4]);
+    f.send(1, (77, 0, 0), f.win.id, &ok, &[9; 4]);
+    f.send(1, (wire::ACC, 200, 3), f.win.id, &ok, &[9; 4]);
+    f.send(1, (wire::ACC, 1, 250), f.win.id, &ok, &[9; 4]);
     // Sum is not defined on MINLOC pairs; a 4-byte access is not whole 8-byte elements.
-    f.send(1, wire::ACC, 1, wire::basic_code(crate::Basic::TwoInt), f.win.id, &ok, &[9; 4]);
-    f.send(1, wire::ACC, 1, wire::basic_code(crate::Basic::I64), f.win.id, &ok, &[9; 4]);
+    f.send(
+        1,
+        (wire::ACC, 1, wire::basic_code(crate::Basic::TwoInt)),
+        f.win.id,
+        &ok,
+        &[9; 4],
+    );
+    f.send(
+        1,
+        (wire::ACC, 1, wire::basic_code(crate::Basic::I64)),
+        f.win.id,
+        &ok,
+        &[9; 4],
+    );
     // A layout cut short, one claiming 2^60 blocks, one of 2^40 elements.
-    f.send(1, wire::PUT, 0, 0, f.win.id, &ok[..20], &[]);
+    f.send(1, (wire::PUT, 0, 0), f.win.id, &ok[..20], &[]);
     let mut many = ok.clone();
     many[24..32].copy_from_slice(&(1u64 << 60).to_le_bytes());
-    f.send(1, wire::PUT, 0, 0, f.win.id, &many, &[9; 4]);
-    f.send(1, wire::GET, 0, 0, f.win.id, &bytes(0, 1 << 40, 0, &[(0, 4)]).encode(), &[]);
+    f.send(1, (wire::PUT, 0, 0), f.win.id, &many, &[9; 4]);
+    f.send(
+        1,
+        (wire::GET, 0, 0),
+        f.win.id,
+        &bytes(0, 1 << 40, 0, &[(0, 4)]).encode(),
+        &[],
+    );
     // Unlocking a lock never taken.
-    f.send(1, wire::UNLOCK, 0, 0, f.win.id, &[], &[]);
+    f.send(1, (wire::UNLOCK, 0, 0), f.win.id, &[], &[]);
     assert!(f.guards_intact());
     assert!(f.window().iter().all(|&b| b == 0));
     assert_eq!(f.rma.rejected(), 11);
@@ -142,7 +203,13 @@ fn dynamic_windows_accept_only_attached_memory() {
     let base = f.mem.as_ptr() as i64 + GUARD as i64;
     f.put(bytes(base + 8, 1, 4, &[(0, 4)]), &[5; 4]);
     assert_eq!(&f.window()[8..12], &[5; 4]);
-    for disp in [base - 4, base + WIN as i64 - 2, base + WIN as i64, 0, i64::MAX - 2] {
+    for disp in [
+        base - 4,
+        base + WIN as i64 - 2,
+        base + WIN as i64,
+        0,
+        i64::MAX - 2,
+    ] {
         f.put(bytes(disp, 1, 4, &[(0, 4)]), &[9; 4]);
     }
     assert!(f.guards_intact());
@@ -156,13 +223,13 @@ fn accumulate_and_compare_and_swap_apply_inside() {
     let i32s = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
     let sum = wire::op_code(&crate::Op::Sum).unwrap();
     let int = wire::basic_code(crate::Basic::I32);
-    f.send(1, wire::ACC, sum, int, f.win.id, &l, &i32s(&[3, -4]));
-    f.send(1, wire::ACC, sum, int, f.win.id, &l, &i32s(&[3, -4]));
+    f.send(1, (wire::ACC, sum, int), f.win.id, &l, &i32s(&[3, -4]));
+    f.send(1, (wire::ACC, sum, int), f.win.id, &l, &i32s(&[3, -4]));
     assert_eq!(&f.window()[..8], &i32s(&[6, -8])[..]);
     // Compare-and-swap: equal compare swaps, a different one does not.
     let one = bytes(0, 1, 4, &[(0, 4)]).encode();
-    f.send(1, wire::CAS, 0, int, f.win.id, &one, &i32s(&[42, 6]));
-    f.send(1, wire::CAS, 0, int, f.win.id, &one, &i32s(&[77, 6]));
+    f.send(1, (wire::CAS, 0, int), f.win.id, &one, &i32s(&[42, 6]));
+    f.send(1, (wire::CAS, 0, int), f.win.id, &one, &i32s(&[77, 6]));
     assert_eq!(&f.window()[..4], &i32s(&[42])[..]);
     assert!(f.guards_intact());
 }

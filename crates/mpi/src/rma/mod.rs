@@ -197,16 +197,19 @@ impl Rma {
     ) -> u64 {
         let id = self.next_op.fetch_add(1, Ordering::Relaxed) + 1;
         win.outstanding[target_rank as usize].fetch_add(1, Ordering::AcqRel);
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(
-            id,
-            Pending {
-                win: win.clone(),
-                target: win.comm.world_of(target_rank),
-                target_rank,
-                result,
-                req,
-            },
-        );
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                id,
+                Pending {
+                    win: win.clone(),
+                    target: win.comm.world_of(target_rank),
+                    target_rank,
+                    result,
+                    req,
+                },
+            );
         id
     }
 

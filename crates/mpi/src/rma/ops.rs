@@ -59,7 +59,10 @@ impl Mpi {
         if t.rank < 0 || t.rank as u32 >= w.comm.size {
             return Err(err(
                 class::RANK,
-                format!("target rank {} is not in the window (size {})", t.rank, w.comm.size),
+                format!(
+                    "target rank {} is not in the window (size {})",
+                    t.rank, w.comm.size
+                ),
             ));
         }
         let rank = t.rank as u32;
@@ -81,11 +84,18 @@ impl Mpi {
         if !t.dt.is_committed() {
             return Err(err(class::TYPE, "the target datatype is not committed"));
         }
-        for b in [o.data, o.compare].into_iter().flatten().chain(o.result.as_ref()) {
+        for b in [o.data, o.compare]
+            .into_iter()
+            .flatten()
+            .chain(o.result.as_ref())
+        {
             self.check_buf(b, "origin buffer")?;
         }
         if t.disp < 0 && w.flavor != Flavor::Dynamic {
-            return Err(err(class::DISP, format!("target displacement {} is negative", t.disp)));
+            return Err(err(
+                class::DISP,
+                format!("target displacement {} is negative", t.disp),
+            ));
         }
         let tbytes = t.count * t.dt.size;
         let op_code = match kind {
@@ -125,7 +135,10 @@ impl Mpi {
             if r.bytes() < tbytes || !r.writable() {
                 return Err(err(
                     class::TYPE,
-                    format!("the result buffer holds {} bytes, the target access {tbytes}", r.bytes()),
+                    format!(
+                        "the result buffer holds {} bytes, the target access {tbytes}",
+                        r.bytes()
+                    ),
                 ));
             }
         }
@@ -136,7 +149,11 @@ impl Mpi {
             return Ok(done());
         }
         let layout = Layout::of(t.disp, t.count, t.dt).encode();
-        let mut data = o.data.filter(|_| sent_bytes.is_some()).map(Buf::pack).unwrap_or_default();
+        let mut data = o
+            .data
+            .filter(|_| sent_bytes.is_some())
+            .map(Buf::pack)
+            .unwrap_or_default();
         if let Some(c) = o.compare {
             data.extend_from_slice(&c.pack());
         }

@@ -31,8 +31,20 @@ impl Mpi {
     }
 
     fn control(&self, w: &Arc<Win>, rank: u32, kind: u8, arg: u8, answered: bool) -> Result<()> {
-        let op_id = if answered { self.rma.expect_answer(w, rank, None, None) } else { 0 };
-        let h = Header { kind, op: 0, basic: 0, arg, win: w.id, op_id }.encode();
+        let op_id = if answered {
+            self.rma.expect_answer(w, rank, None, None)
+        } else {
+            0
+        };
+        let h = Header {
+            kind,
+            op: 0,
+            basic: 0,
+            arg,
+            win: w.id,
+            op_id,
+        }
+        .encode();
         let r = self.rma_send(w, rank, &[IoSlice::new(&h)]);
         if r.is_err() && answered {
             self.rma.forget(op_id);
@@ -42,7 +54,10 @@ impl Mpi {
 
     fn check_rank(w: &Win, rank: i32) -> Result<()> {
         if rank < 0 || rank as u32 >= w.comm.size {
-            return Err(err(class::RANK, format!("rank {rank} is not in the window (size {})", w.comm.size)));
+            return Err(err(
+                class::RANK,
+                format!("rank {rank} is not in the window (size {})", w.comm.size),
+            ));
         }
         Ok(())
     }
@@ -53,7 +68,10 @@ impl Mpi {
             .iter()
             .map(|&m| {
                 w.comm.group.rank_of(m).ok_or_else(|| {
-                    err(class::GROUP, format!("process {m} of the group is not in the window"))
+                    err(
+                        class::GROUP,
+                        format!("process {m} of the group is not in the window"),
+                    )
                 })
             })
             .collect()
@@ -63,7 +81,11 @@ impl Mpi {
         check_assert(assert)?;
         {
             let e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
-            if e.lock_all || e.locked.iter().any(|&l| l != 0) || e.started.is_some() || e.posted.is_some() {
+            if e.lock_all
+                || e.locked.iter().any(|&l| l != 0)
+                || e.started.is_some()
+                || e.posted.is_some()
+            {
                 return Err(sync_err("MPI_Win_fence inside a lock or post/start epoch"));
             }
         }
@@ -78,7 +100,12 @@ impl Mpi {
         let exclusive = match lock_type {
             LOCK_EXCLUSIVE => true,
             LOCK_SHARED => false,
-            t => return Err(err(class::LOCKTYPE, format!("lock type {t} is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE"))),
+            t => {
+                return Err(err(
+                    class::LOCKTYPE,
+                    format!("lock type {t} is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE"),
+                ))
+            }
         };
         if rank == crate::PROC_NULL {
             return Ok(());
@@ -87,7 +114,9 @@ impl Mpi {
         {
             let e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
             if e.lock_all || e.locked[rank as usize] != 0 {
-                return Err(sync_err(format!("rank {rank} of the window is already locked by this process")));
+                return Err(sync_err(format!(
+                    "rank {rank} of the window is already locked by this process"
+                )));
             }
             // After a fence is fine (a fence epoch with no operation is no
             // epoch; MPICH and mpi4py's tests do this), inside a start epoch is not.
@@ -98,7 +127,8 @@ impl Mpi {
         self.control(w, rank as u32, wire::LOCK, exclusive as u8, true)?;
         self.wait_answers(w, Some(rank as u32));
         w.take_error()?;
-        w.epoch.lock().unwrap_or_else(|e| e.into_inner()).locked[rank as usize] = 1 + exclusive as u8;
+        w.epoch.lock().unwrap_or_else(|e| e.into_inner()).locked[rank as usize] =
+            1 + exclusive as u8;
         Ok(())
     }
 
@@ -108,7 +138,9 @@ impl Mpi {
         }
         Self::check_rank(w, rank)?;
         if w.epoch.lock().unwrap_or_else(|e| e.into_inner()).locked[rank as usize] == 0 {
-            return Err(sync_err(format!("rank {rank} of the window is not locked by this process")));
+            return Err(sync_err(format!(
+                "rank {rank} of the window is not locked by this process"
+            )));
         }
         let r = rank as u32;
         self.wait_answers(w, Some(r));
@@ -163,7 +195,9 @@ impl Mpi {
             Some(r) => {
                 Self::check_rank(w, r)?;
                 if !e.passive(r as u32) {
-                    return Err(sync_err(format!("MPI_Win_flush outside a passive-target epoch to rank {r}")));
+                    return Err(sync_err(format!(
+                        "MPI_Win_flush outside a passive-target epoch to rank {r}"
+                    )));
                 }
             }
             None => {
@@ -191,7 +225,9 @@ impl Mpi {
         {
             let mut e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
             if e.posted.is_some() {
-                return Err(sync_err("MPI_Win_post inside an exposure epoch (call MPI_Win_wait first)"));
+                return Err(sync_err(
+                    "MPI_Win_post inside an exposure epoch (call MPI_Win_wait first)",
+                ));
             }
             e.posted = Some(ranks.clone());
         }
@@ -211,7 +247,11 @@ impl Mpi {
             }
         }
         // Every target must have posted (its post message consumed once).
-        self.engine.wait_for(|| ranks.iter().all(|&r| w.posts[r as usize].load(Ordering::Acquire) > 0));
+        self.engine.wait_for(|| {
+            ranks
+                .iter()
+                .all(|&r| w.posts[r as usize].load(Ordering::Acquire) > 0)
+        });
         for &r in &ranks {
             w.posts[r as usize].fetch_sub(1, Ordering::AcqRel);
         }
@@ -220,7 +260,13 @@ impl Mpi {
     }
 
     pub fn win_complete(&self, w: &Arc<Win>) -> Result<()> {
-        let Some(ranks) = w.epoch.lock().unwrap_or_else(|e| e.into_inner()).started.take() else {
+        let Some(ranks) = w
+            .epoch
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .started
+            .take()
+        else {
             return Err(sync_err("MPI_Win_complete without MPI_Win_start"));
         };
         let mut res = Ok(());
@@ -234,10 +280,22 @@ impl Mpi {
 
     /// `MPI_Win_wait` (`block`) or `MPI_Win_test`: whether the exposure epoch ended.
     pub fn win_wait(&self, w: &Arc<Win>, block: bool) -> Result<bool> {
-        let Some(ranks) = w.epoch.lock().unwrap_or_else(|e| e.into_inner()).posted.clone() else {
-            return Err(sync_err("MPI_Win_wait or MPI_Win_test without MPI_Win_post"));
+        let Some(ranks) = w
+            .epoch
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .posted
+            .clone()
+        else {
+            return Err(sync_err(
+                "MPI_Win_wait or MPI_Win_test without MPI_Win_post",
+            ));
         };
-        let all = || ranks.iter().all(|&r| w.completes[r as usize].load(Ordering::Acquire) > 0);
+        let all = || {
+            ranks
+                .iter()
+                .all(|&r| w.completes[r as usize].load(Ordering::Acquire) > 0)
+        };
         if block {
             self.engine.wait_for(all);
         } else {

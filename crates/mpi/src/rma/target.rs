@@ -23,11 +23,19 @@ impl Rma {
         let Some(win) = self.win(h.win) else {
             // A window this process does not have (freed, or never made):
             // answer so an honest origin does not wait forever.
-            self.reject(ctx, from, format_args!("it names window {} this process does not have", h.win));
+            self.reject(
+                ctx,
+                from,
+                format_args!("it names window {} this process does not have", h.win),
+            );
             return self.answer(ctx, from, h, class::WIN, &[]);
         };
         let Some(from_rank) = win.comm.group.rank_of(from) else {
-            return self.reject(ctx, from, format_args!("the sender is not a member of window {}", h.win));
+            return self.reject(
+                ctx,
+                from,
+                format_args!("the sender is not a member of window {}", h.win),
+            );
         };
         match h.kind {
             wire::PUT | wire::GET | wire::ACC | wire::GET_ACC | wire::CAS => {
@@ -43,10 +51,18 @@ impl Rma {
             wire::UNLOCK => self.on_unlock(ctx, &win, from, h),
             wire::POST => {
                 // Saturating: a peer that posts without end gains nothing.
-                let _ = win.posts[from_rank as usize].fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_add(1));
+                let _ = win.posts[from_rank as usize].fetch_update(
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                    |v| v.checked_add(1),
+                );
             }
             wire::COMPLETE => {
-                let _ = win.completes[from_rank as usize].fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_add(1));
+                let _ = win.completes[from_rank as usize].fetch_update(
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                    |v| v.checked_add(1),
+                );
             }
             k => self.reject(ctx, from, format_args!("unknown kind {k}")),
         }
@@ -85,7 +101,10 @@ impl Rma {
         walk(win, &layout, |_, n| total = total.saturating_add(n))?;
         let gets = matches!(h.kind, wire::GET | wire::GET_ACC | wire::CAS);
         if gets && total as u64 > wire::MAX_GET_BYTES {
-            return Err((class::SIZE, format!("a get of {total} bytes (at most {})", wire::MAX_GET_BYTES)));
+            return Err((
+                class::SIZE,
+                format!("a get of {total} bytes (at most {})", wire::MAX_GET_BYTES),
+            ));
         }
         let expected = match h.kind {
             wire::GET => 0,
@@ -94,7 +113,10 @@ impl Rma {
             _ => total,
         };
         if data.len() != expected {
-            return Err((class::ARG, format!("{} bytes of data for an access of {total}", data.len())));
+            return Err((
+                class::ARG,
+                format!("{} bytes of data for an access of {total}", data.len()),
+            ));
         }
         let mut old = Vec::new();
         if gets {
@@ -105,12 +127,17 @@ impl Rma {
             wire::PUT => scatter(win, &layout, data)?,
             wire::GET => {}
             wire::ACC | wire::GET_ACC => {
-                let op = wire::op_of(h.op).ok_or((class::OP, format!("unknown operation {}", h.op)))?;
-                let basic = wire::basic_of(h.basic).ok_or((class::TYPE, format!("unknown type {}", h.basic)))?;
+                let op =
+                    wire::op_of(h.op).ok_or((class::OP, format!("unknown operation {}", h.op)))?;
+                let basic = wire::basic_of(h.basic)
+                    .ok_or((class::TYPE, format!("unknown type {}", h.basic)))?;
                 let dt = self.basic_type(basic);
                 op.check(&dt).map_err(|e| (e.class, e.msg))?;
                 if !total.is_multiple_of(dt.size.max(1)) {
-                    return Err((class::TYPE, format!("{total} bytes are not whole elements of {basic:?}")));
+                    return Err((
+                        class::TYPE,
+                        format!("{total} bytes are not whole elements of {basic:?}"),
+                    ));
                 }
                 if !matches!(op, crate::op::Op::NoOp) {
                     let mut cur = if gets {
@@ -139,12 +166,20 @@ impl Rma {
         let exclusive = h.arg == 1;
         let granted = {
             let mut l = win.locks.lock().unwrap_or_else(|e| e.into_inner());
-            if l.exclusive == Some(from) || l.shared.contains(&from) || l.queue.iter().any(|q| q.0 == from) {
+            if l.exclusive == Some(from)
+                || l.shared.contains(&from)
+                || l.queue.iter().any(|q| q.0 == from)
+            {
                 drop(l);
-                self.reject(ctx, from, format_args!("it asks a lock of window {} it holds or waits for", h.win));
+                self.reject(
+                    ctx,
+                    from,
+                    format_args!("it asks a lock of window {} it holds or waits for", h.win),
+                );
                 return self.answer(ctx, from, h, class::RMA_SYNC, &[]);
             }
-            let free = l.queue.is_empty() && l.exclusive.is_none() && (!exclusive || l.shared.is_empty());
+            let free =
+                l.queue.is_empty() && l.exclusive.is_none() && (!exclusive || l.shared.is_empty());
             if free {
                 if exclusive {
                     l.exclusive = Some(from);
@@ -171,7 +206,11 @@ impl Rma {
                 l.shared.swap_remove(i);
             } else {
                 drop(l);
-                self.reject(ctx, from, format_args!("it unlocks window {} it does not hold", h.win));
+                self.reject(
+                    ctx,
+                    from,
+                    format_args!("it unlocks window {} it does not hold", h.win),
+                );
                 return self.answer(ctx, from, h, class::RMA_SYNC, &[]);
             }
             // Grant waiting requests in order while they are compatible.
@@ -205,12 +244,22 @@ fn op_code_noop() -> u8 {
 /// does not lie inside the window (earlier pieces were already visited:
 /// callers walk once with a no-op to check before they move data).
 pub(crate) fn walk(win: &Win, l: &Layout, mut f: impl FnMut(usize, usize)) -> Result<(), Refusal> {
-    let out_of_range = || (class::RMA_RANGE, format!("the access at displacement {} lies outside the window", l.disp));
+    let out_of_range = || {
+        (
+            class::RMA_RANGE,
+            format!(
+                "the access at displacement {} lies outside the window",
+                l.disp
+            ),
+        )
+    };
     // Dynamic windows: the displacement is an address. Others: units of this process.
     let start = if win.flavor == super::Flavor::Dynamic {
         l.disp as i128
     } else {
-        (l.disp as i128).checked_mul(win.disp_unit as i128).ok_or_else(out_of_range)?
+        (l.disp as i128)
+            .checked_mul(win.disp_unit as i128)
+            .ok_or_else(out_of_range)?
     };
     for i in 0..l.count as i128 {
         let el = start + i * l.extent as i128;
@@ -218,7 +267,9 @@ pub(crate) fn walk(win: &Win, l: &Layout, mut f: impl FnMut(usize, usize)) -> Re
             if b.len == 0 {
                 continue;
             }
-            let addr = win.local_range(el + b.off as i128, b.len).ok_or_else(out_of_range)?;
+            let addr = win
+                .local_range(el + b.off as i128, b.len)
+                .ok_or_else(out_of_range)?;
             f(addr, b.len);
         }
     }

@@ -33,8 +33,24 @@ pub struct Remote {
 /// Memory the library allocated for a window, freed with it.
 pub(crate) enum Owned {
     None,
-    Heap { addr: usize, layout: std::alloc::Layout },
-    Mapped { addr: usize, len: usize },
+    Heap {
+        addr: usize,
+        layout: std::alloc::Layout,
+    },
+    Mapped {
+        addr: usize,
+        len: usize,
+    },
+}
+
+/// This process's memory of a window being built.
+pub(crate) struct Memory {
+    pub base: usize,
+    pub size: usize,
+    pub disp_unit: usize,
+    pub owned: Owned,
+    /// Shared windows: every member's segment in this process's mapping.
+    pub shared_bases: Vec<usize>,
 }
 
 /// The target's lock of one window.
@@ -180,13 +196,16 @@ impl Win {
     pub(crate) fn build(
         comm: Arc<Comm>,
         flavor: Flavor,
-        base: usize,
-        size: usize,
-        disp_unit: usize,
+        m: Memory,
         remote: Vec<Remote>,
-        owned: Owned,
-        shared_bases: Vec<usize>,
     ) -> Arc<Win> {
+        let Memory {
+            base,
+            size,
+            disp_unit,
+            owned,
+            shared_bases,
+        } = m;
         let n = comm.size as usize;
         let counters = || (0..n).map(|_| AtomicU32::new(0)).collect::<Box<[_]>>();
         Arc::new(Win {
@@ -281,11 +300,25 @@ impl Mpi {
     pub fn win_create(&self, comm: &Comm, base: usize, size: i64, unit: i64) -> Result<Arc<Win>> {
         let (size, unit) = Self::check_shape(size, unit)?;
         if base == 0 && size > 0 {
-            return Err(err(class::BASE, "the window's base is NULL but its size is not 0"));
+            return Err(err(
+                class::BASE,
+                "the window's base is NULL but its size is not 0",
+            ));
         }
         let c = self.comm_dup(comm)?;
         let remote = self.exchange_shapes(&c, size, unit, true)?;
-        let w = Win::build(c, Flavor::Create, base, size, unit, remote, Owned::None, Vec::new());
+        let w = Win::build(
+            c,
+            Flavor::Create,
+            Memory {
+                base,
+                size,
+                disp_unit: unit,
+                owned: Owned::None,
+                shared_bases: Vec::new(),
+            },
+            remote,
+        );
         self.publish(w)
     }
 
@@ -305,12 +338,14 @@ impl Mpi {
         let w = Win::build(
             c,
             Flavor::Allocate,
-            addr,
-            size,
-            unit,
+            Memory {
+                base: addr,
+                size,
+                disp_unit: unit,
+                owned,
+                shared_bases: Vec::new(),
+            },
             remote.clone().unwrap_or_default(),
-            owned,
-            Vec::new(),
         );
         remote?;
         self.publish(w)
@@ -320,14 +355,28 @@ impl Mpi {
     pub fn win_create_dynamic(&self, comm: &Comm) -> Result<Arc<Win>> {
         let c = self.comm_dup(comm)?;
         let remote = self.exchange_shapes(&c, 0, 1, true)?;
-        let w = Win::build(c, Flavor::Dynamic, 0, 0, 1, remote, Owned::None, Vec::new());
+        let w = Win::build(
+            c,
+            Flavor::Dynamic,
+            Memory {
+                base: 0,
+                size: 0,
+                disp_unit: 1,
+                owned: Owned::None,
+                shared_bases: Vec::new(),
+            },
+            remote,
+        );
         self.publish(w)
     }
 
     /// `MPI_Win_attach`.
     pub fn win_attach(&self, w: &Win, base: usize, size: i64) -> Result<()> {
         if w.flavor != Flavor::Dynamic {
-            return Err(err(class::RMA_FLAVOR, "MPI_Win_attach needs a dynamic window"));
+            return Err(err(
+                class::RMA_FLAVOR,
+                "MPI_Win_attach needs a dynamic window",
+            ));
         }
         if size < 0 {
             return Err(err(class::SIZE, format!("size {size} is negative")));
@@ -353,7 +402,10 @@ impl Mpi {
     /// `MPI_Win_detach`.
     pub fn win_detach(&self, w: &Win, base: usize) -> Result<()> {
         if w.flavor != Flavor::Dynamic {
-            return Err(err(class::RMA_FLAVOR, "MPI_Win_detach needs a dynamic window"));
+            return Err(err(
+                class::RMA_FLAVOR,
+                "MPI_Win_detach needs a dynamic window",
+            ));
         }
         let mut a = w.attached.lock().unwrap_or_else(|e| e.into_inner());
         match a.iter().position(|&(b, _)| b == base) {
@@ -401,11 +453,24 @@ impl Mpi {
         let name = format!("/gw-win-{leader_pid}-{}", c.ctx);
         let total = (total as usize).max(1);
         // The leader creates the segment; the others open it once it exists.
-        let made = if c.rank == 0 { map_shared(&name, total, true) } else { Ok(0) };
+        let made = if c.rank == 0 {
+            map_shared(&name, total, true)
+        } else {
+            Ok(0)
+        };
         let ok = [made.is_ok() as u8];
         let mut oks = vec![0u8; c.size as usize];
         self.allgather_bytes(&c, &ok, &mut oks)?;
-        let addr = if c.rank == 0 { made } else if oks[0] == 1 { map_shared(&name, total, false) } else { Err(err(class::RMA_SHARED, "the leader could not create the segment")) };
+        let addr = if c.rank == 0 {
+            made
+        } else if oks[0] == 1 {
+            map_shared(&name, total, false)
+        } else {
+            Err(err(
+                class::RMA_SHARED,
+                "the leader could not create the segment",
+            ))
+        };
         let ok = [addr.is_ok() as u8];
         self.allgather_bytes(&c, &ok, &mut oks)?;
         if c.rank == 0 {
@@ -420,7 +485,10 @@ impl Mpi {
             (Ok(a), false) => {
                 // SAFETY: mapped above with this length.
                 unsafe { libc::munmap(a as *mut libc::c_void, total) };
-                return Err(err(class::RMA_SHARED, "a member could not map the shared segment"));
+                return Err(err(
+                    class::RMA_SHARED,
+                    "a member could not map the shared segment",
+                ));
             }
             (Err(e), _) => return Err(e),
         };
@@ -428,12 +496,14 @@ impl Mpi {
         let w = Win::build(
             c.clone(),
             Flavor::Shared,
-            bases[c.rank as usize],
-            size,
-            unit,
+            Memory {
+                base: bases[c.rank as usize],
+                size,
+                disp_unit: unit,
+                owned: Owned::Mapped { addr, len: total },
+                shared_bases: bases,
+            },
             remote,
-            Owned::Mapped { addr, len: total },
-            bases,
         );
         self.publish(w)
     }
@@ -444,11 +514,16 @@ impl Mpi {
     /// rank's is answered as size 0 and a NULL address.
     pub fn win_shared_query(&self, w: &Win, rank: i32) -> Result<(usize, usize, usize)> {
         let r = if rank == crate::PROC_NULL {
-            (0..w.remote.len()).find(|&i| w.remote[i].size > 0).unwrap_or(0)
+            (0..w.remote.len())
+                .find(|&i| w.remote[i].size > 0)
+                .unwrap_or(0)
         } else if rank >= 0 && (rank as u32) < w.comm.size {
             rank as usize
         } else {
-            return Err(err(class::RANK, format!("rank {rank} is not in the window")));
+            return Err(err(
+                class::RANK,
+                format!("rank {rank} is not in the window"),
+            ));
         };
         let unit = w.remote[r].disp_unit as usize;
         match w.flavor {
@@ -464,13 +539,24 @@ impl Mpi {
     pub fn win_free(&self, w: &Arc<Win>) -> Result<()> {
         {
             let e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
-            if e.lock_all || e.locked.iter().any(|&l| l != 0) || e.started.is_some() || e.posted.is_some() {
-                return Err(err(class::RMA_SYNC, "MPI_Win_free inside an epoch (unlock, complete or wait first)"));
+            if e.lock_all
+                || e.locked.iter().any(|&l| l != 0)
+                || e.started.is_some()
+                || e.posted.is_some()
+            {
+                return Err(err(
+                    class::RMA_SYNC,
+                    "MPI_Win_free inside an epoch (unlock, complete or wait first)",
+                ));
             }
         }
         self.wait_answers(w, None);
         self.barrier(&w.comm)?;
-        self.rma().wins.write().unwrap_or_else(|e| e.into_inner()).remove(&w.id);
+        self.rma()
+            .wins
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&w.id);
         let _ = H_RMA;
         w.take_error()
     }
@@ -480,7 +566,11 @@ impl Mpi {
 /// bytes and maps it; returns the address.
 fn map_shared(name: &str, len: usize, create: bool) -> Result<usize> {
     let cname = std::ffi::CString::new(name).map_err(|_| err(class::INTERN, "bad segment name"))?;
-    let flags = if create { libc::O_CREAT | libc::O_EXCL | libc::O_RDWR } else { libc::O_RDWR };
+    let flags = if create {
+        libc::O_CREAT | libc::O_EXCL | libc::O_RDWR
+    } else {
+        libc::O_RDWR
+    };
     // SAFETY: a valid NUL-terminated name; the result is checked.
     let fd = unsafe { libc::shm_open(cname.as_ptr(), flags, 0o600) };
     if fd < 0 {
@@ -493,7 +583,13 @@ fn map_shared(name: &str, len: usize, create: bool) -> Result<usize> {
     let addr = unsafe {
         if create && libc::ftruncate(fd, len as libc::off_t) != 0 {
             libc::close(fd);
-            return Err(err(class::RMA_SHARED, format!("cannot size the shared segment: {}", std::io::Error::last_os_error())));
+            return Err(err(
+                class::RMA_SHARED,
+                format!(
+                    "cannot size the shared segment: {}",
+                    std::io::Error::last_os_error()
+                ),
+            ));
         }
         let p = libc::mmap(
             std::ptr::null_mut(),
@@ -507,7 +603,13 @@ fn map_shared(name: &str, len: usize, create: bool) -> Result<usize> {
         p
     };
     if addr == libc::MAP_FAILED {
-        return Err(err(class::RMA_SHARED, format!("cannot map the shared segment: {}", std::io::Error::last_os_error())));
+        return Err(err(
+            class::RMA_SHARED,
+            format!(
+                "cannot map the shared segment: {}",
+                std::io::Error::last_os_error()
+            ),
+        ));
     }
     Ok(addr as usize)
 }

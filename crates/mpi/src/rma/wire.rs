@@ -94,7 +94,10 @@ impl Layout {
                 disp,
                 count: 1,
                 extent: len as i64,
-                blocks: vec![Block { off: dt.true_lb, len }],
+                blocks: vec![Block {
+                    off: dt.true_lb,
+                    len,
+                }],
             };
         }
         Layout {
@@ -245,7 +248,10 @@ pub fn basic_code(b: Basic) -> u8 {
     match b {
         Basic::OpaqueFloat(n) => 100u8.saturating_add(n.min(40)),
         Basic::Logical(n) => 150u8.saturating_add(n.min(40)),
-        _ => BASICS.iter().position(|x| *x == b).map_or(0, |i| i as u8 + 1),
+        _ => BASICS
+            .iter()
+            .position(|x| *x == b)
+            .map_or(0, |i| i as u8 + 1),
     }
 }
 
@@ -264,7 +270,11 @@ mod tests {
 
     #[test]
     fn codes_round_trip() {
-        for b in BASICS.iter().copied().chain([Basic::OpaqueFloat(2), Basic::Logical(4)]) {
+        for b in BASICS
+            .iter()
+            .copied()
+            .chain([Basic::OpaqueFloat(2), Basic::Logical(4)])
+        {
             assert_eq!(basic_of(basic_code(b)), Some(b));
         }
         for o in OPS.iter() {
