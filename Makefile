@@ -19,6 +19,11 @@ include mk/reliability-net.mk
 build: build-mpich-abi
 build-debug: build-mpich-abi-debug
 install: install-mpich-abi
+# Fortran bindings (mpif.h, use mpi, use mpi_f08, libmpifort, gwfort): docs/fortran.md.
+include mk/fortran.mk
+build: build-fortran
+build-debug: build-fortran-debug
+install: install-fortran
 
 all: build
 

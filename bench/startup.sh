@@ -36,6 +36,7 @@
 #             from kill -9 of a remote rank, kill -9 of a remote proxy, and a
 #             silent partition (GW_HEARTBEAT_TIMEOUT 2 and 10) until gwrun
 #             has exited (STARTUP_FAILURES= skips it).
+#   STARTUP_FIREWALL= and STARTUP_STAGING= skip those parts.
 # Needs root (gw-testbed); without it, or without MPICH/Open MPI, the part
 # that cannot run says why. Markdown on stdout (also bench/out/startup/
 # startup.md), progress on stderr. STARTUP_RUNS, STARTUP_SIZES ("1x4 1x16
@@ -179,7 +180,7 @@ echo "bench: start-up with --firewall s1" >&2
 declare -A FW
 TIMEOUT_ALL=$TIMEOUT
 TIMEOUT=${STARTUP_FIREWALL_TIMEOUT:-40}
-if up --sites 2 --hosts 4 --wan-delay "$DELAY" --shared-fs --firewall s1; then
+if [ -n "${STARTUP_FIREWALL-yes}" ] && up --sites 2 --hosts 4 --wan-delay "$DELAY" --shared-fs --firewall s1; then
     for l in $launchers; do
         r=$(timed "$l" 8); set -- $r
         if [ "$4" = 0 ] && [ "$5" = 8 ]; then FW[$l]="starts ($1 s)"
@@ -213,7 +214,7 @@ RATE=100
 big=$WORK/blob.bin
 head -c $((STAGE_MB * 1000 * 1000)) /dev/urandom >"$big"
 st_cold=n/a; st_warm=n/a; st_big=n/a; st_ok=no
-if up --sites 2 --hosts 4 --wan-delay "$DELAY" --wan-rate "$RATE"; then
+if [ -n "${STARTUP_STAGING-yes}" ] && up --sites 2 --hosts 4 --wan-delay "$DELAY" --wan-rate "$RATE"; then
     set -- $(timed gw 8); st_cold=$1
     set -- $(timed gw 8); st_warm=$1
     # shellcheck disable=SC2046
@@ -278,24 +279,25 @@ sleepers() {
     return 1
 }
 # ended_after T0: waits for the job, prints seconds since T0 (date +%s.%N).
+# Not in a command substitution: a subshell cannot wait for our child.
 ended_after() {
     wait "$SLEEPERS_PID" 2>/dev/null || true
-    awk -v a="$(date +%s.%N)" -v b="$1" 'BEGIN { printf "%.2f", a - b }'
+    ENDED=$(awk -v a="$(date +%s.%N)" -v b="$1" 'BEGIN { printf "%.2f", a - b }')
 }
 if [ -n "${STARTUP_FAILURES-yes}" ] && up --sites 2 --hosts 2 --wan-delay "$DELAY"; then
     echo "bench: failure detection" >&2
     if sleepers; then
         t0=$(date +%s.%N); "$TB" exec --id "$GW_TESTBED_ID" s1h1 pkill -9 -x sleep
-        FAIL_T[rank]=$(ended_after "$t0")
+        ended_after "$t0"; FAIL_T[rank]=$ENDED
     fi
     if sleepers; then
         t0=$(date +%s.%N); "$TB" exec --id "$GW_TESTBED_ID" s1h1 pkill -9 -f -- --proxy
-        FAIL_T[proxy]=$(ended_after "$t0")
+        ended_after "$t0"; FAIL_T[proxy]=$ENDED
     fi
     for hb in 2 10; do
         if sleepers GW_HEARTBEAT_TIMEOUT=$hb; then
             t0=$(date +%s.%N); "$TB" partition --id "$GW_TESTBED_ID" s1h1
-            FAIL_T[hb$hb]=$(ended_after "$t0")
+            ended_after "$t0"; FAIL_T[hb$hb]=$ENDED
             "$TB" heal --id "$GW_TESTBED_ID" s1h1
         fi
     done

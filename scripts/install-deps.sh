@@ -2,7 +2,9 @@
 # Installs what building and testing gridwire needs on Debian 12, and nothing
 # when it is already there (so repeated `make` runs stay fast and offline).
 #   - Rust (cargo) must already be installed (rustup or Debian's cargo >= 1.80).
-#   - Debian packages: a C compiler and make (C floors, examples), MPICH (the
+#   - Debian packages: a C compiler and make (C floors, examples), gfortran (the
+#     Fortran bindings), cmake and pkg-config (the install tests check
+#     find_package(MPI) and the .pc files), MPICH (the
 #     runtime is tested starting under Hydra's mpiexec; peers for benchmarks),
 #     Open MPI (benchmark peer), numpy (the second, independent record reader),
 #     iproute2 and nftables (network namespaces), openssh-server/-client and
@@ -10,7 +12,7 @@
 #     and munge (the testbed runs Slurm to test `srun --mpi=pmi2`; the test
 #     starts its own daemons, not the packages' services).
 set -euo pipefail
-pkgs=(gcc make mpich libmpich-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-matplotlib python3-dev python3-venv iproute2 nftables procps openssh-server openssh-client iputils-ping slurm-wlm munge)
+pkgs=(gcc gfortran make cmake pkg-config mpich libmpich-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-matplotlib python3-dev python3-venv iproute2 nftables procps openssh-server openssh-client iputils-ping slurm-wlm munge)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

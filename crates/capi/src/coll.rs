@@ -28,8 +28,21 @@ unsafe fn sbuf(p: *const Void, count: c_int, dt: MPI_Datatype) -> Result<Option<
     unsafe { buf(p, count as i64, dt) }.map(Some)
 }
 
+/// Whether this process is the root (on an intercommunicator: passed `MPI_ROOT`).
 fn is_root(c: &Comm, root: c_int) -> bool {
+    if c.is_inter() {
+        return root == gridwire_mpi::ROOT;
+    }
     root >= 0 && c.rank == root as u32
+}
+
+/// Whether this process contributes to (gather, reduce) or receives from
+/// (scatter) a rooted collective as a non-root: always on an
+/// intracommunicator; on an intercommunicator only in the other group than
+/// the root's (whose processes pass `MPI_ROOT` or `MPI_PROC_NULL`, and
+/// whose arguments for that side are not significant).
+fn non_root_side(c: &Comm, root: c_int) -> bool {
+    !c.is_inter() || (root != gridwire_mpi::ROOT && root != gridwire_mpi::PROC_NULL)
 }
 
 type Counts = (Vec<i64>, Vec<i64>);
@@ -38,13 +51,15 @@ type Counts = (Vec<i64>, Vec<i64>);
 /// ints, or `MPI_Count` counts with `MPI_Aint` displacements (`_c` forms).
 /// Read only where the standard says they are significant.
 #[derive(Clone, Copy)]
-enum VArgs {
+pub(crate) enum VArgs {
     Int(*const c_int, *const c_int),
     Big(*const MPI_Count, *const MPI_Aint),
 }
 
+/// One entry per process the call exchanges data with (on an
+/// intercommunicator: each process of the remote group).
 fn resolve(c: &Comm, v: VArgs) -> Result<Counts> {
-    let n = c.size as c_int;
+    let n = c.peer_size as c_int;
     let (cs, ds): (Vec<i64>, Vec<i64>) = match v {
         VArgs::Int(cp, dp) => {
             if cp.is_null() || dp.is_null() {
@@ -126,26 +141,33 @@ macro_rules! coll {
     };
 }
 
-type Prep<F> = Result<(Arc<Comm>, F)>;
+pub(crate) type Prep<F> = Result<(Arc<Comm>, F)>;
 
-unsafe fn prep_barrier(c: MPI_Comm) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+pub(crate) unsafe fn prep_barrier(
+    c: MPI_Comm,
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     Ok((comm(c)?, |m: &Mpi, cm: &Comm| m.barrier(cm)))
 }
 
-unsafe fn prep_bcast(
+pub(crate) unsafe fn prep_bcast(
     b: *mut Void,
     count: c_int,
     dt: MPI_Datatype,
     root: c_int,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
-    // SAFETY: the program's buffer for this call.
-    let bf = unsafe { buf(b, count as i64, dt) }?;
+    // SAFETY: the program's buffer for this call (none in the root's group
+    // but the root on an intercommunicator).
+    let bf = if cm.is_inter() && root == gridwire_mpi::PROC_NULL {
+        mpi()?.empty_buf()
+    } else {
+        unsafe { buf(b, count as i64, dt) }?
+    };
     Ok((cm, move |m: &Mpi, cm: &Comm| m.bcast(cm, &bf, root)))
 }
 
-unsafe fn prep_reduce(
+pub(crate) unsafe fn prep_reduce(
     s: *const Void,
     r: *mut Void,
     count: c_int,
@@ -153,7 +175,7 @@ unsafe fn prep_reduce(
     o: MPI_Op,
     root: c_int,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let op = handles::op(o)?;
     // SAFETY: the program's buffers (recv only significant at the root).
@@ -163,14 +185,14 @@ unsafe fn prep_reduce(
     }))
 }
 
-unsafe fn prep_allreduce(
+pub(crate) unsafe fn prep_allreduce(
     s: *const Void,
     r: *mut Void,
     count: c_int,
     dt: MPI_Datatype,
     o: MPI_Op,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let op = handles::op(o)?;
     // SAFETY: the program's buffers.
@@ -180,7 +202,7 @@ unsafe fn prep_allreduce(
     }))
 }
 
-unsafe fn prep_gather(
+pub(crate) unsafe fn prep_gather(
     s: *const Void,
     sc: c_int,
     st: MPI_Datatype,
@@ -189,11 +211,15 @@ unsafe fn prep_gather(
     rt: MPI_Datatype,
     root: c_int,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let m = mpi()?;
     // SAFETY: the program's buffers (recv only significant at the root).
-    let sb = unsafe { sbuf(s, sc, st) }?;
+    let sb = if non_root_side(&cm, root) {
+        unsafe { sbuf(s, sc, st) }?
+    } else {
+        None
+    };
     let rb = if is_root(&cm, root) {
         unsafe { buf(r, rc as i64, rt) }?
     } else {
@@ -204,7 +230,7 @@ unsafe fn prep_gather(
     }))
 }
 
-unsafe fn prep_gatherv(
+pub(crate) unsafe fn prep_gatherv(
     s: *const Void,
     sc: c_int,
     st: MPI_Datatype,
@@ -213,11 +239,15 @@ unsafe fn prep_gatherv(
     rt: MPI_Datatype,
     root: c_int,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let m = mpi()?;
     // SAFETY: the program's buffers.
-    let sb = unsafe { sbuf(s, sc, st) }?;
+    let sb = if non_root_side(&cm, root) {
+        unsafe { sbuf(s, sc, st) }?
+    } else {
+        None
+    };
     let (rb, v) = if is_root(&cm, root) {
         (unsafe { buf(r, 0, rt) }?, Some(resolve(&cm, v)?))
     } else {
@@ -228,7 +258,7 @@ unsafe fn prep_gatherv(
     }))
 }
 
-unsafe fn prep_scatter(
+pub(crate) unsafe fn prep_scatter(
     s: *const Void,
     sc: c_int,
     st: MPI_Datatype,
@@ -237,7 +267,7 @@ unsafe fn prep_scatter(
     rt: MPI_Datatype,
     root: c_int,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let m = mpi()?;
     // SAFETY: the program's buffers (send only significant at the root).
@@ -246,13 +276,17 @@ unsafe fn prep_scatter(
     } else {
         m.empty_buf()
     };
-    let rb = unsafe { sbuf(r, rc, rt) }?;
+    let rb = if non_root_side(&cm, root) {
+        unsafe { sbuf(r, rc, rt) }?
+    } else {
+        None
+    };
     Ok((cm, move |m: &Mpi, cm: &Comm| {
         m.scatterv(cm, &sb, None, rb.as_ref(), root)
     }))
 }
 
-unsafe fn prep_scatterv(
+pub(crate) unsafe fn prep_scatterv(
     s: *const Void,
     v: VArgs,
     st: MPI_Datatype,
@@ -261,11 +295,15 @@ unsafe fn prep_scatterv(
     rt: MPI_Datatype,
     root: c_int,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let m = mpi()?;
     // SAFETY: the program's buffers.
-    let rb = unsafe { sbuf(r, rc, rt) }?;
+    let rb = if non_root_side(&cm, root) {
+        unsafe { sbuf(r, rc, rt) }?
+    } else {
+        None
+    };
     let (sb, v) = if is_root(&cm, root) {
         (unsafe { buf(s, 0, st) }?, Some(resolve(&cm, v)?))
     } else {
@@ -276,7 +314,7 @@ unsafe fn prep_scatterv(
     }))
 }
 
-unsafe fn prep_allgather(
+pub(crate) unsafe fn prep_allgather(
     s: *const Void,
     sc: c_int,
     st: MPI_Datatype,
@@ -284,7 +322,7 @@ unsafe fn prep_allgather(
     rc: c_int,
     rt: MPI_Datatype,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     // SAFETY: the program's buffers.
     let (sb, rb) = unsafe { (sbuf(s, sc, st)?, buf(r, rc as i64, rt)?) };
@@ -293,7 +331,7 @@ unsafe fn prep_allgather(
     }))
 }
 
-unsafe fn prep_allgatherv(
+pub(crate) unsafe fn prep_allgatherv(
     s: *const Void,
     sc: c_int,
     st: MPI_Datatype,
@@ -301,7 +339,7 @@ unsafe fn prep_allgatherv(
     v: VArgs,
     rt: MPI_Datatype,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let v = Some(resolve(&cm, v)?);
     // SAFETY: the program's buffers.
@@ -311,7 +349,7 @@ unsafe fn prep_allgatherv(
     }))
 }
 
-unsafe fn prep_alltoall(
+pub(crate) unsafe fn prep_alltoall(
     s: *const Void,
     sc: c_int,
     st: MPI_Datatype,
@@ -319,7 +357,7 @@ unsafe fn prep_alltoall(
     rc: c_int,
     rt: MPI_Datatype,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     // SAFETY: the program's buffers.
     let (sb, rb) = unsafe { (sbuf(s, sc, st)?, buf(r, rc as i64, rt)?) };
@@ -339,7 +377,7 @@ unsafe fn peers(
     types: &[MPI_Datatype],
     bytes: bool,
 ) -> Result<Vec<Buf>> {
-    let n = cm.size as c_int;
+    let n = cm.peer_size as c_int;
     if types.len() < n as usize {
         return Err(err(class::ARG, "datatypes array is NULL"));
     }
@@ -364,7 +402,7 @@ unsafe fn peers(
     Ok(out)
 }
 
-unsafe fn prep_alltoallv(
+pub(crate) unsafe fn prep_alltoallv(
     s: *const Void,
     sv: VArgs,
     st: MPI_Datatype,
@@ -372,9 +410,9 @@ unsafe fn prep_alltoallv(
     rv: VArgs,
     rt: MPI_Datatype,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
-    let n = cm.size as usize;
+    let n = cm.peer_size as usize;
     // SAFETY: the program's arrays and buffers.
     let rb = unsafe { peers(&cm, r, rv, &vec![rt; n], false) }?;
     let sb = if in_place(s) {
@@ -385,7 +423,7 @@ unsafe fn prep_alltoallv(
     Ok((cm, move |m: &Mpi, cm: &Comm| m.alltoallw(cm, sb, rb)))
 }
 
-unsafe fn prep_alltoallw(
+pub(crate) unsafe fn prep_alltoallw(
     s: *const Void,
     sv: VArgs,
     sts: *const MPI_Datatype,
@@ -393,9 +431,9 @@ unsafe fn prep_alltoallw(
     rv: VArgs,
     rts: *const MPI_Datatype,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
-    let n = cm.size as c_int;
+    let n = cm.peer_size as c_int;
     // SAFETY: the program's arrays and buffers.
     let rb = unsafe { peers(&cm, r, rv, arr(rts, n), true) }?;
     let sb = if in_place(s) {
@@ -406,14 +444,14 @@ unsafe fn prep_alltoallw(
     Ok((cm, move |m: &Mpi, cm: &Comm| m.alltoallw(cm, sb, rb)))
 }
 
-unsafe fn prep_reduce_scatter(
+pub(crate) unsafe fn prep_reduce_scatter(
     s: *const Void,
     r: *mut Void,
     rcs: VArgs,
     dt: MPI_Datatype,
     o: MPI_Op,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let op = handles::op(o)?;
     let cs = resolve_counts(&cm, rcs)?;
@@ -436,14 +474,14 @@ unsafe fn prep_reduce_scatter(
     }))
 }
 
-unsafe fn prep_reduce_scatter_block(
+pub(crate) unsafe fn prep_reduce_scatter_block(
     s: *const Void,
     r: *mut Void,
     rc: c_int,
     dt: MPI_Datatype,
     o: MPI_Op,
     c: MPI_Comm,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let op = handles::op(o)?;
     if rc < 0 {
@@ -459,7 +497,7 @@ unsafe fn prep_reduce_scatter_block(
     }))
 }
 
-unsafe fn prep_scan(
+pub(crate) unsafe fn prep_scan(
     s: *const Void,
     r: *mut Void,
     count: c_int,
@@ -467,7 +505,7 @@ unsafe fn prep_scan(
     o: MPI_Op,
     c: MPI_Comm,
     exclusive: bool,
-) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send> {
+) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     let op = handles::op(o)?;
     // SAFETY: the program's buffers.
@@ -607,7 +645,7 @@ mpi_fn!(fn MPI_Comm_idup / PMPI_Comm_idup(c: MPI_Comm, out: *mut MPI_Comm, req: 
 
 // ---- large-count (`_c`) forms of the collectives with one count ----------------
 
-fn nar(count: MPI_Count) -> Result<c_int> {
+pub(crate) fn nar(count: MPI_Count) -> Result<c_int> {
     c_int::try_from(count).map_err(|_| {
         err(
             class::COUNT,

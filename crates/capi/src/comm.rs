@@ -86,7 +86,7 @@ mpi_fn!(fn MPI_Comm_split / PMPI_Comm_split(c: MPI_Comm, color: c_int, key: c_in
 });
 
 /// An info argument where `MPI_INFO_NULL` means "no hints".
-fn info_or_empty(h: MPI_Info) -> Result<gridwire_mpi::info::Info> {
+pub(crate) fn info_or_empty(h: MPI_Info) -> Result<gridwire_mpi::info::Info> {
     if h == MPI_INFO_NULL {
         return Ok(Default::default());
     }
@@ -204,10 +204,16 @@ mpi_fn!(fn MPI_Comm_disconnect / PMPI_Comm_disconnect(c: *mut MPI_Comm) -> c_int
 mpi_fn!(fn MPI_Comm_compare / PMPI_Comm_compare(a: MPI_Comm, b: MPI_Comm, result: *mut c_int) -> c_int {
     run("MPI_Comm_compare", a, || {
         let (ca, cb) = (comm(a)?, comm(b)?);
+        // Intercommunicators compare both groups (the weaker result wins);
+        // an intercommunicator and an intracommunicator are unequal.
         let r = if Arc::ptr_eq(&ca, &cb) {
             IDENT
+        } else if ca.is_inter() != cb.is_inter() {
+            UNEQUAL
         } else {
-            match Group::compare(&ca.group, &cb.group) {
+            let local = Group::compare(&ca.group, &cb.group);
+            let remote = Group::compare(&ca.peers, &cb.peers);
+            match local.max(remote) {
                 IDENT => CONGRUENT,
                 SIMILAR => SIMILAR,
                 _ => UNEQUAL,
@@ -230,10 +236,121 @@ mpi_fn!(fn MPI_Comm_group / PMPI_Comm_group(c: MPI_Comm, g: *mut MPI_Group) -> c
 
 mpi_fn!(fn MPI_Comm_test_inter / PMPI_Comm_test_inter(c: MPI_Comm, flag: *mut c_int) -> c_int {
     run("MPI_Comm_test_inter", c, || {
-        comm(c)?;
+        let cm = comm(c)?;
         // SAFETY: output argument.
-        unsafe { put(flag, 0) };
+        unsafe { put(flag, cm.is_inter() as c_int) };
         Ok(())
+    })
+});
+
+/// The communicator of `c`, which must be an intercommunicator.
+fn intercomm(c: MPI_Comm, what: &str) -> Result<Arc<Comm>> {
+    let cm = comm(c)?;
+    if !cm.is_inter() {
+        return Err(err(
+            class::COMM,
+            format!("{what} needs an intercommunicator; this is an intracommunicator"),
+        ));
+    }
+    Ok(cm)
+}
+
+mpi_fn!(fn MPI_Comm_remote_size / PMPI_Comm_remote_size(c: MPI_Comm, size: *mut c_int) -> c_int {
+    run("MPI_Comm_remote_size", c, || {
+        let cm = intercomm(c, "MPI_Comm_remote_size")?;
+        if size.is_null() {
+            return Err(err(class::ARG, "size pointer is NULL"));
+        }
+        // SAFETY: checked output argument.
+        unsafe { *size = cm.peer_size as c_int };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Comm_remote_group / PMPI_Comm_remote_group(c: MPI_Comm, g: *mut MPI_Group) -> c_int {
+    run("MPI_Comm_remote_group", c, || {
+        let cm = intercomm(c, "MPI_Comm_remote_group")?;
+        if g.is_null() {
+            return Err(err(class::ARG, "group pointer is NULL"));
+        }
+        // SAFETY: checked output argument.
+        unsafe { put(g, GROUPS.insert(cm.peers.clone())) };
+        Ok(())
+    })
+});
+
+mpi_fn!(fn MPI_Intercomm_create / PMPI_Intercomm_create(local: MPI_Comm, local_leader: c_int, peer: MPI_Comm, remote_leader: c_int, tag: c_int, out: *mut MPI_Comm) -> c_int {
+    run("MPI_Intercomm_create", local, || {
+        let lc = comm(local)?;
+        if out.is_null() {
+            return Err(err(class::ARG, "the output communicator pointer is NULL"));
+        }
+        // The peer communicator matters at the local leader only (others may pass MPI_COMM_NULL).
+        let pc = if peer == MPI_COMM_NULL { None } else { Some(comm(peer)?) };
+        let n = mpi()?.intercomm_create(&lc, local_leader, pc.as_deref(), remote_leader, tag)?;
+        // SAFETY: checked output argument.
+        unsafe { out_comm(out, &lc, Some(n)) }
+    })
+});
+
+/// Outputs a communicator made from groups, with the error handler given.
+///
+/// # Safety
+/// `out` is NULL or the program's `MPI_Comm` output argument.
+unsafe fn out_from_groups(out: *mut MPI_Comm, c: Arc<Comm>, eh: MPI_Errhandler) -> Result<()> {
+    // MPI_ERRHANDLER_NULL: the default (MPI_ERRORS_ARE_FATAL).
+    let eh = if eh == MPI_ERRHANDLER_NULL { 0 } else { eh };
+    c.errhandler.store(eh, Ordering::Relaxed);
+    // SAFETY: checked by the caller.
+    unsafe { *out = new_comm(c) };
+    Ok(())
+}
+
+mpi_fn!(fn MPI_Comm_create_from_group / PMPI_Comm_create_from_group(g: MPI_Group, tag: *const c_char, info: MPI_Info, eh: MPI_Errhandler, out: *mut MPI_Comm) -> c_int {
+    run("MPI_Comm_create_from_group", MPI_COMM_SELF, || {
+        let gr = group(g)?;
+        info_or_empty(info)?;
+        if eh != MPI_ERRHANDLER_NULL {
+            handles::errh(eh)?;
+        }
+        if out.is_null() || tag.is_null() {
+            return Err(err(class::ARG, "the string tag or the output pointer is NULL"));
+        }
+        // SAFETY: a NUL-terminated string by the MPI contract.
+        let t = unsafe { cstr(tag) };
+        let n = mpi()?.comm_from_group(&gr, &t)?;
+        // SAFETY: checked output argument.
+        unsafe { out_from_groups(out, n, eh) }
+    })
+});
+
+mpi_fn!(fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(lg: MPI_Group, local_leader: c_int, rg: MPI_Group, remote_leader: c_int, tag: *const c_char, info: MPI_Info, eh: MPI_Errhandler, out: *mut MPI_Comm) -> c_int {
+    run("MPI_Intercomm_create_from_groups", MPI_COMM_SELF, || {
+        let (l, r) = (group(lg)?, group(rg)?);
+        info_or_empty(info)?;
+        if eh != MPI_ERRHANDLER_NULL {
+            handles::errh(eh)?;
+        }
+        if out.is_null() || tag.is_null() {
+            return Err(err(class::ARG, "the string tag or the output pointer is NULL"));
+        }
+        // SAFETY: a NUL-terminated string by the MPI contract.
+        let t = unsafe { cstr(tag) };
+        let n = mpi()?.intercomm_from_groups(&l, local_leader, &r, remote_leader, &t)?;
+        // SAFETY: checked output argument.
+        unsafe { out_from_groups(out, n, eh) }
+    })
+});
+
+mpi_fn!(fn MPI_Intercomm_merge / PMPI_Intercomm_merge(c: MPI_Comm, high: c_int, out: *mut MPI_Comm) -> c_int {
+    run("MPI_Intercomm_merge", c, || {
+        let cm = intercomm(c, "MPI_Intercomm_merge")?;
+        if out.is_null() {
+            return Err(err(class::ARG, "the output communicator pointer is NULL"));
+        }
+        let n = mpi()?.intercomm_merge(&cm, high != 0)?;
+        // SAFETY: checked output argument.
+        unsafe { out_comm(out, &cm, Some(n)) }
     })
 });
 

@@ -235,7 +235,7 @@ mpi_fn!(fn MPI_Add_error_string / PMPI_Add_error_string(code: c_int, s: *const c
     })
 });
 
-type ErrFn = unsafe extern "C" fn(*mut Handle, *mut c_int, ...);
+pub(crate) type ErrFn = unsafe extern "C" fn(*mut Handle, *mut c_int, ...);
 
 mpi_fn!(fn MPI_Comm_create_errhandler / PMPI_Comm_create_errhandler(f: Option<ErrFn>, eh: *mut MPI_Errhandler) -> c_int {
     run("MPI_Comm_create_errhandler", MPI_COMM_WORLD, || {

@@ -168,7 +168,14 @@ pub enum PKind {
         src: i32,
         tag: i32,
     },
+    /// A persistent collective (`MPI_Bcast_init`, ...): starts one
+    /// instance of the nonblocking algorithm on the communicator.
+    Coll(PersistentColl),
 }
+
+/// Starts one instance of a persistent collective.
+pub type PersistentColl =
+    Box<dyn Fn(&'static gridwire_mpi::Mpi, &Comm) -> gridwire_mpi::Result<Arc<Req>> + Send>;
 
 pub struct Persistent {
     pub kind: PKind,

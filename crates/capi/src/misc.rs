@@ -258,30 +258,3 @@ mpi_fn!(fn MPI_Get_hw_resource_info / PMPI_Get_hw_resource_info(info: *mut MPI_I
         Ok(())
     })
 });
-
-mpi_fn!(fn MPI_Abi_get_fortran_info / PMPI_Abi_get_fortran_info(info: *mut MPI_Info) -> c_int {
-    run("MPI_Abi_get_fortran_info", MPI_COMM_WORLD, || {
-        // No Fortran bindings; the sizes are those of the common compilers.
-        let mut i = gridwire_mpi::info::Info::default();
-        for (k, v) in [
-            ("mpi_logical_size", "4"),
-            ("mpi_integer_size", "4"),
-            ("mpi_real_size", "4"),
-            ("mpi_double_precision_size", "8"),
-            ("mpi_fortran_bindings", "false"),
-        ] {
-            i.set(k, v)?;
-        }
-        // Every sized Fortran type has a predefined datatype here.
-        for t in [
-            "logical1", "logical2", "logical4", "logical8", "logical16", "integer1", "integer2", "integer4",
-            "integer8", "integer16", "real2", "real4", "real8", "real16", "complex4", "complex8", "complex16",
-            "complex32", "double_complex",
-        ] {
-            i.set(&format!("mpi_{t}_supported"), "true")?;
-        }
-        // SAFETY: output argument.
-        unsafe { put(info, INFOS.insert(Arc::new(Mutex::new(i)))) };
-        Ok(())
-    })
-});

@@ -670,12 +670,12 @@ unsafe fn psend(
         let bf = unsafe { buf(b, count, dt) }?;
         let m = mpi()?;
         m.check_buf(&bf, "send buffer")?;
-        if dest != gridwire_mpi::PROC_NULL && (dest < 0 || dest as u32 >= cm.size) {
+        if dest != gridwire_mpi::PROC_NULL && (dest < 0 || dest as u32 >= cm.peer_size) {
             return Err(err(
                 class::RANK,
                 format!(
                     "rank {dest} is invalid in a communicator of size {}",
-                    cm.size
+                    cm.peer_size
                 ),
             ));
         }
@@ -753,6 +753,7 @@ fn start(h: MPI_Request) -> Result<()> {
             mode,
         } => m.isend(&p.comm, buf, *dest, *tag, *mode)?,
         PKind::Recv { buf, src, tag } => m.irecv(&p.comm, buf.clone(), *src, *tag)?,
+        PKind::Coll(start) => start(m, &p.comm)?,
     };
     p.active = Some(r);
     Ok(())

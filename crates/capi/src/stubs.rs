@@ -4,21 +4,6 @@
 // its arguments may be called with any (non-variadic) argument list.
 use crate::errors::unsupported;
 
-stub!(MPI_Status_f082c, PMPI_Status_f082c);
-stub!(MPI_Status_c2f08, PMPI_Status_c2f08);
-stub!(MPI_Status_f082f, PMPI_Status_f082f);
-stub!(MPI_Status_f2f08, PMPI_Status_f2f08);
-stub!(MPI_Allgather_init, PMPI_Allgather_init);
-stub!(MPI_Allgatherv_init, PMPI_Allgatherv_init);
-stub!(MPI_Allreduce_init, PMPI_Allreduce_init);
-stub!(MPI_Alltoall_init, PMPI_Alltoall_init);
-stub!(MPI_Alltoallv_init, PMPI_Alltoallv_init);
-stub!(MPI_Alltoallw_init, PMPI_Alltoallw_init);
-stub!(MPI_Barrier_init, PMPI_Barrier_init);
-stub!(MPI_Bcast_init, PMPI_Bcast_init);
-stub!(MPI_Exscan_init, PMPI_Exscan_init);
-stub!(MPI_Gather_init, PMPI_Gather_init);
-stub!(MPI_Gatherv_init, PMPI_Gatherv_init);
 stub!(MPI_Ineighbor_allgather, PMPI_Ineighbor_allgather);
 stub!(MPI_Ineighbor_allgatherv, PMPI_Ineighbor_allgatherv);
 stub!(MPI_Ineighbor_alltoall, PMPI_Ineighbor_alltoall);
@@ -34,49 +19,18 @@ stub!(MPI_Neighbor_alltoallv, PMPI_Neighbor_alltoallv);
 stub!(MPI_Neighbor_alltoallv_init, PMPI_Neighbor_alltoallv_init);
 stub!(MPI_Neighbor_alltoallw, PMPI_Neighbor_alltoallw);
 stub!(MPI_Neighbor_alltoallw_init, PMPI_Neighbor_alltoallw_init);
-stub!(MPI_Reduce_init, PMPI_Reduce_init);
-stub!(
-    MPI_Reduce_scatter_block_init,
-    PMPI_Reduce_scatter_block_init
-);
-stub!(MPI_Reduce_scatter_init, PMPI_Reduce_scatter_init);
-stub!(MPI_Scan_init, PMPI_Scan_init);
-stub!(MPI_Scatter_init, PMPI_Scatter_init);
-stub!(MPI_Scatterv_init, PMPI_Scatterv_init);
-stub!(MPI_Comm_remote_group, PMPI_Comm_remote_group);
-stub!(MPI_Comm_remote_size, PMPI_Comm_remote_size);
-stub!(MPI_Intercomm_create, PMPI_Intercomm_create);
-stub!(
-    MPI_Intercomm_create_from_groups,
-    PMPI_Intercomm_create_from_groups
-);
-stub!(MPI_Intercomm_merge, PMPI_Intercomm_merge);
 stub!(MPI_Pack_external, PMPI_Pack_external);
 stub!(MPI_Pack_external_size, PMPI_Pack_external_size);
 stub!(MPI_Type_create_darray, PMPI_Type_create_darray);
 stub!(MPI_Unpack_external, PMPI_Unpack_external);
-stub!(MPI_Address, PMPI_Address);
-stub!(MPI_Type_extent, PMPI_Type_extent);
-stub!(MPI_Type_lb, PMPI_Type_lb);
-stub!(MPI_Type_ub, PMPI_Type_ub);
-stub!(MPI_Type_hindexed, PMPI_Type_hindexed);
-stub!(MPI_Type_hvector, PMPI_Type_hvector);
-stub!(MPI_Type_struct, PMPI_Type_struct);
 stub!(MPI_File_call_errhandler, PMPI_File_call_errhandler);
 stub!(MPI_File_create_errhandler, PMPI_File_create_errhandler);
 stub!(MPI_File_get_errhandler, PMPI_File_get_errhandler);
 stub!(MPI_File_set_errhandler, PMPI_File_set_errhandler);
 stub!(MPI_Session_call_errhandler, PMPI_Session_call_errhandler);
-stub!(
-    MPI_Session_create_errhandler,
-    PMPI_Session_create_errhandler
-);
+stub!(MPI_Session_create_errhandler, PMPI_Session_create_errhandler);
 stub!(MPI_Session_get_errhandler, PMPI_Session_get_errhandler);
 stub!(MPI_Session_set_errhandler, PMPI_Session_set_errhandler);
-stub!(MPI_Errhandler_create, PMPI_Errhandler_create);
-stub!(MPI_Errhandler_get, PMPI_Errhandler_get);
-stub!(MPI_Errhandler_set, PMPI_Errhandler_set);
-stub!(MPI_Comm_create_from_group, PMPI_Comm_create_from_group);
 stub!(MPI_Group_from_session_pset, PMPI_Group_from_session_pset);
 stub!(MPI_Session_finalize, PMPI_Session_finalize);
 stub!(MPI_Session_get_info, PMPI_Session_get_info);
@@ -103,67 +57,30 @@ stub!(MPI_Open_port, PMPI_Open_port);
 stub!(MPI_Publish_name, PMPI_Publish_name);
 stub!(MPI_Unpublish_name, PMPI_Unpublish_name);
 stub!(MPI_Dist_graph_create, PMPI_Dist_graph_create);
-stub!(
-    MPI_Dist_graph_create_adjacent,
-    PMPI_Dist_graph_create_adjacent
-);
+stub!(MPI_Dist_graph_create_adjacent, PMPI_Dist_graph_create_adjacent);
 stub!(MPI_Dist_graph_neighbors, PMPI_Dist_graph_neighbors);
-stub!(
-    MPI_Dist_graph_neighbors_count,
-    PMPI_Dist_graph_neighbors_count
-);
+stub!(MPI_Dist_graph_neighbors_count, PMPI_Dist_graph_neighbors_count);
 stub!(MPI_Graph_create, PMPI_Graph_create);
 stub!(MPI_Graph_get, PMPI_Graph_get);
 stub!(MPI_Graph_map, PMPI_Graph_map);
 stub!(MPI_Graph_neighbors, PMPI_Graph_neighbors);
 stub!(MPI_Graph_neighbors_count, PMPI_Graph_neighbors_count);
 stub!(MPI_Graphdims_get, PMPI_Graphdims_get);
-stub!(MPI_Allgather_init_c, PMPI_Allgather_init_c);
-stub!(MPI_Allgatherv_init_c, PMPI_Allgatherv_init_c);
-stub!(MPI_Allreduce_init_c, PMPI_Allreduce_init_c);
-stub!(MPI_Alltoall_init_c, PMPI_Alltoall_init_c);
-stub!(MPI_Alltoallv_init_c, PMPI_Alltoallv_init_c);
-stub!(MPI_Alltoallw_init_c, PMPI_Alltoallw_init_c);
-stub!(MPI_Bcast_init_c, PMPI_Bcast_init_c);
-stub!(MPI_Exscan_init_c, PMPI_Exscan_init_c);
-stub!(MPI_Gather_init_c, PMPI_Gather_init_c);
-stub!(MPI_Gatherv_init_c, PMPI_Gatherv_init_c);
 stub!(MPI_Ineighbor_allgather_c, PMPI_Ineighbor_allgather_c);
 stub!(MPI_Ineighbor_allgatherv_c, PMPI_Ineighbor_allgatherv_c);
 stub!(MPI_Ineighbor_alltoall_c, PMPI_Ineighbor_alltoall_c);
 stub!(MPI_Ineighbor_alltoallv_c, PMPI_Ineighbor_alltoallv_c);
 stub!(MPI_Ineighbor_alltoallw_c, PMPI_Ineighbor_alltoallw_c);
 stub!(MPI_Neighbor_allgather_c, PMPI_Neighbor_allgather_c);
-stub!(
-    MPI_Neighbor_allgather_init_c,
-    PMPI_Neighbor_allgather_init_c
-);
+stub!(MPI_Neighbor_allgather_init_c, PMPI_Neighbor_allgather_init_c);
 stub!(MPI_Neighbor_allgatherv_c, PMPI_Neighbor_allgatherv_c);
-stub!(
-    MPI_Neighbor_allgatherv_init_c,
-    PMPI_Neighbor_allgatherv_init_c
-);
+stub!(MPI_Neighbor_allgatherv_init_c, PMPI_Neighbor_allgatherv_init_c);
 stub!(MPI_Neighbor_alltoall_c, PMPI_Neighbor_alltoall_c);
 stub!(MPI_Neighbor_alltoall_init_c, PMPI_Neighbor_alltoall_init_c);
 stub!(MPI_Neighbor_alltoallv_c, PMPI_Neighbor_alltoallv_c);
-stub!(
-    MPI_Neighbor_alltoallv_init_c,
-    PMPI_Neighbor_alltoallv_init_c
-);
+stub!(MPI_Neighbor_alltoallv_init_c, PMPI_Neighbor_alltoallv_init_c);
 stub!(MPI_Neighbor_alltoallw_c, PMPI_Neighbor_alltoallw_c);
-stub!(
-    MPI_Neighbor_alltoallw_init_c,
-    PMPI_Neighbor_alltoallw_init_c
-);
-stub!(MPI_Reduce_init_c, PMPI_Reduce_init_c);
-stub!(
-    MPI_Reduce_scatter_block_init_c,
-    PMPI_Reduce_scatter_block_init_c
-);
-stub!(MPI_Reduce_scatter_init_c, PMPI_Reduce_scatter_init_c);
-stub!(MPI_Scan_init_c, PMPI_Scan_init_c);
-stub!(MPI_Scatter_init_c, PMPI_Scatter_init_c);
-stub!(MPI_Scatterv_init_c, PMPI_Scatterv_init_c);
+stub!(MPI_Neighbor_alltoallw_init_c, PMPI_Neighbor_alltoallw_init_c);
 stub!(MPI_Pack_external_c, PMPI_Pack_external_c);
 stub!(MPI_Pack_external_size_c, PMPI_Pack_external_size_c);
 stub!(MPI_Type_create_darray_c, PMPI_Type_create_darray_c);
@@ -231,25 +148,16 @@ stub!(MPI_File_read_at_c, PMPI_File_read_at_c);
 stub!(MPI_File_read_at_all_c, PMPI_File_read_at_all_c);
 stub!(MPI_File_read_at_all_begin_c, PMPI_File_read_at_all_begin_c);
 stub!(MPI_File_read_ordered_c, PMPI_File_read_ordered_c);
-stub!(
-    MPI_File_read_ordered_begin_c,
-    PMPI_File_read_ordered_begin_c
-);
+stub!(MPI_File_read_ordered_begin_c, PMPI_File_read_ordered_begin_c);
 stub!(MPI_File_read_shared_c, PMPI_File_read_shared_c);
 stub!(MPI_File_write_c, PMPI_File_write_c);
 stub!(MPI_File_write_all_c, PMPI_File_write_all_c);
 stub!(MPI_File_write_all_begin_c, PMPI_File_write_all_begin_c);
 stub!(MPI_File_write_at_c, PMPI_File_write_at_c);
 stub!(MPI_File_write_at_all_c, PMPI_File_write_at_all_c);
-stub!(
-    MPI_File_write_at_all_begin_c,
-    PMPI_File_write_at_all_begin_c
-);
+stub!(MPI_File_write_at_all_begin_c, PMPI_File_write_at_all_begin_c);
 stub!(MPI_File_write_ordered_c, PMPI_File_write_ordered_c);
-stub!(
-    MPI_File_write_ordered_begin_c,
-    PMPI_File_write_ordered_begin_c
-);
+stub!(MPI_File_write_ordered_begin_c, PMPI_File_write_ordered_begin_c);
 stub!(MPI_File_write_shared_c, PMPI_File_write_shared_c);
 stub!(MPI_File_iread_c, PMPI_File_iread_c);
 stub!(MPI_File_iread_all_c, PMPI_File_iread_all_c);
@@ -263,9 +171,6 @@ stub!(MPI_File_iwrite_at_all_c, PMPI_File_iwrite_at_all_c);
 stub!(MPI_File_iwrite_shared_c, PMPI_File_iwrite_shared_c);
 stub!(MPI_File_get_type_extent_c, PMPI_File_get_type_extent_c);
 stub!(MPI_Register_datarep_c, PMPI_Register_datarep_c);
-stub!(MPI_Abi_set_fortran_info, PMPI_Abi_set_fortran_info);
-stub!(MPI_Abi_get_fortran_booleans, PMPI_Abi_get_fortran_booleans);
-stub!(MPI_Abi_set_fortran_booleans, PMPI_Abi_set_fortran_booleans);
 stub!(MPI_Session_attach_buffer, PMPI_Session_attach_buffer);
 stub!(MPI_Session_detach_buffer, PMPI_Session_detach_buffer);
 stub!(MPI_Session_flush_buffer, PMPI_Session_flush_buffer);

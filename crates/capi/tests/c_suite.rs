@@ -229,6 +229,26 @@ fn coll() {
     suite("coll", &[], COUNTS);
 }
 
+/// Intercommunicators between the even and the odd ranks: creation,
+/// point-to-point, merge, dup/split/create and every collective.
+#[test]
+fn intercomm() {
+    suite("intercomm", &[], &[2, 3, 4]);
+}
+
+/// The MPI-1 names removed in MPI-3 (`MPI_Errhandler_set`, `MPI_Type_struct`, ...).
+#[test]
+fn legacy() {
+    suite("legacy", &[], &[1, 2]);
+}
+
+/// Persistent collectives (`MPI_Bcast_init`, ...): several rounds of
+/// `MPI_Start`/`MPI_Startall` with new data, inactive requests.
+#[test]
+fn persistent() {
+    suite("persistent", &[], &[1, 2, 3, 4]);
+}
+
 #[test]
 fn nbc() {
     suite("nbc", &[], COUNTS);
@@ -453,7 +473,9 @@ fn same_tests_pass_on_mpich() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = profile_dir().join("mpi-tests-mpich");
     std::fs::create_dir_all(&dir).unwrap();
-    for name in ["basic", "p2p", "coll", "comm", "dtype", "nbc", "topo"] {
+    for name in [
+        "basic", "p2p", "coll", "comm", "dtype", "nbc", "topo", "legacy",
+    ] {
         let exe = dir.join(name);
         let st = Command::new(cc)
             .args(["-O1", "-o"])

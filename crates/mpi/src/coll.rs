@@ -43,7 +43,7 @@ fn snapshot(addr: usize, count: usize, dt: &Datatype) -> Snapshot {
 }
 
 /// Block `i` of `count` elements of a buffer.
-fn block(b: &Buf, i: usize, count: usize) -> Buf {
+pub(crate) fn block(b: &Buf, i: usize, count: usize) -> Buf {
     let addr = b
         .addr()
         .wrapping_add_signed(i as isize * count as isize * b.dt.extent);
@@ -52,7 +52,7 @@ fn block(b: &Buf, i: usize, count: usize) -> Buf {
 }
 
 /// `count` elements at element displacement `displ` of a buffer.
-fn at(b: &Buf, displ: i64, count: usize) -> Buf {
+pub(crate) fn at(b: &Buf, displ: i64, count: usize) -> Buf {
     let addr = b.addr().wrapping_add_signed(displ as isize * b.dt.extent);
     // SAFETY: a sub-range of the user's buffer as the call's displacements describe.
     unsafe { Buf::new(addr, count, b.dt.clone()) }
@@ -92,6 +92,9 @@ impl Mpi {
     }
 
     pub fn barrier(&self, comm: &Comm) -> Result<()> {
+        if comm.is_inter() {
+            return self.inter_barrier(comm);
+        }
         let n = comm.size;
         let mut d = 1;
         while d < n {
@@ -104,6 +107,9 @@ impl Mpi {
     }
 
     pub fn bcast(&self, comm: &Comm, buf: &Buf, root: i32) -> Result<()> {
+        if comm.is_inter() {
+            return self.inter_bcast(comm, buf, root);
+        }
         self.check_buf(buf, "broadcast buffer")?;
         check_root(comm, root)?;
         let n = comm.size;
@@ -144,6 +150,9 @@ impl Mpi {
         op: &Op,
         root: i32,
     ) -> Result<()> {
+        if comm.is_inter() {
+            return self.inter_reduce(comm, send, recv, op, root);
+        }
         check_root(comm, root)?;
         let is_root = comm.rank == root as u32;
         let src = match send {
@@ -221,6 +230,9 @@ impl Mpi {
 
     /// `MPI_Allreduce`. `send` None = `MPI_IN_PLACE`.
     pub fn allreduce(&self, comm: &Comm, send: Option<&Buf>, recv: &Buf, op: &Op) -> Result<()> {
+        if comm.is_inter() {
+            return self.inter_allreduce(comm, send, recv, op);
+        }
         let src = send.unwrap_or(recv);
         self.check_buf(src, "send buffer")?;
         self.check_buf(recv, "receive buffer")?;
@@ -462,6 +474,9 @@ impl Mpi {
         counts: Option<(&[i64], &[i64])>,
         root: i32,
     ) -> Result<()> {
+        if comm.is_inter() {
+            return self.inter_gatherv(comm, send, recv, counts, root);
+        }
         check_root(comm, root)?;
         let root = root as u32;
         let n = comm.size as usize;
@@ -499,6 +514,9 @@ impl Mpi {
         recv: Option<&Buf>,
         root: i32,
     ) -> Result<()> {
+        if comm.is_inter() {
+            return self.inter_scatterv(comm, send, counts, recv, root);
+        }
         check_root(comm, root)?;
         let root = root as u32;
         let n = comm.size as usize;
@@ -536,6 +554,9 @@ impl Mpi {
         recv: &Buf,
         counts: Option<(&[i64], &[i64])>,
     ) -> Result<()> {
+        if comm.is_inter() {
+            return self.inter_allgatherv(comm, send, recv, counts);
+        }
         self.check_buf(recv, "receive buffer")?;
         let n = comm.size;
         let me = comm.rank;
@@ -572,6 +593,11 @@ impl Mpi {
 
     /// `MPI_Alltoall`: `send` None = `MPI_IN_PLACE`.
     pub fn alltoall(&self, comm: &Comm, send: Option<&Buf>, recv: &Buf) -> Result<()> {
+        if comm.is_inter() {
+            let n = comm.peer_size as usize;
+            let blocks = |b: &Buf| (0..n).map(|i| block(b, i, b.count)).collect::<Vec<_>>();
+            return self.inter_alltoallw(comm, send.map(blocks), blocks(recv));
+        }
         self.check_buf(recv, "receive buffer")?;
         let n = comm.size as usize;
         let snap;
@@ -601,6 +627,9 @@ impl Mpi {
     /// `MPI_Alltoallw` (and, with one datatype, `Alltoallv`): per-peer buffers given explicitly.
     /// `sends` None = `MPI_IN_PLACE`.
     pub fn alltoallw(&self, comm: &Comm, sends: Option<Vec<Buf>>, recvs: Vec<Buf>) -> Result<()> {
+        if comm.is_inter() {
+            return self.inter_alltoallw(comm, sends, recvs);
+        }
         let n = comm.size as usize;
         let mut snaps = Vec::new();
         let sends = match sends {
@@ -644,6 +673,9 @@ impl Mpi {
         counts: &[i64],
         op: &Op,
     ) -> Result<()> {
+        if comm.is_inter() {
+            return self.inter_reduce_scatter(comm, send, recv, counts, op);
+        }
         let dt = recv.dt.clone();
         let total = counts
             .iter()
@@ -707,6 +739,7 @@ impl Mpi {
         op: &Op,
         exclusive: bool,
     ) -> Result<()> {
+        Self::intra_only(comm, if exclusive { "MPI_Exscan" } else { "MPI_Scan" })?;
         let src = send.unwrap_or(recv);
         self.check_buf(src, "send buffer")?;
         self.check_buf(recv, "receive buffer")?;

@@ -17,6 +17,8 @@ pub mod error;
 pub mod fuzzing;
 pub mod group;
 pub mod info;
+pub mod intercoll;
+pub mod intercomm;
 pub mod mem;
 pub mod op;
 pub mod params;
@@ -33,13 +35,15 @@ pub use request::{Buf, DtRef, Req, Status};
 
 use engine::{Engine, Unexpected};
 use gridwire_core::Context;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 pub const ANY_SOURCE: i32 = -1;
 pub const ANY_TAG: i32 = -2;
 pub const PROC_NULL: i32 = -3;
+/// The root of a rooted collective on an intercommunicator, at the root itself.
+pub const ROOT: i32 = -4;
 pub const UNDEFINED: i32 = -32766;
 pub const IDENT: i32 = 201;
 pub const CONGRUENT: i32 = 202;
@@ -84,6 +88,9 @@ pub struct Mpi {
     scratch: Mutex<Vec<Vec<u8>>>,
     /// Background progress of nonblocking collectives nobody waits for.
     deferred: deferred::Deferred,
+    /// The hidden communicator of the constructors from groups (see
+    /// `intercomm::Mpi::bootstrap`), made on first use.
+    bootstrap: std::sync::OnceLock<Arc<Comm>>,
     /// One-sided communication: windows and operations waiting for answers.
     pub rma: Arc<rma::Rma>,
 }
@@ -110,6 +117,7 @@ impl Mpi {
             bsend: Default::default(),
             scratch: Default::default(),
             deferred: Default::default(),
+            bootstrap: Default::default(),
             rma,
         })
     }
@@ -193,7 +201,8 @@ impl Mpi {
 
     #[inline]
     fn check_peer(comm: &Comm, r: i32, any_ok: bool) -> Result<()> {
-        if r == PROC_NULL || (any_ok && r == ANY_SOURCE) || (r >= 0 && (r as u32) < comm.size) {
+        if r == PROC_NULL || (any_ok && r == ANY_SOURCE) || (r >= 0 && (r as u32) < comm.peer_size)
+        {
             Ok(())
         } else {
             Err(Self::bad_peer(comm, r))
@@ -207,7 +216,7 @@ impl Mpi {
             class::RANK,
             format!(
                 "rank {r} is invalid in a communicator of size {}",
-                comm.size
+                comm.peer_size
             ),
         )
     }
@@ -412,7 +421,7 @@ impl Mpi {
         if src == PROC_NULL {
             return Ok(Req::new_done(Status::proc_null()));
         }
-        self.engine.recv(comm.key(), &comm.group, src, tag, buf)
+        self.engine.recv(comm.key(), &comm.peers, src, tag, buf)
     }
 
     /// Blocking receive.
@@ -461,13 +470,13 @@ impl Mpi {
         if src == PROC_NULL {
             return Ok(Some(Status::proc_null()));
         }
-        if let Some(Err(s)) = self.engine.probe(comm.key(), &comm.group, src, tag, false) {
+        if let Some(Err(s)) = self.engine.probe(comm.key(), &comm.peers, src, tag, false) {
             return Ok(Some(s));
         }
         self.poke();
         Ok(self
             .engine
-            .probe(comm.key(), &comm.group, src, tag, false)
+            .probe(comm.key(), &comm.peers, src, tag, false)
             .map(|r| r.expect_err("not removed")))
     }
 
@@ -481,7 +490,7 @@ impl Mpi {
         self.engine.wait_for(|| {
             got = self
                 .engine
-                .probe(comm.key(), &comm.group, src, tag, false)
+                .probe(comm.key(), &comm.peers, src, tag, false)
                 .map(|r| r.expect_err("not removed"));
             got.is_some()
         });
@@ -505,7 +514,7 @@ impl Mpi {
         let mut try_take = || {
             got = self
                 .engine
-                .probe(comm.key(), &comm.group, src, tag, true)
+                .probe(comm.key(), &comm.peers, src, tag, true)
                 .map(|r| r.expect("removed"));
             got.is_some()
         };
@@ -557,7 +566,7 @@ impl Mpi {
 
     pub(crate) fn c_irecv_buf(&self, comm: &Comm, b: Buf, src: u32) -> Result<Arc<Req>> {
         self.engine
-            .recv(comm.key() + 1, &comm.group, src as i32, 0, b)
+            .recv(comm.key() + 1, &comm.peers, src as i32, 0, b)
     }
 
     /// Waits for all, recycles them, and reports the first error.
@@ -592,7 +601,7 @@ impl Mpi {
         // SAFETY: forwarded from this function's contract.
         let b = unsafe { Buf::bytes_of_mut(out, &self.byte) };
         self.engine
-            .recv(comm.key() + 1, &comm.group, src as i32, 0, b)
+            .recv(comm.key() + 1, &comm.peers, src as i32, 0, b)
     }
 
     pub(crate) fn c_recv(&self, comm: &Comm, out: &mut [u8], src: u32) -> Result<usize> {
@@ -737,6 +746,10 @@ impl Mpi {
             let res = f(self, &shadow);
             self.engine.remove_queues(shadow.key());
             self.engine.remove_queues(shadow.key() + 1);
+            if let Some(local) = shadow.local_comm() {
+                self.engine.remove_queues(local.key());
+                self.engine.remove_queues(local.key() + 1);
+            }
             {
                 let mut d = done.d.lock();
                 d.status = Status::default();
@@ -759,231 +772,5 @@ impl Mpi {
                 )
             })?;
         Ok(req)
-    }
-
-    // ---- communicators -----------------------------------------------------
-
-    /// Agrees on a fresh context id among the members of `comm` (collective).
-    fn new_ctx(&self, comm: &Comm) -> Result<u32> {
-        let mine = self.next_ctx.load(Ordering::Acquire);
-        let mut v = mine.to_le_bytes();
-        self.allreduce_u32_max(comm, &mut v)?;
-        let id = u32::from_le_bytes(v);
-        self.next_ctx.fetch_max(id + 2, Ordering::AcqRel);
-        Ok(id)
-    }
-
-    fn allreduce_u32_max(&self, comm: &Comm, v: &mut [u8; 4]) -> Result<()> {
-        let u32_op = Datatype::predefined(Basic::U32, "u32");
-        let mut out = [0u8; 4];
-        // SAFETY: `v` outlives the allreduce, which only reads it.
-        let b = unsafe { Buf::bytes_of(v, &self.byte) };
-        // SAFETY: `out` lives until the allreduce returns.
-        let ob = unsafe { Buf::new(out.as_mut_ptr() as usize, 1, u32_op.clone()) };
-        let ib = unsafe { Buf::new(b.addr(), 1, u32_op) };
-        self.allreduce(comm, Some(&ib), &ob, &Op::Max)?;
-        *v = out;
-        Ok(())
-    }
-
-    pub fn comm_dup(&self, comm: &Comm) -> Result<Arc<Comm>> {
-        let id = self.new_ctx(comm)?;
-        let c = Comm::new(id, comm.group.clone(), comm.rank, "");
-        *c.info.lock().unwrap() = comm.info.lock().unwrap().clone();
-        *c.cart.lock().unwrap() = comm.cart.lock().unwrap().clone();
-        Ok(c)
-    }
-
-    /// `MPI_Comm_split`; None for `MPI_UNDEFINED` colour.
-    pub fn comm_split(&self, comm: &Comm, color: i32, key: i32) -> Result<Option<Arc<Comm>>> {
-        if color < 0 && color != UNDEFINED {
-            return Err(err(
-                class::ARG,
-                format!("colour {color} is negative (use MPI_UNDEFINED to opt out)"),
-            ));
-        }
-        let id = self.new_ctx(comm)?;
-        let mut mine = [0u8; 8];
-        mine[..4].copy_from_slice(&color.to_le_bytes());
-        mine[4..].copy_from_slice(&key.to_le_bytes());
-        let mut all = vec![0u8; 8 * comm.size as usize];
-        self.allgather_bytes(comm, &mine, &mut all)?;
-        if color == UNDEFINED {
-            return Ok(None);
-        }
-        let mut members: Vec<(i32, u32)> = Vec::new();
-        for r in 0..comm.size {
-            let c = i32::from_le_bytes(all[8 * r as usize..8 * r as usize + 4].try_into().unwrap());
-            let k = i32::from_le_bytes(
-                all[8 * r as usize + 4..8 * r as usize + 8]
-                    .try_into()
-                    .unwrap(),
-            );
-            if c == color {
-                members.push((k, r));
-            }
-        }
-        members.sort();
-        let world: Vec<u32> = members.iter().map(|&(_, r)| comm.world_of(r)).collect();
-        let rank = members
-            .iter()
-            .position(|&(_, r)| r == comm.rank)
-            .expect("I am in my colour") as u32;
-        Ok(Some(Comm::new(id, Group::new(world), rank, "")))
-    }
-
-    /// `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`: one communicator per host;
-    /// None where `join` is false (`MPI_UNDEFINED`). Every member of `comm`
-    /// calls this, joining or not, so all run the same collectives.
-    pub fn comm_split_shared(
-        &self,
-        comm: &Comm,
-        join: bool,
-        key: i32,
-    ) -> Result<Option<Arc<Comm>>> {
-        let host = self.ctx().host_id().to_string();
-        let mut h = [0u8; 64];
-        let hb = host.as_bytes();
-        let n = hb.len().min(64);
-        h[..n].copy_from_slice(&hb[..n]);
-        let mut all = vec![0u8; 64 * comm.size as usize];
-        self.allgather_bytes(comm, &h, &mut all)?;
-        // Colour = lowest rank on my host.
-        let color = if join {
-            (0..comm.size as usize)
-                .find(|&r| all[64 * r..64 * r + 64] == h)
-                .unwrap_or(0) as i32
-        } else {
-            UNDEFINED
-        };
-        self.comm_split(comm, color, key)
-    }
-
-    /// `MPI_Comm_create`: collective over `comm`; None where the caller is not in `group`.
-    pub fn comm_create(&self, comm: &Comm, group: &Arc<Group>) -> Result<Option<Arc<Comm>>> {
-        for &w in &group.members {
-            if comm.group.rank_of(w).is_none() {
-                return Err(err(
-                    class::GROUP,
-                    "the group is not a subset of the communicator's group",
-                ));
-            }
-        }
-        let id = self.new_ctx(comm)?;
-        let me = comm.world_of(comm.rank);
-        Ok(group
-            .rank_of(me)
-            .map(|r| Comm::new(id, group.clone(), r, "")))
-    }
-
-    /// `MPI_Cart_create` (no reordering): the first prod(dims) ranks get the grid.
-    pub fn cart_create(
-        &self,
-        comm: &Comm,
-        dims: &[i32],
-        periods: &[bool],
-    ) -> Result<Option<Arc<Comm>>> {
-        let n: i64 = dims.iter().map(|&d| d as i64).product();
-        if dims.iter().any(|&d| d <= 0) || n > comm.size as i64 {
-            return Err(err(
-                class::DIMS,
-                format!("grid {dims:?} does not fit in {} processes", comm.size),
-            ));
-        }
-        let color = if (comm.rank as i64) < n { 0 } else { UNDEFINED };
-        let c = self.comm_split(comm, color, comm.rank as i32)?;
-        if let Some(c) = &c {
-            *c.cart.lock().unwrap() = Some(comm::Cart {
-                dims: dims.to_vec(),
-                periods: periods.to_vec(),
-            });
-        }
-        Ok(c)
-    }
-
-    /// `MPI_Cart_sub`: keeps the dimensions marked in `remain`.
-    pub fn cart_sub(&self, comm: &Comm, remain: &[bool]) -> Result<Arc<Comm>> {
-        let cart = comm.cart.lock().unwrap().clone().ok_or_else(|| {
-            err(
-                class::TOPOLOGY,
-                "the communicator has no Cartesian topology",
-            )
-        })?;
-        if remain.len() != cart.dims.len() {
-            return Err(err(class::ARG, "remain_dims has the wrong length"));
-        }
-        let coords = cart.coords(comm.rank as i32);
-        // Colour: the coordinates in the dropped dimensions; key: those kept.
-        let mut color = 0i32;
-        let mut key = 0i32;
-        for i in 0..cart.dims.len() {
-            if remain[i] {
-                key = key * cart.dims[i] + coords[i];
-            } else {
-                color = color * cart.dims[i] + coords[i];
-            }
-        }
-        let c = self
-            .comm_split(comm, color, key)?
-            .expect("a colour was given");
-        let sub = comm::Cart {
-            dims: (0..cart.dims.len())
-                .filter(|&i| remain[i])
-                .map(|i| cart.dims[i])
-                .collect(),
-            periods: (0..cart.dims.len())
-                .filter(|&i| remain[i])
-                .map(|i| cart.periods[i])
-                .collect(),
-        };
-        *c.cart.lock().unwrap() = Some(sub);
-        Ok(c)
-    }
-
-    /// `MPI_Comm_create_group`: collective over the members of `group` only;
-    /// they agree on a context id through messages with `tag` on `comm`.
-    pub fn comm_create_group(
-        &self,
-        comm: &Comm,
-        group: &Arc<Group>,
-        tag: i32,
-    ) -> Result<Option<Arc<Comm>>> {
-        Self::check_tag(tag, false)?;
-        let me = comm.world_of(comm.rank);
-        let Some(r) = group.rank_of(me) else {
-            return Ok(None);
-        };
-        let mut parent = Vec::with_capacity(group.members.len());
-        for &w in &group.members {
-            match comm.group.rank_of(w) {
-                Some(p) => parent.push(p as i32),
-                None => {
-                    return Err(err(
-                        class::GROUP,
-                        "the group is not a subset of the communicator's group",
-                    ))
-                }
-            }
-        }
-        let u32t = Datatype::predefined(Basic::U32, "u32");
-        let mut v = [self.next_ctx.load(Ordering::Acquire)];
-        // SAFETY: `v` lives across each blocking call that uses it.
-        let b = unsafe { Buf::new(v.as_mut_ptr() as usize, 1, u32t.clone()) };
-        if r == 0 {
-            let mut best = v[0];
-            for &p in &parent[1..] {
-                self.recv(comm, b.clone(), p, tag)?;
-                best = best.max(v[0]);
-            }
-            v[0] = best;
-            for &p in &parent[1..] {
-                self.send(comm, &b, p, tag, Mode::Standard)?;
-            }
-        } else {
-            self.send(comm, &b, parent[0], tag, Mode::Standard)?;
-            self.recv(comm, b.clone(), parent[0], tag)?;
-        }
-        self.next_ctx.fetch_max(v[0] + 2, Ordering::AcqRel);
-        Ok(Some(Comm::new(v[0], group.clone(), r, "")))
     }
 }

@@ -1,0 +1,96 @@
+C     Fortran 77 (include 'mpif.h') through gridwire: ring with MPI_Irecv,
+C     MPI_Isend and MPI_Waitall (statuses checked), MPI_STATUS_IGNORE,
+C     MPI_Allreduce with and without MPI_IN_PLACE, MPI_Type_vector, and a
+C     wrong communicator giving MPI_ERR_COMM. Rank 0 prints "PASS f77_mpi".
+      PROGRAM F77MPI
+      IMPLICIT NONE
+      INCLUDE 'mpif.h'
+      INTEGER IERR, RANK, NPROC, LEFT, RIGHT, I, CLS, CNT, TOTAL
+      INTEGER REQS(2), STATS(MPI_STATUS_SIZE, 2), ST(MPI_STATUS_SIZE)
+      INTEGER SENDV(5), RECVV(5), MAT(3, 4), COL(4), VEC, IVAL
+      DOUBLE PRECISION X
+      LOGICAL FLAG
+      CALL MPI_INIT(IERR)
+      CALL MPI_INITIALIZED(FLAG, IERR)
+      CALL CHECK(FLAG, 'MPI_INITIALIZED')
+      CALL MPI_COMM_RANK(MPI_COMM_WORLD, RANK, IERR)
+      CALL MPI_COMM_SIZE(MPI_COMM_WORLD, NPROC, IERR)
+      RIGHT = MOD(RANK + 1, NPROC)
+      LEFT = MOD(RANK - 1 + NPROC, NPROC)
+C     Ring with nonblocking requests.
+      DO 10 I = 1, 5
+        SENDV(I) = RANK * 10 + I
+        RECVV(I) = -1
+   10 CONTINUE
+      CALL MPI_IRECV(RECVV, 5, MPI_INTEGER, LEFT, 7, MPI_COMM_WORLD,
+     &               REQS(1), IERR)
+      CALL MPI_ISEND(SENDV, 5, MPI_INTEGER, RIGHT, 7, MPI_COMM_WORLD,
+     &               REQS(2), IERR)
+      CALL MPI_WAITALL(2, REQS, STATS, IERR)
+      CALL CHECK(IERR .EQ. MPI_SUCCESS, 'MPI_WAITALL')
+      CALL CHECK(STATS(MPI_SOURCE, 1) .EQ. LEFT, 'STATUS SOURCE')
+      CALL CHECK(STATS(MPI_TAG, 1) .EQ. 7, 'STATUS TAG')
+      CALL MPI_GET_COUNT(STATS(1, 1), MPI_INTEGER, CNT, IERR)
+      CALL CHECK(CNT .EQ. 5, 'MPI_GET_COUNT')
+      DO 20 I = 1, 5
+        CALL CHECK(RECVV(I) .EQ. LEFT * 10 + I, 'RING DATA')
+   20 CONTINUE
+C     Blocking ring with MPI_STATUS_IGNORE.
+      CALL MPI_SENDRECV(RANK, 1, MPI_INTEGER, RIGHT, 9, IVAL, 1,
+     &     MPI_INTEGER, LEFT, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE,
+     &     IERR)
+      CALL CHECK(IVAL .EQ. LEFT, 'MPI_SENDRECV')
+C     Allreduce, and MPI_IN_PLACE.
+      CALL MPI_ALLREDUCE(RANK, TOTAL, 1, MPI_INTEGER, MPI_SUM,
+     &                   MPI_COMM_WORLD, IERR)
+      CALL CHECK(TOTAL .EQ. NPROC * (NPROC - 1) / 2, 'ALLREDUCE')
+      X = RANK + 0.5D0
+      CALL MPI_ALLREDUCE(MPI_IN_PLACE, X, 1, MPI_DOUBLE_PRECISION,
+     &                   MPI_MAX, MPI_COMM_WORLD, IERR)
+      CALL CHECK(X .EQ. NPROC - 0.5D0, 'ALLREDUCE MPI_IN_PLACE')
+C     A strided row of a 3x4 matrix with MPI_TYPE_VECTOR.
+      CALL MPI_TYPE_VECTOR(4, 1, 3, MPI_INTEGER, VEC, IERR)
+      CALL MPI_TYPE_COMMIT(VEC, IERR)
+      DO 30 I = 1, 12
+        MAT(MOD(I - 1, 3) + 1, (I - 1) / 3 + 1) = RANK * 100 + I
+   30 CONTINUE
+      CALL MPI_SENDRECV(MAT(2, 1), 1, VEC, RIGHT, 10, COL, 4,
+     &     MPI_INTEGER, LEFT, 10, MPI_COMM_WORLD, ST, IERR)
+      DO 40 I = 1, 4
+        CALL CHECK(COL(I) .EQ. LEFT * 100 + 2 + 3 * (I - 1), 'VECTOR')
+   40 CONTINUE
+      CALL MPI_GET_COUNT(ST, MPI_INTEGER, CNT, IERR)
+      CALL CHECK(CNT .EQ. 4, 'VECTOR COUNT')
+      CALL MPI_TYPE_FREE(VEC, IERR)
+C     A predefined attribute (the deprecated INTEGER form).
+      CALL MPI_ATTR_GET(MPI_COMM_WORLD, MPI_TAG_UB, IVAL, FLAG, IERR)
+      CALL CHECK(FLAG .AND. IVAL .GE. 32767, 'MPI_TAG_UB')
+C     A wrong communicator is an error class.
+      CALL MPI_COMM_SET_ERRHANDLER(MPI_COMM_WORLD, MPI_ERRORS_RETURN,
+     &                             IERR)
+      CALL MPI_BARRIER(-7, IERR)
+      CALL CHECK(IERR .NE. MPI_SUCCESS, 'BARRIER ON A BAD COMM FAILS')
+      CALL MPI_ERROR_CLASS(IERR, CLS, IERR)
+      CALL CHECK(CLS .EQ. MPI_ERR_COMM, 'MPI_ERR_COMM')
+C     And a request handle that names no request.
+      REQS(1) = 99999
+      CALL MPI_WAIT(REQS(1), ST, IERR)
+      CALL CHECK(IERR .NE. MPI_SUCCESS, 'WAIT ON A BAD REQUEST FAILS')
+      CALL MPI_ERROR_CLASS(IERR, CLS, IERR)
+      CALL CHECK(CLS .EQ. MPI_ERR_REQUEST, 'MPI_ERR_REQUEST')
+      CALL MPI_BARRIER(MPI_COMM_WORLD, IERR)
+      IF (RANK .EQ. 0) PRINT '(A)', 'PASS f77_mpi'
+      CALL MPI_FINALIZE(IERR)
+      END
+
+      SUBROUTINE CHECK(OK, WHAT)
+      IMPLICIT NONE
+      INCLUDE 'mpif.h'
+      LOGICAL OK
+      CHARACTER*(*) WHAT
+      INTEGER E
+      IF (.NOT. OK) THEN
+        PRINT *, 'FAIL: ', WHAT
+        CALL MPI_ABORT(MPI_COMM_WORLD, 1, E)
+      END IF
+      END
