@@ -28,7 +28,10 @@ stub!(MPI_File_create_errhandler, PMPI_File_create_errhandler);
 stub!(MPI_File_get_errhandler, PMPI_File_get_errhandler);
 stub!(MPI_File_set_errhandler, PMPI_File_set_errhandler);
 stub!(MPI_Session_call_errhandler, PMPI_Session_call_errhandler);
-stub!(MPI_Session_create_errhandler, PMPI_Session_create_errhandler);
+stub!(
+    MPI_Session_create_errhandler,
+    PMPI_Session_create_errhandler
+);
 stub!(MPI_Session_get_errhandler, PMPI_Session_get_errhandler);
 stub!(MPI_Session_set_errhandler, PMPI_Session_set_errhandler);
 stub!(MPI_Group_from_session_pset, PMPI_Group_from_session_pset);
@@ -57,9 +60,15 @@ stub!(MPI_Open_port, PMPI_Open_port);
 stub!(MPI_Publish_name, PMPI_Publish_name);
 stub!(MPI_Unpublish_name, PMPI_Unpublish_name);
 stub!(MPI_Dist_graph_create, PMPI_Dist_graph_create);
-stub!(MPI_Dist_graph_create_adjacent, PMPI_Dist_graph_create_adjacent);
+stub!(
+    MPI_Dist_graph_create_adjacent,
+    PMPI_Dist_graph_create_adjacent
+);
 stub!(MPI_Dist_graph_neighbors, PMPI_Dist_graph_neighbors);
-stub!(MPI_Dist_graph_neighbors_count, PMPI_Dist_graph_neighbors_count);
+stub!(
+    MPI_Dist_graph_neighbors_count,
+    PMPI_Dist_graph_neighbors_count
+);
 stub!(MPI_Graph_create, PMPI_Graph_create);
 stub!(MPI_Graph_get, PMPI_Graph_get);
 stub!(MPI_Graph_map, PMPI_Graph_map);
@@ -72,15 +81,27 @@ stub!(MPI_Ineighbor_alltoall_c, PMPI_Ineighbor_alltoall_c);
 stub!(MPI_Ineighbor_alltoallv_c, PMPI_Ineighbor_alltoallv_c);
 stub!(MPI_Ineighbor_alltoallw_c, PMPI_Ineighbor_alltoallw_c);
 stub!(MPI_Neighbor_allgather_c, PMPI_Neighbor_allgather_c);
-stub!(MPI_Neighbor_allgather_init_c, PMPI_Neighbor_allgather_init_c);
+stub!(
+    MPI_Neighbor_allgather_init_c,
+    PMPI_Neighbor_allgather_init_c
+);
 stub!(MPI_Neighbor_allgatherv_c, PMPI_Neighbor_allgatherv_c);
-stub!(MPI_Neighbor_allgatherv_init_c, PMPI_Neighbor_allgatherv_init_c);
+stub!(
+    MPI_Neighbor_allgatherv_init_c,
+    PMPI_Neighbor_allgatherv_init_c
+);
 stub!(MPI_Neighbor_alltoall_c, PMPI_Neighbor_alltoall_c);
 stub!(MPI_Neighbor_alltoall_init_c, PMPI_Neighbor_alltoall_init_c);
 stub!(MPI_Neighbor_alltoallv_c, PMPI_Neighbor_alltoallv_c);
-stub!(MPI_Neighbor_alltoallv_init_c, PMPI_Neighbor_alltoallv_init_c);
+stub!(
+    MPI_Neighbor_alltoallv_init_c,
+    PMPI_Neighbor_alltoallv_init_c
+);
 stub!(MPI_Neighbor_alltoallw_c, PMPI_Neighbor_alltoallw_c);
-stub!(MPI_Neighbor_alltoallw_init_c, PMPI_Neighbor_alltoallw_init_c);
+stub!(
+    MPI_Neighbor_alltoallw_init_c,
+    PMPI_Neighbor_alltoallw_init_c
+);
 stub!(MPI_Pack_external_c, PMPI_Pack_external_c);
 stub!(MPI_Pack_external_size_c, PMPI_Pack_external_size_c);
 stub!(MPI_Type_create_darray_c, PMPI_Type_create_darray_c);
@@ -148,16 +169,25 @@ stub!(MPI_File_read_at_c, PMPI_File_read_at_c);
 stub!(MPI_File_read_at_all_c, PMPI_File_read_at_all_c);
 stub!(MPI_File_read_at_all_begin_c, PMPI_File_read_at_all_begin_c);
 stub!(MPI_File_read_ordered_c, PMPI_File_read_ordered_c);
-stub!(MPI_File_read_ordered_begin_c, PMPI_File_read_ordered_begin_c);
+stub!(
+    MPI_File_read_ordered_begin_c,
+    PMPI_File_read_ordered_begin_c
+);
 stub!(MPI_File_read_shared_c, PMPI_File_read_shared_c);
 stub!(MPI_File_write_c, PMPI_File_write_c);
 stub!(MPI_File_write_all_c, PMPI_File_write_all_c);
 stub!(MPI_File_write_all_begin_c, PMPI_File_write_all_begin_c);
 stub!(MPI_File_write_at_c, PMPI_File_write_at_c);
 stub!(MPI_File_write_at_all_c, PMPI_File_write_at_all_c);
-stub!(MPI_File_write_at_all_begin_c, PMPI_File_write_at_all_begin_c);
+stub!(
+    MPI_File_write_at_all_begin_c,
+    PMPI_File_write_at_all_begin_c
+);
 stub!(MPI_File_write_ordered_c, PMPI_File_write_ordered_c);
-stub!(MPI_File_write_ordered_begin_c, PMPI_File_write_ordered_begin_c);
+stub!(
+    MPI_File_write_ordered_begin_c,
+    PMPI_File_write_ordered_begin_c
+);
 stub!(MPI_File_write_shared_c, PMPI_File_write_shared_c);
 stub!(MPI_File_iread_c, PMPI_File_iread_c);
 stub!(MPI_File_iread_all_c, PMPI_File_iread_all_c);
