@@ -232,6 +232,20 @@ static void shared(void) {
     CHECK(got == peer * 11, "get from the shared window: %d", got);
     MPI_Win_unlock_all(w);
     MPI_Win_free(&w);
+    /* Over all of MPI_COMM_WORLD: works on one host, refused (by every
+     * rank alike) when the ranks are on several. */
+    int ws, cls, *p;
+    MPI_Comm_size(MPI_COMM_WORLD, &ws);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rc = MPI_Win_allocate_shared(sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &p, &w);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Error_class(rc, &cls);
+    if (ns == ws) {
+        CHECK(rc == MPI_SUCCESS, "shared window over one host: class %d", cls);
+        MPI_Win_free(&w);
+    } else {
+        CHECK(cls == MPI_ERR_RMA_SHARED, "shared window over several hosts: class %d", cls);
+    }
     MPI_Comm_free(&node);
 }
 
