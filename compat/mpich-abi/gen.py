@@ -192,7 +192,7 @@ def gen_consts(abi_h, incdir, cc):
 INOUT_HANDLE_FUNCS = re.compile(r"^MPI_(\w+_free|Type_commit|Wait|Test|Start|Cancel|Comm_disconnect|File_close|Mrecv|Mrecv_c|"
                                 r"Imrecv|Imrecv_c|Session_finalize|Request_get_status)$")
 RANK_IN = {"source", "dest", "root", "target_rank", "rank"}
-RANK_IN_FUNCS_WITH_RANK = re.compile(r"^MPI_Win_(lock|unlock|flush|flush_local)$")
+RANK_IN_FUNCS_WITH_RANK = re.compile(r"^MPI_Win_(lock|unlock|flush|flush_local|shared_query|shared_query_c)$")
 TAG_IN = {"tag", "sendtag", "recvtag"}
 KEYVAL = {"comm_keyval", "type_keyval", "win_keyval", "keyval"}
 

@@ -45,7 +45,7 @@ must_pass=${MPI4PY_TESTS:-"test_address test_attributes test_buffer test_cco_buf
  test_cffi test_comm test_comm_inter test_ctypes test_doc test_environ test_errorcode test_group test_handle test_info
  test_mpiabi test_mpiapi test_mpimem test_msgzero test_op test_p2p_buf test_p2p_buf_matched test_p2p_obj
  test_p2p_obj_matched test_package test_pickle test_request test_rma test_rma_nb test_status test_threads
- test_toplevel test_util_dtlib test_util_pkl5~BigMPI test_util_pool
+ test_toplevel test_util_dtlib test_util_pkl5~BigMPI test_util_pool test_win test_util_sync test_msgspec
  test_grequest test_comm_topo test_pack test_cco_ngh_buf test_cco_ngh_obj"}
 
 (cd "$here" && cargo build $([ "$profile" = release ] && echo --release) -q -p gridwire-capi -p gridwire-launch) || exit 1

@@ -15,7 +15,7 @@ type CopyFn =
 type DeleteFn = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void) -> c_int;
 
 #[derive(Clone, Copy)]
-struct Keyval {
+pub(crate) struct Keyval {
     /// 0 = MPI_NULL_COPY_FN, 1 = MPI_DUP_FN, else a function.
     copy: usize,
     /// 0 = MPI_NULL_DELETE_FN, else a function.
@@ -26,7 +26,7 @@ struct Keyval {
 static KEYVALS: Mutex<Option<HashMap<c_int, Keyval>>> = Mutex::new(None);
 static NEXT_KEYVAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(1000);
 
-fn keyval(k: c_int) -> Result<Keyval> {
+pub(crate) fn keyval(k: c_int) -> Result<Keyval> {
     KEYVALS
         .lock()
         .unwrap()
@@ -57,7 +57,7 @@ fn create_keyval(copy: usize, delete: usize, extra: usize) -> c_int {
     k
 }
 
-fn call_delete(h: Handle, k: c_int, v: usize) -> Result<()> {
+pub(crate) fn call_delete(h: Handle, k: c_int, v: usize) -> Result<()> {
     let kv = keyval(k)?;
     if kv.delete > 1 {
         // SAFETY: a delete function the program registered; called with the standard's arguments.

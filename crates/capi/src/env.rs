@@ -449,7 +449,7 @@ conv!(
     PMPI_Win_c2f,
     MPI_Win_f2c,
     PMPI_Win_f2c,
-    |v: c_int| v as u32 as Handle
+    |v| crate::rma::WINS.from_int(v)
 );
 conv!(
     MPI_File_toint,

@@ -72,6 +72,7 @@ mod mpi_t;
 mod neighbor;
 mod p2p;
 mod persistent;
+mod rma;
 mod stubs;
 mod topo;
 

@@ -300,6 +300,38 @@ fn attr() {
     suite("attr", &[], &[1, 2, 3]);
 }
 
+/// One-sided communication: every window flavor and synchronization mode.
+#[test]
+fn rma() {
+    suite("rma", &[], &[1, 2, 4]);
+}
+
+/// One-sided communication when other ranks are reached only by tcp or
+/// only by udp (each operation and its answer then cross a socket).
+#[test]
+fn rma_over_tcp_and_udp() {
+    if !have_cc() {
+        return skip("no C compiler (cc or GWCC_CC)");
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = compile("rma", &[]);
+    for methods in ["self,tcp", "self,udp"] {
+        for (n, hosts) in [(2, 1), (4, 2)] {
+            let r = run_env(&exe, n, hosts, &[("GW_METHODS", methods)]);
+            eprintln!(
+                "rma: GW_METHODS={methods} -n {n} hosts {hosts}: {:.2} s",
+                r.secs
+            );
+            assert!(
+                r.ok && r.stdout.contains("PASS rma"),
+                "rma with GW_METHODS={methods} -n {n} hosts {hosts}:\n{}\n{}",
+                r.stdout,
+                r.stderr
+            );
+        }
+    }
+}
+
 /// Messages to itself on duplicates of `MPI_COMM_SELF` (mprobe/improbe/mrecv,
 /// the pattern of mpi4py's `test_util_pkl5`).
 #[test]

@@ -26,6 +26,7 @@ pub mod neighbor;
 pub mod op;
 pub mod params;
 pub mod request;
+pub mod rma;
 pub mod topology;
 pub mod x87;
 
@@ -94,6 +95,8 @@ pub struct Mpi {
     /// The hidden communicator of the constructors from groups (see
     /// `intercomm::Mpi::bootstrap`), made on first use.
     bootstrap: std::sync::OnceLock<Arc<Comm>>,
+    /// One-sided communication: windows and operations waiting for answers.
+    pub rma: Arc<rma::Rma>,
 }
 
 impl Mpi {
@@ -105,6 +108,7 @@ impl Mpi {
         let (rank, size) = (ctx.rank(), ctx.size());
         let world = Comm::new(0, Group::new((0..size).collect()), rank, "MPI_COMM_WORLD");
         let self_comm = Comm::new(2, Group::new(vec![rank]), 0, "MPI_COMM_SELF");
+        let rma = rma::Rma::new(ctx);
         // Nobody sends before every rank's handlers exist.
         ctx.bootstrap_barrier()?;
         Ok(Mpi {
@@ -118,6 +122,7 @@ impl Mpi {
             scratch: Default::default(),
             deferred: Default::default(),
             bootstrap: Default::default(),
+            rma,
         })
     }
 

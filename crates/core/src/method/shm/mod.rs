@@ -763,6 +763,12 @@ impl Method for Shm {
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(Error::Shutdown);
         }
+        if peer == self.ctx {
+            // The receiver refuses a pair from itself (`attach_one`): a link
+            // made here would hang every message to oneself. Refusing now
+            // lets the selection take the next method (`self`).
+            return Err(self.fail(peer, "no shared-memory pair to oneself".into()));
+        }
         let d = Desc::parse(remote)
             .filter(|d| d.host == self.host_id && d.job == self.job_id)
             .ok_or_else(|| self.fail(peer, "descriptor is not for this host and job".into()))?;

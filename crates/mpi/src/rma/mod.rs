@@ -1,0 +1,238 @@
+//! One-sided communication (MPI windows) over remote service requests.
+//!
+//! Every one-sided operation is one request to the target's `H_RMA`
+//! handler, which applies it to the target's window memory inside the
+//! target's progress and answers the origin (an acknowledgement, or the
+//! data of a get). The origin counts the operations still unanswered per
+//! target: a flush, an unlock, a fence or a complete waits for that count
+//! to reach zero, so "done at the target" is exactly "answered". Locks and
+//! exposure epochs are messages to the same handler (see [`wire`]).
+//!
+//! Atomicity: handlers run one at a time inside progress (the runtime's
+//! progress lock), so every accumulate, fetch-and-op and compare-and-swap
+//! applies to the target memory as a whole before any other one-sided
+//! operation on that process starts: stronger than MPI's per-element rule.
+//!
+//! Progress: the target applies operations when it enters the library (any
+//! MPI call that drives progress, waits included), as MPICH does by default:
+//! a passive-target epoch on a rank that computes without calling MPI
+//! waits until it does.
+//!
+//! Trust: a message's window id, displacement and layout are the peer's
+//! word. The target looks the window up, requires the sender to be a member
+//! of it, computes every address from its own base and displacement unit
+//! and refuses (answering `MPI_ERR_RMA_RANGE`) any piece outside the window
+//! or the attached regions of a dynamic one. Answers are matched to the
+//! operation id *and* the rank it was sent to.
+
+pub mod ops;
+mod sync;
+mod target;
+pub mod window;
+pub mod wire;
+
+#[cfg(test)]
+mod hostile_tests;
+
+pub use window::{Flavor, Win};
+
+use crate::datatype::{Basic, Datatype};
+use crate::error::{class, err, MpiError};
+use crate::request::{Buf, Req};
+use gridwire_core::{Context, Request};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// The handler of every one-sided message.
+pub const H_RMA: u32 = 0x0004_d510;
+
+/// Lock types (the ABI's values).
+pub const LOCK_EXCLUSIVE: i32 = 301;
+pub const LOCK_SHARED: i32 = 302;
+/// Assertions (the ABI's values).
+pub const MODE_NOCHECK: i32 = 1024;
+pub const MODE_NOPRECEDE: i32 = 2048;
+pub const MODE_NOPUT: i32 = 4096;
+pub const MODE_NOSTORE: i32 = 8192;
+pub const MODE_NOSUCCEED: i32 = 16384;
+const MODE_ALL: i32 = MODE_NOCHECK | MODE_NOPRECEDE | MODE_NOPUT | MODE_NOSTORE | MODE_NOSUCCEED;
+
+/// How many refused messages are reported on stderr (the rest are counted).
+const REPORTED_REJECTS: u64 = 8;
+
+/// An operation the origin waits an answer for.
+struct Pending {
+    win: Arc<Win>,
+    /// World rank the request went to: only it may answer.
+    target: u32,
+    /// Rank of the target in the window.
+    target_rank: u32,
+    /// Where the answer's data goes (gets).
+    result: Option<Buf>,
+    /// The request of `MPI_Rget` and the like.
+    req: Option<Arc<Req>>,
+}
+
+/// The one-sided state of one process: its windows, by id, and the
+/// operations waiting for an answer.
+#[derive(Default)]
+pub struct Rma {
+    pub(crate) wins: RwLock<HashMap<u32, Arc<Win>>>,
+    pending: Mutex<HashMap<u64, Pending>>,
+    next_op: AtomicU64,
+    rejected: AtomicU64,
+    /// Predefined datatypes by basic type, for applying operations at the target.
+    basics: Mutex<HashMap<Basic, Arc<Datatype>>>,
+}
+
+impl Rma {
+    /// The state, with its handler registered on `ctx`. Call before the
+    /// bootstrap barrier, so no peer's request finds the handler missing.
+    pub fn new(ctx: &Context) -> Arc<Rma> {
+        let r = Arc::new(Rma::default());
+        let weak = Arc::downgrade(&r);
+        ctx.register_handler(H_RMA, move |c, req| {
+            if let Some(r) = weak.upgrade() {
+                r.on_message(c, req);
+            }
+        })
+        .expect("handler ids are below the limit");
+        r
+    }
+
+    /// Messages refused so far because they broke the protocol.
+    pub fn rejected(&self) -> u64 {
+        self.rejected.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn win(&self, id: u32) -> Option<Arc<Win>> {
+        self.wins
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+            .cloned()
+    }
+
+    fn basic_type(&self, b: Basic) -> Arc<Datatype> {
+        self.basics
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(b)
+            .or_insert_with(|| Datatype::predefined(b, ""))
+            .clone()
+    }
+
+    /// Drops a message that broke the protocol: counts it and says why
+    /// (the first few times). Never a panic: it is the peer's word.
+    #[cold]
+    fn reject(&self, ctx: &Context, from: u32, why: std::fmt::Arguments<'_>) {
+        let n = self.rejected.fetch_add(1, Ordering::Relaxed) + 1;
+        if n <= REPORTED_REJECTS {
+            gridwire_core::say!(
+                "gridwire mpi: rank {}: dropped a one-sided message from rank {from}: {why}",
+                ctx.rank()
+            );
+        }
+    }
+
+    fn on_message(&self, ctx: &Context, req: Request<'_>) {
+        let Some((h, rest)) = wire::Header::decode(req.payload) else {
+            return self.reject(ctx, req.src, format_args!("shorter than its header"));
+        };
+        if h.kind == wire::ANSWER {
+            return self.on_answer(ctx, req.src, &h, rest);
+        }
+        self.on_target(ctx, req.src, &h, rest);
+    }
+
+    /// An answer to one of our operations.
+    fn on_answer(&self, ctx: &Context, from: u32, h: &wire::Header, data: &[u8]) {
+        let p = {
+            let mut pend = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            match pend.get(&h.op_id) {
+                Some(p) if p.target == from && p.win.id == h.win => pend.remove(&h.op_id),
+                _ => None,
+            }
+        };
+        let Some(p) = p else {
+            return self.reject(
+                ctx,
+                from,
+                format_args!("it answers operation {} it was not asked", h.op_id),
+            );
+        };
+        if h.arg != 0 {
+            p.win.note_error(err(
+                h.arg as i32,
+                format!(
+                    "rank {} of the window refused an operation: {}",
+                    p.target_rank,
+                    class::describe(h.arg as i32)
+                ),
+            ));
+        } else if let Some(buf) = &p.result {
+            if data.len() as u64 > buf.bytes() as u64 {
+                self.reject(ctx, from, format_args!("its answer is longer than asked"));
+            } else {
+                buf.unpack(data);
+            }
+        }
+        if let Some(r) = &p.req {
+            if h.arg != 0 {
+                r.d.lock().status.error = h.arg as i32;
+            }
+            r.complete();
+        }
+        p.win.answered(p.target_rank);
+    }
+
+    /// Registers an operation to `target` (world rank) and returns its id.
+    fn expect_answer(
+        &self,
+        win: &Arc<Win>,
+        target_rank: u32,
+        result: Option<Buf>,
+        req: Option<Arc<Req>>,
+    ) -> u64 {
+        let id = self.next_op.fetch_add(1, Ordering::Relaxed) + 1;
+        win.outstanding[target_rank as usize].fetch_add(1, Ordering::AcqRel);
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                id,
+                Pending {
+                    win: win.clone(),
+                    target: win.comm.world_of(target_rank),
+                    target_rank,
+                    result,
+                    req,
+                },
+            );
+        id
+    }
+
+    /// Forgets an operation whose request could not be sent.
+    fn forget(&self, id: u64) {
+        if let Some(p) = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id)
+        {
+            p.win.answered(p.target_rank);
+        }
+    }
+}
+
+/// Checks an assertion argument of a synchronization call.
+fn check_assert(assert: i32) -> Result<(), MpiError> {
+    if assert & !MODE_ALL != 0 {
+        return Err(err(
+            class::ASSERT,
+            format!("assertion {assert:#x} has bits no MPI_MODE_* constant defines"),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,214 @@
+//! The origin's side of the communication calls: checks, then one request
+//! to the target, answered when the target applied it.
+
+use super::window::{Flavor, Win};
+use super::wire::{self, Header, Layout};
+use super::H_RMA;
+use crate::datatype::Datatype;
+use crate::error::{class, err, Result};
+use crate::op::Op;
+use crate::request::{Buf, Req, Status};
+use crate::{Mpi, PROC_NULL};
+use std::io::IoSlice;
+use std::sync::Arc;
+
+/// What one call asks of the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Put,
+    Get,
+    Accumulate,
+    GetAccumulate,
+    CompareAndSwap,
+}
+
+/// The target side of a call: rank, displacement, count and datatype.
+pub struct Target<'a> {
+    pub rank: i32,
+    pub disp: i64,
+    pub count: usize,
+    pub dt: &'a Arc<Datatype>,
+}
+
+/// The origin side: the data to send (puts, accumulates), the value to
+/// compare (compare-and-swap) and where the answer goes (gets).
+#[derive(Default)]
+pub struct Origin<'a> {
+    pub data: Option<&'a Buf>,
+    pub compare: Option<&'a Buf>,
+    pub result: Option<Buf>,
+    pub op: Option<&'a Op>,
+}
+
+impl Mpi {
+    /// Issues one-sided operation `kind`. With `want_req` (`MPI_Rput` and
+    /// the like) returns a request completed when the origin's buffers may
+    /// be used again (for gets: when the data arrived).
+    pub fn rma_op(
+        &self,
+        w: &Arc<Win>,
+        kind: Kind,
+        o: Origin<'_>,
+        t: Target<'_>,
+        want_req: bool,
+    ) -> Result<Option<Arc<Req>>> {
+        let done = || want_req.then(|| Req::new_done(Status::empty()));
+        if t.rank == PROC_NULL {
+            return Ok(done());
+        }
+        if t.rank < 0 || t.rank as u32 >= w.comm.size {
+            return Err(err(
+                class::RANK,
+                format!(
+                    "target rank {} is not in the window (size {})",
+                    t.rank, w.comm.size
+                ),
+            ));
+        }
+        let rank = t.rank as u32;
+        {
+            let e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
+            if !e.may_access(rank) {
+                return Err(err(
+                    class::RMA_SYNC,
+                    format!("no access epoch is open to rank {rank} (call MPI_Win_fence, MPI_Win_start or MPI_Win_lock first)"),
+                ));
+            }
+            if want_req && !e.passive(rank) {
+                return Err(err(
+                    class::RMA_SYNC,
+                    "request-based operations need a passive-target epoch (MPI_Win_lock or MPI_Win_lock_all)",
+                ));
+            }
+        }
+        if !t.dt.is_committed() {
+            return Err(err(class::TYPE, "the target datatype is not committed"));
+        }
+        for b in [o.data, o.compare]
+            .into_iter()
+            .flatten()
+            .chain(o.result.as_ref())
+        {
+            self.check_buf(b, "origin buffer")?;
+        }
+        if t.disp < 0 && w.flavor != Flavor::Dynamic {
+            return Err(err(
+                class::DISP,
+                format!("target displacement {} is negative", t.disp),
+            ));
+        }
+        let tbytes = t.count * t.dt.size;
+        let op_code = match kind {
+            Kind::Accumulate | Kind::GetAccumulate => {
+                let op = o.op.ok_or_else(|| err(class::OP, "no operation"))?;
+                let code = wire::op_code(op)?;
+                // An empty access applies nothing: its types are not checked against the op.
+                if tbytes > 0 {
+                    op.check(t.dt)?;
+                }
+                if !matches!(op, Op::NoOp) && tbytes > 0 {
+                    let ob = o.data.map(|b| b.dt.basic);
+                    if ob != Some(t.dt.basic) {
+                        return Err(err(
+                            class::TYPE,
+                            "origin and target datatypes of an accumulate must be made of the same predefined type",
+                        ));
+                    }
+                }
+                code
+            }
+            _ => 0,
+        };
+        let sent_bytes = match (kind, o.op) {
+            (Kind::Get, _) | (Kind::GetAccumulate, Some(Op::NoOp)) => None,
+            _ => o.data.map(|b| b.bytes()),
+        };
+        if let Some(n) = sent_bytes {
+            if n != tbytes {
+                return Err(err(
+                    class::TYPE,
+                    format!("the origin has {n} bytes and the target access {tbytes}: the type signatures differ"),
+                ));
+            }
+        }
+        if let Some(r) = &o.result {
+            if r.bytes() < tbytes || !r.writable() {
+                return Err(err(
+                    class::TYPE,
+                    format!(
+                        "the result buffer holds {} bytes, the target access {tbytes}",
+                        r.bytes()
+                    ),
+                ));
+            }
+        }
+        if w.flavor != Flavor::Dynamic && t.count > 0 {
+            check_range(w, rank, t.disp, t.count, t.dt)?;
+        }
+        if tbytes == 0 {
+            return Ok(done());
+        }
+        let layout = Layout::of(t.disp, t.count, t.dt).encode();
+        let mut data = o
+            .data
+            .filter(|_| sent_bytes.is_some())
+            .map(Buf::pack)
+            .unwrap_or_default();
+        if let Some(c) = o.compare {
+            data.extend_from_slice(&c.pack());
+        }
+        let wire_kind = match kind {
+            Kind::Put => wire::PUT,
+            Kind::Get => wire::GET,
+            Kind::Accumulate => wire::ACC,
+            Kind::GetAccumulate => wire::GET_ACC,
+            Kind::CompareAndSwap => wire::CAS,
+        };
+        let fetches = o.result.is_some();
+        let req = (want_req && fetches).then(|| Arc::new(Req::default()));
+        let id = self.rma.expect_answer(w, rank, o.result, req.clone());
+        let h = Header {
+            kind: wire_kind,
+            op: op_code,
+            basic: t.dt.basic.map_or(0, wire::basic_code),
+            arg: 0,
+            win: w.id,
+            op_id: id,
+        }
+        .encode();
+        let parts = [IoSlice::new(&h), IoSlice::new(&layout), IoSlice::new(&data)];
+        if let Err(e) = self.rma_send(w, rank, &parts) {
+            self.rma.forget(id);
+            return Err(e);
+        }
+        Ok(if fetches { req } else { done() })
+    }
+
+    /// Sends one request to window rank `rank`.
+    pub(crate) fn rma_send(&self, w: &Win, rank: u32, parts: &[IoSlice<'_>]) -> Result<()> {
+        let ctx = self.ctx();
+        let sp = ctx.startpoint(w.comm.world_of(rank))?;
+        ctx.rsr_v(&sp, H_RMA, parts)?;
+        Ok(())
+    }
+}
+
+/// The origin's own check that the access lies in the target's window (the
+/// target checks again: this one gives the error at the call).
+fn check_range(w: &Win, rank: u32, disp: i64, count: usize, dt: &Datatype) -> Result<()> {
+    let r = w.remote[rank as usize];
+    let start = disp as i128 * r.disp_unit as i128;
+    let last = start + (count as i128 - 1) * dt.extent as i128;
+    let lo = start.min(last) + dt.true_lb as i128;
+    let hi = start.max(last) + dt.true_lb as i128 + dt.true_extent as i128;
+    if lo < 0 || hi > r.size as i128 {
+        return Err(err(
+            class::RMA_RANGE,
+            format!(
+                "the access (bytes {lo}..{hi}) lies outside rank {rank}'s window of {} bytes",
+                r.size
+            ),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,615 @@
+//! Windows: their memory, what every member knows of the others, and
+//! their creation and freeing (collective over the communicator).
+//!
+//! Memory a peer writes is kept as an address, never behind a Rust
+//! reference: the target's handler reads and writes it through
+//! [`crate::mem`], and shared windows are mapped by several processes.
+
+use super::{Rma, H_RMA};
+use crate::comm::Comm;
+use crate::error::{class, err, MpiError, Result};
+use crate::info::Info;
+use crate::Mpi;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// How a window's memory came to be (`MPI_WIN_CREATE_FLAVOR`; the ABI's values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    Create = 311,
+    Allocate = 312,
+    Dynamic = 313,
+    Shared = 314,
+}
+
+/// What every member knows of another member's window.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Remote {
+    pub size: u64,
+    pub disp_unit: u64,
+}
+
+/// Memory the library allocated for a window, freed with it.
+pub(crate) enum Owned {
+    None,
+    Heap {
+        addr: usize,
+        layout: std::alloc::Layout,
+    },
+    Mapped {
+        addr: usize,
+        len: usize,
+    },
+}
+
+/// This process's memory of a window being built.
+pub(crate) struct Memory {
+    pub base: usize,
+    pub size: usize,
+    pub disp_unit: usize,
+    pub owned: Owned,
+    /// Shared windows: every member's segment in this process's mapping.
+    pub shared_bases: Vec<usize>,
+}
+
+/// The target's lock of one window.
+#[derive(Default)]
+pub(crate) struct TargetLocks {
+    pub exclusive: Option<u32>,
+    /// World ranks holding a shared lock.
+    pub shared: Vec<u32>,
+    /// Waiting: (world rank, exclusive, operation id of the request).
+    pub queue: VecDeque<(u32, bool, u64)>,
+}
+
+/// The origin's synchronization state of one window.
+#[derive(Default, Debug)]
+pub(crate) struct Epoch {
+    /// Between two fences (not after one with `MPI_MODE_NOSUCCEED`).
+    pub fence: bool,
+    /// Per window rank: 0 = not locked, 1 = shared, 2 = exclusive.
+    pub locked: Vec<u8>,
+    pub lock_all: bool,
+    /// Window ranks of the access epoch of `MPI_Win_start`.
+    pub started: Option<Vec<u32>>,
+    /// Window ranks of the exposure epoch of `MPI_Win_post`.
+    pub posted: Option<Vec<u32>>,
+}
+
+impl Epoch {
+    pub fn may_access(&self, rank: u32) -> bool {
+        self.fence
+            || self.lock_all
+            || self.locked.get(rank as usize).is_some_and(|&l| l != 0)
+            || self.started.as_ref().is_some_and(|g| g.contains(&rank))
+    }
+
+    pub fn passive(&self, rank: u32) -> bool {
+        self.lock_all || self.locked.get(rank as usize).is_some_and(|&l| l != 0)
+    }
+}
+
+/// A window.
+pub struct Win {
+    /// Agreed by every member (the context id of its private communicator).
+    pub id: u32,
+    /// A private duplicate of the creating communicator.
+    pub comm: Arc<Comm>,
+    pub flavor: Flavor,
+    /// This process's memory: address (0 for dynamic windows), bytes, unit.
+    pub base: usize,
+    pub size: usize,
+    pub disp_unit: usize,
+    /// Every member's size and unit, by window rank.
+    pub remote: Vec<Remote>,
+    /// Shared windows: every member's segment in this process's mapping.
+    pub shared_bases: Vec<usize>,
+    owned: Owned,
+    /// Dynamic windows: attached (address, bytes).
+    pub(crate) attached: Mutex<Vec<(usize, usize)>>,
+    /// Operations sent to each window rank and not answered yet.
+    pub(crate) outstanding: Box<[AtomicU32]>,
+    /// `MPI_Win_post` messages received from each window rank and not yet used by a start.
+    pub(crate) posts: Box<[AtomicU32]>,
+    /// `MPI_Win_complete` messages received from each window rank and not yet used by a wait.
+    pub(crate) completes: Box<[AtomicU32]>,
+    pub(crate) locks: Mutex<TargetLocks>,
+    pub(crate) epoch: Mutex<Epoch>,
+    /// The first error a target answered, reported by the next synchronization.
+    error: Mutex<Option<MpiError>>,
+    pub name: Mutex<String>,
+    pub info: Mutex<Info>,
+    /// The C handle of the window's error handler (set by `capi`, 0 = fatal).
+    pub errhandler: AtomicUsize,
+}
+
+impl Drop for Win {
+    fn drop(&mut self) {
+        match self.owned {
+            Owned::None => {}
+            // SAFETY: allocated with this layout by `Mpi::win_allocate`; the
+            // window is gone from the table, so no handler reaches it.
+            Owned::Heap { addr, layout } => unsafe { std::alloc::dealloc(addr as *mut u8, layout) },
+            // SAFETY: mapped by `map_shared` with this length; unmapped once.
+            Owned::Mapped { addr, len } => unsafe {
+                libc::munmap(addr as *mut libc::c_void, len);
+            },
+        }
+    }
+}
+
+impl std::fmt::Debug for Win {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Win")
+            .field("id", &self.id)
+            .field("flavor", &self.flavor)
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+impl Win {
+    pub(crate) fn note_error(&self, e: MpiError) {
+        let mut g = self.error.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_none() {
+            *g = Some(e);
+        }
+    }
+
+    /// The first error a target answered since the last call, if any.
+    pub(crate) fn take_error(&self) -> Result<()> {
+        match self.error.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn answered(&self, rank: u32) {
+        self.outstanding[rank as usize].fetch_sub(1, Ordering::AcqRel);
+    }
+
+    pub fn group(&self) -> Arc<crate::group::Group> {
+        self.comm.group.clone()
+    }
+
+    /// The address range `[addr, addr + len)` of this process's window
+    /// memory that a peer's piece `offset .. offset + len` names, if it lies
+    /// inside (for dynamic windows `offset` is an address and must lie in
+    /// one attached region).
+    pub(crate) fn local_range(&self, offset: i128, len: usize) -> Option<usize> {
+        let end = offset.checked_add(len as i128)?;
+        if offset < 0 {
+            return None;
+        }
+        if self.flavor == Flavor::Dynamic {
+            let a = self.attached.lock().unwrap_or_else(|e| e.into_inner());
+            return a
+                .iter()
+                .any(|&(b, n)| offset >= b as i128 && end <= b as i128 + n as i128)
+                .then_some(offset as usize);
+        }
+        (end <= self.size as i128).then(|| self.base + offset as usize)
+    }
+
+    /// Builds a window (not yet visible to handlers).
+    pub(crate) fn build(
+        comm: Arc<Comm>,
+        flavor: Flavor,
+        m: Memory,
+        remote: Vec<Remote>,
+    ) -> Arc<Win> {
+        let Memory {
+            base,
+            size,
+            disp_unit,
+            owned,
+            shared_bases,
+        } = m;
+        let n = comm.size as usize;
+        let counters = || (0..n).map(|_| AtomicU32::new(0)).collect::<Box<[_]>>();
+        Arc::new(Win {
+            id: comm.ctx,
+            flavor,
+            base,
+            size,
+            disp_unit,
+            remote,
+            shared_bases,
+            owned,
+            attached: Mutex::new(Vec::new()),
+            outstanding: counters(),
+            posts: counters(),
+            completes: counters(),
+            locks: Mutex::new(TargetLocks::default()),
+            epoch: Mutex::new(Epoch {
+                locked: vec![0; n],
+                ..Default::default()
+            }),
+            error: Mutex::new(None),
+            name: Mutex::new(String::new()),
+            info: Mutex::new(Info::default()),
+            errhandler: AtomicUsize::new(0),
+            comm,
+        })
+    }
+}
+
+const SHARED_ALIGN: usize = 64;
+
+impl Mpi {
+    fn rma(&self) -> &Arc<Rma> {
+        &self.rma
+    }
+
+    /// Exchanges (size, unit) with every member of `comm`.
+    /// Fails on every member if `ok` is false on any (a failed allocation).
+    fn exchange_shapes(
+        &self,
+        comm: &Comm,
+        size: usize,
+        unit: usize,
+        ok: bool,
+    ) -> Result<Vec<Remote>> {
+        let mut mine = [0u8; 17];
+        mine[..8].copy_from_slice(&(size as u64).to_le_bytes());
+        mine[8..16].copy_from_slice(&(unit as u64).to_le_bytes());
+        mine[16] = ok as u8;
+        let mut all = vec![0u8; 17 * comm.size as usize];
+        self.allgather_bytes(comm, &mine, &mut all)?;
+        if all.chunks_exact(17).any(|c| c[16] == 0) {
+            return Err(err(
+                class::NO_MEM,
+                format!("a member could not allocate its window memory ({size} bytes here)"),
+            ));
+        }
+        Ok(all
+            .chunks_exact(17)
+            .map(|c| Remote {
+                size: u64::from_le_bytes(c[..8].try_into().unwrap()),
+                disp_unit: u64::from_le_bytes(c[8..16].try_into().unwrap()),
+            })
+            .collect())
+    }
+
+    fn check_shape(size: i64, unit: i64) -> Result<(usize, usize)> {
+        if size < 0 {
+            return Err(err(class::SIZE, format!("window size {size} is negative")));
+        }
+        if unit <= 0 {
+            return Err(err(
+                class::DISP,
+                format!("displacement unit {unit} is not positive"),
+            ));
+        }
+        Ok((size as usize, unit as usize))
+    }
+
+    fn publish(&self, w: Arc<Win>) -> Result<Arc<Win>> {
+        self.rma()
+            .wins
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(w.id, w.clone());
+        // Nobody sends to the window before every member can find it.
+        self.barrier(&w.comm)?;
+        Ok(w)
+    }
+
+    /// `MPI_Win_create` over the user's memory at `base`.
+    pub fn win_create(&self, comm: &Comm, base: usize, size: i64, unit: i64) -> Result<Arc<Win>> {
+        let (size, unit) = Self::check_shape(size, unit)?;
+        if base == 0 && size > 0 {
+            return Err(err(
+                class::BASE,
+                "the window's base is NULL but its size is not 0",
+            ));
+        }
+        let c = self.comm_dup(comm)?;
+        let remote = self.exchange_shapes(&c, size, unit, true)?;
+        let w = Win::build(
+            c,
+            Flavor::Create,
+            Memory {
+                base,
+                size,
+                disp_unit: unit,
+                owned: Owned::None,
+                shared_bases: Vec::new(),
+            },
+            remote,
+        );
+        self.publish(w)
+    }
+
+    /// `MPI_Win_allocate`: memory the library allocates (64-byte aligned).
+    pub fn win_allocate(&self, comm: &Comm, size: i64, unit: i64) -> Result<Arc<Win>> {
+        let (size, unit) = Self::check_shape(size, unit)?;
+        let c = self.comm_dup(comm)?;
+        let layout = std::alloc::Layout::from_size_align(size.max(1), SHARED_ALIGN).ok();
+        // SAFETY: the layout has a non-zero size.
+        let addr = layout.map_or(0, |l| unsafe { std::alloc::alloc_zeroed(l) } as usize);
+        let owned = match layout {
+            Some(layout) if addr != 0 => Owned::Heap { addr, layout },
+            _ => Owned::None,
+        };
+        // Every member learns whether every allocation worked: all fail together.
+        let remote = self.exchange_shapes(&c, size, unit, addr != 0);
+        let w = Win::build(
+            c,
+            Flavor::Allocate,
+            Memory {
+                base: addr,
+                size,
+                disp_unit: unit,
+                owned,
+                shared_bases: Vec::new(),
+            },
+            remote.clone().unwrap_or_default(),
+        );
+        remote?;
+        self.publish(w)
+    }
+
+    /// `MPI_Win_create_dynamic`: no memory until `MPI_Win_attach`.
+    pub fn win_create_dynamic(&self, comm: &Comm) -> Result<Arc<Win>> {
+        let c = self.comm_dup(comm)?;
+        let remote = self.exchange_shapes(&c, 0, 1, true)?;
+        let w = Win::build(
+            c,
+            Flavor::Dynamic,
+            Memory {
+                base: 0,
+                size: 0,
+                disp_unit: 1,
+                owned: Owned::None,
+                shared_bases: Vec::new(),
+            },
+            remote,
+        );
+        self.publish(w)
+    }
+
+    /// `MPI_Win_attach`.
+    pub fn win_attach(&self, w: &Win, base: usize, size: i64) -> Result<()> {
+        if w.flavor != Flavor::Dynamic {
+            return Err(err(
+                class::RMA_FLAVOR,
+                "MPI_Win_attach needs a dynamic window",
+            ));
+        }
+        if size < 0 {
+            return Err(err(class::SIZE, format!("size {size} is negative")));
+        }
+        if base == 0 && size > 0 {
+            return Err(err(class::BASE, "the memory to attach is NULL"));
+        }
+        let size = size as usize;
+        let end = base
+            .checked_add(size)
+            .ok_or_else(|| err(class::RMA_ATTACH, "the region wraps the address space"))?;
+        let mut a = w.attached.lock().unwrap_or_else(|e| e.into_inner());
+        if a.iter().any(|&(b, n)| base < b + n && b < end) {
+            return Err(err(
+                class::RMA_ATTACH,
+                "the region overlaps memory already attached to the window",
+            ));
+        }
+        a.push((base, size));
+        Ok(())
+    }
+
+    /// `MPI_Win_detach`.
+    pub fn win_detach(&self, w: &Win, base: usize) -> Result<()> {
+        if w.flavor != Flavor::Dynamic {
+            return Err(err(
+                class::RMA_FLAVOR,
+                "MPI_Win_detach needs a dynamic window",
+            ));
+        }
+        let mut a = w.attached.lock().unwrap_or_else(|e| e.into_inner());
+        match a.iter().position(|&(b, _)| b == base) {
+            Some(i) => {
+                a.remove(i);
+                Ok(())
+            }
+            None => Err(err(
+                class::RMA_ATTACH,
+                format!("no region attached at {base:#x}"),
+            )),
+        }
+    }
+
+    /// `MPI_Win_allocate_shared`: one mapping of every member's segment, in
+    /// rank order, in every member (all must be on one host).
+    pub fn win_allocate_shared(&self, comm: &Comm, size: i64, unit: i64) -> Result<Arc<Win>> {
+        let (size, unit) = Self::check_shape(size, unit)?;
+        let c = self.comm_dup(comm)?;
+        // Host and process id of every member, to agree on the segment's name.
+        let host = self.ctx().host_id().to_string();
+        let mut mine = [0u8; 72];
+        let hb = host.as_bytes();
+        mine[..hb.len().min(64)].copy_from_slice(&hb[..hb.len().min(64)]);
+        mine[64..68].copy_from_slice(&crate::cma::my_pid().to_le_bytes());
+        let mut all = vec![0u8; 72 * c.size as usize];
+        self.allgather_bytes(&c, &mine, &mut all)?;
+        let remote = self.exchange_shapes(&c, size, unit, true)?;
+        if all.chunks_exact(72).any(|m| m[..64] != all[..64]) {
+            return Err(err(
+                class::RMA_SHARED,
+                "MPI_Win_allocate_shared needs every member on one host (use MPI_Comm_split_type with MPI_COMM_TYPE_SHARED)",
+            ));
+        }
+        // Each segment rounded up to the alignment, contiguous in rank order.
+        let mut offsets = Vec::with_capacity(remote.len());
+        let mut total: u64 = 0;
+        for r in &remote {
+            offsets.push(total);
+            total = total
+                .checked_add(r.size.div_ceil(SHARED_ALIGN as u64) * SHARED_ALIGN as u64)
+                .ok_or_else(|| err(class::SIZE, "the shared window is too large"))?;
+        }
+        let leader_pid = u32::from_le_bytes(all[64..68].try_into().unwrap());
+        let name = format!("/gw-win-{leader_pid}-{}", c.ctx);
+        let total = (total as usize).max(1);
+        // The leader creates the segment; the others open it once it exists.
+        let made = if c.rank == 0 {
+            map_shared(&name, total, true)
+        } else {
+            Ok(0)
+        };
+        let ok = [made.is_ok() as u8];
+        let mut oks = vec![0u8; c.size as usize];
+        self.allgather_bytes(&c, &ok, &mut oks)?;
+        let addr = if c.rank == 0 {
+            made
+        } else if oks[0] == 1 {
+            map_shared(&name, total, false)
+        } else {
+            Err(err(
+                class::RMA_SHARED,
+                "the leader could not create the segment",
+            ))
+        };
+        let ok = [addr.is_ok() as u8];
+        self.allgather_bytes(&c, &ok, &mut oks)?;
+        if c.rank == 0 {
+            // Every member mapped it (or failed): the name is no longer needed.
+            if let Ok(cname) = std::ffi::CString::new(name.clone()) {
+                // SAFETY: a valid NUL-terminated name.
+                unsafe { libc::shm_unlink(cname.as_ptr()) };
+            }
+        }
+        let addr = match (addr, oks.iter().all(|&o| o == 1)) {
+            (Ok(a), true) => a,
+            (Ok(a), false) => {
+                // SAFETY: mapped above with this length.
+                unsafe { libc::munmap(a as *mut libc::c_void, total) };
+                return Err(err(
+                    class::RMA_SHARED,
+                    "a member could not map the shared segment",
+                ));
+            }
+            (Err(e), _) => return Err(e),
+        };
+        let bases: Vec<usize> = offsets.iter().map(|&o| addr + o as usize).collect();
+        let w = Win::build(
+            c.clone(),
+            Flavor::Shared,
+            Memory {
+                base: bases[c.rank as usize],
+                size,
+                disp_unit: unit,
+                owned: Owned::Mapped { addr, len: total },
+                shared_bases: bases,
+            },
+            remote,
+        );
+        self.publish(w)
+    }
+
+    /// `MPI_Win_shared_query`: (size, unit, address) of `rank`'s segment
+    /// (`MPI_PROC_NULL`: the first non-empty one). Windows of other flavors
+    /// (MPI 4.1) share only this process's own memory with itself: another
+    /// rank's is answered as size 0 and a NULL address.
+    pub fn win_shared_query(&self, w: &Win, rank: i32) -> Result<(usize, usize, usize)> {
+        let r = if rank == crate::PROC_NULL {
+            (0..w.remote.len())
+                .find(|&i| w.remote[i].size > 0)
+                .unwrap_or(0)
+        } else if rank >= 0 && (rank as u32) < w.comm.size {
+            rank as usize
+        } else {
+            return Err(err(
+                class::RANK,
+                format!("rank {rank} is not in the window"),
+            ));
+        };
+        let unit = w.remote[r].disp_unit as usize;
+        match w.flavor {
+            Flavor::Shared => Ok((w.remote[r].size as usize, unit, w.shared_bases[r])),
+            Flavor::Dynamic => Ok((0, unit, 0)),
+            _ if r == w.comm.rank as usize => Ok((w.size, unit, w.base)),
+            _ => Ok((0, unit, 0)),
+        }
+    }
+
+    /// `MPI_Win_free`: ends with a barrier, after every operation of this
+    /// process completed; then the window is gone from the handler's table.
+    pub fn win_free(&self, w: &Arc<Win>) -> Result<()> {
+        {
+            let e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
+            if e.lock_all
+                || e.locked.iter().any(|&l| l != 0)
+                || e.started.is_some()
+                || e.posted.is_some()
+            {
+                return Err(err(
+                    class::RMA_SYNC,
+                    "MPI_Win_free inside an epoch (unlock, complete or wait first)",
+                ));
+            }
+        }
+        self.wait_answers(w, None);
+        self.barrier(&w.comm)?;
+        self.rma()
+            .wins
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&w.id);
+        let _ = H_RMA;
+        w.take_error()
+    }
+}
+
+/// Creates (`create`) or opens a POSIX shared memory segment of `len`
+/// bytes and maps it; returns the address.
+fn map_shared(name: &str, len: usize, create: bool) -> Result<usize> {
+    let cname = std::ffi::CString::new(name).map_err(|_| err(class::INTERN, "bad segment name"))?;
+    let flags = if create {
+        libc::O_CREAT | libc::O_EXCL | libc::O_RDWR
+    } else {
+        libc::O_RDWR
+    };
+    // SAFETY: a valid NUL-terminated name; the result is checked.
+    let fd = unsafe { libc::shm_open(cname.as_ptr(), flags, 0o600) };
+    if fd < 0 {
+        return Err(err(
+            class::RMA_SHARED,
+            format!("shm_open {name}: {}", std::io::Error::last_os_error()),
+        ));
+    }
+    // SAFETY: `fd` is ours; ftruncate and mmap report errors by their result.
+    let addr = unsafe {
+        if create && libc::ftruncate(fd, len as libc::off_t) != 0 {
+            libc::close(fd);
+            return Err(err(
+                class::RMA_SHARED,
+                format!(
+                    "cannot size the shared segment: {}",
+                    std::io::Error::last_os_error()
+                ),
+            ));
+        }
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        );
+        libc::close(fd);
+        p
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(err(
+            class::RMA_SHARED,
+            format!(
+                "cannot map the shared segment: {}",
+                std::io::Error::last_os_error()
+            ),
+        ));
+    }
+    Ok(addr as usize)
+}
