@@ -880,12 +880,16 @@ impl Method for UdpMethod {
         }
         // Linger: the last messages (a finalize barrier's) may still need
         // retransmitting; messages arriving now are dropped, acks are processed.
+        // Acknowledgements held back for a reply to carry them go now: no
+        // reply will come (see `Endpoint::ack_pending_now`).
         let end = Instant::now() + s.linger;
+        s.lock().ep.ack_pending_now();
         loop {
             {
                 let mut st = s.lock();
                 let _ = s.drive(&mut st);
-                if !st.ep.has_unacked() || Instant::now() >= end {
+                let done = !st.ep.has_unacked() && !st.ep.acks_pending();
+                if done || Instant::now() >= end {
                     break;
                 }
             }

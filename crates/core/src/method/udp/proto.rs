@@ -771,6 +771,25 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         self.peers.get(&peer).map_or(0, |p| p.buffered)
     }
 
+    /// Acknowledges at once what waits for a delayed acknowledgement. At
+    /// shutdown nothing will carry it later, and a peer left without it
+    /// retransmits its last datagram until it gives up on the link (about
+    /// 16 s with the default timeouts): its `finalize` waited that long.
+    pub fn ack_pending_now(&mut self) {
+        for p in self.peers.values_mut() {
+            if p.failed.is_none() && (p.ack_due.is_some() || p.unacked_rx > 0) {
+                p.ack_now = true;
+            }
+        }
+    }
+
+    /// Whether an acknowledgement is still to be sent to a live peer.
+    pub fn acks_pending(&self) -> bool {
+        self.peers
+            .values()
+            .any(|p| p.failed.is_none() && p.verified && (p.ack_now || p.ack_due.is_some()))
+    }
+
     /// Whether any data is not yet acknowledged by a live peer.
     pub fn has_unacked(&self) -> bool {
         self.peers
