@@ -7,6 +7,9 @@
 //! project's skip rule (`gridwire_testkit::skip`: fails under `CI=true`, says
 //! `SKIPPED` elsewhere). `GW_MPI_TEST_RANKS="1 2"` narrows the rank counts.
 
+mod common;
+
+use common::{gwrun, have_cc, profile_dir, repo};
 use gridwire_testkit::skip;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -17,47 +20,6 @@ use std::time::{Duration, Instant};
 
 /// The jobs share two cores: run one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-/// target/<profile>, found from this test executable (target/<profile>/deps/c_suite-*).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf()
-}
-
-fn gwrun() -> PathBuf {
-    let dir = profile_dir();
-    let p = dir.join("gwrun");
-    if !p.exists() {
-        // Build the launcher into the same target directory.
-        let target = dir.parent().unwrap();
-        let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        c.args(["build", "-p", "gridwire-launch", "--bin", "gwrun"])
-            .env("CARGO_TARGET_DIR", target);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            c.arg("--release");
-        }
-        let st = c.status().expect("cargo runs");
-        assert!(st.success(), "building gwrun failed");
-    }
-    p
-}
-
-fn have_cc() -> bool {
-    let cc = std::env::var("GWCC_CC").unwrap_or_else(|_| "cc".into());
-    Command::new(cc)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 fn compile(name: &str, extra: &[&str]) -> PathBuf {
     let out_dir = profile_dir().join("mpi-tests");

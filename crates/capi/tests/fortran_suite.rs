@@ -6,21 +6,10 @@
 //! `find_package(MPI COMPONENTS C Fortran)`. The script follows the skip rule
 //! itself (no gfortran: fails under `CI=true`, `SKIPPED` elsewhere).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{profile_dir, repo};
 use std::process::Command;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-/// target/<profile>, found from this test executable (target/<profile>/deps/fortran_suite-*).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf()
-}
 
 #[test]
 fn fortran_bindings_mpif_h_use_mpi_use_mpi_f08() {

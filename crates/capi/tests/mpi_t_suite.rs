@@ -9,6 +9,9 @@
 //! Needs a C compiler (`cc`, or `GWCC_CC`): without one the test follows the
 //! project's skip rule (`gridwire_testkit::skip`).
 
+mod common;
+
+use common::{gwrun, have_cc, profile_dir, repo};
 use gridwire_core::params::{parse_size, Kind, ParamDecl};
 use gridwire_testkit::skip;
 use std::io::Read;
@@ -16,48 +19,6 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-/// target/<profile>, found from this test executable (target/<profile>/deps/mpi_t_suite-*).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf()
-}
-
-fn gwrun() -> PathBuf {
-    let dir = profile_dir();
-    let p = dir.join("gwrun");
-    if !p.exists() {
-        let target = dir.parent().unwrap();
-        let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        c.args(["build", "-p", "gridwire-launch", "--bin", "gwrun"])
-            .env("CARGO_TARGET_DIR", target);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            c.arg("--release");
-        }
-        assert!(
-            c.status().expect("cargo runs").success(),
-            "building gwrun failed"
-        );
-    }
-    p
-}
-
-fn have_cc() -> bool {
-    let cc = std::env::var("GWCC_CC").unwrap_or_else(|_| "cc".into());
-    Command::new(cc)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 /// A default as the variable reads it: sizes in bytes, booleans as 0/1.
 fn canonical(d: &ParamDecl) -> String {

@@ -1,0 +1,50 @@
+//! Shared by the test files that drive built programs: where the repository
+//! and this build's binaries are, the launcher, and whether a C compiler is
+//! there.
+#![allow(dead_code)] // each test file uses a different subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// target/<profile>, found from this test executable (target/<profile>/deps/<test>-*).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf()
+}
+
+/// The launcher of this build, built into the same target directory if it
+/// is not there yet.
+pub fn gwrun() -> PathBuf {
+    let dir = profile_dir();
+    let p = dir.join("gwrun");
+    if !p.exists() {
+        let target = dir.parent().unwrap();
+        let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        c.args(["build", "-p", "gridwire-launch", "--bin", "gwrun"])
+            .env("CARGO_TARGET_DIR", target);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            c.arg("--release");
+        }
+        let st = c.status().expect("cargo runs");
+        assert!(st.success(), "building gwrun failed");
+    }
+    p
+}
+
+/// A C compiler (`cc`, or `GWCC_CC`) answers `--version`.
+pub fn have_cc() -> bool {
+    let cc = std::env::var("GWCC_CC").unwrap_or_else(|_| "cc".into());
+    Command::new(cc)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
