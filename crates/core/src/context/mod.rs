@@ -1,0 +1,717 @@
+//! The context: one per process. It owns the initialised methods, its own
+//! descriptor table, the handler and endpoint tables, the links to peers
+//! (opened on demand by the selection policy) and the progress engine.
+//!
+//! Threads: every public method takes `&self` and may be called from several
+//! threads at once. Sends lock only the link they use; progress is owned by
+//! one thread at a time (`try_lock`), and a thread that finds it taken lets
+//! the owner work and re-checks its own condition.
+//!
+//! Handlers run inside progress, on the thread that polled. They must not
+//! block; a send from a handler that cannot complete at once is queued by its
+//! link instead of waiting (see [`Waiter`]).
+
+use crate::bootstrap::Pmi;
+use crate::descriptor::{DescriptorTable, Entry};
+use crate::error::{Error, Result};
+use crate::method::{self, JobInfo, Link, Method, MethodEnv, PollClass, Sink, Waiter};
+use crate::params::Params;
+use crate::select::{FirstApplicable, SelectionPolicy};
+use crate::startpoint::Startpoint;
+use crate::sync::TryLock;
+use std::cell::Cell;
+use std::collections::HashSet;
+use std::io::IoSlice;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
+
+mod finalize;
+mod progress;
+mod setup;
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+use progress::Dispatch;
+use progress::ProgressWaiter;
+use setup::*;
+pub use setup::{host_identity, methods_from_params, real_host_identity};
+
+/// What a handler receives.
+pub struct Request<'a> {
+    /// The context that sent the request.
+    pub src: u32,
+    /// The endpoint it was addressed to (0 = the context's default endpoint).
+    pub endpoint: u32,
+    pub payload: &'a [u8],
+}
+
+/// A handler: runs inside progress when a request for it arrives.
+pub type Handler = Arc<dyn Fn(&Context, Request<'_>) + Send + Sync>;
+
+/// The id of every context's default endpoint, which exists from the start.
+pub const DEFAULT_ENDPOINT: u32 = 0;
+
+/// Size of the header the context puts in front of every payload:
+/// handler id, endpoint id (both `u32` little-endian).
+pub(crate) const RSR_HEADER: usize = 8;
+
+/// Handler ids from here up belong to the runtime itself.
+pub const FIRST_INTERNAL_HANDLER: u32 = 0xffff_0000;
+const H_BARRIER: u32 = FIRST_INTERNAL_HANDLER + 1;
+
+/// Per-link counters, as reported by [`Context::link_stats`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkStats {
+    pub peer: u32,
+    /// Method of the link this context opened to the peer ("" if it never sent).
+    pub method: String,
+    pub sent_msgs: u64,
+    pub sent_bytes: u64,
+    pub recv_msgs: u64,
+    pub recv_bytes: u64,
+}
+
+#[derive(Default)]
+struct Peer {
+    /// The peer's descriptor table, once known (from a startpoint or the bootstrap).
+    table: OnceLock<DescriptorTable>,
+    link: OnceLock<Arc<dyn Link>>,
+    /// Serialises connection establishment to this peer.
+    connecting: Mutex<()>,
+    /// Why the link broke (the first cause), if it did; sends then fail
+    /// with this reason. A `OnceLock`: waits check it on every iteration.
+    failed: OnceLock<String>,
+    /// Contexts whose tables we already sent to this peer inside startpoints.
+    tables_sent: Mutex<HashSet<u32>>,
+    /// How we learned the table (for reports and tests): 1 = startpoint, 2 = bootstrap.
+    table_source: AtomicU32,
+    sent_msgs: AtomicU64,
+    sent_bytes: AtomicU64,
+    recv_msgs: AtomicU64,
+    recv_bytes: AtomicU64,
+}
+
+/// Where a peer's descriptor table came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableSource {
+    Unknown,
+    /// Attached to a startpoint that reached us.
+    Startpoint,
+    /// Looked up in the bootstrap's key-value space.
+    Bootstrap,
+}
+
+struct ProgressState {
+    iter: u64,
+    /// Current interval between polls of expensive methods.
+    skip: u64,
+    next_expensive: u64,
+    /// Handlers by id. They live under the progress lock because only the
+    /// thread holding it delivers: dispatch then needs no lock of its own
+    /// (registration, which is rare, takes the progress lock to change them).
+    handlers: Vec<Option<Handler>>,
+    /// A socket method delivered a message at least once.
+    sockets_used: bool,
+    /// The next round of progress polls every method thoroughly (see
+    /// `Method::poll_thorough`): set after a sleep.
+    thorough: bool,
+    /// The same for the cheap methods, taken by the next round whether or
+    /// not the sockets' turn has come (see `progress`).
+    thorough_cheap: bool,
+    /// A cheap method other than `self` (shared memory) delivered a message
+    /// at least once: only then is there shared-memory latency that skipping
+    /// socket polls protects.
+    shared_used: bool,
+}
+
+struct Inner {
+    job: JobInfo,
+    params: Params,
+    methods: Vec<Arc<dyn Method>>,
+    cheap: Vec<usize>,
+    expensive: Vec<usize>,
+    wait_fds: Vec<RawFd>,
+    table: DescriptorTable,
+    peers: Vec<Peer>,
+    policy: Box<dyn SelectionPolicy>,
+    endpoints: RwLock<HashSet<u32>>,
+    next_endpoint: AtomicU32,
+    progress: TryLock<ProgressState>,
+    pmi: Mutex<Pmi>,
+    skip_param: u64,
+    spin_iters: u64,
+    /// `GW_YIELD_US`: how long an idle wait yields before it sleeps.
+    yield_for: Duration,
+    /// Idle time a waiting thread keeps its core before yielding (see `wait`).
+    spin: Duration,
+    dropped: AtomicU64,
+    finalized: AtomicBool,
+    barrier_epoch: AtomicU64,
+    /// Barrier messages received, by (epoch, round).
+    barrier_seen: Mutex<std::collections::HashMap<(u64, u32), u32>>,
+    /// Barrier messages received so far: a waiting barrier looks at
+    /// `barrier_seen` only when this moved (its wait loop spins on it).
+    barrier_arrivals: AtomicU64,
+}
+
+/// A process's runtime. Cloning is cheap and shares the same context.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<Inner>,
+}
+
+thread_local! {
+    /// Set while this thread runs a handler: sends must not wait then.
+    static IN_HANDLER: Cell<bool> = const { Cell::new(false) };
+}
+
+impl Context {
+    /// Initialises the runtime: reads parameters, bootstraps through PMI
+    /// (or runs as a singleton without a launcher), initialises the methods,
+    /// publishes the descriptor table and waits for every rank to do so.
+    pub fn init() -> Result<Context> {
+        let params = Params::from_env()?;
+        let pmi = Pmi::connect(crate::bootstrap::PmiChoice::parse(params.text("PMI"))?)?;
+        if params.num("VERBOSE") >= 1 && !pmi.is_singleton() {
+            crate::say!(
+                "gw[{}]: bootstrap {} (job {})",
+                pmi.rank(),
+                pmi.protocol(),
+                pmi.kvsname()
+            );
+        }
+        Self::with(params, pmi)
+    }
+
+    /// Initialises with explicit parameters and bootstrap.
+    pub fn with(params: Params, mut pmi: Pmi) -> Result<Context> {
+        let rank = pmi.rank();
+        let size = pmi.size();
+        let job = job_info(&params, &mut pmi, rank, size)?;
+        let chosen = methods_from_params(&params)?;
+        let env = MethodEnv {
+            job: &job,
+            params: &params,
+        };
+        let mut methods: Vec<Arc<dyn Method>> = Vec::new();
+        for info in chosen {
+            match (info.init)(&env)? {
+                Some(m) => methods.push(m),
+                None if params.is_set("METHODS") => {
+                    return Err(Error::BadParam {
+                        var: "GW_METHODS".into(),
+                        value: params.text("METHODS").into(),
+                        reason: format!("method {} is not available on this host", info.name),
+                    })
+                }
+                None => {}
+            }
+        }
+        let table = DescriptorTable {
+            entries: methods
+                .iter()
+                .map(|m| Entry {
+                    method: m.name().into(),
+                    descriptor: m.descriptor(),
+                })
+                .collect(),
+        };
+        publish_table(&mut pmi, rank, &table.to_hex())?;
+        pmi.commit()?;
+        pmi.barrier()?;
+        let mut cheap = Vec::new();
+        let mut expensive = Vec::new();
+        for (i, m) in methods.iter().enumerate() {
+            match m.poll_class() {
+                PollClass::EveryIteration => cheap.push(i),
+                PollClass::Expensive => expensive.push(i),
+            }
+        }
+        let wait_fds = methods.iter().filter_map(|m| m.wait_fd()).collect();
+        let mut peers = Vec::with_capacity(size as usize);
+        peers.resize_with(size as usize, Peer::default);
+        let _ = peers[rank as usize].table.set(table.clone());
+        let skip_param = params.num("SKIP_POLL");
+        let spin_iters = params.num("SPIN_ITERS");
+        let yield_for = Duration::from_micros(params.num("YIELD_US"));
+        let spin = spin_budget(&params, size)?;
+        let inner = Inner {
+            job,
+            methods,
+            cheap,
+            expensive,
+            wait_fds,
+            table,
+            peers,
+            policy: Box::new(FirstApplicable),
+            endpoints: RwLock::new(HashSet::from([DEFAULT_ENDPOINT])),
+            next_endpoint: AtomicU32::new(1),
+            progress: TryLock::new(ProgressState {
+                iter: 0,
+                skip: skip_param.max(1),
+                next_expensive: 0,
+                handlers: Vec::new(),
+                sockets_used: false,
+                shared_used: false,
+                thorough: false,
+                thorough_cheap: false,
+            }),
+            pmi: Mutex::new(pmi),
+            skip_param,
+            spin_iters,
+            yield_for,
+            spin,
+            dropped: AtomicU64::new(0),
+            finalized: AtomicBool::new(false),
+            barrier_epoch: AtomicU64::new(0),
+            barrier_seen: Mutex::new(std::collections::HashMap::new()),
+            barrier_arrivals: AtomicU64::new(0),
+            params,
+        };
+        Ok(Context {
+            inner: Arc::new(inner),
+        })
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.inner.job.ctx_id
+    }
+
+    /// A public digest of the job secret ([`crate::auth::fingerprint`]),
+    /// for tests of how the secret was made.
+    #[doc(hidden)]
+    pub fn secret_fingerprint(&self) -> String {
+        crate::auth::fingerprint(&self.inner.job.secret)
+    }
+
+    /// The PMI key-value space's name (public: `ps` may show it).
+    #[doc(hidden)]
+    pub fn kvsname(&self) -> String {
+        self.inner
+            .pmi
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .kvsname()
+            .to_string()
+    }
+
+    pub fn size(&self) -> u32 {
+        self.inner.job.size
+    }
+
+    /// The host identity used for shared-memory applicability.
+    pub fn host_id(&self) -> &str {
+        &self.inner.job.host_id
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.inner.params
+    }
+
+    /// This context's descriptor table.
+    pub fn table(&self) -> &DescriptorTable {
+        &self.inner.table
+    }
+
+    /// Names of the methods this context initialised, in table order.
+    pub fn method_names(&self) -> Vec<&'static str> {
+        self.inner.methods.iter().map(|m| m.name()).collect()
+    }
+
+    /// Registers `handler` under `id`, replacing any earlier one. Ids from
+    /// [`FIRST_INTERNAL_HANDLER`] up are reserved for the runtime.
+    pub fn register_handler(
+        &self,
+        id: u32,
+        handler: impl Fn(&Context, Request<'_>) + Send + Sync + 'static,
+    ) -> Result<()> {
+        if IN_HANDLER.with(|c| c.get()) {
+            return Err(Error::BadParam {
+                var: "handler id".into(),
+                value: id.to_string(),
+                reason: "handlers cannot be registered from inside a handler".into(),
+            });
+        }
+        if id >= FIRST_INTERNAL_HANDLER || id > 1 << 20 {
+            return Err(Error::BadParam {
+                var: "handler id".into(),
+                value: id.to_string(),
+                reason: "user handler ids must be below 1048576".into(),
+            });
+        }
+        let mut st = self.inner.progress.lock();
+        let h = &mut st.handlers;
+        let i = id as usize;
+        if h.len() <= i {
+            h.resize_with(i + 1, || None);
+        }
+        h[i] = Some(Arc::new(handler));
+        Ok(())
+    }
+
+    /// Removes the handler of `id`; requests for it are then counted as
+    /// dropped. Handlers run under the progress lock, which this takes, so
+    /// when it returns no call of the old handler is running or will start:
+    /// state the handler borrowed may then be freed.
+    pub fn unregister_handler(&self, id: u32) -> Result<()> {
+        if IN_HANDLER.with(|c| c.get()) {
+            return Err(Error::BadParam {
+                var: "handler id".into(),
+                value: id.to_string(),
+                reason: "handlers cannot be unregistered from inside a handler".into(),
+            });
+        }
+        let mut st = self.inner.progress.lock();
+        if let Some(h) = st.handlers.get_mut(id as usize) {
+            *h = None;
+        }
+        Ok(())
+    }
+
+    /// Creates a new endpoint and returns a startpoint bound to it.
+    pub fn create_endpoint(&self) -> Startpoint {
+        let id = self.inner.next_endpoint.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .endpoints
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id);
+        Startpoint {
+            ctx: self.rank(),
+            endpoint: id,
+        }
+    }
+
+    /// Destroys an endpoint; requests that arrive for it later are dropped and counted.
+    pub fn destroy_endpoint(&self, sp: &Startpoint) {
+        if sp.endpoint != DEFAULT_ENDPOINT {
+            self.inner
+                .endpoints
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&sp.endpoint);
+        }
+    }
+
+    /// A startpoint to the default endpoint of context `rank`.
+    pub fn startpoint(&self, rank: u32) -> Result<Startpoint> {
+        self.peer(rank)?;
+        Ok(Startpoint {
+            ctx: rank,
+            endpoint: DEFAULT_ENDPOINT,
+        })
+    }
+
+    fn peer(&self, rank: u32) -> Result<&Peer> {
+        self.inner.peers.get(rank as usize).ok_or_else(|| {
+            Error::BadStartpoint(format!(
+                "rank {rank} does not exist (the job has {} ranks)",
+                self.size()
+            ))
+        })
+    }
+
+    /// Issues a remote service request: runs handler `handler` on the
+    /// startpoint's endpoint with `payload`. Returns when `payload` may be reused.
+    pub fn rsr(&self, sp: &Startpoint, handler: u32, payload: &[u8]) -> Result<()> {
+        self.rsr_v(sp, handler, &[IoSlice::new(payload)])
+    }
+
+    /// Like [`rsr`](Self::rsr) with a gathered payload (no copy to join the parts).
+    pub fn rsr_v(&self, sp: &Startpoint, handler: u32, payload: &[IoSlice<'_>]) -> Result<()> {
+        let peer = self.peer(sp.ctx)?;
+        let link = match peer.link.get() {
+            Some(l) => l,
+            None => self.connect(sp.ctx)?,
+        };
+        let mut hdr = [0u8; RSR_HEADER];
+        hdr[..4].copy_from_slice(&handler.to_le_bytes());
+        hdr[4..].copy_from_slice(&sp.endpoint.to_le_bytes());
+        let waiter = ProgressWaiter { ctx: self };
+        // The header and the caller's parts in one iovec, on the stack for
+        // the usual shapes (MPI's eager message is envelope + data: two).
+        let res = if let [a, b] = payload {
+            link.send(&[IoSlice::new(&hdr), *a, *b], &waiter)
+        } else if payload.len() < 8 {
+            let mut iov = [IoSlice::new(&[]); 8];
+            iov[0] = IoSlice::new(&hdr);
+            iov[1..=payload.len()].copy_from_slice(payload);
+            link.send(&iov[..=payload.len()], &waiter)
+        } else {
+            let mut iov = Vec::with_capacity(payload.len() + 1);
+            iov.push(IoSlice::new(&hdr));
+            iov.extend_from_slice(payload);
+            link.send(&iov, &waiter)
+        };
+        if let Err(e) = res {
+            if let Some(why) = peer.failed.get().cloned() {
+                return Err(Error::LinkFailed {
+                    peer: sp.ctx,
+                    method: link.method(),
+                    reason: why,
+                });
+            }
+            return Err(e);
+        }
+        if !link.counts_sends() {
+            let len = method::iov_len(payload);
+            peer.sent_msgs.fetch_add(1, Ordering::Relaxed);
+            peer.sent_bytes
+                .fetch_add((len + RSR_HEADER) as u64, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Opens the link to `rank` with the selection policy (once; later callers reuse it).
+    fn connect(&self, rank: u32) -> Result<&Arc<dyn Link>> {
+        let peer = self.peer(rank)?;
+        let _guard = peer.connecting.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = peer.link.get() {
+            return Ok(l);
+        }
+        if let Some(why) = peer.failed.get().cloned() {
+            return Err(Error::LinkFailed {
+                peer: rank,
+                method: "none",
+                reason: why,
+            });
+        }
+        let table = self.table_of(rank)?;
+        let candidates = self.inner.policy.candidates(&self.inner.methods, &table);
+        if candidates.is_empty() {
+            return Err(Error::NoMethod {
+                peer: rank,
+                offered: table.names(),
+            });
+        }
+        let mut last_err = None;
+        let mut link = None;
+        for (mi, entry) in candidates {
+            let m = &self.inner.methods[mi];
+            let desc = &table.entries[entry].descriptor;
+            match m.connect(rank, desc) {
+                Ok(l) => {
+                    if self.inner.job.verbose >= 1 {
+                        crate::say!(
+                            "gw[{}]: rank {rank} reached by {} ({})",
+                            self.rank(),
+                            m.name(),
+                            m.describe(desc)
+                        );
+                    }
+                    link = Some(l);
+                    break;
+                }
+                Err(e) => {
+                    if crate::events::listening() {
+                        crate::events::emit(crate::events::LinkEvent {
+                            kind: crate::events::LinkEventKind::ConnectFailed,
+                            rank: self.rank(),
+                            peer: rank,
+                            method: m.name(),
+                            reason: &e.to_string(),
+                        });
+                    }
+                    // Fall back to the next applicable method, and say why.
+                    crate::say!(
+                        "gw[{}]: {} to rank {rank} failed ({e}); trying the next method",
+                        self.rank(),
+                        m.name()
+                    );
+                    last_err = Some(e);
+                }
+            }
+        }
+        let Some(link) = link else {
+            return Err(last_err.expect("at least one candidate was tried"));
+        };
+        let _ = peer.link.set(link);
+        let link = peer.link.get().expect("just set");
+        // After the link is in place: a listener reading the peer's method sees it.
+        crate::events::emit(crate::events::LinkEvent {
+            kind: crate::events::LinkEventKind::Selected,
+            rank: self.rank(),
+            peer: rank,
+            method: link.method(),
+            reason: "",
+        });
+        Ok(link)
+    }
+
+    /// The descriptor table of `rank`: cached, or looked up in the bootstrap.
+    fn table_of(&self, rank: u32) -> Result<DescriptorTable> {
+        let peer = self.peer(rank)?;
+        if let Some(t) = peer.table.get() {
+            return Ok(t.clone());
+        }
+        let hex = lookup_table(
+            &mut self.inner.pmi.lock().unwrap_or_else(|e| e.into_inner()),
+            rank,
+        )?;
+        let t = DescriptorTable::from_hex(&hex)?;
+        if peer.table.set(t.clone()).is_ok() {
+            peer.table_source.store(2, Ordering::Relaxed);
+        }
+        Ok(peer.table.get().cloned().unwrap_or(t))
+    }
+
+    /// Why the link to `rank` failed, if it did.
+    pub fn link_error(&self, rank: u32) -> Option<String> {
+        self.peer(rank).ok()?.failed.get().cloned()
+    }
+
+    /// Where this context learned `rank`'s descriptor table.
+    pub fn table_source(&self, rank: u32) -> TableSource {
+        match self
+            .peer(rank)
+            .map(|p| p.table_source.load(Ordering::Relaxed))
+        {
+            Ok(1) => TableSource::Startpoint,
+            Ok(2) => TableSource::Bootstrap,
+            _ => TableSource::Unknown,
+        }
+    }
+
+    /// Serialises `sp` to travel to context `dest`. The endpoint's descriptor
+    /// table is attached the first time a startpoint of that context goes to
+    /// `dest`, and omitted after (the peer caches it).
+    pub fn pack_startpoint(&self, sp: &Startpoint, dest: u32) -> Result<Vec<u8>> {
+        let to = self.peer(dest)?;
+        let mut out = Vec::with_capacity(64);
+        out.extend_from_slice(&sp.ctx.to_le_bytes());
+        out.extend_from_slice(&sp.endpoint.to_le_bytes());
+        let first = dest != sp.ctx
+            && to
+                .tables_sent
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(sp.ctx);
+        if first {
+            let table = self.table_of(sp.ctx)?;
+            out.push(1);
+            out.extend_from_slice(&table.encode());
+        } else {
+            out.push(0);
+        }
+        Ok(out)
+    }
+
+    /// Reads a startpoint packed by [`pack_startpoint`](Self::pack_startpoint),
+    /// caching an attached descriptor table. Returns the startpoint and the bytes used.
+    pub fn unpack_startpoint(&self, buf: &[u8]) -> Result<(Startpoint, usize)> {
+        let bad = |w: &str| Error::BadStartpoint(w.into());
+        let head = buf.get(..9).ok_or_else(|| bad("truncated"))?;
+        let ctx = u32::from_le_bytes(head[..4].try_into().unwrap());
+        let endpoint = u32::from_le_bytes(head[4..8].try_into().unwrap());
+        let peer = self.peer(ctx)?;
+        match head[8] {
+            0 => Ok((Startpoint { ctx, endpoint }, 9)),
+            1 => {
+                let (table, used) = DescriptorTable::decode(&buf[9..])?;
+                if peer.table.set(table).is_ok() {
+                    peer.table_source.store(1, Ordering::Relaxed);
+                }
+                Ok((Startpoint { ctx, endpoint }, 9 + used))
+            }
+            _ => Err(bad("bad table flag")),
+        }
+    }
+
+    /// The method of the link to `rank`, if one was opened.
+    pub fn method_to(&self, rank: u32) -> Option<&'static str> {
+        self.peer(rank).ok()?.link.get().map(|l| l.method())
+    }
+
+    /// The method the selection policy would choose to reach `rank` (without connecting).
+    pub fn would_select(&self, rank: u32) -> Result<&'static str> {
+        let table = self.table_of(rank)?;
+        self.inner
+            .policy
+            .select(&self.inner.methods, &table)
+            .map(|(mi, _)| self.inner.methods[mi].name())
+            .ok_or_else(|| Error::NoMethod {
+                peer: rank,
+                offered: table.names(),
+            })
+    }
+
+    /// Per-link statistics, one row per peer this context exchanged messages with.
+    pub fn link_stats(&self) -> Vec<LinkStats> {
+        self.inner
+            .peers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                let (link_msgs, link_bytes) = p.link.get().map(|l| l.sent()).unwrap_or((0, 0));
+                let s = LinkStats {
+                    peer: i as u32,
+                    method: p
+                        .link
+                        .get()
+                        .map(|l| l.method().to_string())
+                        .unwrap_or_default(),
+                    sent_msgs: p.sent_msgs.load(Ordering::Relaxed) + link_msgs,
+                    sent_bytes: p.sent_bytes.load(Ordering::Relaxed) + link_bytes,
+                    recv_msgs: p.recv_msgs.load(Ordering::Relaxed),
+                    recv_bytes: p.recv_bytes.load(Ordering::Relaxed),
+                };
+                (s.sent_msgs + s.recv_msgs > 0 || !s.method.is_empty()).then_some(s)
+            })
+            .collect()
+    }
+
+    /// Each method's own counters (e.g. `tcp refused_connections`, `udp
+    /// auth_failed`), as (method, counter, value).
+    pub fn method_counters(&self) -> Vec<(&'static str, &'static str, u64)> {
+        self.inner
+            .methods
+            .iter()
+            .flat_map(|m| m.counters().into_iter().map(move |(k, v)| (m.name(), k, v)))
+            .collect()
+    }
+
+    /// Requests dropped because their endpoint or handler did not exist.
+    pub fn dropped_requests(&self) -> u64 {
+        self.inner.dropped.load(Ordering::Relaxed)
+    }
+
+    /// This context's statistics as the compact JSON the launcher reads.
+    pub fn stats_json(&self) -> String {
+        let links: Vec<serde_json::Value> = self
+            .link_stats()
+            .into_iter()
+            .map(|s| {
+                serde_json::json!({
+                    "peer": s.peer, "method": s.method,
+                    "sent_msgs": s.sent_msgs, "sent_bytes": s.sent_bytes,
+                    "recv_msgs": s.recv_msgs, "recv_bytes": s.recv_bytes,
+                })
+            })
+            .collect();
+        serde_json::json!({ "rank": self.rank(), "host": self.inner.job.host_id, "links": links })
+            .to_string()
+    }
+
+    /// Aborts the whole job through the bootstrap.
+    pub fn abort(&self, code: i32, msg: &str) -> ! {
+        let _ = self
+            .inner
+            .pmi
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .abort(code, msg);
+        std::process::exit(code);
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Without finalize (an error path), still release segments and sockets.
+        for m in &self.methods {
+            m.shutdown();
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! Progress: polling the methods, dispatching what arrives to handlers,
+//! and waiting (spinning, then sleeping on the methods' descriptors).
+
+use super::*;
+
+impl Context {
+    /// One round of progress. Returns the number of messages delivered, or 0
+    /// if another thread is progressing right now.
+    pub fn progress(&self) -> usize {
+        let Some(mut guard) = self.inner.progress.try_lock() else {
+            return 0;
+        };
+        let st = &mut *guard;
+        st.iter += 1;
+        let mut sink = Dispatch {
+            ctx: self,
+            handlers: &st.handlers,
+        };
+        let mut n = 0;
+        // A thorough round (after a sleep, or now and then while yielding:
+        // see `wait`) is thorough for the cheap methods too. shm looks at its
+        // listener for new senders only every `ACCEPT_EVERY` rounds
+        // otherwise, and a rank that sleeps or yields makes few rounds: a new
+        // sender's first message waited for dozens of 1 ms sleeps (the
+        // demo's ring: 3 ms a hop instead of 0.1).
+        let thorough_cheap = std::mem::take(&mut st.thorough_cheap);
+        for &i in &self.inner.cheap {
+            let got = self.poll_method_as(i, &mut sink, thorough_cheap);
+            if got > 0 && !st.shared_used && self.inner.methods[i].name() != "self" {
+                st.shared_used = true;
+            }
+            n += got;
+        }
+        if st.iter >= st.next_expensive && !self.inner.expensive.is_empty() {
+            let mut got = 0;
+            let thorough = std::mem::take(&mut st.thorough);
+            for &i in &self.inner.expensive {
+                got += self.poll_method_as(i, &mut sink, thorough);
+            }
+            n += got;
+            // Adaptive skip_poll: sockets quiet -> poll them less often (up to
+            // every 64 iterations); socket traffic -> every iteration again.
+            // With no cheap method besides `self`, or none that has ever
+            // delivered (every peer on another host: shared memory is idle),
+            // there is nothing to save the iterations for: poll the sockets
+            // every time. (Skipping cost an MPI ping-pong between two hosts
+            // 10-15% of its latency: a message waited for the next poll.)
+            // Until a socket method has delivered anything at all (e.g. every
+            // peer is on this host), poll them only every 1024 iterations:
+            // each poll is a system call or two, and only a first connection
+            // can be waiting (it then waits ~1024 cheap polls, once).
+            if got > 0 {
+                st.sockets_used = true;
+            }
+            if self.inner.skip_param == 0 {
+                let cap = match (
+                    self.inner.cheap.len() > 1 && st.shared_used,
+                    st.sockets_used,
+                ) {
+                    (false, _) => 1,
+                    (true, true) => 64,
+                    (true, false) => 1024,
+                };
+                // Only socket traffic brings the sockets back to every
+                // iteration: shm traffic says nothing about them, and a
+                // socket poll after each shm message would put a system
+                // call or two on the shm latency path.
+                st.skip = if got > 0 { 1 } else { (st.skip * 2).min(cap) };
+            }
+            st.next_expensive = st.iter + st.skip;
+        }
+        n
+    }
+
+    /// One round of progress that polls every method thoroughly: for a
+    /// thread that slept (a nap, a sleep on the sockets), whose polls are far
+    /// apart, so the hot path's economies (sockets every 64 rounds, idle
+    /// connections every 64 socket polls) would delay a message by as many
+    /// sleeps.
+    pub fn progress_thorough(&self) -> usize {
+        if let Some(mut st) = self.inner.progress.try_lock() {
+            st.next_expensive = 0;
+            st.thorough = true;
+            st.thorough_cheap = true;
+        }
+        self.progress()
+    }
+
+    /// Inlined into the progress loop, which calls it for every method on
+    /// every round; the failure report is out of line.
+    #[inline]
+    pub(super) fn poll_method_as(
+        &self,
+        i: usize,
+        sink: &mut Dispatch<'_>,
+        thorough: bool,
+    ) -> usize {
+        let m = &self.inner.methods[i];
+        match if thorough {
+            m.poll_thorough(sink)
+        } else {
+            m.poll(sink)
+        } {
+            Ok(n) => n,
+            Err(e) => {
+                self.report_poll_failure(i, e);
+                0
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(super) fn report_poll_failure(&self, i: usize, e: Error) {
+        crate::say!(
+            "gw[{}]: {} poll failed: {e}",
+            self.rank(),
+            self.inner.methods[i].name()
+        );
+    }
+
+    /// Drives progress until `done()` holds. Spins for `GW_SPIN_ITERS` idle
+    /// iterations, then yields for up to `GW_YIELD_US`, then sleeps on the
+    /// sockets in short slices, so oversubscribed jobs do not burn the cores
+    /// their peers need.
+    pub fn wait(&self, mut done: impl FnMut() -> bool) {
+        let mut idle: u64 = 0;
+        // When every rank has a core, keep it for up to `spin` of idleness
+        // (as other MPIs do): latency then does not depend on the scheduler.
+        let mut idle_start: Option<std::time::Instant> = None;
+        let mut spinning = !self.inner.spin.is_zero();
+        let mut yield_start: Option<std::time::Instant> = None;
+        let mut yielding = true;
+        let mut checked = false;
+        while !done() {
+            // Cannot recurse into progress from a handler: the caller asked
+            // to block where blocking is forbidden. Checked once, not per
+            // round: a handler this thread runs inside the loop has returned
+            // before the next round, and the check is a call into the TLS
+            // resolver in a shared library, on the path that notices the
+            // next message. (Not before the loop: `done` may consume what it
+            // finds, so it is called exactly as often as before.)
+            if !checked {
+                checked = true;
+                if IN_HANDLER.with(|c| c.get()) {
+                    panic!("Context::wait called from inside a handler (handlers must not block)");
+                }
+            }
+            if self.progress() > 0 {
+                idle = 0;
+                idle_start = None;
+                yield_start = None;
+                yielding = true;
+                continue;
+            }
+            idle += 1;
+            if spinning {
+                // Reading the clock costs more than a poll: only now and then.
+                if idle.is_multiple_of(256) {
+                    let start = *idle_start.get_or_insert_with(std::time::Instant::now);
+                    if start.elapsed() >= self.inner.spin {
+                        spinning = false;
+                        idle = 0;
+                    }
+                }
+                // No pause instruction here: this branch runs only while every
+                // rank has a core (nobody to yield the pipeline to), and a
+                // pause (tens of cycles on current x86) is added to the time
+                // to notice the next message.
+            } else if idle < self.inner.spin_iters {
+                std::hint::spin_loop();
+            } else {
+                // Yield for up to `GW_YIELD_US` of idleness, then sleep.
+                // Yielding, not sleeping: a peer rank that shares this core
+                // runs at once and its answer is seen microseconds later,
+                // where a sleep in `block_briefly` costs up to a slice
+                // (1 ms) per message. The clock is read every 64 yields.
+                let start = *yield_start.get_or_insert_with(std::time::Instant::now);
+                if idle.is_multiple_of(64) {
+                    yielding = start.elapsed() < self.inner.yield_for;
+                    if let Some(mut st) = self.inner.progress.try_lock() {
+                        st.thorough_cheap = true;
+                    }
+                }
+                if yielding {
+                    std::thread::yield_now();
+                } else {
+                    self.block_briefly();
+                }
+            }
+        }
+    }
+
+    /// Like [`wait`](Self::wait) with a deadline; returns false on timeout.
+    pub fn wait_timeout(&self, timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+        let end = std::time::Instant::now() + timeout;
+        let mut timed_out = false;
+        self.wait(|| {
+            if done() {
+                return true;
+            }
+            timed_out = std::time::Instant::now() >= end;
+            timed_out
+        });
+        !timed_out
+    }
+
+    /// Sleeps until a socket is readable or a short slice passes (shared
+    /// memory has no file descriptor, so the slice bounds its extra latency).
+    pub(super) fn block_briefly(&self) {
+        let mut fds: Vec<libc::pollfd> = self
+            .inner
+            .wait_fds
+            .iter()
+            .map(|&fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let slice_ms = if self.inner.cheap.len() > 1 { 1 } else { 20 };
+        for m in &self.inner.methods {
+            m.before_block();
+        }
+        // SAFETY: `fds` is a live array of pollfd of the length passed.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, slice_ms) };
+        for m in &self.inner.methods {
+            m.after_block();
+        }
+        // A readable socket must be polled at once, whatever skip_poll says,
+        // idle connections included.
+        if let Some(mut st) = self.inner.progress.try_lock() {
+            st.next_expensive = 0;
+            st.thorough = true;
+            st.thorough_cheap = true;
+        }
+    }
+}
+
+/// Delivers polled messages to handlers.
+pub(super) struct Dispatch<'a> {
+    pub(super) ctx: &'a Context,
+    pub(super) handlers: &'a [Option<Handler>],
+}
+
+impl Sink for Dispatch<'_> {
+    fn deliver(&mut self, src: u32, msg: &[u8]) {
+        let inner = &self.ctx.inner;
+        let Some(peer) = inner.peers.get(src as usize) else {
+            inner.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        // Only the thread that owns progress delivers, so plain load+store
+        // suffices (no locked read-modify-write on the hot path).
+        peer.recv_msgs.store(
+            peer.recv_msgs.load(Ordering::Relaxed) + 1,
+            Ordering::Relaxed,
+        );
+        peer.recv_bytes.store(
+            peer.recv_bytes.load(Ordering::Relaxed) + msg.len() as u64,
+            Ordering::Relaxed,
+        );
+        if msg.len() < RSR_HEADER {
+            inner.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let handler = u32::from_le_bytes(msg[..4].try_into().unwrap());
+        let endpoint = u32::from_le_bytes(msg[4..8].try_into().unwrap());
+        if handler >= FIRST_INTERNAL_HANDLER {
+            self.internal(src, handler, &msg[RSR_HEADER..]);
+            return;
+        }
+        let known = endpoint == DEFAULT_ENDPOINT
+            || inner
+                .endpoints
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&endpoint);
+        // The table is borrowed from the progress state we hold: no lock and
+        // no reference count per message. Registering from inside a handler
+        // is refused (it would need the progress lock this thread holds).
+        match self.handlers.get(handler as usize).and_then(|h| h.as_ref()) {
+            Some(h) if known => {
+                // One TLS access (a call into the resolver in a shared library), not two.
+                IN_HANDLER.with(|c| {
+                    let was = c.replace(true);
+                    h(
+                        self.ctx,
+                        Request {
+                            src,
+                            endpoint,
+                            payload: &msg[RSR_HEADER..],
+                        },
+                    );
+                    c.set(was);
+                });
+            }
+            _ => {
+                inner.dropped.fetch_add(1, Ordering::Relaxed);
+                if inner.job.verbose >= 1 {
+                    crate::say!(
+                        "gw[{}]: dropped request from {src} for handler {handler} on endpoint {endpoint} (not registered)",
+                        self.ctx.rank()
+                    );
+                }
+            }
+        }
+    }
+
+    fn link_failed(&mut self, src: u32, reason: String) {
+        self.record_failure(src, reason);
+    }
+}
+
+impl Dispatch<'_> {
+    /// Requests for the runtime's own handlers.
+    fn internal(&mut self, src: u32, handler: u32, payload: &[u8]) {
+        let inner = &self.ctx.inner;
+        match (handler, payload.len()) {
+            (H_BARRIER, 12) => {
+                let epoch = u64::from_le_bytes(payload[..8].try_into().unwrap());
+                let round = u32::from_le_bytes(payload[8..].try_into().unwrap());
+                *inner
+                    .barrier_seen
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry((epoch, round))
+                    .or_insert(0) += 1;
+                inner.barrier_arrivals.fetch_add(1, Ordering::Release);
+            }
+            _ => {
+                inner.dropped.fetch_add(1, Ordering::Relaxed);
+                crate::say!(
+                    "gw[{}]: malformed runtime request {handler:#x} from {src}",
+                    self.ctx.rank()
+                );
+            }
+        }
+    }
+
+    fn record_failure(&mut self, src: u32, reason: String) {
+        let inner = &self.ctx.inner;
+        if let Some(peer) = inner.peers.get(src as usize) {
+            if peer.failed.set(reason.clone()).is_ok() {
+                crate::events::emit(crate::events::LinkEvent {
+                    kind: crate::events::LinkEventKind::Failed,
+                    rank: self.ctx.rank(),
+                    peer: src,
+                    method: peer.link.get().map_or("", |l| l.method()),
+                    reason: &reason,
+                });
+            }
+        }
+        if !inner.finalized.load(Ordering::Relaxed) {
+            crate::say!(
+                "gw[{}]: link from rank {src} failed: {reason}",
+                self.ctx.rank()
+            );
+        }
+    }
+}
+
+/// Lets a blocked link drive progress, except inside handlers.
+pub(super) struct ProgressWaiter<'a> {
+    pub(super) ctx: &'a Context,
+}
+
+impl Waiter for ProgressWaiter<'_> {
+    fn progress(&self) -> bool {
+        if IN_HANDLER.with(|c| c.get()) {
+            return false;
+        }
+        if self.ctx.progress() == 0 {
+            std::thread::yield_now();
+        }
+        true
+    }
+}

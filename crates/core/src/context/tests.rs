@@ -1,0 +1,313 @@
+use super::*;
+use std::collections::HashMap;
+
+fn params(pairs: &[(&str, &str)]) -> Result<Params> {
+    let m: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Params::from_lookup(|k| m.get(k).cloned())
+}
+
+#[test]
+fn namespace_key_takes_the_inode_numbers() {
+    let links = |kind: &str| -> Option<String> {
+        Some(match kind {
+            "net" => "net:[4026531840]".into(),
+            "ipc" => "ipc:[4026531839]".into(),
+            "pid" => "pid:[4026531836]".into(),
+            _ => return None,
+        })
+    };
+    assert_eq!(namespace_key(&links), "n4026531840i4026531839p4026531836");
+    // Unreadable or malformed links: a fixed placeholder, never a panic.
+    let broken = |kind: &str| -> Option<String> {
+        match kind {
+            "net" => Some("net:[12".into()),
+            "ipc" => Some("mnt:[5]".into()),
+            _ => None,
+        }
+    };
+    assert_eq!(namespace_key(&broken), "n?i?p?");
+}
+
+#[test]
+fn host_identity_holds_namespaces_also_for_emulated_hosts() {
+    let real = real_host_identity();
+    let ns = namespace_key(&read_namespace);
+    assert!(real.ends_with(&format!("/{ns}")), "{real}");
+    assert!(!ns.contains('?'), "{ns}");
+    let p = |id: &str| params(&[("GW_HOST_ID", id)]).unwrap();
+    let a = host_identity(&p("h:b#emu0"));
+    assert_eq!(a, format!("h:b#emu0/{ns}"));
+    assert_eq!(a, host_identity(&p("h:b#emu0")));
+    assert_ne!(a, host_identity(&p("h:b#emu1")));
+    assert_eq!(host_identity(&params(&[]).unwrap()), real);
+}
+
+/// Not a test of its own: prints this process's host identity when
+/// `host_identity_differs_in_other_namespaces` runs it in other namespaces.
+#[test]
+fn print_host_identity_for_namespace_test() {
+    if std::env::var_os("GW_TEST_PRINT_HOST_ID").is_some() {
+        println!("HOST_ID={}", real_host_identity());
+    }
+}
+
+/// Processes in another network / IPC / PID namespace of the same kernel
+/// (containers, gw-testbed hosts: same hostname possible, same boot id)
+/// are another host for shm and CMA.
+#[test]
+fn host_identity_differs_in_other_namespaces() {
+    if !gridwire_testkit::is_root() {
+        gridwire_testkit::skip("unshare of network, IPC and PID namespaces needs root");
+        return;
+    }
+    if !std::path::Path::new("/usr/bin/unshare").exists() {
+        gridwire_testkit::skip("/usr/bin/unshare is missing (Debian package util-linux)");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let run = |unshare: &[&str]| -> String {
+        let out = std::process::Command::new("/usr/bin/unshare")
+            .args(unshare)
+            .arg(&exe)
+            .args([
+                "--exact",
+                "context::tests::print_host_identity_for_namespace_test",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("GW_TEST_PRINT_HOST_ID", "1")
+            .output()
+            .expect("run unshare");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "unshare {unshare:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The test harness prints the line after the test's name.
+        text.lines()
+            .find_map(|l| Some(l.split_once("HOST_ID=")?.1.trim()))
+            .unwrap_or_else(|| panic!("no HOST_ID line: {text}"))
+            .to_string()
+    };
+    let here = real_host_identity();
+    // Same namespaces (a child that unshares nothing): same host.
+    assert_eq!(run(&["--fork"]), here);
+    for ns in ["--net", "--ipc", "--pid"] {
+        let there = run(&["--fork", ns]);
+        assert_ne!(there, here, "unshare {ns}");
+        // Same kernel, same hostname: only the namespaces differ.
+        let prefix = |s: &str| s.split('/').next().unwrap().to_string();
+        assert_eq!(prefix(&there), prefix(&here));
+    }
+}
+
+#[test]
+fn gw_methods_restricts_orders_and_rejects_unknown_names() {
+    let all = methods_from_params(&params(&[]).unwrap()).unwrap();
+    assert_eq!(
+        all.iter().map(|m| m.name).collect::<Vec<_>>(),
+        ["self", "shm", "tcp", "udp"]
+    );
+    let p = params(&[("GW_METHODS", "tcp, shm,tcp")]).unwrap();
+    let v = methods_from_params(&p).unwrap();
+    assert_eq!(v.iter().map(|m| m.name).collect::<Vec<_>>(), ["tcp", "shm"]);
+    let p = params(&[("GW_METHODS", "tcp,infiniband")]).unwrap();
+    let e = methods_from_params(&p).err().unwrap().to_string();
+    assert!(
+        e.contains("infiniband") && e.contains("self, shm, tcp, udp") && e.contains("GW_METHODS"),
+        "{e}"
+    );
+}
+
+fn singleton(pairs: &[(&str, &str)]) -> Context {
+    let mut all = vec![("GW_JOB_ID", "unit"), ("GW_JOB_SECRET", "")];
+    all.extend_from_slice(pairs);
+    let job_id = format!(
+        "unit{}x{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    all[0].1 = Box::leak(job_id.into_boxed_str());
+    Context::with(params(&all).unwrap(), Pmi::singleton()).unwrap()
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn roundtrip(ctx: &Context, expect_method: &str) {
+    let got = Arc::new(Mutex::new(Vec::<(u32, u32, Vec<u8>)>::new()));
+    let g = got.clone();
+    ctx.register_handler(3, move |_, req| {
+        g.lock()
+            .unwrap()
+            .push((req.src, req.endpoint, req.payload.to_vec()))
+    })
+    .expect("valid handler id");
+    let ep = ctx.create_endpoint();
+    for i in 0..100u32 {
+        ctx.rsr(&ep, 3, &i.to_le_bytes()).unwrap();
+    }
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    ctx.rsr(&ctx.startpoint(0).unwrap(), 3, &big).unwrap();
+    assert!(ctx.wait_timeout(Duration::from_secs(20), || got.lock().unwrap().len() == 101));
+    let got = got.lock().unwrap();
+    for (i, (src, endpoint, payload)) in got.iter().take(100).enumerate() {
+        assert_eq!((*src, *endpoint), (0, ep.endpoint));
+        assert_eq!(payload.as_slice(), (i as u32).to_le_bytes(), "in order");
+    }
+    assert_eq!(got[100].2, big);
+    assert_eq!(ctx.method_to(0), Some(expect_method));
+    let st = ctx.link_stats();
+    assert_eq!(st.len(), 1);
+    assert_eq!((st[0].sent_msgs, st[0].recv_msgs), (101, 101));
+    assert_eq!(st[0].sent_bytes, st[0].recv_bytes);
+}
+
+/// Link events seen by this test binary's listener: (kind, peer, method, reason).
+type Seen = (crate::events::LinkEventKind, u32, &'static str, String);
+static EVENTS_SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
+
+fn record_event(ev: &crate::events::LinkEvent<'_>) {
+    EVENTS_SEEN
+        .lock()
+        .unwrap()
+        .push((ev.kind, ev.peer, ev.method, ev.reason.to_string()));
+}
+
+#[test]
+fn link_selection_and_failure_reach_the_event_listener() {
+    use crate::events::LinkEventKind;
+    crate::events::set_link_listener(record_event);
+    let ctx = singleton(&[]);
+    roundtrip(&ctx, "self");
+    let seen = |k: LinkEventKind, method: &str, reason: &str| {
+        EVENTS_SEEN
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.0 == k && e.1 == 0 && e.2 == method && e.3.contains(reason))
+    };
+    assert!(seen(LinkEventKind::Selected, "self", ""));
+    let mut sink = Dispatch {
+        ctx: &ctx,
+        handlers: &[],
+    };
+    sink.link_failed(0, "unit test: the peer vanished".into());
+    assert!(seen(LinkEventKind::Failed, "self", "peer vanished"));
+    // Only the first failure of a link is an event (the link stays failed).
+    sink.link_failed(0, "unit test: again".into());
+    assert!(!seen(LinkEventKind::Failed, "self", "again"));
+    ctx.finalize().unwrap();
+}
+
+#[test]
+fn singleton_requests_to_self_use_the_self_method() {
+    let ctx = singleton(&[]);
+    roundtrip(&ctx, "self");
+    ctx.finalize().unwrap();
+}
+
+#[test]
+fn forced_tcp_connects_to_itself_authenticated() {
+    let ctx = singleton(&[("GW_METHODS", "tcp"), ("GW_TCP_MAX_QUEUED", "64k")]);
+    assert_eq!(ctx.method_names(), ["tcp"]);
+    roundtrip(&ctx, "tcp");
+    let counters = ctx.method_counters();
+    assert!(counters.contains(&("tcp", "refused_connections", 0)));
+    assert!(counters.contains(&("tcp", "merged_connections", 0)));
+    ctx.finalize().unwrap();
+}
+
+#[test]
+fn unknown_endpoint_and_handler_are_dropped_and_counted() {
+    let ctx = singleton(&[]);
+    let hits = Arc::new(AtomicU32::new(0));
+    let h = hits.clone();
+    ctx.register_handler(1, move |_, _| {
+        h.fetch_add(1, Ordering::Relaxed);
+    })
+    .expect("valid handler id");
+    let ep = ctx.create_endpoint();
+    ctx.destroy_endpoint(&ep);
+    ctx.rsr(&ep, 1, b"x").unwrap();
+    ctx.rsr(&ctx.startpoint(0).unwrap(), 99, b"x").unwrap();
+    ctx.rsr(&ctx.startpoint(0).unwrap(), 1, b"x").unwrap();
+    assert!(ctx.wait_timeout(Duration::from_secs(5), || hits.load(Ordering::Relaxed) == 1));
+    assert_eq!(ctx.dropped_requests(), 2);
+    assert!(ctx.startpoint(5).is_err(), "rank out of range is an error");
+}
+
+#[test]
+fn handlers_may_send_without_blocking() {
+    // A handler that forwards to itself: exercises sends from inside progress.
+    let ctx = singleton(&[]);
+    let n = Arc::new(AtomicU32::new(0));
+    let c = n.clone();
+    ctx.register_handler(2, move |ctx, req| {
+        let v = u32::from_le_bytes(req.payload.try_into().unwrap());
+        c.store(v, Ordering::Relaxed);
+        if v < 1000 {
+            ctx.rsr(&ctx.startpoint(0).unwrap(), 2, &(v + 1).to_le_bytes())
+                .unwrap();
+        }
+    })
+    .expect("valid handler id");
+    ctx.rsr(&ctx.startpoint(0).unwrap(), 2, &0u32.to_le_bytes())
+        .unwrap();
+    assert!(
+        ctx.wait_timeout(Duration::from_secs(10), || n.load(Ordering::Relaxed)
+            == 1000)
+    );
+    // Registering from a handler is an error, not a deadlock.
+    let refused = Arc::new(AtomicU32::new(0));
+    let r = refused.clone();
+    ctx.register_handler(4, move |ctx, _| {
+        if ctx.register_handler(5, |_, _| {}).is_err() {
+            r.store(1, Ordering::Relaxed);
+        }
+    })
+    .unwrap();
+    ctx.rsr(&ctx.startpoint(0).unwrap(), 4, b"").unwrap();
+    assert!(
+        ctx.wait_timeout(Duration::from_secs(10), || refused.load(Ordering::Relaxed)
+            == 1)
+    );
+}
+
+#[test]
+fn long_tables_are_split_over_several_bootstrap_keys() {
+    let mut pmi = Pmi::singleton();
+    let hex: String = "ab".repeat(100_000);
+    publish_table(&mut pmi, 3, &hex).unwrap();
+    assert!(
+        pmi.get("gw.desc.3.1").unwrap().is_some(),
+        "split into parts"
+    );
+    assert_eq!(lookup_table(&mut pmi, 3).unwrap(), hex);
+    publish_table(&mut pmi, 4, "0102").unwrap();
+    assert_eq!(pmi.get("gw.desc.4").unwrap().unwrap(), "1:0102");
+    assert_eq!(lookup_table(&mut pmi, 4).unwrap(), "0102");
+    pmi.put("gw.desc.5", "garbage").unwrap();
+    assert!(lookup_table(&mut pmi, 5).is_err());
+    assert!(lookup_table(&mut pmi, 6).is_err());
+}
+
+#[test]
+fn startpoints_carry_the_table_once() {
+    let ctx = singleton(&[]);
+    let ep = ctx.create_endpoint();
+    // To ourselves the table is never attached (we know it).
+    let packed = ctx.pack_startpoint(&ep, 0).unwrap();
+    assert_eq!(packed.len(), 9);
+    let (sp, used) = ctx.unpack_startpoint(&packed).unwrap();
+    assert_eq!((sp, used), (ep, 9));
+    for cut in 0..9 {
+        assert!(ctx.unpack_startpoint(&packed[..cut]).is_err());
+    }
+    let mut bad = packed.clone();
+    bad[8] = 7;
+    assert!(ctx.unpack_startpoint(&bad).is_err());
+}
