@@ -109,6 +109,8 @@ void gw_after_init(void)
 #define GW_USER_OPS 64
 static gw_fortran_user_fn gw_user_fns[GW_USER_OPS];
 static gw_fortran_user_c_fn gw_userc_fns[GW_USER_OPS];
+static gw_fortran_oldcopy_fn gw_ocopy_fns[GW_USER_OPS];
+static gw_fortran_olddelete_fn gw_odel_fns[GW_USER_OPS];
 static gw_fortran_errh_fn gw_errh_fns[GW_USER_OPS];
 static gw_fortran_copy_fn gw_ccopy_fns[GW_USER_OPS], gw_tcopy_fns[GW_USER_OPS];
 static gw_fortran_delete_fn gw_cdel_fns[GW_USER_OPS], gw_tdel_fns[GW_USER_OPS];
@@ -131,6 +133,25 @@ static int gw_call_delete(gw_fortran_delete_fn f, MPI_Fint obj, int keyval, void
     f(&obj, &fkv, &fvalue, &fextra, &ierr);
     return ierr;
 }
+/* MPI-1 callbacks: the attribute values and extra state are INTEGERs (the
+ * C side keeps them as pointer-sized values; only INTEGER range survives). */
+static int gw_call_oldcopy(gw_fortran_oldcopy_fn f, MPI_Fint obj, int keyval, void *extra, void *in, void *out,
+                           int *flag)
+{
+    MPI_Fint fkv = keyval, fflag = 0, ierr = MPI_SUCCESS;
+    MPI_Fint fextra = (MPI_Fint)(intptr_t)extra, fin = (MPI_Fint)(intptr_t)in, fout = 0;
+    f(&obj, &fkv, &fextra, &fin, &fout, &fflag, &ierr);
+    *flag = fflag != 0;
+    if (*flag) *(void **)out = (void *)(intptr_t)fout;
+    return ierr;
+}
+static int gw_call_olddelete(gw_fortran_olddelete_fn f, MPI_Fint obj, int keyval, void *value, void *extra)
+{
+    MPI_Fint fkv = keyval, ierr = MPI_SUCCESS;
+    MPI_Fint fvalue = (MPI_Fint)(intptr_t)value, fextra = (MPI_Fint)(intptr_t)extra;
+    f(&obj, &fkv, &fvalue, &fextra, &ierr);
+    return ierr;
+}
 static pthread_mutex_t gw_user_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Trampolines (a, b) serve slot 8a+b. */
@@ -139,6 +160,14 @@ static pthread_mutex_t gw_user_lock = PTHREAD_MUTEX_INITIALIZER;
     {                                                                                  \
         MPI_Fint fdt = gw_c2f_Type(*dt);                                               \
         gw_user_fns[8 * a + b](in, inout, len, &fdt);                                  \
+    }                                                                                  \
+    static int gw_ocopy_tramp_##a##b(MPI_Comm c, int kv, void *x, void *in, void *out, int *flag) \
+    {                                                                                  \
+        return gw_call_oldcopy(gw_ocopy_fns[8 * a + b], gw_c2f_Comm(c), kv, x, in, out, flag); \
+    }                                                                                  \
+    static int gw_odel_tramp_##a##b(MPI_Comm c, int kv, void *v, void *x)             \
+    {                                                                                  \
+        return gw_call_olddelete(gw_odel_fns[8 * a + b], gw_c2f_Comm(c), kv, v, x);    \
     }                                                                                  \
     static void gw_userc_tramp_##a##b(void *in, void *inout, MPI_Count *len, MPI_Datatype *dt) \
     {                                                                                  \
@@ -176,6 +205,8 @@ GW_T8(0) GW_T8(1) GW_T8(2) GW_T8(3) GW_T8(4) GW_T8(5) GW_T8(6) GW_T8(7)
     GW_P8(k, 6), GW_P8(k, 7)
 static MPI_User_function *const gw_user_tramps[GW_USER_OPS] = {GW_P64(user)};
 static MPI_User_function_c *const gw_userc_tramps[GW_USER_OPS] = {GW_P64(userc)};
+static MPI_Copy_function *const gw_ocopy_tramps[GW_USER_OPS] = {GW_P64(ocopy)};
+static MPI_Delete_function *const gw_odel_tramps[GW_USER_OPS] = {GW_P64(odel)};
 static MPI_Comm_errhandler_function *const gw_errh_tramps[GW_USER_OPS] = {GW_P64(errh)};
 static MPI_Comm_copy_attr_function *const gw_ccopy_tramps[GW_USER_OPS] = {GW_P64(ccopy)};
 static MPI_Comm_delete_attr_function *const gw_cdel_tramps[GW_USER_OPS] = {GW_P64(cdel)};
@@ -245,6 +276,8 @@ GW_CALLBACK(gw_comm_copy_attr, MPI_Comm_copy_attr_function, gw_ccopy_fns, gw_cco
 GW_CALLBACK(gw_comm_delete_attr, MPI_Comm_delete_attr_function, gw_cdel_fns, gw_cdel_tramps, "MPI_Comm_create_keyval")
 GW_CALLBACK(gw_type_copy_attr, MPI_Type_copy_attr_function, gw_tcopy_fns, gw_tcopy_tramps, "MPI_Type_create_keyval")
 GW_CALLBACK(gw_type_delete_attr, MPI_Type_delete_attr_function, gw_tdel_fns, gw_tdel_tramps, "MPI_Type_create_keyval")
+GW_CALLBACK(gw_old_copy, MPI_Copy_function, gw_ocopy_fns, gw_ocopy_tramps, "MPI_Keyval_create")
+GW_CALLBACK(gw_old_delete, MPI_Delete_function, gw_odel_fns, gw_odel_tramps, "MPI_Keyval_create")
 
 /* The predefined attribute callbacks as Fortran procedures (MPI_COMM_NULL_COPY_FN ...:
  * EXTERNAL in mpif.h and use mpi, procedures of mpi_f08's interfaces). They are
@@ -269,6 +302,30 @@ static void gw_null_delete(MPI_Fint *obj, MPI_Fint *kv, MPI_Aint *value, MPI_Ain
     (void)obj, (void)kv, (void)value, (void)extra;
     *ierr = MPI_SUCCESS;
 }
+/* MPI-1's: INTEGER values. */
+static void gw_old_null_copy(MPI_Fint *obj, MPI_Fint *kv, MPI_Fint *extra, MPI_Fint *in, MPI_Fint *out, MPI_Fint *flag,
+                             MPI_Fint *ierr)
+{
+    (void)obj, (void)kv, (void)extra, (void)in, (void)out;
+    *flag = 0;
+    *ierr = MPI_SUCCESS;
+}
+static void gw_old_dup_copy(MPI_Fint *obj, MPI_Fint *kv, MPI_Fint *extra, MPI_Fint *in, MPI_Fint *out, MPI_Fint *flag,
+                            MPI_Fint *ierr)
+{
+    (void)obj, (void)kv, (void)extra;
+    *out = *in;
+    *flag = 1;
+    *ierr = MPI_SUCCESS;
+}
+static void gw_old_null_delete(MPI_Fint *obj, MPI_Fint *kv, MPI_Fint *value, MPI_Fint *extra, MPI_Fint *ierr)
+{
+    (void)obj, (void)kv, (void)value, (void)extra;
+    *ierr = MPI_SUCCESS;
+}
+GW_EXPORT __attribute__((alias("gw_old_null_copy"))) void mpi_null_copy_fn_();
+GW_EXPORT __attribute__((alias("gw_old_dup_copy"))) void mpi_dup_fn_();
+GW_EXPORT __attribute__((alias("gw_old_null_delete"))) void mpi_null_delete_fn_();
 GW_EXPORT __attribute__((alias("gw_null_copy"))) void mpi_comm_null_copy_fn_();
 GW_EXPORT __attribute__((alias("gw_dup_copy"))) void mpi_comm_dup_fn_();
 GW_EXPORT __attribute__((alias("gw_null_delete"))) void mpi_comm_null_delete_fn_();

@@ -155,6 +155,14 @@ typedef void (*gw_fortran_user_c_fn)(void *, void *, MPI_Count *, MPI_Fint *);
 typedef void (*gw_fortran_errh_fn)(MPI_Fint *, MPI_Fint *);
 /* The C MPI_User_function that calls the Fortran `fn` (one of GW_USER_OPS trampolines). */
 int gw_user_op(void (*fn)(void), MPI_User_function **out) GW_HIDDEN;
+/* MPI-1's attribute callbacks (MPI_Keyval_create from mpif.h and use mpi):
+ * copy (comm, keyval, extra_state, value_in, value_out, flag, ierror) and
+ * delete (comm, keyval, value, extra_state, ierror), all INTEGER, by address. */
+typedef void (*gw_fortran_oldcopy_fn)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+                                      MPI_Fint *);
+typedef void (*gw_fortran_olddelete_fn)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+int gw_old_copy(void (*fn)(void), MPI_Copy_function **out) GW_HIDDEN;
+int gw_old_delete(void (*fn)(void), MPI_Delete_function **out) GW_HIDDEN;
 /* The C MPI_User_function_c that calls the Fortran `fn` (MPI_Op_create_c). */
 int gw_user_op_c(void (*fn)(void), MPI_User_function_c **out) GW_HIDDEN;
 /* The C error handler that calls the Fortran `fn` (one of GW_USER_OPS trampolines). */

@@ -43,6 +43,10 @@ C_ONLY = re.compile(r"_(c2f|f2c|c2f08|f082c|toint|fromint)$")
 # MPI_Op_create_c, MPI_Register_datarep_c: they differ from the base only in
 # the interface of a procedure argument).
 OWN_NAME = {"MPI_Op_create_c", "MPI_Register_datarep_c"}
+# mpif.h and use mpi only: routines the standard removed before mpi_f08 existed.
+OLD_ONLY = {"MPI_Keyval_create"}
+# MPI-1's predefined attribute callbacks (EXTERNAL in mpif.h and use mpi).
+PREDEFINED_OLD_CALLBACKS = ["MPI_NULL_COPY_FN", "MPI_DUP_FN", "MPI_NULL_DELETE_FN"]
 # Between the two Fortran status forms: mpi_f08 only (TYPE(MPI_Status) is its type).
 F08_ONLY = {"MPI_Status_f082f", "MPI_Status_f2f08"}
 # Called after the C function succeeded (libmpifort tells libmpi about Fortran at MPI_Init).
@@ -68,6 +72,10 @@ def is_request_index(f, name):
 CALLBACKS = {
     "MPI_User_function *": ("MPI_User_function", "MPI_User_function", "gw_user_op"),
     "MPI_User_function_c *": ("MPI_User_function_c", "MPI_User_function_c", "gw_user_op_c"),
+    # MPI-1's attribute callbacks (MPI_Keyval_create, mpif.h and use mpi only):
+    # INTEGER attribute values and extra state.
+    "MPI_Copy_function *": (None, "MPI_Copy_function", "gw_old_copy"),
+    "MPI_Delete_function *": (None, "MPI_Delete_function", "gw_old_delete"),
     "MPI_Comm_errhandler_function *": ("MPI_Comm_errhandler_function", "MPI_Comm_errhandler_function",
                                        "gw_comm_errhandler"),
     "MPI_Comm_copy_attr_function *": ("MPI_Comm_copy_attr_function", "MPI_Comm_copy_attr_function",
@@ -110,9 +118,9 @@ class Param:
         elif base == "void *" and (name == "extra_state" or
                                    (name == "attribute_val" and re.search(r"_set_attr$|^MPI_Attr_put$", fn))):
             # A value C keeps as a void * (attrin): INTEGER(KIND=MPI_ADDRESS_KIND), or
-            # INTEGER for the deprecated MPI_Attr_put.
+            # INTEGER for the deprecated MPI_Attr_put and MPI_Keyval_create.
             self.cls = "attrin"
-            self.kind = None if fn == "MPI_Attr_put" else "MPI_ADDRESS_KIND"
+            self.kind = None if fn in ("MPI_Attr_put", "MPI_Keyval_create") else "MPI_ADDRESS_KIND"
         elif fn == "MPI_Info_create_env" and name in ("argc", "argv"):
             # Fortran has no argc/argv here: the C call gets 0 and NULL.
             self.cls = "drop"
@@ -257,6 +265,7 @@ class Function:
     def __init__(self, ret, name, args):
         self.ret, self.name = ret, name
         self.f08_only = name in F08_ONLY  # mpi_f08 only: F08_ONLY and large-count (_c) forms
+        self.old_only = name in OLD_ONLY
         # Large-count forms are specifics of their base's generic, except where
         # only a procedure argument differs (no generic can tell those apart):
         # the standard gives those a name of their own (MPI_Op_create_c).

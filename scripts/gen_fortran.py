@@ -22,7 +22,7 @@ scripts/fortran_model.py; this file writes the four outputs.
 import json, os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fortran_model import (ROOT, load_functions, ftype, F08_HANDLE_TYPES, buffer_async, f08_bind_c, f08_specific, PREDEFINED_CALLBACKS,
+from fortran_model import (ROOT, load_functions, ftype, F08_HANDLE_TYPES, buffer_async, f08_bind_c, f08_specific, PREDEFINED_CALLBACKS, PREDEFINED_OLD_CALLBACKS,
                            c_glue_function, GLUE_PRELUDE, fortran_constants)
 
 ABI = os.environ.get("MPI_ABI_JSON", os.path.join(ROOT, "scripts", "mpi-abi", "constants.json"))
@@ -85,7 +85,7 @@ def old_constant_lines(consts):
     for name, decl, block in SENTINELS_OLD:
         L.append(f"      {decl}")
         L.append(f"      COMMON /MPI_FORTRAN_{block.upper()}/ {name}")
-    for name in PREDEFINED_CALLBACKS:
+    for name in list(PREDEFINED_CALLBACKS) + PREDEFINED_OLD_CALLBACKS:
         L.append(f"      EXTERNAL {name}")
     for ln in L:
         assert len(ln) <= 72, ln
@@ -259,6 +259,8 @@ def gen_f08_module(consts, handle_consts, funcs):
     L.append("  end interface")
     for pre in ("", "P"):
         for f in funcs:
+            if f.old_only:
+                continue
             L += f08_interface(f, pre)
         L += [f"  interface {pre}MPI_F_sync_reg",
               f"    subroutine {pre}MPI_F_sync_reg_f08(buf) bind(C, name=\"{pre}MPI_F_sync_reg_f08\")",
@@ -315,7 +317,7 @@ def gen_glue(funcs):
         for f in funcs:
             if not f.f08_only:
                 L.append(c_glue_function(f, "old", pre))
-            if f.ret == "int":
+            if f.ret == "int" and not f.old_only:
                 L.append(c_glue_function(f, "f08", pre))
     return "\n".join(L)
 

@@ -22,7 +22,8 @@ program f90_more
   type(pair) :: p(2), q(2)
   integer :: kv, kv2, cdup, deleted
   integer(kind=MPI_ADDRESS_KIND) :: aval
-  external :: copy_plus_extra, delete_sum
+  external :: copy_plus_extra, delete_sum, old_copy_plus_extra, old_delete_sum
+  integer :: ival
   common /attr_seen/ deleted
 
   call MPI_Init(ierr)
@@ -157,6 +158,35 @@ program f90_more
   call MPI_Comm_delete_attr(MPI_COMM_WORLD, kv2, ierr)
   call MPI_Comm_free_keyval(kv2, ierr)
 
+  ! MPI-1's MPI_Keyval_create / MPI_Attr_put / MPI_Attr_get (INTEGER values
+  ! and extra state) with Fortran callbacks, and MPI_NULL_COPY_FN / MPI_DUP_FN.
+  deleted = 0
+  call MPI_Keyval_create(old_copy_plus_extra, old_delete_sum, kv, 3, ierr)
+  call check(ierr == MPI_SUCCESS, 'MPI_Keyval_create')
+  call MPI_Attr_put(MPI_COMM_WORLD, kv, 20, ierr)
+  call MPI_Comm_dup(MPI_COMM_WORLD, cdup, ierr)
+  call MPI_Attr_get(cdup, kv, ival, flag, ierr)
+  call check(flag .and. ival == 23, 'the MPI-1 copy callback ran with extra_state')
+  call MPI_Comm_free(cdup, ierr)
+  call check(deleted == 23, 'the MPI-1 delete callback ran at MPI_Comm_free')
+  call MPI_Attr_delete(MPI_COMM_WORLD, kv, ierr)
+  call check(deleted == 43, 'the MPI-1 delete callback ran at MPI_Attr_delete')
+  call MPI_Keyval_free(kv, ierr)
+  call MPI_Keyval_create(MPI_DUP_FN, MPI_NULL_DELETE_FN, kv, 0, ierr)
+  call MPI_Keyval_create(MPI_NULL_COPY_FN, MPI_NULL_DELETE_FN, kv2, 0, ierr)
+  call MPI_Attr_put(MPI_COMM_WORLD, kv, 8, ierr)
+  call MPI_Attr_put(MPI_COMM_WORLD, kv2, 9, ierr)
+  call MPI_Comm_dup(MPI_COMM_WORLD, cdup, ierr)
+  call MPI_Attr_get(cdup, kv, ival, flag, ierr)
+  call check(flag .and. ival == 8, 'MPI_DUP_FN copies the value')
+  call MPI_Attr_get(cdup, kv2, ival, flag, ierr)
+  call check(.not. flag, 'MPI_NULL_COPY_FN copies nothing')
+  call MPI_Comm_free(cdup, ierr)
+  call MPI_Attr_delete(MPI_COMM_WORLD, kv, ierr)
+  call MPI_Attr_delete(MPI_COMM_WORLD, kv2, ierr)
+  call MPI_Keyval_free(kv, ierr)
+  call MPI_Keyval_free(kv2, ierr)
+
   ! Output strings.
   call MPI_Get_processor_name(host, resultlen, ierr)
   call check(resultlen > 0 .and. len_trim(host) == resultlen, 'MPI_Get_processor_name')
@@ -199,3 +229,22 @@ subroutine delete_sum(comm, keyval, val, extra_state, ierror)
   deleted = deleted + int(val)
   ierror = MPI_SUCCESS
 end subroutine delete_sum
+
+subroutine old_copy_plus_extra(oldcomm, keyval, extra_state, val_in, val_out, flag, ierror)
+  use mpi, only: MPI_SUCCESS
+  implicit none
+  integer :: oldcomm, keyval, extra_state, val_in, val_out, ierror
+  logical :: flag
+  val_out = val_in + extra_state
+  flag = .true.
+  ierror = MPI_SUCCESS
+end subroutine old_copy_plus_extra
+
+subroutine old_delete_sum(comm, keyval, val, extra_state, ierror)
+  use mpi, only: MPI_SUCCESS
+  implicit none
+  integer :: comm, keyval, val, extra_state, ierror, deleted
+  common /attr_seen/ deleted
+  deleted = deleted + val
+  ierror = MPI_SUCCESS
+end subroutine old_delete_sum
