@@ -1,9 +1,10 @@
 ! MPI_T from Fortran. The standard gives the tools interface C bindings
 ! only (no MPI_T routines in mpif.h, mpi or mpi_f08), so a Fortran tool
 ! calls the C functions through ISO_C_BINDING interfaces, as below; the
-! program itself uses mpi_f08. 2 ranks: lists the variables, checks that a
-! GW_* parameter is a control variable, counts the bytes of a ping-pong
-! with the per-link counter, and checks the error class of a bad index.
+! program itself uses mpi_f08. 2 ranks: lists every control and
+! performance variable, checks that a GW_* parameter is a control variable,
+! counts the bytes of a ping-pong with the per-link and per-method counters,
+! and checks the error classes of a bad index and name.
 module gw_mpi_t
   use iso_c_binding
   implicit none
@@ -43,6 +44,14 @@ module gw_mpi_t
       integer(c_int), value :: idx
       character(kind=c_char) :: name(*), desc(*)
       integer(c_int) :: name_len, verbosity, desc_len, binding, scope
+      type(c_ptr) :: datatype, enumtype
+    end function
+    integer(c_int) function MPI_T_pvar_get_info(idx, name, name_len, verbosity, var_class, datatype, enumtype, &
+        desc, desc_len, binding, readonly, continuous, atomic) bind(C, name="MPI_T_pvar_get_info")
+      import :: c_int, c_char, c_ptr
+      integer(c_int), value :: idx
+      character(kind=c_char) :: name(*), desc(*)
+      integer(c_int) :: name_len, verbosity, var_class, desc_len, binding, readonly, continuous, atomic
       type(c_ptr) :: datatype, enumtype
     end function
     integer(c_int) function MPI_T_pvar_get_index(name, var_class, idx) bind(C, name="MPI_T_pvar_get_index")
@@ -91,8 +100,9 @@ program f08_mpi_t
   integer :: rank, size, peer, k, errs
   integer(c_int) :: provided, ncvar, npvar, ncat, idx, rc, count, nlen, verb, dlen, bind, scope
   character(kind=c_char, len=256) :: cname, cdesc
-  type(c_ptr) :: dtype, etype, session, handle
-  integer(c_long_long), target :: per_peer(2)
+  type(c_ptr) :: dtype, etype, session, handle, hshm, htcp
+  integer(c_int) :: vclass, ro, cont, atom, cshm, ctcp
+  integer(c_long_long), target :: per_peer(2), shm_bytes, tcp_bytes
   character(len=BYTES) :: buf
 
   errs = 0
@@ -123,13 +133,32 @@ program f08_mpi_t
   rc = MPI_T_cvar_get_info(ncvar + 5, cname, nlen, verb, dtype, etype, cdesc, dlen, bind, scope)
   call check(rc == T_ERR_INVALID_INDEX, 'bad index -> MPI_T_ERR_INVALID_INDEX')
 
-  ! Bytes on the link to the peer grow by at least what was sent.
+  ! Every performance variable has a name and a class.
+  do idx = 0, npvar - 1
+    nlen = len(cname); dlen = len(cdesc)
+    rc = MPI_T_pvar_get_info(idx, cname, nlen, verb, vclass, dtype, etype, cdesc, dlen, bind, ro, cont, atom)
+    call check(rc == T_SUCCESS .and. nlen > 1 .and. cname(1:3) == 'gw_', 'pvar info')
+  end do
+  nlen = len(cname); dlen = len(cdesc)
+  rc = MPI_T_pvar_get_info(npvar, cname, nlen, verb, vclass, dtype, etype, cdesc, dlen, bind, ro, cont, atom)
+  call check(rc == T_ERR_INVALID_INDEX, 'bad pvar index -> MPI_T_ERR_INVALID_INDEX')
+
+  ! Bytes on the link to the peer, and on the method carrying it (shm on one
+  ! host, tcp between emulated hosts), grow by at least what was sent.
   call check(MPI_T_pvar_session_create(session) == T_SUCCESS, 'session')
   call check(MPI_T_pvar_get_index('gw_link_sent_bytes' // c_null_char, T_PVAR_CLASS_COUNTER, idx) &
        == T_SUCCESS, 'gw_link_sent_bytes')
   call check(MPI_T_pvar_handle_alloc(session, idx, c_null_ptr, handle, count) == T_SUCCESS &
        .and. count == 2, 'handle, one element per peer')
+  call check(MPI_T_pvar_get_index('gw_shm_sent_bytes' // c_null_char, T_PVAR_CLASS_COUNTER, idx) &
+       == T_SUCCESS, 'gw_shm_sent_bytes')
+  call check(MPI_T_pvar_handle_alloc(session, idx, c_null_ptr, hshm, cshm) == T_SUCCESS .and. cshm == 1, 'shm handle')
+  call check(MPI_T_pvar_get_index('gw_tcp_sent_bytes' // c_null_char, T_PVAR_CLASS_COUNTER, idx) &
+       == T_SUCCESS, 'gw_tcp_sent_bytes')
+  call check(MPI_T_pvar_handle_alloc(session, idx, c_null_ptr, htcp, ctcp) == T_SUCCESS .and. ctcp == 1, 'tcp handle')
   call check(MPI_T_pvar_start(session, handle) == T_SUCCESS, 'start')
+  call check(MPI_T_pvar_start(session, hshm) == T_SUCCESS .and. MPI_T_pvar_start(session, htcp) == T_SUCCESS, &
+       'start per-method counters')
   buf = repeat('x', BYTES)
   do k = 1, MSGS
     if (rank == 0) then
@@ -143,6 +172,11 @@ program f08_mpi_t
   per_peer = -1
   call check(MPI_T_pvar_read(session, handle, c_loc(per_peer)) == T_SUCCESS, 'read')
   call check(per_peer(peer + 1) >= MSGS * BYTES, 'the link counted the bytes sent')
+  call check(MPI_T_pvar_read(session, hshm, c_loc(shm_bytes)) == T_SUCCESS .and. &
+       MPI_T_pvar_read(session, htcp, c_loc(tcp_bytes)) == T_SUCCESS, 'read per-method')
+  call check(shm_bytes + tcp_bytes >= MSGS * BYTES, 'the methods counted the bytes sent')
+  call check(MPI_T_pvar_handle_free(session, hshm) == T_SUCCESS .and. &
+       MPI_T_pvar_handle_free(session, htcp) == T_SUCCESS, 'free per-method handles')
   call check(MPI_T_pvar_handle_free(session, handle) == T_SUCCESS, 'handle_free')
   call check(MPI_T_pvar_session_free(session) == T_SUCCESS, 'session_free')
   call check(MPI_T_finalize() == T_SUCCESS, 'MPI_T_finalize')
