@@ -17,6 +17,23 @@ int main(int argc, char **argv) {
     MPI_Recv(&x, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st);
     MPI_Get_count(&st, MPI_INT, &cnt);
     CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG && cnt == 0 && x == 5, "proc_null");
+    /* Count 0 with MPI_PROC_NULL is accepted whatever the datatype, even
+     * MPI_DATATYPE_NULL (MPICH and Open MPI do; programs rely on it). */
+    {
+        MPI_Request nr;
+        CHECK(MPI_Send(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD) == MPI_SUCCESS, "send proc_null datatype_null");
+        CHECK(MPI_Isend(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &nr) == MPI_SUCCESS, "isend proc_null datatype_null");
+        MPI_Wait(&nr, MPI_STATUS_IGNORE);
+        st.MPI_SOURCE = st.MPI_TAG = 99;
+        CHECK(MPI_Recv(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st) == MPI_SUCCESS, "recv proc_null datatype_null");
+        MPI_Get_count(&st, MPI_BYTE, &cnt);
+        CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG && cnt == 0, "recv proc_null datatype_null status");
+        CHECK(MPI_Irecv(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &nr) == MPI_SUCCESS, "irecv proc_null datatype_null");
+        st.MPI_SOURCE = st.MPI_TAG = 99;
+        MPI_Wait(&nr, &st);
+        MPI_Get_count(&st, MPI_BYTE, &cnt);
+        CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG && cnt == 0, "irecv proc_null datatype_null status");
+    }
 
     /* Probe then receive a message of unknown size (eager and rendezvous sizes). */
     int sizes[3] = {3, 5000, 300000};

@@ -2,7 +2,9 @@
 
 use crate::abi::*;
 use crate::errors::run;
-use crate::handles::{self, buf, comm, comm_ref, mpi, PKind, Persistent, ReqObj, MSGS, REQS};
+use crate::handles::{
+    self, buf, comm, comm_ref, mpi, peer_buf, PKind, Persistent, ReqObj, MSGS, REQS,
+};
 use crate::{arr, arr_mut, put, Void};
 use gridwire_mpi::{class, err, Mode, Req, Result, Status};
 use std::ffi::c_int;
@@ -38,7 +40,7 @@ unsafe fn send_impl(
     run(name, c, || {
         let cm = comm_ref(c)?;
         // SAFETY: the program's send buffer, valid during the blocking call.
-        let bf = unsafe { buf(b, count, dt) }?;
+        let bf = unsafe { peer_buf(b, count, dt, dest) }?;
         mpi()?.send(&cm, &bf, dest, tag, mode)
     })
 }
@@ -77,7 +79,7 @@ unsafe fn isend_impl(
         }
         let cm = comm_ref(c)?;
         // SAFETY: the program keeps the buffer until the request completes (MPI rule).
-        let bf = unsafe { buf(b, count, dt) }?;
+        let bf = unsafe { peer_buf(b, count, dt, dest) }?;
         let h = match mpi()?.isend_started(&cm, &bf, dest, tag, mode)? {
             Some(r) => new_req_handle(r, true),
             // Completed inside the call (eager): no request object at all.
@@ -110,7 +112,7 @@ mpi_fn!(fn MPI_Recv / PMPI_Recv(b: *mut Void, count: c_int, dt: MPI_Datatype, sr
     run("MPI_Recv", c, || {
         let cm = comm_ref(c)?;
         // SAFETY: the program's receive buffer, valid during the blocking call.
-        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let bf = unsafe { peer_buf(b, count as i64, dt, src) }?;
         let m = mpi()?;
         let cap = bf.bytes();
         let r = m.irecv(&cm, bf, src, tag)?;
@@ -132,7 +134,7 @@ mpi_fn!(fn MPI_Irecv / PMPI_Irecv(b: *mut Void, count: c_int, dt: MPI_Datatype, 
         }
         let cm = comm_ref(c)?;
         // SAFETY: the program keeps the buffer until the request completes (MPI rule).
-        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let bf = unsafe { peer_buf(b, count as i64, dt, src) }?;
         let r = mpi()?.irecv(&cm, bf, src, tag)?;
         // SAFETY: checked non-null output argument.
         unsafe { *req = new_req_handle(r, false) };
