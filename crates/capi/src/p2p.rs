@@ -10,11 +10,42 @@ use gridwire_mpi::{class, err, Mode, Req, Result, Status};
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
 
-/// Stores a status unless the program passed `MPI_STATUS_IGNORE`.
+/// Stores a status unless the program passed `MPI_STATUS_IGNORE`, leaving
+/// its `MPI_ERROR` field as it was: the standard lets only the functions that
+/// complete several requests (`MPI_Waitall`, `MPI_Testall`, `MPI_Waitsome`,
+/// `MPI_Testsome`, `MPI_Request_get_status_all/some`) set it (MPI-4.1 §3.2.5);
+/// a single completion reports its error as the return code. The empty
+/// status is the exception: it is defined with error `MPI_SUCCESS`.
 ///
 /// # Safety
 /// `p` is NULL or points to an `MPI_Status`.
 pub(crate) unsafe fn put_status(p: *mut MPI_Status, s: &Status) {
+    if p.is_null() {
+        return;
+    }
+    let v = handles::status_from(s);
+    if *s == Status::empty() {
+        // The empty status (null or inactive request) is defined whole,
+        // error MPI_SUCCESS included (MPI-4.1 §3.7.3).
+        // SAFETY: forwarded contract.
+        unsafe { p.write(v) };
+        return;
+    }
+    // SAFETY: `p` points to an MPI_Status (contract); each field is written
+    // on its own (never read: the program may have left it uninitialised).
+    unsafe {
+        std::ptr::addr_of_mut!((*p).MPI_SOURCE).write(v.MPI_SOURCE);
+        std::ptr::addr_of_mut!((*p).MPI_TAG).write(v.MPI_TAG);
+        std::ptr::addr_of_mut!((*p).internal).write(v.internal);
+    }
+}
+
+/// [`put_status`] for the functions that complete several requests: these
+/// also set `MPI_ERROR`.
+///
+/// # Safety
+/// `p` is NULL or points to an `MPI_Status`.
+pub(crate) unsafe fn put_status_with_error(p: *mut MPI_Status, s: &Status) {
     // SAFETY: forwarded contract.
     unsafe { put(p, handles::status_from(s)) };
 }
@@ -497,7 +528,7 @@ unsafe fn wait_many(
         let set_status = |i: usize, s: &Status| {
             if !statuses.is_null() {
                 // SAFETY: a non-ignored statuses array has `n` entries.
-                unsafe { put_status(statuses.add(i), s) };
+                unsafe { put_status_with_error(statuses.add(i), s) };
             }
         };
         match mode {
@@ -560,7 +591,7 @@ unsafe fn wait_many(
                         unsafe {
                             put(indices.add(k), i as c_int);
                             if !statuses.is_null() {
-                                put_status(statuses.add(k), &s);
+                                put_status_with_error(statuses.add(k), &s);
                             }
                         }
                         k += 1;
