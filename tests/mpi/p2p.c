@@ -32,7 +32,10 @@ int main(int argc, char **argv) {
         st.MPI_SOURCE = st.MPI_TAG = 99;
         MPI_Wait(&nr, &st);
         MPI_Get_count(&st, MPI_BYTE, &cnt);
-        CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG && cnt == 0, "irecv proc_null datatype_null status");
+        CHECK(cnt == 0, "irecv proc_null datatype_null count %d", cnt);
+#ifdef GRIDWIRE_MPI /* Debian 12's MPICH 4.0 gives source 0, tag 0 after the wait */
+        CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG, "irecv proc_null datatype_null status");
+#endif
     }
 
     /* Probe then receive a message of unknown size (eager and rendezvous sizes). */
@@ -80,44 +83,49 @@ int main(int argc, char **argv) {
      * Waitall/Testall/Waitsome/Testsome set it (MPI-4.1 section 3.2.5). */
     {
         const int sentinel = 12345;
+#ifdef GRIDWIRE_MPI
+#define CHECK_KEEPS_ERROR CHECK
+#else /* Debian 12's MPICH 4.0 writes MPI_ERROR in some of these: report, do not fail */
+#define CHECK_KEEPS_ERROR(cond, ...) do { if (!(cond)) { fprintf(stderr, "note: "); fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
+#endif
         int v = rank, w = -1, flag = 0, idx, outc;
         MPI_Message msg;
         MPI_Request r, rr[1];
         MPI_Send(&v, 1, MPI_INT, next, 23, MPI_COMM_WORLD);
         st.MPI_ERROR = sentinel;
         MPI_Probe(prev, 23, MPI_COMM_WORLD, &st);
-        CHECK(st.MPI_ERROR == sentinel, "probe wrote MPI_ERROR %d", st.MPI_ERROR);
+        CHECK_KEEPS_ERROR(st.MPI_ERROR == sentinel, "probe wrote MPI_ERROR %d", st.MPI_ERROR);
         flag = 0;
         while (!flag) { st.MPI_ERROR = sentinel; MPI_Iprobe(prev, 23, MPI_COMM_WORLD, &flag, &st); }
-        CHECK(st.MPI_ERROR == sentinel, "iprobe wrote MPI_ERROR %d", st.MPI_ERROR);
+        CHECK_KEEPS_ERROR(st.MPI_ERROR == sentinel, "iprobe wrote MPI_ERROR %d", st.MPI_ERROR);
         st.MPI_ERROR = sentinel;
         MPI_Mprobe(prev, 23, MPI_COMM_WORLD, &msg, &st);
-        CHECK(st.MPI_ERROR == sentinel, "mprobe wrote MPI_ERROR %d", st.MPI_ERROR);
+        CHECK_KEEPS_ERROR(st.MPI_ERROR == sentinel, "mprobe wrote MPI_ERROR %d", st.MPI_ERROR);
         st.MPI_ERROR = sentinel;
         MPI_Mrecv(&w, 1, MPI_INT, &msg, &st);
-        CHECK(st.MPI_ERROR == sentinel && w == prev, "mrecv wrote MPI_ERROR %d", st.MPI_ERROR);
+        CHECK_KEEPS_ERROR(st.MPI_ERROR == sentinel && w == prev, "mrecv wrote MPI_ERROR %d", st.MPI_ERROR);
         MPI_Send(&v, 1, MPI_INT, next, 24, MPI_COMM_WORLD);
         flag = 0;
         while (!flag) { st.MPI_ERROR = sentinel; MPI_Improbe(prev, 24, MPI_COMM_WORLD, &flag, &msg, &st); }
-        CHECK(st.MPI_ERROR == sentinel, "improbe wrote MPI_ERROR %d", st.MPI_ERROR);
+        CHECK_KEEPS_ERROR(st.MPI_ERROR == sentinel, "improbe wrote MPI_ERROR %d", st.MPI_ERROR);
         MPI_Imrecv(&w, 1, MPI_INT, &msg, &r);
         st.MPI_ERROR = sentinel;
         MPI_Wait(&r, &st);
-        CHECK(st.MPI_ERROR == sentinel, "wait after imrecv wrote MPI_ERROR %d", st.MPI_ERROR);
+        CHECK_KEEPS_ERROR(st.MPI_ERROR == sentinel, "wait after imrecv wrote MPI_ERROR %d", st.MPI_ERROR);
         MPI_Send(&v, 1, MPI_INT, next, 25, MPI_COMM_WORLD);
         st.MPI_ERROR = sentinel;
         MPI_Recv(&w, 1, MPI_INT, prev, 25, MPI_COMM_WORLD, &st);
-        CHECK(st.MPI_ERROR == sentinel, "recv wrote MPI_ERROR %d", st.MPI_ERROR);
+        CHECK_KEEPS_ERROR(st.MPI_ERROR == sentinel, "recv wrote MPI_ERROR %d", st.MPI_ERROR);
         MPI_Irecv(&w, 1, MPI_INT, prev, 26, MPI_COMM_WORLD, &rr[0]);
         MPI_Send(&v, 1, MPI_INT, next, 26, MPI_COMM_WORLD);
         flag = 0;
         while (!flag) { st.MPI_ERROR = sentinel; MPI_Test(&rr[0], &flag, &st); }
-        CHECK(st.MPI_ERROR == sentinel, "test wrote MPI_ERROR %d", st.MPI_ERROR);
+        CHECK_KEEPS_ERROR(st.MPI_ERROR == sentinel, "test wrote MPI_ERROR %d", st.MPI_ERROR);
         MPI_Irecv(&w, 1, MPI_INT, prev, 27, MPI_COMM_WORLD, &rr[0]);
         MPI_Send(&v, 1, MPI_INT, next, 27, MPI_COMM_WORLD);
         st.MPI_ERROR = sentinel;
         MPI_Waitany(1, rr, &idx, &st);
-        CHECK(st.MPI_ERROR == sentinel && idx == 0, "waitany wrote MPI_ERROR %d", st.MPI_ERROR);
+        CHECK_KEEPS_ERROR(st.MPI_ERROR == sentinel && idx == 0, "waitany wrote MPI_ERROR %d", st.MPI_ERROR);
         MPI_Irecv(&w, 1, MPI_INT, prev, 28, MPI_COMM_WORLD, &rr[0]);
         MPI_Send(&v, 1, MPI_INT, next, 28, MPI_COMM_WORLD);
         MPI_Waitsome(1, rr, &outc, &idx, &st);
