@@ -264,6 +264,12 @@ fn dtype() {
     suite("dtype", &[], &[1, 2, 3, 4]);
 }
 
+/// `MPI_MINLOC`/`MPI_MAXLOC` on every predefined pair type, `MPI_LONG_DOUBLE_INT` included.
+#[test]
+fn pairloc() {
+    suite("pairloc", &[], &[1, 2, 3, 4]);
+}
+
 #[test]
 fn attr() {
     suite("attr", &[], &[1, 2, 3]);
@@ -442,7 +448,7 @@ fn same_tests_pass_on_mpich() {
     let dir = profile_dir().join("mpi-tests-mpich");
     std::fs::create_dir_all(&dir).unwrap();
     for name in [
-        "basic", "p2p", "coll", "comm", "dtype", "nbc", "topo", "legacy",
+        "basic", "p2p", "coll", "comm", "dtype", "nbc", "topo", "legacy", "pairloc",
     ] {
         let exe = dir.join(name);
         let st = Command::new(cc)
