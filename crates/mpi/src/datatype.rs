@@ -149,6 +149,21 @@ pub enum Combiner {
         extent: isize,
         old: Arc<Datatype>,
     },
+    /// `MPI_Type_create_f90_real/complex/integer` with the program's
+    /// precision and range (`MPI_UNDEFINED` kept as given; `p` unused for INTEGER).
+    F90 {
+        kind: F90Kind,
+        p: i32,
+        r: i32,
+    },
+}
+
+/// Which `MPI_Type_create_f90_*` made a type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum F90Kind {
+    Real,
+    Complex,
+    Integer,
 }
 
 /// A datatype: its size, bounds, compiled blocks and the element type it is made of.
