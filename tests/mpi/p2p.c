@@ -191,6 +191,39 @@ int main(int argc, char **argv) {
         free(bbuf); free(big); free(bigin);
     }
 
+    /* A buffered send that does not fit in the attached buffer fails with
+     * MPI_ERR_BUFFER; a message to itself holds its room until received. */
+    {
+        enum { N = 1000 };
+        int bsz = 2 * (N + MPI_BSEND_OVERHEAD), cls2, rc;
+        char *bb = malloc(bsz), msg[3 * N], in[N];
+        void *dbuf; int dsize;
+        MPI_Request br;
+        memset(msg, rank, sizeof msg);
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+        MPI_Buffer_attach(bb, bsz);
+        rc = MPI_Bsend(msg, 3 * N, MPI_CHAR, 0, 1, MPI_COMM_SELF);
+        MPI_Error_class(rc, &cls2);
+        CHECK(rc != MPI_SUCCESS && cls2 == MPI_ERR_BUFFER, "bsend larger than the buffer: class %d", cls2);
+        rc = MPI_Ibsend(msg, 3 * N, MPI_CHAR, 0, 1, MPI_COMM_SELF, &br);
+        MPI_Error_class(rc, &cls2);
+        CHECK(rc != MPI_SUCCESS && cls2 == MPI_ERR_BUFFER, "ibsend larger than the buffer: class %d", cls2);
+        CHECK(MPI_Bsend(msg, N, MPI_CHAR, 0, 2, MPI_COMM_SELF) == MPI_SUCCESS, "first bsend to self");
+        CHECK(MPI_Ibsend(msg, N, MPI_CHAR, 0, 3, MPI_COMM_SELF, &br) == MPI_SUCCESS, "second ibsend to self");
+        MPI_Wait(&br, MPI_STATUS_IGNORE); /* complete (buffered), not yet received */
+        rc = MPI_Bsend(msg, N, MPI_CHAR, 0, 4, MPI_COMM_SELF);
+        MPI_Error_class(rc, &cls2);
+        CHECK(rc != MPI_SUCCESS && cls2 == MPI_ERR_BUFFER, "third bsend to self while two wait in the buffer: class %d", cls2);
+        MPI_Recv(in, N, MPI_CHAR, 0, 2, MPI_COMM_SELF, MPI_STATUS_IGNORE);
+        CHECK(in[0] == (char)rank && in[N - 1] == (char)rank, "bsend to self data");
+        CHECK(MPI_Bsend(msg, N, MPI_CHAR, 0, 4, MPI_COMM_SELF) == MPI_SUCCESS, "bsend to self after a receive made room");
+        MPI_Recv(in, N, MPI_CHAR, 0, 3, MPI_COMM_SELF, MPI_STATUS_IGNORE);
+        MPI_Recv(in, N, MPI_CHAR, 0, 4, MPI_COMM_SELF, MPI_STATUS_IGNORE);
+        MPI_Buffer_detach(&dbuf, &dsize);
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+        free(bb);
+    }
+
     /* Persistent requests, started several times. */
     {
         int sv, rv;
