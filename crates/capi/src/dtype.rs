@@ -706,7 +706,9 @@ fn f90_pick(
 /// standard calls these predefined (they cannot be freed), and a program may
 /// compare two calls' handles.
 fn f90_type(kind: F90Kind, p: c_int, r: c_int, base: MPI_Datatype) -> Result<MPI_Datatype> {
-    static MADE: Mutex<Vec<((F90Kind, c_int, c_int), MPI_Datatype)>> = Mutex::new(Vec::new());
+    /// (kind, p, r) of a call, and the handle it got.
+    type F90Made = ((F90Kind, c_int, c_int), MPI_Datatype);
+    static MADE: Mutex<Vec<F90Made>> = Mutex::new(Vec::new());
     let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(&(_, h)) = made.iter().find(|(k, _)| *k == (kind, p, r)) {
         return Ok(h);
