@@ -16,6 +16,38 @@ static int delete_fn(MPI_Comm c, int k, void *val, void *extra) {
     deletes++;
     return MPI_SUCCESS;
 }
+/* MPI_COMM_SELF's attributes at MPI_Finalize: deleted first, last set
+ * first, with MPI_Finalized still false (MPI-4.1 section 11.2.4). The keyvals
+ * are set in an order unlike their creation order; the last delete callback
+ * checks the whole sequence and only then says PASS. */
+static int self_keys[3], self_order[3], self_deleted;
+static int self_delete_fn(MPI_Comm c, int k, void *val, void *extra) {
+    (void)extra;
+    int fin = 1;
+    MPI_Finalized(&fin);
+    CHECK(c == MPI_COMM_SELF && !fin, "self delete callback: comm %d finalized %d", c == MPI_COMM_SELF, fin);
+    CHECK(self_deleted < 3 && k == self_keys[(long)val], "self delete callback: keyval %d value %ld", k, (long)val);
+    self_order[self_deleted++] = (int)(long)val;
+    if (self_deleted == 3) {
+        CHECK(self_order[0] == 2 && self_order[1] == 0 && self_order[2] == 1,
+              "self attributes deleted in order %d %d %d, want 2 0 1 (last set first)",
+              self_order[0], self_order[1], self_order[2]);
+        PASS("attr");
+    }
+    return MPI_SUCCESS;
+}
+static int failing_copy_fn(MPI_Comm c, int k, void *extra, void *in, void *out, int *flag) {
+    (void)c; (void)k; (void)extra; (void)in; (void)out;
+    *flag = 0;
+    return MPI_ERR_OTHER;
+}
+static int type_deletes;
+static int type_delete_fn(MPI_Datatype t, int k, void *val, void *extra) {
+    (void)t; (void)k; (void)extra;
+    type_deletes += (int)(long)val;
+    return MPI_SUCCESS;
+}
+
 static int handler_calls, handler_code;
 static void my_handler(MPI_Comm *c, int *code, ...) {
     (void)c;
@@ -196,7 +228,49 @@ int main(int argc, char **argv) {
     MPI_Is_thread_main(&main_);
     CHECK(main_ == 1 && prov == MPI_THREAD_SINGLE, "threads");
 
-    PASS("attr");
+    /* A copy callback that fails makes MPI_Comm_dup fail with its error and
+     * give MPI_COMM_NULL; the attributes already copied are deleted again. */
+    {
+        MPI_Comm base, d = MPI_COMM_WORLD;
+        int kgood, kbad, before;
+        MPI_Comm_dup(MPI_COMM_WORLD, &base);
+        MPI_Comm_create_keyval(copy_fn, delete_fn, &kgood, NULL);
+        MPI_Comm_create_keyval(failing_copy_fn, MPI_COMM_NULL_DELETE_FN, &kbad, NULL);
+        MPI_Comm_set_attr(base, kgood, (void *)100);
+        MPI_Comm_set_attr(base, kbad, (void *)200);
+        MPI_Comm_set_errhandler(base, MPI_ERRORS_RETURN);
+        before = deletes;
+        int rc = MPI_Comm_dup(base, &d);
+        MPI_Error_class(rc, &cls);
+        CHECK(rc != MPI_SUCCESS && cls == MPI_ERR_OTHER, "dup with a failing copy callback: rc %d class %d", rc, cls);
+        CHECK(d == MPI_COMM_NULL, "dup with a failing copy callback gave a communicator");
+        CHECK(deletes == before + 1, "the attribute copied before the failure was not deleted (%d deletes)", deletes - before);
+        MPI_Comm_delete_attr(base, kbad);
+        MPI_Comm_free(&base);
+        MPI_Comm_free_keyval(&kgood);
+        MPI_Comm_free_keyval(&kbad);
+    }
+
+    /* Freeing a datatype runs its attributes' delete callbacks. */
+    {
+        MPI_Datatype t;
+        int kt;
+        MPI_Type_contiguous(3, MPI_INT, &t);
+        MPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, type_delete_fn, &kt, NULL);
+        MPI_Type_set_attr(t, kt, (void *)5);
+        type_deletes = 0;
+        MPI_Type_free(&t);
+        CHECK(type_deletes == 5, "type free ran %d delete callbacks' worth", type_deletes);
+        MPI_Type_free_keyval(&kt);
+    }
+
+    /* Set in the order 1, 0, 2 (keyvals made 0, 1, 2): deleted 2, 0, 1. */
+    for (int i = 0; i < 3; i++)
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete_fn, &self_keys[i], NULL);
+    MPI_Comm_set_attr(MPI_COMM_SELF, self_keys[1], (void *)1);
+    MPI_Comm_set_attr(MPI_COMM_SELF, self_keys[0], (void *)0);
+    MPI_Comm_set_attr(MPI_COMM_SELF, self_keys[2], (void *)2);
+    /* PASS comes from the last delete callback, inside MPI_Finalize. */
     MPI_Finalize();
     return 0;
 }

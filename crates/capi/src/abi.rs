@@ -73,3 +73,6 @@ pub const MPI_MAX_LIBRARY_VERSION_STRING: usize = 8192;
 pub const MPI_ORDER_C: c_int = 12;
 pub const MPI_ORDER_FORTRAN: c_int = 15;
 pub const MPI_COMBINER_NAMED: c_int = 101;
+pub const MPI_COMBINER_F90_REAL: c_int = 113;
+pub const MPI_COMBINER_F90_COMPLEX: c_int = 114;
+pub const MPI_COMBINER_F90_INTEGER: c_int = 115;

@@ -71,9 +71,19 @@ pub(crate) fn call_delete(h: Handle, k: c_int, v: usize) -> Result<()> {
     Ok(())
 }
 
-/// Runs the copy callbacks of `old`'s attributes for a duplicate.
-pub fn copy_comm_attrs(h: Handle, old: &Comm, new: &Comm) -> Result<()> {
-    copy_attrs(h, &old.attrs, &new.attrs)
+/// Runs the copy callbacks of `old`'s attributes for a duplicate. If one
+/// fails, the duplicate is undone: the attributes already copied to it are
+/// deleted (their delete callbacks run, on a handle the duplicate has only
+/// for them) and the callback's error is returned, so the dup fails with it
+/// and gives no communicator (MPI-4.1 §7.7.2: "the call to MPI_COMM_DUP fails").
+pub fn copy_comm_attrs(h: Handle, old: &Comm, new: &std::sync::Arc<Comm>) -> Result<()> {
+    let copied = copy_attrs(h, &old.attrs, &new.attrs);
+    if copied.is_err() && !new.attrs.lock().unwrap().in_set_order().is_empty() {
+        let nh = handles::new_comm(new.clone());
+        let _ = delete_comm_attrs(nh, new);
+        handles::COMMS.remove(nh);
+    }
+    copied
 }
 
 /// Runs the copy callbacks of a datatype's attributes for `MPI_Type_dup`.
@@ -90,7 +100,7 @@ fn copy_attrs(
     old: &Mutex<gridwire_mpi::attr::AttrSet>,
     new: &Mutex<gridwire_mpi::attr::AttrSet>,
 ) -> Result<()> {
-    let attrs = old.lock().unwrap().map.clone();
+    let attrs = old.lock().unwrap().in_set_order();
     for (k, v) in attrs {
         let kv = keyval(k)?;
         let out = match kv.copy {
@@ -119,7 +129,7 @@ fn copy_attrs(
             }
         };
         if let Some(v) = out {
-            new.lock().unwrap().map.insert(k, v);
+            new.lock().unwrap().set(k, v);
         }
     }
     Ok(())
@@ -127,8 +137,8 @@ fn copy_attrs(
 
 /// Runs the delete callbacks of a communicator being freed.
 pub fn delete_comm_attrs(h: Handle, c: &Comm) -> Result<()> {
-    let attrs = std::mem::take(&mut c.attrs.lock().unwrap().map);
-    for (k, v) in attrs.into_iter().rev() {
+    let attrs = c.attrs.lock().unwrap().take_last_set_first();
+    for (k, v) in attrs {
         call_delete(h, k, v)?;
     }
     Ok(())
@@ -220,7 +230,7 @@ mpi_fn!(fn MPI_Comm_set_attr / PMPI_Comm_set_attr(c: MPI_Comm, k: c_int, v: usiz
     run("MPI_Comm_set_attr", c, || {
         let cm = comm(c)?;
         keyval(k)?;
-        let old = cm.attrs.lock().unwrap().map.insert(k, v);
+        let old = cm.attrs.lock().unwrap().set(k, v);
         if let Some(o) = old {
             call_delete(c, k, o)?;
         }
@@ -240,7 +250,7 @@ mpi_fn!(fn MPI_Comm_get_attr / PMPI_Comm_get_attr(c: MPI_Comm, k: c_int, v: *mut
             Some(p) => Some(p),
             None => {
                 keyval(k)?;
-                cm.attrs.lock().unwrap().map.get(&k).copied()
+                cm.attrs.lock().unwrap().get(k)
             }
         };
         // SAFETY: output arguments (`v` is really a `void **`).
@@ -263,7 +273,7 @@ mpi_fn!(fn MPI_Comm_delete_attr / PMPI_Comm_delete_attr(c: MPI_Comm, k: c_int) -
     run("MPI_Comm_delete_attr", c, || {
         let cm = comm(c)?;
         keyval(k)?;
-        let old = cm.attrs.lock().unwrap().map.remove(&k);
+        let old = cm.attrs.lock().unwrap().remove(k);
         match old {
             Some(o) => call_delete(c, k, o),
             None => Err(err(class::KEYVAL, format!("keyval {k} has no attribute on this communicator"))),
@@ -280,7 +290,7 @@ mpi_fn!(fn MPI_Type_set_attr / PMPI_Type_set_attr(t: MPI_Datatype, k: c_int, v: 
     run("MPI_Type_set_attr", MPI_COMM_WORLD, || {
         let dt = handles::dtype(t)?;
         keyval(k)?;
-        let old = dt.attrs.lock().unwrap().map.insert(k, v);
+        let old = dt.attrs.lock().unwrap().set(k, v);
         if let Some(o) = old {
             call_delete(t, k, o)?;
         }
@@ -292,7 +302,7 @@ mpi_fn!(fn MPI_Type_get_attr / PMPI_Type_get_attr(t: MPI_Datatype, k: c_int, v: 
     run("MPI_Type_get_attr", MPI_COMM_WORLD, || {
         let dt = handles::dtype(t)?;
         keyval(k)?;
-        let got = dt.attrs.lock().unwrap().map.get(&k).copied();
+        let got = dt.attrs.lock().unwrap().get(k);
         // SAFETY: output arguments.
         unsafe {
             put(flag, got.is_some() as c_int);
@@ -307,7 +317,7 @@ mpi_fn!(fn MPI_Type_get_attr / PMPI_Type_get_attr(t: MPI_Datatype, k: c_int, v: 
 mpi_fn!(fn MPI_Type_delete_attr / PMPI_Type_delete_attr(t: MPI_Datatype, k: c_int) -> c_int {
     run("MPI_Type_delete_attr", MPI_COMM_WORLD, || {
         let dt = handles::dtype(t)?;
-        let old = dt.attrs.lock().unwrap().map.remove(&k);
+        let old = dt.attrs.lock().unwrap().remove(k);
         match old {
             Some(o) => call_delete(t, k, o),
             None => Err(err(class::KEYVAL, format!("keyval {k} has no attribute on this datatype"))),
@@ -317,8 +327,8 @@ mpi_fn!(fn MPI_Type_delete_attr / PMPI_Type_delete_attr(t: MPI_Datatype, k: c_in
 
 /// Runs delete callbacks of a datatype being freed.
 pub fn delete_type_attrs(h: Handle, t: &gridwire_mpi::Datatype) -> Result<()> {
-    let attrs = std::mem::take(&mut t.attrs.lock().unwrap().map);
-    for (k, v) in attrs.into_iter().rev() {
+    let attrs = t.attrs.lock().unwrap().take_last_set_first();
+    for (k, v) in attrs {
         call_delete(h, k, v)?;
     }
     Ok(())

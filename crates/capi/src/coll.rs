@@ -630,7 +630,11 @@ mpi_fn!(fn MPI_Comm_idup / PMPI_Comm_idup(c: MPI_Comm, out: *mut MPI_Comm, req: 
         let outp = out as usize;
         let r = m.icoll(&parent.clone(), move |m: &Mpi, shadow: &Comm| {
             let n = m.comm_dup(shadow)?;
-            crate::attr::copy_comm_attrs(c, &parent, &n)?;
+            if let Err(e) = crate::attr::copy_comm_attrs(c, &parent, &n) {
+                // SAFETY: as below.
+                unsafe { *(outp as *mut MPI_Comm) = MPI_COMM_NULL };
+                return Err(e);
+            }
             n.errhandler.store(parent.errhandler.load(std::sync::atomic::Ordering::Relaxed), std::sync::atomic::Ordering::Relaxed);
             // SAFETY: the program's MPI_Comm variable, which it must not
             // touch before the request completes (the MPI rule for idup).

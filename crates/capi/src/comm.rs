@@ -58,7 +58,11 @@ mpi_fn!(fn MPI_Comm_dup / PMPI_Comm_dup(c: MPI_Comm, out: *mut MPI_Comm) -> c_in
     run("MPI_Comm_dup", c, || {
         let cm = comm(c)?;
         let n = mpi()?.comm_dup(&cm)?;
-        crate::attr::copy_comm_attrs(c, &cm, &n)?;
+        if let Err(e) = crate::attr::copy_comm_attrs(c, &cm, &n) {
+            // SAFETY: output argument.
+            unsafe { out_comm(out, &cm, None)? };
+            return Err(e);
+        }
         // SAFETY: output argument.
         unsafe { out_comm(out, &cm, Some(n)) }
     })
@@ -70,7 +74,11 @@ mpi_fn!(fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(c: MPI_Comm, info: M
         let i = info_or_empty(info)?;
         let n = mpi()?.comm_dup(&cm)?;
         *n.info.lock().unwrap() = i;
-        crate::attr::copy_comm_attrs(c, &cm, &n)?;
+        if let Err(e) = crate::attr::copy_comm_attrs(c, &cm, &n) {
+            // SAFETY: output argument.
+            unsafe { out_comm(out, &cm, None)? };
+            return Err(e);
+        }
         // SAFETY: output argument.
         unsafe { out_comm(out, &cm, Some(n)) }
     })

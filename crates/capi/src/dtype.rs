@@ -4,10 +4,10 @@ use crate::abi::*;
 use crate::errors::run;
 use crate::handles::{self, dtype, new_type, TYPES};
 use crate::{arr, arr_mut, cstr, put, put_str, Void};
-use gridwire_mpi::datatype::Combiner;
+use gridwire_mpi::datatype::{Combiner, F90Kind};
 use gridwire_mpi::{class, err, Datatype, Result};
 use std::ffi::{c_char, c_int};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 unsafe fn out_type(out: *mut MPI_Datatype, t: Result<Arc<Datatype>>) -> Result<()> {
     let t = t?;
@@ -150,6 +150,14 @@ mpi_fn!(fn MPI_Type_free / PMPI_Type_free(t: *mut MPI_Datatype) -> c_int {
             return Err(err(class::TYPE, "predefined datatypes cannot be freed"));
         }
         let dt = dtype(h)?;
+        if dt.predefined {
+            // A type of MPI_Type_create_f90_*: predefined, so it stays (later
+            // calls give the same handle back); freeing it only nulls the
+            // program's handle, as MPICH does.
+            // SAFETY: checked in/out argument.
+            unsafe { *t = MPI_DATATYPE_NULL };
+            return Ok(());
+        }
         crate::attr::delete_type_attrs(h, &dt)?;
         // Operations in flight keep their own reference to the type.
         TYPES.remove(h);
@@ -560,6 +568,18 @@ fn envelope(dt: &Datatype) -> (c_int, c_int, c_int, c_int) {
         Combiner::Subarray { sizes, .. } => (111, 2 + 3 * sizes.len() as c_int, 0, 1),
         Combiner::Resized { .. } => (116, 0, 2, 1),
         Combiner::Darray { gsizes, .. } => (112, 4 + 4 * gsizes.len() as c_int, 0, 1),
+        Combiner::F90 {
+            kind: F90Kind::Real,
+            ..
+        } => (MPI_COMBINER_F90_REAL, 2, 0, 0),
+        Combiner::F90 {
+            kind: F90Kind::Complex,
+            ..
+        } => (MPI_COMBINER_F90_COMPLEX, 2, 0, 0),
+        Combiner::F90 {
+            kind: F90Kind::Integer,
+            ..
+        } => (MPI_COMBINER_F90_INTEGER, 1, 0, 0),
     }
 }
 
@@ -634,6 +654,8 @@ mpi_fn!(fn MPI_Type_get_contents / PMPI_Type_get_contents(t: MPI_Datatype, mi: c
                 iv.push(if *order_c { MPI_ORDER_C as i64 } else { MPI_ORDER_FORTRAN as i64 });
                 tv.push(old.clone());
             }
+            Combiner::F90 { kind: F90Kind::Integer, r, .. } => iv.push(*r as i64),
+            Combiner::F90 { p, r, .. } => iv.extend([*p as i64, *r as i64]),
         }
         // SAFETY: output arrays with at least the envelope's sizes (checked above).
         unsafe {
@@ -688,9 +710,38 @@ fn f90_pick(
         })
 }
 
+/// The type `MPI_Type_create_f90_*` returns for (kind, p, r): the predefined
+/// type that fits, as a type of its own whose envelope says
+/// `MPI_COMBINER_F90_*` with the program's p and r (MPI-4.1 §4.1.13, §19.1.9).
+/// One handle per (kind, p, r), made on first use and kept for the run: the
+/// standard calls these predefined (they cannot be freed), and a program may
+/// compare two calls' handles.
+fn f90_type(kind: F90Kind, p: c_int, r: c_int, base: MPI_Datatype) -> Result<MPI_Datatype> {
+    /// (kind, p, r) of a call, and the handle it got.
+    type F90Made = ((F90Kind, c_int, c_int), MPI_Datatype);
+    static MADE: Mutex<Vec<F90Made>> = Mutex::new(Vec::new());
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&(_, h)) = made.iter().find(|(k, _)| *k == (kind, p, r)) {
+        return Ok(h);
+    }
+    let b = dtype(base)?;
+    let basic = b
+        .basic
+        .ok_or_else(|| err(class::INTERN, "an F90 base type without a basic type"))?;
+    let name = b.name.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut t = Datatype::predefined(basic, &name);
+    Arc::get_mut(&mut t)
+        .expect("a type just made has one owner")
+        .combiner = Combiner::F90 { kind, p, r };
+    let h = new_type(t);
+    made.push(((kind, p, r), h));
+    Ok(h)
+}
+
 mpi_fn!(fn MPI_Type_create_f90_real / PMPI_Type_create_f90_real(p: c_int, r: c_int, out: *mut MPI_Datatype) -> c_int {
     run("MPI_Type_create_f90_real", MPI_COMM_WORLD, || {
-        let h = f90_pick("REAL", p, r, &[(6, 37, 722), (15, 307, 730), (33, 4931, 738)])?;
+        let base = f90_pick("REAL", p, r, &[(6, 37, 722), (15, 307, 730), (33, 4931, 738)])?;
+        let h = f90_type(F90Kind::Real, p, r, base)?;
         // SAFETY: output argument.
         unsafe { put(out, h) };
         Ok(())
@@ -699,7 +750,8 @@ mpi_fn!(fn MPI_Type_create_f90_real / PMPI_Type_create_f90_real(p: c_int, r: c_i
 
 mpi_fn!(fn MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex(p: c_int, r: c_int, out: *mut MPI_Datatype) -> c_int {
     run("MPI_Type_create_f90_complex", MPI_COMM_WORLD, || {
-        let h = f90_pick("COMPLEX", p, r, &[(6, 37, 731), (15, 307, 739), (33, 4931, 747)])?;
+        let base = f90_pick("COMPLEX", p, r, &[(6, 37, 731), (15, 307, 739), (33, 4931, 747)])?;
+        let h = f90_type(F90Kind::Complex, p, r, base)?;
         // SAFETY: output argument.
         unsafe { put(out, h) };
         Ok(())
@@ -708,7 +760,8 @@ mpi_fn!(fn MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex(p: c_int, 
 
 mpi_fn!(fn MPI_Type_create_f90_integer / PMPI_Type_create_f90_integer(r: c_int, out: *mut MPI_Datatype) -> c_int {
     run("MPI_Type_create_f90_integer", MPI_COMM_WORLD, || {
-        let h = f90_pick("INTEGER", 0, r, &[(0, 2, 705), (0, 4, 713), (0, 9, 721), (0, 18, 729)])?;
+        let base = f90_pick("INTEGER", 0, r, &[(0, 2, 705), (0, 4, 713), (0, 9, 721), (0, 18, 729)])?;
+        let h = f90_type(F90Kind::Integer, MPI_UNDEFINED, r, base)?;
         // SAFETY: output argument.
         unsafe { put(out, h) };
         Ok(())

@@ -9,6 +9,8 @@ use std::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 static FINALIZED: AtomicBool = AtomicBool::new(false);
+/// Set on entry to `MPI_Finalize`; `FINALIZED` only once it has completed.
+static FINALIZE_CALLED: AtomicBool = AtomicBool::new(false);
 static THREAD_LEVEL: AtomicI32 = AtomicI32::new(MPI_THREAD_SINGLE);
 static MAIN_THREAD: std::sync::OnceLock<std::thread::ThreadId> = std::sync::OnceLock::new();
 
@@ -44,11 +46,17 @@ mpi_fn!(fn MPI_Init_thread / PMPI_Init_thread(_argc: *mut c_int, _argv: *mut *mu
 mpi_fn!(fn MPI_Finalize / PMPI_Finalize() -> c_int {
     run("MPI_Finalize", MPI_COMM_WORLD, || {
         let m = mpi()?;
-        if FINALIZED.swap(true, Ordering::AcqRel) {
+        if FINALIZE_CALLED.swap(true, Ordering::AcqRel) {
             return Err(err(class::OTHER, "MPI_Finalize was already called"));
         }
+        // First MPI_COMM_SELF's attributes go, last set first, with MPI still
+        // fully usable: MPI_Finalized says false inside their delete callbacks
+        // (MPI-4.1 §11.2.4, a hook for libraries to clean up).
         crate::attr::delete_all_on_self();
-        m.finalize()
+        let done = m.finalize();
+        // "true if MPI_FINALIZE has completed" (MPI-4.1 §11.2.1).
+        FINALIZED.store(true, Ordering::Release);
+        done
     })
 });
 

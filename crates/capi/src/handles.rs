@@ -508,6 +508,37 @@ pub unsafe fn buf(
     Ok(unsafe { gridwire_mpi::Buf::new(addr as usize, count as usize, t) })
 }
 
+/// [`buf`] for a point-to-point call with `peer`: a count-0 buffer to or
+/// from `MPI_PROC_NULL` is accepted whatever its datatype (even
+/// `MPI_DATATYPE_NULL`), as MPICH and Open MPI do and programs rely on
+/// (`MPI_Irecv(NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, ...)`). Only the
+/// error path looks at `peer`: the hot path is [`buf`] itself.
+///
+/// # Safety
+/// As for [`buf`].
+#[inline]
+pub unsafe fn peer_buf(
+    addr: *const std::ffi::c_void,
+    count: i64,
+    dt: MPI_Datatype,
+    peer: std::ffi::c_int,
+) -> Result<gridwire_mpi::Buf> {
+    // SAFETY: forwarded contract.
+    match unsafe { buf(addr, count, dt) } {
+        Ok(b) => Ok(b),
+        Err(_) if count == 0 && peer == gridwire_mpi::PROC_NULL => {
+            let byte = predef_types()[583]
+                .as_ref()
+                .expect("MPI_BYTE (583) is predefined");
+            // SAFETY: zero elements: no byte at `addr` is ever touched.
+            Ok(unsafe {
+                gridwire_mpi::Buf::new(addr as usize, 0, gridwire_mpi::DtRef::Static(byte))
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Bytes from the first to the last byte that `count` elements of `t` touch, if that fits.
 #[inline(never)]
 fn span(count: u64, t: &gridwire_mpi::Datatype) -> Option<u64> {

@@ -4,7 +4,7 @@
 use crate::abi::*;
 use crate::errors::run;
 use crate::handles::{buf, comm, mpi, ReqObj, INFOS, REQS};
-use crate::p2p::put_status;
+use crate::p2p::{put_status, put_status_with_error};
 use crate::{arr, put, Void};
 use gridwire_mpi::{class, err, Mode};
 use std::ffi::{c_char, c_int};
@@ -156,7 +156,7 @@ mpi_fn!(fn MPI_Request_get_status_all / PMPI_Request_get_status_all(n: c_int, re
             put(flag, done as c_int);
             if done && !sts.is_null() {
                 for (i, (_, s)) in all.iter().enumerate() {
-                    put_status(sts.add(i), s);
+                    put_status_with_error(sts.add(i), s);
                 }
             }
         }
@@ -225,7 +225,7 @@ mpi_fn!(fn MPI_Request_get_status_some / PMPI_Request_get_status_some(n: c_int, 
                 unsafe {
                     put(indices.add(k), i as c_int);
                     if !sts.is_null() {
-                        put_status(sts.add(k), &s);
+                        put_status_with_error(sts.add(k), &s);
                     }
                 }
                 k += 1;

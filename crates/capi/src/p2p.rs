@@ -2,18 +2,51 @@
 
 use crate::abi::*;
 use crate::errors::run;
-use crate::handles::{self, buf, comm, comm_ref, mpi, PKind, Persistent, ReqObj, MSGS, REQS};
+use crate::handles::{
+    self, buf, comm, comm_ref, mpi, peer_buf, PKind, Persistent, ReqObj, MSGS, REQS,
+};
 use crate::{arr, arr_mut, put, Void};
 use gridwire_mpi::isend::Started;
 use gridwire_mpi::{class, err, Mode, Req, Result, Status};
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
 
-/// Stores a status unless the program passed `MPI_STATUS_IGNORE`.
+/// Stores a status unless the program passed `MPI_STATUS_IGNORE`, leaving
+/// its `MPI_ERROR` field as it was: the standard lets only the functions that
+/// complete several requests (`MPI_Waitall`, `MPI_Testall`, `MPI_Waitsome`,
+/// `MPI_Testsome`, `MPI_Request_get_status_all/some`) set it (MPI-4.1 §3.2.5);
+/// a single completion reports its error as the return code. The empty
+/// status is the exception: it is defined with error `MPI_SUCCESS`.
 ///
 /// # Safety
 /// `p` is NULL or points to an `MPI_Status`.
 pub(crate) unsafe fn put_status(p: *mut MPI_Status, s: &Status) {
+    if p.is_null() {
+        return;
+    }
+    let v = handles::status_from(s);
+    if *s == Status::empty() {
+        // The empty status (null or inactive request) is defined whole,
+        // error MPI_SUCCESS included (MPI-4.1 §3.7.3).
+        // SAFETY: forwarded contract.
+        unsafe { p.write(v) };
+        return;
+    }
+    // SAFETY: `p` points to an MPI_Status (contract); each field is written
+    // on its own (never read: the program may have left it uninitialised).
+    unsafe {
+        std::ptr::addr_of_mut!((*p).MPI_SOURCE).write(v.MPI_SOURCE);
+        std::ptr::addr_of_mut!((*p).MPI_TAG).write(v.MPI_TAG);
+        std::ptr::addr_of_mut!((*p).internal).write(v.internal);
+    }
+}
+
+/// [`put_status`] for the functions that complete several requests: these
+/// also set `MPI_ERROR`.
+///
+/// # Safety
+/// `p` is NULL or points to an `MPI_Status`.
+pub(crate) unsafe fn put_status_with_error(p: *mut MPI_Status, s: &Status) {
     // SAFETY: forwarded contract.
     unsafe { put(p, handles::status_from(s)) };
 }
@@ -39,7 +72,7 @@ unsafe fn send_impl(
     run(name, c, || {
         let cm = comm_ref(c)?;
         // SAFETY: the program's send buffer, valid during the blocking call.
-        let bf = unsafe { buf(b, count, dt) }?;
+        let bf = unsafe { peer_buf(b, count, dt, dest) }?;
         mpi()?.send(&cm, &bf, dest, tag, mode)
     })
 }
@@ -78,7 +111,7 @@ unsafe fn isend_impl(
         }
         let cm = comm_ref(c)?;
         // SAFETY: the program keeps the buffer until the request completes (MPI rule).
-        let bf = unsafe { buf(b, count, dt) }?;
+        let bf = unsafe { peer_buf(b, count, dt, dest) }?;
         let h = match mpi()?.isend_start(&cm, &bf, dest, tag, mode)? {
             Started::InFlight(r) => new_req_handle(r, true),
             // Completed inside the call (eager): no request object at all;
@@ -112,7 +145,7 @@ mpi_fn!(fn MPI_Recv / PMPI_Recv(b: *mut Void, count: c_int, dt: MPI_Datatype, sr
     run("MPI_Recv", c, || {
         let cm = comm_ref(c)?;
         // SAFETY: the program's receive buffer, valid during the blocking call.
-        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let bf = unsafe { peer_buf(b, count as i64, dt, src) }?;
         let m = mpi()?;
         let cap = bf.bytes();
         let r = m.irecv(&cm, bf, src, tag)?;
@@ -134,7 +167,7 @@ mpi_fn!(fn MPI_Irecv / PMPI_Irecv(b: *mut Void, count: c_int, dt: MPI_Datatype, 
         }
         let cm = comm_ref(c)?;
         // SAFETY: the program keeps the buffer until the request completes (MPI rule).
-        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let bf = unsafe { peer_buf(b, count as i64, dt, src) }?;
         let r = mpi()?.irecv(&cm, bf, src, tag)?;
         // SAFETY: checked non-null output argument.
         unsafe { *req = new_req_handle(r, false) };
@@ -506,7 +539,7 @@ unsafe fn wait_many(
         let set_status = |i: usize, s: &Status| {
             if !statuses.is_null() {
                 // SAFETY: a non-ignored statuses array has `n` entries.
-                unsafe { put_status(statuses.add(i), s) };
+                unsafe { put_status_with_error(statuses.add(i), s) };
             }
         };
         match mode {
@@ -569,7 +602,7 @@ unsafe fn wait_many(
                         unsafe {
                             put(indices.add(k), i as c_int);
                             if !statuses.is_null() {
-                                put_status(statuses.add(k), &s);
+                                put_status_with_error(statuses.add(k), &s);
                             }
                         }
                         k += 1;

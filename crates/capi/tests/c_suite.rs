@@ -257,6 +257,19 @@ fn cancel() {
     suite("cancel", &[], &[1, 2, 3]);
 }
 
+/// `MPI_MINLOC`/`MPI_MAXLOC` on every predefined pair type, `MPI_LONG_DOUBLE_INT` included.
+#[test]
+fn pairloc() {
+    suite("pairloc", &[], &[1, 2, 3, 4]);
+}
+
+/// `MPI_Comm_idup` amid other nonblocking collectives on the parent and on
+/// a sub-communicator (each duplicate its own context; once a hang).
+#[test]
+fn idup() {
+    suite("idup", &[], &[1, 2, 4]);
+}
+
 #[test]
 fn attr() {
     suite("attr", &[], &[1, 2, 3]);
@@ -467,7 +480,7 @@ fn same_tests_pass_on_mpich() {
     let dir = profile_dir().join("mpi-tests-mpich");
     std::fs::create_dir_all(&dir).unwrap();
     for name in [
-        "basic", "p2p", "coll", "comm", "dtype", "nbc", "topo", "legacy",
+        "basic", "p2p", "coll", "comm", "dtype", "nbc", "topo", "legacy", "pairloc", "idup",
     ] {
         let exe = dir.join(name);
         let st = Command::new(cc)

@@ -211,13 +211,34 @@ impl Mpi {
     }
 
     /// Agrees on a fresh context id among the members of `comm` (collective).
+    ///
+    /// Every id at or above a process's `next_ctx` is free there. Round one
+    /// takes the largest `next_ctx` of the members; round two has each member
+    /// claim that id by moving its `next_ctx` past it, which works only if
+    /// nothing else claimed an id at or above it meanwhile. Agreements run
+    /// concurrently in one process (`MPI_Comm_idup` jobs on several
+    /// communicators, run by waiting threads and the runner): two of them
+    /// could read the same `next_ctx` and hand two communicators one id
+    /// (the hang of issue 15). If any member could not claim, all try again
+    /// with their new `next_ctx` (ids passed over stay unused).
     fn new_ctx(&self, comm: &Comm) -> Result<u32> {
-        let mine = self.next_ctx.load(Ordering::Acquire);
-        let mut v = mine.to_le_bytes();
-        self.allreduce_u32_max(comm, &mut v)?;
-        let id = u32::from_le_bytes(v);
-        self.next_ctx.fetch_max(id + 2, Ordering::AcqRel);
-        Ok(id)
+        loop {
+            let mut v = self.next_ctx.load(Ordering::Acquire).to_le_bytes();
+            self.allreduce_u32_max(comm, &mut v)?;
+            let id = u32::from_le_bytes(v);
+            let claimed = self
+                .next_ctx
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
+                    (cur <= id).then_some(id + 2)
+                })
+                .is_ok();
+            let mut lost = (!claimed as u32).to_le_bytes();
+            self.allreduce_u32_max(comm, &mut lost)?;
+            if u32::from_le_bytes(lost) == 0 {
+                return Ok(id);
+            }
+            std::thread::yield_now();
+        }
     }
 
     pub(crate) fn allreduce_u32_max(&self, comm: &Comm, v: &mut [u8; 4]) -> Result<()> {

@@ -53,6 +53,26 @@ pub enum Basic {
 }
 
 impl Basic {
+    /// The sizes of the basic elements one value holds, in type-map order:
+    /// a pair type (`MPI_DOUBLE_INT`, `MPI_2INT`, ...) holds two, as MPICH
+    /// and Open MPI count them for `MPI_Get_elements`; the others one.
+    fn element_sizes(self) -> (usize, Option<usize>) {
+        use Basic::*;
+        match self {
+            FloatInt | TwoInt | TwoF32 | TwoI32 => (4, Some(4)),
+            DoubleInt | LongInt => (8, Some(4)),
+            TwoF64 => (8, Some(8)),
+            ShortInt => (2, Some(4)),
+            LongDoubleInt => (16, Some(4)),
+            b => (b.shape().0, None),
+        }
+    }
+
+    /// Number of basic elements in one value (see [`Basic::element_sizes`]).
+    fn elements(self) -> usize {
+        1 + self.element_sizes().1.is_some() as usize
+    }
+
     /// (size, extent, alignment, blocks) of one element in memory.
     fn shape(self) -> (usize, usize, usize, Vec<Block>) {
         use Basic::*;
@@ -160,6 +180,21 @@ pub enum Combiner {
         order_c: bool,
         old: Arc<Datatype>,
     },
+    /// `MPI_Type_create_f90_real/complex/integer` with the program's
+    /// precision and range (`MPI_UNDEFINED` kept as given; `p` unused for INTEGER).
+    F90 {
+        kind: F90Kind,
+        p: i32,
+        r: i32,
+    },
+}
+
+/// Which `MPI_Type_create_f90_*` made a type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum F90Kind {
+    Real,
+    Complex,
+    Integer,
 }
 
 /// A datatype: its size, bounds, compiled blocks and the element type it is made of.
@@ -203,7 +238,7 @@ impl Datatype {
             contig: blocks.len() == 1 && size == ext,
             blocks,
             basic: Some(b),
-            nbasic: 1,
+            nbasic: b.elements(),
             predefined: true,
             committed: AtomicBool::new(true),
             combiner: Combiner::Named,
@@ -274,22 +309,92 @@ impl Datatype {
         }
     }
 
-    /// Number of basic elements in `bytes` packed bytes (for `MPI_Get_elements`), or None if partial.
+    /// Number of basic elements in `bytes` packed bytes (for `MPI_Get_elements`):
+    /// the whole elements' count, plus the basic elements of the partial one
+    /// that arrived whole (a struct of int, int, double received 8 of 16
+    /// bytes: 2). None if the data ends inside a basic element.
     pub fn elements_in(&self, bytes: usize) -> Option<usize> {
         if self.size == 0 {
             return Some(0);
         }
         let whole = bytes / self.size;
-        let mut n = whole * self.nbasic;
         let rest = bytes % self.size;
-        if rest != 0 {
-            let bsz = self.basic.map(|b| b.shape().0)?;
-            if !rest.is_multiple_of(bsz) {
-                return None;
+        let (n, used) = self.leading_elements(rest);
+        (used == rest).then_some(whole * self.nbasic + n)
+    }
+
+    /// (basic elements, their bytes) of the longest run of whole basic
+    /// elements from the start of one element that fits in `bytes` (less
+    /// than its size): walks the constructor tree, so that a type of 2^40
+    /// elements costs its depth, not its length.
+    fn leading_elements(&self, bytes: usize) -> (usize, usize) {
+        let run = |parts: &mut dyn Iterator<Item = (usize, &Arc<Datatype>)>| {
+            let (mut n, mut used) = (0usize, 0usize);
+            for (cnt, t) in parts {
+                if t.size == 0 || cnt == 0 {
+                    continue;
+                }
+                let whole = cnt.min((bytes - used) / t.size);
+                n += whole * t.nbasic;
+                used += whole * t.size;
+                if whole < cnt {
+                    let (pn, pu) = t.leading_elements(bytes - used);
+                    return (n + pn, used + pu);
+                }
             }
-            n += rest / bsz;
+            (n, used)
+        };
+        let u = |v: i64| v.max(0) as usize;
+        match &self.combiner {
+            Combiner::Named | Combiner::F90 { .. } => {
+                let Some(b) = self.basic else { return (0, 0) };
+                match b.element_sizes() {
+                    (a, Some(c)) if bytes >= a + c => (2, a + c),
+                    (a, _) if bytes >= a => (1, a),
+                    _ => (0, 0),
+                }
+            }
+            Combiner::Dup(old) | Combiner::Resized { old, .. } => old.leading_elements(bytes),
+            Combiner::Contiguous { count, old } => run(&mut std::iter::once((u(*count), old))),
+            Combiner::Vector {
+                count,
+                blocklen,
+                old,
+                ..
+            } => run(&mut std::iter::once((u(*count) * u(*blocklen), old))),
+            Combiner::Hvector {
+                count,
+                blocklen,
+                old,
+                ..
+            } => run(&mut std::iter::once((u(*count) * u(*blocklen), old))),
+            Combiner::Indexed { blocklens, old, .. }
+            | Combiner::Hindexed { blocklens, old, .. } => {
+                run(&mut blocklens.iter().map(|&b| (u(b), old)))
+            }
+            Combiner::IndexedBlock {
+                blocklen,
+                displs,
+                old,
+            } => run(&mut std::iter::once((displs.len() * u(*blocklen), old))),
+            Combiner::HindexedBlock {
+                blocklen,
+                displs,
+                old,
+            } => run(&mut std::iter::once((displs.len() * u(*blocklen), old))),
+            Combiner::Struct {
+                blocklens, types, ..
+            } => run(&mut blocklens.iter().zip(types).map(|(&b, t)| (u(b), t))),
+            Combiner::Subarray { subsizes, old, .. } => run(&mut std::iter::once((
+                subsizes.iter().map(|&s| u(s)).product(),
+                old,
+            ))),
+            // A darray holds a whole number of `old` elements (its local block).
+            Combiner::Darray { old, .. } => run(&mut std::iter::once((
+                self.size.checked_div(old.size).unwrap_or(0),
+                old,
+            ))),
         }
-        Some(n)
     }
 
     fn derived(

@@ -146,7 +146,7 @@ pub type Longs<'a> = &'a dyn Fn(&Datatype) -> Option<Long>;
 /// The one type a non-struct constructor repeats.
 fn repeated(dt: &Datatype) -> Option<&Datatype> {
     match &dt.combiner {
-        Combiner::Named | Combiner::Struct { .. } => None,
+        Combiner::Named | Combiner::F90 { .. } | Combiner::Struct { .. } => None,
         Combiner::Dup(old)
         | Combiner::Contiguous { old, .. }
         | Combiner::Vector { old, .. }

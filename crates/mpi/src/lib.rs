@@ -344,6 +344,11 @@ impl Mpi {
         } else {
             &self.bsend
         };
+        if !pool.lock().unwrap().pending.is_empty() {
+            // Let finished buffered sends (matched rendezvous) complete, so
+            // their room counts as free below.
+            self.poke();
+        }
         {
             let mut b = pool.lock().unwrap();
             b.pending.retain(|r| !r.done());
@@ -357,6 +362,11 @@ impl Mpi {
             }
         }
         let data = buf.pack();
+        // A message to itself stays in this process's own queue until it is
+        // received, so it keeps its room in the buffer until then (as in
+        // MPICH): sent as a rendezvous, whose request completes on the match.
+        // To another process the eager copy leaves at once and frees its room.
+        let to_self = world == self.world.rank;
         let r = self.engine.send(
             ctx,
             seq,
@@ -364,7 +374,7 @@ impl Mpi {
             world,
             tag,
             buf,
-            false,
+            to_self,
             Some(data),
         )?;
         if let Some(r) = r {

@@ -126,7 +126,7 @@ fn applies(op: &Op, b: Basic) -> bool {
     let pair = matches!(
         b,
         FloatInt | DoubleInt | LongInt | TwoInt | ShortInt | TwoF32 | TwoF64 | TwoI32
-    );
+    ) || (b == LongDoubleInt && crate::x87::SUPPORTED);
     match op {
         Op::Sum | Op::Prod => int || float || complex,
         Op::Min | Op::Max => int || float,
@@ -256,6 +256,7 @@ fn reduce(op: &Op, b: Basic, inb: &[u8], io: &mut [u8]) {
         ShortInt => loc_op!(i16, i32, op, inb, io),
         TwoF32 => loc_op!(f32, f32, op, inb, io),
         TwoF64 => loc_op!(f64, f64, op, inb, io),
+        LongDoubleInt => loc_long_double(op, inb, io),
         _ => {}
     }
 }
@@ -270,6 +271,31 @@ fn long_double(op: &Op, inb: &[u8], io: &mut [u8]) {
             Op::Min if less(a, b) => b.copy_from_slice(a),
             Op::Max if less(b, a) => b.copy_from_slice(a),
             _ => {}
+        }
+    }
+}
+
+/// MINLOC/MAXLOC on `MPI_LONG_DOUBLE_INT`: packed as the 16-byte `long
+/// double` slot (10 significant bytes) then the 4-byte `int` (20 bytes; the
+/// C struct's 12 bytes of tail padding are not part of the type map). Equal
+/// values keep the smaller index, as for the other pair types.
+fn loc_long_double(op: &Op, inb: &[u8], io: &mut [u8]) {
+    use crate::x87::less;
+    const V: usize = 16;
+    let min = matches!(op, Op::MinLoc);
+    for (a, b) in inb.chunks_exact(V + 4).zip(io.chunks_exact_mut(V + 4)) {
+        let ai = i32::from_ne_bytes(a[V..].try_into().unwrap());
+        let bi = i32::from_ne_bytes(b[V..].try_into().unwrap());
+        let (a_less, b_less) = (less(&a[..V], &b[..V]), less(&b[..V], &a[..V]));
+        let take_a = if !a_less && !b_less {
+            ai < bi
+        } else if min {
+            a_less
+        } else {
+            b_less
+        };
+        if take_a {
+            b.copy_from_slice(a);
         }
     }
 }

@@ -100,6 +100,21 @@ fn elements_of_partial_messages() {
     assert_eq!(t.elements_in(24), Some(6));
     assert_eq!(t.elements_in(16), Some(4));
     assert_eq!(t.elements_in(15), None);
+    // struct { int a[2]; double d; } twice over: the partial element's whole
+    // basic elements count (4 bytes: one int; 20 bytes: one struct and an int).
+    let dbl = Datatype::predefined(Basic::F64, "MPI_DOUBLE");
+    let s = Datatype::create_struct(&[2, 1], &[0, 8], &[int(), dbl]).unwrap();
+    let v = Datatype::contiguous(2, &s).unwrap();
+    let got: Vec<_> = [0, 4, 8, 16, 20, 24, 32, 12]
+        .map(|b| v.elements_in(b))
+        .into();
+    let want = [0, 1, 2, 3, 4, 5, 6].map(Some).into_iter().chain([None]);
+    assert!(got.into_iter().eq(want));
+    // A pair type is two basic elements: value, then index.
+    let di = Datatype::predefined(Basic::DoubleInt, "MPI_DOUBLE_INT");
+    assert_eq!(di.elements_in(8), Some(1));
+    assert_eq!(di.elements_in(12), Some(2));
+    assert_eq!(di.elements_in(20), Some(3));
 }
 
 #[test]

@@ -245,8 +245,9 @@ mpi_fn!(fn MPI_Win_free / PMPI_Win_free(w: *mut MPI_Win) -> c_int {
     let rc = run_win("MPI_Win_free", h, || {
         let o = win_obj(h)?;
         mpi()?.win_free(&o.win)?;
-        let attrs = std::mem::take(&mut o.attrs.lock().unwrap().map);
-        for (k, v) in attrs.into_iter().rev() {
+        // Deleted last set first, as for communicators and datatypes.
+        let attrs = o.attrs.lock().unwrap().take_last_set_first();
+        for (k, v) in attrs {
             crate::attr::call_delete(h, k, v)?;
         }
         Ok(())
@@ -333,7 +334,7 @@ mpi_fn!(fn MPI_Win_set_attr / PMPI_Win_set_attr(w: MPI_Win, k: c_int, v: usize) 
             return Err(err(class::KEYVAL, "predefined window attributes cannot be set"));
         }
         crate::attr::keyval(k)?;
-        let old = o.attrs.lock().unwrap().map.insert(k, v);
+        let old = o.attrs.lock().unwrap().set(k, v);
         if let Some(old) = old {
             crate::attr::call_delete(w, k, old)?;
         }
@@ -353,7 +354,7 @@ mpi_fn!(fn MPI_Win_get_attr / PMPI_Win_get_attr(w: MPI_Win, k: c_int, v: *mut us
             MPI_WIN_MODEL => Some(&o.model as *const c_int as usize),
             _ => {
                 crate::attr::keyval(k)?;
-                o.attrs.lock().unwrap().map.get(&k).copied()
+                o.attrs.lock().unwrap().get(k)
             }
         };
         // SAFETY: output arguments (`v` is really a `void **`).
@@ -371,7 +372,7 @@ mpi_fn!(fn MPI_Win_delete_attr / PMPI_Win_delete_attr(w: MPI_Win, k: c_int) -> c
     run_win("MPI_Win_delete_attr", w, || {
         let o = win_obj(w)?;
         crate::attr::keyval(k)?;
-        let old = o.attrs.lock().unwrap().map.remove(&k);
+        let old = o.attrs.lock().unwrap().remove(k);
         match old {
             Some(old) => crate::attr::call_delete(w, k, old),
             None => Err(err(class::KEYVAL, format!("keyval {k} has no attribute on this window"))),
