@@ -200,20 +200,38 @@ int main(int argc, char **argv) {
         void *dbuf; int dsize;
         MPI_Request br;
         memset(msg, rank, sizeof msg);
+        /* Built with MPICH's mpi.h and run on gridwire's library through the
+         * MPICH-ABI shim, the program sized its buffer with MPICH's smaller
+         * MPI_BSEND_OVERHEAD; the shim attaches a larger buffer of its own
+         * (room for gridwire's overhead on as many messages as the program's
+         * buffer could hold), so "does not fit" cannot be checked there. */
+        int exact_room = 1;
+#if !defined(GRIDWIRE_MPI) && defined(MPICH_VERSION)
+        {
+            char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+            int ll;
+            MPI_Get_library_version(lib, &ll);
+            if (strstr(lib, "gridwire")) exact_room = 0;
+        }
+#endif
         MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
         MPI_Buffer_attach(bb, bsz);
-        rc = MPI_Bsend(msg, 3 * N, MPI_CHAR, 0, 1, MPI_COMM_SELF);
-        MPI_Error_class(rc, &cls2);
-        CHECK(rc != MPI_SUCCESS && cls2 == MPI_ERR_BUFFER, "bsend larger than the buffer: class %d", cls2);
-        rc = MPI_Ibsend(msg, 3 * N, MPI_CHAR, 0, 1, MPI_COMM_SELF, &br);
-        MPI_Error_class(rc, &cls2);
-        CHECK(rc != MPI_SUCCESS && cls2 == MPI_ERR_BUFFER, "ibsend larger than the buffer: class %d", cls2);
+        if (exact_room) {
+            rc = MPI_Bsend(msg, 3 * N, MPI_CHAR, 0, 1, MPI_COMM_SELF);
+            MPI_Error_class(rc, &cls2);
+            CHECK(rc != MPI_SUCCESS && cls2 == MPI_ERR_BUFFER, "bsend larger than the buffer: class %d", cls2);
+            rc = MPI_Ibsend(msg, 3 * N, MPI_CHAR, 0, 1, MPI_COMM_SELF, &br);
+            MPI_Error_class(rc, &cls2);
+            CHECK(rc != MPI_SUCCESS && cls2 == MPI_ERR_BUFFER, "ibsend larger than the buffer: class %d", cls2);
+        }
         CHECK(MPI_Bsend(msg, N, MPI_CHAR, 0, 2, MPI_COMM_SELF) == MPI_SUCCESS, "first bsend to self");
         CHECK(MPI_Ibsend(msg, N, MPI_CHAR, 0, 3, MPI_COMM_SELF, &br) == MPI_SUCCESS, "second ibsend to self");
         MPI_Wait(&br, MPI_STATUS_IGNORE); /* complete (buffered), not yet received */
-        rc = MPI_Bsend(msg, N, MPI_CHAR, 0, 4, MPI_COMM_SELF);
-        MPI_Error_class(rc, &cls2);
-        CHECK(rc != MPI_SUCCESS && cls2 == MPI_ERR_BUFFER, "third bsend to self while two wait in the buffer: class %d", cls2);
+        if (exact_room) {
+            rc = MPI_Bsend(msg, N, MPI_CHAR, 0, 4, MPI_COMM_SELF);
+            MPI_Error_class(rc, &cls2);
+            CHECK(rc != MPI_SUCCESS && cls2 == MPI_ERR_BUFFER, "third bsend to self while two wait in the buffer: class %d", cls2);
+        }
         MPI_Recv(in, N, MPI_CHAR, 0, 2, MPI_COMM_SELF, MPI_STATUS_IGNORE);
         CHECK(in[0] == (char)rank && in[N - 1] == (char)rank, "bsend to self data");
         CHECK(MPI_Bsend(msg, N, MPI_CHAR, 0, 4, MPI_COMM_SELF) == MPI_SUCCESS, "bsend to self after a receive made room");
