@@ -172,8 +172,11 @@ macro_rules! size_fn {
         mpi_fn!(fn $name / $pname(t: MPI_Datatype, size: *mut $t) -> c_int {
             run(stringify!($name), MPI_COMM_WORLD, || {
                 let dt = dtype(t)?;
+                // A size the argument cannot hold is MPI_UNDEFINED (MPI 4.1 §5.1.5),
+                // never a clamped value that looks real.
+                let v = <$t>::try_from(dt.size).unwrap_or(MPI_UNDEFINED as $t);
                 // SAFETY: output argument.
-                unsafe { put(size, dt.size.min(<$t>::MAX as usize) as $t) };
+                unsafe { put(size, v) };
                 Ok(())
             })
         });

@@ -203,8 +203,9 @@ mpi_fn!(fn MPI_Get_count / PMPI_Get_count(status: *const MPI_Status, dt: MPI_Dat
     run("MPI_Get_count", MPI_COMM_WORLD, || {
         // SAFETY: forwarded argument contract.
         let n = unsafe { count_of(status, dt, false) }?;
+        // A count an int cannot hold is MPI_UNDEFINED (MPI 4.1 §3.2.5), not a clamped one.
         // SAFETY: output argument.
-        unsafe { put(count, n.min(i32::MAX as i64) as c_int) };
+        unsafe { put(count, c_int::try_from(n).unwrap_or(MPI_UNDEFINED)) };
         Ok(())
     })
 });
@@ -223,8 +224,9 @@ mpi_fn!(fn MPI_Get_elements / PMPI_Get_elements(status: *const MPI_Status, dt: M
     run("MPI_Get_elements", MPI_COMM_WORLD, || {
         // SAFETY: forwarded argument contract.
         let n = unsafe { count_of(status, dt, true) }?;
+        // A count an int cannot hold is MPI_UNDEFINED (MPI 4.1 §3.2.5), not a clamped one.
         // SAFETY: output argument.
-        unsafe { put(count, n.min(i32::MAX as i64) as c_int) };
+        unsafe { put(count, c_int::try_from(n).unwrap_or(MPI_UNDEFINED)) };
         Ok(())
     })
 });

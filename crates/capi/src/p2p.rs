@@ -142,10 +142,28 @@ mpi_fn!(fn MPI_Irsend / PMPI_Irsend(b: *const Void, count: c_int, dt: MPI_Dataty
 });
 
 mpi_fn!(fn MPI_Recv / PMPI_Recv(b: *mut Void, count: c_int, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    run("MPI_Recv", c, || {
+    // SAFETY: forwarded argument contract.
+    unsafe { recv_impl("MPI_Recv", b, count.into(), dt, src, tag, c, status) }
+});
+
+/// `MPI_Recv` and `MPI_Recv_c`: counts are `MPI_Count` wide here.
+/// # Safety
+/// The argument contract of `MPI_Recv`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn recv_impl(
+    name: &str,
+    b: *mut Void,
+    count: i64,
+    dt: MPI_Datatype,
+    src: c_int,
+    tag: c_int,
+    c: MPI_Comm,
+    status: *mut MPI_Status,
+) -> c_int {
+    run(name, c, || {
         let cm = comm_ref(c)?;
         // SAFETY: the program's receive buffer, valid during the blocking call.
-        let bf = unsafe { peer_buf(b, count as i64, dt, src) }?;
+        let bf = unsafe { peer_buf(b, count, dt, src) }?;
         let m = mpi()?;
         let cap = bf.bytes();
         let r = m.irecv(&cm, bf, src, tag)?;
@@ -158,29 +176,70 @@ mpi_fn!(fn MPI_Recv / PMPI_Recv(b: *mut Void, count: c_int, dt: MPI_Datatype, sr
             None => Ok(()),
         }
     })
-});
+}
 
 mpi_fn!(fn MPI_Irecv / PMPI_Irecv(b: *mut Void, count: c_int, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
-    run("MPI_Irecv", c, || {
+    // SAFETY: forwarded argument contract.
+    unsafe { irecv_impl("MPI_Irecv", b, count.into(), dt, src, tag, c, req) }
+});
+
+/// `MPI_Irecv` and `MPI_Irecv_c`: counts are `MPI_Count` wide here.
+/// # Safety
+/// The argument contract of `MPI_Irecv`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn irecv_impl(
+    name: &str,
+    b: *mut Void,
+    count: i64,
+    dt: MPI_Datatype,
+    src: c_int,
+    tag: c_int,
+    c: MPI_Comm,
+    req: *mut MPI_Request,
+) -> c_int {
+    run(name, c, || {
         if req.is_null() {
             return Err(err(class::REQUEST, "request pointer is NULL"));
         }
         let cm = comm_ref(c)?;
         // SAFETY: the program keeps the buffer until the request completes (MPI rule).
-        let bf = unsafe { peer_buf(b, count as i64, dt, src) }?;
+        let bf = unsafe { peer_buf(b, count, dt, src) }?;
         let r = mpi()?.irecv(&cm, bf, src, tag)?;
         // SAFETY: checked non-null output argument.
         unsafe { *req = new_req_handle(r, false) };
         Ok(())
     })
-});
+}
 
 mpi_fn!(fn MPI_Sendrecv / PMPI_Sendrecv(sb: *const Void, sc: c_int, st: MPI_Datatype, dest: c_int, stag: c_int,
         rb: *mut Void, rc: c_int, rt: MPI_Datatype, src: c_int, rtag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    run("MPI_Sendrecv", c, || {
+    // SAFETY: forwarded argument contract.
+    unsafe { sendrecv_impl("MPI_Sendrecv", sb, sc.into(), st, dest, stag, rb, rc.into(), rt, src, rtag, c, status) }
+});
+
+/// `MPI_Sendrecv` and `MPI_Sendrecv_c`: counts are `MPI_Count` wide here.
+/// # Safety
+/// The argument contract of `MPI_Sendrecv`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn sendrecv_impl(
+    name: &str,
+    sb: *const Void,
+    sc: i64,
+    st: MPI_Datatype,
+    dest: c_int,
+    stag: c_int,
+    rb: *mut Void,
+    rc: i64,
+    rt: MPI_Datatype,
+    src: c_int,
+    rtag: c_int,
+    c: MPI_Comm,
+    status: *mut MPI_Status,
+) -> c_int {
+    run(name, c, || {
         let cm = comm_ref(c)?;
         // SAFETY: the program's buffers, valid during the blocking call.
-        let (sbf, rbf) = unsafe { (buf(sb, sc as i64, st)?, buf(rb, rc as i64, rt)?) };
+        let (sbf, rbf) = unsafe { (buf(sb, sc, st)?, buf(rb, rc, rt)?) };
         let m = mpi()?;
         let cap = rbf.bytes();
         let r = m.irecv(&cm, rbf, src, rtag)?;
@@ -197,14 +256,34 @@ mpi_fn!(fn MPI_Sendrecv / PMPI_Sendrecv(sb: *const Void, sc: c_int, st: MPI_Data
             None => Ok(()),
         }
     })
-});
+}
 
 mpi_fn!(fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(b: *mut Void, count: c_int, dt: MPI_Datatype, dest: c_int, stag: c_int,
         src: c_int, rtag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    run("MPI_Sendrecv_replace", c, || {
+    // SAFETY: forwarded argument contract.
+    unsafe { sendrecv_replace_impl("MPI_Sendrecv_replace", b, count.into(), dt, dest, stag, src, rtag, c, status) }
+});
+
+/// `MPI_Sendrecv_replace` and `MPI_Sendrecv_replace_c`: counts are `MPI_Count` wide here.
+/// # Safety
+/// The argument contract of `MPI_Sendrecv_replace`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn sendrecv_replace_impl(
+    name: &str,
+    b: *mut Void,
+    count: i64,
+    dt: MPI_Datatype,
+    dest: c_int,
+    stag: c_int,
+    src: c_int,
+    rtag: c_int,
+    c: MPI_Comm,
+    status: *mut MPI_Status,
+) -> c_int {
+    run(name, c, || {
         let cm = comm_ref(c)?;
         // SAFETY: the program's buffer, valid during the blocking call.
-        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let bf = unsafe { buf(b, count, dt) }?;
         let m = mpi()?;
         m.check_buf(&bf, "buffer")?;
         let packed = bf.pack();
@@ -224,7 +303,7 @@ mpi_fn!(fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(b: *mut Void, count: c_i
             None => Ok(()),
         }
     })
-});
+}
 
 mpi_fn!(fn MPI_Probe / PMPI_Probe(src: c_int, tag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
     run("MPI_Probe", c, || {
@@ -314,9 +393,25 @@ unsafe fn take_msg(msg: *mut MPI_Message) -> Result<Option<gridwire_mpi::engine:
 }
 
 mpi_fn!(fn MPI_Mrecv / PMPI_Mrecv(b: *mut Void, count: c_int, dt: MPI_Datatype, msg: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    run("MPI_Mrecv", MPI_COMM_WORLD, || {
+    // SAFETY: forwarded argument contract.
+    unsafe { mrecv_impl("MPI_Mrecv", b, count.into(), dt, msg, status) }
+});
+
+/// `MPI_Mrecv` and `MPI_Mrecv_c`: counts are `MPI_Count` wide here.
+/// # Safety
+/// The argument contract of `MPI_Mrecv`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn mrecv_impl(
+    name: &str,
+    b: *mut Void,
+    count: i64,
+    dt: MPI_Datatype,
+    msg: *mut MPI_Message,
+    status: *mut MPI_Status,
+) -> c_int {
+    run(name, MPI_COMM_WORLD, || {
         // SAFETY: the program's receive buffer, valid during the blocking call.
-        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let bf = unsafe { buf(b, count, dt) }?;
         let cap = bf.bytes();
         // SAFETY: message in/out argument.
         let u = unsafe { take_msg(msg) }?;
@@ -331,12 +426,28 @@ mpi_fn!(fn MPI_Mrecv / PMPI_Mrecv(b: *mut Void, count: c_int, dt: MPI_Datatype, 
             None => Ok(()),
         }
     })
-});
+}
 
 mpi_fn!(fn MPI_Imrecv / PMPI_Imrecv(b: *mut Void, count: c_int, dt: MPI_Datatype, msg: *mut MPI_Message, req: *mut MPI_Request) -> c_int {
-    run("MPI_Imrecv", MPI_COMM_WORLD, || {
+    // SAFETY: forwarded argument contract.
+    unsafe { imrecv_impl("MPI_Imrecv", b, count.into(), dt, msg, req) }
+});
+
+/// `MPI_Imrecv` and `MPI_Imrecv_c`: counts are `MPI_Count` wide here.
+/// # Safety
+/// The argument contract of `MPI_Imrecv`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn imrecv_impl(
+    name: &str,
+    b: *mut Void,
+    count: i64,
+    dt: MPI_Datatype,
+    msg: *mut MPI_Message,
+    req: *mut MPI_Request,
+) -> c_int {
+    run(name, MPI_COMM_WORLD, || {
         // SAFETY: the program keeps the buffer until the request completes.
-        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let bf = unsafe { buf(b, count, dt) }?;
         // SAFETY: message in/out argument.
         let u = unsafe { take_msg(msg) }?;
         let r = mpi()?.mrecv(u, bf)?;
@@ -344,7 +455,7 @@ mpi_fn!(fn MPI_Imrecv / PMPI_Imrecv(b: *mut Void, count: c_int, dt: MPI_Datatype
         unsafe { put(req, new_req_handle(r, false)) };
         Ok(())
     })
-});
+}
 
 // ---- requests -----------------------------------------------------------------
 
@@ -780,17 +891,44 @@ mpi_fn!(fn MPI_Rsend_init / PMPI_Rsend_init(b: *const Void, count: c_int, dt: MP
 });
 
 mpi_fn!(fn MPI_Recv_init / PMPI_Recv_init(b: *mut Void, count: c_int, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
-    run("MPI_Recv_init", c, || {
+    // SAFETY: forwarded argument contract.
+    unsafe { recv_init_impl("MPI_Recv_init", b, count.into(), dt, src, tag, c, req) }
+});
+
+/// `MPI_Recv_init` and `MPI_Recv_init_c`: counts are `MPI_Count` wide here.
+/// # Safety
+/// The argument contract of `MPI_Recv_init`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn recv_init_impl(
+    name: &str,
+    b: *mut Void,
+    count: i64,
+    dt: MPI_Datatype,
+    src: c_int,
+    tag: c_int,
+    c: MPI_Comm,
+    req: *mut MPI_Request,
+) -> c_int {
+    run(name, c, || {
         let cm = comm_ref(c)?;
         // SAFETY: the program keeps the buffer while the persistent request exists.
-        let bf = unsafe { buf(b, count as i64, dt) }?;
+        let bf = unsafe { buf(b, count, dt) }?;
         mpi()?.check_buf(&bf, "receive buffer")?;
-        let p = Persistent { kind: PKind::Recv { buf: bf, src, tag }, comm: cm.arc(), active: None };
+        let p = Persistent {
+            kind: PKind::Recv { buf: bf, src, tag },
+            comm: cm.arc(),
+            active: None,
+        };
         // SAFETY: output argument.
-        unsafe { put(req, REQS.insert(ReqObj::Persistent(Arc::new(Mutex::new(p))))) };
+        unsafe {
+            put(
+                req,
+                REQS.insert(ReqObj::Persistent(Arc::new(Mutex::new(p)))),
+            )
+        };
         Ok(())
     })
-});
+}
 
 fn start(h: MPI_Request) -> Result<()> {
     let Some(ReqObj::Persistent(p)) = REQS.get(h) else {
@@ -862,140 +1000,8 @@ mpi_fn!(fn MPI_Buffer_detach / PMPI_Buffer_detach(addr: *mut Void, size: *mut c_
     })
 });
 
-// ---- large-count (`_c`) forms: MPI_Count counts ---------------------------------
-
-mpi_fn!(fn MPI_Send_c / PMPI_Send_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
-    // SAFETY: forwarded argument contract.
-    unsafe { send_impl("MPI_Send_c", b, count, dt, dest, tag, c, Mode::Standard) }
-});
-mpi_fn!(fn MPI_Ssend_c / PMPI_Ssend_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
-    // SAFETY: forwarded argument contract.
-    unsafe { send_impl("MPI_Ssend_c", b, count, dt, dest, tag, c, Mode::Sync) }
-});
-mpi_fn!(fn MPI_Bsend_c / PMPI_Bsend_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
-    // SAFETY: forwarded argument contract.
-    unsafe { send_impl("MPI_Bsend_c", b, count, dt, dest, tag, c, Mode::Buffered) }
-});
-mpi_fn!(fn MPI_Rsend_c / PMPI_Rsend_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm) -> c_int {
-    // SAFETY: forwarded argument contract.
-    unsafe { send_impl("MPI_Rsend_c", b, count, dt, dest, tag, c, Mode::Ready) }
-});
-mpi_fn!(fn MPI_Isend_c / PMPI_Isend_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
-    // SAFETY: forwarded argument contract.
-    unsafe { isend_impl("MPI_Isend_c", b, count, dt, dest, tag, c, Mode::Standard, req) }
-});
-mpi_fn!(fn MPI_Issend_c / PMPI_Issend_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
-    // SAFETY: forwarded argument contract.
-    unsafe { isend_impl("MPI_Issend_c", b, count, dt, dest, tag, c, Mode::Sync, req) }
-});
-mpi_fn!(fn MPI_Ibsend_c / PMPI_Ibsend_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
-    // SAFETY: forwarded argument contract.
-    unsafe { isend_impl("MPI_Ibsend_c", b, count, dt, dest, tag, c, Mode::Buffered, req) }
-});
-mpi_fn!(fn MPI_Irsend_c / PMPI_Irsend_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
-    // SAFETY: forwarded argument contract.
-    unsafe { isend_impl("MPI_Irsend_c", b, count, dt, dest, tag, c, Mode::Ready, req) }
-});
-mpi_fn!(fn MPI_Send_init_c / PMPI_Send_init_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
-    // SAFETY: forwarded argument contract.
-    unsafe { psend("MPI_Send_init_c", b, count, dt, dest, tag, c, Mode::Standard, req) }
-});
-mpi_fn!(fn MPI_Ssend_init_c / PMPI_Ssend_init_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
-    // SAFETY: forwarded argument contract.
-    unsafe { psend("MPI_Ssend_init_c", b, count, dt, dest, tag, c, Mode::Sync, req) }
-});
-mpi_fn!(fn MPI_Bsend_init_c / PMPI_Bsend_init_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
-    // SAFETY: forwarded argument contract.
-    unsafe { psend("MPI_Bsend_init_c", b, count, dt, dest, tag, c, Mode::Buffered, req) }
-});
-mpi_fn!(fn MPI_Rsend_init_c / PMPI_Rsend_init_c(b: *const Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
-    // SAFETY: forwarded argument contract.
-    unsafe { psend("MPI_Rsend_init_c", b, count, dt, dest, tag, c, Mode::Ready, req) }
-});
-
-/// `_c` receives and the rest: the int form's arguments are a subset, so
-/// these narrow the count when it fits and refuse it otherwise.
-fn narrow(name: &str, count: MPI_Count) -> Result<c_int> {
-    c_int::try_from(count).map_err(|_| {
-        err(
-            class::COUNT,
-            format!(
-        "{name}: count {count} does not fit in an int; counts this large are not supported yet"
-    ),
-        )
-    })
-}
-
-mpi_fn!(fn MPI_Recv_c / PMPI_Recv_c(b: *mut Void, count: MPI_Count, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    match narrow("MPI_Recv_c", count) {
-        // SAFETY: same contract as the int form.
-        Ok(n) => unsafe { PMPI_Recv(b, n, dt, src, tag, c, status) },
-        Err(e) => crate::errors::fail("MPI_Recv_c", c, e),
-    }
-});
-mpi_fn!(fn MPI_Irecv_c / PMPI_Irecv_c(b: *mut Void, count: MPI_Count, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
-    match narrow("MPI_Irecv_c", count) {
-        // SAFETY: same contract as the int form.
-        Ok(n) => unsafe { PMPI_Irecv(b, n, dt, src, tag, c, req) },
-        Err(e) => crate::errors::fail("MPI_Irecv_c", c, e),
-    }
-});
-mpi_fn!(fn MPI_Recv_init_c / PMPI_Recv_init_c(b: *mut Void, count: MPI_Count, dt: MPI_Datatype, src: c_int, tag: c_int, c: MPI_Comm, req: *mut MPI_Request) -> c_int {
-    match narrow("MPI_Recv_init_c", count) {
-        // SAFETY: same contract as the int form.
-        Ok(n) => unsafe { PMPI_Recv_init(b, n, dt, src, tag, c, req) },
-        Err(e) => crate::errors::fail("MPI_Recv_init_c", c, e),
-    }
-});
-mpi_fn!(fn MPI_Mrecv_c / PMPI_Mrecv_c(b: *mut Void, count: MPI_Count, dt: MPI_Datatype, msg: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    match narrow("MPI_Mrecv_c", count) {
-        // SAFETY: same contract as the int form.
-        Ok(n) => unsafe { PMPI_Mrecv(b, n, dt, msg, status) },
-        Err(e) => crate::errors::fail("MPI_Mrecv_c", MPI_COMM_WORLD, e),
-    }
-});
-mpi_fn!(fn MPI_Imrecv_c / PMPI_Imrecv_c(b: *mut Void, count: MPI_Count, dt: MPI_Datatype, msg: *mut MPI_Message, req: *mut MPI_Request) -> c_int {
-    match narrow("MPI_Imrecv_c", count) {
-        // SAFETY: same contract as the int form.
-        Ok(n) => unsafe { PMPI_Imrecv(b, n, dt, msg, req) },
-        Err(e) => crate::errors::fail("MPI_Imrecv_c", MPI_COMM_WORLD, e),
-    }
-});
-mpi_fn!(fn MPI_Sendrecv_c / PMPI_Sendrecv_c(sb: *const Void, sc: MPI_Count, st: MPI_Datatype, dest: c_int, stag: c_int,
-        rb: *mut Void, rc: MPI_Count, rt: MPI_Datatype, src: c_int, rtag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    match narrow("MPI_Sendrecv_c", sc).and_then(|s| Ok((s, narrow("MPI_Sendrecv_c", rc)?))) {
-        // SAFETY: same contract as the int form.
-        Ok((s, r)) => unsafe { PMPI_Sendrecv(sb, s, st, dest, stag, rb, r, rt, src, rtag, c, status) },
-        Err(e) => crate::errors::fail("MPI_Sendrecv_c", c, e),
-    }
-});
-mpi_fn!(fn MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c(b: *mut Void, count: MPI_Count, dt: MPI_Datatype, dest: c_int, stag: c_int,
-        src: c_int, rtag: c_int, c: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    match narrow("MPI_Sendrecv_replace_c", count) {
-        // SAFETY: same contract as the int form.
-        Ok(n) => unsafe { PMPI_Sendrecv_replace(b, n, dt, dest, stag, src, rtag, c, status) },
-        Err(e) => crate::errors::fail("MPI_Sendrecv_replace_c", c, e),
-    }
-});
-mpi_fn!(fn MPI_Buffer_attach_c / PMPI_Buffer_attach_c(b: *mut Void, size: MPI_Count) -> c_int {
-    run("MPI_Buffer_attach_c", MPI_COMM_WORLD, || {
-        if size < 0 {
-            return Err(err(class::ARG, format!("buffer size {size} is negative")));
-        }
-        mpi()?.buffer_attach(None, b as usize, size as usize)
-    })
-});
-mpi_fn!(fn MPI_Buffer_detach_c / PMPI_Buffer_detach_c(addr: *mut Void, size: *mut MPI_Count) -> c_int {
-    run("MPI_Buffer_detach_c", MPI_COMM_WORLD, || {
-        let (a, s) = mpi()?.buffer_detach(None)?;
-        // SAFETY: `addr` is really a `void **`; `size` an output.
-        unsafe {
-            put(addr as *mut usize, a);
-            put(size, s as MPI_Count);
-        }
-        Ok(())
-    })
-});
+// The large-count (`_c`) forms: `p2p/large_count.rs`.
+mod large_count;
 
 // ---- per-communicator buffers for MPI_Bsend (MPI 4.1) -----------------------------
 

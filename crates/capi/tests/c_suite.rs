@@ -248,6 +248,11 @@ fn darray() {
 }
 
 #[test]
+fn largecount() {
+    suite("largecount", &[], &[1, 2]);
+}
+
+#[test]
 fn external32() {
     suite("external32", &[], &[1, 2]);
 }

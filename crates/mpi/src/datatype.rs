@@ -531,6 +531,23 @@ impl Datatype {
         )
     }
 
+    /// `count * blocklen` elements of `old` one after the other (a vector
+    /// whose stride equals its block length), built as one piece: never a
+    /// list of `count` pieces, so a vector of 2^40 touching blocks costs
+    /// what a contiguous type does.
+    fn run_of(
+        count: i64,
+        blocklen: i64,
+        old: &Arc<Datatype>,
+        combiner: Combiner,
+    ) -> Result<Arc<Datatype>> {
+        let n = (count as u64)
+            .checked_mul(blocklen as u64)
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| too_big("number of elements"))?;
+        Self::derived(&[(0, n, old)], combiner, false)
+    }
+
     pub fn vector(
         count: i64,
         blocklen: i64,
@@ -539,6 +556,16 @@ impl Datatype {
     ) -> Result<Arc<Datatype>> {
         nonneg(count, "count")?;
         nonneg(blocklen, "blocklength")?;
+        let combiner = Combiner::Vector {
+            count,
+            blocklen,
+            stride,
+            old: old.clone(),
+        };
+        if stride == blocklen {
+            // The blocks touch: the type map is that of one contiguous run.
+            return Self::run_of(count, blocklen, old, combiner);
+        }
         pieces_fit(count, blocklen)?;
         let pieces = (0..count)
             .map(|i| {
@@ -546,16 +573,7 @@ impl Datatype {
                 Ok((displacement(d)?, blocklen as usize, old))
             })
             .collect::<Result<Vec<_>>>()?;
-        Self::derived(
-            &pieces,
-            Combiner::Vector {
-                count,
-                blocklen,
-                stride,
-                old: old.clone(),
-            },
-            false,
-        )
+        Self::derived(&pieces, combiner, false)
     }
 
     pub fn hvector(
@@ -566,6 +584,16 @@ impl Datatype {
     ) -> Result<Arc<Datatype>> {
         nonneg(count, "count")?;
         nonneg(blocklen, "blocklength")?;
+        let combiner = Combiner::Hvector {
+            count,
+            blocklen,
+            stride,
+            old: old.clone(),
+        };
+        if stride as i128 == blocklen as i128 * old.extent as i128 {
+            // The blocks touch: the type map is that of one contiguous run.
+            return Self::run_of(count, blocklen, old, combiner);
+        }
         pieces_fit(count, blocklen)?;
         let pieces = (0..count)
             .map(|i| {
@@ -573,16 +601,7 @@ impl Datatype {
                 Ok((displacement(d)?, blocklen as usize, old))
             })
             .collect::<Result<Vec<_>>>()?;
-        Self::derived(
-            &pieces,
-            Combiner::Hvector {
-                count,
-                blocklen,
-                stride,
-                old: old.clone(),
-            },
-            false,
-        )
+        Self::derived(&pieces, combiner, false)
     }
 
     pub fn indexed(
@@ -792,10 +811,12 @@ impl Datatype {
 }
 
 /// Most blocks a derived datatype's flattened type map may have (16 bytes
-/// each: 1 GiB). The flattening makes a type of more pieces than that
-/// (a vector of 2^40 strided elements) a loop and an allocation as large;
-/// such a type is refused with `MPI_ERR_COUNT` instead.
-pub const MAX_BLOCKS: usize = 1 << 26;
+/// each: 64 MiB). Runs that touch are merged as they are built (a contiguous
+/// type, or a vector whose stride equals its block length, of any count is
+/// one block), so only a type of that many separate pieces (a vector of
+/// 2^40 strided elements) reaches the bound; it is refused with
+/// `MPI_ERR_COUNT` rather than flattened into a multi-GiB list.
+pub const MAX_BLOCKS: usize = 1 << 22;
 
 #[cold]
 fn too_big(what: &str) -> crate::error::MpiError {
@@ -842,3 +863,7 @@ fn nonneg(v: i64, what: &str) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "datatype/tests.rs"]
+mod tests;
