@@ -320,8 +320,30 @@ impl Mpi {
         // any fixed slot (hostname, boot id, three namespace inodes), and a
         // truncated one could put two hosts that differ only in their tail
         // (their IPC or pid namespace) in one "shared memory" communicator.
+        self.comm_split_by_place(comm, join, key, host_digest(self.ctx().host_id()))
+    }
+
+    /// One communicator per site (`GW_SITE`); same exchange as
+    /// [`Mpi::comm_split_shared`], so ranks passing `MPI_UNDEFINED` run the
+    /// same collectives whichever level the others split by.
+    pub fn comm_split_site(&self, comm: &Comm, join: bool, key: i32) -> Result<Option<Arc<Comm>>> {
+        let site = self
+            .ctx()
+            .site_of(self.ctx().rank())
+            .map_err(|e| err(class::INTERN, format!("own site: {e}")))?;
+        self.comm_split_by_place(comm, join, key, host_digest(&format!("site:{site}")))
+    }
+
+    /// Splits `comm` into groups of equal `place` digests.
+    fn comm_split_by_place(
+        &self,
+        comm: &Comm,
+        join: bool,
+        key: i32,
+        place: [u8; 32],
+    ) -> Result<Option<Arc<Comm>>> {
         let mut h = [0u8; 64];
-        h[..32].copy_from_slice(&host_digest(self.ctx().host_id()));
+        h[..32].copy_from_slice(&place);
         if let Some(local) = comm.local_comm() {
             // An intercommunicator: one per host between the two groups'
             // processes on it. Colour = the lowest world rank on my host in

@@ -24,7 +24,8 @@ fn place_key(rank: u32) -> String {
 }
 
 /// Why `site` is not an acceptable site name, if it is not: 1 to
-/// [`MAX_SITE_LEN`] bytes of letters, digits, `.`, `_`, `-` or `:`.
+/// [`MAX_SITE_LEN`] printable ASCII characters, no spaces (a machines file's
+/// site names are single words).
 pub fn check_site_name(site: &str) -> std::result::Result<(), String> {
     if site.is_empty() || site.len() > MAX_SITE_LEN {
         return Err(format!(
@@ -34,9 +35,9 @@ pub fn check_site_name(site: &str) -> std::result::Result<(), String> {
     }
     if let Some(c) = site
         .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':')))
+        .find(|c| !c.is_ascii_graphic())
     {
-        return Err(format!("site name {site:?} holds {c:?} (letters, digits, . _ - : allowed)"));
+        return Err(format!("site name {site:?} holds {c:?} (printable ASCII without spaces allowed)"));
     }
     Ok(())
 }
