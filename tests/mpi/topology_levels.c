@@ -26,9 +26,11 @@ static int distinct(char (*keys)[KEYLEN]) {
     return n;
 }
 
-/* `c` holds exactly the world ranks whose key (site, or site and host)
- * equals mine, in world-rank order (all keys were equal). */
-static void check_members(MPI_Comm c, int rank, int by_host, const char *what) {
+enum by { BY_SITE, BY_HOST_IN_SITE, BY_HOST_ONLY };
+
+/* `c` holds exactly the world ranks at my site, on my host within my site,
+ * or on my host (shared memory, whatever the sites), in world-rank order. */
+static void check_members(MPI_Comm c, int rank, enum by by, const char *what) {
     CHECK(c != MPI_COMM_NULL, "%s: no communicator", what);
     int n, me;
     MPI_Comm_size(c, &n);
@@ -38,8 +40,10 @@ static void check_members(MPI_Comm c, int rank, int by_host, const char *what) {
     MPI_Comm_group(MPI_COMM_WORLD, &wg);
     int expect = 0;
     for (int r = 0; r < size; r++) {
-        int same = strcmp(sites[r], sites[rank]) == 0 &&
-                   (!by_host || strcmp(hosts[r], hosts[rank]) == 0);
+        int same_site = strcmp(sites[r], sites[rank]) == 0;
+        int same_host = strcmp(hosts[r], hosts[rank]) == 0;
+        int same = by == BY_SITE ? same_site
+                 : by == BY_HOST_IN_SITE ? same_site && same_host : same_host;
         if (!same) continue;
         int wr = -1, lr = expect;
         if (lr < n) MPI_Group_translate_ranks(g, 1, &lr, wg, &wr);
@@ -92,14 +96,14 @@ int main(int argc, char **argv) {
     CHECK(!eh || atoi(eh) == nhosts, "%d hosts, expected %s", nhosts, eh);
 
     MPI_Comm host = guided(MPI_COMM_WORLD, "gw:host");
-    check_members(host, rank, 1, "gw:host");
+    check_members(host, rank, BY_HOST_IN_SITE, "gw:host");
     check_info(host, "gw:host");
     MPI_Comm site = guided(MPI_COMM_WORLD, "gw:site");
-    check_members(site, rank, 0, "gw:site");
+    check_members(site, rank, BY_SITE, "gw:site");
     check_info(site, "gw:site");
     MPI_Comm shared;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared);
-    check_members(shared, rank, 1, "shared");
+    check_members(shared, rank, BY_HOST_ONLY, "shared");
     MPI_Comm none = guided(MPI_COMM_WORLD, "gw:no-such-level");
     CHECK(none == MPI_COMM_NULL, "unknown resource type gave a communicator");
 
@@ -110,7 +114,7 @@ int main(int argc, char **argv) {
     MPI_Comm down;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_UNGUIDED, 0, out, &down);
     if (nsites > 1) {
-        check_members(down, rank, 0, "unguided from world (sites)");
+        check_members(down, rank, BY_SITE, "unguided from world (sites)");
         check_info(down, "gw:site");
         MPI_Comm below;
         MPI_Comm_split_type(down, MPI_COMM_TYPE_HW_UNGUIDED, 0, MPI_INFO_NULL, &below);
@@ -120,14 +124,14 @@ int main(int argc, char **argv) {
         for (int r = 0; r < size; r++)
             hosts_here += strcmp(sites[r], sites[rank]) == 0 && strcmp(hosts[r], hosts[rank]) == 0;
         if (hosts_here < n) {
-            check_members(below, rank, 1, "unguided from a site (hosts)");
+            check_members(below, rank, BY_HOST_IN_SITE, "unguided from a site (hosts)");
             MPI_Comm_free(&below);
         } else {
             CHECK(below == MPI_COMM_NULL, "unguided on one host gave a communicator");
         }
         MPI_Comm_free(&down);
     } else if (nhosts > 1) {
-        check_members(down, rank, 1, "unguided from world (hosts)");
+        check_members(down, rank, BY_HOST_IN_SITE, "unguided from world (hosts)");
         check_info(down, "gw:host");
         MPI_Comm_free(&down);
     } else {

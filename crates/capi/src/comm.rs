@@ -116,15 +116,25 @@ mpi_fn!(fn MPI_Comm_split_type / PMPI_Comm_split_type(c: MPI_Comm, kind: c_int, 
         // MPI_UNDEFINED (or an unknown resource type) while others split: both
         // levels run the same collectives, so everyone still agrees.
         let guided = hints.get(HW_KEY);
+        // `host_in_site`: the gw:host level (a host within its site), not
+        // plain shared memory.
+        let mut host_in_site = false;
         let (site_level, join) = match kind {
             MPI_UNDEFINED => (false, false),
             MPI_COMM_TYPE_SHARED => (false, true),
             // Unguided: the next level below the parent: its sites if it
             // spans several, else its hosts (every member computes this alike
             // from the placements published at start-up).
-            MPI_COMM_TYPE_HW_UNGUIDED => (!cm.is_inter() && m.spans_sites(&cm)?, true),
+            MPI_COMM_TYPE_HW_UNGUIDED => {
+                host_in_site = true;
+                (!cm.is_inter() && m.spans_sites(&cm)?, true)
+            }
             MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED => match guided {
-                Some(HW_SHARED) | Some(HW_HOST) => (false, true),
+                Some(HW_SHARED) => (false, true),
+                Some(HW_HOST) => {
+                    host_in_site = true;
+                    (false, true)
+                }
                 Some(HW_SITE) => (true, true),
                 // Unknown resource types give MPI_COMM_NULL, as the standard says.
                 _ => (false, false),
@@ -133,6 +143,8 @@ mpi_fn!(fn MPI_Comm_split_type / PMPI_Comm_split_type(c: MPI_Comm, kind: c_int, 
         };
         let mut n = if site_level {
             m.comm_split_site(&cm, join, key)?
+        } else if host_in_site {
+            m.comm_split_host_in_site(&cm, join, key)?
         } else {
             m.comm_split_shared(&cm, join, key)?
         };

@@ -327,11 +327,29 @@ impl Mpi {
     /// [`Mpi::comm_split_shared`], so ranks passing `MPI_UNDEFINED` run the
     /// same collectives whichever level the others split by.
     pub fn comm_split_site(&self, comm: &Comm, join: bool, key: i32) -> Result<Option<Arc<Comm>>> {
-        let site = self
-            .ctx()
-            .site_of(self.ctx().rank())
-            .map_err(|e| err(class::INTERN, format!("own site: {e}")))?;
+        let site = self.own_site()?;
         self.comm_split_by_place(comm, join, key, host_digest(&format!("site:{site}")))
+    }
+
+    /// One communicator per host *within its site* (the `gw:host` level):
+    /// the same as per host wherever a host belongs to one site, but keeps
+    /// the hierarchy strict where a machines file puts one machine in
+    /// several sites (as `start=local` test sites do).
+    pub fn comm_split_host_in_site(
+        &self,
+        comm: &Comm,
+        join: bool,
+        key: i32,
+    ) -> Result<Option<Arc<Comm>>> {
+        let site = self.own_site()?;
+        let place = format!("host:{site}\0{}", self.ctx().host_id());
+        self.comm_split_by_place(comm, join, key, host_digest(&place))
+    }
+
+    fn own_site(&self) -> Result<String> {
+        self.ctx()
+            .site_of(self.ctx().rank())
+            .map_err(|e| err(class::INTERN, format!("own site: {e}")))
     }
 
     /// Splits `comm` into groups of equal `place` digests.

@@ -23,7 +23,8 @@ impl Level {
     fn same(self, a: &Placement, b: &Placement) -> bool {
         match self {
             Level::Site => a.site == b.site,
-            Level::Host => a.host == b.host,
+            // A host within its site (see `comm_split_host_in_site`).
+            Level::Host => a.host == b.host && a.site == b.site,
         }
     }
 }
@@ -97,7 +98,7 @@ impl Mpi {
     pub fn level_colours(&self, comm: &Comm) -> Result<Vec<[u32; LEVEL_DEPTH]>> {
         let all = self.placements((0..comm.size).map(|r| comm.group.world(r)))?;
         let mut sites: Vec<&str> = Vec::new();
-        let mut hosts: Vec<[u8; 32]> = Vec::new();
+        let mut hosts: Vec<(&str, [u8; 32])> = Vec::new();
         let mut out = Vec::with_capacity(all.len());
         for (_, p) in &all {
             let s = match sites.iter().position(|s| *s == p.site) {
@@ -107,10 +108,10 @@ impl Mpi {
                     sites.len() - 1
                 }
             };
-            let h = match hosts.iter().position(|h| *h == p.host) {
+            let h = match hosts.iter().position(|h| *h == (p.site.as_str(), p.host)) {
                 Some(i) => i,
                 None => {
-                    hosts.push(p.host);
+                    hosts.push((&p.site, p.host));
                     hosts.len() - 1
                 }
             };
