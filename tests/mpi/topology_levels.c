@@ -5,6 +5,7 @@
  * TOPO_EXPECT_SITES / TOPO_EXPECT_HOSTS (if set) say how many sites and
  * hosts the job must span, so a launcher that lost GW_SITE fails the test. */
 #include "check.h"
+#include "gridwire_mpi.h"
 #include <string.h>
 
 #define KEYLEN 256
@@ -69,6 +70,38 @@ static void check_info(MPI_Comm c, const char *expect) {
     MPI_Info_free(&info);
 }
 
+/* The topology attributes of `c` agree with the placement: depth 2 each;
+ * equal site colours exactly where sites are equal, equal host colours
+ * exactly where site and host are equal; colours numbered from 0 in order
+ * of first appearance. `worlds[i]` is the world rank of member i. */
+static void check_attrs(MPI_Comm c, const int *worlds, int n) {
+    int *depths = NULL, **colors = NULL, flag = 0;
+    MPI_Comm_get_attr(c, GW_TOPOLOGY_DEPTHS, &depths, &flag);
+    CHECK(flag && depths, "no depths attribute");
+    MPI_Comm_get_attr(c, GW_TOPOLOGY_COLORS, &colors, &flag);
+    CHECK(flag && colors, "no colours attribute");
+    int next_site = 0, next_host = 0;
+    for (int i = 0; i < n; i++) {
+        const char *si = sites[worlds[i]], *hi = hosts[worlds[i]];
+        CHECK(depths[i] == 2, "member %d depth %d", i, depths[i]);
+        int new_site = 1, new_host = 1;
+        for (int j = 0; j < i; j++) {
+            int same_site = strcmp(sites[worlds[j]], si) == 0;
+            int same_host = same_site && strcmp(hosts[worlds[j]], hi) == 0;
+            CHECK((colors[i][0] == colors[j][0]) == same_site, "site colours of %d and %d", i, j);
+            CHECK((colors[i][1] == colors[j][1]) == same_host, "host colours of %d and %d", i, j);
+            new_site &= !same_site;
+            new_host &= !same_host;
+        }
+        if (new_site) CHECK(colors[i][0] == next_site++, "site colour %d of %d", colors[i][0], i);
+        if (new_host) CHECK(colors[i][1] == next_host++, "host colour %d of %d", colors[i][1], i);
+    }
+    /* Read-only: setting a predefined keyval fails. */
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    CHECK(MPI_Comm_set_attr(c, GW_TOPOLOGY_COLORS, NULL) != MPI_SUCCESS, "set a predefined attribute");
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_ARE_FATAL);
+}
+
 static MPI_Comm guided(MPI_Comm parent, const char *type) {
     MPI_Info hw;
     MPI_Comm c;
@@ -94,6 +127,18 @@ int main(int argc, char **argv) {
     const char *es = getenv("TOPO_EXPECT_SITES"), *eh = getenv("TOPO_EXPECT_HOSTS");
     CHECK(!es || atoi(es) == nsites, "%d sites, expected %s", nsites, es);
     CHECK(!eh || atoi(eh) == nhosts, "%d hosts, expected %s", nhosts, eh);
+
+    int worlds[64];
+    for (int r = 0; r < size; r++) worlds[r] = size - 1 - r;
+    check_attrs(MPI_COMM_WORLD, worlds, 0); /* fetch, then check below */
+    for (int r = 0; r < size; r++) worlds[r] = r;
+    check_attrs(MPI_COMM_WORLD, worlds, size);
+    /* Another communicator, members in reverse order: computed afresh. */
+    MPI_Comm rev;
+    MPI_Comm_split(MPI_COMM_WORLD, 0, size - rank, &rev);
+    for (int r = 0; r < size; r++) worlds[r] = size - 1 - r;
+    check_attrs(rev, worlds, size);
+    MPI_Comm_free(&rev);
 
     MPI_Comm host = guided(MPI_COMM_WORLD, "gw:host");
     check_members(host, rank, BY_HOST_IN_SITE, "gw:host");
