@@ -55,10 +55,8 @@ fn value(k: c_int, comm: &Arc<Comm>) -> Result<usize> {
         // Drop what freed communicators left behind, then compute.
         cache.retain(|_, a| a.comm.strong_count() > 0);
         let colours = crate::handles::mpi()?.level_colours(comm)?;
-        let rows: Box<[[c_int; LEVEL_DEPTH]]> = colours
-            .iter()
-            .map(|c| c.map(|x| x as c_int))
-            .collect();
+        let rows: Box<[[c_int; LEVEL_DEPTH]]> =
+            colours.iter().map(|c| c.map(|x| x as c_int)).collect();
         let row_ptrs = rows.iter().map(|r| r.as_ptr() as usize).collect();
         cache.insert(
             key,

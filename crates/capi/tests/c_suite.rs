@@ -701,8 +701,11 @@ fn topology_levels() {
         "#!/bin/sh\n# Ranks 0,1 at site s0, ranks 2,3 at s1.\nGW_SITE=s$((PMI_RANK / 2)) exec \"$@\"\n",
     )
     .unwrap();
-    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     let machines = dir.join("topology_levels.machines");
     std::fs::write(
         &machines,

@@ -33,9 +33,10 @@ impl Mpi {
     fn placements(&self, worlds: impl Iterator<Item = u32>) -> Result<Vec<(u32, Placement)>> {
         worlds
             .map(|w| {
-                let p = self.ctx().placement_of(w).map_err(|e| {
-                    err(class::INTERN, format!("placement of world rank {w}: {e}"))
-                })?;
+                let p = self
+                    .ctx()
+                    .placement_of(w)
+                    .map_err(|e| err(class::INTERN, format!("placement of world rank {w}: {e}")))?;
                 Ok((w, p))
             })
             .collect()
@@ -76,9 +77,10 @@ impl Mpi {
         let color = match level {
             None => UNDEFINED,
             Some(level) => {
-                let me = self.ctx().placement_of(self.ctx().rank()).map_err(|e| {
-                    err(class::INTERN, format!("own placement: {e}"))
-                })?;
+                let me = self
+                    .ctx()
+                    .placement_of(self.ctx().rank())
+                    .map_err(|e| err(class::INTERN, format!("own placement: {e}")))?;
                 let all = self.placements(Self::member_worlds(comm).into_iter())?;
                 let lowest = all
                     .iter()

@@ -34,12 +34,12 @@ mod setup;
 #[cfg(test)]
 mod tests;
 
+pub use placement::{check_site_name, Placement, DEFAULT_SITE, MAX_SITE_LEN};
+use placement::{lookup_placement, own_placement, publish_placement};
 #[cfg(test)]
 use progress::Dispatch;
 use progress::ProgressWaiter;
 use setup::*;
-pub use placement::{check_site_name, Placement, DEFAULT_SITE, MAX_SITE_LEN};
-use placement::{lookup_placement, own_placement, publish_placement};
 pub use setup::{host_identity, methods_from_params, real_host_identity};
 
 /// What a handler receives.

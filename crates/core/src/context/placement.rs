@@ -33,11 +33,10 @@ pub fn check_site_name(site: &str) -> std::result::Result<(), String> {
             site.len()
         ));
     }
-    if let Some(c) = site
-        .chars()
-        .find(|c| !c.is_ascii_graphic())
-    {
-        return Err(format!("site name {site:?} holds {c:?} (printable ASCII without spaces allowed)"));
+    if let Some(c) = site.chars().find(|c| !c.is_ascii_graphic()) {
+        return Err(format!(
+            "site name {site:?} holds {c:?} (printable ASCII without spaces allowed)"
+        ));
     }
     Ok(())
 }
