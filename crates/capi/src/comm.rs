@@ -127,7 +127,10 @@ mpi_fn!(fn MPI_Comm_split_type / PMPI_Comm_split_type(c: MPI_Comm, kind: c_int, 
             // from the placements published at start-up).
             MPI_COMM_TYPE_HW_UNGUIDED => {
                 host_in_site = true;
-                (!cm.is_inter() && m.spans_sites(&cm)?, true)
+                // Members from another job (spawned, connected) have no
+                // placement here: their parent is split by host, which
+                // both jobs' members then decide alike.
+                (!cm.is_inter() && m.spans_sites(&cm).unwrap_or(false), true)
             }
             MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED => match guided {
                 Some(HW_SHARED) => (false, true),
