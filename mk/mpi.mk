@@ -6,7 +6,7 @@
 #                                           # target dir), numpy check with 4 ranks, its must-pass tests
 #                                           # with 2 ranks; also run by `make test` (crates/capi/tests/extra.sh)
 #
-# Layout: bin/{gwcc,mpicc,gwrun,mpiexec,mpirun}, include/mpi.h,
+# Layout: bin/{gwcc,mpicc,gwrun,mpiexec,mpirun}, include/{mpi.h,gridwire_mpi.h},
 # lib/{libmpi.so,libmpi_abi.so}, lib/pkgconfig/{mpi,mpich,gridwire-mpi}.pc.
 # CMake's find_package(MPI) finds it with -DMPI_C_COMPILER=$(PREFIX)/bin/gwcc
 # (or with $(PREFIX)/bin first in PATH).
@@ -28,6 +28,7 @@ install-mpi: build-mpi install-mpi-files
 install-mpi-files:
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/mpi.h $(DESTDIR)$(PREFIX)/include/mpi.h
+	install -m 644 include/gridwire_mpi.h $(DESTDIR)$(PREFIX)/include/gridwire_mpi.h
 	install -m 755 $(MPI_TARGET_DIR)/libmpi.so $(DESTDIR)$(PREFIX)/lib/libmpi.so
 	ln -sf libmpi.so $(DESTDIR)$(PREFIX)/lib/libmpi_abi.so
 	install -m 755 scripts/gwcc $(DESTDIR)$(PREFIX)/bin/gwcc

@@ -248,10 +248,13 @@ mpi_fn!(fn MPI_Comm_get_attr / PMPI_Comm_get_attr(c: MPI_Comm, k: c_int, v: *mut
         let cm = comm(c)?;
         let got = match predefined_attr(k) {
             Some(p) => Some(p),
-            None => {
-                keyval(k)?;
-                cm.attrs.lock().unwrap().get(k)
-            }
+            None => match crate::topology_attrs::topology_attr(k, &cm) {
+                Some(v) => Some(v?),
+                None => {
+                    keyval(k)?;
+                    cm.attrs.lock().unwrap().get(k)
+                }
+            },
         };
         // SAFETY: output arguments (`v` is really a `void **`).
         unsafe {

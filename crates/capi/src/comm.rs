@@ -103,33 +103,71 @@ pub(crate) fn info_or_empty(h: MPI_Info) -> Result<gridwire_mpi::info::Info> {
 
 const HW_KEY: &str = "mpi_hw_resource_type";
 const HW_SHARED: &str = "mpi_shared_memory";
+/// Gridwire's resource types (`docs/mpi.md`, "Topology levels").
+const HW_HOST: &str = "gw:host";
+const HW_SITE: &str = "gw:site";
 
 mpi_fn!(fn MPI_Comm_split_type / PMPI_Comm_split_type(c: MPI_Comm, kind: c_int, key: c_int, info: MPI_Info, out: *mut MPI_Comm) -> c_int {
     run("MPI_Comm_split_type", c, || {
         let cm = comm(c)?;
         let m = mpi()?;
         let hints = info_or_empty(info)?;
-        // Whether this rank joins a per-host communicator. Ranks may pass
-        // MPI_UNDEFINED while others split: everyone runs the same collectives.
-        let join = match kind {
-            MPI_UNDEFINED => false,
-            MPI_COMM_TYPE_SHARED | MPI_COMM_TYPE_HW_UNGUIDED => true,
-            // Guided: only the shared-memory resource type is known.
-            MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED => hints.get(HW_KEY) == Some(HW_SHARED),
+        // The level to split by, and whether this rank joins. Ranks may pass
+        // MPI_UNDEFINED (or an unknown resource type) while others split: both
+        // levels run the same collectives, so everyone still agrees.
+        let guided = hints.get(HW_KEY);
+        // `host_in_site`: the gw:host level (a host within its site), not
+        // plain shared memory.
+        let mut host_in_site = false;
+        let (site_level, join) = match kind {
+            MPI_UNDEFINED => (false, false),
+            MPI_COMM_TYPE_SHARED => (false, true),
+            // Unguided: the next level below the parent: its sites if it
+            // spans several, else its hosts (every member computes this alike
+            // from the placements published at start-up).
+            MPI_COMM_TYPE_HW_UNGUIDED => {
+                host_in_site = true;
+                // Members from another job (spawned, connected) have no
+                // placement here: their parent is split by host, which
+                // both jobs' members then decide alike.
+                (!cm.is_inter() && m.spans_sites(&cm).unwrap_or(false), true)
+            }
+            MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED => match guided {
+                Some(HW_SHARED) => (false, true),
+                Some(HW_HOST) => {
+                    host_in_site = true;
+                    (false, true)
+                }
+                Some(HW_SITE) => (true, true),
+                // Unknown resource types give MPI_COMM_NULL, as the standard says.
+                _ => (false, false),
+            },
             _ => return Err(err(class::ARG, format!("split type {kind} is not known"))),
         };
-        let mut n = m.comm_split_shared(&cm, join, key)?;
-        // Unguided: the next level below the parent; the host is the only
-        // level we know, so nothing if the parent is within one host.
-        // (Every member of a host sees the same sizes, so they agree.)
+        let mut n = if site_level {
+            m.comm_split_site(&cm, join, key)?
+        } else if host_in_site {
+            m.comm_split_host_in_site(&cm, join, key)?
+        } else {
+            m.comm_split_shared(&cm, join, key)?
+        };
+        // Unguided: a strict subset of the parent or nothing. (Every member
+        // of a host or site sees the same sizes, so they agree.)
         if kind == MPI_COMM_TYPE_HW_UNGUIDED && n.as_ref().is_some_and(|n| n.size == cm.size) {
             n = None;
         }
         if let Some(n) = &n {
-            n.info.lock().unwrap().set(HW_KEY, HW_SHARED)?;
-            // Unguided: tell the caller which kind of resource the split followed.
+            // The resource type the split followed, on the new communicator
+            // (and, unguided, in the caller's info, as the standard says).
+            let followed = match (site_level, kind, guided) {
+                (true, _, _) => HW_SITE,
+                (false, MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED, Some(HW_HOST)) => HW_HOST,
+                (false, MPI_COMM_TYPE_HW_UNGUIDED, _) => HW_HOST,
+                _ => HW_SHARED,
+            };
+            n.info.lock().unwrap().set(HW_KEY, followed)?;
             if kind == MPI_COMM_TYPE_HW_UNGUIDED && info != MPI_INFO_NULL {
-                handles::info(info)?.lock().unwrap().set(HW_KEY, HW_SHARED)?;
+                handles::info(info)?.lock().unwrap().set(HW_KEY, followed)?;
             }
         }
         // SAFETY: output argument.

@@ -75,6 +75,7 @@ mod persistent;
 mod rma;
 mod stubs;
 mod topo;
+mod topology_attrs;
 
 pub use abi::*;
 #[allow(unused_imports)]

@@ -664,3 +664,97 @@ fn backstop_kills_the_group_only_before_reaping() {
     // sleep ended, whether or not the job had ended and been reaped; the new
     // one returns with nothing pending: the function holds no thread of its own.
 }
+
+/// Runs `gwrun ARGS` and says whether `name` passed.
+fn run_gwrun(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut c = Command::new(gwrun());
+    c.envs(env.iter().copied())
+        .args(["--timeout", "60"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let t = Instant::now();
+    let child = c.spawn().expect("gwrun starts");
+    let (status, stdout, stderr) = wait_with_backstop(child, Duration::from_secs(90));
+    Run {
+        ok: status.success(),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        secs: t.elapsed().as_secs_f64(),
+    }
+}
+
+/// Topology levels (`MPI_Comm_split_type` by host and site): one site
+/// (no `GW_SITE`) on one and two emulated hosts; two sites over four
+/// emulated hosts (a wrapper sets `GW_SITE` from `PMI_RANK`); and the most
+/// realistic case, `gwrun -f` with two `start=local` sites, where the
+/// launcher's `GW_SITE` must reach the ranks. `TOPO_EXPECT_*` make the
+/// program fail if the sites or hosts it sees are not the ones placed.
+#[test]
+fn topology_levels() {
+    if !have_cc() {
+        return skip("topology_levels: no C compiler (cc or GWCC_CC)");
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = compile("topology_levels", &[]);
+    let dir = profile_dir().join("mpi-tests");
+    let wrapper = dir.join("topology_levels_sites.sh");
+    std::fs::write(
+        &wrapper,
+        "#!/bin/sh\n# Ranks 0,1 at site s0, ranks 2,3 at s1.\nGW_SITE=s$((PMI_RANK / 2)) exec \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let machines = dir.join("topology_levels.machines");
+    std::fs::write(
+        &machines,
+        "[site a] start=local\nh1:2\n[site b] start=local\nh2\nh3\n",
+    )
+    .unwrap();
+    let exe_s = exe.to_str().unwrap();
+    let cases: Vec<(&str, Vec<&str>, [&str; 2])> = vec![
+        ("one host", vec!["-n", "4", exe_s], ["1", "1"]),
+        (
+            "two hosts, one site",
+            vec!["-n", "4", "--emulate-hosts", "2", exe_s],
+            ["1", "2"],
+        ),
+        (
+            "four hosts, two sites",
+            vec![
+                "-n",
+                "4",
+                "--emulate-hosts",
+                "4",
+                wrapper.to_str().unwrap(),
+                exe_s,
+            ],
+            ["2", "4"],
+        ),
+        // start=local hosts are one real machine: one host, two sites.
+        (
+            "gwrun -f, two sites",
+            vec!["-f", machines.to_str().unwrap(), "-n", "4", exe_s],
+            ["2", "1"],
+        ),
+    ];
+    for (what, args, [sites, hosts]) in cases {
+        let r = run_gwrun(
+            &args,
+            &[("TOPO_EXPECT_SITES", sites), ("TOPO_EXPECT_HOSTS", hosts)],
+        );
+        eprintln!("topology_levels: {what}: {:.2} s", r.secs);
+        assert!(
+            r.ok && r.stdout.contains("PASS topology_levels"),
+            "topology_levels, {what}:\n--- stdout\n{}--- stderr\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}

@@ -103,6 +103,14 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
                Set by `gwrun --emulate-hosts` to place ranks on emulated hosts.",
     },
     ParamDecl {
+        name: "SITE",
+        default: "",
+        kind: Kind::Text,
+        help: "Name of the site this process runs at (up to 64 printable ASCII characters, no \
+               spaces); empty = \"default\". Set by `gwrun -f` from the machines file; under \
+               Hydra or Slurm set it per host. `MPI_Comm_split_type` groups ranks by it.",
+    },
+    ParamDecl {
         name: "IFACE",
         default: "",
         kind: Kind::Text,

@@ -320,8 +320,48 @@ impl Mpi {
         // any fixed slot (hostname, boot id, three namespace inodes), and a
         // truncated one could put two hosts that differ only in their tail
         // (their IPC or pid namespace) in one "shared memory" communicator.
+        self.comm_split_by_place(comm, join, key, host_digest(self.ctx().host_id()))
+    }
+
+    /// One communicator per site (`GW_SITE`); same exchange as
+    /// [`Mpi::comm_split_shared`], so ranks passing `MPI_UNDEFINED` run the
+    /// same collectives whichever level the others split by.
+    pub fn comm_split_site(&self, comm: &Comm, join: bool, key: i32) -> Result<Option<Arc<Comm>>> {
+        let site = self.own_site()?;
+        self.comm_split_by_place(comm, join, key, host_digest(&format!("site:{site}")))
+    }
+
+    /// One communicator per host *within its site* (the `gw:host` level):
+    /// the same as per host wherever a host belongs to one site, but keeps
+    /// the hierarchy strict where a machines file puts one machine in
+    /// several sites (as `start=local` test sites do).
+    pub fn comm_split_host_in_site(
+        &self,
+        comm: &Comm,
+        join: bool,
+        key: i32,
+    ) -> Result<Option<Arc<Comm>>> {
+        let site = self.own_site()?;
+        let place = format!("host:{site}\0{}", self.ctx().host_id());
+        self.comm_split_by_place(comm, join, key, host_digest(&place))
+    }
+
+    fn own_site(&self) -> Result<String> {
+        self.ctx()
+            .site_of(self.ctx().rank())
+            .map_err(|e| err(class::INTERN, format!("own site: {e}")))
+    }
+
+    /// Splits `comm` into groups of equal `place` digests.
+    fn comm_split_by_place(
+        &self,
+        comm: &Comm,
+        join: bool,
+        key: i32,
+        place: [u8; 32],
+    ) -> Result<Option<Arc<Comm>>> {
         let mut h = [0u8; 64];
-        h[..32].copy_from_slice(&host_digest(self.ctx().host_id()));
+        h[..32].copy_from_slice(&place);
         if let Some(local) = comm.local_comm() {
             // An intercommunicator: one per host between the two groups'
             // processes on it. Colour = the lowest world rank on my host in

@@ -28,6 +28,7 @@ pub mod params;
 pub mod request;
 pub mod rma;
 pub mod topology;
+pub mod topology_levels;
 pub mod x87;
 
 pub use comm::Comm;

@@ -28,11 +28,14 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 mod finalize;
+mod placement;
 mod progress;
 mod setup;
 #[cfg(test)]
 mod tests;
 
+pub use placement::{check_site_name, Placement, DEFAULT_SITE, MAX_SITE_LEN};
+use placement::{lookup_placement, own_placement, publish_placement};
 #[cfg(test)]
 use progress::Dispatch;
 use progress::ProgressWaiter;
@@ -88,6 +91,8 @@ struct Peer {
     tables_sent: Mutex<HashSet<u32>>,
     /// How we learned the table (for reports and tests): 1 = startpoint, 2 = bootstrap.
     table_source: AtomicU32,
+    /// The peer's host and site, once read from the bootstrap.
+    placement: OnceLock<Placement>,
     sent_msgs: AtomicU64,
     sent_bytes: AtomicU64,
     recv_msgs: AtomicU64,
@@ -220,6 +225,8 @@ impl Context {
                 .collect(),
         };
         publish_table(&mut pmi, rank, &table.to_hex())?;
+        let placement = own_placement(&params, &job.host_id)?;
+        publish_placement(&mut pmi, rank, &placement)?;
         pmi.commit()?;
         pmi.barrier()?;
         let mut cheap = Vec::new();
@@ -234,6 +241,7 @@ impl Context {
         let mut peers = Vec::with_capacity(size as usize);
         peers.resize_with(size as usize, Peer::default);
         let _ = peers[rank as usize].table.set(table.clone());
+        let _ = peers[rank as usize].placement.set(placement);
         let skip_param = params.num("SKIP_POLL");
         let spin_iters = params.num("SPIN_ITERS");
         let yield_for = Duration::from_micros(params.num("YIELD_US"));
@@ -539,6 +547,30 @@ impl Context {
             reason: "",
         });
         Ok(link)
+    }
+
+    /// Where `rank` runs (host digest and site): cached, or read from what
+    /// it published through the bootstrap at start-up.
+    pub fn placement_of(&self, rank: u32) -> Result<Placement> {
+        let peer = self.peer(rank)?;
+        if let Some(p) = peer.placement.get() {
+            return Ok(p.clone());
+        }
+        let p = lookup_placement(
+            &mut self.inner.pmi.lock().unwrap_or_else(|e| e.into_inner()),
+            rank,
+        )?;
+        Ok(peer.placement.get_or_init(|| p).clone())
+    }
+
+    /// The site of `rank` (`GW_SITE` where it started, else "default").
+    pub fn site_of(&self, rank: u32) -> Result<String> {
+        Ok(self.placement_of(rank)?.site)
+    }
+
+    /// A digest of `rank`'s host identity: equal digests, same host.
+    pub fn host_of(&self, rank: u32) -> Result<[u8; 32]> {
+        Ok(self.placement_of(rank)?.host)
     }
 
     /// The descriptor table of `rank`: cached, or looked up in the bootstrap.
