@@ -312,6 +312,43 @@ fn rma_over_tcp_and_udp() {
     }
 }
 
+/// Passive-target epochs complete while the target computes without
+/// calling MPI (the one-sided progress thread), on shm, tcp and udp; and
+/// with `GW_MPI_RMA_PROGRESS=none` they do not (the program checks both).
+#[test]
+fn rma_passive_progress() {
+    if !have_cc() {
+        return skip("no C compiler (cc or GWCC_CC)");
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = compile("rma_passive", &[]);
+    let cases: &[(&str, &str, u32, u32)] = &[
+        ("thread", "", 2, 1),
+        ("thread", "", 3, 1),
+        ("thread", "self,tcp", 3, 2),
+        ("thread", "self,udp", 2, 2),
+        ("none", "", 2, 1),
+        ("none", "self,tcp", 2, 2),
+    ];
+    for &(mode, methods, n, hosts) in cases {
+        let mut env = vec![("GW_MPI_RMA_PROGRESS", mode)];
+        if !methods.is_empty() {
+            env.push(("GW_METHODS", methods));
+        }
+        let r = run_env(&exe, n, hosts, &env);
+        eprintln!(
+            "rma_passive: progress {mode} methods {methods:?} -n {n} hosts {hosts}: {:.2} s",
+            r.secs
+        );
+        assert!(
+            r.ok && r.stdout.contains("PASS rma_passive"),
+            "rma_passive with GW_MPI_RMA_PROGRESS={mode} GW_METHODS={methods:?} -n {n} hosts {hosts}:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}
+
 /// Messages to itself on duplicates of `MPI_COMM_SELF` (mprobe/improbe/mrecv,
 /// the pattern of mpi4py's `test_util_pkl5`).
 #[test]

@@ -205,6 +205,15 @@ impl Context {
         !timed_out
     }
 
+    /// Sleeps until a socket is readable or a short slice (1–20 ms) passes,
+    /// without polling: for a library's own background thread (the MPI
+    /// layer's one-sided progress thread) that runs [`progress`](Self::progress)
+    /// when it wakes. Shared memory has no file descriptor, so the slice
+    /// bounds how late such a thread notices a message over it.
+    pub fn sleep_until_work(&self) {
+        self.block_briefly();
+    }
+
     /// Sleeps until a socket is readable or a short slice passes (shared
     /// memory has no file descriptor, so the slice bounds its extra latency).
     pub(super) fn block_briefly(&self) {
