@@ -77,7 +77,7 @@ if command -v mpicc.mpich >/dev/null 2>&1; then
     fi
     # The portable programs of gridwire's C suite (tests/mpi; the others use
     # MPI 4.1/5.0 functions MPICH 4.0's header lacks), built by MPICH's mpicc.
-    for t in basic p2p coll comm dtype nbc topo threads selfmsg rma; do
+    for t in basic p2p coll comm dtype nbc topo threads selfmsg rma neighbor; do
         if ! mpicc.mpich -O1 -w -I"$root/tests/mpi" -o "$work/c_$t" "$root/tests/mpi/$t.c" >"$work/cc_$t.log" 2>&1; then
             echo "FAIL compiling tests/mpi/$t.c with mpicc.mpich; see $work/cc_$t.log"; fail=1; continue
         fi

@@ -29,6 +29,23 @@ int main(int argc, char **argv) {
     MPI_Ineighbor_alltoall(out, 1, MPI_INT, got, 1, MPI_INT, ring, &rq);
     MPI_Wait(&rq, MPI_STATUS_IGNORE);
     CHECK(got[0] == left * 10 + 1 && got[1] == right * 10 + 0, "cart ialltoall: %d %d", got[0], got[1]);
+    /* Nonblocking w form: its datatype arrays have one entry per neighbour,
+     * not one per process: on a periodic ring of one process (MPI_COMM_SELF)
+     * there are 2 neighbours, both itself. Through the MPICH-ABI shim the
+     * nonblocking form once translated only comm-size entries (1 here). */
+    {
+        MPI_Comm self_ring;
+        int d1[1] = {1};
+        MPI_Cart_create(MPI_COMM_SELF, 1, d1, per1, 0, &self_ring);
+        int one2[2] = {1, 1};
+        MPI_Aint sd2[2] = {0, sizeof(int)}, rd2[2] = {0, sizeof(int)};
+        MPI_Datatype t2[2] = {MPI_INT, MPI_INT};
+        got[0] = got[1] = -1;
+        MPI_Ineighbor_alltoallw(out, one2, sd2, t2, got, one2, rd2, t2, self_ring, &rq);
+        MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        CHECK(got[0] == rank * 10 + 1 && got[1] == rank * 10 + 0, "self ring ialltoallw: %d %d", got[0], got[1]);
+        MPI_Comm_free(&self_ring);
+    }
     MPI_Comm_free(&ring);
 
     /* 2-D non-periodic grid: edge slots (MPI_PROC_NULL) stay untouched. */
