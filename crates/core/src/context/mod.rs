@@ -75,6 +75,8 @@ pub struct LinkStats {
     pub sent_bytes: u64,
     pub recv_msgs: u64,
     pub recv_bytes: u64,
+    /// Round-trip time the link's transport measured, µs (0 = none).
+    pub rtt_us: u64,
 }
 
 #[derive(Default)]
@@ -689,6 +691,11 @@ impl Context {
                     sent_bytes: p.sent_bytes.load(Ordering::Relaxed) + link_bytes,
                     recv_msgs: p.recv_msgs.load(Ordering::Relaxed),
                     recv_bytes: p.recv_bytes.load(Ordering::Relaxed),
+                    rtt_us: p
+                        .link
+                        .get()
+                        .and_then(|l| l.rtt())
+                        .map_or(0, |d| d.as_micros().max(1) as u64),
                 };
                 (s.sent_msgs + s.recv_msgs > 0 || !s.method.is_empty()).then_some(s)
             })
@@ -720,6 +727,7 @@ impl Context {
                     "peer": s.peer, "method": s.method,
                     "sent_msgs": s.sent_msgs, "sent_bytes": s.sent_bytes,
                     "recv_msgs": s.recv_msgs, "recv_bytes": s.recv_bytes,
+                    "rtt_us": s.rtt_us,
                 })
             })
             .collect();
