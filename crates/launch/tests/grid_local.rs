@@ -474,3 +474,64 @@ fn report_as_svg_and_html() {
     }
     let _ = std::fs::remove_file(&m);
 }
+
+/// A multicast startpoint (one request to every rank) crosses to each
+/// remote site once and to each other host once per request, whatever the
+/// group's size, and every member gets every request in order (the example
+/// checks that; here the per-link message counts are summed).
+#[test]
+fn multicast_crosses_each_site_and_host_once() {
+    let m = machines(
+        "mc",
+        "[site a] start=local\nh1:2\nh2\n[site b] start=local\nh3\n[site c] start=local\nh4:2\n",
+    );
+    let k = 40;
+    let sum = |stdout: &str, col: usize| -> (usize, u64) {
+        let rows: Vec<Vec<u64>> = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("MCAST "))
+            .map(|l| {
+                l.split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .collect()
+            })
+            .collect();
+        (rows.len(), rows.iter().map(|r| r[col]).sum())
+    };
+    let out = run(
+        GWRUN,
+        &[
+            "-f",
+            &m,
+            "-n",
+            "6",
+            &example("rsr_check"),
+            "multicast",
+            &k.to_string(),
+        ],
+        &[],
+        Duration::from_secs(90),
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    // Three sites: each request crosses to the two other sites once.
+    assert_eq!(sum(&out.stdout, 1), (6, 2 * k), "{}", out.stdout);
+    let out = run(
+        GWRUN,
+        &[
+            "-n",
+            "7",
+            "--emulate-hosts",
+            "4",
+            &example("rsr_check"),
+            "multicast",
+            &k.to_string(),
+        ],
+        &[],
+        Duration::from_secs(90),
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    // One site, four hosts: three host crossings per request.
+    assert_eq!(sum(&out.stdout, 2), (7, 3 * k), "{}", out.stdout);
+    assert_eq!(sum(&out.stdout, 1).1, 0);
+    let _ = std::fs::remove_file(&m);
+}

@@ -28,12 +28,14 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 mod finalize;
+mod multicast;
 mod placement;
 mod progress;
 mod setup;
 #[cfg(test)]
 mod tests;
 
+pub use multicast::{MulticastStartpoint, FANOUT as MULTICAST_FANOUT};
 pub use placement::{check_site_name, Placement, DEFAULT_SITE, MAX_SITE_LEN};
 use placement::{lookup_placement, own_placement, publish_placement};
 #[cfg(test)]

@@ -276,9 +276,32 @@ impl Sink for Dispatch<'_> {
         let handler = u32::from_le_bytes(msg[..4].try_into().unwrap());
         let endpoint = u32::from_le_bytes(msg[4..8].try_into().unwrap());
         if handler >= FIRST_INTERNAL_HANDLER {
-            self.internal(src, handler, &msg[RSR_HEADER..]);
+            if handler == super::multicast::H_MULTICAST {
+                self.multicast(src, endpoint, &msg[RSR_HEADER..]);
+            } else {
+                self.internal(src, handler, &msg[RSR_HEADER..]);
+            }
             return;
         }
+        self.deliver_to_handler(src, handler, endpoint, &msg[RSR_HEADER..]);
+    }
+
+    fn link_failed(&mut self, src: u32, reason: String) {
+        self.record_failure(src, reason);
+    }
+}
+
+impl Dispatch<'_> {
+    /// Runs the program's handler `handler` on `endpoint`, or counts the
+    /// request as dropped when either is not registered.
+    pub(super) fn deliver_to_handler(
+        &mut self,
+        src: u32,
+        handler: u32,
+        endpoint: u32,
+        payload: &[u8],
+    ) {
+        let inner = &self.ctx.inner;
         let known = endpoint == DEFAULT_ENDPOINT
             || inner
                 .endpoints
@@ -298,7 +321,7 @@ impl Sink for Dispatch<'_> {
                         Request {
                             src,
                             endpoint,
-                            payload: &msg[RSR_HEADER..],
+                            payload,
                         },
                     );
                     c.set(was);
@@ -316,12 +339,6 @@ impl Sink for Dispatch<'_> {
         }
     }
 
-    fn link_failed(&mut self, src: u32, reason: String) {
-        self.record_failure(src, reason);
-    }
-}
-
-impl Dispatch<'_> {
     /// Requests for the runtime's own handlers.
     fn internal(&mut self, src: u32, handler: u32, payload: &[u8]) {
         let inner = &self.ctx.inner;
