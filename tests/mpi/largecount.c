@@ -56,7 +56,27 @@ static void huge_types(void) {
           "extent_c %lld %lld", (long long)lb, (long long)extent);
     int isize = 0;
     CHECK(MPI_Type_size(t, &isize) == MPI_SUCCESS && isize == MPI_UNDEFINED, "int size %d", isize);
+    /* Its constructor's count comes back whole, as a large count; the int
+     * queries refuse rather than truncate it. */
+    MPI_Count ni = -1, na = -1, nl = -1, nt = -1, counts[1] = {0};
+    int comb = 0;
+    MPI_Datatype base = MPI_DATATYPE_NULL;
+    CHECK(MPI_Type_get_envelope_c(t, &ni, &na, &nl, &nt, &comb) == MPI_SUCCESS && ni == 0 && na == 0 &&
+              nl == 1 && nt == 1 && comb == MPI_COMBINER_CONTIGUOUS,
+          "envelope_c %lld %lld %lld %lld %d", (long long)ni, (long long)na, (long long)nl, (long long)nt, comb);
+    CHECK(MPI_Type_get_contents_c(t, 0, 0, 1, 1, NULL, NULL, counts, &base) == MPI_SUCCESS && counts[0] == big &&
+              base == MPI_BYTE,
+          "contents_c %lld", (long long)counts[0]);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int ini, ina, int_, icomb, ecls = 0;
+    MPI_Error_class(MPI_Type_get_envelope(t, &ini, &ina, &int_, &icomb), &ecls);
+    CHECK(ecls == MPI_ERR_TYPE, "int envelope of a large-count type: class %d", ecls);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     CHECK(MPI_Type_free(&t) == MPI_SUCCESS, "free");
+    /* A count that fits stays an int argument. */
+    CHECK(MPI_Type_contiguous_c(12, MPI_BYTE, &t) == MPI_SUCCESS, "small contiguous_c");
+    CHECK(MPI_Type_get_envelope_c(t, &ni, &na, &nl, &nt, &comb) == MPI_SUCCESS && ni == 1 && nl == 0, "small envelope_c");
+    MPI_Type_free(&t);
 
     /* 2^28 doubles: 2 GiB of type map, one block. */
     CHECK(MPI_Type_contiguous(1 << 28, MPI_DOUBLE, &t) == MPI_SUCCESS, "contiguous doubles");

@@ -491,13 +491,16 @@ mpi_fn!(fn MPI_Type_create_resized_c / PMPI_Type_create_resized_c(old: MPI_Datat
 
 mpi_fn!(fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(t: MPI_Datatype, ni: *mut MPI_Count, na: *mut MPI_Count, nl: *mut MPI_Count, nt: *mut MPI_Count, comb: *mut c_int) -> c_int {
     run("MPI_Type_get_envelope_c", MPI_COMM_WORLD, || {
-        // Constructor arguments are reported as ints and addresses (no large counts).
-        let (c, i, a, ty) = envelope(&*dtype(t)?);
+        // Integer arguments are reported as ints, unless one does not fit
+        // (then all of them as large counts, see `large_counts`).
+        let dt = dtype(t)?;
+        let (c, i, a, ty) = envelope(&dt);
+        let large = large_counts(&dt, &contents(&dt).0);
         // SAFETY: output arguments.
         unsafe {
-            put(ni, i as MPI_Count);
+            put(ni, if large { 0 } else { i as MPI_Count });
             put(na, a as MPI_Count);
-            put(nl, 0);
+            put(nl, if large { i as MPI_Count } else { 0 });
             put(nt, ty as MPI_Count);
             put(comb, c);
         }
@@ -505,11 +508,32 @@ mpi_fn!(fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(t: MPI_Datatype, n
     })
 });
 
-mpi_fn!(fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(t: MPI_Datatype, mi: MPI_Count, ma: MPI_Count, _ml: MPI_Count, mt: MPI_Count,
-        is: *mut c_int, as_: *mut MPI_Aint, _ls: *mut MPI_Count, ts: *mut MPI_Datatype) -> c_int {
+mpi_fn!(fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(t: MPI_Datatype, mi: MPI_Count, ma: MPI_Count, ml: MPI_Count, mt: MPI_Count,
+        is: *mut c_int, as_: *mut MPI_Aint, ls: *mut MPI_Count, ts: *mut MPI_Datatype) -> c_int {
     let clamp = |v: MPI_Count| v.clamp(0, c_int::MAX as MPI_Count) as c_int;
-    // SAFETY: same contract as the int form (no large counts are reported).
-    unsafe { PMPI_Type_get_contents(t, clamp(mi), clamp(ma), clamp(mt), is, as_, ts) }
+    let large = match dtype(t) {
+        Ok(dt) => {
+            let (iv, av, tv) = contents(&dt);
+            large_counts(&dt, &iv).then_some((iv, av, tv))
+        }
+        Err(_) => None,
+    };
+    let Some((iv, av, tv)) = large else {
+        // SAFETY: same contract as the int form (the arguments fit in ints).
+        return unsafe { PMPI_Type_get_contents(t, clamp(mi), clamp(ma), clamp(mt), is, as_, ts) };
+    };
+    run("MPI_Type_get_contents_c", MPI_COMM_WORLD, || {
+        if ml < iv.len() as MPI_Count || ma < av.len() as MPI_Count || mt < tv.len() as MPI_Count {
+            return Err(err(class::ARG, "the output arrays are smaller than MPI_Type_get_envelope_c said"));
+        }
+        // SAFETY: output arrays with at least the envelope's sizes (checked above).
+        unsafe {
+            arr_mut(ls, iv.len() as c_int).copy_from_slice(&iv);
+            arr_mut(as_, av.len() as c_int).copy_from_slice(&av);
+            for (o, v) in arr_mut(ts, tv.len() as c_int).iter_mut().zip(&tv) { *o = type_handle(v); }
+        }
+        Ok(())
+    })
 });
 
 // `MPI_Type_match_size`: the predefined type of a class and size.
@@ -588,7 +612,11 @@ fn envelope(dt: &Datatype) -> (c_int, c_int, c_int, c_int) {
 
 mpi_fn!(fn MPI_Type_get_envelope / PMPI_Type_get_envelope(t: MPI_Datatype, ni: *mut c_int, na: *mut c_int, nt: *mut c_int, comb: *mut c_int) -> c_int {
     run("MPI_Type_get_envelope", MPI_COMM_WORLD, || {
-        let (c, i, a, ty) = envelope(&*dtype(t)?);
+        let dt = dtype(t)?;
+        if large_counts(&dt, &contents(&dt).0) {
+            return Err(err(class::TYPE, "a constructor argument of this datatype does not fit in an int: use MPI_Type_get_envelope_c"));
+        }
+        let (c, i, a, ty) = envelope(&dt);
         // SAFETY: output arguments.
         unsafe {
             put(ni, i);
@@ -618,9 +646,26 @@ mpi_fn!(fn MPI_Type_get_contents / PMPI_Type_get_contents(t: MPI_Datatype, mi: c
         if mi < ni || ma < na || mt < nt {
             return Err(err(class::ARG, "the output arrays are smaller than MPI_Type_get_envelope said"));
         }
-        let mut iv: Vec<i64> = Vec::new();
-        let mut av: Vec<isize> = Vec::new();
-        let mut tv: Vec<Arc<Datatype>> = Vec::new();
+        let (iv, av, tv) = contents(&dt);
+        if large_counts(&dt, &iv) {
+            return Err(err(class::TYPE, "a constructor argument of this datatype does not fit in an int: use MPI_Type_get_contents_c"));
+        }
+        // SAFETY: output arrays with at least the envelope's sizes (checked above).
+        unsafe {
+            for (o, v) in arr_mut(is, iv.len() as c_int).iter_mut().zip(&iv) { *o = *v as c_int; }
+            arr_mut(as_, av.len() as c_int).copy_from_slice(&av);
+            for (o, v) in arr_mut(ts, tv.len() as c_int).iter_mut().zip(&tv) { *o = type_handle(v); }
+        }
+        Ok(())
+    })
+});
+
+/// A derived datatype's constructor arguments: integers, addresses, types.
+#[rustfmt::skip]
+fn contents(dt: &Datatype) -> (Vec<i64>, Vec<isize>, Vec<Arc<Datatype>>) {
+    let mut iv: Vec<i64> = Vec::new();
+    let mut av: Vec<isize> = Vec::new();
+    let mut tv: Vec<Arc<Datatype>> = Vec::new();
         match &dt.combiner {
             Combiner::Named => {}
             Combiner::Dup(o) => tv.push(o.clone()),
@@ -660,15 +705,26 @@ mpi_fn!(fn MPI_Type_get_contents / PMPI_Type_get_contents(t: MPI_Datatype, mi: c
             Combiner::F90 { kind: F90Kind::Integer, r, .. } => iv.push(*r as i64),
             Combiner::F90 { p, r, .. } => iv.extend([*p as i64, *r as i64]),
         }
-        // SAFETY: output arrays with at least the envelope's sizes (checked above).
-        unsafe {
-            for (o, v) in arr_mut(is, iv.len() as c_int).iter_mut().zip(&iv) { *o = *v as c_int; }
-            arr_mut(as_, av.len() as c_int).copy_from_slice(&av);
-            for (o, v) in arr_mut(ts, tv.len() as c_int).iter_mut().zip(&tv) { *o = type_handle(v); }
-        }
-        Ok(())
-    })
-});
+    (iv, av, tv)
+}
+
+/// Whether the `_c` queries report the integer arguments as large counts:
+/// for the combiners whose integer arguments are all counts, when one of
+/// them does not fit in an `int` (a type made by a `_c` constructor with
+/// such a count; the int queries then fail instead of truncating).
+fn large_counts(dt: &Datatype, iv: &[i64]) -> bool {
+    matches!(
+        dt.combiner,
+        Combiner::Contiguous { .. }
+            | Combiner::Vector { .. }
+            | Combiner::Hvector { .. }
+            | Combiner::Indexed { .. }
+            | Combiner::Hindexed { .. }
+            | Combiner::IndexedBlock { .. }
+            | Combiner::HindexedBlock { .. }
+            | Combiner::Struct { .. }
+    ) && iv.iter().any(|&v| c_int::try_from(v).is_err())
+}
 
 mpi_fn!(fn MPI_Type_get_value_index / PMPI_Type_get_value_index(v: MPI_Datatype, i: MPI_Datatype, out: *mut MPI_Datatype) -> c_int {
     run("MPI_Type_get_value_index", MPI_COMM_WORLD, || {
