@@ -217,7 +217,7 @@ impl Context {
                 None => {}
             }
         }
-        let policy = method::transform::policy::Policy::from_params(&params);
+        let policy = method::transform::policy::Policy::from_params(&params)?;
         let stacks = method::transform::policy::build_stacks(&env, &policy, &methods)?;
         methods.extend(stacks);
         let table = DescriptorTable {
@@ -681,7 +681,6 @@ impl Context {
             let name = self.inner.methods[mi].name();
             // Within a host (self, shm) no transform applies.
             method::transform::transforms_of(name) == wanted
-                || (wanted.is_empty() && !name.contains('+'))
         });
         if c.is_empty() && !wanted.is_empty() {
             return Err(Error::NoMethod {

@@ -43,6 +43,14 @@ pub const PARAMS: &[ParamDecl] = &[
                when GW_SITE is set. With `sites` policies, transform stacks are built only \
                when the job has more than one site.",
     },
+    ParamDecl {
+        name: "TRANSFORM_OFFER",
+        default: "",
+        kind: Kind::Text,
+        help: "Comma-separated transform sets (`encrypt`, `compress+encrypt`) to offer to senders \
+               besides those of this process's own policy: other sites may send with other \
+               settings. Set by `gwrun -f` from every site's `encrypt=` and `compress=`.",
+    },
 ];
 
 /// Which links a setting applies to.
@@ -79,17 +87,34 @@ pub struct Policy {
     pub multi_site: bool,
     /// `GW_METHODS` names the methods (and stacks) itself: no filtering.
     pub explicit: bool,
+    /// Sets other processes may send with (`GW_TRANSFORM_OFFER`).
+    pub offer: Vec<Vec<&'static str>>,
 }
 
 impl Policy {
-    pub fn from_params(params: &Params) -> Policy {
+    pub fn from_params(params: &Params) -> Result<Policy> {
         let sites = params.num("SITES");
-        Policy {
+        let mut offer = Vec::new();
+        for set in params.text("TRANSFORM_OFFER").split(',').map(str::trim) {
+            if set.is_empty() {
+                continue;
+            }
+            let (ts, _) = super::parse_stack(&format!("{set}+base")).ok_or_else(|| {
+                Error::BadParam {
+                    var: "GW_TRANSFORM_OFFER".into(),
+                    value: params.text("TRANSFORM_OFFER").into(),
+                    reason: format!("{set:?} is not a list of transforms in stack order"),
+                }
+            })?;
+            offer.push(ts.iter().map(|t| t.name).collect());
+        }
+        Ok(Policy {
             encrypt: Scope::parse(params.text("ENCRYPT")),
             compress: Scope::parse(params.text("COMPRESS")),
             multi_site: sites > 1 || (sites == 0 && !params.text("SITE").is_empty()),
             explicit: params.is_set("METHODS"),
-        }
+            offer,
+        })
     }
 
     /// The transforms a link to a peer on another host gets, in stack order.
@@ -120,6 +145,13 @@ impl Policy {
             let w = self.wanted(same_site);
             if !w.is_empty() && !out.contains(&w) {
                 out.push(w);
+            }
+        }
+        if self.multi_site {
+            for w in &self.offer {
+                if !w.is_empty() && !out.contains(w) {
+                    out.push(w.clone());
+                }
             }
         }
         out
@@ -196,6 +228,7 @@ mod tests {
             compress: c,
             multi_site: multi,
             explicit: false,
+            offer: Vec::new(),
         }
     }
 
@@ -219,5 +252,10 @@ mod tests {
         assert_eq!(p.sets().len(), 2);
         let p = policy(Scope::Never, Scope::Never, true);
         assert!(p.sets().is_empty());
+        // A site that sends in the clear still offers what others send with.
+        let mut p = policy(Scope::Never, Scope::Never, true);
+        p.offer = vec![vec!["encrypt"]];
+        assert_eq!(p.sets(), vec![vec!["encrypt"]]);
+        assert!(p.wanted(false).is_empty());
     }
 }
