@@ -45,8 +45,8 @@ fn data(kind: &str, n: usize) -> Vec<u8> {
     while out.len() < n {
         let r = xorshift(&mut x);
         out.extend_from_slice(WORDS[(r % 24) as usize].as_bytes());
-        out.push(if r % 11 == 0 { b'\n' } else { b' ' });
-        if r % 7 == 0 {
+        out.push(if r.is_multiple_of(11) { b'\n' } else { b' ' });
+        if r.is_multiple_of(7) {
             out.extend_from_slice((r % 1000).to_string().as_bytes());
             out.push(b' ');
         }

@@ -40,7 +40,15 @@ fn large_payloads_intact_through_every_stack() {
 fn encrypt_always_between_emulated_hosts_shm_within() {
     let prog = example("rsr_check");
     let o = gwrun(
-        &["-n", "4", "--emulate-hosts", "2", "--stats", &prog, "select"],
+        &[
+            "-n",
+            "4",
+            "--emulate-hosts",
+            "2",
+            "--stats",
+            &prog,
+            "select",
+        ],
         &[("GW_ENCRYPT", "always")],
     );
     assert_ok(&o);
@@ -60,15 +68,13 @@ fn encrypt_always_between_emulated_hosts_shm_within() {
     }
     assert_eq!(n, 16, "{}", o.stdout);
     assert!(
-        o.stderr.contains("encrypt+tcp = TCP sockets, encrypted (AEAD)"),
+        o.stderr
+            .contains("encrypt+tcp = TCP sockets, encrypted (AEAD)"),
         "{}",
         o.stderr
     );
     // The default (`sites`) in a one-site job: no stack at all.
-    let o = gwrun(
-        &["-n", "4", "--emulate-hosts", "2", &prog, "select"],
-        &[],
-    );
+    let o = gwrun(&["-n", "4", "--emulate-hosts", "2", &prog, "select"], &[]);
     assert_ok(&o);
     assert!(!o.stdout.contains("encrypt"), "{}", o.stdout);
 }

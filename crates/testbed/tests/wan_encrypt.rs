@@ -104,14 +104,20 @@ fn links_between_sites_are_encrypted_and_data_arrives_intact() {
                 "encrypt+tcp"
             };
             // The ring and the allreduce leave some pairs without traffic.
-            assert!(m == want || m == "-", "{r} -> {c}: {m}, want {want}:\n{stderr}");
+            assert!(
+                m == want || m == "-",
+                "{r} -> {c}: {m}, want {want}:\n{stderr}"
+            );
         }
         assert!(
             row.iter().any(|m| m == "encrypt+tcp"),
             "rank {r} sent nothing between sites:\n{stderr}"
         );
     }
-    assert!(stderr.contains("encrypt+tcp = TCP sockets, encrypted (AEAD)"), "{stderr}");
+    assert!(
+        stderr.contains("encrypt+tcp = TCP sockets, encrypted (AEAD)"),
+        "{stderr}"
+    );
 
     // `encrypt=no` for both sites in the machines file: nothing encrypted.
     let text = std::fs::read_to_string(&machines).unwrap();

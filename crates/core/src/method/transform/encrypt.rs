@@ -365,17 +365,32 @@ impl Transform for Encrypt {
         &self,
         src: u32,
         data: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+    ) -> std::result::Result<Opened, Rejected> {
+        // In place: the frame is moved aside first (a swap, no copy).
+        std::mem::swap(data, scratch);
+        self.open_from(src, scratch, data, &mut Vec::new())
+    }
+
+    /// Decrypts straight from the base method's buffer into `data`.
+    fn open_from(
+        &self,
+        src: u32,
+        frame: &[u8],
+        data: &mut Vec<u8>,
         _scratch: &mut Vec<u8>,
     ) -> std::result::Result<Opened, Rejected> {
-        if data.len() < OVERHEAD {
-            return Err(self.forged(format!("frame of {} bytes", data.len())));
+        if frame.len() < OVERHEAD {
+            return Err(self.forged(format!("frame of {} bytes", frame.len())));
         }
-        let at = data.len() - CTR_LEN;
-        let ctr = u64::from_le_bytes(data[at..].try_into().expect("8 bytes"));
-        data.truncate(at);
+        let at = frame.len() - CTR_LEN;
+        let ctr = u64::from_le_bytes(frame[at..].try_into().expect("8 bytes"));
         if ctr == 0 {
+            data.clear();
+            data.extend_from_slice(&frame[..at]);
             return self.open_hello(src, data);
         }
+        let (ciphertext, tag) = frame[..at].split_at(at - TAG_LEN);
         let mut map = self.rx.lock().unwrap_or_else(|e| e.into_inner());
         let Some(rx) = map.get_mut(&src) else {
             drop(map);
@@ -402,32 +417,38 @@ impl Transform for Encrypt {
             drop(map);
             return Err(self.replay(format!("counter {ctr} from {src}: key already retired")));
         };
-        let plain = key.open_in_place(nonce(ctr), Aad::empty(), data).map(|p| p.len());
-        match plain {
-            Ok(n) => {
-                rx.window.mark(ctr);
-                if epoch > rx.keys.epoch {
-                    rx.keys.advance(epoch, true);
-                    self.rekeys.fetch_add(1, Ordering::Relaxed);
-                }
-                drop(map);
-                data.truncate(n);
-                self.opened.fetch_add(1, Ordering::Relaxed);
-                Ok(Opened::Deliver)
-            }
-            Err(_) => {
-                drop(map);
-                Err(self.forged(format!("frame {ctr} from {src} does not authenticate")))
-            }
+        // Only the part not already there is zeroed (same-size messages: none).
+        data.resize(ciphertext.len(), 0);
+        let ok = key
+            .open_separate_gather(nonce(ctr), Aad::empty(), ciphertext, tag, data)
+            .is_ok();
+        if !ok {
+            drop(map);
+            data.clear();
+            return Err(self.forged(format!("frame {ctr} from {src} does not authenticate")));
         }
+        rx.window.mark(ctr);
+        if epoch > rx.keys.epoch {
+            rx.keys.advance(epoch, true);
+            self.rekeys.fetch_add(1, Ordering::Relaxed);
+        }
+        drop(map);
+        self.opened.fetch_add(1, Ordering::Relaxed);
+        Ok(Opened::Deliver)
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![
             ("encrypt_sealed", self.sealed.load(Ordering::Relaxed)),
             ("encrypt_opened", self.opened.load(Ordering::Relaxed)),
-            ("encrypt_rejected_forged", self.forged.load(Ordering::Relaxed)),
-            ("encrypt_rejected_replay", self.replayed.load(Ordering::Relaxed)),
+            (
+                "encrypt_rejected_forged",
+                self.forged.load(Ordering::Relaxed),
+            ),
+            (
+                "encrypt_rejected_replay",
+                self.replayed.load(Ordering::Relaxed),
+            ),
             ("encrypt_rekeys", self.rekeys.load(Ordering::Relaxed)),
         ]
     }

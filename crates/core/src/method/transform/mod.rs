@@ -70,6 +70,21 @@ pub trait Transform: Send + Sync {
         data: &mut Vec<u8>,
         scratch: &mut Vec<u8>,
     ) -> std::result::Result<Opened, Rejected>;
+    /// Like [`open`](Self::open) on a frame still in the base method's
+    /// buffer (`frame`), leaving the result in `data`: the outermost
+    /// transform gets the frame this way, so one that can read its input
+    /// out of place (encrypt) saves the copy into `data`.
+    fn open_from(
+        &self,
+        src: u32,
+        frame: &[u8],
+        data: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+    ) -> std::result::Result<Opened, Rejected> {
+        data.clear();
+        data.extend_from_slice(frame);
+        self.open(src, data, scratch)
+    }
     /// Counters for `gwinfo` and `--stats`.
     fn counters(&self) -> Vec<(&'static str, u64)>;
 }
@@ -291,10 +306,13 @@ struct OpenSink<'a> {
 
 impl Sink for OpenSink<'_> {
     fn deliver(&mut self, src: u32, msg: &[u8]) {
-        self.data.clear();
-        self.data.extend_from_slice(msg);
-        for t in self.stack.iter().rev() {
-            match t.open(src, self.data, self.scratch) {
+        for (i, t) in self.stack.iter().enumerate().rev() {
+            let opened = if i + 1 == self.stack.len() {
+                t.open_from(src, msg, self.data, self.scratch)
+            } else {
+                t.open(src, self.data, self.scratch)
+            };
+            match opened {
                 Ok(Opened::Deliver) => {}
                 Ok(Opened::Consumed) => return,
                 Err(Rejected::Replay(_)) => return,

@@ -99,13 +99,12 @@ impl Policy {
             if set.is_empty() {
                 continue;
             }
-            let (ts, _) = super::parse_stack(&format!("{set}+base")).ok_or_else(|| {
-                Error::BadParam {
+            let (ts, _) =
+                super::parse_stack(&format!("{set}+base")).ok_or_else(|| Error::BadParam {
                     var: "GW_TRANSFORM_OFFER".into(),
                     value: params.text("TRANSFORM_OFFER").into(),
                     reason: format!("{set:?} is not a list of transforms in stack order"),
-                }
-            })?;
+                })?;
             offer.push(ts.iter().map(|t| t.name).collect());
         }
         Ok(Policy {
@@ -180,7 +179,11 @@ pub fn build_stacks(
                 name: name.clone(),
                 valid: format!(
                     "a base method after transforms in this order: {}",
-                    registry().iter().map(|t| t.name).collect::<Vec<_>>().join("+")
+                    registry()
+                        .iter()
+                        .map(|t| t.name)
+                        .collect::<Vec<_>>()
+                        .join("+")
                 ),
             })?;
             specs.push((ts.iter().map(|t| t.name).collect(), base.to_string()));

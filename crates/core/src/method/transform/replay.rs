@@ -116,7 +116,10 @@ mod tests {
         // A jump (rekey to the next epoch) and then an old one.
         assert!(accept(&mut w, 105 + WINDOW + 10));
         assert!(!accept(&mut w, 104), "older than the window");
-        assert!(accept(&mut w, 105 + WINDOW + 5), "inside the window after the jump");
+        assert!(
+            accept(&mut w, 105 + WINDOW + 5),
+            "inside the window after the jump"
+        );
         assert!(!accept(&mut w, 105 + WINDOW + 5));
     }
 
