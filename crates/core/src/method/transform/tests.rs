@@ -308,3 +308,45 @@ fn stack_names_parse_in_canonical_order_only() {
     assert_eq!(super::transforms_of("encrypt+udp"), ["encrypt"]);
     assert!(super::transforms_of("tcp").is_empty());
 }
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Arbitrary frames from a peer with an open session: never a panic,
+        /// never delivered (no forger knows the key), always counted.
+        #[test]
+        fn random_frames_never_open(frame in prop::collection::vec(any::<u8>(), 0..200)) {
+            let (_a, b) = session(Cipher::Aes256Gcm, limits());
+            let mut f = frame.clone();
+            let r = b.open(1, &mut f, &mut Vec::new());
+            prop_assert!(r.is_err(), "{frame:?} opened");
+            prop_assert_eq!(
+                counter(&b, "encrypt_rejected_forged") + counter(&b, "encrypt_rejected_replay"),
+                1
+            );
+        }
+
+        /// Arbitrary compress frames: never a panic; what opens holds exactly
+        /// the announced length.
+        #[test]
+        fn random_compress_frames_are_refused_or_exact(
+            body in prop::collection::vec(any::<u8>(), 0..200),
+            claimed in 0u32..100_000,
+            mode in 0u8..3,
+        ) {
+            let c = Compress::new(64, 1).unwrap();
+            let mut f = body.clone();
+            f.extend_from_slice(&claimed.to_le_bytes());
+            f.push(mode);
+            match c.open(1, &mut f, &mut Vec::new()) {
+                Ok(_) if mode == 1 => prop_assert_eq!(f.len(), claimed as usize),
+                Ok(_) => prop_assert_eq!(mode, 0),
+                Err(_) => {}
+            }
+        }
+    }
+}
