@@ -32,6 +32,7 @@ use crate::params::{Kind, ParamDecl};
 use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 use aws_lc_rs::hkdf;
 use std::collections::HashMap;
+use std::io::IoSlice;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -324,7 +325,37 @@ impl Transform for Encrypt {
         Ok(Some(hello))
     }
 
-    fn seal(&self, peer: u32, data: &mut Vec<u8>, _scratch: &mut Vec<u8>) -> Result<()> {
+    fn seal(&self, peer: u32, data: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<()> {
+        // In place: the plaintext is moved aside first (a swap, no copy).
+        std::mem::swap(data, scratch);
+        let r = self.seal_gather(peer, &[IoSlice::new(scratch)], data, &mut Vec::new());
+        scratch.clear();
+        r
+    }
+
+    /// Encrypts straight from the caller's slices into `data`: the copy that
+    /// gathers them and the encryption are one pass. All slices but the last
+    /// (headers, in practice) are gathered into `scratch` first; the last
+    /// (the payload) is read where it is.
+    fn seal_gather(
+        &self,
+        peer: u32,
+        iov: &[IoSlice<'_>],
+        data: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        let (last, head) = match iov.split_last() {
+            Some((l, h)) => (&l[..], h),
+            None => (&[][..], &[][..]),
+        };
+        scratch.clear();
+        for s in head {
+            scratch.extend_from_slice(s);
+        }
+        let len = scratch.len() + last.len();
+        // Reuse what the buffer holds: only growth is zeroed (same-size
+        // messages: nothing).
+        data.resize(len + OVERHEAD, 0);
         let mut map = self.tx.lock().unwrap_or_else(|e| e.into_inner());
         let tx = map.get_mut(&peer).ok_or_else(|| Error::LinkFailed {
             peer,
@@ -333,8 +364,7 @@ impl Transform for Encrypt {
         })?;
         let bits = self.limits.epoch_bits;
         let mut ctr = tx.ctr + 1;
-        let len = data.len() as u64;
-        if tx.bytes_in_epoch + len > self.limits.bytes_per_key && tx.bytes_in_epoch > 0 {
+        if tx.bytes_in_epoch + len as u64 > self.limits.bytes_per_key && tx.bytes_in_epoch > 0 {
             // Too much under this key: jump to the first counter of the next epoch.
             ctr = ((ctr >> bits) + 1) << bits;
         }
@@ -345,18 +375,25 @@ impl Transform for Encrypt {
             self.rekeys.fetch_add(1, Ordering::Relaxed);
         }
         tx.ctr = ctr;
-        tx.bytes_in_epoch += len;
-        let tag = tx
-            .keys
+        tx.bytes_in_epoch += len as u64;
+        let (head_out, rest) = data.split_at_mut(scratch.len());
+        let (last_out_and_tag, ctr_out) = rest.split_at_mut(last.len() + TAG_LEN);
+        tx.keys
             .key
-            .seal_in_place_separate_tag(nonce(ctr), Aad::empty(), data)
+            .seal_out_of_place_scatter(
+                nonce(ctr),
+                Aad::empty(),
+                scratch,
+                head_out,
+                last,
+                last_out_and_tag,
+            )
             .map_err(|_| Error::Protocol {
                 peer: format!("rank {peer}"),
                 what: "encrypt: message too long for one AEAD invocation".into(),
             })?;
         drop(map);
-        data.extend_from_slice(tag.as_ref());
-        data.extend_from_slice(&ctr.to_le_bytes());
+        ctr_out.copy_from_slice(&ctr.to_le_bytes());
         self.sealed.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

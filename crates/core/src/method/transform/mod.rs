@@ -63,6 +63,24 @@ pub trait Transform: Send + Sync {
     /// Turns the message in `data` into this transform's wire form.
     /// `scratch` is a spare buffer the transform may fill and swap in.
     fn seal(&self, peer: u32, data: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<()>;
+    /// Like [`seal`](Self::seal) on the message the slices of `iov` hold,
+    /// leaving the result in `data`: the first transform of a stack gets the
+    /// message this way, so one that can read its input out of place
+    /// (encrypt) saves the copy that gathers it.
+    fn seal_gather(
+        &self,
+        peer: u32,
+        iov: &[IoSlice<'_>],
+        data: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        data.clear();
+        data.reserve(super::iov_len(iov) + 64);
+        for s in iov {
+            data.extend_from_slice(s);
+        }
+        self.seal(peer, data, scratch)
+    }
     /// The reverse of `seal`, on a frame from `src`.
     fn open(
         &self,
@@ -368,14 +386,13 @@ impl Link for TransformLink {
             .unwrap_or_else(|e| e.into_inner())
             .pop()
             .unwrap_or_default();
-        data.clear();
-        data.reserve(super::iov_len(iov) + 64);
-        for s in iov {
-            data.extend_from_slice(s);
-        }
         let mut res = Ok(());
-        for t in &self.stack {
-            res = t.seal(self.peer, &mut data, &mut scratch);
+        for (i, t) in self.stack.iter().enumerate() {
+            res = if i == 0 {
+                t.seal_gather(self.peer, iov, &mut data, &mut scratch)
+            } else {
+                t.seal(self.peer, &mut data, &mut scratch)
+            };
             if res.is_err() {
                 break;
             }

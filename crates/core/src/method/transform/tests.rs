@@ -350,3 +350,31 @@ mod hostile {
         }
     }
 }
+
+#[test]
+fn gathered_seal_equals_the_contiguous_one_and_opens() {
+    use std::io::IoSlice;
+    for cipher in [Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305] {
+        let (a, b) = session(cipher, limits());
+        let (h1, h2, body) = (b"header!!", b"envelope", vec![9u8; 70_000]);
+        let mut data = vec![0xAA; 3]; // stale content must not leak into the frame
+        a.seal_gather(
+            2,
+            &[IoSlice::new(h1), IoSlice::new(h2), IoSlice::new(&body)],
+            &mut data,
+            &mut Vec::new(),
+        )
+        .unwrap();
+        let mut want = h1.to_vec();
+        want.extend_from_slice(h2);
+        want.extend_from_slice(&body);
+        assert_eq!(data.len(), want.len() + OVERHEAD);
+        assert_eq!(open(&b, &data).unwrap(), want, "{cipher:?}");
+        // One slice, and none at all.
+        a.seal_gather(2, &[IoSlice::new(&body)], &mut data, &mut Vec::new())
+            .unwrap();
+        assert_eq!(open(&b, &data).unwrap(), body);
+        a.seal_gather(2, &[], &mut data, &mut Vec::new()).unwrap();
+        assert_eq!(open(&b, &data).unwrap(), b"");
+    }
+}
