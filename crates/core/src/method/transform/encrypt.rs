@@ -14,8 +14,9 @@
 //! from another process opens), and the secret never leaves the processes.
 //!
 //! # Frames
-//! `[ciphertext][16-byte tag][u64 counter, little-endian]` (a trailer, so
-//! sealing works in place on the gathered message). The counter counts
+//! `[ciphertext][16-byte tag][u64 counter, little-endian]` (a trailer: the
+//! ciphertext starts where the message would, and sealing and opening read
+//! their input out of place, in one pass). The counter counts
 //! this direction's frames from 1; the AEAD nonce is `0u32 ‖ counter` (big
 //! endian), the key that of epoch `counter >> epoch_bits`: the sender
 //! rekeys every 2^24 frames, and earlier if 2^36 bytes went under one key
