@@ -307,8 +307,15 @@ impl TransformMethod {
             scratch: &mut bufs.1,
             delivered: 0,
         };
-        f(&*self.inner, &mut open)?;
-        Ok(open.delivered)
+        let res = f(&*self.inner, &mut open);
+        let delivered = open.delivered;
+        // A huge message's buffers are not kept for the rest of the job.
+        for b in [&mut bufs.0, &mut bufs.1] {
+            if b.capacity() > POOL_KEEP_MAX {
+                *b = Vec::new();
+            }
+        }
+        res.map(|_| delivered)
     }
 }
 
