@@ -305,7 +305,7 @@ def classify(fn):
             elif arr and stars == 0:
                 # Arrays of handles.
                 if n in ("sendtypes", "recvtypes"):
-                    if "Neighbor" in f:
+                    if "neighbor" in f.lower():  # also MPI_Ineighbor_*
                         ln = "indeg_" if n == "recvtypes" else "outdeg_"
                         if not any("neighbor_counts" in s for s in fn.pre):
                             fn.pre.insert(0, "int indeg_ = 0, outdeg_ = 0; { int e_ = neighbor_counts(comm, &indeg_, &outdeg_); if (e_) return e_; }")

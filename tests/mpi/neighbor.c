@@ -29,6 +29,23 @@ int main(int argc, char **argv) {
     MPI_Ineighbor_alltoall(out, 1, MPI_INT, got, 1, MPI_INT, ring, &rq);
     MPI_Wait(&rq, MPI_STATUS_IGNORE);
     CHECK(got[0] == left * 10 + 1 && got[1] == right * 10 + 0, "cart ialltoall: %d %d", got[0], got[1]);
+    /* Nonblocking w form: its datatype arrays have one entry per neighbour,
+     * not one per process: on a periodic ring of one process (MPI_COMM_SELF)
+     * there are 2 neighbours, both itself. Through the MPICH-ABI shim the
+     * nonblocking form once translated only comm-size entries (1 here). */
+    {
+        MPI_Comm self_ring;
+        int d1[1] = {1};
+        MPI_Cart_create(MPI_COMM_SELF, 1, d1, per1, 0, &self_ring);
+        int one2[2] = {1, 1};
+        MPI_Aint sd2[2] = {0, sizeof(int)}, rd2[2] = {0, sizeof(int)};
+        MPI_Datatype t2[2] = {MPI_INT, MPI_INT};
+        got[0] = got[1] = -1;
+        MPI_Ineighbor_alltoallw(out, one2, sd2, t2, got, one2, rd2, t2, self_ring, &rq);
+        MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        CHECK(got[0] == rank * 10 + 1 && got[1] == rank * 10 + 0, "self ring ialltoallw: %d %d", got[0], got[1]);
+        MPI_Comm_free(&self_ring);
+    }
     MPI_Comm_free(&ring);
 
     /* 2-D non-periodic grid: edge slots (MPI_PROC_NULL) stay untouched. */
@@ -93,6 +110,46 @@ int main(int argc, char **argv) {
     v = -1;
     MPI_Neighbor_alltoall_c(&rank, c1, MPI_INT, &v, c1, MPI_INT, dg);
     CHECK(v == left, "alltoall_c");
+    /* Persistent forms (MPI 4.0): started three times, each start reading
+     * the send buffer as it is then. */
+    MPI_Request pr[2];
+    int pv = -1, pin = 0, pw[5];
+    MPI_Neighbor_allgather_init(&pin, 1, MPI_INT, &pv, 1, MPI_INT, dg, MPI_INFO_NULL, &pr[0]);
+    MPI_Neighbor_allgatherv_init(three, 3, MPI_INT, wide, rc, rd, MPI_INT, dg, MPI_INFO_NULL, &pr[1]);
+    for (int round = 0; round < 3; round++) {
+        pin = rank * 100 + round;
+        pv = -1;
+        three[0] = rank + round;
+        memset(wide, 0xff, sizeof wide);
+        MPI_Startall(2, pr);
+        MPI_Waitall(2, pr, MPI_STATUSES_IGNORE);
+        CHECK(pv == left * 100 + round, "allgather_init round %d: %d", round, pv);
+        CHECK(wide[1] == -1 && wide[2] == left + round && wide[3] == left + 1, "allgatherv_init round %d", round);
+    }
+    MPI_Request_free(&pr[0]);
+    MPI_Request_free(&pr[1]);
+    MPI_Neighbor_alltoallv_init(sv, scs, sds, MPI_INT, rv, rcs, rds, MPI_INT, dg, MPI_INFO_NULL, &pr[0]);
+    MPI_Neighbor_alltoallw_init(&dv, one, sdb, dt, dr, one, rdb, dt, dg, MPI_INFO_NULL, &pr[1]);
+    for (int round = 0; round < 2; round++) {
+        sv[1] = rank * 2 + round * 1000;
+        dv = rank + 0.5 + round;
+        rv[2] = -1;
+        dr[1] = -1;
+        MPI_Start(&pr[0]);
+        MPI_Start(&pr[1]);
+        MPI_Waitall(2, pr, MPI_STATUSES_IGNORE);
+        CHECK(rv[2] == left * 2 + round * 1000 && rv[3] == left * 2 + 1, "alltoallv_init round %d", round);
+        CHECK(dr[1] == left + 0.5 + round, "alltoallw_init round %d", round);
+    }
+    MPI_Request_free(&pr[0]);
+    MPI_Request_free(&pr[1]);
+    MPI_Count cc = 1;
+    MPI_Neighbor_alltoall_init_c(&pin, cc, MPI_INT, &pw[0], cc, MPI_INT, dg, MPI_INFO_NULL, &pr[0]);
+    pin = rank + 7;
+    MPI_Start(&pr[0]);
+    MPI_Wait(&pr[0], MPI_STATUS_IGNORE);
+    CHECK(pw[0] == left + 7, "alltoall_init_c: %d", pw[0]);
+    MPI_Request_free(&pr[0]);
     MPI_Comm_free(&dg);
 
     /* Errors. */
@@ -103,6 +160,10 @@ int main(int argc, char **argv) {
     MPI_Comm_set_errhandler(r2, MPI_ERRORS_RETURN);
     CHECK(MPI_Neighbor_allgather(MPI_IN_PLACE, 1, MPI_INT, got, 1, MPI_INT, r2) == MPI_ERR_ARG, "in place");
     CHECK(MPI_Neighbor_alltoall(out, -1, MPI_INT, got, 1, MPI_INT, r2) == MPI_ERR_COUNT, "negative count");
+    CHECK(MPI_Neighbor_alltoall_init(out, -1, MPI_INT, got, 1, MPI_INT, r2, MPI_INFO_NULL, &rq) == MPI_ERR_COUNT,
+          "persistent: negative count");
+    CHECK(MPI_Neighbor_allgather_init(&rank, 1, MPI_INT, got, 1, MPI_INT, r2, MPI_INFO_NULL, NULL) == MPI_ERR_REQUEST,
+          "persistent: NULL request");
     MPI_Comm_free(&r2);
 
     MPI_Barrier(MPI_COMM_WORLD);

@@ -20,12 +20,12 @@ fn in_place(p: *const Void) -> bool {
 ///
 /// # Safety
 /// As [`buf`].
-unsafe fn sbuf(p: *const Void, count: c_int, dt: MPI_Datatype) -> Result<Option<Buf>> {
+unsafe fn sbuf(p: *const Void, count: i64, dt: MPI_Datatype) -> Result<Option<Buf>> {
     if in_place(p) {
         return Ok(None);
     }
     // SAFETY: forwarded contract.
-    unsafe { buf(p, count as i64, dt) }.map(Some)
+    unsafe { buf(p, count, dt) }.map(Some)
 }
 
 /// Whether this process is the root (on an intercommunicator: passed `MPI_ROOT`).
@@ -151,7 +151,7 @@ pub(crate) unsafe fn prep_barrier(
 
 pub(crate) unsafe fn prep_bcast(
     b: *mut Void,
-    count: c_int,
+    count: i64,
     dt: MPI_Datatype,
     root: c_int,
     c: MPI_Comm,
@@ -162,7 +162,7 @@ pub(crate) unsafe fn prep_bcast(
     let bf = if cm.is_inter() && root == gridwire_mpi::PROC_NULL {
         mpi()?.empty_buf()
     } else {
-        unsafe { buf(b, count as i64, dt) }?
+        unsafe { buf(b, count, dt) }?
     };
     Ok((cm, move |m: &Mpi, cm: &Comm| m.bcast(cm, &bf, root)))
 }
@@ -170,7 +170,7 @@ pub(crate) unsafe fn prep_bcast(
 pub(crate) unsafe fn prep_reduce(
     s: *const Void,
     r: *mut Void,
-    count: c_int,
+    count: i64,
     dt: MPI_Datatype,
     o: MPI_Op,
     root: c_int,
@@ -179,7 +179,7 @@ pub(crate) unsafe fn prep_reduce(
     let cm = comm(c)?;
     let op = handles::op(o)?;
     // SAFETY: the program's buffers (recv only significant at the root).
-    let (sb, rb) = unsafe { (sbuf(s, count, dt)?, buf(r, count as i64, dt)?) };
+    let (sb, rb) = unsafe { (sbuf(s, count, dt)?, buf(r, count, dt)?) };
     Ok((cm, move |m: &Mpi, cm: &Comm| {
         m.reduce(cm, sb.as_ref(), &rb, &op, root)
     }))
@@ -188,7 +188,7 @@ pub(crate) unsafe fn prep_reduce(
 pub(crate) unsafe fn prep_allreduce(
     s: *const Void,
     r: *mut Void,
-    count: c_int,
+    count: i64,
     dt: MPI_Datatype,
     o: MPI_Op,
     c: MPI_Comm,
@@ -196,7 +196,7 @@ pub(crate) unsafe fn prep_allreduce(
     let cm = comm(c)?;
     let op = handles::op(o)?;
     // SAFETY: the program's buffers.
-    let (sb, rb) = unsafe { (sbuf(s, count, dt)?, buf(r, count as i64, dt)?) };
+    let (sb, rb) = unsafe { (sbuf(s, count, dt)?, buf(r, count, dt)?) };
     Ok((cm, move |m: &Mpi, cm: &Comm| {
         m.allreduce(cm, sb.as_ref(), &rb, &op)
     }))
@@ -204,10 +204,10 @@ pub(crate) unsafe fn prep_allreduce(
 
 pub(crate) unsafe fn prep_gather(
     s: *const Void,
-    sc: c_int,
+    sc: i64,
     st: MPI_Datatype,
     r: *mut Void,
-    rc: c_int,
+    rc: i64,
     rt: MPI_Datatype,
     root: c_int,
     c: MPI_Comm,
@@ -221,7 +221,7 @@ pub(crate) unsafe fn prep_gather(
         None
     };
     let rb = if is_root(&cm, root) {
-        unsafe { buf(r, rc as i64, rt) }?
+        unsafe { buf(r, rc, rt) }?
     } else {
         m.empty_buf()
     };
@@ -232,7 +232,7 @@ pub(crate) unsafe fn prep_gather(
 
 pub(crate) unsafe fn prep_gatherv(
     s: *const Void,
-    sc: c_int,
+    sc: i64,
     st: MPI_Datatype,
     r: *mut Void,
     v: VArgs,
@@ -260,10 +260,10 @@ pub(crate) unsafe fn prep_gatherv(
 
 pub(crate) unsafe fn prep_scatter(
     s: *const Void,
-    sc: c_int,
+    sc: i64,
     st: MPI_Datatype,
     r: *mut Void,
-    rc: c_int,
+    rc: i64,
     rt: MPI_Datatype,
     root: c_int,
     c: MPI_Comm,
@@ -272,7 +272,7 @@ pub(crate) unsafe fn prep_scatter(
     let m = mpi()?;
     // SAFETY: the program's buffers (send only significant at the root).
     let sb = if is_root(&cm, root) {
-        unsafe { buf(s, sc as i64, st) }?
+        unsafe { buf(s, sc, st) }?
     } else {
         m.empty_buf()
     };
@@ -291,7 +291,7 @@ pub(crate) unsafe fn prep_scatterv(
     v: VArgs,
     st: MPI_Datatype,
     r: *mut Void,
-    rc: c_int,
+    rc: i64,
     rt: MPI_Datatype,
     root: c_int,
     c: MPI_Comm,
@@ -316,16 +316,16 @@ pub(crate) unsafe fn prep_scatterv(
 
 pub(crate) unsafe fn prep_allgather(
     s: *const Void,
-    sc: c_int,
+    sc: i64,
     st: MPI_Datatype,
     r: *mut Void,
-    rc: c_int,
+    rc: i64,
     rt: MPI_Datatype,
     c: MPI_Comm,
 ) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     // SAFETY: the program's buffers.
-    let (sb, rb) = unsafe { (sbuf(s, sc, st)?, buf(r, rc as i64, rt)?) };
+    let (sb, rb) = unsafe { (sbuf(s, sc, st)?, buf(r, rc, rt)?) };
     Ok((cm, move |m: &Mpi, cm: &Comm| {
         m.allgatherv(cm, sb.as_ref(), &rb, None)
     }))
@@ -333,7 +333,7 @@ pub(crate) unsafe fn prep_allgather(
 
 pub(crate) unsafe fn prep_allgatherv(
     s: *const Void,
-    sc: c_int,
+    sc: i64,
     st: MPI_Datatype,
     r: *mut Void,
     v: VArgs,
@@ -351,16 +351,16 @@ pub(crate) unsafe fn prep_allgatherv(
 
 pub(crate) unsafe fn prep_alltoall(
     s: *const Void,
-    sc: c_int,
+    sc: i64,
     st: MPI_Datatype,
     r: *mut Void,
-    rc: c_int,
+    rc: i64,
     rt: MPI_Datatype,
     c: MPI_Comm,
 ) -> Prep<impl FnOnce(&Mpi, &Comm) -> Result<()> + Send + Clone + 'static> {
     let cm = comm(c)?;
     // SAFETY: the program's buffers.
-    let (sb, rb) = unsafe { (sbuf(s, sc, st)?, buf(r, rc as i64, rt)?) };
+    let (sb, rb) = unsafe { (sbuf(s, sc, st)?, buf(r, rc, rt)?) };
     Ok((cm, move |m: &Mpi, cm: &Comm| {
         m.alltoall(cm, sb.as_ref(), &rb)
     }))
@@ -455,9 +455,12 @@ pub(crate) unsafe fn prep_reduce_scatter(
     let cm = comm(c)?;
     let op = handles::op(o)?;
     let cs = resolve_counts(&cm, rcs)?;
-    let total: i64 = cs.iter().sum();
+    let total = cs
+        .iter()
+        .try_fold(0i64, |a, &x| a.checked_add(x))
+        .ok_or_else(|| err(class::COUNT, "the sum of the counts overflows"))?;
     // SAFETY: the program's buffers.
-    let sb = unsafe { sbuf(s, total as c_int, dt) }?;
+    let sb = unsafe { sbuf(s, total, dt) }?;
     let rb = unsafe {
         buf(
             r,
@@ -477,7 +480,7 @@ pub(crate) unsafe fn prep_reduce_scatter(
 pub(crate) unsafe fn prep_reduce_scatter_block(
     s: *const Void,
     r: *mut Void,
-    rc: c_int,
+    rc: i64,
     dt: MPI_Datatype,
     o: MPI_Op,
     c: MPI_Comm,
@@ -487,11 +490,16 @@ pub(crate) unsafe fn prep_reduce_scatter_block(
     if rc < 0 {
         return Err(err(class::COUNT, format!("count {rc} is negative")));
     }
-    let cs = vec![rc as i64; cm.size as usize];
-    let total = rc as i64 * cm.size as i64;
+    let cs = vec![rc; cm.size as usize];
+    let total = rc.checked_mul(cm.size as i64).ok_or_else(|| {
+        err(
+            class::COUNT,
+            format!("count {rc} times the group size overflows"),
+        )
+    })?;
     // SAFETY: the program's buffers.
-    let sb = unsafe { sbuf(s, total as c_int, dt) }?;
-    let rb = unsafe { buf(r, if sb.is_none() { total } else { rc as i64 }, dt) }?;
+    let sb = unsafe { sbuf(s, total, dt) }?;
+    let rb = unsafe { buf(r, if sb.is_none() { total } else { rc }, dt) }?;
     Ok((cm, move |m: &Mpi, cm: &Comm| {
         m.reduce_scatter(cm, sb.as_ref(), &rb, &cs, &op)
     }))
@@ -500,7 +508,7 @@ pub(crate) unsafe fn prep_reduce_scatter_block(
 pub(crate) unsafe fn prep_scan(
     s: *const Void,
     r: *mut Void,
-    count: c_int,
+    count: i64,
     dt: MPI_Datatype,
     o: MPI_Op,
     c: MPI_Comm,
@@ -509,7 +517,7 @@ pub(crate) unsafe fn prep_scan(
     let cm = comm(c)?;
     let op = handles::op(o)?;
     // SAFETY: the program's buffers.
-    let (sb, rb) = unsafe { (sbuf(s, count, dt)?, buf(r, count as i64, dt)?) };
+    let (sb, rb) = unsafe { (sbuf(s, count, dt)?, buf(r, count, dt)?) };
     Ok((cm, move |m: &Mpi, cm: &Comm| {
         m.scan(cm, sb.as_ref(), &rb, &op, exclusive)
     }))
@@ -517,34 +525,34 @@ pub(crate) unsafe fn prep_scan(
 
 coll!(MPI_Barrier / PMPI_Barrier, MPI_Ibarrier / PMPI_Ibarrier, (c: MPI_Comm), c, prep_barrier(c));
 coll!(MPI_Bcast / PMPI_Bcast, MPI_Ibcast / PMPI_Ibcast,
-      (b: *mut Void, count: c_int, dt: MPI_Datatype, root: c_int, c: MPI_Comm), c, prep_bcast(b, count, dt, root, c));
+      (b: *mut Void, count: c_int, dt: MPI_Datatype, root: c_int, c: MPI_Comm), c, prep_bcast(b, i64::from(count), dt, root, c));
 coll!(MPI_Reduce / PMPI_Reduce, MPI_Ireduce / PMPI_Ireduce,
       (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, root: c_int, c: MPI_Comm), c,
-      prep_reduce(s, r, count, dt, o, root, c));
+      prep_reduce(s, r, i64::from(count), dt, o, root, c));
 coll!(MPI_Allreduce / PMPI_Allreduce, MPI_Iallreduce / PMPI_Iallreduce,
       (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_allreduce(s, r, count, dt, o, c));
+      prep_allreduce(s, r, i64::from(count), dt, o, c));
 coll!(MPI_Gather / PMPI_Gather, MPI_Igather / PMPI_Igather,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_gather(s, sc, st, r, rc, rt, root, c));
+      prep_gather(s, i64::from(sc), st, r, i64::from(rc), rt, root, c));
 coll!(MPI_Gatherv / PMPI_Gatherv, MPI_Igatherv / PMPI_Igatherv,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, displs: *const c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_gatherv(s, sc, st, r, VArgs::Int(rcs, displs), rt, root, c));
+      prep_gatherv(s, i64::from(sc), st, r, VArgs::Int(rcs, displs), rt, root, c));
 coll!(MPI_Scatter / PMPI_Scatter, MPI_Iscatter / PMPI_Iscatter,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_scatter(s, sc, st, r, rc, rt, root, c));
+      prep_scatter(s, i64::from(sc), st, r, i64::from(rc), rt, root, c));
 coll!(MPI_Scatterv / PMPI_Scatterv, MPI_Iscatterv / PMPI_Iscatterv,
       (s: *const Void, scs: *const c_int, displs: *const c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_scatterv(s, VArgs::Int(scs, displs), st, r, rc, rt, root, c));
+      prep_scatterv(s, VArgs::Int(scs, displs), st, r, i64::from(rc), rt, root, c));
 coll!(MPI_Allgather / PMPI_Allgather, MPI_Iallgather / PMPI_Iallgather,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_allgather(s, sc, st, r, rc, rt, c));
+      prep_allgather(s, i64::from(sc), st, r, i64::from(rc), rt, c));
 coll!(MPI_Allgatherv / PMPI_Allgatherv, MPI_Iallgatherv / PMPI_Iallgatherv,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, displs: *const c_int, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_allgatherv(s, sc, st, r, VArgs::Int(rcs, displs), rt, c));
+      prep_allgatherv(s, i64::from(sc), st, r, VArgs::Int(rcs, displs), rt, c));
 coll!(MPI_Alltoall / PMPI_Alltoall, MPI_Ialltoall / PMPI_Ialltoall,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_alltoall(s, sc, st, r, rc, rt, c));
+      prep_alltoall(s, i64::from(sc), st, r, i64::from(rc), rt, c));
 coll!(MPI_Alltoallv / PMPI_Alltoallv, MPI_Ialltoallv / PMPI_Ialltoallv,
       (s: *const Void, scs: *const c_int, sds: *const c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, rds: *const c_int, rt: MPI_Datatype, c: MPI_Comm), c,
       prep_alltoallv(s, VArgs::Int(scs, sds), st, r, VArgs::Int(rcs, rds), rt, c));
@@ -556,27 +564,40 @@ coll!(MPI_Reduce_scatter / PMPI_Reduce_scatter, MPI_Ireduce_scatter / PMPI_Iredu
       prep_reduce_scatter(s, r, VArgs::Int(rcs, std::ptr::null()), dt, o, c));
 coll!(MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block, MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block,
       (s: *const Void, r: *mut Void, rc: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_reduce_scatter_block(s, r, rc, dt, o, c));
+      prep_reduce_scatter_block(s, r, i64::from(rc), dt, o, c));
 coll!(MPI_Scan / PMPI_Scan, MPI_Iscan / PMPI_Iscan,
       (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_scan(s, r, count, dt, o, c, false));
+      prep_scan(s, r, i64::from(count), dt, o, c, false));
 coll!(MPI_Exscan / PMPI_Exscan, MPI_Iexscan / PMPI_Iexscan,
       (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_scan(s, r, count, dt, o, c, true));
+      prep_scan(s, r, i64::from(count), dt, o, c, true));
 
 mpi_fn!(fn MPI_Reduce_local / PMPI_Reduce_local(s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op) -> c_int {
-    run("MPI_Reduce_local", MPI_COMM_WORLD, || {
-        let op = handles::op(o)?;
-        // SAFETY: the program's buffers for this blocking call.
-        let (sb, rb) = unsafe { (buf(s, count as i64, dt)?, buf(r, count as i64, dt)?) };
-        op.check(&sb.dt)?;
-        let a = sb.pack();
-        let mut b = rb.pack();
-        op.apply(&sb.dt, sb.count, &a, &mut b);
-        rb.unpack(&b);
-        Ok(())
-    })
+    // SAFETY: the program's buffers for this blocking call.
+    run("MPI_Reduce_local", MPI_COMM_WORLD, || unsafe { reduce_local(s, r, count.into(), dt, o) })
 });
+
+/// `MPI_Reduce_local(_c)`.
+///
+/// # Safety
+/// `s` and `r` hold `count` elements of `dt`.
+unsafe fn reduce_local(
+    s: *const Void,
+    r: *mut Void,
+    count: i64,
+    dt: MPI_Datatype,
+    o: MPI_Op,
+) -> Result<()> {
+    let op = handles::op(o)?;
+    // SAFETY: forwarded contract.
+    let (sb, rb) = unsafe { (buf(s, count, dt)?, buf(r, count, dt)?) };
+    op.check(&sb.dt)?;
+    let a = sb.pack();
+    let mut b = rb.pack();
+    op.apply(&sb.dt, sb.count, &a, &mut b);
+    rb.unpack(&b);
+    Ok(())
+}
 
 type UserFnC = unsafe extern "C" fn(*mut Void, *mut Void, *mut c_int, *mut MPI_Datatype);
 
@@ -584,11 +605,22 @@ mpi_fn!(fn MPI_Op_create / PMPI_Op_create(f: Option<UserFnC>, commute: c_int, ou
     run("MPI_Op_create", MPI_COMM_WORLD, || {
         let f = f.ok_or_else(|| err(class::ARG, "the user function is NULL"))?;
         let call = move |a: usize, b: usize, n: usize, dt: &gridwire_mpi::Datatype| {
-            let mut len = n as c_int;
-            let mut h = dt.handle.load(std::sync::atomic::Ordering::Relaxed);
-            // SAFETY: the program's reduction function, called with the
-            // standard's arguments: two buffers of `len` elements of `h`.
-            unsafe { f(a as *mut Void, b as *mut Void, &mut len, &mut h) };
+            // The C function takes an int count: a large-count reduction
+            // calls it on pieces of at most INT_MAX elements, each piece
+            // `len` extents further on.
+            let (mut a, mut b, mut left) = (a, b, n);
+            while left > 0 {
+                let piece = left.min(c_int::MAX as usize);
+                let mut len = piece as c_int;
+                let mut h = dt.handle.load(std::sync::atomic::Ordering::Relaxed);
+                // SAFETY: the program's reduction function, called with the
+                // standard's arguments: two buffers of `len` elements of `h`.
+                unsafe { f(a as *mut Void, b as *mut Void, &mut len, &mut h) };
+                let step = (piece as isize).wrapping_mul(dt.extent);
+                a = a.wrapping_add_signed(step);
+                b = b.wrapping_add_signed(step);
+                left -= piece;
+            }
         };
         let op = Op::User { f: Arc::new(call), commute: commute != 0 };
         // SAFETY: output argument.
@@ -649,64 +681,50 @@ mpi_fn!(fn MPI_Comm_idup / PMPI_Comm_idup(c: MPI_Comm, out: *mut MPI_Comm, req: 
 
 // ---- large-count (`_c`) forms of the collectives with one count ----------------
 
-pub(crate) fn nar(count: MPI_Count) -> Result<c_int> {
-    c_int::try_from(count).map_err(|_| {
-        err(
-            class::COUNT,
-            format!(
-                "count {count} does not fit in an int; counts this large are not supported yet"
-            ),
-        )
-    })
-}
-
 coll!(MPI_Bcast_c / PMPI_Bcast_c, MPI_Ibcast_c / PMPI_Ibcast_c,
-      (b: *mut Void, count: MPI_Count, dt: MPI_Datatype, root: c_int, c: MPI_Comm), c, prep_bcast(b, nar(count)?, dt, root, c));
+      (b: *mut Void, count: MPI_Count, dt: MPI_Datatype, root: c_int, c: MPI_Comm), c, prep_bcast(b, count, dt, root, c));
 coll!(MPI_Reduce_c / PMPI_Reduce_c, MPI_Ireduce_c / PMPI_Ireduce_c,
       (s: *const Void, r: *mut Void, count: MPI_Count, dt: MPI_Datatype, o: MPI_Op, root: c_int, c: MPI_Comm), c,
-      prep_reduce(s, r, nar(count)?, dt, o, root, c));
+      prep_reduce(s, r, count, dt, o, root, c));
 coll!(MPI_Allreduce_c / PMPI_Allreduce_c, MPI_Iallreduce_c / PMPI_Iallreduce_c,
       (s: *const Void, r: *mut Void, count: MPI_Count, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_allreduce(s, r, nar(count)?, dt, o, c));
+      prep_allreduce(s, r, count, dt, o, c));
 coll!(MPI_Gather_c / PMPI_Gather_c, MPI_Igather_c / PMPI_Igather_c,
       (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rc: MPI_Count, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_gather(s, nar(sc)?, st, r, nar(rc)?, rt, root, c));
+      prep_gather(s, sc, st, r, rc, rt, root, c));
 coll!(MPI_Scatter_c / PMPI_Scatter_c, MPI_Iscatter_c / PMPI_Iscatter_c,
       (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rc: MPI_Count, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_scatter(s, nar(sc)?, st, r, nar(rc)?, rt, root, c));
+      prep_scatter(s, sc, st, r, rc, rt, root, c));
 coll!(MPI_Allgather_c / PMPI_Allgather_c, MPI_Iallgather_c / PMPI_Iallgather_c,
       (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rc: MPI_Count, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_allgather(s, nar(sc)?, st, r, nar(rc)?, rt, c));
+      prep_allgather(s, sc, st, r, rc, rt, c));
 coll!(MPI_Alltoall_c / PMPI_Alltoall_c, MPI_Ialltoall_c / PMPI_Ialltoall_c,
       (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rc: MPI_Count, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_alltoall(s, nar(sc)?, st, r, nar(rc)?, rt, c));
+      prep_alltoall(s, sc, st, r, rc, rt, c));
 coll!(MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c, MPI_Ireduce_scatter_block_c / PMPI_Ireduce_scatter_block_c,
       (s: *const Void, r: *mut Void, rc: MPI_Count, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_reduce_scatter_block(s, r, nar(rc)?, dt, o, c));
+      prep_reduce_scatter_block(s, r, rc, dt, o, c));
 coll!(MPI_Scan_c / PMPI_Scan_c, MPI_Iscan_c / PMPI_Iscan_c,
       (s: *const Void, r: *mut Void, count: MPI_Count, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_scan(s, r, nar(count)?, dt, o, c, false));
+      prep_scan(s, r, count, dt, o, c, false));
 coll!(MPI_Exscan_c / PMPI_Exscan_c, MPI_Iexscan_c / PMPI_Iexscan_c,
       (s: *const Void, r: *mut Void, count: MPI_Count, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_scan(s, r, nar(count)?, dt, o, c, true));
+      prep_scan(s, r, count, dt, o, c, true));
 
 mpi_fn!(fn MPI_Reduce_local_c / PMPI_Reduce_local_c(s: *const Void, r: *mut Void, count: MPI_Count, dt: MPI_Datatype, o: MPI_Op) -> c_int {
-    match nar(count) {
-        // SAFETY: same contract as the int form.
-        Ok(n) => unsafe { PMPI_Reduce_local(s, r, n, dt, o) },
-        Err(e) => crate::errors::fail("MPI_Reduce_local_c", MPI_COMM_WORLD, e),
-    }
+    // SAFETY: the program's buffers for this blocking call.
+    run("MPI_Reduce_local_c", MPI_COMM_WORLD, || unsafe { reduce_local(s, r, count, dt, o) })
 });
 
 coll!(MPI_Gatherv_c / PMPI_Gatherv_c, MPI_Igatherv_c / PMPI_Igatherv_c,
       (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rcs: *const MPI_Count, displs: *const MPI_Aint, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_gatherv(s, nar(sc)?, st, r, VArgs::Big(rcs, displs), rt, root, c));
+      prep_gatherv(s, sc, st, r, VArgs::Big(rcs, displs), rt, root, c));
 coll!(MPI_Scatterv_c / PMPI_Scatterv_c, MPI_Iscatterv_c / PMPI_Iscatterv_c,
       (s: *const Void, scs: *const MPI_Count, displs: *const MPI_Aint, st: MPI_Datatype, r: *mut Void, rc: MPI_Count, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_scatterv(s, VArgs::Big(scs, displs), st, r, nar(rc)?, rt, root, c));
+      prep_scatterv(s, VArgs::Big(scs, displs), st, r, rc, rt, root, c));
 coll!(MPI_Allgatherv_c / PMPI_Allgatherv_c, MPI_Iallgatherv_c / PMPI_Iallgatherv_c,
       (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rcs: *const MPI_Count, displs: *const MPI_Aint, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_allgatherv(s, nar(sc)?, st, r, VArgs::Big(rcs, displs), rt, c));
+      prep_allgatherv(s, sc, st, r, VArgs::Big(rcs, displs), rt, c));
 coll!(MPI_Alltoallv_c / PMPI_Alltoallv_c, MPI_Ialltoallv_c / PMPI_Ialltoallv_c,
       (s: *const Void, scs: *const MPI_Count, sds: *const MPI_Aint, st: MPI_Datatype, r: *mut Void, rcs: *const MPI_Count, rds: *const MPI_Aint, rt: MPI_Datatype, c: MPI_Comm), c,
       prep_alltoallv(s, VArgs::Big(scs, sds), st, r, VArgs::Big(rcs, rds), rt, c));

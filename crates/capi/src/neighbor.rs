@@ -4,12 +4,12 @@
 
 use crate::abi::*;
 use crate::errors::run;
-use crate::handles::{buf, comm, dtype, mpi, ReqObj, REQS};
+use crate::handles::{buf, comm, dtype, mpi, PKind, Persistent, PersistentColl, ReqObj, REQS};
 use crate::{arr, Void};
 use gridwire_mpi::neighbor::Neighbors;
-use gridwire_mpi::{class, err, Buf, Comm, Result};
+use gridwire_mpi::{class, err, Buf, Comm, Mpi, Result};
 use std::ffi::c_int;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// What every form prepares: the communicator, its neighbours, and one buffer per destination and per source.
 type Prep = Result<(Arc<Comm>, Neighbors, Vec<Buf>, Vec<Buf>)>;
@@ -296,5 +296,64 @@ neighbor!(MPI_Neighbor_alltoallw / PMPI_Neighbor_alltoallw, MPI_Ineighbor_alltoa
     (sb: *const Void, scs: *const c_int, sds: *const MPI_Aint, sts: *const MPI_Datatype, rb: *mut Void, rcs: *const c_int, rds: *const MPI_Aint, rts: *const MPI_Datatype, c: MPI_Comm), c,
     alltoallw(sb, scs, sds, sts, rb, rcs, rds, rts, c));
 neighbor!(MPI_Neighbor_alltoallw_c / PMPI_Neighbor_alltoallw_c, MPI_Ineighbor_alltoallw_c / PMPI_Ineighbor_alltoallw_c,
+    (sb: *const Void, scs: *const MPI_Count, sds: *const MPI_Aint, sts: *const MPI_Datatype, rb: *mut Void, rcs: *const MPI_Count, rds: *const MPI_Aint, rts: *const MPI_Datatype, c: MPI_Comm), c,
+    alltoallw(sb, scs, sds, sts, rb, rcs, rds, rts, c));
+
+/// Exports the persistent form (`MPI_Neighbor_X_init`, MPI 4.0) of one
+/// neighbourhood collective: the arguments are checked and cut into
+/// per-neighbour pieces once; each `MPI_Start` runs a fresh instance of the
+/// nonblocking exchange on those pieces, reading the buffers as they are then.
+macro_rules! neighbor_init {
+    ($name:ident / $pname:ident, ($($a:ident : $t:ty),*), $c:ident, $prep:expr) => {
+        mpi_fn!(fn $name / $pname($($a: $t,)* info: MPI_Info, req: *mut MPI_Request) -> c_int {
+            run(stringify!($name), $c, || {
+                if req.is_null() {
+                    return Err(err(class::REQUEST, "request pointer is NULL"));
+                }
+                crate::comm::info_or_empty(info)?;
+                // SAFETY: the arguments follow the MPI contract of this call;
+                // the buffers stay valid while the persistent request exists.
+                let (cm, nb, sends, recvs) = unsafe { $prep }?;
+                let start: PersistentColl = Box::new(move |m: &'static Mpi, cm: &Comm| {
+                    let (nb, sends, recvs) = (nb.clone(), sends.clone(), recvs.clone());
+                    m.icoll(cm, move |m, shadow| m.neighbor_exchange(shadow, &nb, &sends, &recvs))
+                });
+                let p = Persistent { kind: PKind::Coll(start), comm: cm, active: None };
+                // SAFETY: checked output argument.
+                unsafe { *req = REQS.insert(ReqObj::Persistent(Arc::new(Mutex::new(p)))) };
+                Ok(())
+            })
+        });
+    };
+}
+
+neighbor_init!(MPI_Neighbor_allgather_init / PMPI_Neighbor_allgather_init,
+    (sb: *const Void, sc: c_int, st: MPI_Datatype, rb: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm), c,
+    allgather(sb, sc as i64, st, rb, rc as i64, rt, c));
+neighbor_init!(MPI_Neighbor_allgather_init_c / PMPI_Neighbor_allgather_init_c,
+    (sb: *const Void, sc: MPI_Count, st: MPI_Datatype, rb: *mut Void, rc: MPI_Count, rt: MPI_Datatype, c: MPI_Comm), c,
+    allgather(sb, sc, st, rb, rc, rt, c));
+neighbor_init!(MPI_Neighbor_allgatherv_init / PMPI_Neighbor_allgatherv_init,
+    (sb: *const Void, sc: c_int, st: MPI_Datatype, rb: *mut Void, rcs: *const c_int, rds: *const c_int, rt: MPI_Datatype, c: MPI_Comm), c,
+    allgatherv(sb, sc as i64, st, rb, rcs, rds, rt, c));
+neighbor_init!(MPI_Neighbor_allgatherv_init_c / PMPI_Neighbor_allgatherv_init_c,
+    (sb: *const Void, sc: MPI_Count, st: MPI_Datatype, rb: *mut Void, rcs: *const MPI_Count, rds: *const MPI_Aint, rt: MPI_Datatype, c: MPI_Comm), c,
+    allgatherv(sb, sc, st, rb, rcs, rds as *const i64, rt, c));
+neighbor_init!(MPI_Neighbor_alltoall_init / PMPI_Neighbor_alltoall_init,
+    (sb: *const Void, sc: c_int, st: MPI_Datatype, rb: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm), c,
+    alltoall(sb, sc as i64, st, rb, rc as i64, rt, c));
+neighbor_init!(MPI_Neighbor_alltoall_init_c / PMPI_Neighbor_alltoall_init_c,
+    (sb: *const Void, sc: MPI_Count, st: MPI_Datatype, rb: *mut Void, rc: MPI_Count, rt: MPI_Datatype, c: MPI_Comm), c,
+    alltoall(sb, sc, st, rb, rc, rt, c));
+neighbor_init!(MPI_Neighbor_alltoallv_init / PMPI_Neighbor_alltoallv_init,
+    (sb: *const Void, scs: *const c_int, sds: *const c_int, st: MPI_Datatype, rb: *mut Void, rcs: *const c_int, rds: *const c_int, rt: MPI_Datatype, c: MPI_Comm), c,
+    alltoallv(sb, scs, sds, st, rb, rcs, rds, rt, c));
+neighbor_init!(MPI_Neighbor_alltoallv_init_c / PMPI_Neighbor_alltoallv_init_c,
+    (sb: *const Void, scs: *const MPI_Count, sds: *const MPI_Aint, st: MPI_Datatype, rb: *mut Void, rcs: *const MPI_Count, rds: *const MPI_Aint, rt: MPI_Datatype, c: MPI_Comm), c,
+    alltoallv(sb, scs, sds as *const i64, st, rb, rcs, rds as *const i64, rt, c));
+neighbor_init!(MPI_Neighbor_alltoallw_init / PMPI_Neighbor_alltoallw_init,
+    (sb: *const Void, scs: *const c_int, sds: *const MPI_Aint, sts: *const MPI_Datatype, rb: *mut Void, rcs: *const c_int, rds: *const MPI_Aint, rts: *const MPI_Datatype, c: MPI_Comm), c,
+    alltoallw(sb, scs, sds, sts, rb, rcs, rds, rts, c));
+neighbor_init!(MPI_Neighbor_alltoallw_init_c / PMPI_Neighbor_alltoallw_init_c,
     (sb: *const Void, scs: *const MPI_Count, sds: *const MPI_Aint, sts: *const MPI_Datatype, rb: *mut Void, rcs: *const MPI_Count, rds: *const MPI_Aint, rts: *const MPI_Datatype, c: MPI_Comm), c,
     alltoallw(sb, scs, sds, sts, rb, rcs, rds, rts, c));

@@ -40,34 +40,34 @@ macro_rules! coll_init {
 
 coll_init!(MPI_Barrier_init / PMPI_Barrier_init, (c: MPI_Comm), c, prep_barrier(c));
 coll_init!(MPI_Bcast_init / PMPI_Bcast_init,
-      (b: *mut Void, count: c_int, dt: MPI_Datatype, root: c_int, c: MPI_Comm), c, prep_bcast(b, count, dt, root, c));
+      (b: *mut Void, count: c_int, dt: MPI_Datatype, root: c_int, c: MPI_Comm), c, prep_bcast(b, i64::from(count), dt, root, c));
 coll_init!(MPI_Reduce_init / PMPI_Reduce_init,
       (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, root: c_int, c: MPI_Comm), c,
-      prep_reduce(s, r, count, dt, o, root, c));
+      prep_reduce(s, r, i64::from(count), dt, o, root, c));
 coll_init!(MPI_Allreduce_init / PMPI_Allreduce_init,
       (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_allreduce(s, r, count, dt, o, c));
+      prep_allreduce(s, r, i64::from(count), dt, o, c));
 coll_init!(MPI_Gather_init / PMPI_Gather_init,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_gather(s, sc, st, r, rc, rt, root, c));
+      prep_gather(s, i64::from(sc), st, r, i64::from(rc), rt, root, c));
 coll_init!(MPI_Gatherv_init / PMPI_Gatherv_init,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, displs: *const c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_gatherv(s, sc, st, r, VArgs::Int(rcs, displs), rt, root, c));
+      prep_gatherv(s, i64::from(sc), st, r, VArgs::Int(rcs, displs), rt, root, c));
 coll_init!(MPI_Scatter_init / PMPI_Scatter_init,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_scatter(s, sc, st, r, rc, rt, root, c));
+      prep_scatter(s, i64::from(sc), st, r, i64::from(rc), rt, root, c));
 coll_init!(MPI_Scatterv_init / PMPI_Scatterv_init,
       (s: *const Void, scs: *const c_int, displs: *const c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_scatterv(s, VArgs::Int(scs, displs), st, r, rc, rt, root, c));
+      prep_scatterv(s, VArgs::Int(scs, displs), st, r, i64::from(rc), rt, root, c));
 coll_init!(MPI_Allgather_init / PMPI_Allgather_init,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_allgather(s, sc, st, r, rc, rt, c));
+      prep_allgather(s, i64::from(sc), st, r, i64::from(rc), rt, c));
 coll_init!(MPI_Allgatherv_init / PMPI_Allgatherv_init,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, displs: *const c_int, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_allgatherv(s, sc, st, r, VArgs::Int(rcs, displs), rt, c));
+      prep_allgatherv(s, i64::from(sc), st, r, VArgs::Int(rcs, displs), rt, c));
 coll_init!(MPI_Alltoall_init / PMPI_Alltoall_init,
       (s: *const Void, sc: c_int, st: MPI_Datatype, r: *mut Void, rc: c_int, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_alltoall(s, sc, st, r, rc, rt, c));
+      prep_alltoall(s, i64::from(sc), st, r, i64::from(rc), rt, c));
 coll_init!(MPI_Alltoallv_init / PMPI_Alltoallv_init,
       (s: *const Void, scs: *const c_int, sds: *const c_int, st: MPI_Datatype, r: *mut Void, rcs: *const c_int, rds: *const c_int, rt: MPI_Datatype, c: MPI_Comm), c,
       prep_alltoallv(s, VArgs::Int(scs, sds), st, r, VArgs::Int(rcs, rds), rt, c));
@@ -79,45 +79,45 @@ coll_init!(MPI_Reduce_scatter_init / PMPI_Reduce_scatter_init,
       prep_reduce_scatter(s, r, VArgs::Int(rcs, std::ptr::null()), dt, o, c));
 coll_init!(MPI_Reduce_scatter_block_init / PMPI_Reduce_scatter_block_init,
       (s: *const Void, r: *mut Void, rc: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_reduce_scatter_block(s, r, rc, dt, o, c));
+      prep_reduce_scatter_block(s, r, i64::from(rc), dt, o, c));
 coll_init!(MPI_Scan_init / PMPI_Scan_init,
       (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_scan(s, r, count, dt, o, c, false));
+      prep_scan(s, r, i64::from(count), dt, o, c, false));
 coll_init!(MPI_Exscan_init / PMPI_Exscan_init,
       (s: *const Void, r: *mut Void, count: c_int, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_scan(s, r, count, dt, o, c, true));
+      prep_scan(s, r, i64::from(count), dt, o, c, true));
 
 // ---- large-count (`_c`) forms ----------------------------------------------
 
 coll_init!(MPI_Bcast_init_c / PMPI_Bcast_init_c,
-      (b: *mut Void, count: MPI_Count, dt: MPI_Datatype, root: c_int, c: MPI_Comm), c, prep_bcast(b, nar(count)?, dt, root, c));
+      (b: *mut Void, count: MPI_Count, dt: MPI_Datatype, root: c_int, c: MPI_Comm), c, prep_bcast(b, count, dt, root, c));
 coll_init!(MPI_Reduce_init_c / PMPI_Reduce_init_c,
       (s: *const Void, r: *mut Void, count: MPI_Count, dt: MPI_Datatype, o: MPI_Op, root: c_int, c: MPI_Comm), c,
-      prep_reduce(s, r, nar(count)?, dt, o, root, c));
+      prep_reduce(s, r, count, dt, o, root, c));
 coll_init!(MPI_Allreduce_init_c / PMPI_Allreduce_init_c,
       (s: *const Void, r: *mut Void, count: MPI_Count, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_allreduce(s, r, nar(count)?, dt, o, c));
+      prep_allreduce(s, r, count, dt, o, c));
 coll_init!(MPI_Gather_init_c / PMPI_Gather_init_c,
       (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rc: MPI_Count, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_gather(s, nar(sc)?, st, r, nar(rc)?, rt, root, c));
+      prep_gather(s, sc, st, r, rc, rt, root, c));
 coll_init!(MPI_Gatherv_init_c / PMPI_Gatherv_init_c,
       (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rcs: *const MPI_Count, displs: *const MPI_Aint, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_gatherv(s, nar(sc)?, st, r, VArgs::Big(rcs, displs), rt, root, c));
+      prep_gatherv(s, sc, st, r, VArgs::Big(rcs, displs), rt, root, c));
 coll_init!(MPI_Scatter_init_c / PMPI_Scatter_init_c,
       (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rc: MPI_Count, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_scatter(s, nar(sc)?, st, r, nar(rc)?, rt, root, c));
+      prep_scatter(s, sc, st, r, rc, rt, root, c));
 coll_init!(MPI_Scatterv_init_c / PMPI_Scatterv_init_c,
       (s: *const Void, scs: *const MPI_Count, displs: *const MPI_Aint, st: MPI_Datatype, r: *mut Void, rc: MPI_Count, rt: MPI_Datatype, root: c_int, c: MPI_Comm), c,
-      prep_scatterv(s, VArgs::Big(scs, displs), st, r, nar(rc)?, rt, root, c));
+      prep_scatterv(s, VArgs::Big(scs, displs), st, r, rc, rt, root, c));
 coll_init!(MPI_Allgather_init_c / PMPI_Allgather_init_c,
       (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rc: MPI_Count, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_allgather(s, nar(sc)?, st, r, nar(rc)?, rt, c));
+      prep_allgather(s, sc, st, r, rc, rt, c));
 coll_init!(MPI_Allgatherv_init_c / PMPI_Allgatherv_init_c,
       (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rcs: *const MPI_Count, displs: *const MPI_Aint, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_allgatherv(s, nar(sc)?, st, r, VArgs::Big(rcs, displs), rt, c));
+      prep_allgatherv(s, sc, st, r, VArgs::Big(rcs, displs), rt, c));
 coll_init!(MPI_Alltoall_init_c / PMPI_Alltoall_init_c,
       (s: *const Void, sc: MPI_Count, st: MPI_Datatype, r: *mut Void, rc: MPI_Count, rt: MPI_Datatype, c: MPI_Comm), c,
-      prep_alltoall(s, nar(sc)?, st, r, nar(rc)?, rt, c));
+      prep_alltoall(s, sc, st, r, rc, rt, c));
 coll_init!(MPI_Alltoallv_init_c / PMPI_Alltoallv_init_c,
       (s: *const Void, scs: *const MPI_Count, sds: *const MPI_Aint, st: MPI_Datatype, r: *mut Void, rcs: *const MPI_Count, rds: *const MPI_Aint, rt: MPI_Datatype, c: MPI_Comm), c,
       prep_alltoallv(s, VArgs::Big(scs, sds), st, r, VArgs::Big(rcs, rds), rt, c));
@@ -129,10 +129,10 @@ coll_init!(MPI_Reduce_scatter_init_c / PMPI_Reduce_scatter_init_c,
       prep_reduce_scatter(s, r, VArgs::Big(rcs, std::ptr::null()), dt, o, c));
 coll_init!(MPI_Reduce_scatter_block_init_c / PMPI_Reduce_scatter_block_init_c,
       (s: *const Void, r: *mut Void, rc: MPI_Count, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_reduce_scatter_block(s, r, nar(rc)?, dt, o, c));
+      prep_reduce_scatter_block(s, r, rc, dt, o, c));
 coll_init!(MPI_Scan_init_c / PMPI_Scan_init_c,
       (s: *const Void, r: *mut Void, count: MPI_Count, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_scan(s, r, nar(count)?, dt, o, c, false));
+      prep_scan(s, r, count, dt, o, c, false));
 coll_init!(MPI_Exscan_init_c / PMPI_Exscan_init_c,
       (s: *const Void, r: *mut Void, count: MPI_Count, dt: MPI_Datatype, o: MPI_Op, c: MPI_Comm), c,
-      prep_scan(s, r, nar(count)?, dt, o, c, true));
+      prep_scan(s, r, count, dt, o, c, true));

@@ -4,11 +4,6 @@
 // its arguments may be called with any (non-variadic) argument list.
 use crate::errors::unsupported;
 
-stub!(MPI_Neighbor_allgather_init, PMPI_Neighbor_allgather_init);
-stub!(MPI_Neighbor_allgatherv_init, PMPI_Neighbor_allgatherv_init);
-stub!(MPI_Neighbor_alltoall_init, PMPI_Neighbor_alltoall_init);
-stub!(MPI_Neighbor_alltoallv_init, PMPI_Neighbor_alltoallv_init);
-stub!(MPI_Neighbor_alltoallw_init, PMPI_Neighbor_alltoallw_init);
 stub!(MPI_File_call_errhandler, PMPI_File_call_errhandler);
 stub!(MPI_File_create_errhandler, PMPI_File_create_errhandler);
 stub!(MPI_File_get_errhandler, PMPI_File_get_errhandler);
@@ -43,23 +38,6 @@ stub!(MPI_Lookup_name, PMPI_Lookup_name);
 stub!(MPI_Open_port, PMPI_Open_port);
 stub!(MPI_Publish_name, PMPI_Publish_name);
 stub!(MPI_Unpublish_name, PMPI_Unpublish_name);
-stub!(
-    MPI_Neighbor_allgather_init_c,
-    PMPI_Neighbor_allgather_init_c
-);
-stub!(
-    MPI_Neighbor_allgatherv_init_c,
-    PMPI_Neighbor_allgatherv_init_c
-);
-stub!(MPI_Neighbor_alltoall_init_c, PMPI_Neighbor_alltoall_init_c);
-stub!(
-    MPI_Neighbor_alltoallv_init_c,
-    PMPI_Neighbor_alltoallv_init_c
-);
-stub!(
-    MPI_Neighbor_alltoallw_init_c,
-    PMPI_Neighbor_alltoallw_init_c
-);
 stub!(MPI_File_open, PMPI_File_open);
 stub!(MPI_File_close, PMPI_File_close);
 stub!(MPI_File_delete, PMPI_File_delete);

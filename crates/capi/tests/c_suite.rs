@@ -312,6 +312,43 @@ fn rma_over_tcp_and_udp() {
     }
 }
 
+/// Passive-target epochs complete while the target computes without
+/// calling MPI (the one-sided progress thread), on shm, tcp and udp; and
+/// with `GW_MPI_RMA_PROGRESS=none` they do not (the program checks both).
+#[test]
+fn rma_passive_progress() {
+    if !have_cc() {
+        return skip("no C compiler (cc or GWCC_CC)");
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = compile("rma_passive", &[]);
+    let cases: &[(&str, &str, u32, u32)] = &[
+        ("thread", "", 2, 1),
+        ("thread", "", 3, 1),
+        ("thread", "self,tcp", 3, 2),
+        ("thread", "self,udp", 2, 2),
+        ("none", "", 2, 1),
+        ("none", "self,tcp", 2, 2),
+    ];
+    for &(mode, methods, n, hosts) in cases {
+        let mut env = vec![("GW_MPI_RMA_PROGRESS", mode)];
+        if !methods.is_empty() {
+            env.push(("GW_METHODS", methods));
+        }
+        let r = run_env(&exe, n, hosts, &env);
+        eprintln!(
+            "rma_passive: progress {mode} methods {methods:?} -n {n} hosts {hosts}: {:.2} s",
+            r.secs
+        );
+        assert!(
+            r.ok && r.stdout.contains("PASS rma_passive"),
+            "rma_passive with GW_MPI_RMA_PROGRESS={mode} GW_METHODS={methods:?} -n {n} hosts {hosts}:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}
+
 /// Point-to-point, collectives and one-sided operations when the links
 /// between (emulated) hosts are `encrypt+tcp` and `compress+encrypt+udp`
 /// (issue 13's transforms; GW_COMPRESS_MIN low so compression runs on

@@ -3,9 +3,10 @@
 //! starting with an upper-case key that the tests parse, and exits non-zero
 //! on any failed check.
 //!
-//! Modes: `select`, `migrate`, `big BYTES`, `threads N`, `wrong-secret`, `die-after-setup`.
+//! Modes: `select`, `migrate`, `big BYTES`, `threads N`, `wrong-secret`, `die-after-setup`,
+//! `multicast K`.
 
-use gridwire_core::{Context, Request, TableSource};
+use gridwire_core::{Context, MulticastStartpoint, Request, Startpoint, TableSource};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -39,6 +40,7 @@ fn main() {
         "threads" => threads(&ctx, args.get(1).and_then(|s| s.parse().ok()).unwrap_or(4)),
         "wrong-secret" => wrong_secret(&ctx),
         "die-after-setup" => die_after_setup(&ctx),
+        "multicast" => multicast(&ctx, args.get(1).and_then(|s| s.parse().ok()).unwrap_or(50)),
         _ => Err(format!("unknown mode {mode:?}")),
     };
     if let Err(e) = r {
@@ -88,6 +90,82 @@ fn select(ctx: &Context) -> Result<(), String> {
         );
     }
     println!("HOST {} {}", ctx.rank(), ctx.host_id());
+    Ok(())
+}
+
+/// Rank 0 multicasts `k` numbered requests to every rank (itself included);
+/// every rank checks it got all of them, in order, with rank 0 as the source.
+/// Each rank prints `MCAST rank cross_site cross_host`: the messages it sent
+/// during the multicasts to ranks at another site, and at another host.
+fn multicast(ctx: &Context, k: u32) -> Result<(), String> {
+    const H_MCAST: u32 = 9;
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    ctx.register_handler(H_MCAST, move |_, req: Request| {
+        let seq = req
+            .payload
+            .get(..4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()));
+        g.lock().unwrap().push((req.src, seq, req.payload.len()));
+    })
+    .expect("valid handler id");
+    let e = |e: gridwire_core::Error| e.to_string();
+    let places: Vec<_> = (0..ctx.size())
+        .map(|r| ctx.placement_of(r))
+        .collect::<Result<_, _>>()
+        .map_err(e)?;
+    ctx.barrier().map_err(e)?;
+    let sent = |ctx: &Context| -> HashMap<u32, u64> {
+        ctx.link_stats()
+            .into_iter()
+            .map(|s| (s.peer, s.sent_msgs))
+            .collect()
+    };
+    let before = sent(ctx);
+    if ctx.rank() == 0 {
+        let group = MulticastStartpoint {
+            members: (0..ctx.size())
+                .map(|r| Startpoint {
+                    ctx: r,
+                    endpoint: 0,
+                })
+                .collect(),
+        };
+        let mut payload = vec![7u8; 1000];
+        for seq in 0..k {
+            payload[..4].copy_from_slice(&seq.to_le_bytes());
+            ctx.rsr_multicast(&group, H_MCAST, &payload).map_err(e)?;
+        }
+    }
+    let ok = ctx.wait_timeout(Duration::from_secs(30), || {
+        got.lock().unwrap().len() >= k as usize
+    });
+    if !ok {
+        return Err(format!("received {} of {k}", got.lock().unwrap().len()));
+    }
+    let g = got.lock().unwrap().clone();
+    let want: Vec<_> = (0..k).map(|s| (0u32, Some(s), 1000usize)).collect();
+    if g != want {
+        return Err(format!(
+            "received out of order or wrong: {:?}",
+            &g[..g.len().min(8)]
+        ));
+    }
+    // Everyone has everything: the counts below are the multicasts' own.
+    let after = sent(ctx);
+    ctx.barrier().map_err(e)?;
+    let me = &places[ctx.rank() as usize];
+    let (mut cross_site, mut cross_host) = (0, 0);
+    for (peer, n) in &after {
+        let d = n - before.get(peer).copied().unwrap_or(0);
+        let p = &places[*peer as usize];
+        if p.site != me.site {
+            cross_site += d;
+        } else if p.host != me.host {
+            cross_host += d;
+        }
+    }
+    println!("MCAST {} {cross_site} {cross_host}", ctx.rank());
     Ok(())
 }
 

@@ -51,6 +51,8 @@ pub struct JobSpec {
     pub tag_output: bool,
     pub timeout: Option<Duration>,
     pub stats: bool,
+    /// `--report FILE`: the matrix as SVG or HTML at exit.
+    pub report: Option<std::path::PathBuf>,
     pub binding: crate::binding::Binding,
 }
 
@@ -797,7 +799,7 @@ impl Job {
             }
         }
         remove_shm(&self.job_id);
-        if self.spec.stats {
+        if self.spec.stats || self.spec.report.is_some() {
             let records: Vec<Option<String>> = (0..self.spec.n)
                 .map(|r| {
                     self.server
@@ -806,8 +808,40 @@ impl Job {
                 })
                 .collect();
             let m = stats::build(&records);
-            say(&stats::render(&m, &self.spec.placement.describe()).join("\n"));
+            if self.spec.stats {
+                say(&stats::render(&m, &self.spec.placement.describe()).join("\n"));
+            }
+            if let Some(path) = &self.spec.report {
+                if let Err(e) = gridwire_launch::report::write(path, &m, &self.places()) {
+                    say(&e);
+                }
+            }
         }
         self.outcome.unwrap_or(0)
+    }
+}
+
+impl Job {
+    /// Where each rank ran, for `--report`: the (emulated) host gwrun placed
+    /// it on, and the site it published at start-up (`gw.place.<rank>` =
+    /// `<host digest>/<site>`; `GW_SITE`, or `default`).
+    fn places(&self) -> Vec<gridwire_launch::report::RankPlace> {
+        (0..self.spec.n)
+            .map(|r| {
+                let p = &self.spec.placement;
+                let host = p
+                    .rank_host
+                    .get(r)
+                    .and_then(|&h| p.hosts.get(h))
+                    .cloned()
+                    .unwrap_or_else(|| "?".into());
+                let site = self
+                    .server
+                    .lookup(&format!("gw.place.{r}"))
+                    .and_then(|v| v.split_once('/').map(|(_, s)| s.to_string()))
+                    .unwrap_or_else(|| "default".into());
+                gridwire_launch::report::RankPlace { host, site }
+            })
+            .collect()
     }
 }

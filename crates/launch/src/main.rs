@@ -105,6 +105,13 @@ struct Cli {
     #[arg(long)]
     stats: bool,
 
+    /// Write the communication matrix as a picture at exit: FILE.svg, or
+    /// FILE.html (the picture and a table of every link). Ranks grouped by
+    /// site and host; each cell the method stack, messages, bytes and the
+    /// round trip the transport measured.
+    #[arg(long, value_name = "FILE")]
+    report: Option<std::path::PathBuf>,
+
     /// Pin each rank to one CPU: none (default), core (rank r on the r-th
     /// CPU gwrun may use, cycling) or user:A,B,... (rank r on the r-th CPU
     /// of the list, cycling), as MPICH's -bind-to.
@@ -252,8 +259,21 @@ fn build_spec(cli: Cli) -> Result<JobSpec, String> {
         tag_output: cli.tag_output,
         timeout,
         stats: cli.stats,
+        report: report_path(cli.report.as_deref())?,
         binding,
     })
+}
+
+/// `--report FILE`, checked before the job starts (a bad name is an error
+/// now, not after the job ran).
+fn report_path(report: Option<&std::path::Path>) -> Result<Option<std::path::PathBuf>, String> {
+    match report {
+        Some(p) => {
+            gridwire_launch::report::Format::of(p)?;
+            Ok(Some(p.to_path_buf()))
+        }
+        None => Ok(None),
+    }
 }
 
 fn job_timeout(cli: &Cli) -> Result<Option<Duration>, String> {
@@ -308,6 +328,7 @@ fn build_grid_spec(cli: Cli) -> Result<gridwire_launch::grid::frontend::GridSpec
         tag_output: cli.tag_output,
         timeout,
         stats: cli.stats,
+        report: report_path(cli.report.as_deref())?,
         machines,
         map_by,
         oversubscribe: cli.oversubscribe,

@@ -14,6 +14,8 @@ pub struct Cell {
     pub method: String,
     pub msgs: u64,
     pub bytes: u64,
+    /// Round-trip time the sender's transport measured on the link, µs (0 = none).
+    pub rtt_us: u64,
 }
 
 /// `cells[from][to]`, plus which ranks had a readable record.
@@ -70,6 +72,7 @@ pub fn build(records: &[Option<String>]) -> Matrix {
                     method,
                     msgs,
                     bytes,
+                    rtt_us: num(&l, "rtt_us"),
                 });
             }
         }
@@ -91,6 +94,7 @@ pub fn build(records: &[Option<String>]) -> Matrix {
                     method,
                     msgs,
                     bytes,
+                    rtt_us: num(&l, "rtt_us"),
                 });
             }
         }
@@ -98,7 +102,7 @@ pub fn build(records: &[Option<String>]) -> Matrix {
     Matrix { cells, have }
 }
 
-fn human(b: u64) -> String {
+pub(crate) fn human(b: u64) -> String {
     const U: [(u64, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
     for (s, u) in U {
         if b >= 10 * s {
@@ -108,7 +112,7 @@ fn human(b: u64) -> String {
     b.to_string()
 }
 
-fn method_meaning(name: &str) -> String {
+pub(crate) fn method_meaning(name: &str) -> String {
     // A transform stack (`compress+encrypt+tcp`): the base, then what wraps it.
     if let Some((transforms, base)) = name.rsplit_once('+') {
         let mut s = method_meaning(base);
@@ -206,7 +210,8 @@ mod tests {
             Some(Cell {
                 method: "shm".into(),
                 msgs: 10,
-                bytes: 80
+                bytes: 80,
+                rtt_us: 0
             })
         );
         // Rank 1 and 2 have no record: filled from rank 0's receive counts.
@@ -215,7 +220,8 @@ mod tests {
             Some(Cell {
                 method: "shm".into(),
                 msgs: 3,
-                bytes: 24
+                bytes: 24,
+                rtt_us: 0
             })
         );
         assert_eq!(
@@ -223,7 +229,8 @@ mod tests {
             Some(Cell {
                 method: "tcp".into(),
                 msgs: 5,
-                bytes: 50
+                bytes: 50,
+                rtt_us: 0
             })
         );
         let lines = render(&m, "emu0: ranks 0-1; emu1: ranks 2");

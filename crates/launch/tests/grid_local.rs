@@ -395,3 +395,143 @@ fn each_ranks_lines_arrive_whole_and_in_order() {
     }
     let _ = std::fs::remove_file(&m);
 }
+
+/// `--report FILE.svg|.html`: the matrix as a picture, ranks grouped by the
+/// machines file's sites and hosts, each link's method, bytes and the round
+/// trip its transport measured (tcp here, forced by GW_METHODS).
+#[test]
+fn report_as_svg_and_html() {
+    let m = machines(
+        "r",
+        "[site a] start=local\nh1:2\nh2\n[site b] start=local\nh3\n",
+    );
+    let dir = std::env::temp_dir();
+    let svg = dir.join(format!("gw-report-{}.svg", std::process::id()));
+    let html = dir.join(format!("gw-report-{}.html", std::process::id()));
+    let out = run(
+        GWRUN,
+        &[
+            "-f",
+            &m,
+            "-n",
+            "4",
+            "--report",
+            svg.to_str().unwrap(),
+            &example("rsr_check"),
+            "select",
+        ],
+        &[],
+        Duration::from_secs(90),
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let s = std::fs::read_to_string(&svg).expect("the report was written");
+    assert!(
+        s.starts_with("<svg") && s.trim_end().ends_with("</svg>"),
+        "{s}"
+    );
+    for want in ["site a", "site b", ">h1<", ">h2<", ">h3<", "4 ranks"] {
+        assert!(s.contains(want), "{want} missing from\n{s}");
+    }
+    // Every rank sent to every other (the rsr_check selection round).
+    assert!(s.matches("<g class=\"link\">").count() >= 12, "{s}");
+    let out = run(
+        GWRUN,
+        &[
+            "-f",
+            &m,
+            "-n",
+            "4",
+            "--report",
+            html.to_str().unwrap(),
+            &example("rsr_check"),
+            "select",
+        ],
+        &[("GW_METHODS", "self,tcp")],
+        Duration::from_secs(90),
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let h = std::fs::read_to_string(&html).expect("the report was written");
+    assert!(h.contains("<!DOCTYPE html>") && h.contains("<svg"), "{h}");
+    // Rows between ranks of different hosts are tcp with a measured round trip.
+    let tcp_rows: Vec<&str> = h.lines().filter(|l| l.contains(">tcp</td>")).collect();
+    assert!(tcp_rows.len() >= 6, "{h}");
+    assert!(
+        tcp_rows.iter().all(|l| !l.ends_with("<td>–</td></tr>")),
+        "a tcp link without a round trip:\n{h}"
+    );
+    assert!(h.contains("<td>h3</td><td>b</td>"), "{h}");
+    // A name the report cannot write is refused before anything starts.
+    let bad = run(
+        GWRUN,
+        &["-n", "1", "--report", "/tmp/x.png", "true"],
+        &[],
+        Duration::from_secs(30),
+    );
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains(".svg or .html"), "{}", bad.stderr);
+    for f in [&svg, &html] {
+        let _ = std::fs::remove_file(f);
+    }
+    let _ = std::fs::remove_file(&m);
+}
+
+/// A multicast startpoint (one request to every rank) crosses to each
+/// remote site once and to each other host once per request, whatever the
+/// group's size, and every member gets every request in order (the example
+/// checks that; here the per-link message counts are summed).
+#[test]
+fn multicast_crosses_each_site_and_host_once() {
+    let m = machines(
+        "mc",
+        "[site a] start=local\nh1:2\nh2\n[site b] start=local\nh3\n[site c] start=local\nh4:2\n",
+    );
+    let k = 40;
+    let sum = |stdout: &str, col: usize| -> (usize, u64) {
+        let rows: Vec<Vec<u64>> = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("MCAST "))
+            .map(|l| {
+                l.split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .collect()
+            })
+            .collect();
+        (rows.len(), rows.iter().map(|r| r[col]).sum())
+    };
+    let out = run(
+        GWRUN,
+        &[
+            "-f",
+            &m,
+            "-n",
+            "6",
+            &example("rsr_check"),
+            "multicast",
+            &k.to_string(),
+        ],
+        &[],
+        Duration::from_secs(90),
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    // Three sites: each request crosses to the two other sites once.
+    assert_eq!(sum(&out.stdout, 1), (6, 2 * k), "{}", out.stdout);
+    let out = run(
+        GWRUN,
+        &[
+            "-n",
+            "7",
+            "--emulate-hosts",
+            "4",
+            &example("rsr_check"),
+            "multicast",
+            &k.to_string(),
+        ],
+        &[],
+        Duration::from_secs(90),
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    // One site, four hosts: three host crossings per request.
+    assert_eq!(sum(&out.stdout, 2), (7, 3 * k), "{}", out.stdout);
+    assert_eq!(sum(&out.stdout, 1).1, 0);
+    let _ = std::fs::remove_file(&m);
+}

@@ -160,6 +160,9 @@ impl Mpi {
 
     pub fn finalize(&self) -> Result<()> {
         self.detach_wait(None);
+        // Windows the program did not free: their thread must not poll a
+        // context that is shutting down.
+        self.rma().stop_progress_thread();
         self.ctx().finalize()?;
         Ok(())
     }

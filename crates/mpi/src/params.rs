@@ -72,6 +72,15 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
         help: "Bytes from which allreduce with a commutative op reduce-scatters and allgathers \
                instead of exchanging the whole data in every round. Read at each allreduce.",
     },
+    ParamDecl {
+        name: "MPI_RMA_PROGRESS",
+        default: "thread",
+        kind: Kind::Choice(&["thread", "none"]),
+        help: "How a window's target applies one-sided operations while it computes: `thread` = \
+               a library thread that sleeps until work arrives runs them (passive-target epochs \
+               complete without the target calling MPI); `none` = only when the target enters \
+               the library (MPICH's default). Read when a window is created.",
+    },
 ];
 
 /// The row of `name` (without the `GW_` prefix).
@@ -95,6 +104,19 @@ pub fn flag(name: &str) -> bool {
 /// The raw text of a parameter if it was set (environment or MPI_T).
 pub fn raw(name: &str) -> Option<String> {
     gridwire_core::params::lookup_raw(&decl(name).var())
+}
+
+/// Whether windows get the one-sided progress thread (`GW_MPI_RMA_PROGRESS`).
+/// A value that is not one of the words is reported once and read as the default.
+pub fn rma_progress_thread() -> bool {
+    match gridwire_core::params::current(decl("MPI_RMA_PROGRESS")) {
+        Ok(v) => v == "thread",
+        Err(e) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| gridwire_core::say!("gridwire mpi: {e}; using `thread`"));
+            true
+        }
+    }
 }
 
 #[cfg(test)]

@@ -28,12 +28,14 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 mod finalize;
+mod multicast;
 mod placement;
 mod progress;
 mod setup;
 #[cfg(test)]
 mod tests;
 
+pub use multicast::{MulticastStartpoint, FANOUT as MULTICAST_FANOUT};
 pub use placement::{check_site_name, Placement, DEFAULT_SITE, MAX_SITE_LEN};
 use placement::{lookup_placement, own_placement, publish_placement};
 #[cfg(test)]
@@ -75,6 +77,8 @@ pub struct LinkStats {
     pub sent_bytes: u64,
     pub recv_msgs: u64,
     pub recv_bytes: u64,
+    /// Round-trip time the link's transport measured, µs (0 = none).
+    pub rtt_us: u64,
 }
 
 #[derive(Default)]
@@ -726,6 +730,11 @@ impl Context {
                     sent_bytes: p.sent_bytes.load(Ordering::Relaxed) + link_bytes,
                     recv_msgs: p.recv_msgs.load(Ordering::Relaxed),
                     recv_bytes: p.recv_bytes.load(Ordering::Relaxed),
+                    rtt_us: p
+                        .link
+                        .get()
+                        .and_then(|l| l.rtt())
+                        .map_or(0, |d| d.as_micros().max(1) as u64),
                 };
                 (s.sent_msgs + s.recv_msgs > 0 || !s.method.is_empty()).then_some(s)
             })
@@ -757,6 +766,7 @@ impl Context {
                     "peer": s.peer, "method": s.method,
                     "sent_msgs": s.sent_msgs, "sent_bytes": s.sent_bytes,
                     "recv_msgs": s.recv_msgs, "recv_bytes": s.recv_bytes,
+                    "rtt_us": s.rtt_us,
                 })
             })
             .collect();

@@ -205,6 +205,15 @@ impl Context {
         !timed_out
     }
 
+    /// Sleeps until a socket is readable or a short slice (1–20 ms) passes,
+    /// without polling: for a library's own background thread (the MPI
+    /// layer's one-sided progress thread) that runs [`progress`](Self::progress)
+    /// when it wakes. Shared memory has no file descriptor, so the slice
+    /// bounds how late such a thread notices a message over it.
+    pub fn sleep_until_work(&self) {
+        self.block_briefly();
+    }
+
     /// Sleeps until a socket is readable or a short slice passes (shared
     /// memory has no file descriptor, so the slice bounds its extra latency).
     pub(super) fn block_briefly(&self) {
@@ -267,9 +276,32 @@ impl Sink for Dispatch<'_> {
         let handler = u32::from_le_bytes(msg[..4].try_into().unwrap());
         let endpoint = u32::from_le_bytes(msg[4..8].try_into().unwrap());
         if handler >= FIRST_INTERNAL_HANDLER {
-            self.internal(src, handler, &msg[RSR_HEADER..]);
+            if handler == super::multicast::H_MULTICAST {
+                self.multicast(src, endpoint, &msg[RSR_HEADER..]);
+            } else {
+                self.internal(src, handler, &msg[RSR_HEADER..]);
+            }
             return;
         }
+        self.deliver_to_handler(src, handler, endpoint, &msg[RSR_HEADER..]);
+    }
+
+    fn link_failed(&mut self, src: u32, reason: String) {
+        self.record_failure(src, reason);
+    }
+}
+
+impl Dispatch<'_> {
+    /// Runs the program's handler `handler` on `endpoint`, or counts the
+    /// request as dropped when either is not registered.
+    pub(super) fn deliver_to_handler(
+        &mut self,
+        src: u32,
+        handler: u32,
+        endpoint: u32,
+        payload: &[u8],
+    ) {
+        let inner = &self.ctx.inner;
         let known = endpoint == DEFAULT_ENDPOINT
             || inner
                 .endpoints
@@ -289,7 +321,7 @@ impl Sink for Dispatch<'_> {
                         Request {
                             src,
                             endpoint,
-                            payload: &msg[RSR_HEADER..],
+                            payload,
                         },
                     );
                     c.set(was);
@@ -307,12 +339,6 @@ impl Sink for Dispatch<'_> {
         }
     }
 
-    fn link_failed(&mut self, src: u32, reason: String) {
-        self.record_failure(src, reason);
-    }
-}
-
-impl Dispatch<'_> {
     /// Requests for the runtime's own handlers.
     fn internal(&mut self, src: u32, handler: u32, payload: &[u8]) {
         let inner = &self.ctx.inner;

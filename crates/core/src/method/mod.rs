@@ -165,6 +165,13 @@ pub trait Link: Send + Sync {
     fn sent(&self) -> (u64, u64) {
         (0, 0)
     }
+    /// The round-trip time the transport measured on this link (TCP: the
+    /// kernel's smoothed RTT; udp: the protocol's), for reports. `None`
+    /// where nothing is measured (shared memory, the process itself) or not
+    /// yet. Not on the message path: read at finalize for the statistics.
+    fn rtt(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// Total length of an iovec list.

@@ -55,6 +55,8 @@ pub struct GridSpec {
     pub tag_output: bool,
     pub timeout: Option<Duration>,
     pub stats: bool,
+    /// `--report FILE`: the matrix as SVG or HTML at exit.
+    pub report: Option<std::path::PathBuf>,
     pub machines: Machines,
     pub map_by: MapBy,
     pub oversubscribe: bool,
@@ -202,7 +204,7 @@ pub fn run(spec: GridSpec) -> i32 {
         fe.kill(libc::SIGTERM);
     }
     fe.event_loop(sigfd.as_raw_fd(), spec.timeout);
-    fe.finish(spec.stats)
+    fe.finish(spec.stats, spec.report.as_deref())
 }
 
 fn job_id() -> Result<String, String> {
@@ -917,7 +919,7 @@ impl FrontEnd {
         sys::write_all_blocking(to, &out);
     }
 
-    fn finish(&mut self, stats: bool) -> i32 {
+    fn finish(&mut self, stats: bool, report: Option<&std::path::Path>) -> i32 {
         self.report();
         for l in &mut self.links {
             l.channel.close();
@@ -938,6 +940,34 @@ impl FrontEnd {
             sys::kill_group(l.pid, libc::SIGKILL);
         }
         sys::kill_orphans();
+        if stats || report.is_some() {
+            let records: Vec<Option<String>> = (0..self.plan.n)
+                .map(|r| self.kvs.get(&format!("gw.stats.{r}")).cloned())
+                .collect();
+            let m = crate::stats::build(&records);
+            if let Some(path) = report {
+                let mut places = vec![
+                    crate::report::RankPlace {
+                        host: "?".into(),
+                        site: "?".into()
+                    };
+                    self.plan.n
+                ];
+                for h in &self.plan.hosts {
+                    for &r in &h.ranks {
+                        if let Some(p) = places.get_mut(r) {
+                            *p = crate::report::RankPlace {
+                                host: h.name.clone(),
+                                site: self.plan.sites[h.site].name.clone(),
+                            };
+                        }
+                    }
+                }
+                if let Err(e) = crate::report::write(path, &m, &places) {
+                    say(&e);
+                }
+            }
+        }
         if stats {
             let records: Vec<Option<String>> = (0..self.plan.n)
                 .map(|r| self.kvs.get(&format!("gw.stats.{r}")).cloned())

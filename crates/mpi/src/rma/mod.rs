@@ -14,9 +14,10 @@
 //! operation on that process starts: stronger than MPI's per-element rule.
 //!
 //! Progress: the target applies operations when it enters the library (any
-//! MPI call that drives progress, waits included), as MPICH does by default:
-//! a passive-target epoch on a rank that computes without calling MPI
-//! waits until it does.
+//! MPI call that drives progress, waits included) and, while it has
+//! windows, on a progress thread that sleeps until work arrives
+//! ([`progress_thread`]), so a passive-target epoch completes while the
+//! target computes.
 //!
 //! Trust: a message's window id, displacement and layout are the peer's
 //! word. The target looks the window up, requires the sender to be a member
@@ -26,6 +27,7 @@
 //! operation id *and* the rank it was sent to.
 
 pub mod ops;
+mod progress_thread;
 mod sync;
 mod target;
 pub mod window;
@@ -84,6 +86,8 @@ pub struct Rma {
     rejected: AtomicU64,
     /// Predefined datatypes by basic type, for applying operations at the target.
     basics: Mutex<HashMap<Basic, Arc<Datatype>>>,
+    /// Runs this process's progress while it has windows.
+    pub(crate) progress_thread: progress_thread::ProgressThread,
 }
 
 impl Rma {
@@ -99,6 +103,16 @@ impl Rma {
         })
         .expect("handler ids are below the limit");
         r
+    }
+
+    /// Whether the one-sided progress thread runs (for tests and reports).
+    pub fn progress_thread_running(&self) -> bool {
+        self.progress_thread.is_running()
+    }
+
+    /// Stops the progress thread (the last window was freed, or finalize).
+    pub(crate) fn stop_progress_thread(&self) {
+        self.progress_thread.stop();
     }
 
     /// Messages refused so far because they broke the protocol.

@@ -238,7 +238,7 @@ impl Win {
 const SHARED_ALIGN: usize = 64;
 
 impl Mpi {
-    fn rma(&self) -> &Arc<Rma> {
+    pub(crate) fn rma(&self) -> &Arc<Rma> {
         &self.rma
     }
 
@@ -291,6 +291,7 @@ impl Mpi {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(w.id, w.clone());
+        self.rma().progress_thread.ensure_started(self.ctx());
         // Nobody sends to the window before every member can find it.
         self.barrier(&w.comm)?;
         Ok(w)
@@ -557,6 +558,15 @@ impl Mpi {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&w.id);
+        let last = self
+            .rma()
+            .wins
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty();
+        if last {
+            self.rma().stop_progress_thread();
+        }
         let _ = H_RMA;
         w.take_error()
     }

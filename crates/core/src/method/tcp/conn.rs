@@ -264,6 +264,11 @@ impl Link for TcpLink {
         total
     }
 
+    fn rtt(&self) -> Option<std::time::Duration> {
+        let conn = self.conn.redirect.get().unwrap_or(&self.conn);
+        kernel_rtt(conn.fd.as_raw_fd())
+    }
+
     fn send(&self, iov: &[IoSlice<'_>], waiter: &dyn Waiter) -> Result<()> {
         let total = iov_len(iov);
         let hdr = u32::try_from(total)
@@ -380,4 +385,25 @@ impl Link for TcpLink {
         }
         Ok(())
     }
+}
+
+/// The kernel's smoothed round-trip time of a TCP socket (`TCP_INFO`'s
+/// `tcpi_rtt`, µs), or `None` if it cannot be read or is not measured yet.
+fn kernel_rtt(fd: std::os::fd::RawFd) -> Option<std::time::Duration> {
+    // SAFETY: tcp_info is plain old data; all zeroes is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` is a live tcp_info of `len` bytes; the kernel writes at
+    // most `len` bytes and says how many; the result is checked.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            &mut info as *mut libc::tcp_info as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (rc == 0 && info.tcpi_rtt > 0)
+        .then(|| std::time::Duration::from_micros(u64::from(info.tcpi_rtt)))
 }

@@ -386,6 +386,10 @@ impl Link for TransformLink {
         self.name
     }
 
+    fn rtt(&self) -> Option<std::time::Duration> {
+        self.inner.rtt()
+    }
+
     fn send(&self, iov: &[IoSlice<'_>], waiter: &dyn Waiter) -> Result<()> {
         let (mut data, mut scratch) = self
             .pool

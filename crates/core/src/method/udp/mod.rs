@@ -1046,6 +1046,10 @@ impl Link for UdpLink {
         "udp"
     }
 
+    fn rtt(&self) -> Option<Duration> {
+        self.shared.lock().ep.srtt(self.peer)
+    }
+
     fn send(&self, iov: &[IoSlice<'_>], waiter: &dyn Waiter) -> Result<()> {
         let s = &self.shared;
         let mut buffered = {

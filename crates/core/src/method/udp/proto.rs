@@ -767,6 +767,11 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     }
 
     /// Bytes queued or unacknowledged for `peer` (for the sender's memory bound).
+    /// The smoothed round-trip time to `peer`, once measured.
+    pub fn srtt(&self, peer: u32) -> Option<Duration> {
+        self.peers.get(&peer).and_then(|p| p.srtt)
+    }
+
     pub fn buffered(&self, peer: u32) -> usize {
         self.peers.get(&peer).map_or(0, |p| p.buffered)
     }
