@@ -349,6 +349,37 @@ fn rma_passive_progress() {
     }
 }
 
+/// Point-to-point, collectives and one-sided operations when the links
+/// between (emulated) hosts are `encrypt+tcp` and `compress+encrypt+udp`
+/// (issue 13's transforms; GW_COMPRESS_MIN low so compression runs on
+/// messages of the suite's sizes).
+#[test]
+fn mpi_over_transform_stacks() {
+    if !have_cc() {
+        return skip("no C compiler (cc or GWCC_CC)");
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for name in ["p2p", "coll", "rma"] {
+        let exe = compile(name, &[]);
+        for env in [
+            &[("GW_ENCRYPT", "always")][..],
+            &[
+                ("GW_METHODS", "self,shm,compress+encrypt+udp"),
+                ("GW_COMPRESS_MIN", "64"),
+            ][..],
+        ] {
+            let r = run_env(&exe, 4, 2, env);
+            eprintln!("{name}: {env:?} -n 4 hosts 2: {:.2} s", r.secs);
+            assert!(
+                r.ok && r.stdout.contains(&format!("PASS {name}")),
+                "{name} with {env:?}:\n{}\n{}",
+                r.stdout,
+                r.stderr
+            );
+        }
+    }
+}
+
 /// Messages to itself on duplicates of `MPI_COMM_SELF` (mprobe/improbe/mrecv,
 /// the pattern of mpi4py's `test_util_pkl5`).
 #[test]

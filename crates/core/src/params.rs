@@ -167,6 +167,10 @@ pub fn all_decls() -> Vec<&'static ParamDecl> {
     for m in crate::method::registry() {
         v.extend(m.params.iter());
     }
+    v.extend(crate::method::transform::policy::PARAMS.iter());
+    for t in crate::method::transform::registry() {
+        v.extend(t.params.iter());
+    }
     v
 }
 

@@ -137,7 +137,7 @@ fn describe(from: usize, to: usize, c: &Cell) -> String {
     format!(
         "{from} → {to}: {} ({}), {} msgs, {} bytes{rtt}",
         c.method,
-        method_meaning(c.method.rsplit('+').next().unwrap_or("")),
+        method_meaning(&c.method),
         c.msgs,
         c.bytes
     )
@@ -313,7 +313,6 @@ pub fn svg(m: &Matrix, places: &[RankPlace]) -> String {
     );
     for meth in &methods {
         y += 24;
-        let base = meth.rsplit('+').next().unwrap_or("");
         let _ = writeln!(
             o,
             r##"<g class="legend"><rect x="10" y="{}" width="16" height="16" fill="{}" stroke="#333"/><text x="32" y="{}">{} — {}</text></g>"##,
@@ -321,7 +320,7 @@ pub fn svg(m: &Matrix, places: &[RankPlace]) -> String {
             colour(meth),
             y,
             esc(meth),
-            method_meaning(base)
+            method_meaning(meth)
         );
     }
     let missing: Vec<String> = (0..n)
@@ -454,7 +453,7 @@ mod tests {
         assert!(!s.contains("ncsa<x>"), "unescaped site name");
         assert!(s.contains(">a0<") && s.contains(">n1<"), "host labels");
         assert!(
-            s.contains("0 → 2: encrypt+tcp (TCP sockets), 2 msgs, 5000 bytes, rtt 40123 µs"),
+            s.contains("0 → 2: encrypt+tcp (TCP sockets, encrypted (AEAD)), 2 msgs, 5000 bytes, rtt 40123 µs"),
             "{s}"
         );
         assert!(s.contains("2 → 3: tcp"), "{s}");

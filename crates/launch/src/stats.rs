@@ -112,7 +112,19 @@ pub(crate) fn human(b: u64) -> String {
     b.to_string()
 }
 
-pub(crate) fn method_meaning(name: &str) -> &'static str {
+pub(crate) fn method_meaning(name: &str) -> String {
+    // A transform stack (`compress+encrypt+tcp`): the base, then what wraps it.
+    if let Some((transforms, base)) = name.rsplit_once('+') {
+        let mut s = method_meaning(base);
+        for t in transforms.split('+') {
+            s.push_str(match t {
+                "encrypt" => ", encrypted (AEAD)",
+                "compress" => ", compressed (zstd)",
+                _ => ", transformed (see gwinfo)",
+            });
+        }
+        return s;
+    }
     match name {
         "self" => "within the process",
         "shm" => "shared memory (same host)",
@@ -120,6 +132,7 @@ pub(crate) fn method_meaning(name: &str) -> &'static str {
         "udp" => "reliable UDP",
         _ => "see gwinfo",
     }
+    .to_string()
 }
 
 /// The lines to print (without the `gwrun: ` prefix).

@@ -32,6 +32,7 @@ fn plan() -> Plan {
             method: "local".into(),
             reach: vec![],
             prefix: None,
+            env: vec![],
         }],
         hosts: vec![PlanHost {
             name: "h".into(),

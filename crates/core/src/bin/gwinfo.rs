@@ -117,6 +117,27 @@ fn methods_section(params: &Params, hosts: u32) {
     for m in method::registry() {
         println!("  {:<5} {}", m.name, m.summary);
     }
+    println!("\nTransforms (stack on tcp and udp, in this order: compress+encrypt+tcp):");
+    for t in method::transform::registry() {
+        println!("  {:<8} {}", t.name, t.summary);
+    }
+    let policy = method::transform::policy::Policy::from_params(params)
+        .unwrap_or_else(|e| fail(&e.to_string()));
+    let show = |same_site: bool| {
+        let w = policy.wanted(same_site);
+        if w.is_empty() {
+            "plain".to_string()
+        } else {
+            w.join("+") + "+<method>"
+        }
+    };
+    println!(
+        "Transform policy (GW_ENCRYPT={}, GW_COMPRESS={}): between sites {}, between hosts of a site {}, within a host plain",
+        params.text("ENCRYPT"),
+        params.text("COMPRESS"),
+        show(false),
+        show(true)
+    );
     let chosen = methods_from_params(params).unwrap_or_else(|e| fail(&e.to_string()));
     let real = real_host_identity();
     let job_id = format!("gwinfo{}", std::process::id());
@@ -143,6 +164,10 @@ fn methods_section(params: &Params, hosts: u32) {
                 Ok(None) => {}
                 Err(e) => eprintln!("gwinfo: method {} failed to initialise: {e}", info.name),
             }
+        }
+        match method::transform::policy::build_stacks(&env, &policy, &ms) {
+            Ok(stacks) => ms.extend(stacks),
+            Err(e) => eprintln!("gwinfo: transform stacks failed to initialise: {e}"),
         }
         let table = DescriptorTable {
             entries: ms
@@ -181,9 +206,18 @@ fn methods_section(params: &Params, hosts: u32) {
                 .cloned()
                 .collect(),
         };
+        // Emulated hosts share a site: the policy's within-site transforms
+        // apply between them, none within one.
+        let wanted = if h == 0 || policy.explicit {
+            Vec::new()
+        } else {
+            policy.wanted(true)
+        };
         let pick = FirstApplicable
-            .select(local, &remote_other)
+            .candidates(local, &remote_other)
+            .into_iter()
             .map(|(mi, _)| local[mi].name())
+            .find(|n| policy.explicit || method::transform::transforms_of(n) == wanted)
             .unwrap_or("none applicable");
         println!("  host 0 -> host {h}: {pick}");
     }

@@ -146,6 +146,8 @@ struct Inner {
     table: DescriptorTable,
     peers: Vec<Peer>,
     policy: Box<dyn SelectionPolicy>,
+    /// Which links get transforms (`GW_ENCRYPT`, `GW_COMPRESS`).
+    transforms: method::transform::policy::Policy,
     endpoints: RwLock<HashSet<u32>>,
     next_endpoint: AtomicU32,
     progress: TryLock<ProgressState>,
@@ -219,6 +221,9 @@ impl Context {
                 None => {}
             }
         }
+        let policy = method::transform::policy::Policy::from_params(&params)?;
+        let stacks = method::transform::policy::build_stacks(&env, &policy, &methods)?;
+        methods.extend(stacks);
         let table = DescriptorTable {
             entries: methods
                 .iter()
@@ -259,6 +264,7 @@ impl Context {
             table,
             peers,
             policy: Box::new(FirstApplicable),
+            transforms: policy,
             endpoints: RwLock::new(HashSet::from([DEFAULT_ENDPOINT])),
             next_endpoint: AtomicU32::new(1),
             progress: TryLock::new(ProgressState {
@@ -492,7 +498,7 @@ impl Context {
             });
         }
         let table = self.table_of(rank)?;
-        let candidates = self.inner.policy.candidates(&self.inner.methods, &table);
+        let candidates = self.candidates_for(rank, &table)?;
         if candidates.is_empty() {
             return Err(Error::NoMethod {
                 peer: rank,
@@ -661,13 +667,44 @@ impl Context {
         self.peer(rank).ok()?.link.get().map(|l| l.method())
     }
 
+    /// The selection policy's choices for `rank`, restricted to the stacks
+    /// the transform policy asks for (`encrypt+tcp` between sites, …): a
+    /// link that must be encrypted is never opened in the clear.
+    fn candidates_for(&self, rank: u32, table: &DescriptorTable) -> Result<Vec<(usize, usize)>> {
+        let mut c = self.inner.policy.candidates(&self.inner.methods, table);
+        if !self.inner.transforms.filters() || rank == self.rank() {
+            return Ok(c);
+        }
+        let (mine, theirs) = (self.placement_of(self.rank())?, self.placement_of(rank)?);
+        let wanted = if mine.host == theirs.host {
+            Vec::new()
+        } else {
+            self.inner.transforms.wanted(mine.site == theirs.site)
+        };
+        c.retain(|&(mi, _)| {
+            let name = self.inner.methods[mi].name();
+            // Within a host (self, shm) no transform applies.
+            method::transform::transforms_of(name) == wanted
+        });
+        if c.is_empty() && !wanted.is_empty() {
+            return Err(Error::NoMethod {
+                peer: rank,
+                offered: format!(
+                    "{}; the link needs {} (GW_ENCRYPT/GW_COMPRESS) and no such stack applies",
+                    table.names(),
+                    wanted.join("+")
+                ),
+            });
+        }
+        Ok(c)
+    }
+
     /// The method the selection policy would choose to reach `rank` (without connecting).
     pub fn would_select(&self, rank: u32) -> Result<&'static str> {
         let table = self.table_of(rank)?;
-        self.inner
-            .policy
-            .select(&self.inner.methods, &table)
-            .map(|(mi, _)| self.inner.methods[mi].name())
+        self.candidates_for(rank, &table)?
+            .first()
+            .map(|&(mi, _)| self.inner.methods[mi].name())
             .ok_or_else(|| Error::NoMethod {
                 peer: rank,
                 offered: table.names(),

@@ -57,7 +57,13 @@ pub fn methods_from_params(params: &Params) -> Result<Vec<&'static method::Metho
         return Ok(reg.iter().collect());
     }
     let mut out: Vec<&'static method::MethodInfo> = Vec::new();
+    // Stacks (`encrypt+tcp`) are built by `transform::policy::build_stacks`.
+    let mut stacks = 0;
     for name in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if name.contains('+') {
+            stacks += 1;
+            continue;
+        }
         let info = reg
             .iter()
             .find(|m| m.name == name)
@@ -70,7 +76,7 @@ pub fn methods_from_params(params: &Params) -> Result<Vec<&'static method::Metho
             out.push(info);
         }
     }
-    if out.is_empty() {
+    if out.is_empty() && stacks == 0 {
         return Err(Error::BadParam {
             var: "GW_METHODS".into(),
             value: spec,

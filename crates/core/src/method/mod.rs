@@ -18,6 +18,7 @@ pub mod netaddr;
 pub mod self_method;
 pub mod shm;
 pub mod tcp;
+pub mod transform;
 pub mod udp;
 
 /// What a method needs to know about the job and this process.

@@ -312,6 +312,7 @@ fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
                 method: method.into(),
                 reach,
                 prefix: site.prefix.clone(),
+                env: Vec::new(),
             });
             sites.len() - 1
         });
@@ -359,13 +360,15 @@ fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
     }
     // The program runs under its staged name where it is staged; where it
     // exists, as given.
+    let env = propagated_env(&spec.env);
+    super::transforms::apply(m, &mut sites, &env);
     let plan = Plan {
         job_id: job_id()?,
         n: spec.n,
         program: spec.program.clone(),
         args: spec.args.clone(),
         wdir,
-        env: propagated_env(&spec.env),
+        env,
         kvsname: String::new(),
         process_mapping: process_mapping(&hosts),
         heartbeat_ms: spec.heartbeat.as_millis().min(u64::MAX as u128) as u64,

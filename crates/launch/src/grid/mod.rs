@@ -31,3 +31,4 @@ pub mod protocol;
 pub mod proxy;
 pub mod stagein;
 pub mod start;
+pub mod transforms;

@@ -171,6 +171,10 @@ pub struct PlanSite {
     pub reach: Vec<String>,
     /// An installed gridwire on the site's hosts (`prefix=`).
     pub prefix: Option<String>,
+    /// Environment of the site's ranks on top of the job's (the transform
+    /// policy from `encrypt=` / `compress=`, see `grid::transforms`).
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -432,6 +436,7 @@ mod tests {
                 method: "local".into(),
                 reach: vec![],
                 prefix: None,
+                env: vec![("GW_ENCRYPT".into(), "sites".into())],
             }],
             hosts: vec![
                 PlanHost {

@@ -31,6 +31,11 @@ impl Proxy {
         for (k, v) in &plan.env {
             cmd.env(k, v);
         }
+        if let Some(site) = plan.sites.get(plan.hosts[self.hello.host].site) {
+            for (k, v) in &site.env {
+                cmd.env(k, v);
+            }
+        }
         if let Some(dir) = self.stage.library_dir() {
             let old = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
             let v = if old.is_empty() {
