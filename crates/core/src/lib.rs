@@ -34,6 +34,9 @@ pub mod select;
 pub mod startpoint;
 pub mod sync;
 
-pub use context::{Context, LinkStats, Request, TableSource, DEFAULT_ENDPOINT};
+pub use context::{
+    Context, JoinSpec, LinkStats, MembershipEvent, MembershipKind, Request, TableSource,
+    DEFAULT_ENDPOINT,
+};
 pub use error::{Error, Result};
 pub use startpoint::Startpoint;
