@@ -53,80 +53,116 @@ unsafe fn cstr<'a>(p: *const c_char) -> Option<&'a str> {
     unsafe { CStr::from_ptr(p) }.to_str().ok()
 }
 
-pvm_fn!(fn pvm_mytid() { with_task(|t| t.tid) });
-pvm_fn!(fn pvm_parent() { with_task(|t| t.parent) });
-pvm_fn!(fn pvm_tidtohost(tid: c_int) {
-    with_task(|_| if ctx_of(tid).is_some() || tid == HOST_TID { HOST_TID } else { PVM_BAD_PARAM })
-});
-
-pvm_fn!(fn pvm_exit() {
-    if let Some(t) = (!crate::task::exited()).then(task).and_then(Result::ok) {
-        t.exit();
+pvm_fn!(
+    fn pvm_mytid() {
+        with_task(|t| t.tid)
     }
-    PVM_OK
-});
+);
+pvm_fn!(
+    fn pvm_parent() {
+        with_task(|t| t.parent)
+    }
+);
+pvm_fn!(
+    fn pvm_tidtohost(tid: c_int) {
+        with_task(|_| {
+            if ctx_of(tid).is_some() || tid == HOST_TID {
+                HOST_TID
+            } else {
+                PVM_BAD_PARAM
+            }
+        })
+    }
+);
+
+pvm_fn!(
+    fn pvm_exit() {
+        if let Some(t) = (!crate::task::exited()).then(task).and_then(Result::ok) {
+            t.exit();
+        }
+        PVM_OK
+    }
+);
 
 fn valid_encoding(enc: c_int) -> bool {
     (PVM_DATA_DEFAULT..=PVM_DATA_IN_PLACE).contains(&enc)
 }
 
-pvm_fn!(fn pvm_initsend(enc: c_int) {
-    if !valid_encoding(enc) {
-        return PVM_BAD_PARAM;
+pvm_fn!(
+    fn pvm_initsend(enc: c_int) {
+        if !valid_encoding(enc) {
+            return PVM_BAD_PARAM;
+        }
+        let mut g = bufs();
+        let b = g.as_mut().expect("bufs() initialises");
+        let old = b.sbuf;
+        b.map.remove(&old);
+        let id = b.add(Buffer::new(enc));
+        b.sbuf = id;
+        id
     }
-    let mut g = bufs();
-    let b = g.as_mut().expect("bufs() initialises");
-    let old = b.sbuf;
-    b.map.remove(&old);
-    let id = b.add(Buffer::new(enc));
-    b.sbuf = id;
-    id
-});
+);
 
-pvm_fn!(fn pvm_mkbuf(enc: c_int) {
-    if !valid_encoding(enc) {
-        return PVM_BAD_PARAM;
+pvm_fn!(
+    fn pvm_mkbuf(enc: c_int) {
+        if !valid_encoding(enc) {
+            return PVM_BAD_PARAM;
+        }
+        bufs().as_mut().expect("init").add(Buffer::new(enc))
     }
-    bufs().as_mut().expect("init").add(Buffer::new(enc))
-});
+);
 
-pvm_fn!(fn pvm_freebuf(id: c_int) {
-    let mut g = bufs();
-    let b = g.as_mut().expect("init");
-    if b.map.remove(&id).is_none() {
-        return if id == 0 { PVM_OK } else { PVM_NO_SUCH_BUF };
+pvm_fn!(
+    fn pvm_freebuf(id: c_int) {
+        let mut g = bufs();
+        let b = g.as_mut().expect("init");
+        if b.map.remove(&id).is_none() {
+            return if id == 0 { PVM_OK } else { PVM_NO_SUCH_BUF };
+        }
+        if b.sbuf == id {
+            b.sbuf = 0;
+        }
+        if b.rbuf == id {
+            b.rbuf = 0;
+        }
+        PVM_OK
     }
-    if b.sbuf == id {
-        b.sbuf = 0;
-    }
-    if b.rbuf == id {
-        b.rbuf = 0;
-    }
-    PVM_OK
-});
+);
 
-pvm_fn!(fn pvm_getsbuf() { bufs().as_ref().expect("init").sbuf });
-pvm_fn!(fn pvm_getrbuf() { bufs().as_ref().expect("init").rbuf });
-
-pvm_fn!(fn pvm_setsbuf(id: c_int) {
-    let mut g = bufs();
-    let b = g.as_mut().expect("init");
-    if id != 0 && !b.map.contains_key(&id) {
-        return PVM_NO_SUCH_BUF;
+pvm_fn!(
+    fn pvm_getsbuf() {
+        bufs().as_ref().expect("init").sbuf
     }
-    std::mem::replace(&mut b.sbuf, id)
-});
-
-pvm_fn!(fn pvm_setrbuf(id: c_int) {
-    let mut g = bufs();
-    let b = g.as_mut().expect("init");
-    match b.map.get_mut(&id) {
-        Some(buf) => buf.rewind(),
-        None if id == 0 => {}
-        None => return PVM_NO_SUCH_BUF,
+);
+pvm_fn!(
+    fn pvm_getrbuf() {
+        bufs().as_ref().expect("init").rbuf
     }
-    std::mem::replace(&mut b.rbuf, id)
-});
+);
+
+pvm_fn!(
+    fn pvm_setsbuf(id: c_int) {
+        let mut g = bufs();
+        let b = g.as_mut().expect("init");
+        if id != 0 && !b.map.contains_key(&id) {
+            return PVM_NO_SUCH_BUF;
+        }
+        std::mem::replace(&mut b.sbuf, id)
+    }
+);
+
+pvm_fn!(
+    fn pvm_setrbuf(id: c_int) {
+        let mut g = bufs();
+        let b = g.as_mut().expect("init");
+        match b.map.get_mut(&id) {
+            Some(buf) => buf.rewind(),
+            None if id == 0 => {}
+            None => return PVM_NO_SUCH_BUF,
+        }
+        std::mem::replace(&mut b.rbuf, id)
+    }
+);
 
 /// Packs into the active send buffer.
 fn pk(kind: Kind, p: *const c_void, n: c_int, stride: c_int) -> c_int {
@@ -154,8 +190,16 @@ fn upk(kind: Kind, p: *mut c_void, n: c_int, stride: c_int) -> c_int {
 
 macro_rules! pk_upk {
     ($pk:ident, $upk:ident, $t:ty, $kind:expr) => {
-        pvm_fn!(fn $pk(p: *mut $t, n: c_int, stride: c_int) { pk($kind, p as *const c_void, n, stride) });
-        pvm_fn!(fn $upk(p: *mut $t, n: c_int, stride: c_int) { upk($kind, p as *mut c_void, n, stride) });
+        pvm_fn!(
+            fn $pk(p: *mut $t, n: c_int, stride: c_int) {
+                pk($kind, p as *const c_void, n, stride)
+            }
+        );
+        pvm_fn!(
+            fn $upk(p: *mut $t, n: c_int, stride: c_int) {
+                upk($kind, p as *mut c_void, n, stride)
+            }
+        );
     };
 }
 
@@ -189,51 +233,57 @@ pvm_fn!(
     }
 );
 
-pvm_fn!(fn pvm_upkstr(s: *mut c_char) {
-    let mut g = bufs();
-    let b = g.as_mut().expect("init");
-    let id = b.rbuf;
-    match b.map.get_mut(&id) {
-        // SAFETY: PVM's contract: room for the string that was packed.
-        Some(buf) => unsafe { buf.unpack_str(s as *mut u8) },
-        None => PVM_NO_BUF,
-    }
-});
-
-pvm_fn!(fn pvm_send(tid: c_int, tag: c_int) {
-    with_task(|t| {
-        let g = bufs();
-        let b = g.as_ref().expect("init");
-        match b.map.get(&b.sbuf) {
-            Some(buf) => t.send(buf, tid, tag, b.ctx),
+pvm_fn!(
+    fn pvm_upkstr(s: *mut c_char) {
+        let mut g = bufs();
+        let b = g.as_mut().expect("init");
+        let id = b.rbuf;
+        match b.map.get_mut(&id) {
+            // SAFETY: PVM's contract: room for the string that was packed.
+            Some(buf) => unsafe { buf.unpack_str(s as *mut u8) },
             None => PVM_NO_BUF,
         }
-    })
-});
-
-pvm_fn!(fn pvm_mcast(tids: *mut c_int, n: c_int, tag: c_int) {
-    if n < 0 || (n > 0 && tids.is_null()) {
-        return PVM_BAD_PARAM;
     }
-    with_task(|t| {
-        // SAFETY: PVM's contract: `tids` holds n task ids.
-        let list = unsafe { std::slice::from_raw_parts(tids, n as usize) };
-        let g = bufs();
-        let b = g.as_ref().expect("init");
-        let Some(buf) = b.map.get(&b.sbuf) else {
-            return PVM_NO_BUF;
-        };
-        let mut rc = PVM_OK;
-        // As PVM: the caller never receives its own multicast.
-        for &tid in list.iter().filter(|&&x| x != t.tid) {
-            let r = t.send(buf, tid, tag, b.ctx);
-            if r < 0 {
-                rc = r;
+);
+
+pvm_fn!(
+    fn pvm_send(tid: c_int, tag: c_int) {
+        with_task(|t| {
+            let g = bufs();
+            let b = g.as_ref().expect("init");
+            match b.map.get(&b.sbuf) {
+                Some(buf) => t.send(buf, tid, tag, b.ctx),
+                None => PVM_NO_BUF,
             }
+        })
+    }
+);
+
+pvm_fn!(
+    fn pvm_mcast(tids: *mut c_int, n: c_int, tag: c_int) {
+        if n < 0 || (n > 0 && tids.is_null()) {
+            return PVM_BAD_PARAM;
         }
-        rc
-    })
-});
+        with_task(|t| {
+            // SAFETY: PVM's contract: `tids` holds n task ids.
+            let list = unsafe { std::slice::from_raw_parts(tids, n as usize) };
+            let g = bufs();
+            let b = g.as_ref().expect("init");
+            let Some(buf) = b.map.get(&b.sbuf) else {
+                return PVM_NO_BUF;
+            };
+            let mut rc = PVM_OK;
+            // As PVM: the caller never receives its own multicast.
+            for &tid in list.iter().filter(|&&x| x != t.tid) {
+                let r = t.send(buf, tid, tag, b.ctx);
+                if r < 0 {
+                    rc = r;
+                }
+            }
+            rc
+        })
+    }
+);
 
 /// Makes `got` the active receive buffer (freeing the previous one) and returns its id.
 fn install_rbuf(got: Buffer) -> c_int {
@@ -258,182 +308,211 @@ fn recv_with(tid: c_int, tag: c_int, timeout: Option<Duration>) -> c_int {
     })
 }
 
-pvm_fn!(fn pvm_recv(tid: c_int, tag: c_int) { recv_with(tid, tag, None) });
-pvm_fn!(fn pvm_nrecv(tid: c_int, tag: c_int) { recv_with(tid, tag, Some(Duration::ZERO)) });
-pvm_fn!(fn pvm_trecv(tid: c_int, tag: c_int, tmout: *mut libc::timeval) {
-    let timeout = if tmout.is_null() {
-        None
-    } else {
-        // SAFETY: PVM's contract: a timeval when not null.
-        let tv = unsafe { *tmout };
-        if tv.tv_sec < 0 || tv.tv_usec < 0 {
+pvm_fn!(
+    fn pvm_recv(tid: c_int, tag: c_int) {
+        recv_with(tid, tag, None)
+    }
+);
+pvm_fn!(
+    fn pvm_nrecv(tid: c_int, tag: c_int) {
+        recv_with(tid, tag, Some(Duration::ZERO))
+    }
+);
+pvm_fn!(
+    fn pvm_trecv(tid: c_int, tag: c_int, tmout: *mut libc::timeval) {
+        let timeout = if tmout.is_null() {
+            None
+        } else {
+            // SAFETY: PVM's contract: a timeval when not null.
+            let tv = unsafe { *tmout };
+            if tv.tv_sec < 0 || tv.tv_usec < 0 {
+                return PVM_BAD_PARAM;
+            }
+            Some(Duration::from_secs(tv.tv_sec as u64) + Duration::from_micros(tv.tv_usec as u64))
+        };
+        recv_with(tid, tag, timeout)
+    }
+);
+
+pvm_fn!(
+    fn pvm_probe(tid: c_int, tag: c_int) {
+        with_task(|t| {
+            t.ctx.progress();
+            let mctx = bufs().as_ref().expect("init").ctx;
+            match t.peek(tid, tag, mctx) {
+                // A buffer that describes the message (for pvm_bufinfo).
+                Some((len, tag, src)) => {
+                    let b = Buffer::received(vec![0; len], src, tag, mctx, PVM_DATA_DEFAULT);
+                    bufs().as_mut().expect("init").add(b)
+                }
+                None => 0,
+            }
+        })
+    }
+);
+
+pvm_fn!(
+    fn pvm_bufinfo(id: c_int, bytes: *mut c_int, tag: *mut c_int, tid: *mut c_int) {
+        let g = bufs();
+        let Some(b) = g.as_ref().expect("init").map.get(&id) else {
+            return if id <= 0 {
+                PVM_BAD_PARAM
+            } else {
+                PVM_NO_SUCH_BUF
+            };
+        };
+        // SAFETY: PVM's contract: each out-pointer is null or writable.
+        unsafe {
+            if !bytes.is_null() {
+                *bytes = b.len() as c_int;
+            }
+            if !tag.is_null() {
+                *tag = b.tag;
+            }
+            if !tid.is_null() {
+                *tid = b.src;
+            }
+        }
+        PVM_OK
+    }
+);
+
+pvm_fn!(
+    fn pvm_psend(tid: c_int, tag: c_int, p: *mut c_void, n: c_int, datatype: c_int) {
+        let Some(kind) = Kind::from_code(datatype) else {
+            return PVM_BAD_PARAM;
+        };
+        let kind = if kind == Kind::Str { Kind::Byte } else { kind };
+        with_task(|t| {
+            let mut b = Buffer::new(PVM_DATA_RAW);
+            // SAFETY: PVM's contract: `p` holds n elements of `datatype`.
+            let rc = unsafe { b.pack(kind, p as *const u8, n, 1) };
+            if rc < 0 {
+                return rc;
+            }
+            let mctx = bufs().as_ref().expect("init").ctx;
+            t.send(&b, tid, tag, mctx)
+        })
+    }
+);
+
+pvm_fn!(
+    fn pvm_precv(
+        tid: c_int,
+        tag: c_int,
+        p: *mut c_void,
+        n: c_int,
+        datatype: c_int,
+        rtid: *mut c_int,
+        rtag: *mut c_int,
+        rcnt: *mut c_int,
+    ) {
+        let Some(kind) = Kind::from_code(datatype) else {
+            return PVM_BAD_PARAM;
+        };
+        let kind = if kind == Kind::Str { Kind::Byte } else { kind };
+        with_task(|t| {
+            let mctx = bufs().as_ref().expect("init").ctx;
+            let Some(mut b) = t.receive(tid, tag, mctx, None) else {
+                return PVM_SYS_ERR;
+            };
+            let count = b.first_run_len().min(n.max(0) as usize) as c_int;
+            // SAFETY: PVM's contract: room for n elements; we unpack at most n.
+            let rc = unsafe { b.unpack(kind, p as *mut u8, count, 1) };
+            // SAFETY: each out-pointer is null or writable.
+            unsafe {
+                if !rtid.is_null() {
+                    *rtid = b.src;
+                }
+                if !rtag.is_null() {
+                    *rtag = b.tag;
+                }
+                if !rcnt.is_null() {
+                    *rcnt = count;
+                }
+            }
+            rc
+        })
+    }
+);
+
+pvm_fn!(
+    fn pvm_notify(what: c_int, tag: c_int, cnt: c_int, tids: *mut c_int) {
+        with_task(|t| {
+            let kind = what & !PVM_NOTIFY_CANCEL;
+            let cancel = what & PVM_NOTIFY_CANCEL != 0;
+            match kind {
+                PVM_TASK_EXIT => {
+                    if cnt < 0 || (cnt > 0 && tids.is_null()) {
+                        return PVM_BAD_PARAM;
+                    }
+                    // SAFETY: PVM's contract: `tids` holds cnt task ids.
+                    let list = unsafe { std::slice::from_raw_parts(tids, cnt as usize) };
+                    let mctx = bufs().as_ref().expect("init").ctx;
+                    for &w in list {
+                        if cancel {
+                            t.cancel_notify(w, tag);
+                        } else {
+                            t.notify_exit(w, tag, mctx);
+                        }
+                    }
+                    PVM_OK
+                }
+                // One host that is never deleted and no host can be added
+                // (pvm_addhosts is not supported): nothing will ever fire.
+                PVM_HOST_DELETE | PVM_HOST_ADD => PVM_OK,
+                _ => PVM_BAD_PARAM,
+            }
+        })
+    }
+);
+
+pvm_fn!(
+    fn pvm_kill(tid: c_int) {
+        with_task(|t| match t.coord.request(&format!("KILL {tid}")) {
+            Ok(_) => PVM_OK,
+            Err(e) => e,
+        })
+    }
+);
+
+pvm_fn!(
+    fn pvm_spawn(
+        file: *mut c_char,
+        argv: *mut *mut c_char,
+        flag: c_int,
+        place: *mut c_char,
+        count: c_int,
+        tids: *mut c_int,
+    ) {
+        // SAFETY: PVM's contract: NUL-terminated strings (place may be null).
+        let (Some(name), place) = (unsafe { cstr(file) }, unsafe { cstr(place) }.unwrap_or(""))
+        else {
+            return PVM_BAD_PARAM;
+        };
+        if count < 1 {
             return PVM_BAD_PARAM;
         }
-        Some(Duration::from_secs(tv.tv_sec as u64) + Duration::from_micros(tv.tv_usec as u64))
-    };
-    recv_with(tid, tag, timeout)
-});
-
-pvm_fn!(fn pvm_probe(tid: c_int, tag: c_int) {
-    with_task(|t| {
-        t.ctx.progress();
-        let mctx = bufs().as_ref().expect("init").ctx;
-        match t.peek(tid, tag, mctx) {
-            // A buffer that describes the message (for pvm_bufinfo).
-            Some((len, tag, src)) => {
-                let b = Buffer::received(vec![0; len], src, tag, mctx, PVM_DATA_DEFAULT);
-                bufs().as_mut().expect("init").add(b)
+        let mut args = Vec::new();
+        if !argv.is_null() {
+            let mut i = 0;
+            // SAFETY: PVM's contract: a NULL-terminated array of strings.
+            while let Some(a) = unsafe { cstr(*argv.add(i)) } {
+                args.push(a.to_string());
+                i += 1;
             }
-            None => 0,
         }
-    })
-});
-
-pvm_fn!(fn pvm_bufinfo(id: c_int, bytes: *mut c_int, tag: *mut c_int, tid: *mut c_int) {
-    let g = bufs();
-    let Some(b) = g.as_ref().expect("init").map.get(&id) else {
-        return if id <= 0 { PVM_BAD_PARAM } else { PVM_NO_SUCH_BUF };
-    };
-    // SAFETY: PVM's contract: each out-pointer is null or writable.
-    unsafe {
-        if !bytes.is_null() {
-            *bytes = b.len() as c_int;
-        }
-        if !tag.is_null() {
-            *tag = b.tag;
-        }
-        if !tid.is_null() {
-            *tid = b.src;
-        }
+        with_task(|t| {
+            let mut out = vec![0; count as usize];
+            let rc = spawn::spawn(t, name, &args, flag, place, &mut out);
+            if !tids.is_null() {
+                // SAFETY: PVM's contract: room for `count` task ids.
+                unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), tids, out.len()) };
+            }
+            rc
+        })
     }
-    PVM_OK
-});
-
-pvm_fn!(fn pvm_psend(tid: c_int, tag: c_int, p: *mut c_void, n: c_int, datatype: c_int) {
-    let Some(kind) = Kind::from_code(datatype) else {
-        return PVM_BAD_PARAM;
-    };
-    let kind = if kind == Kind::Str { Kind::Byte } else { kind };
-    with_task(|t| {
-        let mut b = Buffer::new(PVM_DATA_RAW);
-        // SAFETY: PVM's contract: `p` holds n elements of `datatype`.
-        let rc = unsafe { b.pack(kind, p as *const u8, n, 1) };
-        if rc < 0 {
-            return rc;
-        }
-        let mctx = bufs().as_ref().expect("init").ctx;
-        t.send(&b, tid, tag, mctx)
-    })
-});
-
-pvm_fn!(fn pvm_precv(
-    tid: c_int,
-    tag: c_int,
-    p: *mut c_void,
-    n: c_int,
-    datatype: c_int,
-    rtid: *mut c_int,
-    rtag: *mut c_int,
-    rcnt: *mut c_int,
-) {
-    let Some(kind) = Kind::from_code(datatype) else {
-        return PVM_BAD_PARAM;
-    };
-    let kind = if kind == Kind::Str { Kind::Byte } else { kind };
-    with_task(|t| {
-        let mctx = bufs().as_ref().expect("init").ctx;
-        let Some(mut b) = t.receive(tid, tag, mctx, None) else {
-            return PVM_SYS_ERR;
-        };
-        let count = b.first_run_len().min(n.max(0) as usize) as c_int;
-        // SAFETY: PVM's contract: room for n elements; we unpack at most n.
-        let rc = unsafe { b.unpack(kind, p as *mut u8, count, 1) };
-        // SAFETY: each out-pointer is null or writable.
-        unsafe {
-            if !rtid.is_null() {
-                *rtid = b.src;
-            }
-            if !rtag.is_null() {
-                *rtag = b.tag;
-            }
-            if !rcnt.is_null() {
-                *rcnt = count;
-            }
-        }
-        rc
-    })
-});
-
-pvm_fn!(fn pvm_notify(what: c_int, tag: c_int, cnt: c_int, tids: *mut c_int) {
-    with_task(|t| {
-        let kind = what & !PVM_NOTIFY_CANCEL;
-        let cancel = what & PVM_NOTIFY_CANCEL != 0;
-        match kind {
-            PVM_TASK_EXIT => {
-                if cnt < 0 || (cnt > 0 && tids.is_null()) {
-                    return PVM_BAD_PARAM;
-                }
-                // SAFETY: PVM's contract: `tids` holds cnt task ids.
-                let list = unsafe { std::slice::from_raw_parts(tids, cnt as usize) };
-                let mctx = bufs().as_ref().expect("init").ctx;
-                for &w in list {
-                    if cancel {
-                        t.cancel_notify(w, tag);
-                    } else {
-                        t.notify_exit(w, tag, mctx);
-                    }
-                }
-                PVM_OK
-            }
-            // One host that is never deleted and no host can be added
-            // (pvm_addhosts is not supported): nothing will ever fire.
-            PVM_HOST_DELETE | PVM_HOST_ADD => PVM_OK,
-            _ => PVM_BAD_PARAM,
-        }
-    })
-});
-
-pvm_fn!(fn pvm_kill(tid: c_int) {
-    with_task(|t| match t.coord.request(&format!("KILL {tid}")) {
-        Ok(_) => PVM_OK,
-        Err(e) => e,
-    })
-});
-
-pvm_fn!(fn pvm_spawn(
-    file: *mut c_char,
-    argv: *mut *mut c_char,
-    flag: c_int,
-    place: *mut c_char,
-    count: c_int,
-    tids: *mut c_int,
-) {
-    // SAFETY: PVM's contract: NUL-terminated strings (place may be null).
-    let (Some(name), place) = (unsafe { cstr(file) }, unsafe { cstr(place) }.unwrap_or("")) else {
-        return PVM_BAD_PARAM;
-    };
-    if count < 1 {
-        return PVM_BAD_PARAM;
-    }
-    let mut args = Vec::new();
-    if !argv.is_null() {
-        let mut i = 0;
-        // SAFETY: PVM's contract: a NULL-terminated array of strings.
-        while let Some(a) = unsafe { cstr(*argv.add(i)) } {
-            args.push(a.to_string());
-            i += 1;
-        }
-    }
-    with_task(|t| {
-        let mut out = vec![0; count as usize];
-        let rc = spawn::spawn(t, name, &args, flag, place, &mut out);
-        if !tids.is_null() {
-            // SAFETY: PVM's contract: room for `count` task ids.
-            unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), tids, out.len()) };
-        }
-        rc
-    })
-});
+);
 
 /// Memory handed to the program by pvm_tasks/pvm_config/pvm_siblings: kept
 /// until the next call of the same function, as PVM does.
@@ -476,98 +555,110 @@ pub struct HostInfo {
     hi_dsig: c_int,
 }
 
-pvm_fn!(fn pvm_tasks(which: c_int, ntask: *mut c_int, taskp: *mut *mut TaskInfo) {
-    with_task(|t| {
-        let rows = match t.coord.request(&format!("TASKS {which}")) {
-            Ok(r) => r,
-            Err(e) => return e,
+pvm_fn!(
+    fn pvm_tasks(which: c_int, ntask: *mut c_int, taskp: *mut *mut TaskInfo) {
+        with_task(|t| {
+            let rows = match t.coord.request(&format!("TASKS {which}")) {
+                Ok(r) => r,
+                Err(e) => return e,
+            };
+            let mut k = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+            let k = &mut *k;
+            k.tasks.clear();
+            k.strings.clear();
+            for row in rows.split(';').filter(|r| !r.is_empty()) {
+                let f: Vec<&str> = row.split(',').collect();
+                let [tid, ptid, pid, name] = f[..] else {
+                    continue;
+                };
+                let name = crate::coord::unhex(name).unwrap_or_default();
+                let c = std::ffi::CString::new(name).unwrap_or_default();
+                k.tasks.push(TaskInfo {
+                    ti_tid: tid.parse().unwrap_or(0),
+                    ti_ptid: ptid.parse::<c_int>().map(|p| p.max(0)).unwrap_or(0),
+                    ti_host: HOST_TID,
+                    ti_flag: 4,
+                    ti_a_out: c.as_ptr() as *mut c_char,
+                    ti_pid: pid.parse().unwrap_or(0),
+                });
+                k.strings.push(c);
+            }
+            // SAFETY: out-pointers are null or writable.
+            unsafe {
+                if !ntask.is_null() {
+                    *ntask = k.tasks.len() as c_int;
+                }
+                if !taskp.is_null() {
+                    *taskp = k.tasks.as_mut_ptr();
+                }
+            }
+            PVM_OK
+        })
+    }
+);
+
+pvm_fn!(
+    fn pvm_config(nhost: *mut c_int, narch: *mut c_int, hostp: *mut *mut HostInfo) {
+        with_task(|_| {
+            let mut k = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+            let k = &mut *k;
+            k.host_strings = vec![
+                std::ffi::CString::new(spawn::hostname()).unwrap_or_default(),
+                std::ffi::CString::new(spawn::arch()).unwrap_or_default(),
+            ];
+            k.hosts = vec![HostInfo {
+                hi_tid: HOST_TID,
+                hi_name: k.host_strings[0].as_ptr() as *mut c_char,
+                hi_arch: k.host_strings[1].as_ptr() as *mut c_char,
+                hi_speed: 1000,
+                hi_dsig: 0x0040_8841,
+            }];
+            // SAFETY: out-pointers are null or writable.
+            unsafe {
+                if !nhost.is_null() {
+                    *nhost = 1;
+                }
+                if !narch.is_null() {
+                    *narch = 1;
+                }
+                if !hostp.is_null() {
+                    *hostp = k.hosts.as_mut_ptr();
+                }
+            }
+            PVM_OK
+        })
+    }
+);
+
+pvm_fn!(
+    fn pvm_siblings(tids: *mut *mut c_int) {
+        with_task(|t| {
+            let mut k = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+            k.siblings = t.siblings.clone();
+            if !tids.is_null() {
+                // SAFETY: out-pointer is writable.
+                unsafe { *tids = k.siblings.as_mut_ptr() };
+            }
+            k.siblings.len() as c_int
+        })
+    }
+);
+
+pvm_fn!(
+    fn pvm_perror(msg: *mut c_char) {
+        // SAFETY: PVM's contract: a string or null.
+        let m = unsafe { cstr(msg) }.unwrap_or("");
+        let who = match crate::task::exited() {
+            false => task()
+                .map(|t| format!("t{:x}", t.tid))
+                .unwrap_or_else(|_| "pvm".into()),
+            true => "pvm".into(),
         };
-        let mut k = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-        let k = &mut *k;
-        k.tasks.clear();
-        k.strings.clear();
-        for row in rows.split(';').filter(|r| !r.is_empty()) {
-            let f: Vec<&str> = row.split(',').collect();
-            let [tid, ptid, pid, name] = f[..] else { continue };
-            let name = crate::coord::unhex(name).unwrap_or_default();
-            let c = std::ffi::CString::new(name).unwrap_or_default();
-            k.tasks.push(TaskInfo {
-                ti_tid: tid.parse().unwrap_or(0),
-                ti_ptid: ptid.parse::<c_int>().map(|p| p.max(0)).unwrap_or(0),
-                ti_host: HOST_TID,
-                ti_flag: 4,
-                ti_a_out: c.as_ptr() as *mut c_char,
-                ti_pid: pid.parse().unwrap_or(0),
-            });
-            k.strings.push(c);
-        }
-        // SAFETY: out-pointers are null or writable.
-        unsafe {
-            if !ntask.is_null() {
-                *ntask = k.tasks.len() as c_int;
-            }
-            if !taskp.is_null() {
-                *taskp = k.tasks.as_mut_ptr();
-            }
-        }
+        let code = pvm_errno.load(Ordering::Relaxed);
+        eprintln!("libpvm [{who}]: {m}: {}", error_text(code));
         PVM_OK
-    })
-});
-
-pvm_fn!(fn pvm_config(nhost: *mut c_int, narch: *mut c_int, hostp: *mut *mut HostInfo) {
-    with_task(|_| {
-        let mut k = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-        let k = &mut *k;
-        k.host_strings = vec![
-            std::ffi::CString::new(spawn::hostname()).unwrap_or_default(),
-            std::ffi::CString::new(spawn::arch()).unwrap_or_default(),
-        ];
-        k.hosts = vec![HostInfo {
-            hi_tid: HOST_TID,
-            hi_name: k.host_strings[0].as_ptr() as *mut c_char,
-            hi_arch: k.host_strings[1].as_ptr() as *mut c_char,
-            hi_speed: 1000,
-            hi_dsig: 0x0040_8841,
-        }];
-        // SAFETY: out-pointers are null or writable.
-        unsafe {
-            if !nhost.is_null() {
-                *nhost = 1;
-            }
-            if !narch.is_null() {
-                *narch = 1;
-            }
-            if !hostp.is_null() {
-                *hostp = k.hosts.as_mut_ptr();
-            }
-        }
-        PVM_OK
-    })
-});
-
-pvm_fn!(fn pvm_siblings(tids: *mut *mut c_int) {
-    with_task(|t| {
-        let mut k = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-        k.siblings = t.siblings.clone();
-        if !tids.is_null() {
-            // SAFETY: out-pointer is writable.
-            unsafe { *tids = k.siblings.as_mut_ptr() };
-        }
-        k.siblings.len() as c_int
-    })
-});
-
-pvm_fn!(fn pvm_perror(msg: *mut c_char) {
-    // SAFETY: PVM's contract: a string or null.
-    let m = unsafe { cstr(msg) }.unwrap_or("");
-    let who = match crate::task::exited() {
-        false => task().map(|t| format!("t{:x}", t.tid)).unwrap_or_else(|_| "pvm".into()),
-        true => "pvm".into(),
-    };
-    let code = pvm_errno.load(Ordering::Relaxed);
-    eprintln!("libpvm [{who}]: {m}: {}", error_text(code));
-    PVM_OK
-});
+    }
+);
 
 static OPTS: Mutex<[c_int; 32]> = Mutex::new([0; 32]);
 
@@ -583,52 +674,74 @@ pvm_fn!(
     }
 );
 
-pvm_fn!(fn pvm_getopt(what: c_int) {
-    let o = OPTS.lock().unwrap_or_else(|e| e.into_inner());
-    match usize::try_from(what).ok().filter(|&w| (1..32).contains(&w)) {
-        Some(w) => o[w],
-        None => PVM_BAD_PARAM,
+pvm_fn!(
+    fn pvm_getopt(what: c_int) {
+        let o = OPTS.lock().unwrap_or_else(|e| e.into_inner());
+        match usize::try_from(what).ok().filter(|&w| (1..32).contains(&w)) {
+            Some(w) => o[w],
+            None => PVM_BAD_PARAM,
+        }
     }
-});
+);
 
-pvm_fn!(fn pvm_newcontext() {
-    let mut g = bufs();
-    let b = g.as_mut().expect("init");
-    b.next_ctx += 1;
-    b.next_ctx - 1
-});
-pvm_fn!(fn pvm_setcontext(c: c_int) {
-    if c < 0 {
-        return PVM_BAD_PARAM;
+pvm_fn!(
+    fn pvm_newcontext() {
+        let mut g = bufs();
+        let b = g.as_mut().expect("init");
+        b.next_ctx += 1;
+        b.next_ctx - 1
     }
-    std::mem::replace(&mut bufs().as_mut().expect("init").ctx, c)
-});
-pvm_fn!(fn pvm_getcontext() { bufs().as_ref().expect("init").ctx });
-pvm_fn!(fn pvm_freecontext(_c: c_int) { PVM_OK });
-
-pvm_fn!(fn pvm_mstat(host: *mut c_char) {
-    // SAFETY: PVM's contract: a host name.
-    match unsafe { cstr(host) } {
-        Some(h) if h == spawn::hostname() || h == "localhost" => PVM_OK,
-        Some(_) => PVM_NO_HOST,
-        None => PVM_BAD_PARAM,
+);
+pvm_fn!(
+    fn pvm_setcontext(c: c_int) {
+        if c < 0 {
+            return PVM_BAD_PARAM;
+        }
+        std::mem::replace(&mut bufs().as_mut().expect("init").ctx, c)
     }
-});
-
-pvm_fn!(fn pvm_pstat(tid: c_int) {
-    with_task(|t| match t.coord.request(&format!("STATUS {tid}")).as_deref() {
-        Ok("alive") => PVM_OK,
-        Ok(_) => PVM_NO_TASK,
-        Err(&e) => e,
-    })
-});
-
-pvm_fn!(fn pvm_halt() {
-    with_task(|t| {
-        let _ = t.coord.request("HALT");
+);
+pvm_fn!(
+    fn pvm_getcontext() {
+        bufs().as_ref().expect("init").ctx
+    }
+);
+pvm_fn!(
+    fn pvm_freecontext(_c: c_int) {
         PVM_OK
-    })
-});
+    }
+);
+
+pvm_fn!(
+    fn pvm_mstat(host: *mut c_char) {
+        // SAFETY: PVM's contract: a host name.
+        match unsafe { cstr(host) } {
+            Some(h) if h == spawn::hostname() || h == "localhost" => PVM_OK,
+            Some(_) => PVM_NO_HOST,
+            None => PVM_BAD_PARAM,
+        }
+    }
+);
+
+pvm_fn!(
+    fn pvm_pstat(tid: c_int) {
+        with_task(
+            |t| match t.coord.request(&format!("STATUS {tid}")).as_deref() {
+                Ok("alive") => PVM_OK,
+                Ok(_) => PVM_NO_TASK,
+                Err(&e) => e,
+            },
+        )
+    }
+);
+
+pvm_fn!(
+    fn pvm_halt() {
+        with_task(|t| {
+            let _ = t.coord.request("HALT");
+            PVM_OK
+        })
+    }
+);
 
 pvm_fn!(
     /// Adding hosts needs the launcher's remote start methods, which this
@@ -644,9 +757,21 @@ pvm_fn!(
     }
 );
 
-pvm_fn!(fn pvm_delhosts(_names: *mut *mut c_char, _count: c_int, _infos: *mut c_int) { PVM_NOT_IMPL });
-pvm_fn!(fn pvm_catchout(_f: *mut c_void) { PVM_NOT_IMPL });
-pvm_fn!(fn pvm_archcode(_arch: *mut c_char) { 1 });
+pvm_fn!(
+    fn pvm_delhosts(_names: *mut *mut c_char, _count: c_int, _infos: *mut c_int) {
+        PVM_NOT_IMPL
+    }
+);
+pvm_fn!(
+    fn pvm_catchout(_f: *mut c_void) {
+        PVM_NOT_IMPL
+    }
+);
+pvm_fn!(
+    fn pvm_archcode(_arch: *mut c_char) {
+        1
+    }
+);
 
 static VERSION: &[u8] = b"3.4.6\0";
 

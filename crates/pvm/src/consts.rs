@@ -51,7 +51,9 @@ pub fn tid_of(ctx: u32) -> i32 {
 /// Context id of task `tid`, if it names a task of this virtual machine.
 pub fn ctx_of(tid: i32) -> Option<u32> {
     let c = tid.checked_sub(HOST_TID + 1)?;
-    (0..crate::coord::CAPACITY as i32).contains(&c).then_some(c as u32)
+    (0..crate::coord::CAPACITY as i32)
+        .contains(&c)
+        .then_some(c as u32)
 }
 
 /// The message `pvm_perror` prints for `code`.

@@ -254,7 +254,9 @@ fn start_watchdog(sh: Arc<Shared>) {
             let stale: Vec<i32> = st
                 .tasks
                 .iter()
-                .filter(|(_, t)| t.alive && t.pid == 0 && t.reserved_at.elapsed() > Duration::from_secs(60))
+                .filter(|(_, t)| {
+                    t.alive && t.pid == 0 && t.reserved_at.elapsed() > Duration::from_secs(60)
+                })
                 .map(|(&tid, _)| tid)
                 .collect();
             for tid in stale {
@@ -286,7 +288,9 @@ fn shutdown(st: &mut State) -> ! {
 
 /// Marks a task gone, takes it out of its groups and tells every connection.
 fn task_gone(st: &mut State, tid: i32) {
-    let Some(t) = st.tasks.get_mut(&tid) else { return };
+    let Some(t) = st.tasks.get_mut(&tid) else {
+        return;
+    };
     if !t.alive {
         return;
     }
@@ -412,7 +416,11 @@ fn handle(sh: &Shared, own: &mut Option<i32>, line: &str) -> Result<String, i32>
                 if Instant::now() > end {
                     return Err(PVM_NO_TASK);
                 }
-                st = sh.changed.wait_timeout(st, Duration::from_millis(200)).unwrap().0;
+                st = sh
+                    .changed
+                    .wait_timeout(st, Duration::from_millis(200))
+                    .unwrap()
+                    .0;
             }
         }
         "STATUS" => {
@@ -536,6 +544,20 @@ fn handle(sh: &Shared, own: &mut Option<i32>, line: &str) -> Result<String, i32>
                 while st.barriers.get(&g).is_some_and(|b| b.1 == gen) && !st.halted {
                     st = sh.changed.wait(st).unwrap();
                 }
+            }
+            String::new()
+        }
+        "GWAIT" => {
+            // pvm_freezegroup: wait until `size` tasks have joined.
+            let g = name_arg(w.next())?;
+            let size = int_arg(w.next())?;
+            let count = |st: &State| {
+                st.groups
+                    .get(&g)
+                    .map_or(0, |i| i.iter().filter(|s| s.is_some()).count() as i32)
+            };
+            while count(&st) < size && !st.halted {
+                st = sh.changed.wait(st).unwrap();
             }
             String::new()
         }

@@ -70,8 +70,9 @@ group_fn!(fn pvm_barrier(g: *mut c_char, count: c_int) |t| match group_name(g) {
     Ok(g) => ask(t, format!("BARRIER {g} {count}")).map_or_else(|e| e, |_| PVM_OK),
     Err(e) => e,
 });
-group_fn!(fn pvm_freezegroup(g: *mut c_char, _size: c_int) |t| match group_name(g) {
-    Ok(g) => num(ask(t, format!("GSIZE {g}"))).min(0),
+group_fn!(fn pvm_freezegroup(g: *mut c_char, size: c_int) |t| match group_name(g) {
+    // Waits until `size` members joined (a negative size: those there now).
+    Ok(g) => ask(t, format!("GWAIT {g} {size}")).map_or_else(|e| e, |_| PVM_OK),
     Err(e) => e,
 });
 
@@ -117,7 +118,12 @@ fn kind_of(datatype: c_int) -> Result<Kind, c_int> {
 }
 
 /// One buffer holding `count` elements at `p`.
-fn packed(kind: Kind, p: *const c_void, count: c_int, inst: Option<c_int>) -> Result<Buffer, c_int> {
+fn packed(
+    kind: Kind,
+    p: *const c_void,
+    count: c_int,
+    inst: Option<c_int>,
+) -> Result<Buffer, c_int> {
     let mut b = Buffer::new(PVM_DATA_RAW);
     if let Some(i) = inst {
         // SAFETY: one live int.

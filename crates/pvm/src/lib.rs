@@ -7,7 +7,12 @@
 //! pair. A per-user coordinator ([`coord`]) keeps the membership and group
 //! tables and is never on the data path. See docs/pvm.md.
 // PVM's C names (PvmSum, pvm_errno) and signatures are fixed.
-#![allow(non_upper_case_globals, non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments)]
+#![allow(
+    non_upper_case_globals,
+    non_snake_case,
+    clippy::missing_safety_doc,
+    clippy::too_many_arguments
+)]
 
 pub mod capi;
 pub mod client;

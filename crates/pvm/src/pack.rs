@@ -262,7 +262,8 @@ impl Buffer {
         } else {
             for i in 0..n {
                 // SAFETY: element i * stride is within what the caller guarantees.
-                let e = unsafe { std::slice::from_raw_parts(src.add(i * stride as usize * es), es) };
+                let e =
+                    unsafe { std::slice::from_raw_parts(src.add(i * stride as usize * es), es) };
                 self.data.extend_from_slice(e);
             }
         }

@@ -61,8 +61,20 @@ pub fn hostname() -> String {
 
 /// Spawns `count` copies; fills `tids` with task ids or error codes and
 /// returns how many started.
-pub fn spawn(t: &Task, name: &str, args: &[String], flag: i32, place: &str, tids: &mut [i32]) -> i32 {
-    if flag & PVM_TASK_HOST != 0 && !place.is_empty() && place != "." && place != hostname() && place != "localhost" {
+pub fn spawn(
+    t: &Task,
+    name: &str,
+    args: &[String],
+    flag: i32,
+    place: &str,
+    tids: &mut [i32],
+) -> i32 {
+    if flag & PVM_TASK_HOST != 0
+        && !place.is_empty()
+        && place != "."
+        && place != hostname()
+        && place != "localhost"
+    {
         tids.iter_mut().for_each(|x| *x = PVM_NO_HOST);
         return PVM_NO_HOST;
     }
@@ -70,7 +82,11 @@ pub fn spawn(t: &Task, name: &str, args: &[String], flag: i32, place: &str, tids
         tids.iter_mut().for_each(|x| *x = PVM_NO_FILE);
         return 0;
     };
-    let parent = if flag & PVM_NO_SPAWN_PARENT != 0 { PVM_NO_PARENT } else { t.tid };
+    let parent = if flag & PVM_NO_SPAWN_PARENT != 0 {
+        PVM_NO_PARENT
+    } else {
+        t.tid
+    };
     let mut reserved = Vec::new();
     for slot in tids.iter_mut() {
         match t
@@ -97,7 +113,10 @@ pub fn spawn(t: &Task, name: &str, args: &[String], flag: i32, place: &str, tids
         if tid < 0 {
             continue;
         }
-        let out = std::fs::OpenOptions::new().create(true).append(true).open(&log);
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log);
         let (o, e) = match out.and_then(|f| Ok((f.try_clone()?, f))) {
             Ok((a, b)) => (Stdio::from(a), Stdio::from(b)),
             Err(_) => (Stdio::null(), Stdio::null()),

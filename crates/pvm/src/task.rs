@@ -129,7 +129,9 @@ fn enroll() -> Result<Task, String> {
             coord
                 .request(&format!("ENROLL {tid} {pid}"))
                 .map_err(|c| format!("the coordinator refused task t{tid:x}: {}", error_text(c)))?;
-            let parent = env("GWPVM_PARENT").and_then(|p| p.parse().ok()).unwrap_or(PVM_NO_PARENT);
+            let parent = env("GWPVM_PARENT")
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(PVM_NO_PARENT);
             let sib: Vec<i32> = env("GWPVM_SIBLINGS")
                 .unwrap_or_default()
                 .split(',')
@@ -214,7 +216,13 @@ fn fire_notifies(nf: &Mutex<Vec<(i32, i32, i32)>>, ib: &Mutex<VecDeque<Buffer>>,
         let mut b = Buffer::new(PVM_DATA_DEFAULT);
         // SAFETY: packs one live i32.
         unsafe { b.pack(Kind::Int, &tid as *const i32 as *const u8, 1, 1) };
-        q.push_back(Buffer::received(b.data, PVMD_TID, tag, ctx, PVM_DATA_DEFAULT));
+        q.push_back(Buffer::received(
+            b.data,
+            PVMD_TID,
+            tag,
+            ctx,
+            PVM_DATA_DEFAULT,
+        ));
         false
     });
 }
@@ -303,7 +311,13 @@ impl Task {
     }
 
     /// Waits for a matching message (`None` timeout = forever).
-    pub fn receive(&self, tid: i32, tag: i32, mctx: i32, timeout: Option<Duration>) -> Option<Buffer> {
+    pub fn receive(
+        &self,
+        tid: i32,
+        tag: i32,
+        mctx: i32,
+        timeout: Option<Duration>,
+    ) -> Option<Buffer> {
         let mut got = self.take(tid, tag, mctx);
         if got.is_some() {
             return got;
@@ -348,7 +362,9 @@ pub fn flatten(b: &Buffer) -> Vec<u8> {
         match *p {
             Part::Copied { start, end } => out.extend_from_slice(&b.data[start..end]),
             // SAFETY: see `Task::send`.
-            Part::InPlace { ptr, len } => out.extend_from_slice(unsafe { std::slice::from_raw_parts(ptr, len) }),
+            Part::InPlace { ptr, len } => {
+                out.extend_from_slice(unsafe { std::slice::from_raw_parts(ptr, len) })
+            }
         }
     }
     out

@@ -31,12 +31,19 @@ fn main() {
 fn request(s: &UnixStream, line: &str) -> Result<String, i32> {
     use std::io::{BufReader, Write};
     let mut w = s;
-    w.write_all(format!("{line}\n").as_bytes()).map_err(|_| PVM_SYS_ERR)?;
+    w.write_all(format!("{line}\n").as_bytes())
+        .map_err(|_| PVM_SYS_ERR)?;
     let mut reply = String::new();
-    BufReader::new(s).read_line(&mut reply).map_err(|_| PVM_SYS_ERR)?;
+    BufReader::new(s)
+        .read_line(&mut reply)
+        .map_err(|_| PVM_SYS_ERR)?;
     match reply.trim().strip_prefix("OK") {
         Some(r) => Ok(r.trim().to_string()),
-        None => Err(reply.trim().strip_prefix("ERR ").and_then(|c| c.parse().ok()).unwrap_or(PVM_SYS_ERR)),
+        None => Err(reply
+            .trim()
+            .strip_prefix("ERR ")
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(PVM_SYS_ERR)),
     }
 }
 
@@ -64,15 +71,31 @@ fn run(words: &[String]) -> i32 {
         }
         "ps" => match request(&s, "TASKS 0") {
             Ok(rows) => {
-                println!("{:>24} {:>8} {:>8} {:>8} COMMAND", "HOST", "TID", "PTID", "PID");
+                println!(
+                    "{:>24} {:>8} {:>8} {:>8} COMMAND",
+                    "HOST", "TID", "PTID", "PID"
+                );
                 for row in rows.split(';').filter(|r| !r.is_empty()) {
                     let f: Vec<&str> = row.split(',').collect();
-                    let [tid, ptid, pid, name] = f[..] else { continue };
-                    let name = String::from_utf8(unhex(name).unwrap_or_default()).unwrap_or_default();
+                    let [tid, ptid, pid, name] = f[..] else {
+                        continue;
+                    };
+                    let name =
+                        String::from_utf8(unhex(name).unwrap_or_default()).unwrap_or_default();
                     let tid: i32 = tid.parse().unwrap_or(0);
                     let ptid: i32 = ptid.parse().unwrap_or(0);
-                    let ptid = if ptid > 0 { format!("{ptid:x}") } else { "-".into() };
-                    println!("{:>24} {:>8x} {:>8} {:>8} {name}", pvm3::spawn::hostname(), tid, ptid, pid);
+                    let ptid = if ptid > 0 {
+                        format!("{ptid:x}")
+                    } else {
+                        "-".into()
+                    };
+                    println!(
+                        "{:>24} {:>8x} {:>8} {:>8} {name}",
+                        pvm3::spawn::hostname(),
+                        tid,
+                        ptid,
+                        pid
+                    );
                 }
                 0
             }
@@ -96,7 +119,11 @@ fn run(words: &[String]) -> i32 {
 fn spawn(words: &[String]) -> i32 {
     let mut count = 1;
     let mut rest = words;
-    if let Some(n) = rest.first().and_then(|w| w.strip_prefix('-')).and_then(|n| n.parse().ok()) {
+    if let Some(n) = rest
+        .first()
+        .and_then(|w| w.strip_prefix('-'))
+        .and_then(|n| n.parse().ok())
+    {
         count = n;
         rest = &rest[1..];
     }
@@ -122,5 +149,9 @@ fn spawn(words: &[String]) -> i32 {
         }
     }
     t.exit();
-    if n == tids.len() as i32 { 0 } else { 1 }
+    if n == tids.len() as i32 {
+        0
+    } else {
+        1
+    }
 }

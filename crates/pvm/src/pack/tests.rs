@@ -38,7 +38,10 @@ fn roundtrip<T: Copy + PartialEq + std::fmt::Debug + Default>(kind: Kind, vals: 
                     &bytes[RUN_HEADER..RUN_HEADER + std::mem::size_of::<T>()],
                     // SAFETY: reading the first element's bytes.
                     unsafe {
-                        std::slice::from_raw_parts(vals.as_ptr() as *const u8, std::mem::size_of::<T>())
+                        std::slice::from_raw_parts(
+                            vals.as_ptr() as *const u8,
+                            std::mem::size_of::<T>(),
+                        )
                     },
                     "{kind:?} {order:?}"
                 );
@@ -96,12 +99,18 @@ fn strings_and_strides_roundtrip_across_runs() {
         let mut s = [0xaau8; 32];
         // SAFETY: out arrays are big enough (3 slots at stride 2 in 5; string < 32).
         unsafe {
-            assert_eq!(r.unpack(Kind::Uint, got.as_mut_ptr() as *mut u8, 3, 2), PVM_OK);
+            assert_eq!(
+                r.unpack(Kind::Uint, got.as_mut_ptr() as *mut u8, 3, 2),
+                PVM_OK
+            );
             assert_eq!(got, [10, 0, 12, 0, 14]);
             assert_eq!(r.unpack_str(s.as_mut_ptr()), PVM_OK);
             // Three ints packed by two calls, unpacked by one.
             let mut three = [0i32; 3];
-            assert_eq!(r.unpack(Kind::Int, three.as_mut_ptr() as *mut u8, 3, 1), PVM_OK);
+            assert_eq!(
+                r.unpack(Kind::Int, three.as_mut_ptr() as *mut u8, 3, 1),
+                PVM_OK
+            );
             assert_eq!(three, [99, -7, -8]);
         }
         assert_eq!(&s[..13], b"hello, world\0");
@@ -118,7 +127,10 @@ fn a_type_mismatch_and_hostile_bodies_are_errors() {
     let mut i = [0i32; 2];
     // SAFETY: two ints of room.
     unsafe {
-        assert_eq!(r.unpack(Kind::Int, i.as_mut_ptr() as *mut u8, 2, 1), PVM_BAD_MSG);
+        assert_eq!(
+            r.unpack(Kind::Int, i.as_mut_ptr() as *mut u8, 2, 1),
+            PVM_BAD_MSG
+        );
         let mut s = [0u8; 8];
         assert_eq!(r.unpack_str(s.as_mut_ptr()), PVM_BAD_MSG);
     }
