@@ -686,10 +686,10 @@ pvm_fn!(
 
 pvm_fn!(
     fn pvm_newcontext() {
-        let mut g = bufs();
-        let b = g.as_mut().expect("init");
-        b.next_ctx += 1;
-        b.next_ctx - 1
+        with_task(|t| match t.coord.request("NEWCTX") {
+            Ok(r) => r.parse().unwrap_or(PVM_SYS_ERR),
+            Err(e) => e,
+        })
     }
 );
 pvm_fn!(
@@ -779,4 +779,11 @@ static VERSION: &[u8] = b"3.4.6\0";
 #[no_mangle]
 pub extern "C" fn pvm_version() -> *const c_char {
     VERSION.as_ptr() as *const c_char
+}
+
+/// `pvmsleep(secs)`: libpvm's portable sleep, which some examples call.
+#[no_mangle]
+pub extern "C" fn pvmsleep(secs: c_int) -> c_int {
+    std::thread::sleep(Duration::from_secs(secs.max(0) as u64));
+    0
 }

@@ -190,6 +190,8 @@ struct TaskRec {
 #[derive(Default)]
 struct State {
     next_ctx: u32,
+    /// Message contexts handed out so far (`pvm_newcontext`).
+    contexts: i32,
     tasks: BTreeMap<i32, TaskRec>,
     /// Group name -> instance -> task id (None: a left instance, reused first).
     groups: BTreeMap<String, Vec<Option<i32>>>,
@@ -560,6 +562,12 @@ fn handle(sh: &Shared, own: &mut Option<i32>, line: &str) -> Result<String, i32>
                 st = sh.changed.wait(st).unwrap();
             }
             String::new()
+        }
+        "NEWCTX" => {
+            // Message contexts are global to the virtual machine, numbered
+            // as PVM's daemon numbers them.
+            st.contexts += 1;
+            (HOST_TID + st.contexts).to_string()
         }
         "CONF" => String::new(),
         _ => return Err(PVM_BAD_PARAM),

@@ -107,6 +107,7 @@ pub fn spawn(
         return PVM_SYS_ERR;
     };
     let log = coord::dir().join("log");
+    let mctx = crate::task::bufs().as_ref().map_or(0, |b| b.ctx);
     let mut started = 0;
     for slot in tids.iter_mut() {
         let tid = *slot;
@@ -128,6 +129,7 @@ pub fn spawn(
             .env("GWPVM_SIBLINGS", &siblings)
             .env("GWPVM_JOB", &info.job_id)
             .env("GWPVM_DIR", coord::dir())
+            .env("GWPVM_CONTEXT", mctx.to_string())
             .stdin(Stdio::null())
             .stdout(o)
             .stderr(e);

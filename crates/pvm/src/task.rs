@@ -45,7 +45,6 @@ pub struct Bufs {
     pub sbuf: i32,
     pub rbuf: i32,
     pub ctx: i32,
-    pub next_ctx: i32,
 }
 
 impl Bufs {
@@ -69,8 +68,11 @@ pub fn bufs() -> MutexGuard<'static, Option<Bufs>> {
             next: 0,
             sbuf: 0,
             rbuf: 0,
-            ctx: 0,
-            next_ctx: 1,
+            // A spawned task starts in the context its parent was in.
+            ctx: std::env::var("GWPVM_CONTEXT")
+                .ok()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0),
         });
     }
     g
@@ -147,7 +149,14 @@ fn enroll() -> Result<Task, String> {
             (tid, PVM_NO_PARENT, vec![tid])
         }
     };
-    for k in ["GWPVM_TID", "GWPVM_PARENT", "GWPVM_SIBLINGS", "GWPVM_JOB"] {
+    drop(bufs()); // reads GWPVM_CONTEXT before it goes
+    for k in [
+        "GWPVM_TID",
+        "GWPVM_PARENT",
+        "GWPVM_SIBLINGS",
+        "GWPVM_JOB",
+        "GWPVM_CONTEXT",
+    ] {
         std::env::remove_var(k);
     }
     let params = Params::from_env().map_err(|e| e.to_string())?;

@@ -46,12 +46,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# program  sources (first is the one run)  stdin  libraries
+# program | sources (the first is the one run) | stdin words | libraries | arguments
 progs=(
   "hello|examples/hello.c examples/hello_other.c||"
   "master1|examples/master1.c examples/slave1.c||"
   "spmd|examples/spmd.c||"
   "gexample|examples/gexample.c|100 4|-lgpvm3"
+  "inherita|examples/inherita.c examples/inherit1.c examples/inherit2.c examples/inherit3.c|||inherit1"
+  "inheritb|examples/inheritb.c examples/inherit2.c||"
+  "tst|gexamples/tst.c||-lgpvm3"
+  "joinleave|gexamples/joinleave.c||-lgpvm3|200"
+  "thb|gexamples/thb.c gexamples/tnb.c||-lgpvm3|3"
+  "gexamp|gexamples/gexamp.c||-lgpvm3|4"
+  "trsg|gexamples/trsg.c||-lgpvm3"
   "notify_kill|examples/notify_kill.c||"
   "packtypes|examples/packtypes.c||"
 )
@@ -59,7 +66,7 @@ for side in gw deb; do
   bin=$T/$side/home/pvm3/bin/LINUX64
   mkdir -p "$bin" "$T/$side/tmp" "$T/$side/out"
   for p in "${progs[@]}"; do
-    IFS='|' read -r name srcs input libs <<<"$p"
+    IFS='|' read -r name srcs input libs args <<<"$p"
     for s in $srcs; do
       exe=$(basename "$s" .c)
       if [ $side = gw ]; then
@@ -79,11 +86,11 @@ grep -q "pvmd still running" "$T/deb/out/pvmd-start" || { echo "FAILED: Debian's
 
 fail=0
 for p in "${progs[@]}"; do
-  IFS='|' read -r name srcs input libs <<<"$p"
+  IFS='|' read -r name srcs input libs args <<<"$p"
   for side in gw deb; do
     envs=("${gw_env[@]}"); [ $side = deb ] && envs=("${deb_env[@]}")
     t0=$(date +%s%N)
-    (cd "$T/$side/home/pvm3/bin/LINUX64" && printf '%s\n' $input | env "${envs[@]}" timeout 60 "./$name") >"$T/$side/out/$name" 2>"$T/$side/out/$name.err"
+    (cd "$T/$side/home/pvm3/bin/LINUX64" && printf '%s\n' $input | env "${envs[@]}" timeout 60 "./$name" $args) >"$T/$side/out/$name" 2>"$T/$side/out/$name.err"
     echo "$? $(( ($(date +%s%N) - t0) / 1000000 ))" >"$T/$side/out/$name.rc"
     python3 "$here/normalize.py" "$T/$side/out/$name" >"$T/$side/out/$name.norm"
   done

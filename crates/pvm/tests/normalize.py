@@ -9,6 +9,9 @@ import sys
 
 LO, HI = 0x40000, 0x80000
 text = open(sys.argv[1], errors="replace").read()
+# Message contexts (numbered from 0x40001 by both) are not task ids.
+ctxs = sorted({int(m.group(1)) for m in re.finditer(r"context (\d+)", text)})
+text = re.sub(r"context (\d+)", lambda m: f"context C{ctxs.index(int(m.group(1)))}", text)
 tids = set()
 for m in re.finditer(r"\bt([0-9a-f]{5})\b", text):
     tids.add(int(m.group(1), 16))
