@@ -58,7 +58,7 @@ progs=(
   "joinleave|gexamples/joinleave.c||-lgpvm3|200"
   "thb|gexamples/thb.c gexamples/tnb.c||-lgpvm3|3"
   "gexamp|gexamples/gexamp.c||-lgpvm3|4"
-  "trsg|gexamples/trsg.c||-lgpvm3"
+  "trsg|gexamples/trsg.c|4 8|-lgpvm3"
   "notify_kill|examples/notify_kill.c||"
   "packtypes|examples/packtypes.c||"
 )
