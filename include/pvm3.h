@@ -188,6 +188,7 @@ int pvm_notify(int what, int msgtag, int count, int *tids);
 int pvm_catchout(FILE *f);
 int pvm_archcode(char *arch);
 int pvmsleep(int secs);
+int pvmgetclock(struct timeval *tv);
 char *pvm_version(void);
 int pvm_perror(char *msg);
 int pvm_setopt(int what, int val);

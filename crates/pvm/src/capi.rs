@@ -787,3 +787,14 @@ pub extern "C" fn pvmsleep(secs: c_int) -> c_int {
     std::thread::sleep(Duration::from_secs(secs.max(0) as u64));
     0
 }
+
+/// `pvmgetclock(tv)`: libpvm's wall clock, which bwtest.c times with.
+#[no_mangle]
+pub unsafe extern "C" fn pvmgetclock(tv: *mut libc::timeval) -> c_int {
+    if tv.is_null() {
+        return PVM_BAD_PARAM;
+    }
+    // SAFETY: `tv` is a writable timeval (the caller's contract); a null
+    // time zone is allowed.
+    unsafe { libc::gettimeofday(tv, std::ptr::null_mut()) }
+}
