@@ -29,6 +29,7 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
+[ -n "${KEEP:-}" ] && trap - EXIT
 for side in gw deb; do
   bin=$T/$side/home/pvm3/bin/LINUX64
   mkdir -p "$bin" "$T/$side/tmp"
@@ -40,6 +41,7 @@ for side in gw deb; do
     fi || { echo "bench/pvm.sh: $side: $p.c does not compile" >&2; exit 1; }
   done
 done
+ln -sf "$(command -v pvmgs)" "$T/deb/home/pvm3/bin/LINUX64/pvmgs"   # Debian's group server
 (echo quit | env "${deb_env[@]}" timeout 20 pvm) >/dev/null 2>&1
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "-")}'; }

@@ -345,6 +345,18 @@ impl Buffer {
             }
             let take = run.left.min(n - done);
             let src = &self.data[self.pos..self.pos + take * es];
+            if stride == 1 && run.order == Order::NATIVE {
+                // The common case in one copy.
+                // SAFETY: slots done..done + take are within what the caller guarantees.
+                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.add(done * es), take * es) };
+                self.pos += take * es;
+                done += take;
+                self.run = Some(RunState {
+                    left: run.left - take,
+                    ..run
+                });
+                continue;
+            }
             for i in 0..take {
                 let e = &src[i * es..(i + 1) * es];
                 // SAFETY: slot done + i is within what the caller guarantees.
