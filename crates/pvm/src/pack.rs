@@ -348,7 +348,9 @@ impl Buffer {
             if stride == 1 && run.order == Order::NATIVE {
                 // The common case in one copy.
                 // SAFETY: slots done..done + take are within what the caller guarantees.
-                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.add(done * es), take * es) };
+                unsafe {
+                    std::ptr::copy_nonoverlapping(src.as_ptr(), dst.add(done * es), take * es)
+                };
                 self.pos += take * es;
                 done += take;
                 self.run = Some(RunState {
