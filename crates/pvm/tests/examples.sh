@@ -113,6 +113,21 @@ for p in "${progs[@]}"; do
 done
 # The notify test must also have said what it checks, under both.
 grep -q "notified: tag 77, the killed child" "$T/gw/out/notify_kill" || { echo "FAILED: notify_kill: no notification for the killed task"; fail=1; }
+# The console: spawn four spmd tasks (siblings of each other, as PVM's
+# `spawn -4 spmd`); their ring's output lands in the virtual machine's log.
+: >"$T/gw/vm/log"
+if (cd "$T/gw/home" && env "${gw_env[@]}" timeout 30 "$lib/gwpvm" spawn -4 spmd) >"$T/console.out" 2>&1 \
+   && grep -q "^4 successful" "$T/console.out"; then
+  for _ in $(seq 100); do grep -q "token ring done" "$T/gw/vm/log" && break; sleep 0.1; done
+  if grep -q "Pass a token through the   4 tid ring" "$T/gw/vm/log" && grep -q "token ring done" "$T/gw/vm/log" \
+     && env "${gw_env[@]}" "$lib/gwpvm" ps | grep -q "HOST.*TID.*COMMAND"; then
+    echo "ok: gwpvm spawn -4 spmd runs a 4-task ring; gwpvm ps answers"
+  else
+    echo "FAILED: gwpvm spawn -4 spmd: the ring did not complete:"; cat "$T/gw/vm/log"; fail=1
+  fi
+else
+  echo "FAILED: gwpvm spawn:"; cat "$T/console.out"; fail=1
+fi
 # Stale coordinator file (a coordinator that died): the next task replaces it.
 vm=$T/gw/vm
 env "${gw_env[@]}" "$lib/gwpvm" halt >/dev/null 2>&1
