@@ -88,7 +88,7 @@ enum {
 #define PvmTaskChild 1
 #define PvmBaseContext 0
 
-/* Mailbox flags (pvm_putinfo / pvm_recvinfo are not provided). */
+/* Mailbox flags (pvm_putinfo, pvm_recvinfo, pvm_delinfo). */
 #define PvmMboxDefault 0
 #define PvmMboxPersistent 1
 #define PvmMboxMultiInstance 2
@@ -165,6 +165,14 @@ struct pvmtaskinfo {
     int ti_flag;
     char *ti_a_out;
     int ti_pid;
+};
+
+struct pvmmboxinfo {
+    char *mi_name;
+    int mi_nentries;
+    int *mi_indices;
+    int *mi_owners;
+    int *mi_flags;
 };
 
 extern int pvm_errno;
@@ -246,6 +254,12 @@ int pvm_trecv(int tid, int msgtag, struct timeval *timeout);
 int pvm_probe(int tid, int msgtag);
 int pvm_precv(int tid, int msgtag, void *buf, int count, int datatype,
               int *rtid, int *rtag, int *rcount);
+
+/* The message mailbox. */
+int pvm_putinfo(char *name, int bufid, int flags);
+int pvm_recvinfo(char *name, int index, int flags);
+int pvm_delinfo(char *name, int index, int flags);
+int pvm_getmboxinfo(char *pattern, int *nclasses, struct pvmmboxinfo **classes);
 
 /* Groups. */
 int pvm_joingroup(char *group);

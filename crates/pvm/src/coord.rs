@@ -187,6 +187,20 @@ struct TaskRec {
     reserved_at: Instant,
 }
 
+/// One mailbox entry: who put it, with which flags, and the message.
+struct MboxEntry {
+    owner: i32,
+    flags: i32,
+    data: String,
+}
+
+const MBOX_PERSISTENT: i32 = 1;
+const MBOX_MULTI: i32 = 2;
+const MBOX_OVERWRITABLE: i32 = 4;
+const MBOX_FIRST_AVAIL: i32 = 8;
+const MBOX_READ_DELETE: i32 = 16;
+const MBOX_WAIT: i32 = 32;
+
 #[derive(Default)]
 struct State {
     next_ctx: u32,
@@ -197,6 +211,8 @@ struct State {
     groups: BTreeMap<String, Vec<Option<i32>>>,
     /// Group name -> (arrivals at the current barrier, its generation).
     barriers: HashMap<String, (i32, u64)>,
+    /// Message mailbox: class name -> index -> entry (None: a free index).
+    mbox: BTreeMap<String, Vec<Option<MboxEntry>>>,
     conns: HashMap<u64, Arc<Mutex<UnixStream>>>,
     halted: bool,
 }
@@ -305,6 +321,18 @@ fn task_gone(st: &mut State, tid: i32) {
         }
     }
     st.groups.retain(|_, g| g.iter().any(Option::is_some));
+    // Its mailbox entries go with it, unless it made them persistent.
+    for class in st.mbox.values_mut() {
+        for slot in class.iter_mut() {
+            if slot
+                .as_ref()
+                .is_some_and(|e| e.owner == tid && e.flags & MBOX_PERSISTENT == 0)
+            {
+                *slot = None;
+            }
+        }
+    }
+    st.mbox.retain(|_, c| c.iter().any(Option::is_some));
     let line = format!("EXIT {tid}\n");
     for c in st.conns.values() {
         let _ = c.lock().unwrap().write_all(line.as_bytes());
@@ -568,6 +596,117 @@ fn handle(sh: &Shared, own: &mut Option<i32>, line: &str) -> Result<String, i32>
             // as PVM's daemon numbers them.
             st.contexts += 1;
             (HOST_TID + st.contexts).to_string()
+        }
+        "PUTINFO" => {
+            let name = name_arg(w.next())?;
+            let flags = int_arg(w.next())?;
+            let data = w.next().unwrap_or("").to_string();
+            unhex(&data).ok_or(PVM_BAD_PARAM)?;
+            let owner = me()?;
+            let class = st.mbox.entry(name).or_default();
+            let entry = MboxEntry { owner, flags, data };
+            let index = if flags & MBOX_MULTI != 0 {
+                match class.iter().position(Option::is_none) {
+                    Some(i) => i,
+                    None => {
+                        class.push(None);
+                        class.len() - 1
+                    }
+                }
+            } else {
+                // A single instance: replaced only by its owner or when
+                // it was put overwritable.
+                if class.is_empty() {
+                    class.push(None);
+                }
+                if let Some(e) = &mut class[0] {
+                    if e.owner != owner && e.flags & MBOX_OVERWRITABLE == 0 {
+                        return Err(PVM_DENIED);
+                    }
+                    if e.owner != owner {
+                        // Overwriting another task's entry changes the
+                        // message only: it stays the owner's (as in PVM).
+                        e.data = entry.data;
+                        sh.changed.notify_all();
+                        return Ok("0".into());
+                    }
+                }
+                0
+            };
+            class[index] = Some(entry);
+            sh.changed.notify_all();
+            index.to_string()
+        }
+        "RECVINFO" => {
+            let name = name_arg(w.next())?;
+            let index = usize::try_from(int_arg(w.next())?).map_err(|_| PVM_BAD_PARAM)?;
+            let flags = int_arg(w.next())?;
+            loop {
+                let found = st.mbox.get(&name).and_then(|c| {
+                    if flags & MBOX_FIRST_AVAIL != 0 {
+                        (index..c.len()).find(|&i| c[i].is_some())
+                    } else {
+                        c.get(index).and_then(|e| e.as_ref()).map(|_| index)
+                    }
+                });
+                if let Some(i) = found {
+                    let class = st.mbox.get_mut(&name).expect("found in it");
+                    let e = class[i].as_ref().expect("found");
+                    let reply = format!("{} {}", e.owner, e.data);
+                    if flags & MBOX_READ_DELETE != 0 {
+                        class[i] = None;
+                        st.mbox.retain(|_, c| c.iter().any(Option::is_some));
+                    }
+                    break reply;
+                }
+                if flags & MBOX_WAIT == 0 || st.halted {
+                    return Err(PVM_NOT_FOUND);
+                }
+                st = sh.changed.wait(st).unwrap();
+            }
+        }
+        "DELINFO" => {
+            let name = name_arg(w.next())?;
+            let index = usize::try_from(int_arg(w.next())?).map_err(|_| PVM_BAD_PARAM)?;
+            let tid = me()?;
+            let class = st.mbox.get_mut(&name).ok_or(PVM_NOT_FOUND)?;
+            let e = class
+                .get(index)
+                .and_then(|e| e.as_ref())
+                .ok_or(PVM_NOT_FOUND)?;
+            if e.owner != tid && e.flags & MBOX_OVERWRITABLE == 0 {
+                return Err(PVM_DENIED);
+            }
+            class[index] = None;
+            st.mbox.retain(|_, c| c.iter().any(Option::is_some));
+            String::new()
+        }
+        "MBOXINFO" => {
+            // Classes whose name matches the pattern ("" and "*": all; a
+            // trailing "*": a prefix; otherwise the name itself).
+            let pat = name_arg(w.next()).unwrap_or_default();
+            let rows: Vec<String> = st
+                .mbox
+                .iter()
+                .filter(|(n, _)| match pat.as_str() {
+                    "" | "*" => true,
+                    p => match p.strip_suffix('*') {
+                        Some(prefix) => n.starts_with(prefix),
+                        None => *n == p,
+                    },
+                })
+                .map(|(n, c)| {
+                    let entries: Vec<String> = c
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, e)| {
+                            e.as_ref().map(|e| format!("{i}/{}/{}", e.owner, e.flags))
+                        })
+                        .collect();
+                    format!("{}:{}", hex(n.as_bytes()), entries.join(","))
+                })
+                .collect();
+            rows.join(";")
         }
         "CONF" => String::new(),
         _ => return Err(PVM_BAD_PARAM),

@@ -19,6 +19,7 @@ pub mod client;
 pub mod consts;
 pub mod coord;
 pub mod groups;
+pub mod mbox;
 pub mod pack;
 pub mod spawn;
 pub mod task;

@@ -61,6 +61,7 @@ progs=(
   "trsg|gexamples/trsg.c|4 8|-lgpvm3"
   "notify_kill|examples/notify_kill.c||"
   "packtypes|examples/packtypes.c||"
+  "mbox_test|examples/mbox_test.c||"
 )
 for side in gw deb; do
   bin=$T/$side/home/pvm3/bin/LINUX64
