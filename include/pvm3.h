@@ -183,6 +183,7 @@ int pvm_parent(void);
 int pvm_exit(void);
 int pvm_spawn(char *file, char **argv, int flags, char *where, int count, int *tids);
 int pvm_kill(int tid);
+int pvm_sendsig(int tid, int sig);
 int pvm_tasks(int which, int *ntask, struct pvmtaskinfo **taskp);
 int pvm_config(int *nhost, int *narch, struct pvmhostinfo **hostp);
 int pvm_siblings(int **tids);

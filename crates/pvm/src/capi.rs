@@ -477,6 +477,16 @@ pvm_fn!(
 );
 
 pvm_fn!(
+    /// Sends signal `sig` to task `tid` (the coordinator signals its process).
+    fn pvm_sendsig(tid: c_int, sig: c_int) {
+        with_task(|t| match t.coord.request(&format!("KILL {tid} {sig}")) {
+            Ok(_) => PVM_OK,
+            Err(e) => e,
+        })
+    }
+);
+
+pvm_fn!(
     fn pvm_spawn(
         file: *mut c_char,
         argv: *mut *mut c_char,

@@ -475,12 +475,17 @@ fn handle(sh: &Shared, own: &mut Option<i32>, line: &str) -> Result<String, i32>
         }
         "KILL" => {
             let tid = int_arg(w.next())?;
+            // pvm_sendsig names a signal; pvm_kill does not (SIGTERM).
+            let sig = w.next().map_or(Ok(libc::SIGTERM), |s| int_arg(Some(s)))?;
+            if !(1..65).contains(&sig) {
+                return Err(PVM_BAD_PARAM);
+            }
             let t = st.tasks.get(&tid).filter(|t| t.alive).ok_or(PVM_NO_TASK)?;
             if t.pid <= 0 {
                 return Err(PVM_NO_TASK);
             }
             // SAFETY: signalling a process of ours by pid.
-            unsafe { libc::kill(t.pid, libc::SIGTERM) };
+            unsafe { libc::kill(t.pid, sig) };
             String::new()
         }
         "HALT" => shutdown(&mut st),

@@ -57,6 +57,23 @@ int main(int argc, char **argv)
         pvm_upkint(&dead, 1, 1);
         printf("notified: tag %d, %s\n", tag, dead == child ? "the killed child" : "another task");
     }
+    /* The same for a task killed by pvm_sendsig and one by pvm_kill. */
+    for (int way = 0; way < 2; way++) {
+        int other;
+        if (pvm_spawn("notify_kill", args, 0, "", 1, &other) != 1) {
+            printf("spawn failed: %d\n", other);
+            break;
+        }
+        pvm_notify(PvmTaskExit, EXIT_TAG + 1 + way, 1, &other);
+        pvm_recv(other, READY_TAG);
+        int rc = way == 0 ? pvm_sendsig(other, SIGKILL) : pvm_kill(other);
+        buf = pvm_trecv(-1, EXIT_TAG + 1 + way, &tmo);
+        int dead = 0;
+        if (buf > 0)
+            pvm_upkint(&dead, 1, 1);
+        printf("%s -> %d; notified: %s\n", way == 0 ? "pvm_sendsig" : "pvm_kill", rc,
+               buf > 0 && dead == other ? "yes" : "no");
+    }
     /* A send to the dead task fails or is dropped, and never hangs. */
     pvm_initsend(PvmDataDefault);
     pvm_pkint(&me, 1, 1);
