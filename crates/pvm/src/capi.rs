@@ -500,7 +500,9 @@ pvm_fn!(
         else {
             return PVM_BAD_PARAM;
         };
-        if count < 1 {
+        // More than the virtual machine can ever hold is a mistake, not a
+        // reason to allocate.
+        if count < 1 || count as u32 > crate::coord::CAPACITY {
             return PVM_BAD_PARAM;
         }
         let mut args = Vec::new();
