@@ -18,7 +18,7 @@ pub static pvm_errno: AtomicI32 = AtomicI32::new(0);
 
 /// Runs a PVM call: a panic (a bug: no input may cause one) becomes
 /// `PvmSysErr` instead of unwinding into C; errors are remembered.
-pub(crate) fn guard(f: impl FnOnce() -> c_int) -> c_int {
+pub fn guard(f: impl FnOnce() -> c_int) -> c_int {
     let rc = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(PVM_SYS_ERR);
     if rc < 0 {
         pvm_errno.store(rc, Ordering::Relaxed);
@@ -36,7 +36,7 @@ macro_rules! pvm_fn {
     };
 }
 
-fn with_task(f: impl FnOnce(&'static Task) -> c_int) -> c_int {
+pub(crate) fn with_task(f: impl FnOnce(&'static Task) -> c_int) -> c_int {
     match task() {
         Ok(t) => f(t),
         Err(e) => e,
@@ -45,7 +45,7 @@ fn with_task(f: impl FnOnce(&'static Task) -> c_int) -> c_int {
 
 /// # Safety
 /// `p`, when not null, must be a NUL-terminated string.
-unsafe fn cstr<'a>(p: *const c_char) -> Option<&'a str> {
+pub(crate) unsafe fn cstr<'a>(p: *const c_char) -> Option<&'a str> {
     if p.is_null() {
         return None;
     }
@@ -61,17 +61,6 @@ pvm_fn!(
 pvm_fn!(
     fn pvm_parent() {
         with_task(|t| t.parent)
-    }
-);
-pvm_fn!(
-    fn pvm_tidtohost(tid: c_int) {
-        with_task(|_| {
-            if ctx_of(tid).is_some() || tid == HOST_TID {
-                HOST_TID
-            } else {
-                PVM_BAD_PARAM
-            }
-        })
     }
 );
 
@@ -458,9 +447,9 @@ pvm_fn!(
                     }
                     PVM_OK
                 }
-                // One host that is never deleted and no host can be added
-                // (pvm_addhosts is not supported): nothing will ever fire.
-                PVM_HOST_DELETE | PVM_HOST_ADD => PVM_OK,
+                PVM_HOST_DELETE | PVM_HOST_ADD => {
+                    crate::hosts::notify_host(t, kind, cancel, tag, cnt, tids)
+                }
                 _ => PVM_BAD_PARAM,
             }
         })
@@ -531,8 +520,6 @@ pvm_fn!(
 struct Kept {
     tasks: Vec<TaskInfo>,
     strings: Vec<std::ffi::CString>,
-    hosts: Vec<HostInfo>,
-    host_strings: Vec<std::ffi::CString>,
     siblings: Vec<c_int>,
 }
 // SAFETY: the raw pointers in the kept structs point into `strings`, which
@@ -541,8 +528,6 @@ unsafe impl Send for Kept {}
 static KEPT: Mutex<Kept> = Mutex::new(Kept {
     tasks: Vec::new(),
     strings: Vec::new(),
-    hosts: Vec::new(),
-    host_strings: Vec::new(),
     siblings: Vec::new(),
 });
 
@@ -560,11 +545,11 @@ pub struct TaskInfo {
 /// `struct pvmhostinfo`.
 #[repr(C)]
 pub struct HostInfo {
-    hi_tid: c_int,
-    hi_name: *mut c_char,
-    hi_arch: *mut c_char,
-    hi_speed: c_int,
-    hi_dsig: c_int,
+    pub hi_tid: c_int,
+    pub hi_name: *mut c_char,
+    pub hi_arch: *mut c_char,
+    pub hi_speed: c_int,
+    pub hi_dsig: c_int,
 }
 
 pvm_fn!(
@@ -580,7 +565,7 @@ pvm_fn!(
             k.strings.clear();
             for row in rows.split(';').filter(|r| !r.is_empty()) {
                 let f: Vec<&str> = row.split(',').collect();
-                let [tid, ptid, pid, name] = f[..] else {
+                let [tid, ptid, pid, name, host] = f[..] else {
                     continue;
                 };
                 let name = crate::coord::unhex(name).unwrap_or_default();
@@ -588,7 +573,7 @@ pvm_fn!(
                 k.tasks.push(TaskInfo {
                     ti_tid: tid.parse().unwrap_or(0),
                     ti_ptid: ptid.parse::<c_int>().map(|p| p.max(0)).unwrap_or(0),
-                    ti_host: HOST_TID,
+                    ti_host: host.parse().unwrap_or(HOST_TID),
                     ti_flag: 4,
                     ti_a_out: c.as_ptr() as *mut c_char,
                     ti_pid: pid.parse().unwrap_or(0),
@@ -602,39 +587,6 @@ pvm_fn!(
                 }
                 if !taskp.is_null() {
                     *taskp = k.tasks.as_mut_ptr();
-                }
-            }
-            PVM_OK
-        })
-    }
-);
-
-pvm_fn!(
-    fn pvm_config(nhost: *mut c_int, narch: *mut c_int, hostp: *mut *mut HostInfo) {
-        with_task(|_| {
-            let mut k = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-            let k = &mut *k;
-            k.host_strings = vec![
-                std::ffi::CString::new(spawn::hostname()).unwrap_or_default(),
-                std::ffi::CString::new(spawn::arch()).unwrap_or_default(),
-            ];
-            k.hosts = vec![HostInfo {
-                hi_tid: HOST_TID,
-                hi_name: k.host_strings[0].as_ptr() as *mut c_char,
-                hi_arch: k.host_strings[1].as_ptr() as *mut c_char,
-                hi_speed: 1000,
-                hi_dsig: 0x0040_8841,
-            }];
-            // SAFETY: out-pointers are null or writable.
-            unsafe {
-                if !nhost.is_null() {
-                    *nhost = 1;
-                }
-                if !narch.is_null() {
-                    *narch = 1;
-                }
-                if !hostp.is_null() {
-                    *hostp = k.hosts.as_mut_ptr();
                 }
             }
             PVM_OK
@@ -724,17 +676,6 @@ pvm_fn!(
 );
 
 pvm_fn!(
-    fn pvm_mstat(host: *mut c_char) {
-        // SAFETY: PVM's contract: a host name.
-        match unsafe { cstr(host) } {
-            Some(h) if h == spawn::hostname() || h == "localhost" => PVM_OK,
-            Some(_) => PVM_NO_HOST,
-            None => PVM_BAD_PARAM,
-        }
-    }
-);
-
-pvm_fn!(
     fn pvm_pstat(tid: c_int) {
         with_task(
             |t| match t.coord.request(&format!("STATUS {tid}")).as_deref() {
@@ -755,25 +696,6 @@ pvm_fn!(
     }
 );
 
-pvm_fn!(
-    /// Adding hosts needs the launcher's remote start methods, which this
-    /// library does not drive yet.
-    fn pvm_addhosts(_names: *mut *mut c_char, count: c_int, infos: *mut c_int) {
-        if !infos.is_null() && count > 0 {
-            for i in 0..count as usize {
-                // SAFETY: PVM's contract: room for `count` codes.
-                unsafe { *infos.add(i) = PVM_NOT_IMPL };
-            }
-        }
-        PVM_NOT_IMPL
-    }
-);
-
-pvm_fn!(
-    fn pvm_delhosts(_names: *mut *mut c_char, _count: c_int, _infos: *mut c_int) {
-        PVM_NOT_IMPL
-    }
-);
 pvm_fn!(
     fn pvm_catchout(_f: *mut c_void) {
         PVM_NOT_IMPL

@@ -1,5 +1,5 @@
 //! A task's connection to the coordinator: requests and replies in order,
-//! and `EXIT <tid>` events, which a reader thread turns into the core's
+//! and events (`EXIT <tid>`, host additions and deletions), which a reader thread turns into the core's
 //! membership events (`Context::peer_departed`).
 
 use crate::consts::*;
@@ -15,9 +15,12 @@ pub struct Coord {
 }
 
 impl Coord {
-    /// Wraps a connection; `on_exit` runs on the reader thread for every
-    /// task the coordinator reports gone.
-    pub fn new(s: UnixStream, on_exit: impl Fn(i32) + Send + 'static) -> std::io::Result<Coord> {
+    /// Wraps a connection; `on_event` runs on the reader thread for every
+    /// event line (`EXIT <tid>`, `HOSTADD <dtid>`, `HOSTDEL <dtid>`).
+    pub fn new(
+        s: UnixStream,
+        on_event: impl Fn(&str, i32) + Send + 'static,
+    ) -> std::io::Result<Coord> {
         let r = s.try_clone()?;
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
@@ -25,9 +28,10 @@ impl Coord {
             .spawn(move || {
                 for line in BufReader::new(r).lines() {
                     let Ok(line) = line else { break };
-                    if let Some(t) = line.strip_prefix("EXIT ") {
-                        if let Ok(tid) = t.trim().parse() {
-                            on_exit(tid);
+                    if !line.starts_with("OK") && !line.starts_with("ERR") {
+                        let mut w = line.split_whitespace();
+                        if let (Some(ev), Some(Ok(v))) = (w.next(), w.next().map(str::parse)) {
+                            on_event(ev, v);
                         }
                     } else if tx.send(line).is_err() {
                         break;

@@ -180,6 +180,8 @@ fn start(lock_fd: i32) -> std::io::Result<()> {
 
 struct TaskRec {
     ptid: i32,
+    /// The daemon task id of its host (`HOST_TID` for this one).
+    host: i32,
     pid: i32,
     name: String,
     table: Option<String>,
@@ -214,6 +216,9 @@ struct State {
     /// Message mailbox: class name -> index -> entry (None: a free index).
     mbox: BTreeMap<String, Vec<Option<MboxEntry>>>,
     conns: HashMap<u64, Arc<Mutex<UnixStream>>>,
+    /// Hosts added with `pvm_addhosts` (emulated on this machine): slot k
+    /// has daemon id `host_tid(k + 1)`; None: deleted.
+    hosts: Vec<Option<String>>,
     halted: bool,
 }
 
@@ -339,6 +344,23 @@ fn task_gone(st: &mut State, tid: i32) {
     }
 }
 
+/// Daemon task id of added host number `k` (1, 2, …), as PVM numbers hosts.
+pub fn host_tid(k: usize) -> i32 {
+    HOST_TID * (k as i32 + 1)
+}
+
+/// The slot of a live added host with daemon id `dtid`.
+fn host_slot(st: &State, dtid: i32) -> Option<usize> {
+    let k = usize::try_from(dtid / HOST_TID).ok()?.checked_sub(2)?;
+    (dtid % HOST_TID == 0 && st.hosts.get(k).is_some_and(Option::is_some)).then_some(k)
+}
+
+fn broadcast(st: &State, line: &str) {
+    for c in st.conns.values() {
+        let _ = c.lock().unwrap().write_all(line.as_bytes());
+    }
+}
+
 fn client(sh: Arc<Shared>, id: u64, s: UnixStream) {
     let Ok(w) = s.try_clone() else { return };
     let w = Arc::new(Mutex::new(w));
@@ -388,12 +410,20 @@ fn handle(sh: &Shared, own: &mut Option<i32>, line: &str) -> Result<String, i32>
                 (0, int_arg(w.next())?)
             };
             let name = name_arg(w.next())?;
+            let host = match w.next() {
+                Some(h) => int_arg(Some(h))?,
+                None => HOST_TID,
+            };
+            if host != HOST_TID && host_slot(&st, host).is_none() {
+                return Err(PVM_NO_HOST);
+            }
             let tid = tid_of(st.next_ctx);
             st.next_ctx += 1;
             st.tasks.insert(
                 tid,
                 TaskRec {
                     ptid,
+                    host,
                     pid,
                     name,
                     table: None,
@@ -465,10 +495,19 @@ fn handle(sh: &Shared, own: &mut Option<i32>, line: &str) -> Result<String, i32>
             let rows: Vec<String> = st
                 .tasks
                 .iter()
-                .filter(|(&tid, t)| t.alive && (which == 0 || which == HOST_TID || which == tid))
-                .map(|(tid, t)| format!("{tid},{},{},{}", t.ptid, t.pid, hex(t.name.as_bytes())))
+                .filter(|(&tid, t)| t.alive && (which == 0 || which == t.host || which == tid))
+                .map(|(tid, t)| {
+                    format!(
+                        "{tid},{},{},{},{}",
+                        t.ptid,
+                        t.pid,
+                        hex(t.name.as_bytes()),
+                        t.host
+                    )
+                })
                 .collect();
-            if which != 0 && which != HOST_TID && rows.is_empty() {
+            if which != 0 && which != HOST_TID && host_slot(&st, which).is_none() && rows.is_empty()
+            {
                 return Err(PVM_NO_TASK);
             }
             rows.join(";")
@@ -624,16 +663,11 @@ fn handle(sh: &Shared, own: &mut Option<i32>, line: &str) -> Result<String, i32>
                 if class.is_empty() {
                     class.push(None);
                 }
-                if let Some(e) = &mut class[0] {
+                // Overwriting makes the entry the writer's (as in PVM: it
+                // then goes when the writer does).
+                if let Some(e) = &class[0] {
                     if e.owner != owner && e.flags & MBOX_OVERWRITABLE == 0 {
                         return Err(PVM_DENIED);
-                    }
-                    if e.owner != owner {
-                        // Overwriting another task's entry changes the
-                        // message only: it stays the owner's (as in PVM).
-                        e.data = entry.data;
-                        sh.changed.notify_all();
-                        return Ok("0".into());
                     }
                 }
                 0
@@ -712,6 +746,59 @@ fn handle(sh: &Shared, own: &mut Option<i32>, line: &str) -> Result<String, i32>
                 })
                 .collect();
             rows.join(";")
+        }
+        "ADDHOST" => {
+            let name = name_arg(w.next())?;
+            if name.is_empty() || name.contains(char::is_whitespace) {
+                return Err(PVM_BAD_PARAM);
+            }
+            if st.hosts.iter().flatten().any(|h| *h == name) {
+                return Err(PVM_DUP_HOST);
+            }
+            st.hosts.push(Some(name));
+            let dtid = host_tid(st.hosts.len());
+            broadcast(&st, &format!("HOSTADD {dtid}\n"));
+            dtid.to_string()
+        }
+        "DELHOST" => {
+            // The host's tasks are terminated, as pvmd's are with their host.
+            let name = name_arg(w.next())?;
+            let k = st
+                .hosts
+                .iter()
+                .position(|h| h.as_deref() == Some(name.as_str()))
+                .ok_or(PVM_NO_HOST)?;
+            let dtid = host_tid(k + 1);
+            for t in st
+                .tasks
+                .values()
+                .filter(|t| t.alive && t.host == dtid && t.pid > 0)
+            {
+                // SAFETY: signalling a process of ours by pid.
+                unsafe { libc::kill(t.pid, libc::SIGTERM) };
+            }
+            st.hosts[k] = None;
+            broadcast(&st, &format!("HOSTDEL {dtid}\n"));
+            String::new()
+        }
+        "HOSTS" => {
+            let mut rows = vec![format!(
+                "{HOST_TID},{}",
+                hex(crate::spawn::hostname().as_bytes())
+            )];
+            for (k, h) in st.hosts.iter().enumerate() {
+                if let Some(h) = h {
+                    rows.push(format!("{},{}", host_tid(k + 1), hex(h.as_bytes())));
+                }
+            }
+            rows.join(";")
+        }
+        "HOSTOF" => {
+            let tid = int_arg(w.next())?;
+            if tid == HOST_TID || host_slot(&st, tid).is_some() {
+                return Ok(tid.to_string());
+            }
+            st.tasks.get(&tid).ok_or(PVM_NO_TASK)?.host.to_string()
         }
         "CONF" => String::new(),
         _ => return Err(PVM_BAD_PARAM),

@@ -19,6 +19,7 @@ pub mod client;
 pub mod consts;
 pub mod coord;
 pub mod groups;
+pub mod hosts;
 pub mod mbox;
 pub mod pack;
 pub mod spawn;

@@ -69,15 +69,17 @@ pub fn spawn(
     place: &str,
     tids: &mut [i32],
 ) -> i32 {
-    if flag & PVM_TASK_HOST != 0
-        && !place.is_empty()
-        && place != "."
-        && place != hostname()
-        && place != "localhost"
-    {
-        tids.iter_mut().for_each(|x| *x = PVM_NO_HOST);
-        return PVM_NO_HOST;
-    }
+    let host = if flag & PVM_TASK_HOST != 0 && place != hostname() {
+        match crate::hosts::host_named(t, place) {
+            Ok(h) => h,
+            Err(e) => {
+                tids.iter_mut().for_each(|x| *x = e);
+                return e;
+            }
+        }
+    } else {
+        HOST_TID
+    };
     let Some(path) = find_program(name) else {
         tids.iter_mut().for_each(|x| *x = PVM_NO_FILE);
         return 0;
@@ -91,7 +93,7 @@ pub fn spawn(
     for slot in tids.iter_mut() {
         match t
             .coord
-            .request(&format!("RESERVE {parent} {}", hex(name.as_bytes())))
+            .request(&format!("RESERVE {parent} {} {host}", hex(name.as_bytes())))
             .and_then(|r| r.parse::<i32>().map_err(|_| PVM_SYS_ERR))
         {
             Ok(tid) => {
@@ -133,6 +135,13 @@ pub fn spawn(
             .stdin(Stdio::null())
             .stdout(o)
             .stderr(e);
+        // An emulated host is a host identity of its own (shared memory
+        // does not reach it); this machine's tasks get the real one.
+        if host == HOST_TID {
+            cmd.env_remove("GW_HOST_ID");
+        } else {
+            cmd.env("GW_HOST_ID", format!("gwpvm-host-{host:x}"));
+        }
         // SAFETY: the closure runs between fork and exec and only calls
         // fork and _exit, which are async-signal-safe. The grandchild goes
         // on to exec the program; the intermediate child exits at once, so

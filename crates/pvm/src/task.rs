@@ -35,6 +35,7 @@ pub struct Task {
     pub inbox: Arc<Mutex<VecDeque<Buffer>>>,
     /// (watched task, tag, context) of each pending task-exit notify.
     notifies: Arc<Mutex<Vec<(i32, i32, i32)>>>,
+    pub host_notifies: Arc<Mutex<Vec<HostNotify>>>,
 }
 
 /// The message buffers of the process (`pvm_mkbuf` ids), the active send
@@ -114,10 +115,18 @@ fn enroll() -> Result<Task, String> {
     let (sock, info) = coord::connect_or_start().map_err(|e| e.to_string())?;
     let ctx_cell: Arc<OnceLock<Context>> = Arc::new(OnceLock::new());
     let cell = ctx_cell.clone();
-    let coord = Coord::new(sock, move |tid| {
-        if let (Some(ctx), Some(c)) = (cell.get(), ctx_of(tid)) {
-            let _ = ctx.peer_departed(c, &format!("task t{tid:x} exited"));
+    let host_notifies: Arc<Mutex<Vec<HostNotify>>> = Default::default();
+    let inbox: Arc<Mutex<VecDeque<Buffer>>> = Default::default();
+    let (hn, hib) = (host_notifies.clone(), inbox.clone());
+    let coord = Coord::new(sock, move |ev, v| match ev {
+        "EXIT" => {
+            if let (Some(ctx), Some(c)) = (cell.get(), ctx_of(v)) {
+                let _ = ctx.peer_departed(c, &format!("task t{v:x} exited"));
+            }
         }
+        "HOSTADD" => fire_host_notifies(&hn, &hib, PVM_HOST_ADD, v),
+        "HOSTDEL" => fire_host_notifies(&hn, &hib, PVM_HOST_DELETE, v),
+        _ => {}
     })
     .map_err(|e| e.to_string())?;
     let pid = std::process::id();
@@ -170,7 +179,6 @@ fn enroll() -> Result<Task, String> {
         },
     )
     .map_err(|e| e.to_string())?;
-    let inbox: Arc<Mutex<VecDeque<Buffer>>> = Default::default();
     let ib = inbox.clone();
     ctx.register_handler(PVM_HANDLER, move |_, req| {
         let Some(h) = req.payload.get(..MSG_HEADER) else {
@@ -200,6 +208,22 @@ fn enroll() -> Result<Task, String> {
         DescriptorTable::decode(&unhex(&r)?).ok().map(|(t, _)| t)
     });
     let _ = ctx_cell.set(ctx.clone());
+    // A task runs the program's code between PVM calls, and PVM promises
+    // that a sent message arrives even if its sender then computes or
+    // sleeps (pvmd carries it). Here a thread keeps the context's progress
+    // going meanwhile: it finishes queued sends and connection handshakes
+    // and files arriving messages in the inbox. It polls every millisecond
+    // and takes progress only when the program is not driving it itself.
+    let pc = ctx.clone();
+    std::thread::Builder::new()
+        .name("gwpvm-progress".into())
+        .spawn(move || {
+            while !EXITED.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(1));
+                pc.progress_thorough();
+            }
+        })
+        .map_err(|e| e.to_string())?;
     coord
         .request(&format!("TABLE {}", hex(&ctx.table().encode())))
         .map_err(|c| format!("cannot publish the descriptor table: {}", error_text(c)))?;
@@ -211,7 +235,47 @@ fn enroll() -> Result<Task, String> {
         coord,
         inbox,
         notifies,
+        host_notifies,
     })
+}
+
+/// A host notify request: (kind, host or -1 for any, tag, context, how
+/// many more times: -1 = always).
+pub type HostNotify = (i32, i32, i32, i32, i32);
+
+fn fire_host_notifies(
+    hn: &Mutex<Vec<HostNotify>>,
+    ib: &Mutex<VecDeque<Buffer>>,
+    kind: i32,
+    dtid: i32,
+) {
+    let mut n = hn.lock().unwrap_or_else(|e| e.into_inner());
+    let mut q = ib.lock().unwrap_or_else(|e| e.into_inner());
+    for r in n.iter_mut() {
+        if r.0 != kind || (r.1 != -1 && r.1 != dtid) || r.4 == 0 {
+            continue;
+        }
+        let mut b = Buffer::new(PVM_DATA_DEFAULT);
+        // As PVM's: a host-add notify carries the count, then the hosts.
+        let body: Vec<i32> = if kind == PVM_HOST_ADD {
+            vec![1, dtid]
+        } else {
+            vec![dtid]
+        };
+        // SAFETY: packs a live Vec of i32.
+        unsafe { b.pack(Kind::Int, body.as_ptr() as *const u8, body.len() as i32, 1) };
+        q.push_back(Buffer::received(
+            b.data,
+            PVMD_TID,
+            r.2,
+            r.3,
+            PVM_DATA_DEFAULT,
+        ));
+        if r.4 > 0 {
+            r.4 -= 1;
+        }
+    }
+    n.retain(|r| r.4 != 0);
 }
 
 /// Queues one notify message per request watching `tid` (one-shot, as PVM's).

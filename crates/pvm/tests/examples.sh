@@ -114,6 +114,32 @@ for p in "${progs[@]}"; do
 done
 # The notify test must also have said what it checks, under both.
 { grep -q "notified: tag 77, the killed child" "$T/gw/out/notify_kill" && grep -q "pvm_sendsig -> 0; notified: yes" "$T/gw/out/notify_kill" && grep -q "pvm_kill -> 0; notified: yes" "$T/gw/out/notify_kill"; } || { echo "FAILED: notify_kill: no notification for the killed task"; fail=1; }
+# Hosts added at run time (gridwire only): an emulated host, its task
+# reached by a network method (not shared memory), notifies on add/delete.
+hbin=$T/gw/home/pvm3/bin/LINUX64
+gcc -w -I"$root/include" -o "$hbin/hosts_test" "$here/c/hosts_test.c" -L"$gwlib" -lpvm3 -Wl,-rpath,"$gwlib" || { echo "FAILED: hosts_test.c does not compile"; fail=1; }
+(cd "$hbin" && env "${gw_env[@]}" GW_VERBOSE=1 timeout 60 ./hosts_test) >"$T/hosts.out" 2>"$T/hosts.err"
+cat >"$T/hosts.expected" <<'EXPECTED'
+hosts at start: 1
+addhosts -> 1, info 80000
+host-add notify: 1 host(s), 80000
+hosts now: 2
+mstat emu1 -> 0
+adding it again -> -28
+child says its host is 80000; pvm_tidtohost says 80000
+spawn on a host not in the machine -> -6
+delhosts -> 1
+host-delete notify: 80000; its task exited: yes
+hosts at end: 1
+EXPECTED
+# The task on the emulated host logs (GW_VERBOSE=1) how it reached its
+# parent: it must be a network method, not shared memory.
+if diff -u "$T/hosts.expected" "$T/hosts.out" >"$T/hosts.diff" && grep -Eq "reached by (tcp|udp)" "$T/gw/vm/log" \
+   && ! grep -q "reached by shm" "$T/gw/vm/log"; then
+  echo "ok: hosts_test (emulated host added and deleted at run time; its task reached by $(grep -Eo "reached by (tcp|udp)" "$T/gw/vm/log" | head -1 | cut -d' ' -f3))"
+else
+  echo "FAILED: hosts_test:"; cat "$T/hosts.diff"; grep "reached by" "$T/gw/vm/log"; fail=1
+fi
 # The console: spawn four spmd tasks (siblings of each other, as PVM's
 # `spawn -4 spmd`); their ring's output lands in the virtual machine's log.
 : >"$T/gw/vm/log"

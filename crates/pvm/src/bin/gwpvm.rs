@@ -77,7 +77,7 @@ fn run(words: &[String]) -> i32 {
                 );
                 for row in rows.split(';').filter(|r| !r.is_empty()) {
                     let f: Vec<&str> = row.split(',').collect();
-                    let [tid, ptid, pid, name] = f[..] else {
+                    let [tid, ptid, pid, name, _host] = f[..] else {
                         continue;
                     };
                     let name =

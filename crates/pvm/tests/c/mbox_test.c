@@ -69,7 +69,9 @@ int main(int argc, char **argv)
         pvm_exit();
         return 1;
     }
+    pvm_notify(PvmTaskExit, 2, 1, &child);
     pvm_recv(child, 1);
+    pvm_recv(-1, 2); /* the child is gone: its entries with it */
     get("parent", "gwtest-svc", 0, PvmMboxDefault);
     get("parent", "gwtest-open", 0, PvmMboxDefault);
     printf("parent: delete -> %d\n", pvm_delinfo("gwtest-svc", 0, PvmMboxDefault));
