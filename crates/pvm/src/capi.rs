@@ -448,7 +448,8 @@ pvm_fn!(
                     PVM_OK
                 }
                 PVM_HOST_DELETE | PVM_HOST_ADD => {
-                    crate::hosts::notify_host(t, kind, cancel, tag, cnt, tids)
+                    // SAFETY: PVM's contract for pvm_notify's tids, passed on.
+                    unsafe { crate::hosts::notify_host(t, kind, cancel, tag, cnt, tids) }
                 }
                 _ => PVM_BAD_PARAM,
             }

@@ -39,7 +39,10 @@ pub fn host_named(t: &Task, name: &str) -> Result<c_int, c_int> {
 }
 
 /// `pvm_notify(PvmHostDelete / PvmHostAdd, ...)`.
-pub fn notify_host(
+///
+/// # Safety
+/// `tids`, for a host-delete request, must hold `cnt` host daemon ids.
+pub unsafe fn notify_host(
     t: &Task,
     kind: c_int,
     cancel: bool,
