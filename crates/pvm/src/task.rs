@@ -16,7 +16,7 @@ use gridwire_core::params::Params;
 use gridwire_core::{Context, Error, JoinSpec, MembershipKind, Startpoint, DEFAULT_ENDPOINT};
 use std::collections::{HashMap, VecDeque};
 use std::io::IoSlice;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -59,6 +59,23 @@ impl Bufs {
 static TASK: OnceLock<Task> = OnceLock::new();
 static ENROLLING: Mutex<()> = Mutex::new(());
 static EXITED: AtomicBool = AtomicBool::new(false);
+/// Calls of the program's threads that drive progress themselves (sends and
+/// receives): the progress thread stays out of their way meanwhile.
+static DRIVING: AtomicU32 = AtomicU32::new(0);
+
+/// Marks a call that drives progress for as long as it lives.
+struct Driving;
+impl Driving {
+    fn new() -> Driving {
+        DRIVING.fetch_add(1, Ordering::AcqRel);
+        Driving
+    }
+}
+impl Drop for Driving {
+    fn drop(&mut self) {
+        DRIVING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 static BUFS: Mutex<Option<Bufs>> = Mutex::new(None);
 
 pub fn bufs() -> MutexGuard<'static, Option<Bufs>> {
@@ -213,14 +230,18 @@ fn enroll() -> Result<Task, String> {
     // sleeps (pvmd carries it). Here a thread keeps the context's progress
     // going meanwhile: it finishes queued sends and connection handshakes
     // and files arriving messages in the inbox. It polls every millisecond
-    // and takes progress only when the program is not driving it itself.
+    // and only while no send or receive of the program drives progress
+    // itself (on a loaded machine, a preempted progress thread holding the
+    // progress lock would stall the program's own wait).
     let pc = ctx.clone();
     std::thread::Builder::new()
         .name("gwpvm-progress".into())
         .spawn(move || {
             while !EXITED.load(Ordering::Acquire) {
                 std::thread::sleep(Duration::from_millis(1));
-                pc.progress_thorough();
+                if DRIVING.load(Ordering::Acquire) == 0 {
+                    pc.progress_thorough();
+                }
             }
         })
         .map_err(|e| e.to_string())?;
@@ -361,6 +382,7 @@ impl Task {
             ctx: c,
             endpoint: DEFAULT_ENDPOINT,
         };
+        let _driving = Driving::new();
         match self.ctx.rsr_v(&sp, PVM_HANDLER, &iov) {
             Ok(()) => PVM_OK,
             Err(Error::LinkFailed { .. } | Error::BadStartpoint(_)) => PVM_NO_TASK,
@@ -395,6 +417,7 @@ impl Task {
         if got.is_some() {
             return got;
         }
+        let _driving = Driving::new();
         let mut look = || {
             got = self.take(tid, tag, mctx);
             got.is_some()
