@@ -24,6 +24,9 @@ include mk/fortran.mk
 build: build-fortran
 build-debug: build-fortran-debug
 install: install-fortran
+# The PVM face: pvm3.h, libpvm3/libgpvm3, gwpvm (docs/pvm.md).
+include mk/pvm.mk
+install: install-pvm
 
 all: build
 

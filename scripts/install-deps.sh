@@ -10,9 +10,11 @@
 #     iproute2 and nftables (network namespaces), openssh-server/-client and
 #     iputils-ping (gw-testbed: every testbed host runs its own sshd), slurm-wlm
 #     and munge (the testbed runs Slurm to test `srun --mpi=pmi2`; the test
-#     starts its own daemons, not the packages' services).
+#     starts its own daemons, not the packages' services), pvm, pvm-dev and
+#     pvm-examples (Debian's PVM 3.4.6: the reference the PVM face is tested
+#     and benchmarked against).
 set -euo pipefail
-pkgs=(gcc gfortran make cmake pkg-config mpich libmpich-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-matplotlib python3-dev python3-venv iproute2 nftables procps openssh-server openssh-client iputils-ping slurm-wlm munge)
+pkgs=(gcc gfortran make cmake pkg-config mpich libmpich-dev openmpi-bin libopenmpi-dev python3 python3-numpy python3-matplotlib python3-dev python3-venv iproute2 nftables procps openssh-server openssh-client iputils-ping slurm-wlm munge pvm pvm-dev pvm-examples)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -156,6 +156,7 @@ fn run() -> gridwire_core::Result<()> {
             let src = match ctx.table_source(sp.ctx) {
                 TableSource::Startpoint => "attached to the startpoint",
                 TableSource::Bootstrap => "looked up in the bootstrap",
+                TableSource::Given => "handed over at run time",
                 TableSource::Unknown => "unknown",
             };
             ctx.rsr(&sp, H_HELLO, b"hello from the other host")?;

@@ -225,6 +225,7 @@ fn migrate(ctx: &Context) -> Result<(), String> {
             let source = match ctx.table_source(0) {
                 TableSource::Startpoint => "startpoint",
                 TableSource::Bootstrap => "bootstrap",
+                TableSource::Given => "given",
                 TableSource::Unknown => "unknown",
             };
             ctx.rsr(&sp, H_HELLO, b"hi").map_err(|e| e.to_string())?;

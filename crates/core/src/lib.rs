@@ -35,8 +35,8 @@ pub mod startpoint;
 pub mod sync;
 
 pub use context::{
-    Context, LinkStats, MulticastStartpoint, Request, TableSource, DEFAULT_ENDPOINT,
-    MULTICAST_FANOUT,
+    Context, JoinSpec, LinkStats, MembershipEvent, MembershipKind, MulticastStartpoint, Request,
+    TableSource, DEFAULT_ENDPOINT, MULTICAST_FANOUT,
 };
 pub use error::{Error, Result};
 pub use startpoint::Startpoint;

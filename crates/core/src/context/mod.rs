@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 mod finalize;
+mod membership;
 mod multicast;
 mod placement;
 mod progress;
@@ -35,6 +36,7 @@ mod setup;
 #[cfg(test)]
 mod tests;
 
+pub use membership::{JoinSpec, MembershipEvent, MembershipKind};
 pub use multicast::{MulticastStartpoint, FANOUT as MULTICAST_FANOUT};
 pub use placement::{check_site_name, Placement, DEFAULT_SITE, MAX_SITE_LEN};
 use placement::{lookup_placement, own_placement, publish_placement};
@@ -66,6 +68,8 @@ pub(crate) const RSR_HEADER: usize = 8;
 /// Handler ids from here up belong to the runtime itself.
 pub const FIRST_INTERNAL_HANDLER: u32 = 0xffff_0000;
 const H_BARRIER: u32 = FIRST_INTERNAL_HANDLER + 1;
+/// A context announces that it leaves the job (see [`Context::leave`]).
+const H_LEAVE: u32 = FIRST_INTERNAL_HANDLER + 2;
 
 /// Per-link counters, as reported by [`Context::link_stats`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,7 +97,8 @@ struct Peer {
     failed: OnceLock<String>,
     /// Contexts whose tables we already sent to this peer inside startpoints.
     tables_sent: Mutex<HashSet<u32>>,
-    /// How we learned the table (for reports and tests): 1 = startpoint, 2 = bootstrap.
+    /// How we learned the table (for reports and tests): 1 = startpoint,
+    /// 2 = bootstrap, 3 = given at run time (dynamic membership).
     table_source: AtomicU32,
     /// The peer's host and site, once read from the bootstrap.
     placement: OnceLock<Placement>,
@@ -111,6 +116,8 @@ pub enum TableSource {
     Startpoint,
     /// Looked up in the bootstrap's key-value space.
     Bootstrap,
+    /// Handed over at run time (a peer that joined a running job).
+    Given,
 }
 
 struct ProgressState {
@@ -166,6 +173,8 @@ struct Inner {
     /// Barrier messages received so far: a waiting barrier looks at
     /// `barrier_seen` only when this moved (its wait loop spins on it).
     barrier_arrivals: AtomicU64,
+    /// Membership of a job that changes at run time (see `membership.rs`).
+    members: membership::Members,
 }
 
 /// A process's runtime. Cloning is cheap and shares the same context.
@@ -202,6 +211,15 @@ impl Context {
         let rank = pmi.rank();
         let size = pmi.size();
         let job = job_info(&params, &mut pmi, rank, size)?;
+        Self::build(params, pmi, job, false)
+    }
+
+    /// The common part of [`with`](Self::with) and [`join`](Self::join).
+    /// A context that joins a running job has no bootstrap to publish to
+    /// (`dynamic`): peers learn its table on demand instead.
+    fn build(params: Params, mut pmi: Pmi, job: JobInfo, dynamic: bool) -> Result<Context> {
+        let rank = job.ctx_id;
+        let size = job.size;
         let chosen = methods_from_params(&params)?;
         let env = MethodEnv {
             job: &job,
@@ -233,11 +251,13 @@ impl Context {
                 })
                 .collect(),
         };
-        publish_table(&mut pmi, rank, &table.to_hex())?;
         let placement = own_placement(&params, &job.host_id)?;
-        publish_placement(&mut pmi, rank, &placement)?;
-        pmi.commit()?;
-        pmi.barrier()?;
+        if !dynamic {
+            publish_table(&mut pmi, rank, &table.to_hex())?;
+            publish_placement(&mut pmi, rank, &placement)?;
+            pmi.commit()?;
+            pmi.barrier()?;
+        }
         let mut cheap = Vec::new();
         let mut expensive = Vec::new();
         for (i, m) in methods.iter().enumerate() {
@@ -287,6 +307,7 @@ impl Context {
             barrier_epoch: AtomicU64::new(0),
             barrier_seen: Mutex::new(std::collections::HashMap::new()),
             barrier_arrivals: AtomicU64::new(0),
+            members: membership::Members::new(dynamic),
             params,
         };
         Ok(Context {
@@ -441,6 +462,15 @@ impl Context {
     /// Like [`rsr`](Self::rsr) with a gathered payload (no copy to join the parts).
     pub fn rsr_v(&self, sp: &Startpoint, handler: u32, payload: &[IoSlice<'_>]) -> Result<()> {
         let peer = self.peer(sp.ctx)?;
+        // A departed peer (it left, or died and someone told us) fails at
+        // once with its reason: its link may never drain again.
+        if let Some(why) = peer.failed.get() {
+            return Err(Error::LinkFailed {
+                peer: sp.ctx,
+                method: peer.link.get().map_or("none", |l| l.method()),
+                reason: why.clone(),
+            });
+        }
         let link = match peer.link.get() {
             Some(l) => l,
             None => self.connect(sp.ctx)?,
@@ -589,6 +619,9 @@ impl Context {
         if let Some(t) = peer.table.get() {
             return Ok(t.clone());
         }
+        if self.inner.members.dynamic {
+            return self.resolve_table(rank);
+        }
         let hex = lookup_table(
             &mut self.inner.pmi.lock().unwrap_or_else(|e| e.into_inner()),
             rank,
@@ -613,6 +646,7 @@ impl Context {
         {
             Ok(1) => TableSource::Startpoint,
             Ok(2) => TableSource::Bootstrap,
+            Ok(3) => TableSource::Given,
             _ => TableSource::Unknown,
         }
     }

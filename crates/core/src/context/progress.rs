@@ -354,6 +354,13 @@ impl Dispatch<'_> {
                     .or_insert(0) += 1;
                 inner.barrier_arrivals.fetch_add(1, Ordering::Release);
             }
+            (H_LEAVE, 4) if u32::from_le_bytes(payload.try_into().unwrap()) == src => {
+                self.ctx.mark_departed(
+                    src,
+                    MembershipKind::Left,
+                    format!("context {src} left the job"),
+                );
+            }
             _ => {
                 inner.dropped.fetch_add(1, Ordering::Relaxed);
                 crate::say!(
@@ -368,6 +375,11 @@ impl Dispatch<'_> {
         let inner = &self.ctx.inner;
         if let Some(peer) = inner.peers.get(src as usize) {
             if peer.failed.set(reason.clone()).is_ok() {
+                self.ctx.tell_members(&MembershipEvent {
+                    kind: MembershipKind::Died,
+                    peer: src,
+                    reason: reason.clone(),
+                });
                 crate::events::emit(crate::events::LinkEvent {
                     kind: crate::events::LinkEventKind::Failed,
                     rank: self.ctx.rank(),

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The PVM face against Debian's PVM 3.4.6 on one host (issue 17): timing.c
+# (round trip of a minimal message, then pack time and round trip at 100 B
+# to 1 MB, PvmDataRaw, PvmRouteDirect) and bwtest.c (round trip and
+# bandwidth of pvm_pkdouble messages of 0 to 800 KB packed PvmDataInPlace)
+# from Debian's pvm-examples, compiled unchanged against gridwire's pvm3.h
+# and against Debian's. Each figure is the median of RUNS runs (default 3).
+# Prints a markdown table; `make bench` saves it as bench/out/pvm.md.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+RUNS=${RUNS:-3}
+lib=${PVM_LIB:-$root/target/release}
+[ -e "$lib/libpvm3.so" ] || cargo build -q --release -p gridwire-pvm
+for need in gcc pvm; do command -v $need >/dev/null || { echo "bench/pvm.sh: $need is not installed" >&2; exit 1; }; done
+[ -r /usr/share/doc/pvm-examples/examples.tar.gz ] || { echo "bench/pvm.sh: pvm-examples is not installed" >&2; exit 1; }
+
+T=$(mktemp -d /tmp/gwpvm-bench.XXXXXX)
+mkdir -p "$T/src" "$T/gwlib"
+tar -xzf /usr/share/doc/pvm-examples/examples.tar.gz -C "$T/src"
+ln -s "$lib/libpvm3.so" "$T/gwlib/libpvm3.so"
+ln -s "$lib/libpvm3.so" "$T/gwlib/libgpvm3.so"
+export PVM_ALLOW_ROOT=1 PVM_ROOT=/usr/lib/pvm3
+gw_env=(HOME=$T/gw/home GWPVM_DIR=$T/gw/vm GWPVM_IDLE_EXIT=300)
+deb_env=(HOME=$T/deb/home PVM_TMP=$T/deb/tmp)
+cleanup() {
+  env "${gw_env[@]}" timeout 10 "$lib/gwpvm" halt >/dev/null 2>&1
+  (echo halt | env "${deb_env[@]}" timeout 10 pvm) >/dev/null 2>&1
+  rm -rf "$T"
+}
+trap cleanup EXIT
+[ -n "${KEEP:-}" ] && trap - EXIT
+for side in gw deb; do
+  bin=$T/$side/home/pvm3/bin/LINUX64
+  mkdir -p "$bin" "$T/$side/tmp"
+  for p in timing timing_slave bwtest; do
+    if [ $side = gw ]; then
+      gcc -O2 -w -I"$root/include" -o "$bin/$p" "$T/src/examples/$p.c" -L"$T/gwlib" -lgpvm3 -lpvm3 -Wl,-rpath,"$T/gwlib"
+    else
+      gcc -O2 -w -o "$bin/$p" "$T/src/examples/$p.c" -lgpvm3 -lpvm3
+    fi || { echo "bench/pvm.sh: $side: $p.c does not compile" >&2; exit 1; }
+  done
+done
+ln -sf "$(command -v pvmgs)" "$T/deb/home/pvm3/bin/LINUX64/pvmgs"   # Debian's group server
+(echo quit | env "${deb_env[@]}" timeout 20 pvm) >/dev/null 2>&1
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "-")}'; }
+for side in gw deb; do
+  envs=("${gw_env[@]}"); [ $side = deb ] && envs=("${deb_env[@]}")
+  cd "$T/$side/home/pvm3/bin/LINUX64"
+  for r in $(seq "$RUNS"); do
+    env "${envs[@]}" timeout 120 ./timing >"$T/$side.timing.$r" 2>&1
+    # bwtest: two instances of one program pair up through a group.
+    env "${envs[@]}" timeout 120 ./bwtest >"$T/$side.bw2.$r" 2>&1 &
+    env "${envs[@]}" timeout 120 ./bwtest >"$T/$side.bw1.$r" 2>&1
+    wait
+    cat "$T/$side.bw1.$r" "$T/$side.bw2.$r" >"$T/$side.bwtest.$r"
+  done
+  cd "$root"
+done
+
+# timing: "RTT Avg uSec N"; per size, the line after "Avg uSec" is "pack rtt".
+rtt() { for r in $(seq "$RUNS"); do awk '/^RTT Avg uSec/ {print $4}' "$T/$1.timing.$r"; done | median; }
+tsize() { # side bytes field(1 pack, 2 round trip)
+  for r in $(seq "$RUNS"); do
+    awk -v s="$2" -v f="$3" '/^Message size/ {cur=$3} /^Avg uSec/ {getline; if (cur==s) print $f}' "$T/$1.timing.$r"
+  done | median
+}
+bw() { # side bytes -> MB/s
+  for r in $(seq "$RUNS"); do
+    awk -v s="$2" '/Roundtrip T =/ && $NF==s {gsub(/[()]/,"",$6); print $6}' "$T/$1.bwtest.$r"
+  done | median
+}
+bwt() { # side bytes -> round trip us
+  for r in $(seq "$RUNS"); do
+    awk -v s="$2" '/Roundtrip T =/ && $NF==s {print $4}' "$T/$1.bwtest.$r"
+  done | median
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a/b; else print "-" }'; }
+
+echo "### PVM: gridwire's libpvm3 vs Debian's PVM 3.4.6 (one host, median of $RUNS runs)"
+echo
+echo "timing.c (PvmDataRaw, PvmRouteDirect): round trip in µs, pack time in µs"
+echo
+echo "| message | gridwire round trip | PVM round trip | ratio (gw/PVM) | gridwire pack | PVM pack |"
+echo "|---|---|---|---|---|---|"
+g=$(rtt gw); d=$(rtt deb)
+echo "| 4 B (minimal) | $g | $d | $(ratio "$g" "$d") | | |"
+for s in 100 1000 10000 100000 1000000; do
+  g=$(tsize gw $s 2); d=$(tsize deb $s 2)
+  echo "| $s B | $g | $d | $(ratio "$g" "$d") | $(tsize gw $s 1) | $(tsize deb $s 1) |"
+done
+echo
+echo "bwtest.c (pvm_pkdouble, PvmDataInPlace): round trip in µs and bandwidth in MB/s"
+echo
+echo "| message | gridwire µs | PVM µs | gridwire MB/s | PVM MB/s | bandwidth ratio (gw/PVM) |"
+echo "|---|---|---|---|---|---|"
+for s in 8 80 800 8000 80000 800000; do
+  g=$(bw gw $s); d=$(bw deb $s)
+  echo "| $s B | $(bwt gw $s) | $(bwt deb $s) | $g | $d | $(ratio "$g" "$d") |"
+done

@@ -1,0 +1,168 @@
+//! Starting tasks (`pvm_spawn`) with the local start method: the coordinator
+//! reserves the task ids, the program is found where PVM looks, and each
+//! task starts detached (nobody's child: a PVM task outlives its parent),
+//! its output appended to the virtual machine's log as pvmd's is.
+
+use crate::consts::*;
+use crate::coord::{self, hex};
+use crate::task::Task;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// PVM's architecture name for this machine.
+pub fn arch() -> String {
+    if let Ok(a) = std::env::var("PVM_ARCH") {
+        if !a.is_empty() {
+            return a;
+        }
+    }
+    match std::env::consts::ARCH {
+        "x86_64" => "LINUX64",
+        "aarch64" => "LINUXARM64",
+        "x86" => "LINUX",
+        _ => "LINUX64",
+    }
+    .into()
+}
+
+/// Where PVM looks for a program: `$PVM_ROOT/bin/$PVM_ARCH`,
+/// `$HOME/pvm3/bin/$PVM_ARCH`, then the current directory. A name with a
+/// slash is taken as it is.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return is_executable(&p).then_some(p);
+    }
+    let arch = arch();
+    let mut dirs = Vec::new();
+    if let Ok(r) = std::env::var("PVM_ROOT") {
+        dirs.push(PathBuf::from(r).join("bin").join(&arch));
+    }
+    if let Ok(h) = std::env::var("HOME") {
+        dirs.push(PathBuf::from(h).join("pvm3").join("bin").join(&arch));
+    }
+    dirs.push(PathBuf::from("."));
+    dirs.into_iter()
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// Spawns `count` copies; fills `tids` with task ids or error codes and
+/// returns how many started.
+pub fn spawn(
+    t: &Task,
+    name: &str,
+    args: &[String],
+    flag: i32,
+    place: &str,
+    tids: &mut [i32],
+) -> i32 {
+    let host = if flag & PVM_TASK_HOST != 0 && place != hostname() {
+        match crate::hosts::host_named(t, place) {
+            Ok(h) => h,
+            Err(e) => {
+                tids.iter_mut().for_each(|x| *x = e);
+                return e;
+            }
+        }
+    } else {
+        HOST_TID
+    };
+    let Some(path) = find_program(name) else {
+        tids.iter_mut().for_each(|x| *x = PVM_NO_FILE);
+        return 0;
+    };
+    let parent = if flag & PVM_NO_SPAWN_PARENT != 0 {
+        PVM_NO_PARENT
+    } else {
+        t.tid
+    };
+    let mut reserved = Vec::new();
+    for slot in tids.iter_mut() {
+        match t
+            .coord
+            .request(&format!("RESERVE {parent} {} {host}", hex(name.as_bytes())))
+            .and_then(|r| r.parse::<i32>().map_err(|_| PVM_SYS_ERR))
+        {
+            Ok(tid) => {
+                *slot = tid;
+                reserved.push(tid);
+            }
+            Err(e) => *slot = e,
+        }
+    }
+    let siblings: Vec<String> = reserved.iter().map(|t| t.to_string()).collect();
+    let siblings = siblings.join(",");
+    let Some(info) = coord::read_info() else {
+        return PVM_SYS_ERR;
+    };
+    let log = coord::dir().join("log");
+    let mctx = crate::task::bufs().as_ref().map_or(0, |b| b.ctx);
+    let mut started = 0;
+    for slot in tids.iter_mut() {
+        let tid = *slot;
+        if tid < 0 {
+            continue;
+        }
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log);
+        let (o, e) = match out.and_then(|f| Ok((f.try_clone()?, f))) {
+            Ok((a, b)) => (Stdio::from(a), Stdio::from(b)),
+            Err(_) => (Stdio::null(), Stdio::null()),
+        };
+        let mut cmd = Command::new(&path);
+        cmd.args(args)
+            .env("GWPVM_TID", tid.to_string())
+            .env("GWPVM_PARENT", parent.to_string())
+            .env("GWPVM_SIBLINGS", &siblings)
+            .env("GWPVM_JOB", &info.job_id)
+            .env("GWPVM_DIR", coord::dir())
+            .env("GWPVM_CONTEXT", mctx.to_string())
+            .stdin(Stdio::null())
+            .stdout(o)
+            .stderr(e);
+        // An emulated host is a host identity of its own (shared memory
+        // does not reach it); this machine's tasks get the real one.
+        if host == HOST_TID {
+            cmd.env_remove("GW_HOST_ID");
+        } else {
+            cmd.env("GW_HOST_ID", format!("gwpvm-host-{host:x}"));
+        }
+        // SAFETY: the closure runs between fork and exec and only calls
+        // fork and _exit, which are async-signal-safe. The grandchild goes
+        // on to exec the program; the intermediate child exits at once, so
+        // the task is reparented and never becomes our zombie.
+        unsafe {
+            cmd.pre_exec(|| match libc::fork() {
+                0 => Ok(()),
+                -1 => Err(std::io::Error::last_os_error()),
+                _ => libc::_exit(0),
+            });
+        }
+        match cmd.spawn() {
+            Ok(mut child) => {
+                let _ = child.wait();
+                started += 1;
+            }
+            Err(_) => {
+                let _ = t.coord.request(&format!("FORGET {tid}"));
+                *slot = PVM_NO_FILE;
+            }
+        }
+    }
+    started
+}

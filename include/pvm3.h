@@ -1,0 +1,288 @@
+/* pvm3.h -- gridwire's PVM face: source-compatible with PVM 3.4.
+ *
+ * Programs written for PVM 3.4 compile against this header unchanged and
+ * link with -lpvm3 (groups: -lgpvm3, the same library). Tasks are gridwire
+ * contexts that join a virtual machine kept by a per-user coordinator; see
+ * docs/pvm.md. Functions this library declares but does not support return
+ * PvmNotImpl.
+ */
+#ifndef GRIDWIRE_PVM3_H
+#define GRIDWIRE_PVM3_H
+
+#include <stdio.h>
+#include <sys/time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PVM_VER "3.4.6"
+#define PVM_MAJOR_VERSION 3
+#define PVM_MINOR_VERSION 4
+#define PVM_PATCH_VERSION 6
+
+/* Encodings for pvm_initsend and pvm_mkbuf. */
+enum {
+    PvmDataDefault = 0, /* any sender to any receiver: tagged, converted only when needed */
+    PvmDataRaw = 1,     /* the same representation here */
+    PvmDataInPlace = 2, /* contiguous data is read from the program's memory at send time */
+    PvmDataTrace = 4
+};
+#define PvmDataFoo PvmDataDefault
+
+/* pvm_spawn flags. */
+#define PvmTaskDefault 0
+#define PvmTaskHost 1
+#define PvmTaskArch 2
+#define PvmTaskDebug 4
+#define PvmTaskTrace 8
+#define PvmMppFront 16
+#define PvmHostCompl 32
+#define PvmNoSpawnParent 64
+
+/* pvm_notify events, and the flag that cancels a request. */
+#define PvmTaskExit 1
+#define PvmHostDelete 2
+#define PvmHostAdd 3
+#define PvmRouteAdd 4
+#define PvmRouteDelete 5
+#define PvmNotifyCancel 256
+
+/* pvm_setopt / pvm_getopt. PvmRoute is accepted with any value: the
+ * runtime selects every route itself. */
+#define PvmRoute 1
+#define PvmDontRoute 1
+#define PvmAllowDirect 2
+#define PvmRouteDirect 3
+#define PvmDebugMask 2
+#define PvmAutoErr 3
+#define PvmOutputTid 4
+#define PvmOutputCode 5
+#define PvmTraceTid 6
+#define PvmTraceCode 7
+#define PvmTraceBuffer 8
+#define PvmTraceOptions 9
+#define PvmTraceFull 1
+#define PvmTraceTime 2
+#define PvmTraceCount 3
+#define PvmFragSize 10
+#define PvmResvTids 11
+#define PvmSelfOutputTid 12
+#define PvmSelfOutputCode 13
+#define PvmSelfTraceTid 14
+#define PvmSelfTraceCode 15
+#define PvmSelfTraceBuffer 16
+#define PvmSelfTraceOptions 17
+#define PvmShowTids 18
+#define PvmPollType 19
+#define PvmPollConstant 1
+#define PvmPollSleep 2
+#define PvmPollTime 20
+#define PvmOutputContext 21
+#define PvmTraceContext 22
+#define PvmSelfOutputContext 23
+#define PvmSelfTraceContext 24
+#define PvmNoReset 25
+
+#define PvmTaskSelf 0
+#define PvmTaskChild 1
+#define PvmBaseContext 0
+
+/* Mailbox flags (pvm_putinfo, pvm_recvinfo, pvm_delinfo). */
+#define PvmMboxDefault 0
+#define PvmMboxPersistent 1
+#define PvmMboxMultiInstance 2
+#define PvmMboxOverWritable 4
+#define PvmMboxFirstAvail 8
+#define PvmMboxReadAndDelete 16
+#define PvmMboxWaitForInfo 32
+#define PvmMboxMaxFlag 512
+#define PvmMboxDirectIndexShift 10
+
+/* Return codes. */
+#define PvmOk 0
+#define PvmBadParam (-2)
+#define PvmMismatch (-3)
+#define PvmOverflow (-4)
+#define PvmNoData (-5)
+#define PvmNoHost (-6)
+#define PvmNoFile (-7)
+#define PvmDenied (-8)
+#define PvmNoMem (-10)
+#define PvmBadMsg (-12)
+#define PvmSysErr (-14)
+#define PvmNoBuf (-15)
+#define PvmNoSuchBuf (-16)
+#define PvmNullGroup (-17)
+#define PvmDupGroup (-18)
+#define PvmNoGroup (-19)
+#define PvmNotInGroup (-20)
+#define PvmNoInst (-21)
+#define PvmHostFail (-22)
+#define PvmNoParent (-23)
+#define PvmNotImpl (-24)
+#define PvmDSysErr (-25)
+#define PvmBadVersion (-26)
+#define PvmOutOfRes (-27)
+#define PvmDupHost (-28)
+#define PvmCantStart (-29)
+#define PvmAlready (-30)
+#define PvmNoTask (-31)
+#define PvmNotFound (-32)
+#define PvmExists (-33)
+#define PvmHostrNMstr (-34)
+#define PvmParentNotSet (-35)
+#define PvmIPLoopback (-36)
+#define PvmNoEntry PvmNotFound
+#define PvmDupEntry PvmDenied
+
+/* Data types (pvm_psend, pvm_precv, pvm_reduce, pvm_gather, pvm_scatter). */
+#define PVM_STR 0
+#define PVM_BYTE 1
+#define PVM_SHORT 2
+#define PVM_INT 3
+#define PVM_FLOAT 4
+#define PVM_CPLX 5
+#define PVM_DOUBLE 6
+#define PVM_DCPLX 7
+#define PVM_LONG 8
+#define PVM_USHORT 9
+#define PVM_UINT 10
+#define PVM_ULONG 11
+
+struct pvmhostinfo {
+    int hi_tid;
+    char *hi_name;
+    char *hi_arch;
+    int hi_speed;
+    int hi_dsig;
+};
+
+struct pvmtaskinfo {
+    int ti_tid;
+    int ti_ptid;
+    int ti_host;
+    int ti_flag;
+    char *ti_a_out;
+    int ti_pid;
+};
+
+struct pvmmboxinfo {
+    char *mi_name;
+    int mi_nentries;
+    int *mi_indices;
+    int *mi_owners;
+    int *mi_flags;
+};
+
+extern int pvm_errno;
+
+/* Tasks and the virtual machine. */
+int pvm_mytid(void);
+int pvm_parent(void);
+int pvm_exit(void);
+int pvm_spawn(char *file, char **argv, int flags, char *where, int count, int *tids);
+int pvm_kill(int tid);
+int pvm_sendsig(int tid, int sig);
+int pvm_tasks(int which, int *ntask, struct pvmtaskinfo **taskp);
+int pvm_config(int *nhost, int *narch, struct pvmhostinfo **hostp);
+int pvm_siblings(int **tids);
+int pvm_tidtohost(int tid);
+int pvm_pstat(int tid);
+int pvm_mstat(char *host);
+int pvm_addhosts(char **hosts, int count, int *infos);
+int pvm_delhosts(char **hosts, int count, int *infos);
+int pvm_halt(void);
+int pvm_notify(int what, int msgtag, int count, int *tids);
+int pvm_catchout(FILE *f);
+int pvm_archcode(char *arch);
+int pvmsleep(int secs);
+int pvmgetclock(struct timeval *tv);
+char *pvm_version(void);
+int pvm_perror(char *msg);
+int pvm_setopt(int what, int val);
+int pvm_getopt(int what);
+
+/* Message contexts. */
+int pvm_newcontext(void);
+int pvm_setcontext(int ctx);
+int pvm_getcontext(void);
+int pvm_freecontext(int ctx);
+
+/* Buffers. */
+int pvm_initsend(int encoding);
+int pvm_mkbuf(int encoding);
+int pvm_freebuf(int bufid);
+int pvm_getsbuf(void);
+int pvm_getrbuf(void);
+int pvm_setsbuf(int bufid);
+int pvm_setrbuf(int bufid);
+int pvm_bufinfo(int bufid, int *bytes, int *msgtag, int *tid);
+
+/* Packing and unpacking: count elements, every stride-th one. */
+int pvm_pkbyte(char *p, int count, int stride);
+int pvm_pkcplx(float *p, int count, int stride);
+int pvm_pkdcplx(double *p, int count, int stride);
+int pvm_pkdouble(double *p, int count, int stride);
+int pvm_pkfloat(float *p, int count, int stride);
+int pvm_pkint(int *p, int count, int stride);
+int pvm_pklong(long *p, int count, int stride);
+int pvm_pkshort(short *p, int count, int stride);
+int pvm_pkuint(unsigned int *p, int count, int stride);
+int pvm_pkulong(unsigned long *p, int count, int stride);
+int pvm_pkushort(unsigned short *p, int count, int stride);
+int pvm_pkstr(char *s);
+int pvm_upkbyte(char *p, int count, int stride);
+int pvm_upkcplx(float *p, int count, int stride);
+int pvm_upkdcplx(double *p, int count, int stride);
+int pvm_upkdouble(double *p, int count, int stride);
+int pvm_upkfloat(float *p, int count, int stride);
+int pvm_upkint(int *p, int count, int stride);
+int pvm_upklong(long *p, int count, int stride);
+int pvm_upkshort(short *p, int count, int stride);
+int pvm_upkuint(unsigned int *p, int count, int stride);
+int pvm_upkulong(unsigned long *p, int count, int stride);
+int pvm_upkushort(unsigned short *p, int count, int stride);
+int pvm_upkstr(char *s);
+
+/* Sending and receiving. */
+int pvm_send(int tid, int msgtag);
+int pvm_mcast(int *tids, int count, int msgtag);
+int pvm_psend(int tid, int msgtag, void *buf, int count, int datatype);
+int pvm_recv(int tid, int msgtag);
+int pvm_nrecv(int tid, int msgtag);
+int pvm_trecv(int tid, int msgtag, struct timeval *timeout);
+int pvm_probe(int tid, int msgtag);
+int pvm_precv(int tid, int msgtag, void *buf, int count, int datatype,
+              int *rtid, int *rtag, int *rcount);
+
+/* The message mailbox. */
+int pvm_putinfo(char *name, int bufid, int flags);
+int pvm_recvinfo(char *name, int index, int flags);
+int pvm_delinfo(char *name, int index, int flags);
+int pvm_getmboxinfo(char *pattern, int *nclasses, struct pvmmboxinfo **classes);
+
+/* Groups. */
+int pvm_joingroup(char *group);
+int pvm_lvgroup(char *group);
+int pvm_gsize(char *group);
+int pvm_getinst(char *group, int tid);
+int pvm_gettid(char *group, int inst);
+int pvm_barrier(char *group, int count);
+int pvm_freezegroup(char *group, int size);
+int pvm_bcast(char *group, int msgtag);
+int pvm_reduce(void (*func)(int *, void *, void *, int *, int *), void *data,
+               int count, int datatype, int msgtag, char *group, int root);
+int pvm_gather(void *result, void *data, int count, int datatype, int msgtag,
+               char *group, int root);
+int pvm_scatter(void *result, void *data, int count, int datatype, int msgtag,
+                char *group, int root);
+void PvmMax(int *datatype, void *x, void *y, int *count, int *info);
+void PvmMin(int *datatype, void *x, void *y, int *count, int *info);
+void PvmSum(int *datatype, void *x, void *y, int *count, int *info);
+void PvmProduct(int *datatype, void *x, void *y, int *count, int *info);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
