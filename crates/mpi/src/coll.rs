@@ -95,6 +95,9 @@ impl Mpi {
         if comm.is_inter() {
             return self.inter_barrier(comm);
         }
+        if let Some(plan) = self.hier_plan(comm) {
+            return self.hier_barrier(comm, &plan);
+        }
         let n = comm.size;
         let mut d = 1;
         while d < n {
@@ -117,6 +120,9 @@ impl Mpi {
             return Ok(());
         }
         let root = root as u32;
+        if let Some(plan) = self.hier_plan(comm) {
+            return self.hier_bcast(comm, &plan, buf, root);
+        }
         let vr = (comm.rank + n - root) % n;
         let mut mask = 1;
         while mask < n {
@@ -170,6 +176,11 @@ impl Mpi {
             self.check_buf(recv, "receive buffer")?;
         }
         op.check(&src.dt)?;
+        if op.commutative() {
+            if let Some(plan) = self.hier_plan(comm) {
+                return self.hier_reduce(comm, &plan, src, recv, op, root as u32);
+            }
+        }
         let dt = &src.dt;
         let count = src.count;
         // Reused temporaries (`scratch_take`): a fresh vector per call cost
@@ -237,6 +248,11 @@ impl Mpi {
         self.check_buf(src, "send buffer")?;
         self.check_buf(recv, "receive buffer")?;
         op.check(&src.dt)?;
+        if op.commutative() {
+            if let Some(plan) = self.hier_plan(comm) {
+                return self.hier_allreduce(comm, &plan, src, recv, op);
+            }
+        }
         let dt = &src.dt;
         let count = src.count;
         let len = src.bytes();

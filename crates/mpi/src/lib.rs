@@ -10,6 +10,7 @@ pub mod cma;
 pub mod coll;
 pub mod comm;
 pub mod datatype;
+pub mod coll_hier;
 pub mod deferred;
 pub mod engine;
 pub mod error;

@@ -1,0 +1,289 @@
+/* Hierarchical collectives against the flat ones: every rank runs each
+ * collective on two duplicates of a communicator, one with the info key
+ * gw_coll=flat and one with gw_coll=hier, and checks both give the
+ * expected result (integer data, so exactly the same bits). On
+ * MPI_COMM_WORLD and on a split communicator whose ranks are permuted.
+ *
+ * `coll_hier wan` instead counts, with the MPI_T per-peer counter
+ * gw_link_sent_msgs, the messages that cross sites (sites from the
+ * GW_TOPOLOGY_COLORS attribute) during one small Bcast, Reduce and Barrier
+ * of the hierarchical algorithms, and checks it is one per remote site. */
+#include <mpi.h>
+#include <gridwire_mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+
+#define T(call) do { int rc_ = (call); CHECK(rc_ == MPI_SUCCESS, "%s returned %d", #call, rc_); } while (0)
+
+static MPI_Comm with_algorithm(MPI_Comm base, const char *which) {
+    MPI_Info info;
+    MPI_Comm c;
+    T(MPI_Info_create(&info));
+    T(MPI_Info_set(info, "gw_coll", which));
+    T(MPI_Comm_dup_with_info(base, info, &c));
+    T(MPI_Info_free(&info));
+    return c;
+}
+
+static int value(int rank, int i, int salt) { return (rank + 1) * 7 + i * 3 + salt; }
+
+/* A commutative user op on ints: bitwise xor. */
+static void xor_op(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    for (int i = 0; i < *len; i++) ((int *)inout)[i] ^= ((int *)in)[i];
+}
+
+/* A non-commutative user op on int pairs: (a,b) o (c,d) = (a*c... ) kept
+ * small: affine maps x -> a*x+b composed, mod 1000003. */
+static void affine_op(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    int *a = in, *b = inout;
+    for (int i = 0; i < *len; i += 2) {
+        long long m = (long long)a[i] * b[i] % 1000003;
+        long long c = ((long long)a[i + 1] * b[i] + b[i + 1]) % 1000003;
+        b[i] = (int)m;
+        b[i + 1] = (int)c;
+    }
+}
+
+static void run_on(MPI_Comm base, const char *label) {
+    MPI_Comm flat = with_algorithm(base, "flat"), hier = with_algorithm(base, "hier");
+    MPI_Comm both[2] = {flat, hier};
+    int rank, size;
+    MPI_Comm_rank(base, &rank);
+    MPI_Comm_size(base, &size);
+    const int counts[] = {1, 7, 1000, 70000};
+    int roots[3] = {0, size - 1, size / 2};
+    MPI_Op xor, affine;
+    T(MPI_Op_create(xor_op, 1, &xor));
+    T(MPI_Op_create(affine_op, 0, &affine));
+    for (unsigned ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
+        int n = counts[ci];
+        int *out[2], *in = malloc(n * sizeof(int)), *exp = malloc(n * sizeof(int));
+        out[0] = malloc(n * sizeof(int));
+        out[1] = malloc(n * sizeof(int));
+        for (int i = 0; i < n; i++) in[i] = value(rank, i, 0);
+        for (int ri = 0; ri < 3; ri++) {
+            int root = roots[ri];
+            /* Bcast. */
+            for (int a = 0; a < 2; a++) {
+                for (int i = 0; i < n; i++) out[a][i] = rank == root ? value(root, i, 1) : -1;
+                T(MPI_Bcast(out[a], n, MPI_INT, root, both[a]));
+                for (int i = 0; i < n; i++)
+                    CHECK(out[a][i] == value(root, i, 1), "%s: bcast %s n=%d root=%d [%d]=%d", label, a ? "hier" : "flat", n, root, i, out[a][i]);
+            }
+            /* Reduce: SUM, MAX, a commutative user op, MPI_IN_PLACE at the root. */
+            MPI_Op ops[3] = {MPI_SUM, MPI_MAX, xor};
+            for (int oi = 0; oi < 3; oi++) {
+                for (int a = 0; a < 2; a++) {
+                    memset(out[a], 0, n * sizeof(int));
+                    if (rank == root && oi == 0) {
+                        memcpy(out[a], in, n * sizeof(int));
+                        T(MPI_Reduce(MPI_IN_PLACE, out[a], n, MPI_INT, ops[oi], root, both[a]));
+                    } else {
+                        T(MPI_Reduce(in, out[a], n, MPI_INT, ops[oi], root, both[a]));
+                    }
+                }
+                if (rank == root) {
+                    for (int i = 0; i < n; i++) {
+                        int e = oi == 1 ? value(size - 1, i, 0) : 0;
+                        if (oi == 0) for (int r = 0; r < size; r++) e += value(r, i, 0);
+                        if (oi == 2) for (int r = 0; r < size; r++) e ^= value(r, i, 0);
+                        exp[i] = e;
+                    }
+                    CHECK(memcmp(out[0], exp, n * sizeof(int)) == 0, "%s: flat reduce op %d n=%d root=%d", label, oi, n, root);
+                    CHECK(memcmp(out[1], exp, n * sizeof(int)) == 0, "%s: hier reduce op %d n=%d root=%d", label, oi, n, root);
+                }
+            }
+        }
+        /* Allreduce: SUM (also in place), xor; a non-commutative op (falls back to flat, same order). */
+        for (int a = 0; a < 2; a++) {
+            T(MPI_Allreduce(in, out[a], n, MPI_INT, MPI_SUM, both[a]));
+            for (int i = 0; i < n; i++) {
+                int e = 0;
+                for (int r = 0; r < size; r++) e += value(r, i, 0);
+                CHECK(out[a][i] == e, "%s: allreduce %s n=%d [%d]=%d want %d", label, a ? "hier" : "flat", n, i, out[a][i], e);
+            }
+            memcpy(out[a], in, n * sizeof(int));
+            T(MPI_Allreduce(MPI_IN_PLACE, out[a], n, MPI_INT, MPI_SUM, both[a]));
+            for (int i = 0; i < n; i++) {
+                int e = 0;
+                for (int r = 0; r < size; r++) e += value(r, i, 0);
+                CHECK(out[a][i] == e, "%s: in-place allreduce %s n=%d", label, a ? "hier" : "flat", n);
+            }
+            T(MPI_Allreduce(in, out[a], n, MPI_INT, xor, both[a]));
+        }
+        CHECK(memcmp(out[0], out[1], n * sizeof(int)) == 0, "%s: allreduce xor n=%d differs", label, n);
+        if (n % 2 == 0) {
+            for (int i = 0; i < n; i++) in[i] = value(rank, i, 0) % 1000;
+            for (int a = 0; a < 2; a++) T(MPI_Allreduce(in, out[a], n, MPI_INT, affine, both[a]));
+            CHECK(memcmp(out[0], out[1], n * sizeof(int)) == 0, "%s: non-commutative allreduce n=%d differs", label, n);
+        }
+        free(in);
+        free(exp);
+        free(out[0]);
+        free(out[1]);
+    }
+    /* A derived datatype: every other int of a buffer (not contiguous). */
+    {
+        enum { N = 5000 };
+        MPI_Datatype every_other;
+        T(MPI_Type_vector(N, 1, 2, MPI_INT, &every_other));
+        T(MPI_Type_commit(&every_other));
+        int *b = malloc(2 * N * sizeof(int)), *s = malloc(2 * N * sizeof(int)), *r = malloc(2 * N * sizeof(int));
+        for (int ri = 0; ri < 3; ri++) {
+            int root = roots[ri];
+            for (int i = 0; i < 2 * N; i++) b[i] = rank == root ? value(root, i, 2) : -5;
+            T(MPI_Bcast(b, 1, every_other, root, hier));
+            for (int i = 0; i < 2 * N; i++)
+                CHECK(b[i] == (i % 2 == 0 || rank == root ? value(root, i, 2) : -5), "%s: vector bcast root=%d [%d]=%d", label, root, i, b[i]);
+            for (int i = 0; i < 2 * N; i++) { s[i] = value(rank, i, 3); r[i] = -7; }
+            T(MPI_Reduce(s, r, 1, every_other, MPI_SUM, root, hier));
+            if (rank == root)
+                for (int i = 0; i < 2 * N; i++) {
+                    int e = -7;
+                    if (i % 2 == 0) { e = 0; for (int q = 0; q < size; q++) e += value(q, i, 3); }
+                    CHECK(r[i] == e, "%s: vector reduce root=%d [%d]=%d want %d", label, root, i, r[i], e);
+                }
+        }
+        T(MPI_Type_free(&every_other));
+        free(b); free(s); free(r);
+    }
+    /* Barriers, and nonblocking collectives several in flight at once. */
+    for (int k = 0; k < 20; k++) T(MPI_Barrier(k % 2 ? hier : flat));
+    {
+        enum { N = 3000 };
+        int *a = malloc(N * sizeof(int)), *b = malloc(N * sizeof(int)), *c = malloc(N * sizeof(int));
+        MPI_Request rq[3];
+        int root = size - 1;
+        for (int i = 0; i < N; i++) { a[i] = rank == root ? value(root, i, 4) : 0; b[i] = value(rank, i, 5); c[i] = 0; }
+        T(MPI_Ibcast(a, N, MPI_INT, root, hier, &rq[0]));
+        T(MPI_Iallreduce(b, c, N, MPI_INT, MPI_SUM, hier, &rq[1]));
+        T(MPI_Ibarrier(hier, &rq[2]));
+        T(MPI_Waitall(3, rq, MPI_STATUSES_IGNORE));
+        for (int i = 0; i < N; i++) {
+            int e = 0;
+            for (int q = 0; q < size; q++) e += value(q, i, 5);
+            CHECK(a[i] == value(root, i, 4) && c[i] == e, "%s: nonblocking [%d] = %d, %d", label, i, a[i], c[i]);
+        }
+        free(a); free(b); free(c);
+    }
+    T(MPI_Op_free(&xor));
+    T(MPI_Op_free(&affine));
+    T(MPI_Comm_free(&flat));
+    T(MPI_Comm_free(&hier));
+}
+
+/* ---- counting wide-area messages ---------------------------------------- */
+
+static MPI_T_pvar_session session;
+static MPI_T_pvar_handle sent;
+static int wsize, *site_of;
+
+/* Messages this rank has sent to ranks at other sites so far. */
+static unsigned long long wan_sent(void) {
+    unsigned long long *v = malloc(wsize * sizeof *v), total = 0;
+    int me;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    T(MPI_T_pvar_read(session, sent, v));
+    for (int r = 0; r < wsize; r++)
+        if (site_of[r] != site_of[me]) total += v[r];
+    free(v);
+    return total;
+}
+
+/* The wide-area messages of one call of `op` on `c`, summed over all ranks. */
+static unsigned long long count_wan(MPI_Comm c, MPI_Comm quiet, void (*op)(MPI_Comm, int), int root) {
+    T(MPI_Barrier(quiet));
+    unsigned long long before = wan_sent();
+    op(c, root);
+    unsigned long long mine = wan_sent() - before, all;
+    T(MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, quiet));
+    /* The count of `quiet`'s own traffic is taken before and after, never during `op`. */
+    return all;
+}
+
+static void do_bcast(MPI_Comm c, int root) { int x[2] = {root, 5}; T(MPI_Bcast(x, 2, MPI_INT, root, c)); }
+static void do_reduce(MPI_Comm c, int root) { int x = 1, y = 0; T(MPI_Reduce(&x, &y, 1, MPI_INT, MPI_SUM, root, c)); }
+static void do_barrier(MPI_Comm c, int root) { (void)root; T(MPI_Barrier(c)); }
+static void do_allreduce(MPI_Comm c, int root) { (void)root; int x = 1, y = 0; T(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, c)); }
+
+static void wan_counts(void) {
+    int provided, idx, count, flag, *depths, **colors, rank;
+    T(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
+    T(MPI_T_pvar_session_create(&session));
+    T(MPI_T_pvar_get_index("gw_link_sent_msgs", MPI_T_PVAR_CLASS_COUNTER, &idx));
+    T(MPI_T_pvar_handle_alloc(session, idx, NULL, &sent, &count));
+    T(MPI_T_pvar_start(session, sent));
+    MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    CHECK(count == wsize, "gw_link_sent_msgs has %d elements", count);
+    T(MPI_Comm_get_attr(MPI_COMM_WORLD, GW_TOPOLOGY_DEPTHS, &depths, &flag));
+    T(MPI_Comm_get_attr(MPI_COMM_WORLD, GW_TOPOLOGY_COLORS, &colors, &flag));
+    CHECK(flag, "no GW_TOPOLOGY_COLORS");
+    site_of = malloc(wsize * sizeof(int));
+    int nsites = 0;
+    for (int r = 0; r < wsize; r++) {
+        site_of[r] = colors[r][0];
+        if (site_of[r] + 1 > nsites) nsites = site_of[r] + 1;
+    }
+    CHECK(nsites >= 2, "the wan test needs ranks at 2 sites or more, got %d", nsites);
+    int log2s = 0;
+    while ((1 << log2s) < nsites) log2s++;
+    MPI_Comm flat = with_algorithm(MPI_COMM_WORLD, "flat"), hier = with_algorithm(MPI_COMM_WORLD, "hier");
+    /* Warm up: every link the collectives use is connected before counting. */
+    for (int k = 0; k < 2; k++) {
+        for (int r = 0; r < wsize; r++) { do_bcast(flat, r); do_bcast(hier, r); do_reduce(hier, r); }
+        do_barrier(hier, 0);
+        do_barrier(flat, 0);
+        do_allreduce(flat, 0);
+        do_allreduce(hier, 0);
+    }
+    int roots[3] = {0, wsize - 1, wsize / 2};
+    for (int i = 0; i < 3; i++) {
+        int root = roots[i];
+        unsigned long long hb = count_wan(hier, flat, do_bcast, root), fb = count_wan(flat, flat, do_bcast, root);
+        unsigned long long hr = count_wan(hier, flat, do_reduce, root), fr = count_wan(flat, flat, do_reduce, root);
+        if (rank == 0)
+            printf("wan messages root %d: bcast hier %llu flat %llu, reduce hier %llu flat %llu\n", root, hb, fb, hr, fr);
+        CHECK(hb == (unsigned long long)(nsites - 1), "hier bcast root %d: %llu wide-area messages, want %d", root, hb, nsites - 1);
+        CHECK(hr == (unsigned long long)(nsites - 1), "hier reduce root %d: %llu wide-area messages, want %d", root, hr, nsites - 1);
+    }
+    unsigned long long hbar = count_wan(hier, flat, do_barrier, 0), fbar = count_wan(flat, flat, do_barrier, 0);
+    unsigned long long hall = count_wan(hier, flat, do_allreduce, 0), fall = count_wan(flat, flat, do_allreduce, 0);
+    if (rank == 0)
+        printf("wan messages: barrier hier %llu flat %llu, allreduce hier %llu flat %llu (%d sites)\n", hbar, fbar, hall, fall, nsites);
+    /* Dissemination among the site leaders: each sends one message per round. */
+    CHECK(hbar == (unsigned long long)(nsites * log2s), "hier barrier: %llu wide-area messages, want %d", hbar, nsites * log2s);
+    CHECK(hbar <= (unsigned long long)(nsites * (nsites - 1)), "hier barrier: more than one message per remote site");
+    CHECK(hall == (unsigned long long)(nsites * log2s), "hier allreduce: %llu wide-area messages, want %d", hall, nsites * log2s);
+    T(MPI_Comm_free(&flat));
+    T(MPI_Comm_free(&hier));
+    T(MPI_T_pvar_handle_free(session, &sent));
+    T(MPI_T_pvar_session_free(&session));
+    T(MPI_T_finalize());
+    free(site_of);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc > 1 && strcmp(argv[1], "wan") == 0) {
+        wan_counts();
+        PASS("coll_hier wan");
+    } else {
+        run_on(MPI_COMM_WORLD, "world");
+        /* Odd and even ranks, in reverse order: spans the same sites, ranks permuted. */
+        MPI_Comm split;
+        T(MPI_Comm_split(MPI_COMM_WORLD, rank % 2, size - rank, &split));
+        run_on(split, "split");
+        T(MPI_Comm_free(&split));
+        PASS("coll_hier");
+    }
+    MPI_Finalize();
+    return 0;
+}
