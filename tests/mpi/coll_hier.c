@@ -126,6 +126,107 @@ static void run_on(MPI_Comm base, const char *label) {
         free(out[0]);
         free(out[1]);
     }
+    /* Gather/scatter/allgather families, alltoall, reduce_scatter, scans:
+     * both algorithms against the expected values. */
+    for (unsigned ci = 0; ci < 3; ci++) {
+        int n = counts[ci];
+        int *mine = malloc(n * sizeof(int)), *all = malloc((size_t)size * (n + 3) * sizeof(int));
+        int *got = malloc((size_t)size * (n + 3) * sizeof(int));
+        int *cnt = malloc(size * sizeof(int)), *dsp = malloc(size * sizeof(int));
+        int total = 0;
+        for (int r = 0; r < size; r++) { cnt[r] = n + r % 3; dsp[r] = total; total += cnt[r]; }
+        for (int a = 0; a < 2; a++) {
+            MPI_Comm c = both[a];
+            const char *alg = a ? "hier" : "flat";
+            for (int ri = 0; ri < 3; ri++) {
+                int root = roots[ri];
+                for (int i = 0; i < n; i++) mine[i] = value(rank, i, 10);
+                for (int i = 0; i < size * n; i++) got[i] = -1;
+                if (rank == root && ri == 1) {
+                    for (int i = 0; i < n; i++) got[rank * n + i] = mine[i];
+                    T(MPI_Gather(MPI_IN_PLACE, n, MPI_INT, got, n, MPI_INT, root, c));
+                } else {
+                    T(MPI_Gather(mine, n, MPI_INT, got, n, MPI_INT, root, c));
+                }
+                if (rank == root)
+                    for (int r = 0; r < size; r++)
+                        for (int i = 0; i < n; i++)
+                            CHECK(got[r * n + i] == value(r, i, 10), "%s: %s gather n=%d root=%d [%d][%d]=%d", label, alg, n, root, r, i, got[r * n + i]);
+                for (int r = 0; r < size; r++)
+                    for (int i = 0; i < n; i++) all[r * n + i] = rank == root ? value(r, i, 11) : -2;
+                for (int i = 0; i < n; i++) mine[i] = -3;
+                if (rank == root && ri == 1) {
+                    T(MPI_Scatter(all, n, MPI_INT, MPI_IN_PLACE, n, MPI_INT, root, c));
+                    for (int i = 0; i < n; i++) mine[i] = all[rank * n + i];
+                } else {
+                    T(MPI_Scatter(all, n, MPI_INT, mine, n, MPI_INT, root, c));
+                }
+                for (int i = 0; i < n; i++)
+                    CHECK(mine[i] == value(rank, i, 11), "%s: %s scatter n=%d root=%d [%d]=%d", label, alg, n, root, i, mine[i]);
+                /* Gatherv/Scatterv with uneven counts. */
+                for (int i = 0; i < cnt[rank]; i++) mine[i % n] = 0;
+                int *v = malloc((n + 3) * sizeof(int));
+                for (int i = 0; i < cnt[rank]; i++) v[i] = value(rank, i, 12);
+                for (int i = 0; i < total; i++) got[i] = -1;
+                T(MPI_Gatherv(v, cnt[rank], MPI_INT, got, cnt, dsp, MPI_INT, root, c));
+                if (rank == root)
+                    for (int r = 0; r < size; r++)
+                        for (int i = 0; i < cnt[r]; i++)
+                            CHECK(got[dsp[r] + i] == value(r, i, 12), "%s: %s gatherv root=%d", label, alg, root);
+                for (int i = 0; i < total; i++) all[i] = -4;
+                if (rank == root)
+                    for (int r = 0; r < size; r++)
+                        for (int i = 0; i < cnt[r]; i++) all[dsp[r] + i] = value(r, i, 13);
+                T(MPI_Scatterv(all, cnt, dsp, MPI_INT, v, cnt[rank], MPI_INT, root, c));
+                for (int i = 0; i < cnt[rank]; i++)
+                    CHECK(v[i] == value(rank, i, 13), "%s: %s scatterv root=%d", label, alg, root);
+                free(v);
+            }
+            /* Allgather, in place too, and allgatherv with uneven counts. */
+            for (int i = 0; i < n; i++) mine[i] = value(rank, i, 14);
+            T(MPI_Allgather(mine, n, MPI_INT, got, n, MPI_INT, c));
+            for (int r = 0; r < size; r++)
+                for (int i = 0; i < n; i++)
+                    CHECK(got[r * n + i] == value(r, i, 14), "%s: %s allgather n=%d [%d][%d]=%d", label, alg, n, r, i, got[r * n + i]);
+            for (int i = 0; i < size * n; i++) got[i] = i / n == rank ? value(rank, i % n, 15) : -1;
+            T(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, got, n, MPI_INT, c));
+            for (int r = 0; r < size; r++)
+                for (int i = 0; i < n; i++)
+                    CHECK(got[r * n + i] == value(r, i, 15), "%s: %s in-place allgather n=%d", label, alg, n);
+            int *v = malloc((n + 3) * sizeof(int));
+            for (int i = 0; i < cnt[rank]; i++) v[i] = value(rank, i, 16);
+            T(MPI_Allgatherv(v, cnt[rank], MPI_INT, got, cnt, dsp, MPI_INT, c));
+            for (int r = 0; r < size; r++)
+                for (int i = 0; i < cnt[r]; i++)
+                    CHECK(got[dsp[r] + i] == value(r, i, 16), "%s: %s allgatherv n=%d [%d][%d]", label, alg, n, r, i);
+            free(v);
+            /* Alltoall: block r of rank q's send is value(q, r*n+i). */
+            for (int r = 0; r < size; r++)
+                for (int i = 0; i < n; i++) all[r * n + i] = value(rank, r * n + i, 17);
+            T(MPI_Alltoall(all, n, MPI_INT, got, n, MPI_INT, c));
+            for (int r = 0; r < size; r++)
+                for (int i = 0; i < n; i++)
+                    CHECK(got[r * n + i] == value(r, rank * n + i, 17), "%s: %s alltoall", label, alg);
+            /* Reduce_scatter_block (sum), Scan and Exscan (sum). */
+            for (int i = 0; i < size * n; i++) all[i] = value(rank, i, 18);
+            T(MPI_Reduce_scatter_block(all, got, n, MPI_INT, MPI_SUM, c));
+            for (int i = 0; i < n; i++) {
+                int e = 0;
+                for (int q = 0; q < size; q++) e += value(q, rank * n + i, 18);
+                CHECK(got[i] == e, "%s: %s reduce_scatter_block", label, alg);
+            }
+            for (int i = 0; i < n; i++) mine[i] = value(rank, i, 19);
+            T(MPI_Scan(mine, got, n, MPI_INT, MPI_SUM, c));
+            T(MPI_Exscan(mine, got + n, n, MPI_INT, MPI_SUM, c));
+            for (int i = 0; i < n; i++) {
+                int e = 0;
+                for (int q = 0; q < rank; q++) e += value(q, i, 19);
+                CHECK(got[i] == e + value(rank, i, 19), "%s: %s scan", label, alg);
+                CHECK(rank == 0 || got[n + i] == e, "%s: %s exscan", label, alg);
+            }
+        }
+        free(mine); free(all); free(got); free(cnt); free(dsp);
+    }
     /* A derived datatype: every other int of a buffer (not contiguous). */
     {
         enum { N = 5000 };
@@ -210,6 +311,10 @@ static void do_reduce(MPI_Comm c, int root) { int x = 1, y = 0; T(MPI_Reduce(&x,
 static void do_barrier(MPI_Comm c, int root) { (void)root; T(MPI_Barrier(c)); }
 static void do_allreduce(MPI_Comm c, int root) { (void)root; int x = 1, y = 0; T(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, c)); }
 
+static void do_gather(MPI_Comm c, int root) { int x = 1, *y = malloc(wsize * sizeof(int)); T(MPI_Gather(&x, 1, MPI_INT, y, 1, MPI_INT, root, c)); free(y); }
+static void do_scatter(MPI_Comm c, int root) { int x = 1, *y = calloc(wsize, sizeof(int)); T(MPI_Scatter(y, 1, MPI_INT, &x, 1, MPI_INT, root, c)); free(y); }
+static void do_allgather(MPI_Comm c, int root) { (void)root; int x = 1, *y = malloc(wsize * sizeof(int)); T(MPI_Allgather(&x, 1, MPI_INT, y, 1, MPI_INT, c)); free(y); }
+
 static void wan_counts(void) {
     int provided, idx, count, flag, *depths, **colors, rank;
     T(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
@@ -240,6 +345,8 @@ static void wan_counts(void) {
         do_barrier(flat, 0);
         do_allreduce(flat, 0);
         do_allreduce(hier, 0);
+        do_allgather(hier, 0);
+        for (int r = 0; r < wsize; r++) { do_gather(hier, r); do_scatter(hier, r); }
     }
     int roots[3] = {0, wsize - 1, wsize / 2};
     for (int i = 0; i < 3; i++) {
@@ -250,6 +357,9 @@ static void wan_counts(void) {
             printf("wan messages root %d: bcast hier %llu flat %llu, reduce hier %llu flat %llu\n", root, hb, fb, hr, fr);
         CHECK(hb == (unsigned long long)(nsites - 1), "hier bcast root %d: %llu wide-area messages, want %d", root, hb, nsites - 1);
         CHECK(hr == (unsigned long long)(nsites - 1), "hier reduce root %d: %llu wide-area messages, want %d", root, hr, nsites - 1);
+        unsigned long long hg = count_wan(hier, flat, do_gather, root), hs = count_wan(hier, flat, do_scatter, root);
+        CHECK(hg == (unsigned long long)(nsites - 1), "hier gather root %d: %llu wide-area messages, want %d", root, hg, nsites - 1);
+        CHECK(hs == (unsigned long long)(nsites - 1), "hier scatter root %d: %llu wide-area messages, want %d", root, hs, nsites - 1);
     }
     unsigned long long hbar = count_wan(hier, flat, do_barrier, 0), fbar = count_wan(flat, flat, do_barrier, 0);
     unsigned long long hall = count_wan(hier, flat, do_allreduce, 0), fall = count_wan(flat, flat, do_allreduce, 0);
@@ -265,6 +375,10 @@ static void wan_counts(void) {
     while (pof2 * 2 <= nsites) { pof2 *= 2; lg++; }
     int want_all = 2 * (nsites - pof2) + pof2 * lg;
     CHECK(hall == (unsigned long long)want_all, "hier allreduce: %llu wide-area messages, want %d", hall, want_all);
+    /* Allgather: each site's blocks go once to each other site. */
+    unsigned long long hag = count_wan(hier, flat, do_allgather, 0), fag = count_wan(flat, flat, do_allgather, 0);
+    if (rank == 0) printf("wan messages: allgather hier %llu flat %llu\n", hag, fag);
+    CHECK(hag == (unsigned long long)(nsites * (nsites - 1)), "hier allgather: %llu wide-area messages, want %d", hag, nsites * (nsites - 1));
     T(MPI_Comm_free(&flat));
     T(MPI_Comm_free(&hier));
     T(MPI_T_pvar_handle_free(session, &sent));

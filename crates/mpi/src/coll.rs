@@ -481,6 +481,57 @@ impl Mpi {
         Ok(())
     }
 
+    /// `MPI_Gather`: hierarchical where [`Mpi::hier_plan`] says so, else
+    /// [`Mpi::gatherv`] with equal blocks. (Gatherv's counts are known at the
+    /// root only, so the levels could not size what they carry: it stays
+    /// flat, where each byte crosses the wide area once too.)
+    pub fn gather(&self, comm: &Comm, send: Option<&Buf>, recv: &Buf, root: i32) -> Result<()> {
+        if !comm.is_inter() {
+            check_root(comm, root)?;
+            if comm.rank == root as u32 {
+                self.check_buf(recv, "receive buffer")?;
+            }
+            match send {
+                Some(s) => self.check_buf(s, "send buffer")?,
+                None if comm.rank != root as u32 => {
+                    return Err(err(
+                        class::BUFFER,
+                        "MPI_IN_PLACE is allowed at the root only",
+                    ))
+                }
+                None => {}
+            }
+            if let Some(plan) = self.hier_plan(comm) {
+                return self.hier_gather(comm, &plan, send, recv, root as u32);
+            }
+        }
+        self.gatherv(comm, send, recv, None, root)
+    }
+
+    /// `MPI_Scatter`: as [`Mpi::gather`], the reverse way.
+    pub fn scatter(&self, comm: &Comm, send: &Buf, recv: Option<&Buf>, root: i32) -> Result<()> {
+        if !comm.is_inter() {
+            check_root(comm, root)?;
+            if comm.rank == root as u32 {
+                self.check_buf(send, "send buffer")?;
+            }
+            match recv {
+                Some(r) => self.check_buf(r, "receive buffer")?,
+                None if comm.rank != root as u32 => {
+                    return Err(err(
+                        class::BUFFER,
+                        "MPI_IN_PLACE is allowed at the root only",
+                    ))
+                }
+                None => {}
+            }
+            if let Some(plan) = self.hier_plan(comm) {
+                return self.hier_scatter(comm, &plan, send, recv, root as u32);
+            }
+        }
+        self.scatterv(comm, send, None, recv, root)
+    }
+
     /// `MPI_Gather(v)`. `counts`/`displs` None = the plain form with `recv.count` per rank.
     pub fn gatherv(
         &self,
@@ -574,6 +625,9 @@ impl Mpi {
             return self.inter_allgatherv(comm, send, recv, counts);
         }
         self.check_buf(recv, "receive buffer")?;
+        if let Some(plan) = self.hier_plan(comm) {
+            return self.hier_allgatherv(comm, &plan, send, recv, counts);
+        }
         let n = comm.size;
         let me = comm.rank;
         let slot = |i: u32| match counts {

@@ -19,6 +19,7 @@
 //! host. Every member must choose alike (the same info on every member, the
 //! same `GW_COLL` in the whole job).
 
+mod gather;
 mod ops;
 mod tree;
 
@@ -41,6 +42,8 @@ pub struct Plan {
     ranks_of_host: Vec<Vec<u32>>,
     /// Per site: its lowest rank (the site's leader).
     site_leader: Vec<u32>,
+    /// Per site: its ranks, ascending.
+    ranks_of_site: Vec<Vec<u32>>,
 }
 
 impl Plan {
@@ -56,6 +59,7 @@ impl Plan {
         let mut ranks_of_host = vec![Vec::new(); nhosts];
         let mut hosts_of_site = vec![Vec::new(); nsites];
         let mut site_leader = vec![u32::MAX; nsites];
+        let mut ranks_of_site = vec![Vec::new(); nsites];
         for (r, c) in colours.iter().enumerate() {
             let (s, h) = (c[0] as usize, c[1] as usize);
             if ranks_of_host[h].is_empty() {
@@ -63,6 +67,7 @@ impl Plan {
             }
             ranks_of_host[h].push(r as u32);
             site_leader[s] = site_leader[s].min(r as u32);
+            ranks_of_site[s].push(r as u32);
         }
         Some(Plan {
             site: colours.iter().map(|c| c[0]).collect(),
@@ -70,6 +75,7 @@ impl Plan {
             hosts_of_site,
             ranks_of_host,
             site_leader,
+            ranks_of_site,
         })
     }
 
@@ -81,6 +87,16 @@ impl Plan {
     /// Number of hosts.
     pub fn hosts(&self) -> usize {
         self.ranks_of_host.len()
+    }
+
+    /// The ranks whose data member `m` of a list of `level` carries (at the
+    /// host level itself, at the site level its host, across sites its site).
+    pub fn under(&self, level: LevelKind, m: u32) -> Vec<u32> {
+        match level {
+            LevelKind::Host => vec![m],
+            LevelKind::Site => self.ranks_of_host[self.host[m as usize] as usize].clone(),
+            LevelKind::Wan => self.ranks_of_site[self.site[m as usize] as usize].clone(),
+        }
     }
 
     /// The three lists of ranks `me` takes part in for a collective rooted at
@@ -142,6 +158,14 @@ pub struct Levels {
     pub host: Vec<u32>,
     pub site: Vec<u32>,
     pub wan: Vec<u32>,
+}
+
+/// The levels of a [`Levels`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LevelKind {
+    Host,
+    Site,
+    Wan,
 }
 
 /// Which algorithms a communicator's collectives use.
