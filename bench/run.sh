@@ -120,4 +120,5 @@ for part in crates/*/bench.sh bench/udp.sh; do
 done
 bash bench/mpi.sh | tee "$OUT/mpi.md" || echo "bench: bench/mpi.sh failed" >&2   # MPI osu-style vs MPICH/Open MPI (NETPIPE=1: also NetPIPE)
 bash bench/startup.sh || echo "bench: bench/startup.sh failed" >&2   # start-up across testbed hosts (issue 12)
+bash bench/coll-hier.sh || echo "bench: bench/coll-hier.sh failed" >&2   # hierarchical vs flat collectives across testbed sites (issue 14)
 bash bench/fortran.sh || echo "bench: bench/fortran.sh failed" >&2   # the Fortran layer's cost (issue 16)
