@@ -1,8 +1,8 @@
 /* Collective latency, osu-style: for each operation and size, ITERS timed
- * calls after WARM untimed ones, each call preceded by a barrier; the figure
- * is the largest over the ranks of the mean time per call (µs).
+ * calls after 2 untimed ones, each call preceded by a barrier; the figure
+ * is the median over the calls of the slowest rank's time (µs).
  *
- *   coll_lat LABEL [ITERS] [info]
+ *   coll_lat LABEL [ITERS] [info|plain] [MAXBYTES]
  *
  * `info`: run everything twice, on duplicates of MPI_COMM_WORLD with the
  * info key gw_coll=flat and gw_coll=hier (gridwire), labelled LABEL-flat and
@@ -24,6 +24,13 @@ static void one(const char *op, MPI_Comm c, char *a, char *b, int bytes, int roo
     else if (!strcmp(op, "allgather")) MPI_Allgather(a, bytes / size, MPI_BYTE, b, bytes / size, MPI_BYTE, c);
 }
 
+static int max_bytes = 1 << 20;
+
+static int cmp(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
 static void run(MPI_Comm c, const char *label, int iters, int warm) {
     int rank, size;
     MPI_Comm_rank(c, &rank);
@@ -32,25 +39,30 @@ static void run(MPI_Comm c, const char *label, int iters, int warm) {
     for (unsigned o = 0; o < sizeof ops / sizeof *ops; o++) {
         for (unsigned s = 0; s < sizeof sizes / sizeof *sizes; s++) {
             int bytes = sizes[s];
+            if (bytes > max_bytes) break;
             if (!strcmp(ops[o], "barrier") && s > 0) break;
             /* Allgather: BYTES is the whole result (each rank gives BYTES/size). */
             if (!strcmp(ops[o], "allgather") && bytes / size == 0) continue;
             int nroots = (!strcmp(ops[o], "bcast") || !strcmp(ops[o], "reduce")) ? 2 : 1;
             for (int ri = 0; ri < nroots; ri++) {
                 int root = ri ? size - 1 : 0;
-                double total = 0;
+                double *t = malloc(iters * sizeof(double)), *worst = malloc(iters * sizeof(double));
                 for (int i = 0; i < warm + iters; i++) {
                     MPI_Barrier(c);
                     double t0 = MPI_Wtime();
                     one(ops[o], c, a, b, bytes, root, size);
-                    if (i >= warm) total += MPI_Wtime() - t0;
+                    if (i >= warm) t[i - warm] = (MPI_Wtime() - t0) * 1e6;
                 }
-                double mean = total / iters * 1e6, worst;
-                MPI_Reduce(&mean, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, c);
+                /* Per call the slowest rank; the median over the calls (the
+                 * machine may be shared: a mean would carry its hiccups). */
+                MPI_Reduce(t, worst, iters, MPI_DOUBLE, MPI_MAX, 0, c);
                 if (rank == 0) {
-                    printf("coll %s %d %d %s %.1f\n", ops[o], !strcmp(ops[o], "barrier") ? 0 : bytes, root, label, worst);
+                    qsort(worst, iters, sizeof(double), cmp);
+                    printf("coll %s %d %d %s %.1f\n", ops[o], !strcmp(ops[o], "barrier") ? 0 : bytes, root, label, worst[iters / 2]);
                     fflush(stdout);
                 }
+                free(t);
+                free(worst);
             }
         }
     }
@@ -63,6 +75,7 @@ int main(int argc, char **argv) {
     const char *label = argc > 1 ? argv[1] : "mpi";
     int iters = argc > 2 ? atoi(argv[2]) : 10;
     if (iters < 1) iters = 1;
+    if (argc > 4) max_bytes = atoi(argv[4]);
     if (argc > 3 && !strcmp(argv[3], "info")) {
         const char *algs[2] = {"flat", "hier"};
         MPI_Comm c[2];
