@@ -776,7 +776,11 @@ fn coll_hier() {
     let dir = profile_dir().join("mpi-tests");
     let script = |name: &str, body: &str| {
         let p = dir.join(name);
-        std::fs::write(&p, format!("#!/bin/sh\n{body}\nexport GW_SITE\nexec \"$@\"\n")).unwrap();
+        std::fs::write(
+            &p,
+            format!("#!/bin/sh\n{body}\nexport GW_SITE\nexec \"$@\"\n"),
+        )
+        .unwrap();
         std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         p.to_str().unwrap().to_string()
     };
@@ -817,7 +821,10 @@ fn coll_hier() {
                 a.push(mode);
             }
             let r = run_gwrun(&a, &[]);
-            let want = format!("PASS coll_hier{}", if mode.is_empty() { "" } else { " wan" });
+            let want = format!(
+                "PASS coll_hier{}",
+                if mode.is_empty() { "" } else { " wan" }
+            );
             eprintln!("coll_hier {mode}: {what}: {:.2} s\n{}", r.secs, r.stdout);
             assert!(
                 r.ok && r.stdout.contains(&want),

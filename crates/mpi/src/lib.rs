@@ -8,9 +8,9 @@
 pub mod attr;
 pub mod cma;
 pub mod coll;
+pub mod coll_hier;
 pub mod comm;
 pub mod datatype;
-pub mod coll_hier;
 pub mod deferred;
 pub mod engine;
 pub mod error;

@@ -27,7 +27,9 @@ impl Drop for ProgDir {
 #[test]
 fn hierarchical_collectives_across_two_sites() {
     if !gridwire_testkit::is_root() {
-        return gridwire_testkit::skip("gw-testbed needs root (namespaces, mounts, bridges, nftables)");
+        return gridwire_testkit::skip(
+            "gw-testbed needs root (namespaces, mounts, bridges, nftables)",
+        );
     }
     if let Err(why) = harness::ready() {
         return gridwire_testkit::skip(&why);
@@ -89,8 +91,8 @@ fn hierarchical_collectives_across_two_sites() {
             args.push(mode);
         }
         let started = std::time::Instant::now();
-        let out = run_with_timeout(&mut tb.command("login", &args), Duration::from_secs(150))
-            .unwrap();
+        let out =
+            run_with_timeout(&mut tb.command("login", &args), Duration::from_secs(150)).unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         eprintln!("coll_hier {mode}: {:?}\n{stdout}", started.elapsed());

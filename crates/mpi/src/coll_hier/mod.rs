@@ -122,7 +122,11 @@ impl Plan {
         // Host: its representative first, then the others in rank order.
         let hr = rep_host(my_host);
         let mut host = vec![hr];
-        host.extend(self.ranks_of_host[my_host as usize].iter().filter(|&&r| r != hr));
+        host.extend(
+            self.ranks_of_host[my_host as usize]
+                .iter()
+                .filter(|&&r| r != hr),
+        );
         // Site: if I represent my host, the representatives of my site's hosts.
         let mut site = Vec::new();
         if me == hr {

@@ -23,7 +23,10 @@ fn the_root_stands_for_its_host_and_site() {
     assert_eq!(l.wan, vec![4, 0]);
     // Rank 0 represents site 0 and host 0; host 1's rank 1 is in the site tree.
     let l = p.lists(4, 0);
-    assert_eq!((l.host, l.site, l.wan), (vec![0, 2], vec![0, 1], vec![4, 0]));
+    assert_eq!(
+        (l.host, l.site, l.wan),
+        (vec![0, 2], vec![0, 1], vec![4, 0])
+    );
     // Rank 3 is an ordinary member of the root's host.
     let l = p.lists(4, 3);
     assert_eq!((l.host, l.site, l.wan), (vec![4, 3, 5], vec![], vec![]));

@@ -147,7 +147,13 @@ impl Mpi {
         };
         let mut d = 1;
         while d < n {
-            self.c_sendrecv(comm, &[], list[(me + d) % n], &mut [], list[(me + n - d) % n])?;
+            self.c_sendrecv(
+                comm,
+                &[],
+                list[(me + d) % n],
+                &mut [],
+                list[(me + n - d) % n],
+            )?;
             d *= 2;
         }
         Ok(())
