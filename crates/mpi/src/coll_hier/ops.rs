@@ -63,16 +63,24 @@ impl Mpi {
                 &mut packed[..]
             }
         };
+        // Each level's sends stay in flight while this rank goes on to the
+        // next segment: the segments stream without a wait per level.
+        let mut sends = Vec::new();
         let mut res = Ok(());
         for chunk in data.chunks_mut(segment()) {
-            res = self
-                .list_bcast(comm, &lv.wan, chunk)
-                .and_then(|_| self.list_bcast(comm, &lv.site, chunk))
-                .and_then(|_| self.list_bcast(comm, &lv.host, chunk));
+            // SAFETY: every request in `sends` is waited for below, before
+            // `data` (the user's buffer or `packed`) is touched again.
+            res = unsafe {
+                self.list_bcast_start(comm, &lv.wan, chunk, &mut sends)
+                    .and_then(|_| self.list_bcast_start(comm, &lv.site, chunk, &mut sends))
+                    .and_then(|_| self.list_bcast_start(comm, &lv.host, chunk, &mut sends))
+            };
             if res.is_err() {
                 break;
             }
         }
+        let waited = self.wait_all_internal(sends);
+        let res = res.and(waited);
         if contig.is_none() {
             if res.is_ok() && comm.rank != root {
                 buf.unpack(data);

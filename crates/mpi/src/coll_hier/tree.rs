@@ -5,7 +5,8 @@
 
 use crate::error::Result;
 use crate::request::DtRef;
-use crate::{Comm, Mpi, Op};
+use crate::{Comm, Mpi, Op, Req};
+use std::sync::Arc;
 
 /// Where `me` is in `list` (None: not a member of this level).
 pub(super) fn index_of(list: &[u32], me: u32) -> Option<usize> {
@@ -15,6 +16,27 @@ pub(super) fn index_of(list: &[u32], me: u32) -> Option<usize> {
 impl Mpi {
     /// Binomial-tree broadcast of `data` from `list[0]` to the others.
     pub(super) fn list_bcast(&self, comm: &Comm, list: &[u32], data: &mut [u8]) -> Result<()> {
+        let mut sends = Vec::new();
+        // SAFETY: the sends are waited for below, while `data` is borrowed.
+        let res = unsafe { self.list_bcast_start(comm, list, data, &mut sends) };
+        let waited = self.wait_all_internal(sends);
+        res.and(waited)
+    }
+
+    /// [`Mpi::list_bcast`] that leaves its sends in flight: receives `data`
+    /// (unless this rank is `list[0]`), starts the sends to its children and
+    /// adds them to `sends`.
+    ///
+    /// # Safety
+    /// The requests in `sends` read `data` until they complete: the caller
+    /// must keep it alive and unchanged until it has waited for them.
+    pub(super) unsafe fn list_bcast_start(
+        &self,
+        comm: &Comm,
+        list: &[u32],
+        data: &mut [u8],
+        sends: &mut Vec<Arc<Req>>,
+    ) -> Result<()> {
         let n = list.len();
         let Some(vr) = index_of(list, comm.rank) else {
             return Ok(());
@@ -31,17 +53,16 @@ impl Mpi {
             mask <<= 1;
         }
         mask >>= 1;
-        let mut sends = Vec::new();
         while mask > 0 {
             if vr + mask < n {
-                // SAFETY: the sends are waited for below, while `data` is borrowed.
+                // SAFETY: forwarded from this function's contract.
                 if let Some(r) = unsafe { self.c_isend(comm, data, list[vr + mask]) }? {
                     sends.push(r);
                 }
             }
             mask >>= 1;
         }
-        self.wait_all_internal(sends)
+        Ok(())
     }
 
     /// Binomial-tree reduction of `acc` into `list[0]`'s `acc` (a
