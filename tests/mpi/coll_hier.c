@@ -340,7 +340,7 @@ static void wan_counts(void) {
     MPI_Comm flat = with_algorithm(MPI_COMM_WORLD, "flat"), hier = with_algorithm(MPI_COMM_WORLD, "hier");
     /* Warm up: every link the collectives use is connected before counting. */
     for (int k = 0; k < 2; k++) {
-        for (int r = 0; r < wsize; r++) { do_bcast(flat, r); do_bcast(hier, r); do_reduce(hier, r); }
+        for (int r = 0; r < wsize; r++) { do_bcast(flat, r); do_bcast(hier, r); do_reduce(hier, r); do_bcast(MPI_COMM_WORLD, r); }
         do_barrier(hier, 0);
         do_barrier(flat, 0);
         do_allreduce(flat, 0);
@@ -379,6 +379,13 @@ static void wan_counts(void) {
     unsigned long long hag = count_wan(hier, flat, do_allgather, 0), fag = count_wan(flat, flat, do_allgather, 0);
     if (rank == 0) printf("wan messages: allgather hier %llu flat %llu\n", hag, fag);
     CHECK(hag == (unsigned long long)(nsites * (nsites - 1)), "hier allgather: %llu wide-area messages, want %d", hag, nsites * (nsites - 1));
+    /* MPI_COMM_WORLD has no info: GW_COLL (or auto = hierarchical) decides. */
+    const char *env = getenv("GW_COLL");
+    int want_flat = env && strcmp(env, "flat") == 0;
+    unsigned long long wb = count_wan(MPI_COMM_WORLD, flat, do_bcast, wsize - 1);
+    unsigned long long fb = count_wan(flat, flat, do_bcast, wsize - 1);
+    if (rank == 0) printf("wan messages: world bcast root %d %llu (GW_COLL=%s)\n", wsize - 1, wb, env ? env : "");
+    CHECK(wb == (want_flat ? fb : (unsigned long long)(nsites - 1)), "world bcast: %llu wide-area messages with GW_COLL=%s (flat %llu)", wb, env ? env : "", fb);
     T(MPI_Comm_free(&flat));
     T(MPI_Comm_free(&hier));
     T(MPI_T_pvar_handle_free(session, &sent));
