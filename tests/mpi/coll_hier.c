@@ -207,6 +207,11 @@ static void run_on(MPI_Comm base, const char *label) {
             for (int r = 0; r < size; r++)
                 for (int i = 0; i < n; i++)
                     CHECK(got[r * n + i] == value(r, rank * n + i, 17), "%s: %s alltoall", label, alg);
+            memcpy(got, all, (size_t)size * n * sizeof(int));
+            T(MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, got, n, MPI_INT, c));
+            for (int r = 0; r < size; r++)
+                for (int i = 0; i < n; i++)
+                    CHECK(got[r * n + i] == value(r, rank * n + i, 17), "%s: %s in-place alltoall", label, alg);
             /* Reduce_scatter_block (sum), Scan and Exscan (sum). */
             for (int i = 0; i < size * n; i++) all[i] = value(rank, i, 18);
             T(MPI_Reduce_scatter_block(all, got, n, MPI_INT, MPI_SUM, c));
@@ -315,6 +320,8 @@ static void do_gather(MPI_Comm c, int root) { int x = 1, *y = malloc(wsize * siz
 static void do_scatter(MPI_Comm c, int root) { int x = 1, *y = calloc(wsize, sizeof(int)); T(MPI_Scatter(y, 1, MPI_INT, &x, 1, MPI_INT, root, c)); free(y); }
 static void do_allgather(MPI_Comm c, int root) { (void)root; int x = 1, *y = malloc(wsize * sizeof(int)); T(MPI_Allgather(&x, 1, MPI_INT, y, 1, MPI_INT, c)); free(y); }
 
+static void do_alltoall(MPI_Comm c, int root) { (void)root; int *x = calloc(wsize, sizeof(int)), *y = malloc(wsize * sizeof(int)); T(MPI_Alltoall(x, 1, MPI_INT, y, 1, MPI_INT, c)); free(x); free(y); }
+
 static void wan_counts(void) {
     int provided, idx, count, flag, *depths, **colors, rank;
     T(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
@@ -346,6 +353,7 @@ static void wan_counts(void) {
         do_allreduce(flat, 0);
         do_allreduce(hier, 0);
         do_allgather(hier, 0);
+        do_alltoall(hier, 0);
         for (int r = 0; r < wsize; r++) { do_gather(hier, r); do_scatter(hier, r); }
     }
     int roots[3] = {0, wsize - 1, wsize / 2};
@@ -379,6 +387,10 @@ static void wan_counts(void) {
     unsigned long long hag = count_wan(hier, flat, do_allgather, 0), fag = count_wan(flat, flat, do_allgather, 0);
     if (rank == 0) printf("wan messages: allgather hier %llu flat %llu\n", hag, fag);
     CHECK(hag == (unsigned long long)(nsites * (nsites - 1)), "hier allgather: %llu wide-area messages, want %d", hag, nsites * (nsites - 1));
+    /* Alltoall: each site's leader sends each other site's its blocks in one message. */
+    unsigned long long hat = count_wan(hier, flat, do_alltoall, 0), fat = count_wan(flat, flat, do_alltoall, 0);
+    if (rank == 0) printf("wan messages: alltoall hier %llu flat %llu\n", hat, fat);
+    CHECK(hat == (unsigned long long)(nsites * (nsites - 1)), "hier alltoall: %llu wide-area messages, want %d", hat, nsites * (nsites - 1));
     /* MPI_COMM_WORLD has no info: GW_COLL (or auto = hierarchical) decides. */
     const char *env = getenv("GW_COLL");
     int want_flat = env && strcmp(env, "flat") == 0;

@@ -680,6 +680,9 @@ impl Mpi {
             }
         };
         self.check_buf(&send, "send buffer")?;
+        if let Some(plan) = self.hier_plan(comm).filter(|p| p.sites() > 1) {
+            return self.hier_alltoall(comm, &plan, &send, recv);
+        }
         let me = comm.rank as usize;
         local_copy(&block(&send, me, send.count), &block(recv, me, recv.count))?;
         for i in 1..n {

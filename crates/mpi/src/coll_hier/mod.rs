@@ -19,6 +19,7 @@
 //! host. Every member must choose alike (the same info on every member, the
 //! same `GW_COLL` in the whole job).
 
+mod alltoall;
 mod gather;
 mod ops;
 mod tree;
