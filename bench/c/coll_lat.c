@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *ops[] = {"barrier", "bcast", "reduce", "allreduce", "allgather"};
+static const char *ops[] = {"barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"};
 static const int sizes[] = {8, 4096, 65536, 1 << 20};
 
 static void one(const char *op, MPI_Comm c, char *a, char *b, int bytes, int root, int size) {
@@ -22,6 +22,7 @@ static void one(const char *op, MPI_Comm c, char *a, char *b, int bytes, int roo
     else if (!strcmp(op, "reduce")) MPI_Reduce(a, b, bytes / 4, MPI_INT, MPI_SUM, root, c);
     else if (!strcmp(op, "allreduce")) MPI_Allreduce(a, b, bytes / 4, MPI_INT, MPI_SUM, c);
     else if (!strcmp(op, "allgather")) MPI_Allgather(a, bytes / size, MPI_BYTE, b, bytes / size, MPI_BYTE, c);
+    else if (!strcmp(op, "alltoall")) MPI_Alltoall(a, bytes / size, MPI_BYTE, b, bytes / size, MPI_BYTE, c);
 }
 
 static int max_bytes = 1 << 20;
@@ -41,8 +42,9 @@ static void run(MPI_Comm c, const char *label, int iters, int warm) {
             int bytes = sizes[s];
             if (bytes > max_bytes) break;
             if (!strcmp(ops[o], "barrier") && s > 0) break;
-            /* Allgather: BYTES is the whole result (each rank gives BYTES/size). */
-            if (!strcmp(ops[o], "allgather") && bytes / size == 0) continue;
+            /* Allgather, alltoall: BYTES is a rank's whole receive buffer
+             * (BYTES/size from each rank). */
+            if ((!strcmp(ops[o], "allgather") || !strcmp(ops[o], "alltoall")) && bytes / size == 0) continue;
             int nroots = (!strcmp(ops[o], "bcast") || !strcmp(ops[o], "reduce")) ? 2 : 1;
             for (int ri = 0; ri < nroots; ri++) {
                 int root = ri ? size - 1 : 0;

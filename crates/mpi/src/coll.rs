@@ -790,7 +790,22 @@ impl Mpi {
                 Some(d)
             })
             .collect();
-        self.scatterv(comm, &wb, Some((counts, &displs)), Some(&pb), 0)?;
+        if counts.iter().all(|&c| c == counts[0]) {
+            // Equal pieces (`Reduce_scatter_block`): the plain scatter, which
+            // is hierarchical across hosts and sites.
+            // SAFETY: `whole` holds `total` = size × counts[0] elements and lives
+            // until the end of this call.
+            let blocks = unsafe {
+                Buf::new(
+                    whole.as_mut_ptr() as usize,
+                    counts[0] as usize,
+                    wb.dt.clone(),
+                )
+            };
+            self.scatter(comm, &blocks, Some(&pb), 0)?;
+        } else {
+            self.scatterv(comm, &wb, Some((counts, &displs)), Some(&pb), 0)?;
+        }
         let _ = displ;
         // In place the receive buffer holds all counts, else its own: never fewer.
         let mine = recv.with_count(counts[me] as usize).ok_or_else(|| {
