@@ -66,13 +66,6 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
                are dropped and reported. Read at MPI_Init; an MPI_T write applies at once.",
     },
     ParamDecl {
-        name: "MPI_ALLREDUCE_SPLIT",
-        default: "65536",
-        kind: SIZE,
-        help: "Bytes from which allreduce with a commutative op reduce-scatters and allgathers \
-               instead of exchanging the whole data in every round. Read at each allreduce.",
-    },
-    ParamDecl {
         name: "COLL",
         default: "auto",
         kind: Kind::Text,
@@ -87,6 +80,13 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
         kind: SIZE,
         help: "Hierarchical broadcasts larger than this go level by level in segments of this \
                many bytes (pipelined across the wide area). Read at the first one.",
+    },
+    ParamDecl {
+        name: "MPI_ALLREDUCE_SPLIT",
+        default: "65536",
+        kind: SIZE,
+        help: "Bytes from which allreduce with a commutative op reduce-scatters and allgathers \
+               instead of exchanging the whole data in every round. Read at each allreduce.",
     },
 ];
 
