@@ -6,8 +6,10 @@
  *
  * `coll_hier wan` instead counts, with the MPI_T per-peer counter
  * gw_link_sent_msgs, the messages that cross sites (sites from the
- * GW_TOPOLOGY_COLORS attribute) during one small Bcast, Reduce and Barrier
- * of the hierarchical algorithms, and checks it is one per remote site. */
+ * GW_TOPOLOGY_COLORS attribute) during one small call of each collective
+ * the hierarchical algorithms cover, and checks the number each algorithm
+ * sends (one per remote site for Bcast, Reduce, Gather, Scatter); and that
+ * MPI_COMM_WORLD, which has no info key, follows GW_COLL. */
 #include <mpi.h>
 #include <gridwire_mpi.h>
 #include <stdio.h>

@@ -764,8 +764,10 @@ fn topology_levels() {
 /// results, on placements a wrapper gives sites to: 2 sites × 2 hosts × 2
 /// ranks; uneven hosts (1, 5, 2, 3 ranks) in sites of 6 and 5 ranks; 3 sites
 /// round-robin over 3 hosts. Then, with `wan`, the count of messages that
-/// cross sites (MPI_T `gw_link_sent_msgs`) for Bcast/Reduce from several
-/// roots, Barrier and Allreduce, against what the algorithms send.
+/// cross sites (MPI_T `gw_link_sent_msgs`) for Bcast/Reduce/Gather/Scatter
+/// from several roots, Barrier, Allreduce, Allgather and Alltoall, against
+/// what the algorithms send; and once with `GW_COLL=flat`, which
+/// `MPI_COMM_WORLD` (no info key) must follow.
 #[test]
 fn coll_hier() {
     if !have_cc() {

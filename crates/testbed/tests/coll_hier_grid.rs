@@ -4,8 +4,8 @@
 //! coll_hier.c` checks every collective with `gw_coll=hier` against
 //! `gw_coll=flat` and the expected values, then (`wan`) counts with MPI_T
 //! the messages that cross sites: one per remote site for Bcast, Reduce,
-//! Gather, Scatter; two for Barrier and Allreduce; each site's blocks once
-//! to the other for Allgather. Needs root and sshd: skipped by the
+//! Gather, Scatter; two for Barrier and Allreduce; one each way for
+//! Allgather and Alltoall. Needs root and sshd: skipped by the
 //! project's rule otherwise (a failure under CI=true).
 
 use gridwire_testbed::harness::{self, run_with_timeout, Testbed};
