@@ -226,7 +226,7 @@ pub(crate) unsafe fn prep_gather(
         m.empty_buf()
     };
     Ok((cm, move |m: &Mpi, cm: &Comm| {
-        m.gatherv(cm, sb.as_ref(), &rb, None, root)
+        m.gather(cm, sb.as_ref(), &rb, root)
     }))
 }
 
@@ -282,7 +282,7 @@ pub(crate) unsafe fn prep_scatter(
         None
     };
     Ok((cm, move |m: &Mpi, cm: &Comm| {
-        m.scatterv(cm, &sb, None, rb.as_ref(), root)
+        m.scatter(cm, &sb, rb.as_ref(), root)
     }))
 }
 

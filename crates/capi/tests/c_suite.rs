@@ -826,3 +826,92 @@ fn topology_levels() {
         );
     }
 }
+
+/// Hierarchical collectives (`tests/mpi/coll_hier.c`): every collective
+/// with `gw_coll=hier` gives the flat algorithms' (and the expected)
+/// results, on placements a wrapper gives sites to: 2 sites × 2 hosts × 2
+/// ranks; uneven hosts (1, 5, 2, 3 ranks) in sites of 6 and 5 ranks; 3 sites
+/// round-robin over 3 hosts. Then, with `wan`, the count of messages that
+/// cross sites (MPI_T `gw_link_sent_msgs`) for Bcast/Reduce/Gather/Scatter
+/// from several roots, Barrier, Allreduce, Allgather and Alltoall, against
+/// what the algorithms send; and once with `GW_COLL=flat`, which
+/// `MPI_COMM_WORLD` (no info key) must follow.
+#[test]
+fn coll_hier() {
+    if !have_cc() {
+        return skip("coll_hier: no C compiler (cc or GWCC_CC)");
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = compile("coll_hier", &[]);
+    let dir = profile_dir().join("mpi-tests");
+    let script = |name: &str, body: &str| {
+        let p = dir.join(name);
+        std::fs::write(
+            &p,
+            format!("#!/bin/sh\n{body}\nexport GW_SITE\nexec \"$@\"\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let blocks = script("coll_hier_blocks.sh", "GW_SITE=s$((PMI_RANK / 4))");
+    let uneven = script(
+        "coll_hier_uneven.sh",
+        "if [ \"$PMI_RANK\" -lt 6 ]; then GW_SITE=s0; else GW_SITE=s1; fi",
+    );
+    let rr = script("coll_hier_rr.sh", "GW_SITE=s$((PMI_RANK % 3))");
+    let hostfile = dir.join("coll_hier.hosts");
+    std::fs::write(&hostfile, "a:1\nb:5\nc:2\nd:3\n").unwrap();
+    let exe_s = exe.to_str().unwrap();
+    let placements: Vec<(&str, Vec<&str>)> = vec![
+        (
+            "2 sites x 2 hosts x 2 ranks",
+            vec!["-n", "8", "--emulate-hosts", "4", &blocks],
+        ),
+        (
+            "uneven hosts and sites",
+            vec![
+                "-n",
+                "11",
+                "--emulate-hostfile",
+                hostfile.to_str().unwrap(),
+                &uneven,
+            ],
+        ),
+        (
+            "3 sites round-robin",
+            vec!["-n", "7", "--emulate-hosts", "3", &rr],
+        ),
+    ];
+    for (i, (what, args)) in placements.into_iter().enumerate() {
+        // The wide-area counts once more with GW_COLL=flat (on the first
+        // placement): MPI_COMM_WORLD, which has no info key, goes flat then.
+        let runs: &[(&str, &[(&str, &str)])] = if i == 0 {
+            &[("", &[]), ("wan", &[]), ("wan", &[("GW_COLL", "flat")])]
+        } else {
+            &[("", &[]), ("wan", &[])]
+        };
+        for &(mode, env) in runs {
+            let mut a = args.clone();
+            a.push(exe_s);
+            if !mode.is_empty() {
+                a.push(mode);
+            }
+            let r = run_gwrun(&a, env);
+            let want = format!(
+                "PASS coll_hier{}",
+                if mode.is_empty() { "" } else { " wan" }
+            );
+            eprintln!(
+                "coll_hier {mode} {env:?}: {what}: {:.2} s\n{}",
+                r.secs, r.stdout
+            );
+            assert!(
+                r.ok && r.stdout.contains(&want),
+                "coll_hier {mode} {env:?}, {what}:\n--- stdout\n{}--- stderr\n{}",
+                r.stdout,
+                r.stderr
+            );
+        }
+    }
+}

@@ -95,6 +95,9 @@ impl Mpi {
         if comm.is_inter() {
             return self.inter_barrier(comm);
         }
+        if let Some(plan) = self.hier_plan(comm) {
+            return self.hier_barrier(comm, &plan);
+        }
         let n = comm.size;
         let mut d = 1;
         while d < n {
@@ -117,6 +120,9 @@ impl Mpi {
             return Ok(());
         }
         let root = root as u32;
+        if let Some(plan) = self.hier_plan(comm) {
+            return self.hier_bcast(comm, &plan, buf, root);
+        }
         let vr = (comm.rank + n - root) % n;
         let mut mask = 1;
         while mask < n {
@@ -170,6 +176,11 @@ impl Mpi {
             self.check_buf(recv, "receive buffer")?;
         }
         op.check(&src.dt)?;
+        if op.commutative() {
+            if let Some(plan) = self.hier_plan(comm) {
+                return self.hier_reduce(comm, &plan, src, recv, op, root as u32);
+            }
+        }
         let dt = &src.dt;
         let count = src.count;
         // Reused temporaries (`scratch_take`): a fresh vector per call cost
@@ -237,6 +248,11 @@ impl Mpi {
         self.check_buf(src, "send buffer")?;
         self.check_buf(recv, "receive buffer")?;
         op.check(&src.dt)?;
+        if op.commutative() {
+            if let Some(plan) = self.hier_plan(comm) {
+                return self.hier_allreduce(comm, &plan, src, recv, op);
+            }
+        }
         let dt = &src.dt;
         let count = src.count;
         let len = src.bytes();
@@ -465,6 +481,57 @@ impl Mpi {
         Ok(())
     }
 
+    /// `MPI_Gather`: hierarchical where [`Mpi::hier_plan`] says so, else
+    /// [`Mpi::gatherv`] with equal blocks. (Gatherv's counts are known at the
+    /// root only, so the levels could not size what they carry: it stays
+    /// flat, where each byte crosses the wide area once too.)
+    pub fn gather(&self, comm: &Comm, send: Option<&Buf>, recv: &Buf, root: i32) -> Result<()> {
+        if !comm.is_inter() {
+            check_root(comm, root)?;
+            if comm.rank == root as u32 {
+                self.check_buf(recv, "receive buffer")?;
+            }
+            match send {
+                Some(s) => self.check_buf(s, "send buffer")?,
+                None if comm.rank != root as u32 => {
+                    return Err(err(
+                        class::BUFFER,
+                        "MPI_IN_PLACE is allowed at the root only",
+                    ))
+                }
+                None => {}
+            }
+            if let Some(plan) = self.hier_plan(comm) {
+                return self.hier_gather(comm, &plan, send, recv, root as u32);
+            }
+        }
+        self.gatherv(comm, send, recv, None, root)
+    }
+
+    /// `MPI_Scatter`: as [`Mpi::gather`], the reverse way.
+    pub fn scatter(&self, comm: &Comm, send: &Buf, recv: Option<&Buf>, root: i32) -> Result<()> {
+        if !comm.is_inter() {
+            check_root(comm, root)?;
+            if comm.rank == root as u32 {
+                self.check_buf(send, "send buffer")?;
+            }
+            match recv {
+                Some(r) => self.check_buf(r, "receive buffer")?,
+                None if comm.rank != root as u32 => {
+                    return Err(err(
+                        class::BUFFER,
+                        "MPI_IN_PLACE is allowed at the root only",
+                    ))
+                }
+                None => {}
+            }
+            if let Some(plan) = self.hier_plan(comm) {
+                return self.hier_scatter(comm, &plan, send, recv, root as u32);
+            }
+        }
+        self.scatterv(comm, send, None, recv, root)
+    }
+
     /// `MPI_Gather(v)`. `counts`/`displs` None = the plain form with `recv.count` per rank.
     pub fn gatherv(
         &self,
@@ -558,6 +625,9 @@ impl Mpi {
             return self.inter_allgatherv(comm, send, recv, counts);
         }
         self.check_buf(recv, "receive buffer")?;
+        if let Some(plan) = self.hier_plan(comm) {
+            return self.hier_allgatherv(comm, &plan, send, recv, counts);
+        }
         let n = comm.size;
         let me = comm.rank;
         let slot = |i: u32| match counts {
@@ -610,6 +680,9 @@ impl Mpi {
             }
         };
         self.check_buf(&send, "send buffer")?;
+        if let Some(plan) = self.hier_plan(comm).filter(|p| p.sites() > 1) {
+            return self.hier_alltoall(comm, &plan, &send, recv);
+        }
         let me = comm.rank as usize;
         local_copy(&block(&send, me, send.count), &block(recv, me, recv.count))?;
         for i in 1..n {
@@ -717,7 +790,22 @@ impl Mpi {
                 Some(d)
             })
             .collect();
-        self.scatterv(comm, &wb, Some((counts, &displs)), Some(&pb), 0)?;
+        if counts.iter().all(|&c| c == counts[0]) {
+            // Equal pieces (`Reduce_scatter_block`): the plain scatter, which
+            // is hierarchical across hosts and sites.
+            // SAFETY: `whole` holds `total` = size × counts[0] elements and lives
+            // until the end of this call.
+            let blocks = unsafe {
+                Buf::new(
+                    whole.as_mut_ptr() as usize,
+                    counts[0] as usize,
+                    wb.dt.clone(),
+                )
+            };
+            self.scatter(comm, &blocks, Some(&pb), 0)?;
+        } else {
+            self.scatterv(comm, &wb, Some((counts, &displs)), Some(&pb), 0)?;
+        }
         let _ = displ;
         // In place the receive buffer holds all counts, else its own: never fewer.
         let mine = recv.with_count(counts[me] as usize).ok_or_else(|| {

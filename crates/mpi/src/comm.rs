@@ -51,6 +51,9 @@ pub struct Comm {
     pub graph: Mutex<Option<crate::topology::Topology>>,
     /// Buffer for `MPI_Bsend` on this communicator (`MPI_Comm_attach_buffer`).
     pub(crate) bsend: Mutex<crate::Bsend>,
+    /// The levels the hierarchical collectives follow (computed at the first
+    /// collective that may use them; None inside: flat).
+    pub(crate) hier: std::sync::OnceLock<Option<Arc<crate::coll_hier::Plan>>>,
 }
 
 /// The parts of an intercommunicator besides its two groups.
@@ -148,6 +151,7 @@ impl Comm {
             cart: Mutex::new(None),
             graph: Mutex::new(None),
             bsend: Default::default(),
+            hier: Default::default(),
         })
     }
 
@@ -178,7 +182,23 @@ impl Comm {
             "",
             inter,
         );
-        Arc::get_mut(&mut c).expect("fresh").nbc = n;
+        let fresh = Arc::get_mut(&mut c).expect("fresh");
+        fresh.nbc = n;
+        // The same collective algorithms as the communicator's blocking ones
+        // (every member's shadow sees the same): its plan if computed, and
+        // its choice of algorithm.
+        if let Some(p) = self.hier.get() {
+            let _ = fresh.hier.set(p.clone());
+        }
+        let choice = self.info.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = choice.get(crate::coll_hier::INFO_KEY) {
+            let _ = fresh
+                .info
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .set(crate::coll_hier::INFO_KEY, v);
+        }
+        drop(choice);
         c
     }
 

@@ -8,6 +8,7 @@
 pub mod attr;
 pub mod cma;
 pub mod coll;
+pub mod coll_hier;
 pub mod comm;
 pub mod datatype;
 pub mod deferred;

@@ -66,6 +66,22 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
                are dropped and reported. Read at MPI_Init; an MPI_T write applies at once.",
     },
     ParamDecl {
+        name: "COLL",
+        default: "auto",
+        kind: Kind::Text,
+        help: "Collective algorithms: `flat` (the same on any placement), `hier` or `auto` \
+               (level by level - host, site, wide area - on communicators that span hosts). The \
+               info key `gw_coll` overrides it per communicator. Same value in the whole job. \
+               Read at the first collective.",
+    },
+    ParamDecl {
+        name: "MPI_COLL_SEGMENT",
+        default: "65536",
+        kind: SIZE,
+        help: "Hierarchical broadcasts larger than this go level by level in segments of this \
+               many bytes (pipelined across the wide area). Read at the first one.",
+    },
+    ParamDecl {
         name: "MPI_ALLREDUCE_SPLIT",
         default: "65536",
         kind: SIZE,
