@@ -155,6 +155,18 @@ if (cd "$T/gw/home" && env "${gw_env[@]}" timeout 30 "$lib/gwpvm" spawn -4 spmd)
 else
   echo "FAILED: gwpvm spawn:"; cat "$T/console.out"; fail=1
 fi
+# The console's host commands: add two emulated hosts, see them in conf,
+# refuse a duplicate, delete one.
+c() { env "${gw_env[@]}" timeout 20 "$lib/gwpvm" "$@" 2>&1; }
+add=$(c add nodeA nodeB); dup=$(c add nodeA); conf1=$(c conf); del=$(c delete nodeA); conf2=$(c conf)
+if grep -q "^2 successful" <<<"$add" && grep -q "^0 successful" <<<"$dup" && grep -qi "dup" <<<"$dup" \
+   && grep -q "^3 hosts" <<<"$conf1" && grep -q " nodeA " <<<"$conf1" && grep -q " nodeB " <<<"$conf1" \
+   && grep -q "^1 successful" <<<"$del" && grep -q "^2 hosts" <<<"$conf2" && ! grep -q " nodeA " <<<"$conf2"; then
+  echo "ok: gwpvm add/delete/conf change and show the hosts (duplicates refused)"
+else
+  echo "FAILED: gwpvm add/delete/conf:"; printf '%s\n---\n' "$add" "$dup" "$conf1" "$del" "$conf2"; fail=1
+fi
+c delete nodeB >/dev/null
 # Stale coordinator file (a coordinator that died): the next task replaces it.
 vm=$T/gw/vm
 env "${gw_env[@]}" "$lib/gwpvm" halt >/dev/null 2>&1

@@ -1,9 +1,11 @@
 //! `gwpvm`: the console of the PVM face. Commands as PVM's console names
-//! them: `conf`, `ps`, `spawn [-N] program [args]`, `halt`; given as
-//! arguments (`gwpvm ps`) or read one per line from standard input.
+//! them: `conf`, `add host…`, `delete host…`, `ps`, `spawn [-N] program
+//! [args]`, `halt`; given as arguments (`gwpvm ps`) or read one per line
+//! from standard input. Hosts added here are emulated hosts of this machine
+//! (see `pvm_addhosts`).
 
 use pvm3::consts::*;
-use pvm3::coord::{self, unhex};
+use pvm3::coord::{self, hex, unhex};
 use std::io::BufRead;
 use std::os::unix::net::UnixStream;
 
@@ -33,10 +35,19 @@ fn request(s: &UnixStream, line: &str) -> Result<String, i32> {
     let mut w = s;
     w.write_all(format!("{line}\n").as_bytes())
         .map_err(|_| PVM_SYS_ERR)?;
+    // Event lines the coordinator broadcasts (`HOSTADD …`) may come first:
+    // the answer is the first line that starts with OK or ERR.
+    let mut rd = BufReader::new(s);
     let mut reply = String::new();
-    BufReader::new(s)
-        .read_line(&mut reply)
-        .map_err(|_| PVM_SYS_ERR)?;
+    loop {
+        reply.clear();
+        if rd.read_line(&mut reply).map_err(|_| PVM_SYS_ERR)? == 0 {
+            return Err(PVM_SYS_ERR);
+        }
+        if reply.starts_with("OK") || reply.starts_with("ERR") {
+            break;
+        }
+    }
     match reply.trim().strip_prefix("OK") {
         Some(r) => Ok(r.trim().to_string()),
         None => Err(reply
@@ -56,18 +67,66 @@ fn run(words: &[String]) -> i32 {
         }
     };
     match words[0].as_str() {
-        "conf" => {
-            println!("1 host, 1 data format");
-            println!("                    HOST     DTID     ARCH   SPEED       DSIG");
-            println!(
-                "{:>24} {:>8x} {:>8} {:>7} 0x{:08x}",
-                pvm3::spawn::hostname(),
-                HOST_TID,
-                pvm3::spawn::arch(),
-                1000,
-                0x0040_8841
-            );
-            0
+        "conf" => match request(&s, "HOSTS") {
+            Ok(rows) => {
+                let hosts: Vec<(i32, String)> = rows
+                    .split(';')
+                    .filter_map(|r| {
+                        let (d, n) = r.split_once(',')?;
+                        Some((d.parse().ok()?, String::from_utf8(unhex(n)?).ok()?))
+                    })
+                    .collect();
+                let n = hosts.len();
+                println!("{n} host{}, 1 data format", if n == 1 { "" } else { "s" });
+                println!("                    HOST     DTID     ARCH   SPEED       DSIG");
+                for (dtid, name) in hosts {
+                    println!(
+                        "{:>24} {:>8x} {:>8} {:>7} 0x{:08x}",
+                        name,
+                        dtid,
+                        pvm3::spawn::arch(),
+                        1000,
+                        0x0040_8841
+                    );
+                }
+                0
+            }
+            Err(e) => {
+                eprintln!("gwpvm: conf: {}", error_text(e));
+                1
+            }
+        },
+        "add" | "delete" => {
+            if words.len() < 2 {
+                eprintln!("gwpvm: {} host…", words[0]);
+                return 1;
+            }
+            let req = if words[0] == "add" {
+                "ADDHOST"
+            } else {
+                "DELHOST"
+            };
+            let mut code = 0;
+            let mut done = 0;
+            let mut lines = Vec::new();
+            for h in &words[1..] {
+                match request(&s, &format!("{req} {}", hex(h.as_bytes()))) {
+                    Ok(_) => {
+                        done += 1;
+                        lines.push(format!("{h:>24}"));
+                    }
+                    Err(e) => {
+                        code = 1;
+                        lines.push(format!("{h:>24} {}", error_text(e)));
+                    }
+                }
+            }
+            println!("{done} successful",);
+            println!("{:>24}", "HOST");
+            for l in lines {
+                println!("{l}");
+            }
+            code
         }
         "ps" => match request(&s, "TASKS 0") {
             Ok(rows) => {
@@ -110,7 +169,9 @@ fn run(words: &[String]) -> i32 {
         }
         "spawn" => spawn(&words[1..]),
         other => {
-            eprintln!("gwpvm: unknown command {other:?} (conf, ps, spawn, halt, quit)");
+            eprintln!(
+                "gwpvm: unknown command {other:?} (conf, add, delete, ps, spawn, halt, quit)"
+            );
             1
         }
     }
