@@ -25,8 +25,9 @@
  * a pointer and a count (bytes for strings, elements for arrays).
  *
  * Errors: every function returns GW_OK (0) or a negative gw_status; the
- * calling thread's last error message is returned by gw_last_error(). No
- * function aborts or unwinds on bad input. A registry (and everything that
+ * message of the calling thread's last failed call is returned by
+ * gw_last_error() (a successful call leaves it as it was). No function
+ * aborts or unwinds on bad input. A registry (and everything that
  * hangs off it) must not be used by two threads at once.
  */
 #ifndef GRIDWIRE_H
@@ -77,8 +78,8 @@ typedef struct gw_registry gw_registry; /* formats, cached plans, scratch */
 typedef struct gw_format gw_format;     /* owned by its registry */
 typedef struct gw_encoder gw_encoder;
 
-/* The calling thread's last error message ("" if none). Valid until the
- * thread's next gridwire call. */
+/* The message of the calling thread's last failed call ("" if none has
+ * failed). Valid until the thread's next failed gridwire call. */
 const char *gw_last_error(void);
 
 int gw_registry_new(gw_registry **out);
@@ -130,6 +131,40 @@ int gw_encode_to_buffer(gw_encoder *enc, const void *rec, void *buf, size_t cap,
 int gw_decode(gw_registry *reg, const void *buf, size_t len, const gw_format *native,
               void *out, size_t out_size, void *tail, size_t tail_cap,
               size_t *tail_used, size_t *consumed);
+
+/* Decoders: the fast way to receive a stream of records. A decoder is
+ * bound to one native format of a registry and remembers the plan of the
+ * last (sender's format, native format) pair, so after the first record of
+ * a pair a decode is a header check and the conversion itself: no look-up,
+ * no allocation. (gw_decode keeps one such pair per registry, which serves
+ * a single stream as well; use one decoder per stream when several
+ * streams or native formats interleave.) A decoder holds its registry by
+ * pointer: free it before the registry, and use both from one thread at a
+ * time. Formats learned by the registry after the decoder was made are
+ * decoded too. */
+typedef struct gw_decoder gw_decoder;
+int gw_decoder_new(gw_registry *reg, const gw_format *native, gw_decoder **out);
+void gw_decoder_free(gw_decoder *dec);
+/* As gw_decode, into the decoder's native format. `out` must not overlap
+ * `buf` (except that a same-layout record may be copied over itself). */
+int gw_decoder_decode(gw_decoder *dec, const void *buf, size_t len, void *out,
+                      size_t out_size, void *tail, size_t tail_cap, size_t *tail_used,
+                      size_t *consumed);
+/* In-place (zero-copy) decode of the record at `buf` (`len` bytes):
+ * `*rec` receives a pointer to the native struct.
+ * - Record written in exactly the native layout (the common case between
+ *   like machines): `*rec` points INTO `buf` (24 bytes after its start),
+ *   nothing is copied. Its gw_slices are rewritten in place to point into
+ *   `buf`, so `buf` must be writable and is no longer a valid record
+ *   afterwards (decode it once). `buf` + 24 must be aligned for the struct
+ *   (an 8-byte aligned `buf` is enough for ordinary structs): GW_ERR_USAGE
+ *   otherwise.
+ * - Another layout: the record is converted into memory owned by the
+ *   decoder and `*rec` points there; `buf` is not written.
+ * Either way `*rec` is valid until the next call on this decoder (or while
+ * `buf` lives, for the first case). A refused record leaves `buf` as it was. */
+int gw_decode_in_place(gw_decoder *dec, void *buf, size_t len, void **rec,
+                       size_t *consumed);
 
 /* Inspection without an expected layout. */
 typedef enum gw_kind {

@@ -436,6 +436,48 @@ impl Plan {
         self.run_general(payload, out)
     }
 
+    /// True when neither layout has variable-length parts, so a record
+    /// converts into exactly `dst_size()` bytes ([`Plan::run_fixed_into`]).
+    pub fn is_fixed_only(&self) -> bool {
+        self.fixed_only
+    }
+
+    /// Convert a record of a fixed-only plan straight into a caller's
+    /// buffer (its first `dst_size()` bytes, gaps zeroed): what the C API's
+    /// decode into the caller's struct runs, with no intermediate buffer
+    /// and no second copy. `Usage` error for plans with variable parts.
+    #[inline]
+    pub fn run_fixed_into(&self, payload: &[u8], out: &mut [u8]) -> Result<()> {
+        if !self.fixed_only || out.len() < self.dst_size {
+            return Err(WireError::Usage(
+                "run_fixed_into: plan has variable parts or the output is short".into(),
+            ));
+        }
+        if payload.len() < self.src_size {
+            return Err(WireError::Truncated {
+                at: 0,
+                needed: self.src_size,
+                have: payload.len(),
+            });
+        }
+        let out = &mut out[..self.dst_size];
+        if self.prog.zero_all {
+            // The lowered program does not write every gap: start from zeros.
+            out.fill(0);
+        }
+        #[cfg(feature = "jit")]
+        if let (Backend::Jit, Some(j)) = (self.backend, &self.jit) {
+            // SAFETY: payload has >= src_size bytes, out exactly dst_size
+            // (two distinct borrows, so they do not overlap); the code was
+            // generated from ops whose extent compile() checked against
+            // these sizes.
+            let _ = unsafe { j.call(payload.as_ptr(), out.as_mut_ptr()) };
+            return Ok(());
+        }
+        // SAFETY: as above, for the interpreter.
+        unsafe { self.exec_fixed(payload.as_ptr(), out.as_mut_ptr()) }.map_err(|e| *e)
+    }
+
     #[inline(never)]
     fn run_general(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
         if payload.len() < self.src_size {
