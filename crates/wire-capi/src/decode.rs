@@ -19,7 +19,7 @@ use gridwire_wire::{Format, FormatId, Plan, RecordRef, WireError};
 
 use crate::{
     bytes, guard, native_slices, put, reg_mut, usage, CErr, CResult, GwFormat, GwRegistry,
-    GwSlice, GW_ERR_INTERNAL, GW_ERR_SPACE,
+    GwSlice, GW_ERR_INTERNAL, GW_ERR_SPACE, GW_OK,
 };
 
 /// How records of one (wire, native) pair become the native struct.
@@ -273,9 +273,111 @@ fn scalar_align(t: &gridwire_wire::FieldType) -> usize {
     }
 }
 
+
+/// The hot path of a decode: the record at `buf` belongs to the pair in
+/// `hot` and converts without variable-length parts. Nothing can be
+/// reported from here — anything unusual (including a failed conversion)
+/// returns false and the caller takes the checked path, which reports it
+/// — so it builds no message and needs no unwinding guard (it cannot
+/// panic: the slices it makes are checked, the plan's code is checked at
+/// compile time).
+///
+/// # Safety
+/// As the C contract of gw_decode: `buf` readable for `len` bytes, `out`
+/// writable for `out_size`, `tail_used`/`consumed` NULL or writable.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn fast_decode(
+    hot: &Option<Hot>,
+    generation: u64,
+    native: *const GwFormat,
+    buf: *const c_void,
+    len: usize,
+    out: *mut c_void,
+    out_size: usize,
+    tail_used: *mut usize,
+    consumed: *mut usize,
+) -> bool {
+    let Some(h) = hot else { return false };
+    if buf.is_null()
+        || out.is_null()
+        || h.native != native
+        || h.generation != generation
+        || out_size < h.dst_size
+    {
+        return false;
+    }
+    // SAFETY: non-null, `len` readable bytes (C contract).
+    let input = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
+    let Ok((rec, used)) = RecordRef::parse(input) else {
+        return false;
+    };
+    if rec.id != h.wire || rec.fixed_len != h.src_size {
+        return false;
+    }
+    match &h.way {
+        // SAFETY: as in `decode_with` (Way::Copy).
+        Way::Copy => unsafe {
+            std::ptr::copy(rec.payload.as_ptr(), out as *mut u8, h.dst_size)
+        },
+        Way::Fixed(plan) => {
+            let (p, n) = (rec.payload.as_ptr() as usize, rec.payload.len());
+            let q = out as usize;
+            if q < p + n && p < q + h.dst_size {
+                return false;
+            }
+            // SAFETY: as in `decode_with` (Way::Fixed): `out` has dst_size
+            // writable bytes and does not overlap the payload.
+            let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut u8, h.dst_size) };
+            if plan.run_fixed_into(rec.payload, dst).is_err() {
+                return false;
+            }
+        }
+        Way::General(_) => return false,
+    }
+    // SAFETY: NULL or writable (C contract).
+    unsafe {
+        put(tail_used, 0);
+        put(consumed, used);
+    }
+    true
+}
+
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn gw_decode(
+    reg: *mut GwRegistry,
+    buf: *const c_void,
+    len: usize,
+    native: *const GwFormat,
+    out: *mut c_void,
+    out_size: usize,
+    tail: *mut c_void,
+    tail_cap: usize,
+    tail_used: *mut usize,
+    consumed: *mut usize,
+) -> c_int {
+    // SAFETY: a non-null registry is live (C contract); forwarded contract.
+    if let Some(r) = unsafe { reg.as_ref() } {
+        let (h, g) = (&r.hot, r.generation);
+        // SAFETY: forwarded C contract.
+        if unsafe { fast_decode(h, g, native, buf, len, out, out_size, tail_used, consumed) } {
+            return GW_OK;
+        }
+    }
+    // SAFETY: forwarded C contract.
+    unsafe {
+        decode_checked(
+            reg, buf, len, native, out, out_size, tail, tail_cap, tail_used, consumed,
+        )
+    }
+}
+
+/// `gw_decode` with every check and message: the first record of a pair,
+/// variable-length fields, and every error.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn decode_checked(
     reg: *mut GwRegistry,
     buf: *const c_void,
     len: usize,
@@ -319,7 +421,14 @@ pub struct GwDecoder {
     reg: *mut GwRegistry,
     native: *const GwFormat,
     native_fmt: Arc<Format>,
-    /// Byte alignment a payload must have to be used in place.
+    /// Copied out of the native format for the in-place hot path: its id
+    /// and size, and whether it has no variable-length fields.
+    native_id: FormatId,
+    size: u64,
+    plain: bool,
+    /// Byte alignment a payload must have to be used in place (a power
+    /// of two: tested with a mask, a division cost more than the rest of
+    /// the in-place decode).
     align: usize,
     hot: Option<Hot>,
     scratch: Vec<u8>,
@@ -340,13 +449,16 @@ pub unsafe extern "C" fn gw_decoder_new(
             return Err(usage("out is NULL"));
         }
         let f = nf.fmt.clone();
-        let mut align = (f.align() as usize).max(1);
+        let mut align = (f.align() as usize).max(1).next_power_of_two();
         if f.has_var() {
             align = align.max(std::mem::align_of::<GwSlice>());
         }
         let d = Box::new(GwDecoder {
             reg,
             native,
+            native_id: f.id(),
+            size: f.size() as u64,
+            plain: !f.has_var(),
             native_fmt: f,
             align,
             hot: None,
@@ -391,6 +503,38 @@ pub unsafe extern "C" fn gw_decoder_decode(
     tail_used: *mut usize,
     consumed: *mut usize,
 ) -> c_int {
+    // SAFETY: non-null decoder and registry pointers are live (C contract).
+    if let Some(d) = unsafe { dec.as_ref() } {
+        if let Some(r) = unsafe { d.reg.as_ref() } {
+            let (h, g, n) = (&d.hot, r.generation, d.native);
+            // SAFETY: forwarded C contract.
+            if unsafe { fast_decode(h, g, n, buf, len, out, out_size, tail_used, consumed) } {
+                return GW_OK;
+            }
+        }
+    }
+    // SAFETY: forwarded C contract.
+    unsafe {
+        decoder_decode_checked(
+            dec, buf, len, out, out_size, tail, tail_cap, tail_used, consumed,
+        )
+    }
+}
+
+/// `gw_decoder_decode` with every check and message (see `decode_checked`).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn decoder_decode_checked(
+    dec: *mut GwDecoder,
+    buf: *const c_void,
+    len: usize,
+    out: *mut c_void,
+    out_size: usize,
+    tail: *mut c_void,
+    tail_cap: usize,
+    tail_used: *mut usize,
+    consumed: *mut usize,
+) -> c_int {
     guard(|| {
         let (d, r) = decoder(dec)?;
         // SAFETY: C contract: `buf` has `len` readable bytes.
@@ -419,6 +563,43 @@ pub unsafe extern "C" fn gw_decode_in_place(
     rec_out: *mut *mut c_void,
     consumed: *mut usize,
 ) -> c_int {
+    // The hot path (same layout, no variable fields): header checks and a
+    // pointer; anything else takes the checked path (see `fast_decode`).
+    // SAFETY: a non-null decoder is live (C contract).
+    if let Some(d) = unsafe { dec.as_ref() } {
+        if d.plain && !buf.is_null() && !rec_out.is_null() {
+            // SAFETY: non-null, `len` readable bytes (C contract).
+            let input = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
+            if let Ok((rec, used)) = RecordRef::parse(input) {
+                let p = rec.payload.as_ptr();
+                if rec.id == d.native_id
+                    && rec.fixed_len == d.size
+                    && (p as usize) & (d.align - 1) == 0
+                {
+                    // SAFETY: `rec_out` non-null and writable, `consumed`
+                    // NULL or writable (C contract).
+                    unsafe {
+                        rec_out.write(p as *mut c_void);
+                        put(consumed, used);
+                    }
+                    return GW_OK;
+                }
+            }
+        }
+    }
+    // SAFETY: forwarded C contract.
+    unsafe { in_place_checked(dec, buf, len, rec_out, consumed) }
+}
+
+/// `gw_decode_in_place` with every check and message.
+#[inline(never)]
+unsafe fn in_place_checked(
+    dec: *mut GwDecoder,
+    buf: *mut c_void,
+    len: usize,
+    rec_out: *mut *mut c_void,
+    consumed: *mut usize,
+) -> c_int {
     guard(|| {
         let (d, r) = decoder(dec)?;
         if rec_out.is_null() {
@@ -430,9 +611,9 @@ pub unsafe extern "C" fn gw_decode_in_place(
         let p = if rec.id == d.native_fmt.id() {
             // SAFETY: `buf` is writable for `len` bytes (C contract) and
             // the record lies inside it.
-            unsafe { in_place(d, &rec) }?
+            unsafe { in_place(d, rec) }?
         } else {
-            convert(d, r, &rec)?
+            convert(d, r, rec)?
         };
         // SAFETY: `rec_out` is non-null and writable; `consumed` NULL or writable.
         unsafe {
@@ -449,7 +630,10 @@ pub unsafe extern "C" fn gw_decode_in_place(
 ///
 /// # Safety
 /// `rec.payload` must lie in memory the caller lets us write.
-unsafe fn in_place(d: &GwDecoder, rec: &RecordRef<'_>) -> CResult<*mut c_void> {
+// Inlined, the record by value: passed by reference it went through the
+// stack, the pattern that costs a store-forwarding stall per record.
+#[inline(always)]
+unsafe fn in_place(d: &GwDecoder, rec: RecordRef<'_>) -> CResult<*mut c_void> {
     let f = &d.native_fmt;
     rec.check_format(f)?;
     let base = rec.payload.as_ptr() as *mut u8;
@@ -500,7 +684,8 @@ unsafe fn in_place(d: &GwDecoder, rec: &RecordRef<'_>) -> CResult<*mut c_void> {
 
 /// Another layout: convert into the decoder's buffer (valid until the next
 /// call on the decoder) and hand out a pointer to it.
-fn convert(d: &mut GwDecoder, r: &mut GwRegistry, rec: &RecordRef<'_>) -> CResult<*mut c_void> {
+#[inline(never)]
+fn convert(d: &mut GwDecoder, r: &mut GwRegistry, rec: RecordRef<'_>) -> CResult<*mut c_void> {
     let h = match &mut d.hot {
         Some(h) if h.wire == rec.id && h.generation == r.generation => h,
         hot => hot.insert(lookup(r, rec.id, d.native)?),

@@ -15,6 +15,8 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+#[cfg(feature = "bench")]
+mod bench_hook;
 mod decode;
 pub use decode::{
     gw_decode, gw_decode_in_place, gw_decoder_decode, gw_decoder_free, gw_decoder_new, GwDecoder,
@@ -340,7 +342,7 @@ pub(crate) fn reg_mut<'a>(p: *mut GwRegistry) -> CResult<&'a mut GwRegistry> {
     unsafe { p.as_mut() }.ok_or_else(|| usage("registry is NULL"))
 }
 
-fn fmt_ref<'a>(p: *const GwFormat) -> CResult<&'a GwFormat> {
+pub(crate) fn fmt_ref<'a>(p: *const GwFormat) -> CResult<&'a GwFormat> {
     // SAFETY: a non-null format pointer came from a live registry (C caller
     // contract: formats live as long as their registry).
     unsafe { p.as_ref() }.ok_or_else(|| usage("format is NULL"))

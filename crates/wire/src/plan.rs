@@ -446,19 +446,12 @@ impl Plan {
     /// buffer (its first `dst_size()` bytes, gaps zeroed): what the C API's
     /// decode into the caller's struct runs, with no intermediate buffer
     /// and no second copy. `Usage` error for plans with variable parts.
-    #[inline]
+    // Inlined, errors out of line: a `Result` returned through memory costs
+    // a store-forwarding stall per record (see `run`).
+    #[inline(always)]
     pub fn run_fixed_into(&self, payload: &[u8], out: &mut [u8]) -> Result<()> {
-        if !self.fixed_only || out.len() < self.dst_size {
-            return Err(WireError::Usage(
-                "run_fixed_into: plan has variable parts or the output is short".into(),
-            ));
-        }
-        if payload.len() < self.src_size {
-            return Err(WireError::Truncated {
-                at: 0,
-                needed: self.src_size,
-                have: payload.len(),
-            });
+        if !self.fixed_only || out.len() < self.dst_size || payload.len() < self.src_size {
+            return Err(self.fixed_into_error(payload.len(), out.len()));
         }
         let out = &mut out[..self.dst_size];
         if self.prog.zero_all {
@@ -476,6 +469,21 @@ impl Plan {
         }
         // SAFETY: as above, for the interpreter.
         unsafe { self.exec_fixed(payload.as_ptr(), out.as_mut_ptr()) }.map_err(|e| *e)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fixed_into_error(&self, have: usize, out_len: usize) -> WireError {
+        if !self.fixed_only || out_len < self.dst_size {
+            return WireError::Usage(
+                "run_fixed_into: plan has variable parts or the output is short".into(),
+            );
+        }
+        WireError::Truncated {
+            at: 0,
+            needed: self.src_size,
+            have,
+        }
     }
 
     #[inline(never)]
