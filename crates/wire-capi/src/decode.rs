@@ -47,7 +47,13 @@ pub(crate) struct Hot {
     src_size: u64,
     dst_size: usize,
     way: Way,
+    /// `Plan::compiled_entry` of a `Way::Fixed` plan (the plan, held in
+    /// `way`, keeps it alive).
+    code: Option<CompiledFn>,
 }
+
+/// A plan's machine code: `uint32_t f(const uint8_t *payload, uint8_t *out)`.
+pub(crate) type CompiledFn = unsafe extern "C" fn(*const u8, *mut u8) -> u32;
 
 /// Build the [`Hot`] entry for records of `wire` decoded into `native`.
 /// This is the only place of the decode path that looks anything up.
@@ -76,6 +82,10 @@ fn lookup(r: &mut GwRegistry, wire: FormatId, native: *const GwFormat) -> CResul
             Way::General(plan)
         }
     };
+    let code = match &way {
+        Way::Fixed(p) => p.compiled_entry(),
+        _ => None,
+    };
     Ok(Hot {
         wire,
         native,
@@ -83,6 +93,7 @@ fn lookup(r: &mut GwRegistry, wire: FormatId, native: *const GwFormat) -> CResul
         src_size: wfmt.size() as u64,
         dst_size: nfmt.size() as usize,
         way,
+        code,
     })
 }
 
@@ -326,11 +337,18 @@ unsafe fn fast_decode(
             if q < p + n && p < q + h.dst_size {
                 return false;
             }
-            // SAFETY: as in `decode_with` (Way::Fixed): `out` has dst_size
-            // writable bytes and does not overlap the payload.
-            let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut u8, h.dst_size) };
-            if plan.run_fixed_into(rec.payload, dst).is_err() {
-                return false;
+            if let Some(code) = h.code {
+                // SAFETY: the payload has fixed_len == src_size bytes at
+                // least (parse), `out` dst_size writable bytes, no overlap
+                // (checked); `code` belongs to `plan`, alive in `h`.
+                unsafe { code(rec.payload.as_ptr(), out as *mut u8) };
+            } else {
+                // SAFETY: as in `decode_with` (Way::Fixed): `out` has
+                // dst_size writable bytes and does not overlap the payload.
+                let dst = unsafe { std::slice::from_raw_parts_mut(out as *mut u8, h.dst_size) };
+                if plan.run_fixed_into(rec.payload, dst).is_err() {
+                    return false;
+                }
             }
         }
         Way::General(_) => return false,
@@ -414,10 +432,55 @@ unsafe fn decode_checked(
     })
 }
 
+/// `struct gw_decoder_head` of gridwire.h: what the header's inline fast
+/// paths read (never write). Field for field the C declaration.
+#[repr(C)]
+pub struct GwDecoderHead {
+    /// The remembered pair: the sender's format id and size (the header's
+    /// fixed length must equal it), valid when `ready` is 1.
+    wire_id: u64,
+    fixed_len: u64,
+    /// The native format: id, size, and the alignment mask its payload
+    /// must satisfy to be used in place.
+    native_id: u64,
+    native_size: u64,
+    align_mask: u64,
+    /// The registry's plan generation, and the one the pair was built in.
+    generation: *const u64,
+    seen_generation: u64,
+    /// The pair's compiled conversion (NULL: take the exported call).
+    code: Option<CompiledFn>,
+    /// The native format has no variable-length fields.
+    plain: u32,
+    ready: u32,
+}
+
+impl GwDecoder {
+    /// Mirror `hot` into the head the inline paths read.
+    fn refresh_head(&mut self) {
+        match &self.hot {
+            Some(h) => {
+                self.head.wire_id = h.wire.0;
+                self.head.fixed_len = h.src_size;
+                self.head.seen_generation = h.generation;
+                self.head.code = h.code;
+                self.head.ready = 1;
+            }
+            None => {
+                self.head.code = None;
+                self.head.ready = 0;
+            }
+        }
+    }
+}
+
 /// `gw_decoder`: decodes records into one native format, remembering the
 /// last pair's plan. Holds its registry by pointer (C contract: freed before
 /// the registry, not used by two threads at once).
+#[repr(C)]
 pub struct GwDecoder {
+    /// Read by the inline fast paths in gridwire.h (`struct gw_decoder_head`).
+    head: GwDecoderHead,
     reg: *mut GwRegistry,
     native: *const GwFormat,
     native_fmt: Arc<Format>,
@@ -454,6 +517,18 @@ pub unsafe extern "C" fn gw_decoder_new(
             align = align.max(std::mem::align_of::<GwSlice>());
         }
         let d = Box::new(GwDecoder {
+            head: GwDecoderHead {
+                wire_id: 0,
+                fixed_len: 0,
+                native_id: f.id().0,
+                native_size: f.size() as u64,
+                align_mask: align as u64 - 1,
+                generation: &r.generation as *const u64,
+                seen_generation: 0,
+                code: None,
+                plain: u32::from(!f.has_var()),
+                ready: 0,
+            },
             reg,
             native,
             native_id: f.id(),
@@ -547,8 +622,9 @@ unsafe fn decoder_decode_checked(
             tail_used,
         };
         // SAFETY: forwarded C contract on the output buffers.
-        let used =
-            unsafe { decode_with(r, &mut d.hot, &mut d.scratch, d.native, input, &o) }?;
+        let used = unsafe { decode_with(r, &mut d.hot, &mut d.scratch, d.native, input, &o) };
+        d.refresh_head();
+        let used = used?;
         // SAFETY: NULL or writable.
         unsafe { put(consumed, used) };
         Ok(())
@@ -613,7 +689,9 @@ unsafe fn in_place_checked(
             // the record lies inside it.
             unsafe { in_place(d, rec) }?
         } else {
-            convert(d, r, rec)?
+            let p = convert(d, r, rec);
+            d.refresh_head();
+            p?
         };
         // SAFETY: `rec_out` is non-null and writable; `consumed` NULL or writable.
         unsafe {

@@ -323,6 +323,23 @@ impl Plan {
         None
     }
 
+    /// The machine code of a fixed-only plan run by the JIT whose code
+    /// writes every output byte (gaps included), as a C function
+    /// `uint32_t f(const uint8_t *payload, uint8_t *out)`: what the C API's
+    /// inline fast path calls directly. `None` otherwise (no `jit`
+    /// feature, interpreted plan, variable parts, or gaps left to a fill).
+    ///
+    /// The pointer is valid while this plan lives; call it only with a
+    /// payload of at least `src_size()` readable bytes and an `out` of at
+    /// least `dst_size()` writable bytes, not overlapping.
+    pub fn compiled_entry(&self) -> Option<unsafe extern "C" fn(*const u8, *mut u8) -> u32> {
+        #[cfg(feature = "jit")]
+        if let Some(f) = self.fast_path() {
+            return Some(f.code);
+        }
+        None
+    }
+
     /// The engine `run` uses.
     pub fn backend(&self) -> Backend {
         self.backend
