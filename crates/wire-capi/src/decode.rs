@@ -18,8 +18,8 @@ use gridwire_wire::record::{slot_range, VarSlot};
 use gridwire_wire::{Format, FormatId, Plan, RecordRef, WireError};
 
 use crate::{
-    bytes, guard, native_slices, put, reg_mut, usage, CErr, CResult, GwFormat, GwRegistry,
-    GwSlice, GW_ERR_INTERNAL, GW_ERR_SPACE, GW_OK,
+    bytes, guard, native_slices, put, reg_mut, usage, CErr, CResult, GwFormat, GwRegistry, GwSlice,
+    GW_ERR_INTERNAL, GW_ERR_SPACE, GW_OK,
 };
 
 /// How records of one (wire, native) pair become the native struct.
@@ -221,9 +221,12 @@ unsafe fn lay_out_tail(scratch: &[u8], slots: &[VarSlot], size: usize, o: &Out) 
     if pos > 0 && o.tail.is_null() {
         return Err(usage("tail is NULL"));
     }
-    let fixed = scratch
-        .get(..size)
-        .ok_or_else(|| CErr(GW_ERR_INTERNAL, "decoded record shorter than its format".into()))?;
+    let fixed = scratch.get(..size).ok_or_else(|| {
+        CErr(
+            GW_ERR_INTERNAL,
+            "decoded record shorter than its format".into(),
+        )
+    })?;
     // SAFETY: `out` has out_size >= size writable bytes (checked by the
     // caller); `scratch` is our own buffer, so they cannot overlap.
     unsafe { std::ptr::copy_nonoverlapping(fixed.as_ptr(), o.out as *mut u8, size) };
@@ -248,7 +251,8 @@ unsafe fn lay_out_tail(scratch: &[u8], slots: &[VarSlot], size: usize, o: &Out) 
         // native format, whose size is `size`), which `out` holds;
         // unaligned write because nothing promises `out` is aligned.
         unsafe {
-            ((o.out as *mut u8).add(s.offset) as *mut GwSlice).write_unaligned(GwSlice { ptr, len: n })
+            ((o.out as *mut u8).add(s.offset) as *mut GwSlice)
+                .write_unaligned(GwSlice { ptr, len: n })
         };
     }
     Ok(())
@@ -283,7 +287,6 @@ fn scalar_align(t: &gridwire_wire::FieldType) -> usize {
         _ => 1,
     }
 }
-
 
 /// The hot path of a decode: the record at `buf` belongs to the pair in
 /// `hot` and converts without variable-length parts. Nothing can be
@@ -328,9 +331,7 @@ unsafe fn fast_decode(
     }
     match &h.way {
         // SAFETY: as in `decode_with` (Way::Copy).
-        Way::Copy => unsafe {
-            std::ptr::copy(rec.payload.as_ptr(), out as *mut u8, h.dst_size)
-        },
+        Way::Copy => unsafe { std::ptr::copy(rec.payload.as_ptr(), out as *mut u8, h.dst_size) },
         Way::Fixed(plan) => {
             let (p, n) = (rec.payload.as_ptr() as usize, rec.payload.len());
             let q = out as usize;
