@@ -1528,6 +1528,16 @@ unsafe fn exec(ops: &[Op], src: *const u8, dst: *mut u8, plan: &Plan) -> ExecRes
                     count,
                 } => {
                     let (s, d) = (src.add(*s), dst.add(*d));
+                    // Long runs 16 bytes at a time with SSSE3 byte shuffles
+                    // (LLVM's own vectorisation for the baseline x86-64
+                    // target ran at twice a scalar C loop's time); the
+                    // remainder below.
+                    let done = swap_run_simd(s, d, *count, *size as usize);
+                    let (s, d, count) = (
+                        s.add(done * *size as usize),
+                        d.add(done * *size as usize),
+                        &(*count - done),
+                    );
                     match size {
                         2 => swap_run::<u16>(s, d, *count, u16::swap_bytes),
                         4 => swap_run::<u32>(s, d, *count, u32::swap_bytes),
@@ -1697,6 +1707,51 @@ unsafe fn swap_run<T: Copy>(s: *const u8, d: *mut u8, n: usize, f: fn(T) -> T) {
             let v = (s as *const T).add(i).read_unaligned();
             (d as *mut T).add(i).write_unaligned(f(v));
         }
+    }
+}
+
+/// Byte-swap as many whole elements of a run as SSSE3 shuffles can (16
+/// bytes per step, four steps per round); returns the number done (0
+/// without SSSE3, off x86-64, or for short runs).
+///
+/// # Safety
+/// As for [`swap_run`]: `s` readable and `d` writable for `n * width`
+/// bytes, not overlapping.
+#[inline(always)]
+unsafe fn swap_run_simd(s: *const u8, d: *mut u8, n: usize, width: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if n * width >= 64 && matches!(width, 2 | 4 | 8) && is_x86_feature_detected!("ssse3") {
+            // SAFETY: SSSE3 is present (checked); forwarded contract.
+            return unsafe { swap_run_ssse3(s, d, n, width) };
+        }
+    }
+    let _ = (s, d, n, width);
+    0
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "ssse3")]
+unsafe fn swap_run_ssse3(s: *const u8, d: *mut u8, n: usize, width: usize) -> usize {
+    use std::arch::x86_64::*;
+    let mut idx = [0u8; 16];
+    for (i, b) in idx.iter_mut().enumerate() {
+        *b = (i - i % width + (width - 1 - i % width)) as u8;
+    }
+    // SAFETY: loads and stores stay below n * width bytes: `bytes` rounds
+    // that down to whole 64-byte rounds (caller contract for the regions).
+    unsafe {
+        let mask = _mm_loadu_si128(idx.as_ptr() as *const __m128i);
+        let bytes = n * width / 64 * 64;
+        let mut i = 0;
+        while i < bytes {
+            for k in 0..4 {
+                let v = _mm_loadu_si128(s.add(i + 16 * k) as *const __m128i);
+                _mm_storeu_si128(d.add(i + 16 * k) as *mut __m128i, _mm_shuffle_epi8(v, mask));
+            }
+            i += 64;
+        }
+        bytes / width
     }
 }
 
