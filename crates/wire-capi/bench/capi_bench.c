@@ -28,7 +28,9 @@
 #include <string.h>
 #include <time.h>
 
-#ifndef BASELINE
+#ifdef BASELINE
+typedef struct gw_decoder gw_decoder; /* not in the old header */
+#else
 typedef struct GwBenchRust GwBenchRust;
 GwBenchRust *gw_bench_rust_new(const gw_format *wire, const gw_format *native);
 void gw_bench_rust_free(GwBenchRust *b);
@@ -171,6 +173,8 @@ static int runs = 7;
 
 static double batch(int which, struct bench_case *c, uint64_t n, gw_decoder *dec, void *rust) {
     volatile int sink = 0;
+    (void)dec; /* unused in a BASELINE build */
+    (void)rust;
     double t0 = cpu_ns();
     switch (which) {
     case R_MEMCPY:
