@@ -642,8 +642,8 @@ pub unsafe extern "C" fn gw_decode_in_place(
 ) -> c_int {
     // The hot path (same layout, no variable fields): header checks and a
     // pointer; anything else takes the checked path (see `fast_decode`).
-    // SAFETY: a non-null decoder is live (C contract).
-    if let Some(d) = unsafe { dec.as_ref() } {
+    // SAFETY: a non-null decoder is live and used by one thread (C contract).
+    if let Some(d) = unsafe { dec.as_mut() } {
         if d.plain && !buf.is_null() && !rec_out.is_null() {
             // SAFETY: non-null, `len` readable bytes (C contract).
             let input = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
@@ -660,6 +660,32 @@ pub unsafe extern "C" fn gw_decode_in_place(
                         put(consumed, used);
                     }
                     return GW_OK;
+                }
+                // Another layout, the remembered pair, compiled: convert
+                // into the decoder's buffer without the checked path.
+                // SAFETY: the decoder's registry is live (C contract).
+                let generation = unsafe { d.reg.as_ref() }.map(|r| r.generation);
+                if let Some(h) = &d.hot {
+                    if let (Some(code), true) = (
+                        h.code,
+                        h.wire == rec.id
+                            && Some(h.generation) == generation
+                            && rec.fixed_len == h.src_size
+                            && d.converted.len() * 8 >= h.dst_size,
+                    ) {
+                        let q = d.converted.as_mut_ptr() as *mut u8;
+                        // SAFETY: the payload has src_size bytes (parse,
+                        // fixed length checked), `converted` at least
+                        // dst_size (checked) and is the decoder's own
+                        // memory (borrowed mutably); `code` belongs to the
+                        // plan held in `h`.
+                        unsafe {
+                            code(p, q);
+                            rec_out.write(q as *mut c_void);
+                            put(consumed, used);
+                        }
+                        return GW_OK;
+                    }
                 }
             }
         }
