@@ -6,9 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tgt="${CARGO_TARGET_DIR:-target}"
-features="bench"
-[ -n "${GW_WIRE_NO_JIT:-}" ] || features="$features,jit"
-cargo build -q --release -p gridwire-wire-capi --features "$features"
+features="bench,jit"
+nojit=()
+[ -z "${GW_WIRE_NO_JIT:-}" ] || { features="bench"; nojit=(--no-default-features); }
+cargo build -q --release -p gridwire-wire-capi "${nojit[@]}" --features "$features"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 gcc -std=c11 -O2 -Wall -Wextra -Werror -I crates/wire/include crates/wire-capi/bench/capi_bench.c \
