@@ -3,9 +3,9 @@
 # Usage: crates/wire/bench.sh [mixed|ten|big|var]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-# bincode/prost columns need `bench-compare`; the JIT column needs `jit`
-# (GW_WIRE_NO_JIT=1 leaves it out, e.g. to save the Cranelift build).
-features="bench-compare"
-[ -n "${GW_WIRE_NO_JIT:-}" ] || features="$features,jit"
+# bincode/prost columns need `bench-compare`; the JIT (a default feature)
+# is left out with GW_WIRE_NO_JIT=1 (the interpreter-only build).
+nojit=()
+[ -z "${GW_WIRE_NO_JIT:-}" ] || nojit=(--no-default-features)
 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}" cargo bench -q -p gridwire-wire --bench wire \
-    --features "$features" -- "$@" 2>/dev/null
+    "${nojit[@]}" --features bench-compare -- "$@" 2>/dev/null

@@ -15,6 +15,13 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+#[cfg(feature = "bench")]
+mod bench_hook;
+mod decode;
+pub use decode::{
+    gw_decode, gw_decode_in_place, gw_decoder_decode, gw_decoder_free, gw_decoder_new, GwDecoder,
+};
+
 use gridwire_wire::format::{Arch, ByteOrder};
 use gridwire_wire::record::{var_slots, VarSlot};
 use gridwire_wire::value::{read_value, to_json, Value};
@@ -39,7 +46,7 @@ pub const GW_LITTLE_ENDIAN: c_uint = 2;
 pub const GW_PTR32: c_uint = 4;
 
 /// An error on its way to C: a status code and a message.
-struct CErr(c_int, String);
+pub(crate) struct CErr(pub(crate) c_int, pub(crate) String);
 
 impl From<WireError> for CErr {
     fn from(e: WireError) -> Self {
@@ -60,11 +67,11 @@ impl From<WireError> for CErr {
     }
 }
 
-fn usage(msg: impl Into<String>) -> CErr {
+pub(crate) fn usage(msg: impl Into<String>) -> CErr {
     CErr(GW_ERR_USAGE, msg.into())
 }
 
-type CResult<T> = Result<T, CErr>;
+pub(crate) type CResult<T> = Result<T, CErr>;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -77,12 +84,12 @@ fn set_error(msg: &str) {
 
 /// Run an FFI body: errors become status codes with a message, panics become
 /// `GW_ERR_INTERNAL` (never unwound across the C boundary).
-fn guard(f: impl FnOnce() -> CResult<()>) -> c_int {
+pub(crate) fn guard(f: impl FnOnce() -> CResult<()>) -> c_int {
     match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(())) => {
-            set_error("");
-            GW_OK
-        }
+        // Success leaves the thread's message alone: building it cost an
+        // allocation per call on the decode path (header: the message of
+        // the last *failed* call).
+        Ok(Ok(())) => GW_OK,
         Ok(Err(CErr(code, msg))) => {
             set_error(&msg);
             code
@@ -96,16 +103,16 @@ fn guard(f: impl FnOnce() -> CResult<()>) -> c_int {
 
 /// `gw_format`: a format plus the C strings its accessors hand out.
 pub struct GwFormat {
-    fmt: Arc<Format>,
+    pub(crate) fmt: Arc<Format>,
     name: CString,
     /// (name, type name, element size) per field, offset order.
     fields: Vec<(CString, CString, usize)>,
-    slots: Vec<VarSlot>,
+    pub(crate) slots: Vec<VarSlot>,
 }
 
 /// `gw_registry`.
 pub struct GwRegistry {
-    reg: Registry,
+    pub(crate) reg: Registry,
     // Boxed so the addresses handed to C survive the Vec growing.
     #[allow(clippy::vec_box)]
     formats: Vec<Box<GwFormat>>,
@@ -113,8 +120,13 @@ pub struct GwRegistry {
     /// Addresses of the boxed formats, to refuse pointers we do not own.
     owned: HashSet<usize>,
     by_name: HashMap<String, Arc<Format>>,
-    scratch: Vec<u8>,
+    pub(crate) scratch: Vec<u8>,
     text: CString,
+    /// `gw_decode`'s last (wire, native) pair and its plan.
+    pub(crate) hot: Option<decode::Hot>,
+    /// Bumped when the plans are rebuilt (overflow policy), so cached
+    /// `Hot` entries (here and in decoders) are rebuilt too.
+    pub(crate) generation: u64,
 }
 
 /// `gw_encoder`.
@@ -245,7 +257,7 @@ fn wrap_format(fmt: Arc<Format>) -> CResult<GwFormat> {
 }
 
 /// True if var slots of `f` are laid out as this process's `gw_slice`.
-fn native_slices(f: &Format) -> bool {
+pub(crate) fn native_slices(f: &Format) -> bool {
     f.byte_order() == ByteOrder::NATIVE
         && f.pointer_size() as usize == std::mem::size_of::<*const c_void>()
 }
@@ -267,7 +279,7 @@ impl GwRegistry {
         Ok(p)
     }
 
-    fn format(&self, p: *const GwFormat) -> CResult<&GwFormat> {
+    pub(crate) fn format(&self, p: *const GwFormat) -> CResult<&GwFormat> {
         if !self.owned.contains(&(p as usize)) {
             return Err(usage("format does not belong to this registry"));
         }
@@ -292,7 +304,7 @@ impl GwRegistry {
 ///
 /// # Safety
 /// `p` must be valid for reads of `len` bytes for `'a` (C caller contract).
-unsafe fn bytes<'a>(p: *const c_void, len: usize) -> CResult<&'a [u8]> {
+pub(crate) unsafe fn bytes<'a>(p: *const c_void, len: usize) -> CResult<&'a [u8]> {
     if len == 0 {
         return Ok(&[]);
     }
@@ -317,20 +329,20 @@ unsafe fn cstr<'a>(p: *const c_char, what: &str) -> CResult<&'a str> {
 
 /// # Safety
 /// `p` must be NULL or valid for a write of `T`.
-unsafe fn put<T>(p: *mut T, v: T) {
+pub(crate) unsafe fn put<T>(p: *mut T, v: T) {
     if !p.is_null() {
         // SAFETY: non-null and writable per the caller contract.
         unsafe { p.write(v) }
     }
 }
 
-fn reg_mut<'a>(p: *mut GwRegistry) -> CResult<&'a mut GwRegistry> {
+pub(crate) fn reg_mut<'a>(p: *mut GwRegistry) -> CResult<&'a mut GwRegistry> {
     // SAFETY: a non-null registry pointer was created by gw_registry_new
     // and not yet freed (C caller contract); it is not shared across threads.
     unsafe { p.as_mut() }.ok_or_else(|| usage("registry is NULL"))
 }
 
-fn fmt_ref<'a>(p: *const GwFormat) -> CResult<&'a GwFormat> {
+pub(crate) fn fmt_ref<'a>(p: *const GwFormat) -> CResult<&'a GwFormat> {
     // SAFETY: a non-null format pointer came from a live registry (C caller
     // contract: formats live as long as their registry).
     unsafe { p.as_ref() }.ok_or_else(|| usage("format is NULL"))
@@ -355,6 +367,8 @@ pub unsafe extern "C" fn gw_registry_new(out: *mut *mut GwRegistry) -> c_int {
             by_name: HashMap::new(),
             scratch: Vec::new(),
             text: CString::default(),
+            hot: None,
+            generation: 0,
         });
         // SAFETY: `out` is non-null and writable (C caller contract).
         unsafe { out.write(Box::into_raw(r)) };
@@ -378,6 +392,8 @@ pub unsafe extern "C" fn gw_registry_set_saturate(reg: *mut GwRegistry, saturate
             fresh.register(f.fmt.clone());
         }
         r.reg = fresh;
+        r.hot = None;
+        r.generation += 1;
         Ok(())
     })
 }
@@ -696,124 +712,6 @@ pub unsafe extern "C" fn gw_encode_to_buffer(
             })
         }
     })
-}
-
-#[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn gw_decode(
-    reg: *mut GwRegistry,
-    buf: *const c_void,
-    len: usize,
-    native: *const GwFormat,
-    out: *mut c_void,
-    out_size: usize,
-    tail: *mut c_void,
-    tail_cap: usize,
-    tail_used: *mut usize,
-    consumed: *mut usize,
-) -> c_int {
-    guard(|| {
-        let r = reg_mut(reg)?;
-        // SAFETY: C contract: `buf` has `len` readable bytes.
-        let input = unsafe { bytes(buf, len) }?;
-        let (rec, used, _) = r.record(input)?;
-        let nf = r.format(native)?;
-        let (fmt, slots) = (nf.fmt.clone(), nf.slots.clone());
-        if !slots.is_empty() && !native_slices(&fmt) {
-            return Err(usage(
-                "variable-length fields can only be decoded into this machine's layout",
-            ));
-        }
-        let size = fmt.size() as usize;
-        if out_size < size {
-            return Err(CErr(
-                GW_ERR_SPACE,
-                format!("out has {out_size} bytes, format needs {size}"),
-            ));
-        }
-        if out.is_null() {
-            return Err(usage("out is NULL"));
-        }
-        let mut scratch = std::mem::take(&mut r.scratch);
-        let res = r.reg.decode_into(&rec, &fmt, &mut scratch);
-        let res = res.map_err(CErr::from).and_then(|()| {
-            // Lay the tail out at addresses aligned for each element type.
-            let base = tail as usize;
-            let mut pos = 0usize;
-            let mut places = Vec::with_capacity(slots.len());
-            for s in &slots {
-                let (off, n) = read_slot(s, &scratch);
-                let bytes = n.saturating_mul(s.elem_size());
-                let a = elem_align(s);
-                let start = (base + pos).div_ceil(a) * a - base;
-                places.push((off, n, bytes, start));
-                pos = start + bytes;
-            }
-            // SAFETY: C contract: NULL or writable.
-            unsafe { put(tail_used, pos) };
-            if pos > tail_cap {
-                return Err(CErr(GW_ERR_SPACE, format!("tail needs {pos} bytes")));
-            }
-            if pos > 0 && tail.is_null() {
-                return Err(usage("tail is NULL"));
-            }
-            let mut fixed = scratch[..size].to_vec();
-            for (s, &(off, n, nbytes, start)) in slots.iter().zip(&places) {
-                let data = scratch
-                    .get(off..off.saturating_add(nbytes))
-                    .ok_or_else(|| CErr(GW_ERR_INTERNAL, "decoded slot out of range".into()))?;
-                let ptr = if n == 0 {
-                    std::ptr::null()
-                } else {
-                    // SAFETY: `tail` has `tail_cap >= pos >= start + nbytes` bytes.
-                    unsafe {
-                        let p = (tail as *mut u8).add(start);
-                        std::ptr::copy_nonoverlapping(data.as_ptr(), p, nbytes);
-                        p as *const c_void
-                    }
-                };
-                let sl = GwSlice { ptr, len: n };
-                // SAFETY: GwSlice is plain old data of exactly this many bytes.
-                let raw: [u8; std::mem::size_of::<GwSlice>()] = unsafe { std::mem::transmute(sl) };
-                fixed[s.offset..s.offset + raw.len()].copy_from_slice(&raw);
-            }
-            // SAFETY: `out` has `out_size >= size` writable bytes (C contract).
-            unsafe { std::ptr::copy_nonoverlapping(fixed.as_ptr(), out as *mut u8, size) };
-            Ok(())
-        });
-        r.scratch = scratch;
-        res?;
-        // SAFETY: NULL or writable.
-        unsafe { put(consumed, used) };
-        Ok(())
-    })
-}
-
-/// (offset, count) of a slot in a decoded (native) record.
-fn read_slot(s: &VarSlot, b: &[u8]) -> (usize, usize) {
-    let w = s.pointer_size as usize;
-    let word = |at: usize| -> usize {
-        let mut v = [0u8; 8];
-        v[..w].copy_from_slice(&b[at..at + w]);
-        u64::from_ne_bytes(v) as usize
-    };
-    (word(s.offset), word(s.offset + w))
-}
-
-fn elem_align(s: &VarSlot) -> usize {
-    match &s.elem {
-        None => 1,
-        Some(t) => scalar_align(t).clamp(1, 16),
-    }
-}
-
-fn scalar_align(t: &FieldType) -> usize {
-    match t {
-        FieldType::Int { size, .. } | FieldType::Float { size } => *size as usize,
-        FieldType::Array { elem, .. } | FieldType::VarArray(elem) => scalar_align(elem),
-        FieldType::Nested(f) => f.align() as usize,
-        _ => 1,
-    }
 }
 
 #[no_mangle]

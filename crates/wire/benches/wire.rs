@@ -1062,7 +1062,7 @@ fn main() {
         let jit = match r.jit {
             Some(j) => format!("{j:.1}"),
             None if jit_on || r.hand.is_none() => "–".into(),
-            None => "(no --features jit)".into(),
+            None => "(built without jit)".into(),
         };
         let (hand, ratio) = match r.hand {
             Some(h) => (format!("{h:.1}"), format!("{:.2}", r.auto_ns / h)),

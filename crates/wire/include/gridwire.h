@@ -25,8 +25,9 @@
  * a pointer and a count (bytes for strings, elements for arrays).
  *
  * Errors: every function returns GW_OK (0) or a negative gw_status; the
- * calling thread's last error message is returned by gw_last_error(). No
- * function aborts or unwinds on bad input. A registry (and everything that
+ * message of the calling thread's last failed call is returned by
+ * gw_last_error() (a successful call leaves it as it was). No function
+ * aborts or unwinds on bad input. A registry (and everything that
  * hangs off it) must not be used by two threads at once.
  */
 #ifndef GRIDWIRE_H
@@ -34,6 +35,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h> /* memcpy, in the inline fast paths */
 #include <sys/uio.h> /* struct iovec */
 
 #ifdef __cplusplus
@@ -77,8 +79,8 @@ typedef struct gw_registry gw_registry; /* formats, cached plans, scratch */
 typedef struct gw_format gw_format;     /* owned by its registry */
 typedef struct gw_encoder gw_encoder;
 
-/* The calling thread's last error message ("" if none). Valid until the
- * thread's next gridwire call. */
+/* The message of the calling thread's last failed call ("" if none has
+ * failed). Valid until the thread's next failed gridwire call. */
 const char *gw_last_error(void);
 
 int gw_registry_new(gw_registry **out);
@@ -130,6 +132,125 @@ int gw_encode_to_buffer(gw_encoder *enc, const void *rec, void *buf, size_t cap,
 int gw_decode(gw_registry *reg, const void *buf, size_t len, const gw_format *native,
               void *out, size_t out_size, void *tail, size_t tail_cap,
               size_t *tail_used, size_t *consumed);
+
+/* Decoders: the fast way to receive a stream of records. A decoder is
+ * bound to one native format of a registry and remembers the plan of the
+ * last (sender's format, native format) pair, so after the first record of
+ * a pair a decode is a header check and the conversion itself: no look-up,
+ * no allocation. (gw_decode keeps one such pair per registry, which serves
+ * a single stream as well; use one decoder per stream when several
+ * streams or native formats interleave.) A decoder holds its registry by
+ * pointer: free it before the registry, and use both from one thread at a
+ * time. Formats learned by the registry after the decoder was made are
+ * decoded too. */
+typedef struct gw_decoder gw_decoder;
+int gw_decoder_new(gw_registry *reg, const gw_format *native, gw_decoder **out);
+void gw_decoder_free(gw_decoder *dec);
+/* As gw_decode, into the decoder's native format. `out` must not overlap
+ * `buf` (except that a same-layout record may be copied over itself). */
+int gw_decoder_decode(gw_decoder *dec, const void *buf, size_t len, void *out,
+                      size_t out_size, void *tail, size_t tail_cap, size_t *tail_used,
+                      size_t *consumed);
+/* In-place (zero-copy) decode of the record at `buf` (`len` bytes):
+ * `*rec` receives a pointer to the native struct.
+ * - Record written in exactly the native layout (the common case between
+ *   like machines): `*rec` points INTO `buf` (24 bytes after its start),
+ *   nothing is copied. Its gw_slices are rewritten in place to point into
+ *   `buf`, so `buf` must be writable and is no longer a valid record
+ *   afterwards (decode it once). `buf` + 24 must be aligned for the struct
+ *   (an 8-byte aligned `buf` is enough for ordinary structs): GW_ERR_USAGE
+ *   otherwise.
+ * - Another layout: the record is converted into memory owned by the
+ *   decoder and `*rec` points there; `buf` is not written.
+ * Either way `*rec` is valid until the next call on this decoder (or while
+ * `buf` lives, for the first case). A refused record leaves `buf` as it was. */
+int gw_decode_in_place(gw_decoder *dec, void *buf, size_t len, void **rec,
+                       size_t *consumed);
+
+/* Inline fast paths. gw_decoder_decode_inline and gw_decode_in_place_inline
+ * take the same arguments and give the same results as the calls they
+ * are named after, which they fall back to for anything but the hot case:
+ * a record of the decoder's remembered pair whose conversion is compiled
+ * (JIT) and has no variable-length parts, or, in place, a record in the
+ * native layout without variable-length fields. The hot case is checked
+ * and converted here, in the caller, without a call into the library but
+ * the compiled conversion itself: for small records the call's own cost
+ * is most of a decode. (For the inline decode, `out` must not overlap
+ * `buf`.) The head below is what they read; a gw_decoder starts with it.
+ * Read-only for callers. */
+struct gw_decoder_head {
+    uint64_t wire_id;          /* remembered pair: the sender's format id */
+    uint64_t fixed_len;        /* and its size (the header's fixed length) */
+    uint64_t native_id;        /* the decoder's native format: id, */
+    uint64_t native_size;      /* size, */
+    uint64_t align_mask;       /* and the alignment an in-place payload needs, minus 1 */
+    const uint64_t *generation; /* the registry's plan generation ... */
+    uint64_t seen_generation;  /* ... when the pair's plan was fetched */
+    uint32_t (*code)(const void *payload, void *out); /* compiled conversion or NULL */
+    uint32_t plain;            /* native format without variable-length fields */
+    uint32_t ready;            /* the pair fields are set */
+};
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define GW_INLINE_HEADER_ 1
+#else
+#define GW_INLINE_HEADER_ 0 /* the header is little-endian: leave it to the library */
+#endif
+
+/* Parse a record header as the library does; 0 if it is not a well-formed
+ * header of a record that lies within `len` bytes. */
+static inline int gw_header_(const void *buf, size_t len, uint64_t *id, uint32_t *fixed,
+                             size_t *total) {
+    const unsigned char *b = (const unsigned char *)buf;
+    uint32_t magic, zero, fix, var;
+    if (!GW_INLINE_HEADER_ || b == NULL || len < 24) return 0;
+    memcpy(&magic, b, 4);
+    memcpy(&zero, b + 4, 4);
+    memcpy(id, b + 8, 8);
+    memcpy(&fix, b + 16, 4);
+    memcpy(&var, b + 20, 4);
+    if (magic != 0x01525747u || zero != 0 || fix > (1u << 30) || var > (1u << 31) ||
+        (uint64_t)fix + var > len - 24)
+        return 0;
+    *fixed = fix;
+    *total = 24 + (size_t)fix + var;
+    return 1;
+}
+
+static inline int gw_decoder_decode_inline(gw_decoder *dec, const void *buf, size_t len,
+                                           void *out, size_t out_size, void *tail,
+                                           size_t tail_cap, size_t *tail_used,
+                                           size_t *consumed) {
+    const struct gw_decoder_head *h = (const struct gw_decoder_head *)dec;
+    uint64_t id;
+    uint32_t fixed;
+    size_t total;
+    if (h != NULL && h->code != NULL && out != NULL && out_size >= h->native_size &&
+        *h->generation == h->seen_generation && gw_header_(buf, len, &id, &fixed, &total) &&
+        id == h->wire_id && fixed == h->fixed_len) {
+        h->code((const unsigned char *)buf + 24, out);
+        if (tail_used) *tail_used = 0;
+        if (consumed) *consumed = total;
+        return GW_OK;
+    }
+    return gw_decoder_decode(dec, buf, len, out, out_size, tail, tail_cap, tail_used, consumed);
+}
+
+static inline int gw_decode_in_place_inline(gw_decoder *dec, void *buf, size_t len, void **rec,
+                                            size_t *consumed) {
+    const struct gw_decoder_head *h = (const struct gw_decoder_head *)dec;
+    uint64_t id;
+    uint32_t fixed;
+    size_t total;
+    if (h != NULL && h->plain && rec != NULL && gw_header_(buf, len, &id, &fixed, &total) &&
+        id == h->native_id && fixed == h->native_size &&
+        (((uintptr_t)buf + 24) & h->align_mask) == 0) {
+        *rec = (unsigned char *)buf + 24;
+        if (consumed) *consumed = total;
+        return GW_OK;
+    }
+    return gw_decode_in_place(dec, buf, len, rec, consumed);
+}
 
 /* Inspection without an expected layout. */
 typedef enum gw_kind {

@@ -63,7 +63,7 @@ impl VarSlot {
             .unwrap_or(1)
     }
     /// Read (offset, len) from a fixed part.
-    pub(crate) fn read(&self, fixed: &[u8]) -> Result<(u64, u64)> {
+    pub fn read(&self, fixed: &[u8]) -> Result<(u64, u64)> {
         let p = self.pointer_size as usize;
         let s =
             fixed
@@ -426,7 +426,7 @@ impl<'a> RecordRef<'a> {
 }
 
 /// Validate a variable slot against a payload; returns the byte range of its data.
-pub(crate) fn slot_range(
+pub fn slot_range(
     slot: &VarSlot,
     payload: &[u8],
     fixed_len: usize,

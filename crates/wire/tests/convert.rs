@@ -961,3 +961,43 @@ fn random_layouts_match_the_value_layer() {
     }
     eprintln!("{permuted} plans run with byte permutes");
 }
+
+/// Long byte-swapped runs go through the SSSE3 shuffles in 64-byte rounds
+/// and finish element by element: every width, lengths around the round
+/// boundaries, values from the independent value layer, each engine.
+#[test]
+fn long_byte_swapped_runs_convert() {
+    for (ty, w) in [(CType::Short, 2u64), (CType::Int, 4), (CType::Double, 8)] {
+        for n in [1u32, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 257] {
+            let build = |arch: Arch| {
+                FormatBuilder::with_arch("run", arch)
+                    .c_field("c", CType::Char)
+                    .c_array("xs", ty, n)
+                    .build()
+                    .unwrap()
+            };
+            let (wire, native) = (build(Arch::BE64), build(Arch::NATIVE));
+            let xs: Vec<Value> = (0..n as u64)
+                .map(|i| {
+                    let v = i.wrapping_mul(0x0102_0304_0506_0708) >> (64 - 8 * w + 1);
+                    if w == 8 {
+                        Value::F(v as f64 + 0.25)
+                    } else {
+                        Value::I(v as i64)
+                    }
+                })
+                .collect();
+            let v = Value::Struct(vec![
+                ("c".into(), Value::Char(b'q')),
+                ("xs".into(), Value::Array(xs)),
+            ]);
+            let payload = write_value(&wire, &v).unwrap();
+            for b in [Backend::Interpreter, Backend::Jit] {
+                let p = Plan::compile_with(&wire, &native, OverflowPolicy::Error, Some(b)).unwrap();
+                let mut out = Vec::new();
+                p.run(&payload, &mut out).unwrap();
+                assert_eq!(read_value(&native, &out).unwrap(), v, "{ty:?}[{n}] {b:?}");
+            }
+        }
+    }
+}
