@@ -1,5 +1,6 @@
 //! Categories: `gw_core` (the runtime; its methods `gw_self`, `gw_shm`,
-//! `gw_tcp`, `gw_udp` are its subcategories) and `gw_mpi` (the MPI layer).
+//! `gw_tcp`, `gw_udp` are its subcategories), `gw_transform` (the transforms'
+//! policy; `gw_encrypt`, `gw_compress` below it) and `gw_mpi` (the MPI layer).
 
 use super::*;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -22,6 +23,21 @@ pub(crate) fn categories() -> &'static [Category] {
         v.extend(methods.iter().map(|m| Category {
             name: format!("gw_{}", m.name),
             desc: format!("The {} method: {}", m.name, m.summary),
+            subcategories: vec![],
+        }));
+        // The transforms: their policy, with one subcategory per transform.
+        let transforms = gridwire_core::method::transform::registry();
+        let first = v.len() + 1;
+        v.push(Category {
+            name: "gw_transform".into(),
+            desc: "Transforms stacked on a method (encrypt, compress) and the policy that \
+                   chooses them per link"
+                .into(),
+            subcategories: (first..first + transforms.len()).collect(),
+        });
+        v.extend(transforms.iter().map(|t| Category {
+            name: format!("gw_{}", t.name),
+            desc: format!("The {} transform", t.name),
             subcategories: vec![],
         }));
         v.push(Category {

@@ -67,6 +67,24 @@ pub(crate) fn cvars() -> &'static [Cvar] {
                 when: when_of(d),
             }));
         }
+        // The transforms' policy (GW_ENCRYPT, GW_COMPRESS, …) and each
+        // transform's own parameters, in the order `params::all_decls` has.
+        v.extend(
+            gridwire_core::method::transform::policy::PARAMS
+                .iter()
+                .map(|d| Cvar {
+                    decl: d,
+                    category: "gw_transform".into(),
+                    when: when_of(d),
+                }),
+        );
+        for t in gridwire_core::method::transform::registry() {
+            v.extend(t.params.iter().map(|d| Cvar {
+                decl: d,
+                category: format!("gw_{}", t.name),
+                when: when_of(d),
+            }));
+        }
         v.extend(gridwire_mpi::params::MPI_PARAMS.iter().map(|d| Cvar {
             decl: d,
             category: "gw_mpi".into(),
