@@ -93,7 +93,14 @@ fn gwinfo_f_measures_the_wan_between_sites() {
     assert_eq!(pairs.len(), 1, "one host per site: only s0-s1: {v}");
     let m = &pairs[0]["measure"];
     let method = m["method"].as_str().unwrap_or("");
-    assert!(method == "tcp" || method == "udp", "{m}");
+    // Between sites the default policy (GW_ENCRYPT=sites) stacks encrypt on
+    // the base method.
+    let base = method.rsplit('+').next().unwrap_or("");
+    assert!(base == "tcp" || base == "udp", "{m}");
+    assert!(
+        method.starts_with("encrypt+"),
+        "not encrypted between sites: {m}"
+    );
     let rtt_ms = m["rtt_us"].as_f64().unwrap_or(0.0) / 1000.0;
     eprintln!("gwinfo: s0-s1 {method}, round trip {rtt_ms:.1} ms, {m}");
     assert!(
