@@ -158,6 +158,10 @@ struct Inner {
     endpoints: RwLock<HashSet<u32>>,
     next_endpoint: AtomicU32,
     progress: TryLock<ProgressState>,
+    /// Rounds of progress made so far (a copy of `ProgressState::iter`,
+    /// stored by the round's owner, never read on the message path): lets a
+    /// library thread see whether anyone else is polling.
+    rounds: AtomicU64,
     pmi: Mutex<Pmi>,
     skip_param: u64,
     spin_iters: u64,
@@ -287,6 +291,7 @@ impl Context {
             transforms: policy,
             endpoints: RwLock::new(HashSet::from([DEFAULT_ENDPOINT])),
             next_endpoint: AtomicU32::new(1),
+            rounds: AtomicU64::new(0),
             progress: TryLock::new(ProgressState {
                 iter: 0,
                 skip: skip_param.max(1),

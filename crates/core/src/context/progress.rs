@@ -12,6 +12,9 @@ impl Context {
         };
         let st = &mut *guard;
         st.iter += 1;
+        // A plain store by the only thread that holds the lock: no locked
+        // instruction on the message path.
+        self.inner.rounds.store(st.iter, Ordering::Relaxed);
         let mut sink = Dispatch {
             ctx: self,
             handlers: &st.handlers,
@@ -203,6 +206,13 @@ impl Context {
             timed_out
         });
         !timed_out
+    }
+
+    /// Rounds of progress made so far by any thread (see
+    /// [`sleep_until_work`](Self::sleep_until_work)): a background thread
+    /// that sees it move without its own rounds knows the program is polling.
+    pub fn progress_rounds(&self) -> u64 {
+        self.inner.rounds.load(Ordering::Relaxed)
     }
 
     /// Sleeps until a socket is readable or a short slice (1–20 ms) passes,
