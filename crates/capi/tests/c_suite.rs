@@ -297,19 +297,22 @@ fn rma_over_tcp_and_udp() {
     let exe = compile("rma", &[]);
     for methods in ["self,tcp", "self,udp"] {
         for (n, hosts) in [(2, 1), (4, 2)] {
-            let r = run_env(&exe, n, hosts, &[("GW_METHODS", methods)]);
-            eprintln!(
-                "rma: GW_METHODS={methods} -n {n} hosts {hosts}: {:.2} s",
-                r.secs
-            );
-            assert!(
-                r.ok && r.stdout.contains("PASS rma"),
-                "rma with GW_METHODS={methods} -n {n} hosts {hosts}:\n{}\n{}",
-                r.stdout,
-                r.stderr
-            );
+            must_pass(&exe, "rma", n, hosts, &[("GW_METHODS", methods)]);
         }
     }
+}
+
+/// Runs `exe` (the C test `name`) with `env` under `gwrun -n n` on `hosts`
+/// emulated hosts and asserts that it passed, naming the case if not.
+fn must_pass(exe: &Path, name: &str, n: u32, hosts: u32, env: &[(&str, &str)]) {
+    let r = run_env(exe, n, hosts, env);
+    eprintln!("{name}: {env:?} -n {n} hosts {hosts}: {:.2} s", r.secs);
+    assert!(
+        r.ok && r.stdout.contains(&format!("PASS {name}")),
+        "{name} with {env:?} -n {n} hosts {hosts}:\n{}\n{}",
+        r.stdout,
+        r.stderr
+    );
 }
 
 /// Passive-target epochs complete while the target computes without
@@ -335,17 +338,7 @@ fn rma_passive_progress() {
         if !methods.is_empty() {
             env.push(("GW_METHODS", methods));
         }
-        let r = run_env(&exe, n, hosts, &env);
-        eprintln!(
-            "rma_passive: progress {mode} methods {methods:?} -n {n} hosts {hosts}: {:.2} s",
-            r.secs
-        );
-        assert!(
-            r.ok && r.stdout.contains("PASS rma_passive"),
-            "rma_passive with GW_MPI_RMA_PROGRESS={mode} GW_METHODS={methods:?} -n {n} hosts {hosts}:\n{}\n{}",
-            r.stdout,
-            r.stderr
-        );
+        must_pass(&exe, "rma_passive", n, hosts, &env);
     }
 }
 
@@ -368,14 +361,7 @@ fn mpi_over_transform_stacks() {
                 ("GW_COMPRESS_MIN", "64"),
             ][..],
         ] {
-            let r = run_env(&exe, 4, 2, env);
-            eprintln!("{name}: {env:?} -n 4 hosts 2: {:.2} s", r.secs);
-            assert!(
-                r.ok && r.stdout.contains(&format!("PASS {name}")),
-                "{name} with {env:?}:\n{}\n{}",
-                r.stdout,
-                r.stderr
-            );
+            must_pass(&exe, name, 4, 2, env);
         }
     }
 }
