@@ -287,7 +287,8 @@ fn rma() {
 }
 
 /// One-sided communication when other ranks are reached only by tcp or
-/// only by udp (each operation and its answer then cross a socket).
+/// only by udp (each operation and its answer then cross a socket), and
+/// over shared memory without loads and stores (`GW_MPI_RMA_DIRECT=0`).
 #[test]
 fn rma_over_tcp_and_udp() {
     if !have_cc() {
@@ -299,6 +300,39 @@ fn rma_over_tcp_and_udp() {
         for (n, hosts) in [(2, 1), (4, 2)] {
             must_pass(&exe, "rma", n, hosts, &[("GW_METHODS", methods)]);
         }
+    }
+    // And over shared memory with every operation a request to the target.
+    must_pass(&exe, "rma", 3, 1, &[("GW_MPI_RMA_DIRECT", "0")]);
+}
+
+/// Puts and gets on `MPI_Win_allocate` windows are loads and stores
+/// between ranks of a host that talk over shared memory, and only then:
+/// the program tells the two apart (see tests/mpi/rma_direct.c).
+#[test]
+fn rma_direct_load_store() {
+    if !have_cc() {
+        return skip("no C compiler (cc or GWCC_CC)");
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = compile("rma_direct", &[]);
+    let cases: &[(&str, &str, &str, u32, u32)] = &[
+        // (expect direct, GW_MPI_RMA_DIRECT, GW_METHODS, ranks, hosts)
+        ("1", "1", "", 2, 1),
+        ("1", "1", "", 4, 1),
+        ("1", "1", "", 4, 2),
+        ("0", "0", "", 3, 1),
+        ("0", "1", "self,tcp", 2, 1),
+    ];
+    for &(expect, direct, methods, n, hosts) in cases {
+        let mut env = vec![
+            ("GW_MPI_RMA_PROGRESS", "none"),
+            ("GW_TEST_EXPECT_DIRECT", expect),
+            ("GW_MPI_RMA_DIRECT", direct),
+        ];
+        if !methods.is_empty() {
+            env.push(("GW_METHODS", methods));
+        }
+        must_pass(&exe, "rma_direct", n, hosts, &env);
     }
 }
 

@@ -89,6 +89,15 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
                instead of exchanging the whole data in every round. Read at each allreduce.",
     },
     ParamDecl {
+        name: "MPI_RMA_DIRECT",
+        default: "1",
+        kind: Kind::Bool,
+        help: "Windows from MPI_Win_allocate put the memory of the members on one host in one \
+               shared segment, and puts and gets to a member reached over shared memory (and to \
+               this process itself) are loads and stores, without the target. 0 = every \
+               operation is a request the target applies. Read when a window is created.",
+    },
+    ParamDecl {
         name: "MPI_RMA_PROGRESS",
         default: "thread",
         kind: Kind::Choice(&["thread", "none"]),

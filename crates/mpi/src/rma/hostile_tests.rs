@@ -48,6 +48,7 @@ impl Fixture {
             disp_unit: 4,
             owned: Owned::None,
             shared_bases: Vec::new(),
+            direct: Vec::new(),
         };
         let win = Win::build(comm, flavor, memory, remote);
         if flavor == Flavor::Dynamic {

@@ -1,6 +1,9 @@
 //! One-sided communication (MPI windows) over remote service requests.
 //!
-//! Every one-sided operation is one request to the target's `H_RMA`
+//! Puts and gets to the process itself, and to members of its host whose
+//! memory it maps (windows from `MPI_Win_allocate` and
+//! `MPI_Win_allocate_shared`), are loads and stores ([`direct`]). Every
+//! other one-sided operation is one request to the target's `H_RMA`
 //! handler, which applies it to the target's window memory inside the
 //! target's progress and answers the origin (an acknowledgement, or the
 //! data of a get). The origin counts the operations still unanswered per
@@ -26,8 +29,10 @@
 //! or the attached regions of a dynamic one. Answers are matched to the
 //! operation id *and* the rank it was sent to.
 
+mod direct;
 pub mod ops;
 mod progress_thread;
+mod segment;
 mod sync;
 mod target;
 pub mod window;

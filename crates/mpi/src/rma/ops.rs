@@ -148,6 +148,10 @@ impl Mpi {
         if tbytes == 0 {
             return Ok(done());
         }
+        if super::direct::applies(w, kind, rank) {
+            super::direct::put_or_get(w, kind, &o, &t);
+            return Ok(done());
+        }
         let layout = Layout::of(t.disp, t.count, t.dt).encode();
         let mut data = o
             .data

@@ -5,6 +5,7 @@
 //! reference: the target's handler reads and writes it through
 //! [`crate::mem`], and shared windows are mapped by several processes.
 
+use super::segment::{HostSegment, SHARED_ALIGN};
 use super::{Rma, H_RMA};
 use crate::comm::Comm;
 use crate::error::{class, err, MpiError, Result};
@@ -51,6 +52,9 @@ pub(crate) struct Memory {
     pub owned: Owned,
     /// Shared windows: every member's segment in this process's mapping.
     pub shared_bases: Vec<usize>,
+    /// Per window rank: its memory in this process's mapping, for loads and
+    /// stores (0 = reached through the target only).
+    pub direct: Vec<usize>,
 }
 
 /// The target's lock of one window.
@@ -63,14 +67,20 @@ pub(crate) struct TargetLocks {
     pub queue: VecDeque<(u32, bool, u64)>,
 }
 
+/// An [`Epoch::locked`] value: a lock epoch opened with `MPI_MODE_NOCHECK`.
+pub(crate) const LOCKED_NOCHECK: u8 = 3;
+
 /// The origin's synchronization state of one window.
 #[derive(Default, Debug)]
 pub(crate) struct Epoch {
     /// Between two fences (not after one with `MPI_MODE_NOSUCCEED`).
     pub fence: bool,
-    /// Per window rank: 0 = not locked, 1 = shared, 2 = exclusive.
+    /// Per window rank: 0 = not locked, 1 = shared, 2 = exclusive,
+    /// [`LOCKED_NOCHECK`] = under `MPI_MODE_NOCHECK` (no lock was taken).
     pub locked: Vec<u8>,
     pub lock_all: bool,
+    /// The `MPI_Win_lock_all` took no locks (`MPI_MODE_NOCHECK`).
+    pub lock_all_nocheck: bool,
     /// Window ranks of the access epoch of `MPI_Win_start`.
     pub started: Option<Vec<u32>>,
     /// Window ranks of the exposure epoch of `MPI_Win_post`.
@@ -105,6 +115,9 @@ pub struct Win {
     pub remote: Vec<Remote>,
     /// Shared windows: every member's segment in this process's mapping.
     pub shared_bases: Vec<usize>,
+    /// Per window rank: where its memory lies in this process's mapping when
+    /// puts and gets to it are loads and stores (0 = requests to the target).
+    pub(crate) direct: Vec<usize>,
     owned: Owned,
     /// Dynamic windows: attached (address, bytes).
     pub(crate) attached: Mutex<Vec<(usize, usize)>>,
@@ -205,6 +218,7 @@ impl Win {
             disp_unit,
             owned,
             shared_bases,
+            direct,
         } = m;
         let n = comm.size as usize;
         let counters = || (0..n).map(|_| AtomicU32::new(0)).collect::<Box<[_]>>();
@@ -216,6 +230,7 @@ impl Win {
             disp_unit,
             remote,
             shared_bases,
+            direct,
             owned,
             attached: Mutex::new(Vec::new()),
             outstanding: counters(),
@@ -234,8 +249,6 @@ impl Win {
         })
     }
 }
-
-const SHARED_ALIGN: usize = 64;
 
 impl Mpi {
     pub(crate) fn rma(&self) -> &Arc<Rma> {
@@ -308,6 +321,7 @@ impl Mpi {
         }
         let c = self.comm_dup(comm)?;
         let remote = self.exchange_shapes(&c, size, unit, true)?;
+        let direct = self.direct_targets(&c, base, None);
         let w = Win::build(
             c,
             Flavor::Create,
@@ -317,6 +331,7 @@ impl Mpi {
                 disp_unit: unit,
                 owned: Owned::None,
                 shared_bases: Vec::new(),
+                direct,
             },
             remote,
         );
@@ -324,18 +339,32 @@ impl Mpi {
     }
 
     /// `MPI_Win_allocate`: memory the library allocates (64-byte aligned).
+    /// The members on one host share one segment (unless
+    /// `GW_MPI_RMA_DIRECT=0`), so their puts and gets are loads and stores.
     pub fn win_allocate(&self, comm: &Comm, size: i64, unit: i64) -> Result<Arc<Win>> {
         let (size, unit) = Self::check_shape(size, unit)?;
         let c = self.comm_dup(comm)?;
-        let layout = std::alloc::Layout::from_size_align(size.max(1), SHARED_ALIGN).ok();
-        // SAFETY: the layout has a non-zero size.
-        let addr = layout.map_or(0, |l| unsafe { std::alloc::alloc_zeroed(l) } as usize);
-        let owned = match layout {
-            Some(layout) if addr != 0 => Owned::Heap { addr, layout },
-            _ => Owned::None,
+        let seg = self.host_segment(&c, size, crate::params::flag("MPI_RMA_DIRECT"), false)?;
+        let (addr, owned, seg_bases) = match seg {
+            Some(HostSegment { addr, len, bases }) => (
+                bases[c.rank as usize],
+                Owned::Mapped { addr, len },
+                Some(bases),
+            ),
+            None => {
+                let layout = std::alloc::Layout::from_size_align(size.max(1), SHARED_ALIGN).ok();
+                // SAFETY: the layout has a non-zero size.
+                let addr = layout.map_or(0, |l| unsafe { std::alloc::alloc_zeroed(l) } as usize);
+                let owned = match layout {
+                    Some(layout) if addr != 0 => Owned::Heap { addr, layout },
+                    _ => Owned::None,
+                };
+                (addr, owned, None)
+            }
         };
         // Every member learns whether every allocation worked: all fail together.
         let remote = self.exchange_shapes(&c, size, unit, addr != 0);
+        let direct = self.direct_targets(&c, addr, seg_bases);
         let w = Win::build(
             c,
             Flavor::Allocate,
@@ -345,6 +374,7 @@ impl Mpi {
                 disp_unit: unit,
                 owned,
                 shared_bases: Vec::new(),
+                direct,
             },
             remote.clone().unwrap_or_default(),
         );
@@ -365,6 +395,7 @@ impl Mpi {
                 disp_unit: 1,
                 owned: Owned::None,
                 shared_bases: Vec::new(),
+                direct: Vec::new(),
             },
             remote,
         );
@@ -426,74 +457,23 @@ impl Mpi {
     pub fn win_allocate_shared(&self, comm: &Comm, size: i64, unit: i64) -> Result<Arc<Win>> {
         let (size, unit) = Self::check_shape(size, unit)?;
         let c = self.comm_dup(comm)?;
-        // Host and process id of every member, to agree on the segment's name.
-        let host = self.ctx().host_id().to_string();
-        let mut mine = [0u8; 72];
-        let hb = host.as_bytes();
-        mine[..hb.len().min(64)].copy_from_slice(&hb[..hb.len().min(64)]);
-        mine[64..68].copy_from_slice(&crate::cma::my_pid().to_le_bytes());
-        let mut all = vec![0u8; 72 * c.size as usize];
-        self.allgather_bytes(&c, &mine, &mut all)?;
+        let seg = self.host_segment(&c, size, true, true)?;
         let remote = self.exchange_shapes(&c, size, unit, true)?;
-        if all.chunks_exact(72).any(|m| m[..64] != all[..64]) {
+        let Some(HostSegment { addr, len, bases }) = seg else {
+            return Err(err(
+                class::RMA_SHARED,
+                "a member could not make or map the shared segment",
+            ));
+        };
+        if bases.contains(&0) {
+            // SAFETY: mapped by `host_segment` with this length, not used since.
+            unsafe { libc::munmap(addr as *mut libc::c_void, len) };
             return Err(err(
                 class::RMA_SHARED,
                 "MPI_Win_allocate_shared needs every member on one host (use MPI_Comm_split_type with MPI_COMM_TYPE_SHARED)",
             ));
         }
-        // Each segment rounded up to the alignment, contiguous in rank order.
-        let mut offsets = Vec::with_capacity(remote.len());
-        let mut total: u64 = 0;
-        for r in &remote {
-            offsets.push(total);
-            total = total
-                .checked_add(r.size.div_ceil(SHARED_ALIGN as u64) * SHARED_ALIGN as u64)
-                .ok_or_else(|| err(class::SIZE, "the shared window is too large"))?;
-        }
-        let leader_pid = u32::from_le_bytes(all[64..68].try_into().unwrap());
-        let name = format!("/gw-win-{leader_pid}-{}", c.ctx);
-        let total = (total as usize).max(1);
-        // The leader creates the segment; the others open it once it exists.
-        let made = if c.rank == 0 {
-            map_shared(&name, total, true)
-        } else {
-            Ok(0)
-        };
-        let ok = [made.is_ok() as u8];
-        let mut oks = vec![0u8; c.size as usize];
-        self.allgather_bytes(&c, &ok, &mut oks)?;
-        let addr = if c.rank == 0 {
-            made
-        } else if oks[0] == 1 {
-            map_shared(&name, total, false)
-        } else {
-            Err(err(
-                class::RMA_SHARED,
-                "the leader could not create the segment",
-            ))
-        };
-        let ok = [addr.is_ok() as u8];
-        self.allgather_bytes(&c, &ok, &mut oks)?;
-        if c.rank == 0 {
-            // Every member mapped it (or failed): the name is no longer needed.
-            if let Ok(cname) = std::ffi::CString::new(name.clone()) {
-                // SAFETY: a valid NUL-terminated name.
-                unsafe { libc::shm_unlink(cname.as_ptr()) };
-            }
-        }
-        let addr = match (addr, oks.iter().all(|&o| o == 1)) {
-            (Ok(a), true) => a,
-            (Ok(a), false) => {
-                // SAFETY: mapped above with this length.
-                unsafe { libc::munmap(a as *mut libc::c_void, total) };
-                return Err(err(
-                    class::RMA_SHARED,
-                    "a member could not map the shared segment",
-                ));
-            }
-            (Err(e), _) => return Err(e),
-        };
-        let bases: Vec<usize> = offsets.iter().map(|&o| addr + o as usize).collect();
+        let direct = self.direct_targets(&c, bases[c.rank as usize], Some(bases.clone()));
         let w = Win::build(
             c.clone(),
             Flavor::Shared,
@@ -501,12 +481,33 @@ impl Mpi {
                 base: bases[c.rank as usize],
                 size,
                 disp_unit: unit,
-                owned: Owned::Mapped { addr, len: total },
+                owned: Owned::Mapped { addr, len },
                 shared_bases: bases,
+                direct,
             },
             remote,
         );
         self.publish(w)
+    }
+
+    /// Per window rank, where puts and gets may load and store: this
+    /// process's own memory, and the members of its host segment that the
+    /// runtime reaches over shared memory (a pair that selected another
+    /// method, e.g. `GW_METHODS=tcp`, keeps going through the target).
+    fn direct_targets(&self, c: &Comm, base: usize, seg: Option<Vec<usize>>) -> Vec<usize> {
+        let mut direct = seg.unwrap_or_else(|| vec![0; c.size as usize]);
+        let ctx = self.ctx();
+        for (r, d) in direct.iter_mut().enumerate() {
+            if r as u32 != c.rank && ctx.would_select(c.world_of(r as u32)).ok() != Some("shm") {
+                *d = 0;
+            }
+        }
+        if crate::params::flag("MPI_RMA_DIRECT") {
+            direct[c.rank as usize] = base;
+        } else {
+            direct.iter_mut().for_each(|d| *d = 0);
+        }
+        direct
     }
 
     /// `MPI_Win_shared_query`: (size, unit, address) of `rank`'s segment
@@ -530,6 +531,8 @@ impl Mpi {
         match w.flavor {
             Flavor::Shared => Ok((w.remote[r].size as usize, unit, w.shared_bases[r])),
             Flavor::Dynamic => Ok((0, unit, 0)),
+            // Memory of the host segment this process maps.
+            _ if w.direct[r] != 0 => Ok((w.remote[r].size as usize, unit, w.direct[r])),
             _ if r == w.comm.rank as usize => Ok((w.size, unit, w.base)),
             _ => Ok((0, unit, 0)),
         }
@@ -570,56 +573,4 @@ impl Mpi {
         let _ = H_RMA;
         w.take_error()
     }
-}
-
-/// Creates (`create`) or opens a POSIX shared memory segment of `len`
-/// bytes and maps it; returns the address.
-fn map_shared(name: &str, len: usize, create: bool) -> Result<usize> {
-    let cname = std::ffi::CString::new(name).map_err(|_| err(class::INTERN, "bad segment name"))?;
-    let flags = if create {
-        libc::O_CREAT | libc::O_EXCL | libc::O_RDWR
-    } else {
-        libc::O_RDWR
-    };
-    // SAFETY: a valid NUL-terminated name; the result is checked.
-    let fd = unsafe { libc::shm_open(cname.as_ptr(), flags, 0o600) };
-    if fd < 0 {
-        return Err(err(
-            class::RMA_SHARED,
-            format!("shm_open {name}: {}", std::io::Error::last_os_error()),
-        ));
-    }
-    // SAFETY: `fd` is ours; ftruncate and mmap report errors by their result.
-    let addr = unsafe {
-        if create && libc::ftruncate(fd, len as libc::off_t) != 0 {
-            libc::close(fd);
-            return Err(err(
-                class::RMA_SHARED,
-                format!(
-                    "cannot size the shared segment: {}",
-                    std::io::Error::last_os_error()
-                ),
-            ));
-        }
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        );
-        libc::close(fd);
-        p
-    };
-    if addr == libc::MAP_FAILED {
-        return Err(err(
-            class::RMA_SHARED,
-            format!(
-                "cannot map the shared segment: {}",
-                std::io::Error::last_os_error()
-            ),
-        ));
-    }
-    Ok(addr as usize)
 }
