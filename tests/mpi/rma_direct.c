@@ -9,7 +9,11 @@
  * calling MPI; without it, MPI_Win_shared_query shows nothing. Then
  * it checks the data paths (contiguous, strided target, strided origin,
  * gets) and that exclusive locks still exclude: every origin increments one
- * counter by get + put under MPI_LOCK_EXCLUSIVE, and none is lost. */
+ * counter by get + put under MPI_LOCK_EXCLUSIVE, and none is lost. Last,
+ * accumulates stay atomic when origins of the host apply theirs directly
+ * and others' requests are applied by the target: every rank adds to one
+ * counter with MPI_Fetch_and_op and to an array with MPI_Accumulate, all at
+ * once under MPI_Win_lock_all, and races a compare-and-swap. */
 #include "check.h"
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +25,7 @@ static double now(void) {
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-enum { SLOTS = 64, ROUNDS = 20 };
+enum { SLOTS = 64, ROUNDS = 20, ADDS = 200, ARRAY = 40 };
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -46,7 +50,8 @@ int main(int argc, char **argv) {
     int *base;
     MPI_Win win;
     /* Slot layout at every rank: [0, size) flags, then SLOTS strided data, then the counter. */
-    MPI_Aint bytes = (size + 2 * SLOTS + 1) * sizeof(int);
+    /* Then a fetch-and-op counter, the accumulate array and the CAS slot (longs). */
+    MPI_Aint bytes = (size + 2 * SLOTS + 1) * sizeof(int) + (2 + ARRAY) * sizeof(long);
     MPI_Win_allocate(bytes, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
     memset(base, 0, bytes);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -138,6 +143,43 @@ int main(int argc, char **argv) {
         CHECK(base[counter] == ROUNDS * size, "counter is %d after %d increments", base[counter], ROUNDS * size);
         MPI_Win_unlock(0, win);
     }
+
+    /* 5. Accumulates from every rank at once, direct and through the target. */
+    MPI_Win acc;
+    long *abase;
+    MPI_Win_allocate((2 + ARRAY) * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &abase, &acc);
+    abase[0] = 0;
+    abase[1] = -1;
+    for (int i = 0; i < ARRAY; i++) abase[2 + i] = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock_all(0, acc);
+    long one = 1, old = -5;
+    long adds[ARRAY];
+    for (int i = 0; i < ARRAY; i++) adds[i] = i + 1;
+    for (int i = 0; i < ADDS; i++) {
+        MPI_Fetch_and_op(&one, &old, MPI_LONG, 0, 0, MPI_SUM, acc);
+        MPI_Win_flush(0, acc);
+        CHECK(old >= 0 && old < (long)ADDS * size, "fetch-and-op fetched %ld", old);
+        if (i % 20 == 0) {
+            MPI_Accumulate(adds, ARRAY, MPI_LONG, 0, 2, ARRAY, MPI_LONG, MPI_SUM, acc);
+            MPI_Win_flush(0, acc);
+        }
+    }
+    long mine = rank, was = -7, minus = -1;
+    MPI_Compare_and_swap(&mine, &minus, &was, MPI_LONG, 0, 1, acc);
+    MPI_Win_flush(0, acc);
+    MPI_Win_unlock_all(acc);
+    int won = was == -1, winners = 0;
+    MPI_Allreduce(&won, &winners, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(winners == 1, "%d ranks won the compare-and-swap", winners);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        CHECK(abase[0] == (long)ADDS * size, "the counter is %ld after %d adds", abase[0], ADDS * size);
+        for (int i = 0; i < ARRAY; i++)
+            CHECK(abase[2 + i] == (long)(i + 1) * (ADDS / 20) * size, "element %d is %ld", i, abase[2 + i]);
+        CHECK(abase[1] >= 0 && abase[1] < size, "the CAS slot holds %ld", abase[1]);
+    }
+    MPI_Win_free(&acc);
 
     MPI_Win_free(&win);
     MPI_Comm_free(&host);

@@ -8,13 +8,59 @@
 //! after the copy, or a barrier; the shared-memory ring's release/acquire
 //! pair orders the copy before the target's view of that message. The
 //! target's lock is still taken with a request, so exclusive locks keep
-//! excluding. Accumulates and the fetching atomics still go to the target,
-//! whose handler applies them one at a time: that is what keeps them
-//! atomic with respect to each other, whoever sends them.
+//! excluding.
+//!
+//! Accumulates, `Fetch_and_op` and `Compare_and_swap` must be atomic with
+//! respect to each other whoever sends them, also from other hosts, whose
+//! requests the target's handler applies. So every member of a host
+//! segment has an accumulate lock word in it ([`AccLock`]): an origin of the
+//! host applies its accumulate to the target's memory itself while holding
+//! the target's lock, and the target's handler holds the same lock while it
+//! applies a request. Windows without a segment (created over the
+//! program's memory, dynamic) send every accumulate to the target.
 
 use super::ops::{Kind, Origin, Target};
 use super::window::Win;
 use crate::mem;
+use crate::op::Op;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Holds an accumulate lock word of a host segment until dropped.
+pub(super) struct AccLock<'a>(&'a AtomicU32);
+
+impl AccLock<'_> {
+    /// Spins until the word at `addr` is taken (yielding the core now and
+    /// then: on an oversubscribed host the holder may be waiting for it).
+    ///
+    /// # Safety
+    /// `addr` is a 4-byte-aligned lock word of a segment mapped for at least
+    /// as long as the guard lives.
+    pub(super) unsafe fn take<'a>(addr: usize) -> AccLock<'a> {
+        // SAFETY: the caller's contract. An atomic is the one way Rust lets
+        // two processes share a word: every access below is atomic, and a
+        // value a peer stores there can only delay us, not corrupt memory.
+        let word = unsafe { AtomicU32::from_ptr(addr as *mut u32) };
+        let mut spins = 0u32;
+        while word
+            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(64) {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        AccLock(word)
+    }
+}
+
+impl Drop for AccLock<'_> {
+    fn drop(&mut self) {
+        self.0.store(0, Ordering::Release);
+    }
+}
 
 /// Copies `n` bytes between two addresses, either of which may be memory
 /// another process writes (so no Rust reference is made to either).
@@ -29,9 +75,105 @@ unsafe fn copy_raw(src: usize, dst: usize, n: usize) {
     }
 }
 
-/// Whether a put or get to window rank `rank` goes by loads and stores.
+/// Whether operation `kind` to window rank `rank` goes by loads and stores.
 pub(super) fn applies(w: &Win, kind: Kind, rank: u32) -> bool {
-    matches!(kind, Kind::Put | Kind::Get) && w.direct.get(rank as usize).is_some_and(|&a| a != 0)
+    let r = rank as usize;
+    match kind {
+        Kind::Put | Kind::Get => w.direct.get(r).is_some_and(|&a| a != 0),
+        _ => w.acc_locks.get(r).is_some_and(|&a| a != 0),
+    }
+}
+
+/// Bytes an accumulate keeps on the stack (larger ones allocate).
+const SMALL: usize = 256;
+
+/// Does accumulate, get-accumulate or compare-and-swap `kind` on the
+/// target's memory under its accumulate lock. Checked as for
+/// [`put_or_get`]; the operation (not a user one: refused before) applies
+/// to packed data of the target's basic type.
+pub(super) fn accumulate(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) {
+    let tbytes = t.count * t.dt.size;
+    let mut small = [0u8; SMALL];
+    let mut large = Vec::new();
+    let cur: &mut [u8] = if tbytes <= SMALL {
+        &mut small[..tbytes]
+    } else {
+        large.resize(tbytes, 0);
+        &mut large
+    };
+    // The origin's operands, packed (unless they lie contiguously), before
+    // the lock is taken.
+    let (mut packed_data, mut packed_compare) = (Vec::new(), Vec::new());
+    let data: &[u8] = match (kind, o.op, o.data) {
+        (Kind::GetAccumulate, Some(Op::NoOp), _) | (_, _, None) => &[],
+        (_, _, Some(b)) => b.contig().unwrap_or_else(|| {
+            packed_data = b.pack();
+            &packed_data
+        }),
+    };
+    let compare: &[u8] = match o.compare {
+        None => &[],
+        Some(b) => b.contig().unwrap_or_else(|| {
+            packed_compare = b.pack();
+            &packed_compare
+        }),
+    };
+    // SAFETY: `applies` found the lock word of a segment this window maps,
+    // which stays mapped while the window exists.
+    let _held = unsafe { AccLock::take(w.acc_locks[t.rank as usize]) };
+    each_piece(w, t, |addr, at, n| {
+        // SAFETY: the piece lies inside the target's window (checked).
+        unsafe { mem::read(addr, &mut cur[at..at + n]) }
+    });
+    if let Some(r) = &o.result {
+        r.unpack(cur);
+    }
+    let changed = match kind {
+        Kind::CompareAndSwap => {
+            let same = compare == &*cur;
+            if same {
+                cur.copy_from_slice(data);
+            }
+            same
+        }
+        _ => match o.op {
+            Some(Op::NoOp) | None => false,
+            Some(op) => {
+                op.apply(t.dt, t.count, data, cur);
+                true
+            }
+        },
+    };
+    if changed {
+        each_piece(w, t, |addr, at, n| {
+            // SAFETY: as above.
+            unsafe { mem::write(addr, &cur[at..at + n]) }
+        });
+    }
+}
+
+/// Calls `f(address, offset in the packed data, length)` for each piece of
+/// the target's memory that `t` names, in packed order.
+fn each_piece(w: &Win, t: &Target<'_>, mut f: impl FnMut(usize, usize, usize)) {
+    let rank = t.rank as usize;
+    let unit = w.remote[rank].disp_unit as isize;
+    let start = w.direct[rank].wrapping_add_signed(t.disp as isize * unit);
+    if t.dt.contig {
+        f(
+            start.wrapping_add_signed(t.dt.true_lb),
+            0,
+            t.count * t.dt.size,
+        );
+        return;
+    }
+    let mut at = 0usize;
+    for i in 0..t.count {
+        let el = start.wrapping_add_signed(i as isize * t.dt.extent);
+        for b in t.dt.blocks.iter().filter(|b| b.len > 0) {
+            f(el.wrapping_add_signed(b.off), at, b.len);
+            at += b.len;
+        }
+    }
 }
 
 /// Does put or get `kind` by copying. The caller checked the epoch, the
@@ -78,24 +220,18 @@ pub(super) fn put_or_get(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) {
             Kind::Put => o.data.expect("a put has data").pack(),
             _ => vec![0u8; tbytes],
         };
-        let mut at = 0usize;
-        for i in 0..t.count {
-            let el = start.wrapping_add_signed(i as isize * t.dt.extent);
-            for b in t.dt.blocks.iter().filter(|b| b.len > 0) {
-                let addr = el.wrapping_add_signed(b.off);
-                let piece = &mut packed[at..at + b.len];
-                // SAFETY: every piece lies inside the target's window
-                // (`check_range` covered the type's true extent per element).
-                unsafe {
-                    if kind == Kind::Put {
-                        mem::write(addr, piece)
-                    } else {
-                        mem::read(addr, piece)
-                    }
+        each_piece(w, t, |addr, at, n| {
+            let piece = &mut packed[at..at + n];
+            // SAFETY: every piece lies inside the target's window
+            // (`check_range` covered the type's true extent per element).
+            unsafe {
+                if kind == Kind::Put {
+                    mem::write(addr, piece)
+                } else {
+                    mem::read(addr, piece)
                 }
-                at += b.len;
             }
-        }
+        });
         if kind == Kind::Get {
             o.result
                 .as_ref()

@@ -49,6 +49,7 @@ impl Fixture {
             owned: Owned::None,
             shared_bases: Vec::new(),
             direct: Vec::new(),
+            locks: Vec::new(),
         };
         let win = Win::build(comm, flavor, memory, remote);
         if flavor == Flavor::Dynamic {

@@ -149,7 +149,11 @@ impl Mpi {
             return Ok(done());
         }
         if super::direct::applies(w, kind, rank) {
-            super::direct::put_or_get(w, kind, &o, &t);
+            if matches!(kind, Kind::Put | Kind::Get) {
+                super::direct::put_or_get(w, kind, &o, &t);
+            } else {
+                super::direct::accumulate(w, kind, &o, &t);
+            }
             return Ok(done());
         }
         let layout = Layout::of(t.disp, t.count, t.dt).encode();

@@ -25,6 +25,10 @@ pub(crate) struct HostSegment {
     pub len: usize,
     /// Per window rank: where its memory lies in this mapping (0 = not on this host).
     pub bases: Vec<usize>,
+    /// Per window rank: its accumulate lock in this mapping (0 = not on this
+    /// host): a 32-bit word, 0 free, 1 held, that whoever applies an
+    /// accumulate to that member's memory holds (see [`super::direct`]).
+    pub locks: Vec<usize>,
 }
 
 /// What one member tells the others before a segment is made.
@@ -60,9 +64,14 @@ impl Mpi {
         let me = c.rank as usize;
         let members: Vec<usize> = (0..n).filter(|&r| rec(r)[..64] == mine[..64]).collect();
         let leader = members[0];
-        // Each member's piece rounded up to the alignment, in rank order.
+        // First one accumulate lock per member (a cache line each), then
+        // each member's piece rounded up to the alignment, in rank order.
+        let mut locks = vec![None; n];
+        for (i, &m) in members.iter().enumerate() {
+            locks[m] = Some(i * SHARED_ALIGN);
+        }
         let mut offsets = vec![None; n];
-        let mut total: u64 = 0;
+        let mut total: u64 = (members.len() * SHARED_ALIGN) as u64;
         for &m in &members {
             offsets[m] = Some(total);
             let sz = u64::from_le_bytes(rec(m)[69..77].try_into().unwrap());
@@ -114,6 +123,7 @@ impl Mpi {
                     .iter()
                     .map(|o| o.map_or(0, |o| addr + o as usize))
                     .collect(),
+                locks: locks.iter().map(|o| o.map_or(0, |o| addr + o)).collect(),
             })),
             Ok(addr) => {
                 if addr != 0 {

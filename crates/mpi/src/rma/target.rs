@@ -118,6 +118,13 @@ impl Rma {
                 format!("{} bytes of data for an access of {total}", data.len()),
             ));
         }
+        // Accumulates to memory in a host segment: origins of the host apply
+        // theirs under this lock too (see `direct`).
+        let _held = (matches!(h.kind, wire::ACC | wire::GET_ACC | wire::CAS)
+            && win.own_acc_lock != 0)
+            // SAFETY: the lock word of this window's segment, mapped while
+            // the window is in the table.
+            .then(|| unsafe { super::direct::AccLock::take(win.own_acc_lock) });
         let mut old = Vec::new();
         if gets {
             old = vec![0u8; total];

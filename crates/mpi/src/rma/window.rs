@@ -55,6 +55,9 @@ pub(crate) struct Memory {
     /// Per window rank: its memory in this process's mapping, for loads and
     /// stores (0 = reached through the target only).
     pub direct: Vec<usize>,
+    /// Per window rank: its accumulate lock in this process's mapping (empty
+    /// or 0 = not in a segment this process maps).
+    pub locks: Vec<usize>,
 }
 
 /// The target's lock of one window.
@@ -118,6 +121,12 @@ pub struct Win {
     /// Per window rank: where its memory lies in this process's mapping when
     /// puts and gets to it are loads and stores (0 = requests to the target).
     pub(crate) direct: Vec<usize>,
+    /// Per window rank: the accumulate lock to hold when applying an
+    /// accumulate to its memory from here (0 = send it to the target).
+    pub(crate) acc_locks: Vec<usize>,
+    /// This process's own accumulate lock (0 = none: no one else applies
+    /// accumulates to its memory, its handler alone does).
+    pub(crate) own_acc_lock: usize,
     owned: Owned,
     /// Dynamic windows: attached (address, bytes).
     pub(crate) attached: Mutex<Vec<(usize, usize)>>,
@@ -219,7 +228,14 @@ impl Win {
             owned,
             shared_bases,
             direct,
+            locks,
         } = m;
+        let lock_of = |r: usize| locks.get(r).copied().unwrap_or(0);
+        // Accumulates load and store only where puts do, and under the lock.
+        let acc_locks = (0..direct.len())
+            .map(|r| if direct[r] != 0 { lock_of(r) } else { 0 })
+            .collect();
+        let own_acc_lock = lock_of(comm.rank as usize);
         let n = comm.size as usize;
         let counters = || (0..n).map(|_| AtomicU32::new(0)).collect::<Box<[_]>>();
         Arc::new(Win {
@@ -231,6 +247,8 @@ impl Win {
             remote,
             shared_bases,
             direct,
+            acc_locks,
+            own_acc_lock,
             owned,
             attached: Mutex::new(Vec::new()),
             outstanding: counters(),
@@ -332,6 +350,7 @@ impl Mpi {
                 owned: Owned::None,
                 shared_bases: Vec::new(),
                 direct,
+                locks: Vec::new(),
             },
             remote,
         );
@@ -346,10 +365,15 @@ impl Mpi {
         let c = self.comm_dup(comm)?;
         let seg = self.host_segment(&c, size, crate::params::flag("MPI_RMA_DIRECT"), false)?;
         let (addr, owned, seg_bases) = match seg {
-            Some(HostSegment { addr, len, bases }) => (
+            Some(HostSegment {
+                addr,
+                len,
+                bases,
+                locks,
+            }) => (
                 bases[c.rank as usize],
                 Owned::Mapped { addr, len },
-                Some(bases),
+                Some((bases, locks)),
             ),
             None => {
                 let layout = std::alloc::Layout::from_size_align(size.max(1), SHARED_ALIGN).ok();
@@ -364,6 +388,7 @@ impl Mpi {
         };
         // Every member learns whether every allocation worked: all fail together.
         let remote = self.exchange_shapes(&c, size, unit, addr != 0);
+        let (seg_bases, locks) = seg_bases.unzip();
         let direct = self.direct_targets(&c, addr, seg_bases);
         let w = Win::build(
             c,
@@ -375,6 +400,7 @@ impl Mpi {
                 owned,
                 shared_bases: Vec::new(),
                 direct,
+                locks: locks.unwrap_or_default(),
             },
             remote.clone().unwrap_or_default(),
         );
@@ -396,6 +422,7 @@ impl Mpi {
                 owned: Owned::None,
                 shared_bases: Vec::new(),
                 direct: Vec::new(),
+                locks: Vec::new(),
             },
             remote,
         );
@@ -459,7 +486,13 @@ impl Mpi {
         let c = self.comm_dup(comm)?;
         let seg = self.host_segment(&c, size, true, true)?;
         let remote = self.exchange_shapes(&c, size, unit, true)?;
-        let Some(HostSegment { addr, len, bases }) = seg else {
+        let Some(HostSegment {
+            addr,
+            len,
+            bases,
+            locks,
+        }) = seg
+        else {
             return Err(err(
                 class::RMA_SHARED,
                 "a member could not make or map the shared segment",
@@ -484,6 +517,7 @@ impl Mpi {
                 owned: Owned::Mapped { addr, len },
                 shared_bases: bases,
                 direct,
+                locks,
             },
             remote,
         );
