@@ -40,6 +40,9 @@ pub struct RxState {
     pub cma: AtomicU32,
     pub attached: AtomicU32,
     pub closed: AtomicU32,
+    /// 1 while the receiver sleeps (or is about to): the sender rings its
+    /// bell after a record (see `doorbell`). The sender may clear it.
+    pub sleeping: AtomicU32,
 }
 
 #[repr(C)]

@@ -26,7 +26,7 @@ use crate::method::{iov_len, Link, Waiter};
 use crate::sync::{TryLock, TryLockGuard};
 use std::collections::VecDeque;
 use std::io::IoSlice;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -182,8 +182,17 @@ impl ShmLink {
         Ok(())
     }
 
+    /// Wakes the receiver if it sleeps (after a record was published).
+    #[inline]
+    fn wake(&self) {
+        super::doorbell::wake(self.rx(), self.conn.as_raw_fd());
+    }
+
     /// One wait step: drives progress; every 256 steps checks the peer.
+    /// (Rings the receiver first: what we wait for may be its answer to
+    /// records we published.)
     fn step(&self, n: &mut u32, waiter: &dyn Waiter) -> Result<bool> {
+        self.wake();
         *n = n.wrapping_add(1);
         if *n & 255 == 0 {
             self.check_alive()?;
@@ -209,6 +218,8 @@ impl ShmLink {
                 Ok(true) => {
                     g.eager_msgs += 1;
                     g.eager_bytes += total as u64;
+                    drop(g);
+                    self.wake();
                     return Ok(true);
                 }
                 Ok(false) => {}
@@ -479,6 +490,7 @@ impl ShmLink {
             }
             backlog.pop_front();
         }
+        self.wake();
         let done = self.done().load(Ordering::Acquire);
         while g.inflight.front().is_some_and(|(t, _)| *t <= done) {
             g.inflight.pop_front();

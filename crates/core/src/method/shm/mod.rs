@@ -37,6 +37,7 @@
 //! `SHM_CMA_MIN`, `SHM_CMA`, `SHM_MAX_MSG`.
 
 mod cma;
+mod doorbell;
 mod handoff;
 #[doc(hidden)]
 pub mod hostile;
@@ -55,7 +56,7 @@ use crate::error::{Error, Result};
 use crate::params::{Kind, ParamDecl};
 use crate::sync::TryLock;
 use std::collections::HashMap;
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -101,6 +102,14 @@ pub const PARAMS: &[ParamDecl] = &[
         kind: Kind::Choice(&["auto", "on", "off"]),
         help: "Single-copy large messages with process_vm_readv: auto = where permitted (probed per pair), \
                on = fail at start-up if not permitted here, off = always use ring fragments.",
+    },
+    ParamDecl {
+        name: "SHM_DOORBELL",
+        default: "1",
+        kind: Kind::Bool,
+        help: "A receiver that sleeps (out of spinning, e.g. more ranks than cores) is woken by a \
+               byte on its sender's connection when a record arrives, instead of at the end of its \
+               sleep slice (1-20 ms). Costs a sender one load per message while nobody sleeps.",
     },
 ];
 
@@ -438,6 +447,10 @@ pub struct Shm {
     /// Names our listening socket (published in our descriptor).
     nonce: u64,
     listener: Listener,
+    /// What a sleeping context waits on: the listener, senders' bells.
+    bell: doorbell::Bell,
+    /// `GW_SHM_DOORBELL`: whether we ask senders to ring.
+    doorbell: bool,
     /// Polls since the listener was last looked at (see `ACCEPT_EVERY`).
     /// Plain load and store, not a read-modify-write: a lost count between
     /// two threads only shifts when the next look happens.
@@ -511,6 +524,15 @@ impl Shm {
                 return Ok(None);
             }
         };
+        let bell = match doorbell::Bell::new(listener.fd()) {
+            Ok(b) => b,
+            Err(e) => {
+                if job.verbose >= 1 {
+                    crate::say!("gridwire[{}]: shm unavailable: epoll: {e}", job.ctx_id);
+                }
+                return Ok(None);
+            }
+        };
         Ok(Some(Shm {
             shared: Arc::new(Shared {
                 cfg: Config {
@@ -534,6 +556,8 @@ impl Shm {
             probe: cma::probe_word(),
             nonce,
             listener,
+            bell,
+            doorbell: params.flag("SHM_DOORBELL"),
             polls: AtomicU32::new(0),
             has_incoming: AtomicBool::new(false),
             incoming: TryLock::new(Rx::default()),
@@ -687,6 +711,10 @@ impl Shm {
             )
         }
         .map_err(|e| (Some(src), self.fail(src, format!("{name}: {e}"))))?;
+        if let Err(e) = self.bell.watch(conn.as_raw_fd()) {
+            // Not fatal: a sleep then lasts its slice, as without a bell.
+            crate::say!("gridwire[{}]: shm: doorbell for {src}: {e}", self.ctx);
+        }
         Ok(Incoming {
             src,
             pid,
@@ -837,8 +865,28 @@ impl Method for Shm {
     }
 
     fn wait_fd(&self) -> Option<RawFd> {
-        // Readable when a sender connects: a sleeping context wakes for it.
-        Some(self.listener.fd())
+        // Readable when a sender connects or rings (see `doorbell`).
+        Some(self.bell.fd())
+    }
+
+    fn before_block(&self) {
+        if !self.doorbell {
+            return;
+        }
+        // Taken: another thread polls our rings and delivers what comes;
+        // this one then sleeps at most a slice, as without a bell.
+        if let Some(rx) = self.incoming.try_lock() {
+            self.bell.before_sleep(rx.rings.iter().map(|i| i.rx()), || {
+                rx.rings.iter().any(|i| i.cons.ready())
+            });
+        }
+    }
+
+    fn after_block(&self) {
+        match self.incoming.try_lock() {
+            Some(rx) => self.bell.after_sleep(rx.rings.iter().map(|i| i.rx())),
+            None => self.bell.after_sleep(std::iter::empty()),
+        }
     }
 
     fn has_pending_output(&self) -> bool {

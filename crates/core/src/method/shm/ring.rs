@@ -486,6 +486,16 @@ impl Consumer {
         }
     }
 
+    /// Whether a record (or a wrap marker) is waiting, without taking it.
+    pub fn ready(&self) -> bool {
+        let off = self.tail & (self.cap - 1);
+        // SAFETY: as in `peek`: an aligned u64 inside the data area, only
+        // ever accessed atomically by the producer.
+        let sealed =
+            unsafe { &*(self.data.add(off as usize) as *const AtomicU64) }.load(Ordering::Acquire);
+        sealed == seal(self.tail, self.key)
+    }
+
     /// Consumes the record returned by the last [`Self::peek`], giving its
     /// space back to the producer.
     pub fn pop(&mut self) {

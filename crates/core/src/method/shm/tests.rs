@@ -1018,3 +1018,104 @@ fn dead_receiver(wrapper: Option<&[&str]>, claim_live_pid: bool) {
     // The killed receiver left nothing behind, without any sweep.
     assert_eq!(leftovers(&id), Vec::<String>::new());
 }
+
+/// Sleeps as a context does (`before_block`, poll on `wait_fd` for up to
+/// `ms`, `after_block`); returns how long it slept.
+fn sleep_like_a_context(b: &Shm, ms: i32) -> std::time::Duration {
+    let t0 = std::time::Instant::now();
+    b.before_block();
+    let mut fd = libc::pollfd {
+        fd: b.wait_fd().unwrap(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one live pollfd.
+    unsafe { libc::poll(&mut fd, 1, ms) };
+    b.after_block();
+    t0.elapsed()
+}
+
+/// A receiver asleep on its wait descriptor is woken by a sender's record
+/// at once (the doorbell), not at the end of its sleep; one that is awake
+/// is not rung (no byte, no system call); a record that came in before the
+/// sleep makes the sleep return at once; a sender that goes away does not
+/// leave the descriptor readable for ever.
+#[test]
+fn doorbell_wakes_a_sleeping_receiver() {
+    let (a, b, id) = pair(&[]);
+    let link = a.connect(1, &b.descriptor()).unwrap();
+    let sink = RefCell::new(Collect::default());
+    let w = PollPeer {
+        b: &b,
+        sink: &sink,
+        can_wait: true,
+    };
+    // Attach the ring (the first message), and drain it.
+    link.send(&[IoSlice::new(b"hello")], &w).unwrap();
+    for _ in 0..100 {
+        b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
+    }
+    assert_eq!(sink.borrow().got.len(), 1);
+    // The listener was readable once (the connect); a sleep now drains that.
+    sleep_like_a_context(&b, 0);
+
+    // Awake: no bell.
+    link.send(&[IoSlice::new(b"awake")], &w).unwrap();
+    assert_eq!(
+        b.incoming.lock().rings[0]
+            .rx()
+            .sleeping
+            .load(Ordering::Relaxed),
+        0
+    );
+    // A record waiting before the sleep: the sleep returns at once.
+    let slept = sleep_like_a_context(&b, 5000);
+    assert!(
+        slept.as_millis() < 2000,
+        "slept {slept:?} over a waiting record"
+    );
+    b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
+    assert_eq!(sink.borrow().got.len(), 2);
+
+    // Asleep: a sender thread's record 100 ms later rings it.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            struct NoWait;
+            impl Waiter for NoWait {
+                fn progress(&self) -> bool {
+                    false
+                }
+            }
+            link.send(&[IoSlice::new(b"ring")], &NoWait).unwrap();
+        });
+        let slept = sleep_like_a_context(&b, 10_000);
+        assert!(
+            slept.as_millis() < 5000,
+            "a sleeping receiver woke only after {slept:?}"
+        );
+    });
+    for _ in 0..100 {
+        b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
+    }
+    assert_eq!(sink.borrow().got.len(), 3);
+    // The bell was drained: the next sleep lasts its time.
+    let slept = sleep_like_a_context(&b, 300);
+    assert!(
+        slept.as_millis() >= 250,
+        "woke after {slept:?} with nothing to do"
+    );
+
+    // The sender goes: its connection reads end-of-file once, then leaves the set.
+    drop(link);
+    a.shutdown();
+    sleep_like_a_context(&b, 300);
+    let slept = sleep_like_a_context(&b, 300);
+    assert!(
+        slept.as_millis() >= 250,
+        "a gone sender keeps waking it ({slept:?})"
+    );
+    b.shutdown();
+    drop((a, b));
+    assert_eq!(leftovers(&id), Vec::<String>::new());
+}
