@@ -738,7 +738,11 @@ impl Context {
         c.retain(|&(mi, _)| {
             let name = self.inner.methods[mi].name();
             // Within a host (self, shm) no transform applies.
-            let want = if relayed(mi) { &wanted_relayed } else { &wanted };
+            let want = if relayed(mi) {
+                &wanted_relayed
+            } else {
+                &wanted
+            };
             &method::transform::transforms_of(name) == want
         });
         if c.is_empty() && !wanted.is_empty() {

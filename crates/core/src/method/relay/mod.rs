@@ -187,7 +187,8 @@ pub fn parse_relay_param(v: &str) -> Option<(String, Vec<u8>)> {
 
 /// Whether a method or link name goes through a relay.
 pub fn is_relayed(name: &str) -> bool {
-    name.split('+').any(|p| p == "relay" || p.starts_with("relay("))
+    name.split('+')
+        .any(|p| p == "relay" || p.starts_with("relay("))
 }
 
 /// Interns a link name (names are `&'static str` everywhere; there are few:
@@ -296,8 +297,7 @@ impl Method for RelayMethod {
     fn reachable(&self, remote: &[u8]) -> bool {
         match split(remote) {
             Some((Some(b), tcp)) => {
-                !self.tcp.addresses_in(b.relay).is_empty()
-                    && !self.tcp.addresses_in(tcp).is_empty()
+                !self.tcp.addresses_in(b.relay).is_empty() && !self.tcp.addresses_in(tcp).is_empty()
             }
             _ => false,
         }

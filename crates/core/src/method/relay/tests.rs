@@ -136,8 +136,11 @@ fn messages_pass_through_a_relay_in_order_and_named_after_the_gateway() {
     assert_eq!(link.method(), "encrypt+relay(gwhost)+tcp");
     let pattern = b"RELAY-PLAINTEXT-".repeat(4096);
     for i in 0..200u32 {
-        link.send(&[IoSlice::new(&i.to_le_bytes()), IoSlice::new(&pattern)], &NoWait)
-            .unwrap();
+        link.send(
+            &[IoSlice::new(&i.to_le_bytes()), IoSlice::new(&pattern)],
+            &NoWait,
+        )
+        .unwrap();
     }
     let mut sb = Collect(Vec::new(), Vec::new());
     pump(&a, &b, &mut sb, 200);
@@ -159,7 +162,8 @@ fn a_byte_flipped_by_the_relay_is_rejected_and_fails_the_link() {
     let b = stack(1, SECRET, &behind);
     let link = a.connect(1, &b.descriptor()).unwrap();
     for _ in 0..10 {
-        link.send(&[IoSlice::new(&[5u8; 100_000])], &NoWait).unwrap();
+        link.send(&[IoSlice::new(&[5u8; 100_000])], &NoWait)
+            .unwrap();
     }
     let mut sb = Collect(Vec::new(), Vec::new());
     pump(&a, &b, &mut sb, 10);

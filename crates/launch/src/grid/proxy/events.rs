@@ -411,6 +411,10 @@ impl Proxy {
 
     pub(super) fn finish(&mut self) -> i32 {
         self.signal_ranks(libc::SIGKILL);
+        if let Some(mut r) = self.relay.take() {
+            let _ = r.child.kill();
+            let _ = r.child.wait();
+        }
         sys::kill_orphans();
         sys::remove_shm(&self.hello.plan.job_id);
         self.stage.cleanup();
