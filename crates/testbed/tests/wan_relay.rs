@@ -158,10 +158,11 @@ fn processes_of(init: i32, pick: impl Fn(&[String]) -> bool) -> Vec<i32> {
         .collect()
 }
 
-/// Whether `needle` occurs in any readable mapping of `pid`.
-fn memory_holds(pid: i32, needle: &[u8]) -> bool {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let mut mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+/// Whether `needle` occurs in any readable mapping of `pid`; `None` when
+/// the process is gone.
+fn memory_holds(pid: i32, needle: &[u8]) -> Option<bool> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let mut mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
     let mut scanned = 0usize;
     for line in maps.lines() {
         let mut w = line.split_whitespace();
@@ -189,11 +190,10 @@ fn memory_holds(pid: i32, needle: &[u8]) -> bool {
         }
         scanned += got;
         if buf[..got].windows(needle.len()).any(|w| w == needle) {
-            return true;
+            return Some(true);
         }
     }
-    assert!(scanned > 0, "nothing of pid {pid}'s memory could be read");
-    false
+    (scanned > 0).then_some(false)
 }
 
 /// The child's exit status, or `None` (and the child killed) after `limit`.
@@ -313,13 +313,15 @@ fn a_firewalled_site_joins_through_a_relay_that_sees_only_ciphertext() {
         let ranks = processes_of(init_pid(&tb, "s1h1"), |a| {
             a.first().is_some_and(|p| p.ends_with("relay_check"))
         });
-        let relay_holds: Vec<bool> = relays
+        let relay_holds: Vec<Option<bool>> = relays
             .iter()
             .map(|&p| memory_holds(p, PATTERN.as_bytes()))
             .collect();
+        // A process that matched may be gone (a short-lived helper): only
+        // those scanned count, and at least one rank must be.
         let rank_holds: Vec<bool> = ranks
             .iter()
-            .map(|&p| memory_holds(p, PATTERN.as_bytes()))
+            .filter_map(|&p| memory_holds(p, PATTERN.as_bytes()))
             .collect();
         let environ: Vec<String> = relays
             .iter()
@@ -378,12 +380,19 @@ fn a_firewalled_site_joins_through_a_relay_that_sees_only_ciphertext() {
     let (relays, relay_holds, ranks, rank_holds, environ) =
         scan.unwrap_or_else(|| panic!("the job never streamed:\n{stdout}\n{stderr}"));
     assert_eq!(relays.len(), 1, "relay processes on s1h0: {relays:?}");
-    assert!(!ranks.is_empty(), "no rank process found on s1h1");
+    assert!(
+        !rank_holds.is_empty(),
+        "no rank process scanned on s1h1: {ranks:?}"
+    );
     assert!(
         rank_holds.iter().all(|h| *h),
         "the scan does not find the pattern in a rank's memory: {rank_holds:?}"
     );
-    assert_eq!(relay_holds, vec![false], "plaintext in the relay's memory");
+    assert_eq!(
+        relay_holds,
+        vec![Some(false)],
+        "plaintext in the relay's memory (None: it could not be read)"
+    );
     assert!(
         environ.iter().all(|e| !e.contains("GW_JOB_SECRET")),
         "the relay's environment holds the job secret"
@@ -394,7 +403,7 @@ fn a_firewalled_site_joins_through_a_relay_that_sees_only_ciphertext() {
     // The stream stops at the first tampered frame: the receiver's link
     // from that sender fails hard, its receive never completes, and the
     // job ends by its --timeout (MPI gets no error for a failed link yet).
-    let a = args(&["env", "GW_RELAY_TEST_FLIP=600000"], "30", "8");
+    let a = args(&["env", "GW_RELAY_TEST_FLIP=600000"], "40", "20");
     let a: Vec<&str> = a.iter().map(String::as_str).collect();
     let out = run_with_timeout(&mut tb.command("login", &a), Duration::from_secs(120)).unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
