@@ -168,6 +168,7 @@ pub fn all_decls() -> Vec<&'static ParamDecl> {
         v.extend(m.params.iter());
     }
     v.extend(crate::method::transform::policy::PARAMS.iter());
+    v.extend(crate::method::relay::PARAMS.iter());
     for t in crate::method::transform::registry() {
         v.extend(t.params.iter());
     }

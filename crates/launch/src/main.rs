@@ -204,6 +204,9 @@ fn main() {
     if std::env::args().nth(1).as_deref() == Some("--proxy") {
         std::process::exit(gridwire_launch::grid::proxy::run());
     }
+    if std::env::args().nth(1).as_deref() == Some("--relay") {
+        std::process::exit(gridwire_launch::grid::relay::run());
+    }
     let cli = Cli::parse_from(normalize_args(std::env::args().collect()));
     if cli.machines.is_some() {
         std::process::exit(match build_grid_spec(cli) {

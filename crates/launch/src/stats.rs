@@ -117,9 +117,14 @@ pub(crate) fn method_meaning(name: &str) -> String {
     if let Some((transforms, base)) = name.rsplit_once('+') {
         let mut s = method_meaning(base);
         for t in transforms.split('+') {
+            if let Some(gw) = t.strip_prefix("relay(").and_then(|r| r.strip_suffix(')')) {
+                s.push_str(&format!(", through the relay on {gw}"));
+                continue;
+            }
             s.push_str(match t {
                 "encrypt" => ", encrypted (AEAD)",
                 "compress" => ", compressed (zstd)",
+                "relay" => ", through a relay",
                 _ => ", transformed (see gwinfo)",
             });
         }

@@ -33,6 +33,7 @@ fn plan() -> Plan {
             reach: vec![],
             prefix: None,
             env: vec![],
+            relay: false,
         }],
         hosts: vec![PlanHost {
             name: "h".into(),

@@ -78,6 +78,12 @@ pub(crate) fn cvars() -> &'static [Cvar] {
                     when: when_of(d),
                 }),
         );
+        // Relays (GW_RELAY, GW_RELAYED_SITES) choose links too.
+        v.extend(gridwire_core::method::relay::PARAMS.iter().map(|d| Cvar {
+            decl: d,
+            category: "gw_transform".into(),
+            when: when_of(d),
+        }));
         for t in gridwire_core::method::transform::registry() {
             v.extend(t.params.iter().map(|d| Cvar {
                 decl: d,

@@ -246,6 +246,7 @@ impl Context {
         let policy = method::transform::policy::Policy::from_params(&params)?;
         let stacks = method::transform::policy::build_stacks(&env, &policy, &methods)?;
         methods.extend(stacks);
+        methods.extend(method::relay::build_stacks(&env, &policy)?);
         let table = DescriptorTable {
             entries: methods
                 .iter()
@@ -711,6 +712,15 @@ impl Context {
     /// link that must be encrypted is never opened in the clear.
     fn candidates_for(&self, rank: u32, table: &DescriptorTable) -> Result<Vec<(usize, usize)>> {
         let mut c = self.inner.policy.candidates(&self.inner.methods, table);
+        let relayed = |mi: usize| method::relay::is_relayed(self.inner.methods[mi].name());
+        if c.iter().any(|&(mi, _)| relayed(mi)) {
+            // `rank` sits behind a firewall: from another site only its
+            // relay reaches it (a direct connect would hang until the
+            // connect timeout); within its site it is reached directly.
+            let same_site = rank == self.rank()
+                || self.placement_of(self.rank())?.site == self.placement_of(rank)?.site;
+            c.retain(|&(mi, _)| relayed(mi) != same_site);
+        }
         if !self.inner.transforms.filters() || rank == self.rank() {
             return Ok(c);
         }
@@ -720,10 +730,20 @@ impl Context {
         } else {
             self.inner.transforms.wanted(mine.site == theirs.site)
         };
+        // A relayed link is always encrypted end to end (method::relay).
+        let mut wanted_relayed = wanted.clone();
+        if !wanted_relayed.contains(&"encrypt") {
+            wanted_relayed.push("encrypt");
+        }
         c.retain(|&(mi, _)| {
             let name = self.inner.methods[mi].name();
             // Within a host (self, shm) no transform applies.
-            method::transform::transforms_of(name) == wanted
+            let want = if relayed(mi) {
+                &wanted_relayed
+            } else {
+                &wanted
+            };
+            &method::transform::transforms_of(name) == want
         });
         if c.is_empty() && !wanted.is_empty() {
             return Err(Error::NoMethod {
@@ -743,7 +763,7 @@ impl Context {
         let table = self.table_of(rank)?;
         self.candidates_for(rank, &table)?
             .first()
-            .map(|&(mi, _)| self.inner.methods[mi].name())
+            .map(|&(mi, ei)| self.inner.methods[mi].link_name(&table.entries[ei].descriptor))
             .ok_or_else(|| Error::NoMethod {
                 peer: rank,
                 offered: table.names(),

@@ -15,6 +15,7 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 
 pub mod netaddr;
+pub mod relay;
 pub mod self_method;
 pub mod shm;
 pub mod tcp;
@@ -110,6 +111,12 @@ pub trait Method: Send + Sync {
     fn reachable(&self, remote: &[u8]) -> bool;
     /// Opens (or reuses) a link to context `peer`. Called only when `reachable`.
     fn connect(&self, peer: u32, remote: &[u8]) -> Result<Arc<dyn Link>>;
+    /// The name a link to `remote` will carry (its [`Link::method`]): the
+    /// method's own name, except where the link says more (a relayed link
+    /// names its gateway: `relay(s1h0)+tcp`).
+    fn link_name(&self, _remote: &[u8]) -> &'static str {
+        self.name()
+    }
     /// Receives whatever has arrived and flushes queued output; returns the
     /// number of messages delivered.
     fn poll(&self, sink: &mut dyn Sink) -> Result<usize>;

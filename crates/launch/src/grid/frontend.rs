@@ -313,6 +313,7 @@ fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
                 reach,
                 prefix: site.prefix.clone(),
                 env: Vec::new(),
+                relay: false,
             });
             sites.len() - 1
         });
@@ -360,8 +361,9 @@ fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
     }
     // The program runs under its staged name where it is staged; where it
     // exists, as given.
-    let env = propagated_env(&spec.env);
+    let mut env = propagated_env(&spec.env);
     super::transforms::apply(m, &mut sites, &env);
+    super::relay::apply(m, &mut sites, &mut env);
     let plan = Plan {
         job_id: job_id()?,
         n: spec.n,

@@ -29,6 +29,7 @@ pub mod frontend;
 pub mod link;
 pub mod protocol;
 pub mod proxy;
+pub mod relay;
 pub mod stagein;
 pub mod start;
 pub mod transforms;

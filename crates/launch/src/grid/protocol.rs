@@ -175,6 +175,10 @@ pub struct PlanSite {
     /// policy from `encrypt=` / `compress=`, see `grid::transforms`).
     #[serde(default)]
     pub env: Vec<(String, String)>,
+    /// A firewalled site (`gateway=`) in a job of several sites: its
+    /// leader runs a relay for its other hosts (`grid::relay`).
+    #[serde(default)]
+    pub relay: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -437,6 +441,7 @@ mod tests {
                 reach: vec![],
                 prefix: None,
                 env: vec![("GW_ENCRYPT".into(), "sites".into())],
+                relay: false,
             }],
             hosts: vec![
                 PlanHost {

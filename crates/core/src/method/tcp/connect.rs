@@ -23,6 +23,10 @@ pub(super) struct PendingConnect {
     pub(super) rest: Vec<SocketAddr>,
     /// Why each address tried so far failed.
     pub(super) failures: Vec<String>,
+    /// Bytes written before the hello once connected: the request to a
+    /// relay (`method::relay`), which then splices the connection through
+    /// to the peer, so the handshake that follows runs end to end.
+    pub(super) preamble: Option<Arc<[u8]>>,
 }
 
 /// `addr` as a C socket address.
@@ -95,6 +99,26 @@ impl TcpMethod {
     /// one (best first; a connect that fails later moves on to the next in
     /// `advance_connects`); see the module doc.
     pub(super) fn open(&self, peer: u32, addrs: Vec<SocketAddr>) -> Result<Arc<Conn>> {
+        self.open_with(peer, addrs, None)
+    }
+
+    /// Like [`open`](Self::open), connecting to a relay at `addrs` that
+    /// gets `preamble` (its request) before the hello.
+    pub(super) fn open_via_relay(
+        &self,
+        peer: u32,
+        addrs: Vec<SocketAddr>,
+        preamble: Vec<u8>,
+    ) -> Result<Arc<Conn>> {
+        self.open_with(peer, addrs, Some(preamble.into()))
+    }
+
+    fn open_with(
+        &self,
+        peer: u32,
+        addrs: Vec<SocketAddr>,
+        preamble: Option<Arc<[u8]>>,
+    ) -> Result<Arc<Conn>> {
         let mut rest = addrs.into_iter();
         let mut failures = Vec::new();
         let (stream, done, addr) = loop {
@@ -119,6 +143,7 @@ impl TcpMethod {
             my_nonce,
             rest: rest.collect(),
             failures,
+            preamble,
         };
         if done {
             self.connected(&pending).map_err(|reason| {
@@ -211,6 +236,11 @@ impl TcpMethod {
         p.conn.inp.lock().state = HsState::AwaitChallenge {
             my_nonce: p.my_nonce,
         };
+        if let Some(pre) = &p.preamble {
+            p.conn
+                .write_raw(pre)
+                .map_err(|e| format!("tcp: relay request for rank {peer} to {}: {e}", p.addr))?;
+        }
         p.conn
             .write_raw(&hello)
             .map_err(|e| format!("tcp handshake with rank {peer} at {}: {e}", p.addr))?;

@@ -374,6 +374,45 @@ impl TcpMethod {
             .unwrap_or_default()
     }
 
+    /// A tcp instance of its own (its own listener) for a method that
+    /// builds on tcp (`relay`).
+    pub(crate) fn instance(env: &MethodEnv) -> Result<Arc<TcpMethod>> {
+        Ok(Arc::new(TcpMethod::new(env)?))
+    }
+
+    /// The addresses of a tcp descriptor (or a relay's published
+    /// addresses) to try, best first.
+    pub(crate) fn addresses_in(&self, remote: &[u8]) -> Vec<SocketAddr> {
+        self.addresses_of(remote)
+    }
+
+    /// Opens (or reuses) a link to `peer` through a relay at `relay`,
+    /// which gets `request` first (see `method::relay`).
+    pub(crate) fn connect_via_relay(
+        &self,
+        peer: u32,
+        relay: Vec<SocketAddr>,
+        request: Vec<u8>,
+    ) -> Result<Arc<dyn Link>> {
+        if let Some(c) = self
+            .by_peer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&peer)
+        {
+            return Ok(self.link(c.clone()));
+        }
+        let conn = self.open_via_relay(peer, relay, request)?;
+        let conn = self
+            .by_peer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(peer)
+            .or_insert(conn)
+            .clone();
+        Ok(self.link(conn))
+    }
+
     /// Connections refused because they failed authentication.
     pub fn refused_connections(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)

@@ -151,6 +151,8 @@ pub fn parse_stack(name: &str) -> Option<(Vec<&'static TransformInfo>, &str)> {
 pub fn transforms_of(method: &str) -> Vec<&str> {
     let mut v: Vec<&str> = method.split('+').collect();
     v.pop();
+    // A relay is a way to the base method, not a transform of the data.
+    v.retain(|p| *p != "relay" && !p.starts_with("relay("));
     v
 }
 
@@ -224,10 +226,23 @@ impl Method for TransformMethod {
             .is_some_and(|(_, base)| self.inner.reachable(base))
     }
 
+    fn link_name(&self, remote: &[u8]) -> &'static str {
+        let Some((_, base)) = self.split_descriptor(remote) else {
+            return self.name;
+        };
+        let inner = self.inner.link_name(base);
+        if inner == self.inner.name() {
+            return self.name;
+        }
+        let prefix = &self.name[..self.name.len() - self.inner.name().len()];
+        super::relay::intern(format!("{prefix}{inner}"))
+    }
+
     fn connect(&self, peer: u32, remote: &[u8]) -> Result<Arc<dyn Link>> {
         let (parts, base) = self
             .split_descriptor(remote)
             .ok_or_else(|| Error::BadStartpoint(format!("{}: malformed descriptor", self.name)))?;
+        let name = self.link_name(remote);
         let inner = self.inner.connect(peer, base)?;
         // Session frames (encrypt's hello) go first on the base link, which
         // keeps order, so the peer sees them before any message. A waiter
@@ -242,7 +257,7 @@ impl Method for TransformMethod {
             }
         }
         Ok(Arc::new(TransformLink {
-            name: self.name,
+            name,
             peer,
             inner,
             stack: self.stack.clone(),

@@ -389,8 +389,11 @@ impl Proxy {
 
     /// Sends the fence up when this host and every host below are in it.
     pub(super) fn maybe_fence_up(&mut self) {
-        let Some(own) = &self.own_fence else {
-            return;
+        // A host without ranks (a gateway that only relays) is always in.
+        let own = match &self.own_fence {
+            Some(own) => own.clone(),
+            None if self.plan().hosts[self.hello.host].ranks.is_empty() => Vec::new(),
+            None => return,
         };
         if self.fence_sent {
             return;
@@ -398,7 +401,7 @@ impl Proxy {
         if self.below_fence.0 < self.ranks_below {
             return;
         }
-        let mut pairs = own.clone();
+        let mut pairs = own;
         pairs.extend(std::mem::take(&mut self.below_fence.1));
         let ranks = self.plan().hosts[self.hello.host].ranks.len() + self.below_fence.0;
         self.up.send_msg(Msg::Fence {
@@ -411,6 +414,10 @@ impl Proxy {
 
     pub(super) fn finish(&mut self) -> i32 {
         self.signal_ranks(libc::SIGKILL);
+        if let Some(mut r) = self.relay.take() {
+            let _ = r.child.kill();
+            let _ = r.child.wait();
+        }
         sys::kill_orphans();
         sys::remove_shm(&self.hello.plan.job_id);
         self.stage.cleanup();

@@ -80,6 +80,8 @@ struct Proxy {
     /// Rank 0's stdin (on its host): the pipe, bytes not yet written, and
     /// whether the front end's stdin ended.
     stdin: Stdin,
+    /// The relay this gateway runs for its site (`grid::relay`).
+    relay: Option<super::relay::Running>,
 }
 
 #[derive(Default)]
@@ -164,8 +166,10 @@ pub fn run() -> i32 {
         orphaned: None,
         heartbeat,
         stdin: Stdin::default(),
+        relay: None,
         hello,
     };
+    p.start_relay();
     p.start_children();
     p.stage_or_start();
     p.event_loop(sigfd.as_raw_fd());
@@ -251,6 +255,37 @@ impl Proxy {
         self.plan().hosts.get(h).map_or("?", |x| x.name.as_str())
     }
 
+    /// The leader of a relayed site starts its relay, before the hosts
+    /// whose ranks it serves (they get its address in their plan).
+    fn start_relay(&mut self) {
+        let host = self.hello.host;
+        let plan = self.plan();
+        let site = &plan.sites[plan.hosts[host].site];
+        if !site.relay || site.leader != host || plan.children_of(host).is_empty() {
+            return;
+        }
+        let flip = plan
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "GW_RELAY_TEST_FLIP")
+            .map(|(_, v)| v.clone());
+        match super::relay::start(
+            &self.image.path,
+            &plan.hosts[host].name,
+            &self.hello.secret,
+            plan.iface.as_deref(),
+            flip.as_deref(),
+        ) {
+            Ok(r) => self.relay = Some(r),
+            Err(e) => self.up.send_msg(Msg::Trouble {
+                host,
+                msg: format!("relay for site {}: {e}", site.name),
+                code: 1,
+            }),
+        }
+    }
+
     /// A leader starts the other hosts of its site.
     fn start_children(&mut self) {
         let children = self.plan().children_of(self.hello.host);
@@ -262,10 +297,17 @@ impl Proxy {
         let prefix = site.prefix.clone();
         for c in children {
             self.ranks_below += self.plan().hosts[c].ranks.len();
-            let hello = Hello {
+            let mut hello = Hello {
                 host: c,
                 ..self.hello.clone()
             };
+            if let Some(r) = &self.relay {
+                // Only the hosts behind the gateway are reached through it.
+                let s = hello.plan.hosts[c].site;
+                hello.plan.sites[s]
+                    .env
+                    .push(("GW_RELAY".into(), r.param.clone()));
+            }
             let name = self.plan().hosts[c].name.clone();
             match Link::start(
                 method.as_ref(),
