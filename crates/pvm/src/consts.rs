@@ -24,6 +24,7 @@ pub const PVM_NO_PARENT: i32 = -23;
 pub const PVM_NOT_IMPL: i32 = -24;
 pub const PVM_OUT_OF_RES: i32 = -27;
 pub const PVM_DUP_HOST: i32 = -28;
+pub const PVM_CANT_START: i32 = -29;
 pub const PVM_NO_TASK: i32 = -31;
 pub const PVM_NOT_FOUND: i32 = -32;
 

@@ -15,12 +15,15 @@
 )]
 
 pub mod capi;
+pub mod agent;
 pub mod client;
+pub mod conn;
 pub mod consts;
 pub mod coord;
 pub mod groups;
 pub mod hosts;
 pub mod mbox;
 pub mod pack;
+pub mod remote;
 pub mod spawn;
 pub mod task;

@@ -80,9 +80,15 @@ pub fn spawn(
     } else {
         HOST_TID
     };
-    let Some(path) = find_program(name) else {
-        tids.iter_mut().for_each(|x| *x = PVM_NO_FILE);
-        return 0;
+    // A real remote host finds the program itself, where PVM looks there.
+    let remote = host != HOST_TID && t.coord.request(&format!("HOSTKIND {host}")).as_deref() == Ok("remote");
+    let path = match find_program(name) {
+        Some(p) => p,
+        None if remote => PathBuf::from(name),
+        None => {
+            tids.iter_mut().for_each(|x| *x = PVM_NO_FILE);
+            return 0;
+        }
     };
     let parent = if flag & PVM_NO_SPAWN_PARENT != 0 {
         PVM_NO_PARENT
@@ -114,6 +120,26 @@ pub fn spawn(
     for slot in tids.iter_mut() {
         let tid = *slot;
         if tid < 0 {
+            continue;
+        }
+        if remote {
+            let hexargs: Vec<String> = args.iter().map(|a| hex(a.as_bytes())).collect();
+            let hexargs = if hexargs.is_empty() {
+                "-".to_string()
+            } else {
+                hexargs.join(",")
+            };
+            let req = format!(
+                "RSPAWN {host} {tid} {parent} {siblings} {mctx} {} {hexargs}",
+                hex(name.as_bytes())
+            );
+            match t.coord.request(&req) {
+                Ok(_) => started += 1,
+                Err(e) => {
+                    let _ = t.coord.request(&format!("FORGET {tid}"));
+                    *slot = e;
+                }
+            }
             continue;
         }
         let out = std::fs::OpenOptions::new()

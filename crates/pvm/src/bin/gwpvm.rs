@@ -7,10 +7,14 @@
 use pvm3::consts::*;
 use pvm3::coord::{self, hex, unhex};
 use std::io::BufRead;
-use std::os::unix::net::UnixStream;
+use pvm3::conn::Conn;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // A remote host's agent, started over ssh by the coordinator.
+    if args.first().is_some_and(|a| a == "--pvm-host") {
+        std::process::exit(pvm3::agent::run());
+    }
     let code = if args.is_empty() {
         let mut code = 0;
         for line in std::io::stdin().lock().lines() {
@@ -30,7 +34,7 @@ fn main() {
     std::process::exit(code);
 }
 
-fn request(s: &UnixStream, line: &str) -> Result<String, i32> {
+fn request(s: &Conn, line: &str) -> Result<String, i32> {
     use std::io::{BufReader, Write};
     let mut w = s;
     w.write_all(format!("{line}\n").as_bytes())
