@@ -500,6 +500,7 @@ fn handle(sh: &Arc<Shared>, own: &mut Option<i32>, line: &str) -> Result<String,
             }
             t.pid = pid;
             *own = Some(tid);
+            sh.changed.notify_all();
             String::new()
         }
         "FORGET" => {
@@ -573,6 +574,21 @@ fn handle(sh: &Arc<Shared>, own: &mut Option<i32>, line: &str) -> Result<String,
             let sig = w.next().map_or(Ok(libc::SIGTERM), |s| int_arg(Some(s)))?;
             if !(1..65).contains(&sig) {
                 return Err(PVM_BAD_PARAM);
+            }
+            // A task just spawned may not have enrolled yet (its pid is
+            // not known): wait for it, as pvm_spawn returns under PVM only
+            // once pvmd knows the task.
+            let end = Instant::now() + Duration::from_secs(30);
+            while st
+                .tasks
+                .get(&tid)
+                .is_some_and(|t| t.alive && t.pid == 0 && Instant::now() < end)
+            {
+                st = sh
+                    .changed
+                    .wait_timeout(st, Duration::from_millis(200))
+                    .unwrap()
+                    .0;
             }
             let t = st.tasks.get(&tid).filter(|t| t.alive).ok_or(PVM_NO_TASK)?;
             if t.pid <= 0 {
