@@ -57,25 +57,49 @@ pub fn run() -> i32 {
     } else {
         format!("{host}:{port}")
     };
-    let dir = match make_dir() {
+    let (dir, made) = match choose_dir() {
         Ok(d) => d,
         Err(e) => {
             eprintln!("gwpvm agent: {e}");
             return 1;
         }
     };
-    let code = match write_coord(&dir, job, secret, &addr) {
-        Ok(()) => serve(&mut lines, &dir, job),
+    let coord_line = format!("{} {job} {secret} tcp={addr}", std::process::id());
+    let code = match ready() {
+        Ok(()) => serve(&mut lines, &dir, job, &coord_line),
         Err(e) => {
             eprintln!("gwpvm agent: {e}");
             1
         }
     };
-    let _ = std::fs::remove_dir_all(&dir);
+    if made {
+        let _ = std::fs::remove_dir_all(&dir);
+    } else {
+        let _ = std::fs::remove_file(dir.join("coord"));
+    }
     if let Some(staged) = std::env::var_os("GWPVM_STAGED").filter(|s| !s.is_empty()) {
         let _ = std::fs::remove_dir_all(staged);
     }
     code
+}
+
+/// The host's usual virtual machine directory (`$GWPVM_DIR`, else
+/// `/tmp/gwpvm-<uid>`), so that a PVM program started by hand on this host
+/// joins the machine as under PVM — unless a coordinator of another
+/// machine lives there; then a fresh private one. Whether this agent made it.
+fn choose_dir() -> std::io::Result<(PathBuf, bool)> {
+    let d = crate::coord::dir();
+    let existed = d.exists();
+    if let Ok(d) = crate::coord::ensure_dir() {
+        let live = crate::coord::read_info().is_some_and(|i| {
+            i.remote.is_some() || std::os::unix::net::UnixStream::connect(d.join("sock")).is_ok()
+        });
+        if !live {
+            let _ = std::fs::remove_file(d.join("coord"));
+            return Ok((d, !existed));
+        }
+    }
+    Ok((make_dir()?, true))
 }
 
 /// A fresh private directory (`mkdtemp`, mode 0700) for this host agent.
@@ -96,13 +120,21 @@ fn make_dir() -> std::io::Result<PathBuf> {
     Ok(PathBuf::from(String::from_utf8_lossy(&t).into_owned()))
 }
 
-fn write_coord(dir: &std::path::Path, job: &str, secret: &str, addr: &str) -> std::io::Result<()> {
+/// Writes the `coord` file the host's tasks read (0600, renamed into place).
+fn write_coord(dir: &std::path::Path, line: &str) -> std::io::Result<()> {
+    let tmp = dir.join("coord.tmp");
     let mut f = std::fs::OpenOptions::new()
-        .create_new(true)
+        .create(true)
+        .truncate(true)
         .write(true)
         .mode(0o600)
-        .open(dir.join("coord"))?;
-    writeln!(f, "{} {job} {secret} tcp={addr}", std::process::id())?;
+        .open(&tmp)?;
+    writeln!(f, "{line}")?;
+    drop(f);
+    std::fs::rename(&tmp, dir.join("coord"))
+}
+
+fn ready() -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "READY")?;
     out.flush()
@@ -112,13 +144,14 @@ fn serve(
     lines: &mut impl Iterator<Item = std::io::Result<String>>,
     dir: &std::path::Path,
     job: &str,
+    coord_line: &str,
 ) -> i32 {
     let mut children: Vec<Child> = Vec::new();
     for line in lines {
         let Ok(line) = line else { break };
         // Reap the tasks that ended on their own.
         children.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
-        let reply = match handle(&line, dir, job, &mut children) {
+        let reply = match handle(&line, dir, job, coord_line, &mut children) {
             Ok(r) => format!("OK {r}"),
             Err(c) => format!("ERR {c}"),
         };
@@ -135,11 +168,18 @@ fn handle(
     line: &str,
     dir: &std::path::Path,
     job: &str,
+    coord_line: &str,
     children: &mut Vec<Child>,
 ) -> Result<String, i32> {
     let w: Vec<&str> = line.split_whitespace().collect();
     match w.as_slice() {
-        ["SPAWN", tid, parent, siblings, context, name, args] => {
+        ["HOST", dtid] => {
+            // Now in the machine: publish it to the host's tasks.
+            let dtid: i32 = dtid.parse().map_err(|_| PVM_BAD_PARAM)?;
+            write_coord(dir, &format!("{coord_line} host={dtid}")).map_err(|_| PVM_SYS_ERR)?;
+            Ok(String::new())
+        }
+        ["SPAWN", tid, parent, siblings, context, name, args, here] => {
             let name = String::from_utf8(unhex(name).ok_or(PVM_BAD_PARAM)?)
                 .map_err(|_| PVM_BAD_PARAM)?;
             let args: Vec<String> = if *args == "-" {
@@ -159,7 +199,12 @@ fn handle(
             {
                 return Err(PVM_BAD_PARAM);
             }
-            let path = find_program(&name).ok_or(PVM_NO_FILE)?;
+            // Where PVM looks on this host, else the path the program has
+            // on the spawning host (a shared file system).
+            let here = unhex(here).and_then(|h| String::from_utf8(h).ok());
+            let path = find_program(&name)
+                .or_else(|| here.and_then(|h| find_program(&h)))
+                .ok_or(PVM_NO_FILE)?;
             let err = std::io::stderr()
                 .as_fd()
                 .try_clone_to_owned()

@@ -41,6 +41,7 @@ pub const PVM_ROUTE: i32 = 1;
 pub const PVM_ROUTE_DIRECT: i32 = 3;
 
 pub const PVM_TASK_HOST: i32 = 1;
+pub const PVM_TASK_ARCH: i32 = 2;
 pub const PVM_NO_SPAWN_PARENT: i32 = 64;
 
 /// Task ids: the single host's part, as PVM numbers its first host, and

@@ -40,6 +40,8 @@ pub struct Info {
     /// `host:port` of the coordinator when it runs on another host (this
     /// directory is then a host agent's, see `crate::agent`).
     pub remote: Option<String>,
+    /// The daemon id of this host, on a remote host.
+    pub host: Option<i32>,
 }
 
 pub fn dir() -> PathBuf {
@@ -90,15 +92,20 @@ pub fn read_info() -> Option<Info> {
     let pid = w.next()?.parse().ok()?;
     let job_id = w.next()?.to_string();
     let secret: [u8; 32] = unhex(w.next()?)?.try_into().ok()?;
-    let remote = w
-        .next()
-        .and_then(|a| a.strip_prefix("tcp="))
-        .map(String::from);
+    let (mut remote, mut host) = (None, None);
+    for extra in w {
+        if let Some(a) = extra.strip_prefix("tcp=") {
+            remote = Some(a.to_string());
+        } else if let Some(h) = extra.strip_prefix("host=") {
+            host = h.parse().ok();
+        }
+    }
     Some(Info {
         pid,
         job_id,
         secret,
         remote,
+        host,
     })
 }
 
@@ -237,6 +244,8 @@ pub(crate) struct State {
     conns: HashMap<u64, Arc<Mutex<Conn>>>,
     /// The agents of real remote hosts, by daemon id.
     agents: HashMap<i32, Arc<Agent>>,
+    /// Tasks placed by `PLACE` so far (round robin over the hosts).
+    placed: usize,
     /// Hosts added with `pvm_addhosts` (emulated on this machine): slot k
     /// has daemon id `host_tid(k + 1)`; None: deleted.
     hosts: Vec<Option<String>>,
@@ -850,6 +859,14 @@ fn handle(sh: &Arc<Shared>, own: &mut Option<i32>, line: &str) -> Result<String,
             st.hosts.push(Some(name));
             let dtid = host_tid(st.hosts.len());
             if let Some(a) = agent {
+                // The agent publishes the host to its tasks only now, with
+                // the host's id (tasks started there by hand enroll as its).
+                if let Err(e) = a.request(&format!("HOST {dtid}")) {
+                    st.hosts.pop();
+                    drop(st);
+                    a.close(Duration::from_secs(5));
+                    return Err(e);
+                }
                 a.set_dtid(dtid);
                 st.agents.insert(dtid, a);
             }
@@ -905,6 +922,20 @@ fn handle(sh: &Arc<Shared>, own: &mut Option<i32>, line: &str) -> Result<String,
             st.tasks.get(&tid).ok_or(PVM_NO_TASK)?.host.to_string()
         }
         "CONF" => String::new(),
+        "PLACE" => {
+            // PvmTaskDefault: the hosts in turn, as pvmd's default
+            // placement (with two hosts the first task goes to the other).
+            let mut live = vec![HOST_TID];
+            live.extend(
+                st.hosts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, h)| h.is_some())
+                    .map(|(k, _)| host_tid(k + 1)),
+            );
+            st.placed += 1;
+            live[st.placed % live.len()].to_string()
+        }
         "HOSTKIND" => {
             let dtid = int_arg(w.next())?;
             if st.agents.contains_key(&dtid) {
@@ -921,7 +952,7 @@ fn handle(sh: &Arc<Shared>, own: &mut Option<i32>, line: &str) -> Result<String,
             let dtid = int_arg(w.next())?;
             let tid = int_arg(w.next())?;
             let rest: Vec<&str> = w.collect();
-            if rest.len() != 5 {
+            if rest.len() != 6 {
                 return Err(PVM_BAD_PARAM);
             }
             let a = st.agents.get(&dtid).cloned().ok_or(PVM_NO_HOST)?;

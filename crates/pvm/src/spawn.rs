@@ -77,6 +77,13 @@ pub fn spawn(
                 return e;
             }
         }
+    } else if flag & (PVM_TASK_HOST | PVM_TASK_ARCH) == 0 {
+        // Anywhere: the coordinator picks the next host in turn, as pvmd does.
+        t.coord
+            .request("PLACE")
+            .ok()
+            .and_then(|h| h.parse().ok())
+            .unwrap_or(HOST_TID)
     } else {
         HOST_TID
     };
@@ -129,8 +136,16 @@ pub fn spawn(
             } else {
                 hexargs.join(",")
             };
+            // The path the program has here, for a host that shares the
+            // file system but has no PVM search path of its own for it.
+            let here = if path.is_absolute() {
+                hex(path.to_string_lossy().as_bytes())
+            } else {
+                std::fs::canonicalize(&path)
+                    .map_or("-".into(), |p| hex(p.to_string_lossy().as_bytes()))
+            };
             let req = format!(
-                "RSPAWN {host} {tid} {parent} {siblings} {mctx} {} {hexargs}",
+                "RSPAWN {host} {tid} {parent} {siblings} {mctx} {} {hexargs} {here}",
                 hex(name.as_bytes())
             );
             match t.coord.request(&req) {
