@@ -87,6 +87,12 @@ pub fn spawn(
     } else {
         HOST_TID
     };
+    // A task on a remote host has no way to start processes on the first
+    // host: what would go there starts on its own host, through its agent.
+    let host = match coord::read_info().and_then(|i| i.host) {
+        Some(mine) if host == HOST_TID => mine,
+        _ => host,
+    };
     // A real remote host finds the program itself, where PVM looks there.
     let remote = host != HOST_TID && t.coord.request(&format!("HOSTKIND {host}")).as_deref() == Ok("remote");
     let path = match find_program(name) {
