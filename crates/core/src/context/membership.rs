@@ -247,6 +247,11 @@ impl Context {
         if peer.failed.set(reason.clone()).is_err() {
             return false;
         }
+        // Its links are closed and what they hold freed now, not when this
+        // context ends: a long-lived job sees many peers come and go.
+        for m in &self.inner.methods {
+            m.release_peer(rank);
+        }
         self.tell_members(&MembershipEvent {
             kind,
             peer: rank,
