@@ -72,8 +72,11 @@ for side in gw deb; do
     cat "$W/$side.bw1.$r" "$W/$side.bw2.$r" >"$W/$side.bwtest.$r"
   done
 done
-# Both slaves on the other host: PVM's t8xxxx, gridwire's via the method it chose.
-slave_remote() { grep -q "slave is task t8" "$W/$1.timing.1"; }
+# The slave on the other host in every run of both.
+slave_remote() { # every run: PVM names the host in the task id, gridwire its method
+  for r in $(seq "$RUNS"); do
+    if [ $1 = deb ]; then grep -q "slave is task t8" "$W/deb.timing.$r"; else grep -q "reached by tcp" "$W/gw.timing.err.$r" && ! grep -q "reached by shm" "$W/gw.timing.err.$r"; fi || return 1
+  done; }
 method=$(grep -ho "reached by [a-z]*" "$W"/gw.timing.err.* | sort | uniq -c | sort -rn | head -1 | awk '{print $4}')
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "-")}'; }

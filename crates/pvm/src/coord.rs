@@ -244,8 +244,6 @@ pub(crate) struct State {
     conns: HashMap<u64, Arc<Mutex<Conn>>>,
     /// The agents of real remote hosts, by daemon id.
     agents: HashMap<i32, Arc<Agent>>,
-    /// Tasks placed by `PLACE` so far (round robin over the hosts).
-    placed: usize,
     /// Hosts added with `pvm_addhosts` (emulated on this machine): slot k
     /// has daemon id `host_tid(k + 1)`; None: deleted.
     hosts: Vec<Option<String>>,
@@ -922,20 +920,6 @@ fn handle(sh: &Arc<Shared>, own: &mut Option<i32>, line: &str) -> Result<String,
             st.tasks.get(&tid).ok_or(PVM_NO_TASK)?.host.to_string()
         }
         "CONF" => String::new(),
-        "PLACE" => {
-            // PvmTaskDefault: the hosts in turn, as pvmd's default
-            // placement (with two hosts the first task goes to the other).
-            let mut live = vec![HOST_TID];
-            live.extend(
-                st.hosts
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, h)| h.is_some())
-                    .map(|(k, _)| host_tid(k + 1)),
-            );
-            st.placed += 1;
-            live[st.placed % live.len()].to_string()
-        }
         "HOSTKIND" => {
             let dtid = int_arg(w.next())?;
             if st.agents.contains_key(&dtid) {

@@ -59,6 +59,22 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
+/// PvmTaskDefault ("anywhere"): the machine's hosts in turn, starting with
+/// the one after the spawning task's own, as pvmd's round robin does (with
+/// two hosts, a master's first slave goes to the other host).
+fn default_host(t: &Task) -> i32 {
+    static PLACED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let Ok(hosts) = crate::hosts::hosts(t) else {
+        return HOST_TID;
+    };
+    let mine = coord::read_info().and_then(|i| i.host).unwrap_or(HOST_TID);
+    let at = hosts.iter().position(|(d, _)| *d == mine).unwrap_or(0);
+    let n = PLACED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    hosts
+        .get((at + 1 + n) % hosts.len().max(1))
+        .map_or(HOST_TID, |(d, _)| *d)
+}
+
 /// Spawns `count` copies; fills `tids` with task ids or error codes and
 /// returns how many started.
 pub fn spawn(
@@ -78,12 +94,7 @@ pub fn spawn(
             }
         }
     } else if flag & (PVM_TASK_HOST | PVM_TASK_ARCH) == 0 {
-        // Anywhere: the coordinator picks the next host in turn, as pvmd does.
-        t.coord
-            .request("PLACE")
-            .ok()
-            .and_then(|h| h.parse().ok())
-            .unwrap_or(HOST_TID)
+        default_host(t)
     } else {
         HOST_TID
     };
