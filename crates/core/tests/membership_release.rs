@@ -118,7 +118,10 @@ fn a_departed_peers_tcp_socket_is_freed_at_once() {
         .filter(|t| t.starts_with("socket:") && !before_links.values().any(|v| v == *t))
         .cloned()
         .collect();
-    assert!(!link_sockets.is_empty(), "no socket for the links: {with_links:?}");
+    assert!(
+        !link_sockets.is_empty(),
+        "no socket for the links: {with_links:?}"
+    );
 
     // b dies, as far as a is told (b itself is still running).
     a.ctx.peer_departed(1, "task 1 died").unwrap();
@@ -149,5 +152,7 @@ fn a_departed_peers_tcp_socket_is_freed_at_once() {
         other => panic!("send to a departed peer: {other:?}"),
     }
     // b's connection was closed under it: its sends to a fail, not hang.
-    eventually("b's send to fail", || b.ctx.rsr(&sp(0), 7, &[0u8; 4096]).is_err());
+    eventually("b's send to fail", || {
+        b.ctx.rsr(&sp(0), 7, &[0u8; 4096]).is_err()
+    });
 }

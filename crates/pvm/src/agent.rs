@@ -180,8 +180,8 @@ fn handle(
             Ok(String::new())
         }
         ["SPAWN", tid, parent, siblings, context, name, args, here] => {
-            let name = String::from_utf8(unhex(name).ok_or(PVM_BAD_PARAM)?)
-                .map_err(|_| PVM_BAD_PARAM)?;
+            let name =
+                String::from_utf8(unhex(name).ok_or(PVM_BAD_PARAM)?).map_err(|_| PVM_BAD_PARAM)?;
             let args: Vec<String> = if *args == "-" {
                 Vec::new()
             } else {
@@ -193,10 +193,7 @@ fn handle(
             for n in [tid, parent, context] {
                 n.parse::<i32>().map_err(|_| PVM_BAD_PARAM)?;
             }
-            if !siblings
-                .split(',')
-                .all(|s| s.parse::<i32>().is_ok())
-            {
+            if !siblings.split(',').all(|s| s.parse::<i32>().is_ok()) {
                 return Err(PVM_BAD_PARAM);
             }
             // Where PVM looks on this host, else the path the program has
@@ -244,10 +241,7 @@ fn handle(
                 return Err(PVM_BAD_PARAM);
             }
             // Only processes this agent started.
-            let c = children
-                .iter()
-                .find(|c| c.id() == pid)
-                .ok_or(PVM_NO_TASK)?;
+            let c = children.iter().find(|c| c.id() == pid).ok_or(PVM_NO_TASK)?;
             // SAFETY: signalling our own child, not yet reaped (so its pid
             // is not reused).
             unsafe { libc::kill(c.id() as i32, sig) };

@@ -2,9 +2,9 @@
 //! and events (`EXIT <tid>`, host additions and deletions), which a reader thread turns into the core's
 //! membership events (`Context::peer_departed`).
 
+use crate::conn::Conn;
 use crate::consts::*;
 use std::io::{BufRead, BufReader, Write};
-use crate::conn::Conn;
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -17,10 +17,7 @@ pub struct Coord {
 impl Coord {
     /// Wraps a connection; `on_event` runs on the reader thread for every
     /// event line (`EXIT <tid>`, `HOSTADD <dtid>`, `HOSTDEL <dtid>`).
-    pub fn new(
-        s: Conn,
-        on_event: impl Fn(&str, i32) + Send + 'static,
-    ) -> std::io::Result<Coord> {
+    pub fn new(s: Conn, on_event: impl Fn(&str, i32) + Send + 'static) -> std::io::Result<Coord> {
         let r = s.try_clone()?;
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()

@@ -17,12 +17,12 @@
 //! writes `EXIT <tid>` lines to every connection when a task goes (its
 //! connection closed: it exited or died). Names travel hex-encoded.
 
+use crate::conn::Conn;
 use crate::consts::*;
+use crate::remote::{self, Agent};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use crate::conn::Conn;
-use crate::remote::{self, Agent};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};

@@ -14,8 +14,8 @@
     clippy::too_many_arguments
 )]
 
-pub mod capi;
 pub mod agent;
+pub mod capi;
 pub mod client;
 pub mod conn;
 pub mod consts;

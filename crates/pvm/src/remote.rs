@@ -20,8 +20,8 @@
 //! Hosts not in the machines file, and hosts of a `start=local` site, are
 //! emulated on this machine as before (see [`crate::hosts`]).
 
-use crate::consts::*;
 use crate::conn::Conn;
+use crate::consts::*;
 use crate::coord::{self, hex, Shared};
 use gridwire_launch::grid::bootstrap::{hash_file, shell_quote};
 use gridwire_launch::grid::start::ssh::site_argv;
@@ -182,7 +182,11 @@ const BOOT_SCRIPT: &str = concat!(
 
 /// Starts the agent of remote host `name` reached by `argv` (ssh …) and
 /// waits for it to be ready. `sh` gets told when the host is lost.
-pub(crate) fn start_agent(sh: &Arc<Shared>, name: &str, argv: &[String]) -> Result<Arc<Agent>, i32> {
+pub(crate) fn start_agent(
+    sh: &Arc<Shared>,
+    name: &str,
+    argv: &[String],
+) -> Result<Arc<Agent>, i32> {
     let exe = agent_binary().ok_or_else(|| {
         eprintln!("gwpvm coordinator: no gwpvm binary to start on {name} (set GWPVM_BIN)");
         PVM_CANT_START
@@ -241,7 +245,10 @@ pub(crate) fn start_agent(sh: &Arc<Shared>, name: &str, argv: &[String]) -> Resu
             .ok()
     };
     match next(&rx).as_deref() {
-        Some("GWBOOT1 have") => eprintln!("gwpvm coordinator: {name}: agent {} found there", exe.display()),
+        Some("GWBOOT1 have") => eprintln!(
+            "gwpvm coordinator: {name}: agent {} found there",
+            exe.display()
+        ),
         Some("GWBOOT1 need") => {
             eprintln!("gwpvm coordinator: {name}: agent staged ({size} bytes)");
             let sent = std::fs::File::open(&exe)
@@ -250,7 +257,12 @@ pub(crate) fn start_agent(sh: &Arc<Shared>, name: &str, argv: &[String]) -> Resu
                 return Err(fail(&mut child, "cannot send the agent binary"));
             }
         }
-        other => return Err(fail(&mut child, &format!("no bootstrap answer ({other:?})"))),
+        other => {
+            return Err(fail(
+                &mut child,
+                &format!("no bootstrap answer ({other:?})"),
+            ))
+        }
     }
     let port = listener_port(sh).map_err(|e| fail(&mut child, &e.to_string()))?;
     let hello = format!(

@@ -105,7 +105,8 @@ pub fn spawn(
         _ => host,
     };
     // A real remote host finds the program itself, where PVM looks there.
-    let remote = host != HOST_TID && t.coord.request(&format!("HOSTKIND {host}")).as_deref() == Ok("remote");
+    let remote =
+        host != HOST_TID && t.coord.request(&format!("HOSTKIND {host}")).as_deref() == Ok("remote");
     let path = match find_program(name) {
         Some(p) => p,
         None if remote => PathBuf::from(name),

@@ -39,7 +39,11 @@ fn build_pvm() -> PathBuf {
     let gwpvm = common::build_bin("gridwire-pvm", "gwpvm");
     let dir = gwpvm.parent().unwrap().to_path_buf();
     // Building the bin builds the package's library with its crate types.
-    assert!(dir.join("libpvm3.so").is_file(), "no libpvm3.so in {}", dir.display());
+    assert!(
+        dir.join("libpvm3.so").is_file(),
+        "no libpvm3.so in {}",
+        dir.display()
+    );
     dir
 }
 
@@ -119,7 +123,10 @@ fn pvm_master_adds_a_testbed_host_and_runs_a_slave_there() {
         &[
             "sh",
             "-c",
-            &format!("mkdir -p /tmp/agent && cp {} /tmp/agent/gwpvm", gwpvm.display()),
+            &format!(
+                "mkdir -p /tmp/agent && cp {} /tmp/agent/gwpvm",
+                gwpvm.display()
+            ),
         ],
     )
     .unwrap();

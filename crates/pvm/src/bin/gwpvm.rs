@@ -4,10 +4,10 @@
 //! from standard input. Hosts added here are emulated hosts of this machine
 //! (see `pvm_addhosts`).
 
+use pvm3::conn::Conn;
 use pvm3::consts::*;
 use pvm3::coord::{self, hex, unhex};
 use std::io::BufRead;
-use pvm3::conn::Conn;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
