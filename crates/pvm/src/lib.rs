@@ -16,6 +16,7 @@
 
 pub mod agent;
 pub mod capi;
+pub mod catchout;
 pub mod client;
 pub mod conn;
 pub mod consts;

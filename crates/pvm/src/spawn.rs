@@ -179,9 +179,16 @@ pub fn spawn(
             .create(true)
             .append(true)
             .open(&log);
-        let (o, e) = match out.and_then(|f| Ok((f.try_clone()?, f))) {
-            Ok((a, b)) => (Stdio::from(a), Stdio::from(b)),
-            Err(_) => (Stdio::null(), Stdio::null()),
+        let caught = crate::catchout::pipe();
+        let (o, e) = match &caught {
+            Some((_, w)) => match (w.try_clone(), w.try_clone()) {
+                (Ok(a), Ok(b)) => (Stdio::from(a), Stdio::from(b)),
+                _ => (Stdio::null(), Stdio::null()),
+            },
+            None => match out.and_then(|f| Ok((f.try_clone()?, f))) {
+                Ok((a, b)) => (Stdio::from(a), Stdio::from(b)),
+                Err(_) => (Stdio::null(), Stdio::null()),
+            },
         };
         let mut cmd = Command::new(&path);
         cmd.args(args)
@@ -216,6 +223,9 @@ pub fn spawn(
             Ok(mut child) => {
                 let _ = child.wait();
                 started += 1;
+                if let Some((read, _write)) = caught {
+                    crate::catchout::watch(tid, read);
+                }
             }
             Err(_) => {
                 let _ = t.coord.request(&format!("FORGET {tid}"));

@@ -63,6 +63,7 @@ progs=(
   "packtypes|examples/packtypes.c||"
   "mbox_test|examples/mbox_test.c||"
   "packf_test|examples/packf_test.c|||valid"
+  "catchout_test|examples/catchout_test.c||"
 )
 for side in gw deb; do
   bin=$T/$side/home/pvm3/bin/LINUX64
