@@ -47,8 +47,9 @@ fn build_pvm() -> PathBuf {
     dir
 }
 
-/// A directory under the target directory (the hosts see it: shared file
-/// system), removed at the end.
+/// A directory in /var/tmp, which the hosts see (shared file system; their
+/// /tmp is their own, and the target directory may be under it), removed
+/// at the end.
 struct Scratch(PathBuf);
 impl Drop for Scratch {
     fn drop(&mut self) {
@@ -87,8 +88,15 @@ fn pvm_master_adds_a_testbed_host_and_runs_a_slave_there() {
         return;
     }
     let lib = build_pvm();
-    let scratch = Scratch(lib.join(format!("pvm-remote-{}", std::process::id())));
+    let scratch = Scratch(PathBuf::from(format!(
+        "/var/tmp/gwpvm-remote-{}",
+        std::process::id()
+    )));
     std::fs::create_dir_all(&scratch.0).unwrap();
+    for f in ["libpvm3.so", "gwpvm"] {
+        std::fs::copy(lib.join(f), scratch.0.join(f)).unwrap();
+    }
+    let lib = scratch.0.clone();
     let prog = scratch.0.join("remote_host");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = run_with_timeout(
