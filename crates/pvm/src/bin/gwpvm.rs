@@ -1,8 +1,9 @@
 //! `gwpvm`: the console of the PVM face. Commands as PVM's console names
 //! them: `conf`, `add host…`, `delete host…`, `ps`, `spawn [-N] program
 //! [args]`, `halt`; given as arguments (`gwpvm ps`) or read one per line
-//! from standard input. Hosts added here are emulated hosts of this machine
-//! (see `pvm_addhosts`).
+//! from standard input. `add` starts a host as `pvm_addhosts` does (a host
+//! of `$GWPVM_MACHINES` over ssh, any other name emulated on this machine).
+//! `gwpvm --pvm-host` is a remote host's agent (see `pvm3::agent`).
 
 use pvm3::conn::Conn;
 use pvm3::consts::*;
