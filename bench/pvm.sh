@@ -5,7 +5,8 @@
 # bandwidth of pvm_pkdouble messages of 0 to 800 KB packed PvmDataInPlace)
 # from Debian's pvm-examples, compiled unchanged against gridwire's pvm3.h
 # and against Debian's. Each figure is the median of RUNS runs (default 3).
-# Prints a markdown table; `make bench` saves it as bench/out/pvm.md.
+# Prints a markdown table; `make bench` saves it as bench/out/pvm.md. Then
+# bench/pvm-2hosts.sh: the same across two gw-testbed hosts.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -99,3 +100,6 @@ for s in 8 80 800 8000 80000 800000; do
   g=$(bw gw $s); d=$(bw deb $s)
   echo "| $s B | $(bwt gw $s) | $(bwt deb $s) | $g | $d | $(ratio "$g" "$d") |"
 done
+echo
+# The same programs across two testbed hosts (needs root: SKIPPED otherwise).
+RUNS=$RUNS bash "$root/bench/pvm-2hosts.sh"

@@ -282,6 +282,188 @@ void PvmMin(int *datatype, void *x, void *y, int *count, int *info);
 void PvmSum(int *datatype, void *x, void *y, int *count, int *info);
 void PvmProduct(int *datatype, void *x, void *y, int *count, int *info);
 
+/* pvm_packf / pvm_unpackf: PVM's printf-like packing (pvm_pack(3PVM)):
+ *   format : [ "%+" ] { "%" [count] ["." stride] {h|l|u} (c|d|f|x|s) }
+ * count and stride are digits or "*" (an int argument). With a count or a
+ * stride the argument is a pointer to the data, otherwise (pvm_packf) the
+ * value itself; pvm_unpackf always takes pointers. "%+" takes an int
+ * encoding and calls pvm_initsend. Characters outside conversions are
+ * ignored. A malformed format (unknown conversion, a count or stride that
+ * overflows or is negative, a modifier that does not apply, a format ending
+ * inside a conversion) returns PvmBadParam before anything further is
+ * packed; as with printf, the arguments must match the format. C variadic
+ * functions cannot be written in stable Rust, so they live here, static in
+ * every translation unit, over the library's pvm_pk and pvm_upk functions. */
+#include <stdarg.h>
+
+__attribute__((unused)) static int gwpvm_fmt_number(const char **p, va_list *ap, int *out)
+{
+    long v = 0;
+    if (**p == '*') {
+        (*p)++;
+        *out = va_arg(*ap, int);
+        return *out < 0 ? -2 : 0;
+    }
+    if (**p < '0' || **p > '9')
+        return -2;
+    while (**p >= '0' && **p <= '9') {
+        v = v * 10 + (**p - '0');
+        if (v > 0x7fffffffL)
+            return -2;
+        (*p)++;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+__attribute__((unused)) static int gwpvm_packf_v(int unpack, const char *fmt, va_list *ap)
+{
+    const char *p = fmt;
+    int rc = 0;
+    if (!fmt)
+        return PvmBadParam;
+    while (*p) {
+        int count = 1, stride = 1, isv, h = 0, l = 0, u = 0;
+        if (*p++ != '%')
+            continue;
+        if (*p == '+') {
+            p++;
+            if (unpack)
+                return PvmBadParam;
+            if ((rc = pvm_initsend(va_arg(*ap, int))) < 0)
+                return rc;
+            continue;
+        }
+        isv = !unpack;
+        if ((*p >= '0' && *p <= '9') || *p == '*') {
+            if (gwpvm_fmt_number(&p, ap, &count) < 0)
+                return PvmBadParam;
+            isv = 0;
+        }
+        if (*p == '.') {
+            p++;
+            if (gwpvm_fmt_number(&p, ap, &stride) < 0 || stride < 1)
+                return PvmBadParam;
+            isv = 0;
+        }
+        for (;; p++) {
+            if (*p == 'h') h++;
+            else if (*p == 'l') l++;
+            else if (*p == 'u') u++;
+            else break;
+        }
+        if (h > 1 || l > 1 || u > 1 || (h && l))
+            return PvmBadParam;
+        switch (*p) {
+        case 'c':
+            if (h || l)
+                return PvmBadParam;
+            if (isv) {
+                char c = (char)va_arg(*ap, int);
+                rc = pvm_pkbyte(&c, 1, 1);
+            } else {
+                char *cp = va_arg(*ap, char *);
+                rc = unpack ? pvm_upkbyte(cp, count, stride) : pvm_pkbyte(cp, count, stride);
+            }
+            break;
+        case 'd':
+            if (isv) {
+                if (h) {
+                    short s = (short)va_arg(*ap, int);
+                    unsigned short us = (unsigned short)s;
+                    rc = u ? pvm_pkushort(&us, 1, 1) : pvm_pkshort(&s, 1, 1);
+                } else if (l) {
+                    long lv = va_arg(*ap, long);
+                    unsigned long ul = (unsigned long)lv;
+                    rc = u ? pvm_pkulong(&ul, 1, 1) : pvm_pklong(&lv, 1, 1);
+                } else {
+                    int iv = va_arg(*ap, int);
+                    unsigned int ui = (unsigned int)iv;
+                    rc = u ? pvm_pkuint(&ui, 1, 1) : pvm_pkint(&iv, 1, 1);
+                }
+            } else if (h) {
+                void *vp = va_arg(*ap, void *);
+                rc = unpack ? (u ? pvm_upkushort((unsigned short *)vp, count, stride)
+                                 : pvm_upkshort((short *)vp, count, stride))
+                            : (u ? pvm_pkushort((unsigned short *)vp, count, stride)
+                                 : pvm_pkshort((short *)vp, count, stride));
+            } else if (l) {
+                void *vp = va_arg(*ap, void *);
+                rc = unpack ? (u ? pvm_upkulong((unsigned long *)vp, count, stride)
+                                 : pvm_upklong((long *)vp, count, stride))
+                            : (u ? pvm_pkulong((unsigned long *)vp, count, stride)
+                                 : pvm_pklong((long *)vp, count, stride));
+            } else {
+                void *vp = va_arg(*ap, void *);
+                rc = unpack ? (u ? pvm_upkuint((unsigned int *)vp, count, stride)
+                                 : pvm_upkint((int *)vp, count, stride))
+                            : (u ? pvm_pkuint((unsigned int *)vp, count, stride)
+                                 : pvm_pkint((int *)vp, count, stride));
+            }
+            break;
+        case 'f':
+            if (h || u)
+                return PvmBadParam;
+            if (isv) {
+                double d = va_arg(*ap, double);
+                float f = (float)d;
+                rc = l ? pvm_pkdouble(&d, 1, 1) : pvm_pkfloat(&f, 1, 1);
+            } else {
+                void *vp = va_arg(*ap, void *);
+                rc = unpack ? (l ? pvm_upkdouble((double *)vp, count, stride)
+                                 : pvm_upkfloat((float *)vp, count, stride))
+                            : (l ? pvm_pkdouble((double *)vp, count, stride)
+                                 : pvm_pkfloat((float *)vp, count, stride));
+            }
+            break;
+        case 'x': {
+            /* complex numbers travel by address even without a count */
+            void *vp = va_arg(*ap, void *);
+            if (h || u)
+                return PvmBadParam;
+            rc = unpack ? (l ? pvm_upkdcplx((double *)vp, count, stride)
+                             : pvm_upkcplx((float *)vp, count, stride))
+                        : (l ? pvm_pkdcplx((double *)vp, count, stride)
+                             : pvm_pkcplx((float *)vp, count, stride));
+            break;
+        }
+        case 's': {
+            char *sp = va_arg(*ap, char *);
+            if (h || l || u)
+                return PvmBadParam;
+            rc = unpack ? pvm_upkstr(sp) : pvm_pkstr(sp);
+            break;
+        }
+        default: /* an unknown conversion, or the end of the format */
+            return PvmBadParam;
+        }
+        if (rc < 0)
+            return rc;
+        p++;
+    }
+    return 0;
+}
+
+__attribute__((unused)) static int pvm_packf(const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+    va_start(ap, fmt);
+    rc = gwpvm_packf_v(0, fmt, &ap);
+    va_end(ap);
+    return rc;
+}
+
+__attribute__((unused)) static int pvm_unpackf(const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+    va_start(ap, fmt);
+    rc = gwpvm_packf_v(1, fmt, &ap);
+    va_end(ap);
+    return rc;
+}
+
 #ifdef __cplusplus
 }
 #endif

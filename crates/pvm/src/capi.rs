@@ -67,6 +67,7 @@ pvm_fn!(
 pvm_fn!(
     fn pvm_exit() {
         if let Some(t) = (!crate::task::exited()).then(task).and_then(Result::ok) {
+            crate::catchout::wait(t.tid);
             t.exit();
         }
         PVM_OK
@@ -698,8 +699,9 @@ pvm_fn!(
 );
 
 pvm_fn!(
-    fn pvm_catchout(_f: *mut c_void) {
-        PVM_NOT_IMPL
+    fn pvm_catchout(f: *mut c_void) {
+        crate::catchout::set(f);
+        PVM_OK
     }
 );
 pvm_fn!(

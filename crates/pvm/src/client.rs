@@ -2,25 +2,22 @@
 //! and events (`EXIT <tid>`, host additions and deletions), which a reader thread turns into the core's
 //! membership events (`Context::peer_departed`).
 
+use crate::conn::Conn;
 use crate::consts::*;
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::Duration;
 
 pub struct Coord {
     /// The writer and the reply channel, held together so replies pair up.
-    chan: Mutex<(UnixStream, mpsc::Receiver<String>)>,
+    chan: Mutex<(Conn, mpsc::Receiver<String>)>,
 }
 
 impl Coord {
     /// Wraps a connection; `on_event` runs on the reader thread for every
     /// event line (`EXIT <tid>`, `HOSTADD <dtid>`, `HOSTDEL <dtid>`).
-    pub fn new(
-        s: UnixStream,
-        on_event: impl Fn(&str, i32) + Send + 'static,
-    ) -> std::io::Result<Coord> {
+    pub fn new(s: Conn, on_event: impl Fn(&str, i32) + Send + 'static) -> std::io::Result<Coord> {
         let r = s.try_clone()?;
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
@@ -70,6 +67,6 @@ impl Coord {
     /// Closes the connection: the coordinator takes this task as gone.
     pub fn close(&self) {
         let g = self.chan.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = g.0.shutdown(std::net::Shutdown::Both);
+        g.0.shutdown();
     }
 }

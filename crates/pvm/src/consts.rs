@@ -24,6 +24,7 @@ pub const PVM_NO_PARENT: i32 = -23;
 pub const PVM_NOT_IMPL: i32 = -24;
 pub const PVM_OUT_OF_RES: i32 = -27;
 pub const PVM_DUP_HOST: i32 = -28;
+pub const PVM_CANT_START: i32 = -29;
 pub const PVM_NO_TASK: i32 = -31;
 pub const PVM_NOT_FOUND: i32 = -32;
 
@@ -40,6 +41,7 @@ pub const PVM_ROUTE: i32 = 1;
 pub const PVM_ROUTE_DIRECT: i32 = 3;
 
 pub const PVM_TASK_HOST: i32 = 1;
+pub const PVM_TASK_ARCH: i32 = 2;
 pub const PVM_NO_SPAWN_PARENT: i32 = 64;
 
 /// Task ids: the single host's part, as PVM numbers its first host, and

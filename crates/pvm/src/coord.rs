@@ -17,7 +17,9 @@
 //! writes `EXIT <tid>` lines to every connection when a task goes (its
 //! connection closed: it exited or died). Names travel hex-encoded.
 
+use crate::conn::Conn;
 use crate::consts::*;
+use crate::remote::{self, Agent};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -35,6 +37,11 @@ pub struct Info {
     pub pid: i32,
     pub job_id: String,
     pub secret: [u8; 32],
+    /// `host:port` of the coordinator when it runs on another host (this
+    /// directory is then a host agent's, see `crate::agent`).
+    pub remote: Option<String>,
+    /// The daemon id of this host, on a remote host.
+    pub host: Option<i32>,
 }
 
 pub fn dir() -> PathBuf {
@@ -85,16 +92,35 @@ pub fn read_info() -> Option<Info> {
     let pid = w.next()?.parse().ok()?;
     let job_id = w.next()?.to_string();
     let secret: [u8; 32] = unhex(w.next()?)?.try_into().ok()?;
+    let (mut remote, mut host) = (None, None);
+    for extra in w {
+        if let Some(a) = extra.strip_prefix("tcp=") {
+            remote = Some(a.to_string());
+        } else if let Some(h) = extra.strip_prefix("host=") {
+            host = h.parse().ok();
+        }
+    }
     Some(Info {
         pid,
         job_id,
         secret,
+        remote,
+        host,
     })
 }
 
 /// Connects to the running coordinator, starting one if none answers.
-pub fn connect_or_start() -> std::io::Result<(UnixStream, Info)> {
+pub fn connect_or_start() -> std::io::Result<(Conn, Info)> {
     let d = ensure_dir()?;
+    // On a remote host the host agent's file names the coordinator's TCP
+    // address: connect there and prove the secret; never start one here.
+    if let Some(info) = read_info().filter(|i| i.remote.is_some()) {
+        let addr = info.remote.clone().unwrap_or_default();
+        let mut s = std::net::TcpStream::connect(&addr)?;
+        s.set_nodelay(true)?;
+        writeln!(s, "AUTH {}", hex(&info.secret))?;
+        return Ok((Conn::Tcp(s), info));
+    }
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -107,7 +133,7 @@ pub fn connect_or_start() -> std::io::Result<(UnixStream, Info)> {
         return Err(std::io::Error::last_os_error());
     }
     if let (Some(info), Ok(s)) = (read_info(), UnixStream::connect(d.join("sock"))) {
-        return Ok((s, info));
+        return Ok((Conn::Unix(s), info));
     }
     // Nothing answers: whatever files are there belong to a dead coordinator.
     let _ = std::fs::remove_file(d.join("coord"));
@@ -116,7 +142,7 @@ pub fn connect_or_start() -> std::io::Result<(UnixStream, Info)> {
     let end = Instant::now() + Duration::from_secs(10);
     loop {
         if let (Some(info), Ok(s)) = (read_info(), UnixStream::connect(d.join("sock"))) {
-            return Ok((s, info));
+            return Ok((Conn::Unix(s), info));
         }
         if Instant::now() > end {
             return Err(std::io::Error::other("the PVM coordinator did not start"));
@@ -204,7 +230,7 @@ const MBOX_READ_DELETE: i32 = 16;
 const MBOX_WAIT: i32 = 32;
 
 #[derive(Default)]
-struct State {
+pub(crate) struct State {
     next_ctx: u32,
     /// Message contexts handed out so far (`pvm_newcontext`).
     contexts: i32,
@@ -215,16 +241,20 @@ struct State {
     barriers: HashMap<String, (i32, u64)>,
     /// Message mailbox: class name -> index -> entry (None: a free index).
     mbox: BTreeMap<String, Vec<Option<MboxEntry>>>,
-    conns: HashMap<u64, Arc<Mutex<UnixStream>>>,
+    conns: HashMap<u64, Arc<Mutex<Conn>>>,
+    /// The agents of real remote hosts, by daemon id.
+    agents: HashMap<i32, Arc<Agent>>,
     /// Hosts added with `pvm_addhosts` (emulated on this machine): slot k
     /// has daemon id `host_tid(k + 1)`; None: deleted.
     hosts: Vec<Option<String>>,
     halted: bool,
 }
 
-struct Shared {
+pub(crate) struct Shared {
     st: Mutex<State>,
     changed: Condvar,
+    pub(crate) secret: [u8; 32],
+    pub(crate) job: String,
 }
 
 fn serve() -> std::io::Result<()> {
@@ -248,6 +278,8 @@ fn serve() -> std::io::Result<()> {
     let shared = Arc::new(Shared {
         st: Mutex::new(State::default()),
         changed: Condvar::new(),
+        secret,
+        job,
     });
     start_watchdog(shared.clone());
     let mut next_conn = 0u64;
@@ -256,7 +288,7 @@ fn serve() -> std::io::Result<()> {
         next_conn += 1;
         let sh = shared.clone();
         let id = next_conn;
-        std::thread::spawn(move || client(sh, id, s));
+        std::thread::spawn(move || client(sh, id, Conn::Unix(s)));
     }
     Ok(())
 }
@@ -298,6 +330,10 @@ fn start_watchdog(sh: Arc<Shared>) {
 
 fn shutdown(st: &mut State) -> ! {
     st.halted = true;
+    // Remote hosts' agents end their tasks and remove their files.
+    for a in st.agents.values() {
+        a.close(Duration::from_secs(5));
+    }
     for t in st.tasks.values().filter(|t| t.alive && t.pid > 0) {
         // SAFETY: signalling a process of ours by pid.
         unsafe { libc::kill(t.pid, libc::SIGTERM) };
@@ -344,6 +380,32 @@ fn task_gone(st: &mut State, tid: i32) {
     }
 }
 
+/// A remote host's agent channel ended without `DELHOST` (the host or
+/// the network failed): the host leaves the machine, with its tasks.
+/// Whether it was still in the machine.
+pub(crate) fn host_lost(sh: &Shared, dtid: i32) -> bool {
+    let mut st = sh.st.lock().unwrap();
+    if st.agents.remove(&dtid).is_none() {
+        return false;
+    }
+    if let Some(k) = host_slot(&st, dtid) {
+        st.hosts[k] = None;
+    }
+    let gone: Vec<i32> = st
+        .tasks
+        .iter()
+        .filter(|(_, t)| t.alive && t.host == dtid)
+        .map(|(&tid, _)| tid)
+        .collect();
+    for tid in gone {
+        task_gone(&mut st, tid);
+    }
+    broadcast(&st, &format!("HOSTDEL {dtid}\n"));
+    drop(st);
+    sh.changed.notify_all();
+    true
+}
+
 /// Daemon task id of added host number `k` (1, 2, …), as PVM numbers hosts.
 pub fn host_tid(k: usize) -> i32 {
     HOST_TID * (k as i32 + 1)
@@ -361,7 +423,7 @@ fn broadcast(st: &State, line: &str) {
     }
 }
 
-fn client(sh: Arc<Shared>, id: u64, s: UnixStream) {
+pub(crate) fn client(sh: Arc<Shared>, id: u64, s: Conn) {
     let Ok(w) = s.try_clone() else { return };
     let w = Arc::new(Mutex::new(w));
     sh.st.lock().unwrap().conns.insert(id, w.clone());
@@ -394,7 +456,7 @@ fn int_arg(w: Option<&str>) -> Result<i32, i32> {
     w.and_then(|v| v.parse().ok()).ok_or(PVM_BAD_PARAM)
 }
 
-fn handle(sh: &Shared, own: &mut Option<i32>, line: &str) -> Result<String, i32> {
+fn handle(sh: &Arc<Shared>, own: &mut Option<i32>, line: &str) -> Result<String, i32> {
     let mut w = line.split_whitespace();
     let cmd = w.next().unwrap_or("");
     let mut st = sh.st.lock().unwrap();
@@ -445,6 +507,7 @@ fn handle(sh: &Shared, own: &mut Option<i32>, line: &str) -> Result<String, i32>
             }
             t.pid = pid;
             *own = Some(tid);
+            sh.changed.notify_all();
             String::new()
         }
         "FORGET" => {
@@ -519,12 +582,32 @@ fn handle(sh: &Shared, own: &mut Option<i32>, line: &str) -> Result<String, i32>
             if !(1..65).contains(&sig) {
                 return Err(PVM_BAD_PARAM);
             }
+            // A task just spawned may not have enrolled yet (its pid is
+            // not known): wait for it, as pvm_spawn returns under PVM only
+            // once pvmd knows the task.
+            let end = Instant::now() + Duration::from_secs(30);
+            while st
+                .tasks
+                .get(&tid)
+                .is_some_and(|t| t.alive && t.pid == 0 && Instant::now() < end)
+            {
+                st = sh
+                    .changed
+                    .wait_timeout(st, Duration::from_millis(200))
+                    .unwrap()
+                    .0;
+            }
             let t = st.tasks.get(&tid).filter(|t| t.alive).ok_or(PVM_NO_TASK)?;
             if t.pid <= 0 {
                 return Err(PVM_NO_TASK);
             }
-            // SAFETY: signalling a process of ours by pid.
-            unsafe { libc::kill(t.pid, sig) };
+            if let Some(a) = st.agents.get(&t.host) {
+                // A task of a remote host: its pid is the host's; its agent signals it.
+                a.request(&format!("KILL {} {sig}", t.pid))?;
+            } else {
+                // SAFETY: signalling a process of ours by pid.
+                unsafe { libc::kill(t.pid, sig) };
+            }
             String::new()
         }
         "HALT" => shutdown(&mut st),
@@ -755,8 +838,36 @@ fn handle(sh: &Shared, own: &mut Option<i32>, line: &str) -> Result<String, i32>
             if st.hosts.iter().flatten().any(|h| *h == name) {
                 return Err(PVM_DUP_HOST);
             }
+            // A remote host of the machines file gets its agent first
+            // (seconds: ssh), without holding the tables meanwhile.
+            let agent = match remote::reach(&name) {
+                Some(argv) => {
+                    drop(st);
+                    let a = remote::start_agent(sh, &name, &argv)?;
+                    st = sh.st.lock().unwrap();
+                    if st.hosts.iter().flatten().any(|h| *h == name) {
+                        drop(st);
+                        a.close(Duration::from_secs(5));
+                        return Err(PVM_DUP_HOST);
+                    }
+                    Some(a)
+                }
+                None => None,
+            };
             st.hosts.push(Some(name));
             let dtid = host_tid(st.hosts.len());
+            if let Some(a) = agent {
+                // The agent publishes the host to its tasks only now, with
+                // the host's id (tasks started there by hand enroll as its).
+                if let Err(e) = a.request(&format!("HOST {dtid}")) {
+                    st.hosts.pop();
+                    drop(st);
+                    a.close(Duration::from_secs(5));
+                    return Err(e);
+                }
+                a.set_dtid(dtid);
+                st.agents.insert(dtid, a);
+            }
             broadcast(&st, &format!("HOSTADD {dtid}\n"));
             dtid.to_string()
         }
@@ -769,16 +880,24 @@ fn handle(sh: &Shared, own: &mut Option<i32>, line: &str) -> Result<String, i32>
                 .position(|h| h.as_deref() == Some(name.as_str()))
                 .ok_or(PVM_NO_HOST)?;
             let dtid = host_tid(k + 1);
-            for t in st
-                .tasks
-                .values()
-                .filter(|t| t.alive && t.host == dtid && t.pid > 0)
-            {
-                // SAFETY: signalling a process of ours by pid.
-                unsafe { libc::kill(t.pid, libc::SIGTERM) };
+            let agent = st.agents.remove(&dtid);
+            if agent.is_none() {
+                for t in st
+                    .tasks
+                    .values()
+                    .filter(|t| t.alive && t.host == dtid && t.pid > 0)
+                {
+                    // SAFETY: signalling a process of ours by pid.
+                    unsafe { libc::kill(t.pid, libc::SIGTERM) };
+                }
             }
             st.hosts[k] = None;
             broadcast(&st, &format!("HOSTDEL {dtid}\n"));
+            if let Some(a) = agent {
+                // The agent ends the host's tasks and removes its files.
+                drop(st);
+                a.close(Duration::from_secs(10));
+            }
             String::new()
         }
         "HOSTS" => {
@@ -801,6 +920,36 @@ fn handle(sh: &Shared, own: &mut Option<i32>, line: &str) -> Result<String, i32>
             st.tasks.get(&tid).ok_or(PVM_NO_TASK)?.host.to_string()
         }
         "CONF" => String::new(),
+        "HOSTKIND" => {
+            let dtid = int_arg(w.next())?;
+            if st.agents.contains_key(&dtid) {
+                "remote".into()
+            } else if dtid == HOST_TID || host_slot(&st, dtid).is_some() {
+                "local".into()
+            } else {
+                return Err(PVM_NO_HOST);
+            }
+        }
+        "RSPAWN" => {
+            // RSPAWN <dtid> <tid> <parent> <siblings> <context> <name> <args>:
+            // a reserved task started by its host's agent; its pid there.
+            let dtid = int_arg(w.next())?;
+            let tid = int_arg(w.next())?;
+            let rest: Vec<&str> = w.collect();
+            if rest.len() != 6 {
+                return Err(PVM_BAD_PARAM);
+            }
+            let a = st.agents.get(&dtid).cloned().ok_or(PVM_NO_HOST)?;
+            if !st
+                .tasks
+                .get(&tid)
+                .is_some_and(|t| t.alive && t.pid == 0 && t.host == dtid)
+            {
+                return Err(PVM_NO_TASK);
+            }
+            drop(st);
+            return a.request(&format!("SPAWN {tid} {}", rest.join(" ")));
+        }
         _ => return Err(PVM_BAD_PARAM),
     };
     Ok(r)

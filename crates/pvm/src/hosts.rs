@@ -3,8 +3,8 @@
 //! …, as PVM numbers hosts): tasks spawned there get their own gridwire
 //! host identity (`GW_HOST_ID`), so shared memory does not reach them and
 //! the runtime selects a network method to and from them, as between real
-//! hosts. Real remote hosts (the launcher's remote start methods) are not
-//! driven yet.
+//! hosts. Hosts of the machines file `$GWPVM_MACHINES` are real remote
+//! hosts, started over ssh with a host agent (see [`crate::remote`]).
 
 use crate::capi::{cstr, guard, with_task, HostInfo};
 use crate::consts::*;
@@ -101,7 +101,8 @@ unsafe fn each_host(names: *mut *mut c_char, count: c_int, infos: *mut c_int, re
     })
 }
 
-/// Adds emulated hosts; `infos[i]` gets the host's daemon id or an error.
+/// Adds hosts (real ones from `$GWPVM_MACHINES`, else emulated);
+/// `infos[i]` gets the host's daemon id or an error.
 #[no_mangle]
 pub unsafe extern "C" fn pvm_addhosts(
     names: *mut *mut c_char,

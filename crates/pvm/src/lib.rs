@@ -14,13 +14,17 @@
     clippy::too_many_arguments
 )]
 
+pub mod agent;
 pub mod capi;
+pub mod catchout;
 pub mod client;
+pub mod conn;
 pub mod consts;
 pub mod coord;
 pub mod groups;
 pub mod hosts;
 pub mod mbox;
 pub mod pack;
+pub mod remote;
 pub mod spawn;
 pub mod task;

@@ -59,6 +59,22 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
+/// PvmTaskDefault ("anywhere"): the machine's hosts in turn, starting with
+/// the one after the spawning task's own, as pvmd's round robin does (with
+/// two hosts, a master's first slave goes to the other host).
+fn default_host(t: &Task) -> i32 {
+    static PLACED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let Ok(hosts) = crate::hosts::hosts(t) else {
+        return HOST_TID;
+    };
+    let mine = coord::read_info().and_then(|i| i.host).unwrap_or(HOST_TID);
+    let at = hosts.iter().position(|(d, _)| *d == mine).unwrap_or(0);
+    let n = PLACED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    hosts
+        .get((at + 1 + n) % hosts.len().max(1))
+        .map_or(HOST_TID, |(d, _)| *d)
+}
+
 /// Spawns `count` copies; fills `tids` with task ids or error codes and
 /// returns how many started.
 pub fn spawn(
@@ -77,12 +93,27 @@ pub fn spawn(
                 return e;
             }
         }
+    } else if flag & (PVM_TASK_HOST | PVM_TASK_ARCH) == 0 {
+        default_host(t)
     } else {
         HOST_TID
     };
-    let Some(path) = find_program(name) else {
-        tids.iter_mut().for_each(|x| *x = PVM_NO_FILE);
-        return 0;
+    // A task on a remote host has no way to start processes on the first
+    // host: what would go there starts on its own host, through its agent.
+    let host = match coord::read_info().and_then(|i| i.host) {
+        Some(mine) if host == HOST_TID => mine,
+        _ => host,
+    };
+    // A real remote host finds the program itself, where PVM looks there.
+    let remote =
+        host != HOST_TID && t.coord.request(&format!("HOSTKIND {host}")).as_deref() == Ok("remote");
+    let path = match find_program(name) {
+        Some(p) => p,
+        None if remote => PathBuf::from(name),
+        None => {
+            tids.iter_mut().for_each(|x| *x = PVM_NO_FILE);
+            return 0;
+        }
     };
     let parent = if flag & PVM_NO_SPAWN_PARENT != 0 {
         PVM_NO_PARENT
@@ -116,13 +147,48 @@ pub fn spawn(
         if tid < 0 {
             continue;
         }
+        if remote {
+            let hexargs: Vec<String> = args.iter().map(|a| hex(a.as_bytes())).collect();
+            let hexargs = if hexargs.is_empty() {
+                "-".to_string()
+            } else {
+                hexargs.join(",")
+            };
+            // The path the program has here, for a host that shares the
+            // file system but has no PVM search path of its own for it.
+            let here = if path.is_absolute() {
+                hex(path.to_string_lossy().as_bytes())
+            } else {
+                std::fs::canonicalize(&path)
+                    .map_or("-".into(), |p| hex(p.to_string_lossy().as_bytes()))
+            };
+            let req = format!(
+                "RSPAWN {host} {tid} {parent} {siblings} {mctx} {} {hexargs} {here}",
+                hex(name.as_bytes())
+            );
+            match t.coord.request(&req) {
+                Ok(_) => started += 1,
+                Err(e) => {
+                    let _ = t.coord.request(&format!("FORGET {tid}"));
+                    *slot = e;
+                }
+            }
+            continue;
+        }
         let out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&log);
-        let (o, e) = match out.and_then(|f| Ok((f.try_clone()?, f))) {
-            Ok((a, b)) => (Stdio::from(a), Stdio::from(b)),
-            Err(_) => (Stdio::null(), Stdio::null()),
+        let caught = crate::catchout::pipe();
+        let (o, e) = match &caught {
+            Some((_, w)) => match (w.try_clone(), w.try_clone()) {
+                (Ok(a), Ok(b)) => (Stdio::from(a), Stdio::from(b)),
+                _ => (Stdio::null(), Stdio::null()),
+            },
+            None => match out.and_then(|f| Ok((f.try_clone()?, f))) {
+                Ok((a, b)) => (Stdio::from(a), Stdio::from(b)),
+                Err(_) => (Stdio::null(), Stdio::null()),
+            },
         };
         let mut cmd = Command::new(&path);
         cmd.args(args)
@@ -157,6 +223,9 @@ pub fn spawn(
             Ok(mut child) => {
                 let _ = child.wait();
                 started += 1;
+                if let Some((read, _write)) = caught {
+                    crate::catchout::watch(tid, read);
+                }
             }
             Err(_) => {
                 let _ = t.coord.request(&format!("FORGET {tid}"));

@@ -169,7 +169,12 @@ fn enroll() -> Result<Task, String> {
         }
         None => {
             let r = coord
-                .request(&format!("NEW {pid} {}", hex(program_name().as_bytes())))
+                .request(&format!(
+                    "NEW {pid} {}{}",
+                    hex(program_name().as_bytes()),
+                    // A program started by hand on a remote host is its task.
+                    info.host.map_or(String::new(), |h| format!(" {h}"))
+                ))
                 .map_err(|c| format!("the coordinator refused a new task: {}", error_text(c)))?;
             let tid: i32 = r.parse().map_err(|_| "bad reply from the coordinator")?;
             (tid, PVM_NO_PARENT, vec![tid])

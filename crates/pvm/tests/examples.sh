@@ -62,6 +62,8 @@ progs=(
   "notify_kill|examples/notify_kill.c||"
   "packtypes|examples/packtypes.c||"
   "mbox_test|examples/mbox_test.c||"
+  "packf_test|examples/packf_test.c|||valid"
+  "catchout_test|examples/catchout_test.c||"
 )
 for side in gw deb; do
   bin=$T/$side/home/pvm3/bin/LINUX64
@@ -114,6 +116,29 @@ for p in "${progs[@]}"; do
 done
 # The notify test must also have said what it checks, under both.
 { grep -q "notified: tag 77, the killed child" "$T/gw/out/notify_kill" && grep -q "pvm_sendsig -> 0; notified: yes" "$T/gw/out/notify_kill" && grep -q "pvm_kill -> 0; notified: yes" "$T/gw/out/notify_kill"; } || { echo "FAILED: notify_kill: no notification for the killed task"; fail=1; }
+# pvm_packf/pvm_unpackf with malformed formats (gridwire only: Debian's
+# PVM is not asked to survive them): every one PvmBadParam, no crash.
+(cd "$T/gw/home/pvm3/bin/LINUX64" && env "${gw_env[@]}" timeout 30 ./packf_test) >"$T/packf.out" 2>&1
+cat >"$T/packf.expected" <<'EXPECTED'
+packf("%q") -> -2
+packf("%") -> -2
+packf("%99999999999d") -> -2
+packf("%.0d") -> -2
+packf("%hld") -> -2
+packf("%lc") -> -2
+packf("%uf") -> -2
+packf("%hs") -> -2
+packf("%3") -> -2
+packf("%*d", -1) -> -2
+packf(NULL) -> -2
+unpackf("%+") -> -2
+EXPECTED
+if grep '^packf(\|^unpackf(' "$T/packf.out" | diff -u "$T/packf.expected" - >"$T/packf.diff" \
+   && grep -q "^unpackf -> 0" "$T/packf.out"; then
+  echo "ok: packf_test (12 malformed formats refused with PvmBadParam)"
+else
+  echo "FAILED: packf_test with malformed formats:"; cat "$T/packf.diff" "$T/packf.out"; fail=1
+fi
 # Hosts added at run time (gridwire only): an emulated host, its task
 # reached by a network method (not shared memory), notifies on add/delete.
 hbin=$T/gw/home/pvm3/bin/LINUX64

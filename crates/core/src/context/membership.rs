@@ -14,8 +14,10 @@
 //! A context leaves with [`Context::leave`]: every peer it has a link to
 //! hears it at once. One that dies is noticed by its links breaking, or
 //! reported by an upper layer ([`Context::peer_departed`]). Either way the
-//! peer is marked departed, sends to it fail at once with the reason, and
-//! every subscriber ([`Context::subscribe_membership`]) is told.
+//! peer is marked departed, sends to it fail at once with the reason, each
+//! method releases what it holds for the peer (`Method::release_peer`: tcp
+//! closes the connections and frees their sockets), and every subscriber
+//! ([`Context::subscribe_membership`]) is told.
 //!
 //! Context ids are never reused within a job: a departed id stays departed.
 
@@ -246,6 +248,11 @@ impl Context {
         };
         if peer.failed.set(reason.clone()).is_err() {
             return false;
+        }
+        // Its links are closed and what they hold freed now, not when this
+        // context ends: a long-lived job sees many peers come and go.
+        for m in &self.inner.methods {
+            m.release_peer(rank);
         }
         self.tell_members(&MembershipEvent {
             kind,

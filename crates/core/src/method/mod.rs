@@ -151,6 +151,11 @@ pub trait Method: Send + Sync {
     }
     /// Closes links and releases resources (segments, sockets).
     fn shutdown(&self);
+    /// `peer` left the job or died: close this method's connections to it
+    /// and free what they hold. Sends to a departed peer fail before they
+    /// reach a link, so nothing uses them afterwards. Default: nothing held
+    /// per peer that must go before the context ends.
+    fn release_peer(&self, _peer: u32) {}
 }
 
 /// A connection to one remote context over one method.

@@ -1,16 +1,21 @@
 //! `gwpvm`: the console of the PVM face. Commands as PVM's console names
 //! them: `conf`, `add host…`, `delete host…`, `ps`, `spawn [-N] program
 //! [args]`, `halt`; given as arguments (`gwpvm ps`) or read one per line
-//! from standard input. Hosts added here are emulated hosts of this machine
-//! (see `pvm_addhosts`).
+//! from standard input. `add` starts a host as `pvm_addhosts` does (a host
+//! of `$GWPVM_MACHINES` over ssh, any other name emulated on this machine).
+//! `gwpvm --pvm-host` is a remote host's agent (see `pvm3::agent`).
 
+use pvm3::conn::Conn;
 use pvm3::consts::*;
 use pvm3::coord::{self, hex, unhex};
 use std::io::BufRead;
-use std::os::unix::net::UnixStream;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // A remote host's agent, started over ssh by the coordinator.
+    if args.first().is_some_and(|a| a == "--pvm-host") {
+        std::process::exit(pvm3::agent::run());
+    }
     let code = if args.is_empty() {
         let mut code = 0;
         for line in std::io::stdin().lock().lines() {
@@ -30,7 +35,7 @@ fn main() {
     std::process::exit(code);
 }
 
-fn request(s: &UnixStream, line: &str) -> Result<String, i32> {
+fn request(s: &Conn, line: &str) -> Result<String, i32> {
     use std::io::{BufReader, Write};
     let mut w = s;
     w.write_all(format!("{line}\n").as_bytes())

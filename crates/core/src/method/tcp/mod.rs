@@ -769,6 +769,32 @@ impl Method for TcpMethod {
         ]
     }
 
+    /// Closes every connection to `peer` (out of the poll set and the
+    /// tables, queued output dropped, shut down) and frees its socket: the
+    /// descriptor is pointed at /dev/null (`dup2`, atomic), so the kernel
+    /// releases the socket now while the number stays valid for the link
+    /// object that may outlive it (nothing sends on it: the peer is marked
+    /// departed first), and is closed with it.
+    fn release_peer(&self, peer: u32) {
+        let gone: Vec<Arc<Conn>> = self
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|c| c.peer.load(Ordering::Relaxed) == peer)
+            .cloned()
+            .collect();
+        let Ok(null) = std::fs::File::open("/dev/null") else {
+            return;
+        };
+        for c in gone {
+            self.close(&c);
+            // SAFETY: dup2 onto a descriptor this connection owns; it stays
+            // open (now /dev/null) until the OwnedFd is dropped.
+            unsafe { libc::dup2(null.as_raw_fd(), c.fd.as_raw_fd()) };
+        }
+    }
+
     fn shutdown(&self) {
         if self.down.swap(true, Ordering::Relaxed) {
             return;

@@ -269,6 +269,10 @@ impl Method for TransformMethod {
         self.with_open_sink(sink, |inner, s| inner.poll(s))
     }
 
+    fn release_peer(&self, peer: u32) {
+        self.inner.release_peer(peer)
+    }
+
     fn poll_thorough(&self, sink: &mut dyn Sink) -> Result<usize> {
         self.with_open_sink(sink, |inner, s| inner.poll_thorough(s))
     }
