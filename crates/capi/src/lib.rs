@@ -73,6 +73,7 @@ mod neighbor;
 mod p2p;
 mod persistent;
 mod rma;
+mod spawn;
 mod stubs;
 mod topo;
 mod topology_attrs;

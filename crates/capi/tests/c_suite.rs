@@ -198,6 +198,13 @@ fn intercomm() {
     suite("intercomm", &[], &[2, 3, 4]);
 }
 
+/// Dynamic processes: `MPI_Comm_spawn` and `_spawn_multiple` of copies of
+/// the program, talking over the parent intercommunicator; spawn errors.
+#[test]
+fn spawn() {
+    suite("spawn", &[], &[1, 2, 3]);
+}
+
 /// The MPI-1 names removed in MPI-3 (`MPI_Errhandler_set`, `MPI_Type_struct`, ...).
 #[test]
 fn legacy() {

@@ -297,7 +297,8 @@ fn spin_budget(size: u32) -> Duration {
 
 impl Engine {
     pub fn new(ctx: Context) -> Arc<Engine> {
-        let n = ctx.size();
+        // Per-peer state for every context id of the job (spawned ones too).
+        let n = ctx.capacity();
         Self::with_job_size(ctx, n)
     }
 

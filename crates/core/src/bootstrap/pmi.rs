@@ -462,6 +462,39 @@ impl Pmi1 {
         self.send(&cmd)
     }
 
+    /// `PMI_Spawn_multiple`: asks the launcher to start `apps`, with
+    /// `preput` put for the new processes. `Ok(Err(why))` is the launcher's
+    /// refusal (no such program, too many processes); `Ok(Ok(reply))` its
+    /// `spawn_result`, whose extra arguments (gwrun's `gw_base`, …) the
+    /// caller reads. Under gwrun the reply comes once the new processes
+    /// have all initialised.
+    pub fn spawn(
+        &mut self,
+        apps: &[super::spawn_wire::SpawnApp],
+        preput: &[(String, String)],
+    ) -> Result<std::result::Result<Command, String>> {
+        self.check_live("spawn")?;
+        if self.is_singleton() {
+            return Ok(Err("no launcher to spawn processes (a singleton)".into()));
+        }
+        let text = super::spawn_wire::encode_spawn(apps, preput).map_err(boot)?;
+        let Conn::Wire { file, .. } = &mut self.conn else {
+            return Err(boot("internal: spawn on a singleton PMI"));
+        };
+        file.write_all(text.as_bytes())
+            .map_err(|e| Error::io("writing a PMI spawn request to the launcher", e))?;
+        let r = self.expect("spawn_result")?;
+        if r.rc() != 0 {
+            let why = r
+                .get("errmsg")
+                .or_else(|| r.get("msg"))
+                .map(super::pmi_wire::unescape_value)
+                .unwrap_or_else(|| "the launcher refused the spawn".into());
+            return Ok(Err(why));
+        }
+        Ok(Ok(r))
+    }
+
     fn send(&mut self, cmd: &Command) -> Result<()> {
         let line = cmd.encode()?;
         let Conn::Wire { file, .. } = &mut self.conn else {
