@@ -72,6 +72,7 @@ mod mpi_t;
 mod neighbor;
 mod p2p;
 mod persistent;
+mod ports;
 mod rma;
 mod spawn;
 mod stubs;

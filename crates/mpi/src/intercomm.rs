@@ -122,7 +122,7 @@ impl Mpi {
     }
 
     /// A context id both groups agree on, from the two proposals.
-    fn agree_ctx(mine: u32, theirs: u32) -> Result<u32> {
+    pub(crate) fn agree_ctx(mine: u32, theirs: u32) -> Result<u32> {
         let id = mine.max(theirs);
         if !id.is_multiple_of(2) || id > u32::MAX - 16 {
             return Err(err(

@@ -26,6 +26,7 @@ pub mod mem;
 pub mod neighbor;
 pub mod op;
 pub mod params;
+pub mod ports;
 pub mod request;
 pub mod rma;
 pub mod spawn;

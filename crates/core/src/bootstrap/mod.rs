@@ -249,6 +249,23 @@ impl Pmi {
         }
     }
 
+    /// The launcher's name service (see [`Pmi1::name_service`]); other
+    /// protocols refuse (`Ok(Err)`).
+    pub fn name_service(
+        &mut self,
+        op: &str,
+        service: &str,
+        port: &str,
+    ) -> Result<std::result::Result<String, String>> {
+        match self {
+            Pmi::V1(p) => p.name_service(op, service, port),
+            _ => Ok(Err(format!(
+                "the name service needs the PMI-1 bootstrap (this process speaks {})",
+                self.protocol()
+            ))),
+        }
+    }
+
     /// Tells the launcher this process is done with PMI.
     pub fn finalize(&mut self) -> Result<()> {
         each!(self, p => p.finalize())

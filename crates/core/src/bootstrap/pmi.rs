@@ -495,6 +495,49 @@ impl Pmi1 {
         Ok(Ok(r))
     }
 
+    /// The launcher's name service (PMI-1 `publish_name`, `unpublish_name`,
+    /// `lookup_name`, as MPICH's client speaks them): `op` is one of those
+    /// three; `port` matters to `publish_name`. `Ok(Ok(port))` on success
+    /// (the port for a look-up, empty otherwise), `Ok(Err(why))` when the
+    /// launcher says no (unknown or already published service).
+    pub fn name_service(
+        &mut self,
+        op: &str,
+        service: &str,
+        port: &str,
+    ) -> Result<std::result::Result<String, String>> {
+        self.check_live(op)?;
+        if self.is_singleton() {
+            return Ok(Err("no launcher, so no name service (a singleton)".into()));
+        }
+        let reply = match op {
+            "publish_name" => "publish_result",
+            "unpublish_name" => "unpublish_result",
+            "lookup_name" => "lookup_result",
+            _ => {
+                return Err(boot(format!(
+                    "internal: unknown name-service operation {op}"
+                )))
+            }
+        };
+        let mut cmd = Command::new(op).arg("service", escape_value(service));
+        if op == "publish_name" {
+            cmd = cmd.arg("port", escape_value(port));
+        }
+        let r = self.call(&cmd, reply)?;
+        if r.rc() != 0 {
+            return Ok(Err(r
+                .get("info")
+                .or_else(|| r.get("msg"))
+                .map(super::pmi_wire::unescape_value)
+                .unwrap_or_else(|| "refused".into())));
+        }
+        Ok(Ok(r
+            .get("port")
+            .map(super::pmi_wire::unescape_value)
+            .unwrap_or_default()))
+    }
+
     fn send(&mut self, cmd: &Command) -> Result<()> {
         let line = cmd.encode()?;
         let Conn::Wire { file, .. } = &mut self.conn else {

@@ -101,6 +101,27 @@ impl Context {
         }
     }
 
+    /// The launcher's name service (`MPI_Publish_name` and friends): `op`
+    /// is `publish_name`, `unpublish_name` or `lookup_name`.
+    pub fn name_service(
+        &self,
+        op: &str,
+        service: &str,
+        port: &str,
+    ) -> Result<std::result::Result<String, String>> {
+        self.inner
+            .pmi
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .name_service(op, service, port)
+    }
+
+    /// The job's id (the launcher's; names shared-memory resources): ports
+    /// and `MPI_Comm_join` check that both sides are of one job.
+    pub fn job_id(&self) -> &str {
+        &self.inner.job.job_id
+    }
+
     /// A value of the job's key-value space (what a launcher put for this
     /// process before it started, e.g.); `None` if absent.
     pub fn kvs_get(&self, key: &str) -> Result<Option<String>> {

@@ -104,6 +104,8 @@ pub struct Server {
     node_attr_waiters: Vec<(usize, String)>,
     /// The first world and the ones spawned into the job since.
     worlds: spawn::Worlds,
+    /// `MPI_Publish_name` and friends (this job's table or GW_NAMESERVER's).
+    names: crate::names::NameService,
 }
 
 /// Which PMI a rank speaks.
@@ -149,6 +151,7 @@ impl Server {
             node_attr_bytes: 0,
             node_attr_waiters: Vec::new(),
             worlds: spawn::Worlds::new(size),
+            names: crate::names::NameService::from_env(),
         }
     }
 
@@ -413,6 +416,22 @@ impl Server {
             }
             "barrier_in" => self.enter_barrier(rank, &mut out),
             "spawn" => self.spawn_block(rank, &cmd, &mut out),
+            op @ ("publish_name" | "unpublish_name" | "lookup_name") => {
+                let service = cmd.get("service").map(unescape_value).unwrap_or_default();
+                let port = cmd.get("port").map(unescape_value).unwrap_or_default();
+                let name = op.replace("_name", "_result");
+                let c = match self.names.apply(op, &service, &port) {
+                    Ok(p) if op == "lookup_name" => Command::new(&name)
+                        .arg("rc", 0)
+                        .arg("port", escape_value(&p))
+                        .arg("info", "ok"),
+                    Ok(_) => Command::new(&name).arg("rc", 0).arg("info", "ok"),
+                    Err(why) => Command::new(&name)
+                        .arg("rc", 1)
+                        .arg("info", escape_value(&why)),
+                };
+                reply(&mut out, c);
+            }
             "finalize" => {
                 reply(&mut out, Command::new("finalize_ack").arg("rc", 0));
                 out.notices.push(Notice::Finalized(rank));
