@@ -223,8 +223,7 @@ fn dynproc_two_jobs() {
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let exe = compile("dynproc", &[]);
-    let ns = profile_dir().join("gw-nameserver");
-    assert!(ns.exists(), "gw-nameserver is built with gwrun ({ns:?})");
+    let ns = common::launcher_bin("gw-nameserver");
     let mut server = Command::new(&ns)
         .arg("127.0.0.1:0")
         .stdout(Stdio::piped())
