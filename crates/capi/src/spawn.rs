@@ -92,12 +92,12 @@ fn app(command: String, args: Vec<String>, maxprocs: c_int, info: MPI_Info) -> R
 }
 
 /// Spawns at the root, builds the intercommunicator everywhere, fills the
-/// error codes (every code the call's outcome: the launcher starts all or
-/// nothing).
+/// error codes at every member, as MPICH and Open MPI do (every code the
+/// call's outcome: the launcher starts all or nothing).
 ///
 /// # Safety
 /// `out` and `errcodes` are the program's arguments (`errcodes` NULL or
-/// room for `total` ints at the root; ignored elsewhere).
+/// room for the sum of maxprocs).
 unsafe fn spawn_common(
     name: &str,
     apps: impl FnOnce() -> Result<Vec<SpawnApp>>,
@@ -115,12 +115,12 @@ unsafe fn spawn_common(
         // The arguments matter at the root only; elsewhere they may be junk.
         let at_root = root >= 0 && (root as u32) == cm.rank && !cm.is_inter();
         let apps = if at_root { apps()? } else { Vec::new() };
-        let total: usize = apps.iter().map(|a| a.maxprocs as usize).sum();
-        let r = m.spawn(&cm, root, &apps);
-        if at_root && !errcodes.is_null() {
+        let (asked, r) = m.spawn(&cm, root, &apps);
+        if !errcodes.is_null() {
             let code = r.as_ref().map_or_else(|e| e.class, |_| MPI_SUCCESS);
-            for i in 0..total {
-                // SAFETY: the root's array has room for every spawned process.
+            for i in 0..asked as usize {
+                // SAFETY: the array has room for every process asked for
+                // (the sum of maxprocs, which every member passes).
                 unsafe { *errcodes.add(i) = code };
             }
         }

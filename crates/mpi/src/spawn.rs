@@ -82,7 +82,23 @@ impl Mpi {
     /// `MPI_Comm_spawn_multiple` over `comm` (collective; `apps` matter at
     /// `root` only). The intercommunicator to the new processes, or an
     /// `MPI_ERR_SPAWN` error at every member with the launcher's reason.
-    pub fn spawn(&self, comm: &Comm, root: i32, apps: &[SpawnApp]) -> Result<Arc<Comm>> {
+    ///
+    /// Also returns how many processes were asked for (known at every
+    /// member after the call, for the error codes), 0 if the call failed
+    /// before the root said.
+    pub fn spawn(&self, comm: &Comm, root: i32, apps: &[SpawnApp]) -> (u32, Result<Arc<Comm>>) {
+        let mut asked = 0;
+        let r = self.spawn_inner(comm, root, apps, &mut asked);
+        (asked, r)
+    }
+
+    fn spawn_inner(
+        &self,
+        comm: &Comm,
+        root: i32,
+        apps: &[SpawnApp],
+        asked: &mut u32,
+    ) -> Result<Arc<Comm>> {
         if comm.is_inter() {
             return Err(err(
                 class::COMM,
@@ -100,10 +116,11 @@ impl Mpi {
         }
         let ctx = self.ctx_proposal(comm)?;
         self.reserve_ctx(ctx, INTER_CTX_IDS);
-        // [ok, first id, count], then the reason's length and bytes on failure.
+        // [ok, first id, count]; on failure the count asked for.
         let mut result = [0u32; 3];
         let mut why = String::new();
         if comm.rank == root as u32 {
+            result[2] = apps.iter().map(|a| a.maxprocs).fold(0u32, u32::saturating_add);
             let members: Vec<String> = comm.group.members.iter().map(u32::to_string).collect();
             let preput = vec![(
                 "gw_parent".to_string(),
@@ -119,6 +136,7 @@ impl Mpi {
         // SAFETY: `result` lives across the blocking broadcast.
         let b = unsafe { Buf::new(result.as_mut_ptr() as usize, 3, u32t) };
         self.bcast(comm, &b, root)?;
+        *asked = result[2];
         if result[0] != 1 {
             let msg = if comm.rank == root as u32 {
                 why
