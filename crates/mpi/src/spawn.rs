@@ -120,7 +120,10 @@ impl Mpi {
         let mut result = [0u32; 3];
         let mut why = String::new();
         if comm.rank == root as u32 {
-            result[2] = apps.iter().map(|a| a.maxprocs).fold(0u32, u32::saturating_add);
+            result[2] = apps
+                .iter()
+                .map(|a| a.maxprocs)
+                .fold(0u32, u32::saturating_add);
             let members: Vec<String> = comm.group.members.iter().map(u32::to_string).collect();
             let preput = vec![(
                 "gw_parent".to_string(),

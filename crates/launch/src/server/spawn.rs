@@ -9,10 +9,11 @@
 //! The parent's `spawn_result` is sent when that first barrier completes,
 //! so it returns only once every new process is ready to receive; a world
 //! member that exits first, or a program that cannot start, answers it
-//! with an error instead ([`Server::spawn_failed`]).
+//! with an error instead ([`Server::spawn_failed`]). PMI-2's `spawn` is
+//! served the same way, answered with `spawn-response`.
 
 use super::*;
-use gridwire_core::bootstrap::spawn_wire::{parse_spawn, SpawnApp, SpawnBlock};
+use gridwire_core::bootstrap::spawn_wire::{parse_spawn, SpawnApp, SpawnBlock, MAX_SPAWN_ITEMS};
 
 /// The worlds of a job: who belongs to which, and spawns in progress.
 #[derive(Debug, Default)]
@@ -66,7 +67,7 @@ impl Server {
             Ok(b) => b,
             Err(why) => {
                 self.worlds.blocks.remove(&rank);
-                out.replies.push((rank, spawn_error(&why)));
+                out.replies.push((rank, self.spawn_error(rank, &why)));
                 return;
             }
         };
@@ -74,10 +75,8 @@ impl Server {
         let blocks = self.worlds.blocks.entry(rank).or_default();
         if index != blocks.len() + 1 || blocks.first().is_some_and(|b| b.total != total) {
             self.worlds.blocks.remove(&rank);
-            out.replies.push((
-                rank,
-                spawn_error(&format!("spawn block {index} of {total} came out of order")),
-            ));
+            let why = format!("spawn block {index} of {total} came out of order");
+            out.replies.push((rank, self.spawn_error(rank, &why)));
             return;
         }
         blocks.push(block);
@@ -117,7 +116,7 @@ impl Server {
     /// The spawn of `parent` failed before any process of it started.
     pub fn spawn_refused(&mut self, parent: usize, why: &str) -> Output {
         let mut out = Output::default();
-        out.replies.push((parent, spawn_error(why)));
+        out.replies.push((parent, self.spawn_error(parent, why)));
         out
     }
 
@@ -128,7 +127,7 @@ impl Server {
         let mut out = Output::default();
         let w = self.worlds.of.get(rank).copied().unwrap_or(0);
         if let Some(parent) = self.worlds.pending.remove(&w) {
-            out.replies.push((parent, spawn_error(why)));
+            out.replies.push((parent, self.spawn_error(parent, why)));
         }
         out
     }
@@ -138,23 +137,203 @@ impl Server {
         let w = self.worlds.of.get(rank).copied().unwrap_or(0);
         if let Some(parent) = self.worlds.pending.remove(&w) {
             let (first, count) = self.worlds.ranges[w];
-            out.replies.push((
-                parent,
-                line(
-                    Command::new("spawn_result")
-                        .arg("rc", 0)
-                        .arg("gw_base", first)
-                        .arg("gw_size", count),
-                ),
-            ));
+            out.replies
+                .push((parent, self.spawn_ok(parent, first, count)));
         }
     }
 }
 
-fn spawn_error(why: &str) -> String {
-    line(
-        Command::new("spawn_result")
-            .arg("rc", -1)
-            .arg("errmsg", escape_value(why)),
-    )
+impl Server {
+    /// A spawn's refusal, in the protocol `parent` speaks.
+    fn spawn_error(&self, parent: usize, why: &str) -> String {
+        match self.proto.get(parent) {
+            Some(Proto::V2) => super::pmi2::frame(
+                Command::new("spawn-response")
+                    .arg("rc", -1)
+                    .arg("errmsg", escape_value(why)),
+            ),
+            _ => line(
+                Command::new("spawn_result")
+                    .arg("rc", -1)
+                    .arg("errmsg", escape_value(why)),
+            ),
+        }
+    }
+
+    /// A spawn's success: gwrun's `gw_base`/`gw_size` say which context
+    /// ids the new processes have.
+    fn spawn_ok(&self, parent: usize, first: usize, count: usize) -> String {
+        match self.proto.get(parent) {
+            Some(Proto::V2) => super::pmi2::frame(
+                Command::new("spawn-response")
+                    .arg("rc", 0)
+                    .arg("jobid", &self.kvsname)
+                    .arg("nerrs", 0)
+                    .arg("gw_base", first)
+                    .arg("gw_size", count),
+            ),
+            _ => line(
+                Command::new("spawn_result")
+                    .arg("rc", 0)
+                    .arg("gw_base", first)
+                    .arg("gw_size", count),
+            ),
+        }
+    }
+}
+
+/// A PMI-2 `spawn` (MPICH's `PMI2_Job_Spawn`): `ncmds`, the pairs to put
+/// (`preputcount`, `ppkeyI`, `ppvalI`), then per program `subcmd`,
+/// `maxprocs`, `argc`, `argvI`, `infokeycount`, `infokeyI`, `infovalI`,
+/// in that order (keys repeat per program, so they are read in sequence).
+pub(super) fn parse_pmi2_spawn(
+    cmd: &Command,
+) -> Result<(Vec<SpawnApp>, Vec<(String, String)>), String> {
+    let num = |v: &str, what: &str| -> Result<usize, String> {
+        v.trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n <= MAX_SPAWN_ITEMS)
+            .ok_or_else(|| format!("spawn: {what}={v} is out of range"))
+    };
+    let ncmds = num(cmd.get("ncmds").unwrap_or("0"), "ncmds")?;
+    let mut preput = Vec::new();
+    let mut apps: Vec<SpawnApp> = Vec::new();
+    let mut pending_key: Option<String> = None;
+    for (k, v) in &cmd.args {
+        match k.as_str() {
+            "subcmd" => apps.push(SpawnApp {
+                command: v.clone(),
+                args: Vec::new(),
+                maxprocs: 0,
+                info: Vec::new(),
+            }),
+            "maxprocs" => {
+                let n = v
+                    .trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("spawn: maxprocs={v}"))?;
+                apps.last_mut()
+                    .ok_or("spawn: maxprocs before subcmd")?
+                    .maxprocs = n;
+            }
+            k if k.starts_with("argv") => {
+                let app = apps.last_mut().ok_or("spawn: argv before subcmd")?;
+                if app.args.len() >= MAX_SPAWN_ITEMS {
+                    return Err("spawn: too many arguments".into());
+                }
+                app.args.push(v.clone());
+            }
+            k if k.starts_with("ppkey") || k.starts_with("infokey") && k != "infokeycount" => {
+                pending_key = Some(v.clone())
+            }
+            k if k.starts_with("ppval") => {
+                if preput.len() >= MAX_SPAWN_ITEMS {
+                    return Err("spawn: too many preput pairs".into());
+                }
+                preput.push((
+                    pending_key.take().ok_or("spawn: ppval without ppkey")?,
+                    v.clone(),
+                ));
+            }
+            k if k.starts_with("infoval") => {
+                let key = pending_key.take().ok_or("spawn: infoval without infokey")?;
+                let app = apps.last_mut().ok_or("spawn: info before subcmd")?;
+                if app.info.len() >= MAX_SPAWN_ITEMS {
+                    return Err("spawn: too many info pairs".into());
+                }
+                app.info.push((key, v.clone()));
+            }
+            _ => {}
+        }
+    }
+    if apps.is_empty() || apps.len() != ncmds || apps.iter().any(|a| a.command.is_empty()) {
+        return Err(format!(
+            "spawn: ncmds={ncmds} but {} programs named",
+            apps.len()
+        ));
+    }
+    Ok((apps, preput))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gridwire_core::bootstrap::pmi_wire::LineBuffer;
+    use gridwire_core::bootstrap::spawn_wire::encode_spawn;
+
+    fn feed(s: &mut Server, rank: usize, text: &str) -> Output {
+        let mut lb = LineBuffer::new();
+        lb.push(text.as_bytes());
+        let mut all = Output::default();
+        while let Some(c) = lb.next_command() {
+            let o = s.handle(rank, c);
+            all.replies.extend(o.replies);
+            all.notices.extend(o.notices);
+        }
+        all
+    }
+
+    #[test]
+    fn pmi1_spawn_waits_for_the_new_world() {
+        let mut s = Server::new(2, "kvs_t".into(), String::new());
+        s.set_capacity(6);
+        let app = SpawnApp {
+            command: "prog".into(),
+            args: vec!["a".into()],
+            maxprocs: 3,
+            info: vec![],
+        };
+        let text = encode_spawn(&[app.clone()], &[("gw_parent".into(), "4:0,1".into())]).unwrap();
+        let out = feed(&mut s, 0, &text);
+        assert!(out.replies.is_empty(), "no answer before the world starts");
+        assert!(
+            matches!(&out.notices[..], [Notice::Spawn { rank: 0, apps, .. }] if apps == &vec![app])
+        );
+        assert!(s.add_world(0, 5).is_err(), "beyond the capacity");
+        assert_eq!(s.add_world(0, 3), Ok(2));
+        // The new world's barrier is its own; it answers the parent.
+        for r in 2..4 {
+            assert!(feed(&mut s, r, "cmd=barrier_in\n").replies.is_empty());
+        }
+        let out = feed(&mut s, 4, "cmd=barrier_in\n");
+        let to_parent: Vec<_> = out.replies.iter().filter(|(r, _)| *r == 0).collect();
+        assert_eq!(to_parent.len(), 1);
+        assert!(to_parent[0].1.contains("rc=0") && to_parent[0].1.contains("gw_base=2"));
+        // The first world's barrier is unaffected.
+        assert!(feed(&mut s, 0, "cmd=barrier_in\n").replies.is_empty());
+        assert_eq!(feed(&mut s, 1, "cmd=barrier_in\n").replies.len(), 2);
+    }
+
+    #[test]
+    fn pmi2_spawn_parses_and_bad_ones_are_refused() {
+        let c = Command::new("spawn")
+            .arg("ncmds", 2)
+            .arg("preputcount", 1)
+            .arg("ppkey0", "k")
+            .arg("ppval0", "v")
+            .arg("subcmd", "a")
+            .arg("maxprocs", 1)
+            .arg("argc", 1)
+            .arg("argv0", "x")
+            .arg("infokeycount", 1)
+            .arg("infokey0", "wdir")
+            .arg("infoval0", "/tmp")
+            .arg("subcmd", "b")
+            .arg("maxprocs", 2)
+            .arg("argc", 0)
+            .arg("infokeycount", 0);
+        let (apps, pre) = parse_pmi2_spawn(&c).unwrap();
+        assert_eq!(pre, vec![("k".to_string(), "v".to_string())]);
+        assert_eq!(apps.len(), 2);
+        assert_eq!(
+            (apps[0].args.clone(), apps[1].maxprocs),
+            (vec!["x".to_string()], 2)
+        );
+        assert_eq!(apps[0].info, vec![("wdir".to_string(), "/tmp".to_string())]);
+        assert!(parse_pmi2_spawn(&Command::new("spawn").arg("ncmds", 1)).is_err());
+        assert!(
+            parse_pmi2_spawn(&Command::new("spawn").arg("ncmds", 1).arg("maxprocs", 1)).is_err()
+        );
+    }
 }
