@@ -57,7 +57,7 @@ mpi_fn!(fn MPI_Open_port / PMPI_Open_port(_info: MPI_Info, port_name: *mut c_cha
         }
         let name = mpi()?.open_port()?;
         // SAFETY: the buffer holds MPI_MAX_PORT_NAME bytes (the standard's contract).
-        unsafe { put_str(&name, port_name, MPI_MAX_PORT_NAME as usize, std::ptr::null_mut()) };
+        unsafe { put_str(&name, port_name, MPI_MAX_PORT_NAME, std::ptr::null_mut()) };
         Ok(())
     })
 });
@@ -150,7 +150,7 @@ mpi_fn!(fn MPI_Lookup_name / PMPI_Lookup_name(service: *const c_char, _info: MPI
         let s = unsafe { cstr(service) };
         let p = names("lookup_name", &s, "", class::NAME)?;
         // SAFETY: the buffer holds MPI_MAX_PORT_NAME bytes (the standard's contract).
-        unsafe { put_str(&p, port_name, MPI_MAX_PORT_NAME as usize, std::ptr::null_mut()) };
+        unsafe { put_str(&p, port_name, MPI_MAX_PORT_NAME, std::ptr::null_mut()) };
         Ok(())
     })
 });

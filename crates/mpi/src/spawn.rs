@@ -35,7 +35,7 @@ pub fn parse_parent(text: &str, capacity: u32) -> Result<(u32, Vec<u32>)> {
     };
     let (ctx, members) = text.split_once(':').ok_or_else(bad)?;
     let ctx: u32 = ctx.parse().map_err(|_| bad())?;
-    if !ctx.is_multiple_of(2) || ctx < 4 || ctx > u32::MAX - 16 {
+    if !ctx.is_multiple_of(2) || !(4..=u32::MAX - 16).contains(&ctx) {
         return Err(bad());
     }
     let members: Vec<u32> = members

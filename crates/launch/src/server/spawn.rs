@@ -182,13 +182,14 @@ impl Server {
     }
 }
 
+/// Key-value pairs to put for spawned processes.
+pub(super) type Preput = Vec<(String, String)>;
+
 /// A PMI-2 `spawn` (MPICH's `PMI2_Job_Spawn`): `ncmds`, the pairs to put
 /// (`preputcount`, `ppkeyI`, `ppvalI`), then per program `subcmd`,
 /// `maxprocs`, `argc`, `argvI`, `infokeycount`, `infokeyI`, `infovalI`,
 /// in that order (keys repeat per program, so they are read in sequence).
-pub(super) fn parse_pmi2_spawn(
-    cmd: &Command,
-) -> Result<(Vec<SpawnApp>, Vec<(String, String)>), String> {
+pub(super) fn parse_pmi2_spawn(cmd: &Command) -> Result<(Vec<SpawnApp>, Preput), String> {
     let num = |v: &str, what: &str| -> Result<usize, String> {
         v.trim()
             .parse::<usize>()
@@ -284,7 +285,11 @@ mod tests {
             maxprocs: 3,
             info: vec![],
         };
-        let text = encode_spawn(&[app.clone()], &[("gw_parent".into(), "4:0,1".into())]).unwrap();
+        let text = encode_spawn(
+            std::slice::from_ref(&app),
+            &[("gw_parent".into(), "4:0,1".into())],
+        )
+        .unwrap();
         let out = feed(&mut s, 0, &text);
         assert!(out.replies.is_empty(), "no answer before the world starts");
         assert!(
