@@ -33,10 +33,10 @@ command -v mpicc.openmpi >/dev/null && mpicc.openmpi -O2 -o "$W/dp_ompi" bench/m
 run() { # impl op -> "op MEDIAN MIN" or nothing
   local n=1; [ "$2" = connect ] && n=2
   case $1 in
-    gridwire) timeout 150 "$GWRUN" --timeout 120 -n $n "$W/dp_gw" "$2" "$ITERS" ;;
-    mpich) timeout 150 mpiexec.mpich -n $n "$W/dp_mpich" "$2" "$ITERS" ;;
-    openmpi) timeout 150 mpirun.openmpi --allow-run-as-root --oversubscribe -n $n "$W/dp_ompi" "$2" "$ITERS" ;;
-  esac 2>>"$W/$1-$2.err" | grep -E "^$2 [0-9.]+ [0-9.]+$"
+    gridwire) timeout 100 "$GWRUN" --timeout 90 -n $n "$W/dp_gw" "$2" "$ITERS" ;;
+    mpich) timeout 100 mpiexec.mpich -n $n "$W/dp_mpich" "$2" "$ITERS" ;;
+    openmpi) timeout 100 mpirun.openmpi --allow-run-as-root --oversubscribe -n $n "$W/dp_ompi" "$2" "$ITERS" ;;
+  esac 2>>"$W/$1-$2.err" | grep -E "^(spawn4|connect) [0-9.]+ [0-9.]+$"
 }
 impls="gridwire"
 [ $have_mpich = 1 ] && impls="$impls mpich"
@@ -49,7 +49,7 @@ for r in $(seq "$RUNS"); do
   for op in spawn4 connect; do
     for i in $impls; do
       arg=$op; [ $op = spawn4 ] && arg=spawn
-      out=$(run "$i" "$arg" | sed "s/^spawn /spawn4 /")
+      out=$(run "$i" "$arg")
       if [ -n "$out" ]; then echo "$i $out" >>"$raw"; else echo "$i $op fails" >>"$raw"; fi
     done
   done

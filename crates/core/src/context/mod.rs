@@ -222,6 +222,9 @@ impl Context {
         let job = job_info(&params, &mut pmi, rank, world.capacity)?;
         let mut ctx = Self::build(params, pmi, job, false)?;
         if let Some(inner) = Arc::get_mut(&mut ctx.inner) {
+            // Spinning is decided by the processes that run (the world), not
+            // by the room reserved for spawned ones (the capacity).
+            inner.spin = spin_budget(&inner.params, world.size)?;
             inner.world = world;
         }
         Ok(ctx)
