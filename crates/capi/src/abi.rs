@@ -69,6 +69,8 @@ pub const MPI_UNIVERSE_SIZE: c_int = 507;
 pub const MPI_MAX_PROCESSOR_NAME: usize = 256;
 pub const MPI_MAX_ERROR_STRING: usize = 512;
 pub const MPI_MAX_OBJECT_NAME: usize = 128;
+/// As in mpi.h (MPI 5.0 ABI).
+pub const MPI_MAX_PORT_NAME: usize = 1024;
 pub const MPI_MAX_LIBRARY_VERSION_STRING: usize = 8192;
 pub const MPI_ORDER_C: c_int = 12;
 pub const MPI_ORDER_FORTRAN: c_int = 15;

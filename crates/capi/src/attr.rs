@@ -154,7 +154,7 @@ pub fn delete_all_on_self() {
 static TAG_UB_V: c_int = gridwire_mpi::TAG_UB;
 static HOST_V: c_int = gridwire_mpi::PROC_NULL;
 static WTIME_GLOBAL_V: c_int = 0;
-static APPNUM_V: c_int = 0;
+static mut APPNUM_V: c_int = 0;
 static mut IO_V: c_int = 0;
 static mut UNIVERSE_V: c_int = 0;
 static mut LASTCODE_V: c_int = 0;
@@ -166,7 +166,14 @@ fn predefined_attr(k: c_int) -> Option<usize> {
     // handed out, with values that are the same whenever they are written.
     unsafe {
         IO_V = m.world.rank as c_int;
-        UNIVERSE_V = m.world.size as c_int;
+        // The job's capacity: its first world plus the room gwrun reserved
+        // for spawned processes (GW_UNIVERSE_SIZE, docs/mpi.md).
+        UNIVERSE_V = m.ctx().capacity() as c_int;
+        // Which program of a spawn_multiple (gwrun says), else 0.
+        APPNUM_V = std::env::var("GW_APPNUM")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         LASTCODE_V = crate::errors::last_used_code();
     }
     Some(match k {
@@ -175,7 +182,7 @@ fn predefined_attr(k: c_int) -> Option<usize> {
         MPI_IO => std::ptr::addr_of!(IO_V) as usize,
         MPI_WTIME_IS_GLOBAL => &WTIME_GLOBAL_V as *const c_int as usize,
         MPI_UNIVERSE_SIZE => std::ptr::addr_of!(UNIVERSE_V) as usize,
-        MPI_APPNUM => &APPNUM_V as *const c_int as usize,
+        MPI_APPNUM => std::ptr::addr_of!(APPNUM_V) as usize,
         MPI_LASTUSEDCODE => std::ptr::addr_of!(LASTCODE_V) as usize,
         _ => return None,
     })

@@ -225,6 +225,7 @@ unsafe fn free_comm(name: &str, c: *mut MPI_Comm) -> c_int {
         let cm = comm(h)?;
         crate::attr::delete_comm_attrs(h, &cm)?;
         COMMS.remove(h);
+        crate::spawn::forget_parent(h);
         // SAFETY: checked non-null in/out argument.
         unsafe { *c = MPI_COMM_NULL };
         Ok(())
@@ -472,7 +473,7 @@ mpi_fn!(fn MPI_Group_size / PMPI_Group_size(g: MPI_Group, size: *mut c_int) -> c
 mpi_fn!(fn MPI_Group_rank / PMPI_Group_rank(g: MPI_Group, rank: *mut c_int) -> c_int {
     run("MPI_Group_rank", MPI_COMM_WORLD, || {
         let gr = group(g)?;
-        let me = mpi()?.world.rank;
+        let me = mpi()?.me();
         // SAFETY: output argument.
         unsafe { put(rank, gr.rank_of(me).map_or(MPI_UNDEFINED, |r| r as c_int)) };
         Ok(())

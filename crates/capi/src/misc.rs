@@ -34,13 +34,6 @@ mpi_fn!(fn MPI_Free_mem / PMPI_Free_mem(base: *mut Void) -> c_int {
 
 mpi_fn!(fn MPI_Pcontrol / PMPI_Pcontrol(_level: c_int) -> c_int { MPI_SUCCESS });
 
-mpi_fn!(fn MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
-    // No dynamic processes: every process was started by the launcher.
-    // SAFETY: output argument.
-    unsafe { put(parent, MPI_COMM_NULL) };
-    MPI_SUCCESS
-});
-
 /// The keys of `MPI_INFO_ENV` (and `MPI_Info_create_env`).
 pub fn env_info() -> gridwire_mpi::info::Info {
     let mut i = gridwire_mpi::info::Info::default();

@@ -198,6 +198,87 @@ fn intercomm() {
     suite("intercomm", &[], &[2, 3, 4]);
 }
 
+/// Dynamic processes: `MPI_Comm_spawn` and `_spawn_multiple` of copies of
+/// the program, talking over the parent intercommunicator; spawn errors.
+#[test]
+fn spawn() {
+    suite("spawn", &[], &[1, 2, 3]);
+}
+
+/// Ports, names and `MPI_Comm_join` within a job: the halves of the world
+/// connect through a published port (a wrong token is refused), two ranks
+/// join over a socket.
+#[test]
+fn dynproc() {
+    suite("dynproc", &[], &[2, 3, 4]);
+}
+
+/// The name server outlives a job: one gwrun job publishes a port through
+/// `gw-nameserver`, a second finds it there (and cannot connect to another
+/// job's port: `MPI_ERR_PORT`).
+#[test]
+fn dynproc_two_jobs() {
+    if !have_cc() {
+        return skip("dynproc_two_jobs: no C compiler (cc or GWCC_CC)");
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = compile("dynproc", &[]);
+    let ns = common::launcher_bin("gw-nameserver");
+    let mut server = Command::new(&ns)
+        .arg("127.0.0.1:0")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("gw-nameserver starts");
+    let mut first = [0u8; 128];
+    let n = server.stdout.as_mut().unwrap().read(&mut first).unwrap();
+    let line = String::from_utf8_lossy(&first[..n]).into_owned();
+    let addr = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .expect("the server says where it listens")
+        .to_string();
+    let env = [("GW_NAMESERVER", addr.as_str())];
+    let publish = run_env_args(&exe, 2, &env, &["publish", "svc-two-jobs"]);
+    let lookup = run_env_args(&exe, 2, &env, &["lookup", "svc-two-jobs"]);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        publish.ok && publish.stdout.contains("PASS dynproc-publish"),
+        "{}{}",
+        publish.stdout,
+        publish.stderr
+    );
+    assert!(
+        lookup.ok && lookup.stdout.contains("PASS dynproc-lookup"),
+        "{}{}",
+        lookup.stdout,
+        lookup.stderr
+    );
+}
+
+fn run_env_args(exe: &Path, n: u32, env: &[(&str, &str)], args: &[&str]) -> Run {
+    let t = Instant::now();
+    let child = Command::new(gwrun())
+        .envs(env.iter().copied())
+        .args(["--timeout", "60", "-n", &n.to_string()])
+        .arg(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("gwrun starts");
+    let (status, stdout, stderr) = wait_with_backstop(child, Duration::from_secs(90));
+    Run {
+        ok: status.success(),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        secs: t.elapsed().as_secs_f64(),
+    }
+}
+
 /// The MPI-1 names removed in MPI-3 (`MPI_Errhandler_set`, `MPI_Type_struct`, ...).
 #[test]
 fn legacy() {

@@ -127,6 +127,14 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
                Empty = derived from the PMI kvs name (weak; a warning is printed).",
     },
     ParamDecl {
+        name: "WORLD",
+        default: "",
+        kind: Kind::Text,
+        help: "Set by the launcher: `FIRST:COUNT:CAPACITY` = this process's world is contexts \
+               FIRST..FIRST+COUNT-1 of a job whose ids run up to CAPACITY-1 (the rest are for \
+               processes spawned later, `MPI_Comm_spawn`). Empty = the PMI rank and size, no room.",
+    },
+    ParamDecl {
         name: "JOB_ID",
         default: "",
         kind: Kind::Text,

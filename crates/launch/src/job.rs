@@ -17,6 +17,8 @@ use gridwire_launch::sys::kill_orphans;
 use gridwire_launch::sys::{self, Exit};
 pub use gridwire_launch::sys::{remove_shm, say};
 
+mod spawn;
+
 /// Exit status of `gwrun` when `--timeout` expires (as `timeout(1)`).
 pub const EXIT_TIMEOUT: i32 = 124;
 /// How long ranks get between SIGTERM and SIGKILL during a teardown.
@@ -106,6 +108,25 @@ struct Rank {
     exit: Option<Exit>,
     inited: bool,
     finalized: bool,
+    /// Killed by gwrun because its spawned world could not start whole:
+    /// its end is no failure of the job.
+    abandoned: bool,
+}
+
+impl Rank {
+    /// A rank of a spawned world that never started (no process).
+    fn placeholder() -> Rank {
+        Rank {
+            pid: 0,
+            pmi: None,
+            pmi_in: PmiStream::new(),
+            pmi_out: Vec::new(),
+            exit: Some(Exit::Code(0)),
+            inited: false,
+            finalized: true,
+            abandoned: true,
+        }
+    }
 }
 
 struct Stream {
@@ -164,6 +185,13 @@ struct Job {
     report_due: Option<Instant>,
     /// Whether other ranks still ran at the first failure.
     others_running: bool,
+    secret: String,
+    /// Context ids run up to this (the first world plus room for spawned
+    /// ones: `GW_UNIVERSE_SIZE`).
+    capacity: usize,
+    /// Ranks of spawned worlds: (first, count) of the world of each rank
+    /// at or beyond `spec.n`, for their `GW_WORLD`.
+    spawned_world: Vec<(usize, usize)>,
 }
 
 /// Runs the job to the end; returns `gwrun`'s exit status.
@@ -184,8 +212,16 @@ pub fn run(spec: JobSpec) -> i32 {
     };
     sys::become_subreaper();
     sys::raise_fd_limit();
+    let capacity = match spawn::capacity(spec.n) {
+        Ok(c) => c,
+        Err(e) => {
+            say(&e);
+            return 1;
+        }
+    };
     let kvsname = format!("kvs_{job_id}");
-    let server = Server::new(spec.n, kvsname, spec.placement.process_mapping());
+    let mut server = Server::new(spec.n, kvsname, spec.placement.process_mapping());
+    server.set_capacity(capacity);
     let mut job = Job {
         spec,
         job_id,
@@ -199,9 +235,13 @@ pub fn run(spec: JobSpec) -> i32 {
         failures: Vec::new(),
         report_due: None,
         others_running: false,
+        secret,
+        capacity,
+        spawned_world: Vec::new(),
     };
     for r in 0..job.spec.n {
-        if let Err((code, msg)) = job.spawn(r, &secret) {
+        let (program, args) = (job.spec.program.clone(), job.spec.args.clone());
+        if let Err((code, msg)) = job.spawn(r, &program, &args, &[]) {
             say(&msg);
             job.outcome = Some(code);
             job.teardown(libc::SIGTERM);
@@ -213,13 +253,22 @@ pub fn run(spec: JobSpec) -> i32 {
 }
 
 impl Job {
-    fn spawn(&mut self, r: usize, secret: &str) -> Result<(), (i32, String)> {
+    /// Starts rank `r` running `program` (the command line's, or a spawned
+    /// one's, with `extra_env` from the spawn).
+    pub(crate) fn spawn(
+        &mut self,
+        r: usize,
+        program: &str,
+        args: &[String],
+        extra_env: &[(String, String)],
+    ) -> Result<(), (i32, String)> {
         let spec = &self.spec;
+        let secret = self.secret.as_str();
         let (ours, theirs) =
             sys::socketpair().map_err(|e| (1, format!("socketpair for rank {r}: {e}")))?;
         let child_fd = theirs.as_raw_fd();
-        let mut cmd = Command::new(&spec.program);
-        cmd.args(&spec.args);
+        let mut cmd = Command::new(program);
+        cmd.args(args);
         // Forget what an outer launcher may have told *us*.
         for v in [
             "PMI_ID",
@@ -232,9 +281,19 @@ impl Job {
             cmd.env_remove(v);
         }
         let (local, nlocal) = spec.placement.local_rank(r);
+        let (first, count) = if r < spec.n {
+            (0, spec.n)
+        } else {
+            self.spawned_world
+                .get(r - spec.n)
+                .copied()
+                .unwrap_or((r, 1))
+        };
         cmd.env("PMI_FD", child_fd.to_string())
             .env("PMI_RANK", r.to_string())
-            .env("PMI_SIZE", spec.n.to_string())
+            .env("PMI_SIZE", (first + count).to_string())
+            .env("GW_WORLD", format!("{first}:{count}:{}", self.capacity))
+            .envs(extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("MPI_LOCALRANKID", local.to_string())
             .env("MPI_LOCALNRANKS", nlocal.to_string())
             .env("GW_JOB_SECRET", secret)
@@ -284,7 +343,7 @@ impl Job {
             };
             (
                 code,
-                format!("cannot execute '{}': {}", spec.program, sys::os_message(&e)),
+                format!("cannot execute '{}': {}", program, sys::os_message(&e)),
             )
         })?;
         drop(theirs);
@@ -314,6 +373,7 @@ impl Job {
             exit: None,
             inited: false,
             finalized: false,
+            abandoned: false,
         });
         Ok(())
     }
@@ -626,6 +686,18 @@ impl Job {
                 continue; // an orphaned grandchild (we are its subreaper)
             };
             self.ranks[r].exit = Some(exit);
+            // A spawned process gone before its world was ready: the
+            // parent's spawn fails (and the job, if it failed, below).
+            if r >= self.spec.n {
+                let out = self.server.spawn_failed(
+                    r,
+                    &format!("spawned process {r} ended before it initialised"),
+                );
+                self.deliver(out);
+            }
+            if self.ranks[r].abandoned {
+                continue;
+            }
             match exit {
                 // A death by the signal gwrun's teardown sent is no failure.
                 Exit::Signal(s)
@@ -740,6 +812,7 @@ impl Job {
                     Notice::Protocol { rank, what } => {
                         say(&format!("rank {rank}: PMI protocol error: {what}"))
                     }
+                    Notice::Spawn { rank, apps, preput } => self.spawn_world(rank, apps, preput),
                     Notice::Close { rank, what } => {
                         // The error reply is already queued: send what we
                         // can now, then hang up (the rank sees EOF).

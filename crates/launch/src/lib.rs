@@ -6,6 +6,7 @@
 pub mod grid;
 pub mod hostmap;
 pub mod machines;
+pub mod names;
 pub mod report;
 pub mod server;
 pub mod stage;

@@ -297,7 +297,8 @@ fn spin_budget(size: u32) -> Duration {
 
 impl Engine {
     pub fn new(ctx: Context) -> Arc<Engine> {
-        let n = ctx.size();
+        // Per-peer state for every context id of the job (spawned ones too).
+        let n = ctx.capacity();
         Self::with_job_size(ctx, n)
     }
 
@@ -307,13 +308,16 @@ impl Engine {
     pub(crate) fn with_job_size(ctx: Context, n: u32) -> Arc<Engine> {
         let n = n as usize;
         let no_cma = crate::params::flag("MPI_NO_CMA");
+        // Spinning is decided by the processes that run now (the world), not
+        // by the room reserved for spawned ones.
+        let spin = spin_budget(ctx.size().min(n as u32));
         let e = Arc::new(Engine {
             ctx,
             st: TryLock::new(State::default()),
             pool: TryLock::new(Vec::new()),
             ready_len: AtomicUsize::new(0),
             eager: (0..n).map(|_| AtomicUsize::new(0)).collect(),
-            spin: spin_budget(n as u32),
+            spin,
             no_cma: (0..n).map(|_| AtomicBool::new(no_cma)).collect(),
             same_host: (0..n).map(|_| AtomicU8::new(0)).collect(),
             peer_pid: (0..n).map(|_| AtomicU32::new(0)).collect(),

@@ -46,6 +46,10 @@ pub mod class {
     pub const PROC_ABORTED: i32 = 58;
     pub const VALUE_TOO_LARGE: i32 = 59;
     pub const ERRHANDLER: i32 = 61;
+    pub const NAME: i32 = 38;
+    pub const PORT: i32 = 43;
+    pub const SERVICE: i32 = 51;
+    pub const SPAWN: i32 = 53;
 
     /// The tools interface's classes (`MPI_T_ERR_*`, 1001..=1018 in the ABI):
     /// name and description, in order.
@@ -149,6 +153,10 @@ pub mod class {
             58 => "process aborted",
             59 => "value too large",
             61 => "invalid errhandler",
+            38 => "no service of that name is published",
+            43 => "invalid port name",
+            51 => "the service name is not published, or is published already",
+            53 => "the processes could not be spawned",
             20..=62 => "error (see the MPI standard for this class)",
             T_FIRST..=T_LAST => T_CLASSES[(c - T_FIRST) as usize].1,
             _ => "unknown error class",
@@ -202,6 +210,10 @@ pub mod class {
             PROC_ABORTED => "MPI_ERR_PROC_ABORTED",
             VALUE_TOO_LARGE => "MPI_ERR_VALUE_TOO_LARGE",
             ERRHANDLER => "MPI_ERR_ERRHANDLER",
+            NAME => "MPI_ERR_NAME",
+            PORT => "MPI_ERR_PORT",
+            SERVICE => "MPI_ERR_SERVICE",
+            SPAWN => "MPI_ERR_SPAWN",
             T_FIRST..=T_LAST => T_CLASSES[(c - T_FIRST) as usize].0,
             _ => "MPI_ERR_(other)",
         }

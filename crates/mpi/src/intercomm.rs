@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Context ids an intercommunicator reserves (see the module comment).
-const INTER_CTX_IDS: u32 = 4;
+pub(crate) const INTER_CTX_IDS: u32 = 4;
 /// The largest list of processes a leader accepts from the other group.
 const MAX_REMOTE: usize = 1 << 24;
 
@@ -110,19 +110,19 @@ fn not_inter(what: &str) -> crate::MpiError {
 
 impl Mpi {
     /// The maximum of `next_ctx` over the members of `local` (collective on it).
-    fn ctx_proposal(&self, local: &Comm) -> Result<u32> {
+    pub(crate) fn ctx_proposal(&self, local: &Comm) -> Result<u32> {
         let mut v = self.next_ctx.load(Ordering::Acquire).to_le_bytes();
         self.allreduce_u32_max(local, &mut v)?;
         Ok(u32::from_le_bytes(v))
     }
 
     /// Takes ids `id..id + n` (every member of the new communicator calls this).
-    fn reserve_ctx(&self, id: u32, n: u32) {
+    pub(crate) fn reserve_ctx(&self, id: u32, n: u32) {
         self.next_ctx.fetch_max(id + n, Ordering::AcqRel);
     }
 
     /// A context id both groups agree on, from the two proposals.
-    fn agree_ctx(mine: u32, theirs: u32) -> Result<u32> {
+    pub(crate) fn agree_ctx(mine: u32, theirs: u32) -> Result<u32> {
         let id = mine.max(theirs);
         if !id.is_multiple_of(2) || id > u32::MAX - 16 {
             return Err(err(
@@ -299,7 +299,7 @@ impl Mpi {
         let r = self.recv(peer, rb, remote_leader, tag);
         self.wait(&s);
         r?;
-        check_remote(&remote, self.world.size, &local.group)?;
+        check_remote(&remote, self.ctx().capacity(), &local.group)?;
         Ok((ctx, remote))
     }
 
@@ -325,7 +325,7 @@ impl Mpi {
         Ok((ctx, theirs[4..].to_vec()))
     }
 
-    fn new_inter_from(
+    pub(crate) fn new_inter_from(
         &self,
         ctx: u32,
         local: Arc<Group>,
@@ -527,7 +527,7 @@ impl Mpi {
 
     /// My rank in `group`, which must hold the caller.
     fn member(&self, group: &Group, what: &str) -> Result<u32> {
-        group.rank_of(self.world.rank).ok_or_else(|| {
+        group.rank_of(self.me()).ok_or_else(|| {
             err(
                 class::GROUP,
                 format!("{what}: the calling process is not in the group"),
@@ -569,7 +569,7 @@ impl Mpi {
             }
         }
         // Both groups are known here: overlap is found before any message.
-        check_remote(&remote.members, self.world.size, local)?;
+        check_remote(&remote.members, self.ctx().capacity(), local)?;
         let other = remote.world(remote_leader as u32);
         let ctx = self.group_ctx(
             local,

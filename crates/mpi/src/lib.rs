@@ -26,8 +26,10 @@ pub mod mem;
 pub mod neighbor;
 pub mod op;
 pub mod params;
+pub mod ports;
 pub mod request;
 pub mod rma;
+pub mod spawn;
 pub mod topology;
 pub mod topology_levels;
 pub mod x87;
@@ -99,6 +101,9 @@ pub struct Mpi {
     bootstrap: std::sync::OnceLock<Arc<Comm>>,
     /// One-sided communication: windows and operations waiting for answers.
     pub rma: Arc<rma::Rma>,
+    /// In a spawned process: the intercommunicator to its parents
+    /// (`MPI_Comm_get_parent`), made at start-up (spawn.rs).
+    pub parent: Option<Arc<Comm>>,
 }
 
 impl Mpi {
@@ -107,13 +112,20 @@ impl Mpi {
         let ctx = Context::init()?;
         let engine = Engine::new(ctx);
         let ctx = &engine.ctx;
-        let (rank, size) = (ctx.rank(), ctx.size());
-        let world = Comm::new(0, Group::new((0..size).collect()), rank, "MPI_COMM_WORLD");
-        let self_comm = Comm::new(2, Group::new(vec![rank]), 0, "MPI_COMM_SELF");
+        // The world: contexts `first..first + size` (first > 0 in spawned
+        // processes, spawn.rs); group members are context ids.
+        let (me, size, first) = (ctx.rank(), ctx.size(), ctx.world_first());
+        let world = Comm::new(
+            0,
+            Group::new((first..first + size).collect()),
+            me - first,
+            "MPI_COMM_WORLD",
+        );
+        let self_comm = Comm::new(2, Group::new(vec![me]), 0, "MPI_COMM_SELF");
         let rma = rma::Rma::new(ctx);
         // Nobody sends before every rank's handlers exist.
         ctx.bootstrap_barrier()?;
-        Ok(Mpi {
+        let mut mpi = Mpi {
             engine,
             world,
             self_comm,
@@ -125,7 +137,16 @@ impl Mpi {
             deferred: Default::default(),
             bootstrap: Default::default(),
             rma,
-        })
+            parent: None,
+        };
+        mpi.parent = mpi.parent_from_env()?;
+        Ok(mpi)
+    }
+
+    /// This process's context id: its member number in groups (a "world
+    /// rank"; equal to its `MPI_COMM_WORLD` rank but in spawned processes).
+    pub fn me(&self) -> u32 {
+        self.ctx().rank()
     }
 
     /// A temporary of `len` bytes, reused across calls (see `scratch`). Its
@@ -371,7 +392,7 @@ impl Mpi {
         // received, so it keeps its room in the buffer until then (as in
         // MPICH): sent as a rendezvous, whose request completes on the match.
         // To another process the eager copy leaves at once and frees its room.
-        let to_self = world == self.world.rank;
+        let to_self = world == self.me();
         let r = self.engine.send(
             ctx,
             seq,

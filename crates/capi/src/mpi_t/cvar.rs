@@ -43,7 +43,7 @@ pub(crate) fn all_decls() -> Vec<&'static ParamDecl> {
 
 fn when_of(d: &ParamDecl) -> When {
     match d.name {
-        "JOB_SECRET" | "JOB_ID" | "HOST_ID" | "PMI" => When::Never,
+        "JOB_SECRET" | "JOB_ID" | "HOST_ID" | "PMI" | "WORLD" => When::Never,
         n if n.starts_with("MPI_") && n != "MPI_SPIN_US" && n != "MPI_NO_CMA" => When::Anytime,
         _ => When::BeforeInit,
     }

@@ -22,18 +22,24 @@ pub fn profile_dir() -> PathBuf {
 /// The launcher of this build, built into the same target directory if it
 /// is not there yet.
 pub fn gwrun() -> PathBuf {
+    launcher_bin("gwrun")
+}
+
+/// A binary of the launcher's crate (`gwrun`, `gw-nameserver`) of this
+/// build, built into the same target directory if it is not there yet.
+pub fn launcher_bin(name: &str) -> PathBuf {
     let dir = profile_dir();
-    let p = dir.join("gwrun");
+    let p = dir.join(name);
     if !p.exists() {
         let target = dir.parent().unwrap();
         let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        c.args(["build", "-p", "gridwire-launch", "--bin", "gwrun"])
+        c.args(["build", "-p", "gridwire-launch", "--bin", name])
             .env("CARGO_TARGET_DIR", target);
         if dir.file_name().is_some_and(|n| n == "release") {
             c.arg("--release");
         }
         let st = c.status().expect("cargo runs");
-        assert!(st.success(), "building gwrun failed");
+        assert!(st.success(), "building {name} failed");
     }
     p
 }

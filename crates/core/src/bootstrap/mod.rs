@@ -13,6 +13,7 @@ pub mod pmi2;
 pub mod pmi2_wire;
 pub mod pmi_wire;
 pub mod pmix;
+pub mod spawn_wire;
 
 use crate::error::{Error, Result};
 use pmi::Pmi1;
@@ -229,6 +230,39 @@ impl Pmi {
             Pmi::V1(p) => p.get(key),
             Pmi::V2(p) => p.get(key),
             Pmi::X(p) => p.get_from(owner, key),
+        }
+    }
+
+    /// Asks the launcher to start new processes (PMI-1 `PMI_Spawn_multiple`;
+    /// see [`Pmi1::spawn`]). Other protocols refuse (`Ok(Err)`).
+    pub fn spawn(
+        &mut self,
+        apps: &[spawn_wire::SpawnApp],
+        preput: &[(String, String)],
+    ) -> Result<std::result::Result<pmi_wire::Command, String>> {
+        match self {
+            Pmi::V1(p) => p.spawn(apps, preput),
+            _ => Ok(Err(format!(
+                "spawning processes needs the PMI-1 bootstrap (this process speaks {})",
+                self.protocol()
+            ))),
+        }
+    }
+
+    /// The launcher's name service (see [`Pmi1::name_service`]); other
+    /// protocols refuse (`Ok(Err)`).
+    pub fn name_service(
+        &mut self,
+        op: &str,
+        service: &str,
+        port: &str,
+    ) -> Result<std::result::Result<String, String>> {
+        match self {
+            Pmi::V1(p) => p.name_service(op, service, port),
+            _ => Ok(Err(format!(
+                "the name service needs the PMI-1 bootstrap (this process speaks {})",
+                self.protocol()
+            ))),
         }
     }
 

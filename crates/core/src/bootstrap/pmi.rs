@@ -462,6 +462,82 @@ impl Pmi1 {
         self.send(&cmd)
     }
 
+    /// `PMI_Spawn_multiple`: asks the launcher to start `apps`, with
+    /// `preput` put for the new processes. `Ok(Err(why))` is the launcher's
+    /// refusal (no such program, too many processes); `Ok(Ok(reply))` its
+    /// `spawn_result`, whose extra arguments (gwrun's `gw_base`, …) the
+    /// caller reads. Under gwrun the reply comes once the new processes
+    /// have all initialised.
+    pub fn spawn(
+        &mut self,
+        apps: &[super::spawn_wire::SpawnApp],
+        preput: &[(String, String)],
+    ) -> Result<std::result::Result<Command, String>> {
+        self.check_live("spawn")?;
+        if self.is_singleton() {
+            return Ok(Err("no launcher to spawn processes (a singleton)".into()));
+        }
+        let text = super::spawn_wire::encode_spawn(apps, preput).map_err(boot)?;
+        let Conn::Wire { file, .. } = &mut self.conn else {
+            return Err(boot("internal: spawn on a singleton PMI"));
+        };
+        file.write_all(text.as_bytes())
+            .map_err(|e| Error::io("writing a PMI spawn request to the launcher", e))?;
+        let r = self.expect("spawn_result")?;
+        if r.rc() != 0 {
+            let why = r
+                .get("errmsg")
+                .or_else(|| r.get("msg"))
+                .map(super::pmi_wire::unescape_value)
+                .unwrap_or_else(|| "the launcher refused the spawn".into());
+            return Ok(Err(why));
+        }
+        Ok(Ok(r))
+    }
+
+    /// The launcher's name service (PMI-1 `publish_name`, `unpublish_name`,
+    /// `lookup_name`, as MPICH's client speaks them): `op` is one of those
+    /// three; `port` matters to `publish_name`. `Ok(Ok(port))` on success
+    /// (the port for a look-up, empty otherwise), `Ok(Err(why))` when the
+    /// launcher says no (unknown or already published service).
+    pub fn name_service(
+        &mut self,
+        op: &str,
+        service: &str,
+        port: &str,
+    ) -> Result<std::result::Result<String, String>> {
+        self.check_live(op)?;
+        if self.is_singleton() {
+            return Ok(Err("no launcher, so no name service (a singleton)".into()));
+        }
+        let reply = match op {
+            "publish_name" => "publish_result",
+            "unpublish_name" => "unpublish_result",
+            "lookup_name" => "lookup_result",
+            _ => {
+                return Err(boot(format!(
+                    "internal: unknown name-service operation {op}"
+                )))
+            }
+        };
+        let mut cmd = Command::new(op).arg("service", escape_value(service));
+        if op == "publish_name" {
+            cmd = cmd.arg("port", escape_value(port));
+        }
+        let r = self.call(&cmd, reply)?;
+        if r.rc() != 0 {
+            return Ok(Err(r
+                .get("info")
+                .or_else(|| r.get("msg"))
+                .map(super::pmi_wire::unescape_value)
+                .unwrap_or_else(|| "refused".into())));
+        }
+        Ok(Ok(r
+            .get("port")
+            .map(super::pmi_wire::unescape_value)
+            .unwrap_or_default()))
+    }
+
     fn send(&mut self, cmd: &Command) -> Result<()> {
         let line = cmd.encode()?;
         let Conn::Wire { file, .. } = &mut self.conn else {

@@ -5,8 +5,8 @@
 //! tokens separated by spaces. Values may contain `=` (everything after the
 //! first `=` of a token is the value) but never spaces or newlines. The only
 //! exception is the multi-line `mcmd=spawn … endcmd` form used by
-//! `PMI_Spawn_multiple`; gridwire does not support dynamic processes, so the
-//! codec recognises it only to reject it with a clear error.
+//! `PMI_Spawn_multiple`: one `key=value` per line (values may hold spaces),
+//! which [`LineBuffer`] returns as one [`Command`] named `spawn`.
 //!
 //! This module performs no I/O so both sides (the client in
 //! [`super::pmi`] and the server in `gwrun`) share one parser and the parser
@@ -32,7 +32,7 @@ pub enum WireError {
     NotUtf8,
     /// A line grew beyond [`MAX_LINE`] without a newline.
     TooLong(usize),
-    /// `mcmd=spawn` (PMI_Spawn_multiple) is not supported by gridwire.
+    /// A malformed `mcmd=` block (PMI_Spawn_multiple), or one on a single line.
     SpawnUnsupported,
     /// A key or value contains a character the wire cannot carry.
     BadChar { what: &'static str, text: String },
@@ -47,7 +47,7 @@ impl fmt::Display for WireError {
             WireError::NotUtf8 => write!(f, "PMI line is not valid UTF-8"),
             WireError::TooLong(n) => write!(f, "PMI line longer than {n} bytes"),
             WireError::SpawnUnsupported => {
-                write!(f, "mcmd=spawn (PMI_Spawn_multiple) is not supported")
+                write!(f, "malformed mcmd= block (PMI_Spawn_multiple)")
             }
             WireError::BadChar { what, text } => {
                 write!(
@@ -202,10 +202,10 @@ pub fn parse_line(line: &[u8]) -> Result<Command, WireError> {
 /// rescans what was already seen. A line longer than [`MAX_LINE`] is an
 /// error; the buffer then holds at most `MAX_LINE` plus one push.
 ///
-/// Once an `mcmd=` line is seen, the buffer swallows lines up to and
-/// including `endcmd` and reports one [`WireError::SpawnUnsupported`], so a
-/// server can answer the spawn with an error and keep the connection in
-/// sync instead of misreading the body lines as commands.
+/// Once an `mcmd=NAME` line is seen, the buffer collects the `key=value`
+/// lines up to `endcmd` into one command `NAME` (at most [`MAX_MCMD_LINES`]
+/// of them; a longer or malformed block is one error, and the connection
+/// stays in sync at its `endcmd`).
 #[derive(Debug, Default)]
 pub struct LineBuffer {
     buf: Vec<u8>,
@@ -213,8 +213,12 @@ pub struct LineBuffer {
     start: usize,
     /// Bytes before this offset (and at or after `start`) hold no newline.
     scanned: usize,
-    in_mcmd: bool,
+    /// The multi-line command being collected, and whether it broke.
+    mcmd: Option<(Command, bool)>,
 }
+
+/// Lines one `mcmd=` block may hold (a spawn of many arguments and infos).
+pub const MAX_MCMD_LINES: usize = 4096;
 
 impl LineBuffer {
     pub fn new() -> Self {
@@ -265,15 +269,30 @@ impl LineBuffer {
                 return Some(Err(WireError::TooLong(MAX_LINE)));
             }
             let body = &self.buf[line_start..nl];
-            if self.in_mcmd {
-                if body.strip_suffix(b"\r").unwrap_or(body) == b"endcmd" {
-                    self.in_mcmd = false;
-                    return Some(Err(WireError::SpawnUnsupported));
+            let body = body.strip_suffix(b"\r").unwrap_or(body);
+            if let Some((cmd, broken)) = &mut self.mcmd {
+                if body == b"endcmd" {
+                    let (cmd, broken) = self.mcmd.take().unwrap_or((Command::new(""), true));
+                    return Some(if broken {
+                        Err(WireError::SpawnUnsupported)
+                    } else {
+                        Ok(cmd)
+                    });
+                }
+                let kv = std::str::from_utf8(body)
+                    .ok()
+                    .and_then(|l| l.split_once('='));
+                match kv {
+                    Some((k, v)) if !k.is_empty() && cmd.args.len() < MAX_MCMD_LINES => {
+                        cmd.args.push((k.trim().to_string(), v.to_string()))
+                    }
+                    _ => *broken = true,
                 }
                 continue;
             }
-            if body.starts_with(b"mcmd=") {
-                self.in_mcmd = true;
+            if let Some(name) = body.strip_prefix(b"mcmd=") {
+                let name = std::str::from_utf8(name).unwrap_or("").trim();
+                self.mcmd = Some((Command::new(name), name.is_empty()));
                 continue;
             }
             if body.iter().all(|b| b.is_ascii_whitespace()) {
@@ -419,9 +438,15 @@ mod tests {
     }
 
     #[test]
-    fn line_buffer_skips_spawn_block() {
+    fn line_buffer_collects_spawn_block() {
         let mut lb = LineBuffer::new();
-        lb.push(b"mcmd=spawn\nnprocs=2\nexecname=/bin/true\nendcmd\ncmd=finalize\n");
+        lb.push(b"mcmd=spawn\nnprocs=2\nexecname=/bin/true\narg1=a b\nendcmd\ncmd=finalize\n");
+        let spawn = lb.next_command().unwrap().unwrap();
+        assert_eq!(spawn.name, "spawn");
+        assert_eq!(spawn.get("nprocs"), Some("2"));
+        assert_eq!(spawn.get("arg1"), Some("a b"));
+        assert_eq!(lb.next_command().unwrap().unwrap().name, "finalize");
+        lb.push(b"mcmd=spawn\nno equals sign\nendcmd\ncmd=finalize\n");
         assert_eq!(lb.next_command().unwrap(), Err(WireError::SpawnUnsupported));
         assert_eq!(lb.next_command().unwrap().unwrap().name, "finalize");
         assert!(lb.next_command().is_none());

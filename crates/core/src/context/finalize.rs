@@ -9,18 +9,21 @@ impl Context {
     /// requests: ceil(log2 n) rounds). Use it after registering handlers, so
     /// no request can reach a context before its handlers exist.
     pub fn barrier(&self) -> Result<()> {
+        // Over this context's world (ids `first..first + n`).
         let n = self.size();
+        let first = self.world_first();
+        let me = self.rank() - first;
         let epoch = self.inner.barrier_epoch.fetch_add(1, Ordering::Relaxed);
         let mut dist = 1u32;
         let mut round = 0u32;
         while dist < n {
-            let to = (self.rank() + dist) % n;
+            let to = first + (me + dist) % n;
             let mut msg = [0u8; 12];
             msg[..8].copy_from_slice(&epoch.to_le_bytes());
             msg[8..].copy_from_slice(&round.to_le_bytes());
             self.send_internal(to, H_BARRIER, &msg)?;
             let key = (epoch, round);
-            let from = (self.rank() + n - dist) % n;
+            let from = first + (me + n - dist) % n;
             let mut broken = None;
             let mut arrivals_seen = u64::MAX;
             self.wait(|| {

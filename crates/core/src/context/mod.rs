@@ -35,8 +35,9 @@ mod progress;
 mod setup;
 #[cfg(test)]
 mod tests;
+mod world;
 
-pub use membership::{JoinSpec, MembershipEvent, MembershipKind};
+pub use membership::{JoinSpec, MembershipEvent, MembershipKind, MAX_CAPACITY};
 pub use multicast::{MulticastStartpoint, FANOUT as MULTICAST_FANOUT};
 pub use placement::{check_site_name, Placement, DEFAULT_SITE, MAX_SITE_LEN};
 use placement::{lookup_placement, own_placement, publish_placement};
@@ -45,6 +46,7 @@ use progress::Dispatch;
 use progress::ProgressWaiter;
 use setup::*;
 pub use setup::{host_identity, methods_from_params, real_host_identity};
+use world::{world_layout, World};
 
 /// What a handler receives.
 pub struct Request<'a> {
@@ -145,6 +147,9 @@ struct ProgressState {
 
 struct Inner {
     job: JobInfo,
+    /// The contexts that started together with this one (the bootstrap's
+    /// and the collective shutdown's participants).
+    world: World,
     params: Params,
     methods: Vec<Arc<dyn Method>>,
     cheap: Vec<usize>,
@@ -213,9 +218,16 @@ impl Context {
     /// Initialises with explicit parameters and bootstrap.
     pub fn with(params: Params, mut pmi: Pmi) -> Result<Context> {
         let rank = pmi.rank();
-        let size = pmi.size();
-        let job = job_info(&params, &mut pmi, rank, size)?;
-        Self::build(params, pmi, job, false)
+        let world = world_layout(params.text("WORLD"), rank, pmi.size())?;
+        let job = job_info(&params, &mut pmi, rank, world.capacity)?;
+        let mut ctx = Self::build(params, pmi, job, false)?;
+        if let Some(inner) = Arc::get_mut(&mut ctx.inner) {
+            // Spinning is decided by the processes that run (the world), not
+            // by the room reserved for spawned ones (the capacity).
+            inner.spin = spin_budget(&inner.params, world.size)?;
+            inner.world = world;
+        }
+        Ok(ctx)
     }
 
     /// The common part of [`with`](Self::with) and [`join`](Self::join).
@@ -281,6 +293,11 @@ impl Context {
         let yield_for = Duration::from_micros(params.num("YIELD_US"));
         let spin = spin_budget(&params, size)?;
         let inner = Inner {
+            world: World {
+                first: 0,
+                size: job.size,
+                capacity: job.size,
+            },
             job,
             methods,
             cheap,
@@ -343,7 +360,21 @@ impl Context {
             .to_string()
     }
 
+    /// Number of contexts that started together with this one (its world:
+    /// ids [`world_first`](Self::world_first)`..+size`).
     pub fn size(&self) -> u32 {
+        self.inner.world.size
+    }
+
+    /// The first context id of this context's world (0 but in processes
+    /// spawned into a running job).
+    pub fn world_first(&self) -> u32 {
+        self.inner.world.first
+    }
+
+    /// Context ids of the job run from 0 to `capacity() - 1`: the world
+    /// and room for processes spawned later.
+    pub fn capacity(&self) -> u32 {
         self.inner.job.size
     }
 
@@ -454,7 +485,7 @@ impl Context {
         self.inner.peers.get(rank as usize).ok_or_else(|| {
             Error::BadStartpoint(format!(
                 "rank {rank} does not exist (the job has {} ranks)",
-                self.size()
+                self.capacity()
             ))
         })
     }

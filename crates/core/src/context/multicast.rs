@@ -264,10 +264,10 @@ impl Dispatch<'_> {
         let Some((origin, handler, entries, payload)) = decode(msg) else {
             return refuse("truncated");
         };
-        if let Err(why) = check(&entries, ctx.rank(), ctx.size()) {
+        if let Err(why) = check(&entries, ctx.rank(), ctx.capacity()) {
             return refuse(&why);
         }
-        if handler >= FIRST_INTERNAL_HANDLER || origin >= ctx.size() {
+        if handler >= FIRST_INTERNAL_HANDLER || origin >= ctx.capacity() {
             return refuse("bad handler or origin");
         }
         for child in children(&entries) {

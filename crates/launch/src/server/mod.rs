@@ -15,6 +15,7 @@ use gridwire_core::bootstrap::pmi_wire::{
 };
 
 mod pmi2;
+mod spawn;
 mod stream;
 
 pub use stream::{PmiStream, Request};
@@ -53,6 +54,14 @@ pub enum Notice {
     /// the proxy passes its fresh puts up the tree and calls
     /// [`Server::release_barrier`] once the whole job's puts came back.
     BarrierReady,
+    /// The rank asked to spawn `apps` (PMI-1 `mcmd=spawn`, every block in):
+    /// the launcher starts them ([`Server::add_world`]) or refuses
+    /// ([`Server::spawn_refused`]).
+    Spawn {
+        rank: usize,
+        apps: Vec<gridwire_core::bootstrap::spawn_wire::SpawnApp>,
+        preput: Vec<(String, String)>,
+    },
 }
 
 /// Output of [`Server::handle`].
@@ -93,6 +102,10 @@ pub struct Server {
     node_attr_bytes: usize,
     /// Ranks blocked in `info-getnodeattr` with `wait=TRUE`, by key.
     node_attr_waiters: Vec<(usize, String)>,
+    /// The first world and the ones spawned into the job since.
+    worlds: spawn::Worlds,
+    /// `MPI_Publish_name` and friends (this job's table or GW_NAMESERVER's).
+    names: crate::names::NameService,
 }
 
 /// Which PMI a rank speaks.
@@ -137,6 +150,8 @@ impl Server {
             node_attrs: HashMap::new(),
             node_attr_bytes: 0,
             node_attr_waiters: Vec::new(),
+            worlds: spawn::Worlds::new(size),
+            names: crate::names::NameService::from_env(),
         }
     }
 
@@ -170,11 +185,16 @@ impl Server {
             if all_in {
                 out.notices.push(Notice::BarrierReady);
             }
-        } else if self.in_barrier.iter().all(|&b| b) {
-            for r in 0..self.size {
-                out.replies.push((r, self.barrier_release(r)));
+        } else {
+            // Each world has a barrier of its own (spawned worlds, spawn.rs).
+            let world = self.worlds.world_range(rank);
+            if world.clone().all(|r| self.in_barrier[r]) {
+                for r in world {
+                    out.replies.push((r, self.barrier_release(r)));
+                    self.in_barrier[r] = false;
+                }
+                self.world_ready(rank, out);
             }
-            self.in_barrier.iter_mut().for_each(|b| *b = false);
         }
     }
 
@@ -289,12 +309,12 @@ impl Server {
                     line(
                         Command::new("spawn_result")
                             .arg("rc", -1)
-                            .arg("errmsg", "spawn_not_supported_by_gwrun"),
+                            .arg("errmsg", "malformed_spawn_request"),
                     ),
                 ));
                 out.notices.push(Notice::Protocol {
                     rank,
-                    what: "PMI spawn is not supported".into(),
+                    what: "malformed PMI spawn request".into(),
                 });
                 return out;
             }
@@ -362,7 +382,7 @@ impl Server {
             "get_universe_size" => reply(
                 &mut out,
                 Command::new("universe_size")
-                    .arg("size", self.size)
+                    .arg("size", self.worlds.capacity)
                     .arg("rc", 0),
             ),
             "get_my_kvsname" => reply(
@@ -395,6 +415,23 @@ impl Server {
                 reply(&mut out, c);
             }
             "barrier_in" => self.enter_barrier(rank, &mut out),
+            "spawn" => self.spawn_block(rank, &cmd, &mut out),
+            op @ ("publish_name" | "unpublish_name" | "lookup_name") => {
+                let service = cmd.get("service").map(unescape_value).unwrap_or_default();
+                let port = cmd.get("port").map(unescape_value).unwrap_or_default();
+                let name = op.replace("_name", "_result");
+                let c = match self.names.apply(op, &service, &port) {
+                    Ok(p) if op == "lookup_name" => Command::new(&name)
+                        .arg("rc", 0)
+                        .arg("port", escape_value(&p))
+                        .arg("info", "ok"),
+                    Ok(_) => Command::new(&name).arg("rc", 0).arg("info", "ok"),
+                    Err(why) => Command::new(&name)
+                        .arg("rc", 1)
+                        .arg("info", escape_value(&why)),
+                };
+                reply(&mut out, c);
+            }
             "finalize" => {
                 reply(&mut out, Command::new("finalize_ack").arg("rc", 0));
                 out.notices.push(Notice::Finalized(rank));

@@ -256,6 +256,20 @@ impl Server {
                     .unwrap_or_else(|| abort_code(&msg));
                 out.notices.push(Notice::Abort { rank, code, msg });
             }
+            "spawn" => match super::spawn::parse_pmi2_spawn(&cmd) {
+                Ok((apps, preput)) => out.notices.push(Notice::Spawn { rank, apps, preput }),
+                Err(why) => reply(&mut out, failed(&name, &why)),
+            },
+            op @ ("name-publish" | "name-unpublish" | "name-lookup") => {
+                let service = cmd.get("name").unwrap_or_default().to_string();
+                let port = cmd.get("port").unwrap_or_default().to_string();
+                let op1 = format!("{}_name", op.trim_start_matches("name-"));
+                match self.names.apply(&op1, &service, &port) {
+                    Ok(p) if op == "name-lookup" => reply(&mut out, ok(&name).arg("value", p)),
+                    Ok(_) => reply(&mut out, ok(&name)),
+                    Err(why) => reply(&mut out, failed(&name, &why)),
+                }
+            }
             other => {
                 let what = format!("unsupported PMI-2 command {other:?}");
                 reply(
@@ -531,7 +545,8 @@ mod tests {
             (r.name.as_str(), r.get("rc")),
             ("spawn-response", Some("-1"))
         );
-        assert!(matches!(o.notices[0], Notice::Protocol { .. }));
+        // A malformed spawn (no program named) is refused, nothing starts.
+        assert!(o.notices.is_empty());
         // A body that is not a command: an error frame, the stream goes on.
         let o = h(&mut s, 0, "garbage");
         assert_eq!(only_reply(&o, 0).name, "error");

@@ -280,6 +280,14 @@ impl Proxy {
                         self.own_fence = Some(self.server.take_fresh());
                         self.maybe_fence_up();
                     }
+                    // Spawning is done by a single-host gwrun (see docs/mpi.md).
+                    Notice::Spawn { rank, .. } => {
+                        let out = self.server.spawn_refused(
+                            rank,
+                            "MPI_Comm_spawn is not supported in a job started with gwrun -f (machines file)",
+                        );
+                        self.deliver(out.replies);
+                    }
                 }
             }
         }

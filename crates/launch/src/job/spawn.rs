@@ -1,0 +1,142 @@
+//! `MPI_Comm_spawn` in gwrun: the room a job reserves for spawned
+//! processes, and starting a spawned world (server side:
+//! `gridwire_launch::server`'s spawn module).
+
+use super::*;
+use gridwire_core::bootstrap::spawn_wire::SpawnApp;
+use gridwire_launch::server::Output;
+
+/// Context ids a job reserves beyond its first world when
+/// `GW_UNIVERSE_SIZE` does not say: room for that many spawned processes
+/// over the job's life (ids are never reused). Each id costs every
+/// process a peer slot (a few hundred bytes), not a connection.
+pub const DEFAULT_SPAWN_ROOM: usize = 256;
+
+/// The job's capacity: `GW_UNIVERSE_SIZE` (the first world plus every
+/// process spawned later, as `MPI_UNIVERSE_SIZE` reports it) or the first
+/// world plus [`DEFAULT_SPAWN_ROOM`].
+pub fn capacity(n: usize) -> Result<usize, String> {
+    let max = gridwire_core::context::MAX_CAPACITY as usize;
+    let cap = match std::env::var("GW_UNIVERSE_SIZE") {
+        Ok(v) if !v.trim().is_empty() => {
+            let c: usize = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("GW_UNIVERSE_SIZE={v:?} is not a number of processes"))?;
+            if c < n {
+                return Err(format!(
+                    "GW_UNIVERSE_SIZE={c} is smaller than the job ({n} processes)"
+                ));
+            }
+            c
+        }
+        _ => n + DEFAULT_SPAWN_ROOM,
+    };
+    if cap > max {
+        return Err(format!(
+            "a job holds at most {max} processes, spawned ones included (GW_UNIVERSE_SIZE)"
+        ));
+    }
+    Ok(cap)
+}
+
+/// Where `program` would be executed from: itself when it names a path,
+/// else the first executable match in `PATH`.
+fn resolve(program: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = std::path::PathBuf::from(program);
+        return runnable(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| runnable(p))
+}
+
+impl Job {
+    /// Hands a server's output to the ranks it addresses.
+    pub(super) fn deliver(&mut self, out: Output) {
+        for (to, line) in out.replies {
+            if let Some(rk) = self.ranks.get_mut(to) {
+                rk.pmi_out.extend_from_slice(line.as_bytes());
+            }
+            self.flush_pmi(to);
+        }
+    }
+
+    /// Rank `parent` asked to spawn `apps`: start them as a new world of
+    /// the job, or answer why not. Everything is checked before the first
+    /// process starts; a program that still fails to start kills the ones
+    /// of its world started before it.
+    pub(super) fn spawn_world(
+        &mut self,
+        parent: usize,
+        apps: Vec<SpawnApp>,
+        preput: Vec<(String, String)>,
+    ) {
+        let total: usize = apps.iter().map(|a| a.maxprocs as usize).sum();
+        let refuse = |job: &mut Job, why: String| {
+            let out = job.server.spawn_refused(parent, &why);
+            job.deliver(out);
+        };
+        if self.outcome.is_some() {
+            return refuse(self, "the job is ending".into());
+        }
+        if let Some(app) = apps.iter().find(|a| resolve(&a.command).is_none()) {
+            return refuse(
+                self,
+                format!(
+                    "cannot execute '{}': no such executable file (PATH searched)",
+                    app.command
+                ),
+            );
+        }
+        let first = match self.server.add_world(parent, total) {
+            Ok(f) => f,
+            Err(why) => return refuse(self, why),
+        };
+        // GW_PARENT (how the new processes reach their parents) comes from
+        // the spawning library; the other pairs go into the key-value space.
+        let mut env: Vec<(String, String)> = vec![("PMI_SPAWNED".into(), "1".into())];
+        for (k, v) in &preput {
+            if k == "gw_parent" {
+                env.push(("GW_PARENT".into(), v.clone()));
+            }
+        }
+        let nhosts = self.spec.placement.hosts.len().max(1);
+        let mut r = first;
+        let mut failed = None;
+        'apps: for (appnum, app) in apps.iter().enumerate() {
+            let mut env = env.clone();
+            env.push(("GW_APPNUM".into(), appnum.to_string()));
+            for _ in 0..app.maxprocs {
+                self.spawned_world.push((first, total));
+                // Spawned processes go round the (emulated) hosts.
+                self.spec.placement.rank_host.push(r % nhosts);
+                if let Err((_, msg)) = self.spawn(r, &app.command, &app.args, &env) {
+                    failed = Some(msg);
+                    break 'apps;
+                }
+                r += 1;
+            }
+        }
+        let Some(why) = failed else {
+            return;
+        };
+        // Ranks of this world that never started: placeholders, already exited.
+        while self.ranks.len() < first + total {
+            self.ranks.push(Rank::placeholder());
+            self.spawned_world.push((first, total));
+        }
+        for rk in &mut self.ranks[first..first + total] {
+            rk.abandoned = true;
+            sys::kill_group(rk.pid, libc::SIGKILL);
+        }
+        let out = self.server.spawn_failed(first, &why);
+        self.deliver(out);
+    }
+}
