@@ -489,10 +489,9 @@ impl Mpi {
         Ok(())
     }
 
-    /// `MPI_Gather`: hierarchical where [`Mpi::hier_plan`] says so, else
-    /// [`Mpi::gatherv`] with equal blocks. (Gatherv's counts are known at the
-    /// root only, so the levels could not size what they carry: it stays
-    /// flat, where each byte crosses the wide area once too.)
+    /// `MPI_Gather`: hierarchical where [`Mpi::hier_plan`] says so (equal
+    /// blocks: the levels size what they carry without packet headers),
+    /// else [`Mpi::gatherv`] with equal blocks.
     pub fn gather(&self, comm: &Comm, send: Option<&Buf>, recv: &Buf, root: i32) -> Result<()> {
         if !comm.is_inter() {
             check_root(comm, root)?;
