@@ -270,6 +270,20 @@ static unsigned long long wan_sent(void) {
     return total;
 }
 
+/* Bytes this rank has sent so far to the other ranks of its host. */
+static MPI_T_pvar_handle sent_bytes;
+static int **colors_of;
+static unsigned long long host_bytes(void) {
+    unsigned long long *v = malloc(wsize * sizeof *v), total = 0;
+    int me;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    T(MPI_T_pvar_read(session, sent_bytes, v));
+    for (int r = 0; r < wsize; r++)
+        if (r != me && colors_of[r][0] == colors_of[me][0] && colors_of[r][1] == colors_of[me][1]) total += v[r];
+    free(v);
+    return total;
+}
+
 static unsigned long long count_wan(MPI_Comm c, MPI_Comm quiet, void (*op)(MPI_Comm, int), int root) {
     T(MPI_Barrier(quiet));
     unsigned long long before = wan_sent();
@@ -344,6 +358,10 @@ static void wan_counts(void) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     T(MPI_Comm_get_attr(MPI_COMM_WORLD, GW_TOPOLOGY_COLORS, &colors, &flag));
     CHECK(flag, "no GW_TOPOLOGY_COLORS");
+    colors_of = colors;
+    T(MPI_T_pvar_get_index("gw_link_sent_bytes", MPI_T_PVAR_CLASS_COUNTER, &idx));
+    T(MPI_T_pvar_handle_alloc(session, idx, NULL, &sent_bytes, &count));
+    T(MPI_T_pvar_start(session, sent_bytes));
     T(MPI_Op_create(affine_op, 0, &affine_wan));
     site_of = malloc(wsize * sizeof(int));
     int nsites = 0;
@@ -387,6 +405,48 @@ static void wan_counts(void) {
     /* Scan: each site leader sends its total to each later site's leader. */
     unsigned long long want_scan = contig ? want_ss / 2 : fsc;
     CHECK(hsc == want_scan, "hier scan: %llu wide-area messages, want %llu", hsc, want_scan);
+    /* Within a host a blocking commutative reduction goes through the
+     * host's shared segment: a member sends its reader an empty wake-up,
+     * not its data (4000 bytes here). (The flat binomial tree may or may
+     * not pair ranks of one host, depending on the placement.) */
+    {
+        enum { N = 1000 };
+        int *x = malloc(N * sizeof(int)), *y = malloc(N * sizeof(int));
+        for (int i = 0; i < N; i++) x[i] = i;
+        unsigned long long hb[2], fb[2], mine, before;
+        for (int k = 0; k < 2; k++) {
+            MPI_Comm c = k ? flat : hier;
+            unsigned long long *out = k ? fb : hb;
+            for (int w = 0; w < 3; w++) T(MPI_Reduce(x, y, N, MPI_INT, MPI_SUM, 0, c));
+            T(MPI_Barrier(flat));
+            before = host_bytes();
+            T(MPI_Reduce(x, y, N, MPI_INT, MPI_SUM, 0, c));
+            mine = host_bytes() - before;
+            T(MPI_Allreduce(&mine, &out[0], 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, flat));
+            T(MPI_Barrier(flat));
+            before = host_bytes();
+            T(MPI_Allreduce(x, y, N, MPI_INT, MPI_SUM, c));
+            mine = host_bytes() - before;
+            T(MPI_Allreduce(&mine, &out[1], 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, flat));
+            if (k == 0)
+                for (int i = 0; i < N; i++) CHECK(y[i] == i * wsize, "shared-segment allreduce [%d]=%d", i, y[i]);
+        }
+        if (rank == 0)
+            printf("same-host bytes of a 4000-byte reduce: hier %llu flat %llu; allreduce: hier %llu flat %llu\n", hb[0], fb[0], hb[1], fb[1]);
+        /* Hier allreduce still broadcasts the result down by messages
+         * (4000 bytes to each non-leader of a host): at most that. */
+        int nonleaders = 0;
+        for (int r = 0; r < wsize; r++) {
+            int first = 1;
+            for (int q = 0; q < r; q++)
+                if (colors[q][0] == colors[r][0] && colors[q][1] == colors[r][1]) first = 0;
+            nonleaders += !first;
+        }
+        CHECK(hb[0] < 4000, "hier reduce: %llu bytes within hosts, want less than one contribution", hb[0]);
+        CHECK(hb[1] < 4000ULL * nonleaders + 4000, "hier allreduce: %llu bytes within hosts", hb[1]);
+        free(x); free(y);
+    }
+    T(MPI_T_pvar_handle_free(session, &sent_bytes));
     T(MPI_Op_free(&affine_wan));
     T(MPI_Comm_free(&flat));
     T(MPI_Comm_free(&hier));

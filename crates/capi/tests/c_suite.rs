@@ -891,17 +891,18 @@ fn coll_hier() {
             runs.push((exe_s, "wan", &[("GW_COLL", "flat")]));
         }
         for (exe, mode, env) in runs {
-            let name = if exe == exe_v { "coll_hier_v" } else { "coll_hier" };
+            let name = if exe == exe_v {
+                "coll_hier_v"
+            } else {
+                "coll_hier"
+            };
             let mut a = args.clone();
             a.push(exe);
             if !mode.is_empty() {
                 a.push(mode);
             }
             let r = run_gwrun(&a, env);
-            let want = format!(
-                "PASS {name}{}",
-                if mode.is_empty() { "" } else { " wan" }
-            );
+            let want = format!("PASS {name}{}", if mode.is_empty() { "" } else { " wan" });
             eprintln!(
                 "{name} {mode} {env:?}: {what}: {:.2} s\n{}",
                 r.secs, r.stdout

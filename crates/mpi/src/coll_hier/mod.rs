@@ -26,6 +26,7 @@ mod gatherv;
 mod ops;
 mod ordered;
 mod packets;
+mod shm;
 mod tree;
 
 use crate::comm::Comm;
@@ -53,6 +54,9 @@ pub struct Plan {
     /// results combined level by level then cover consecutive ranks, so a
     /// non-commutative reduction or a scan can keep MPI's rank order.
     contiguous: bool,
+    /// The host's shared segment for reductions (`shm.rs`), made at the
+    /// first one that can use it; None inside: messages.
+    host_seg: std::sync::OnceLock<Option<Arc<shm::HostSeg>>>,
 }
 
 impl Plan {
@@ -83,6 +87,7 @@ impl Plan {
             ranks_of_host.iter().all(consecutive) && ranks_of_site.iter().all(consecutive);
         Some(Plan {
             contiguous,
+            host_seg: std::sync::OnceLock::new(),
             site: colours.iter().map(|c| c[0]).collect(),
             host: colours.iter().map(|c| c[1]).collect(),
             hosts_of_site,

@@ -108,7 +108,7 @@ impl Mpi {
         src.pack_into(&mut acc);
         let mut tmp = self.scratch_take(acc.len());
         let res = self
-            .list_reduce(comm, &lv.host, dt, count, op, &mut acc, &mut tmp)
+            .host_reduce(comm, plan, &lv.host, dt, count, op, &mut acc, &mut tmp)
             .and_then(|_| self.list_reduce(comm, &lv.site, dt, count, op, &mut acc, &mut tmp))
             .and_then(|_| self.list_reduce(comm, &lv.wan, dt, count, op, &mut acc, &mut tmp));
         if res.is_ok() && comm.rank == root {
@@ -136,7 +136,7 @@ impl Mpi {
         src.pack_into(&mut acc);
         let mut tmp = self.scratch_take(acc.len());
         let res = self
-            .list_reduce(comm, &lv.host, dt, count, op, &mut acc, &mut tmp)
+            .host_reduce(comm, plan, &lv.host, dt, count, op, &mut acc, &mut tmp)
             .and_then(|_| self.list_reduce(comm, &lv.site, dt, count, op, &mut acc, &mut tmp))
             .and_then(|_| self.list_allreduce(comm, &lv.wan, dt, count, op, &mut acc, &mut tmp))
             .and_then(|_| self.list_bcast(comm, &lv.site, &mut acc))
