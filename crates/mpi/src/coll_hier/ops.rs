@@ -140,7 +140,7 @@ impl Mpi {
             .and_then(|_| self.list_reduce(comm, &lv.site, dt, count, op, &mut acc, &mut tmp))
             .and_then(|_| self.list_allreduce(comm, &lv.wan, dt, count, op, &mut acc, &mut tmp))
             .and_then(|_| self.list_bcast(comm, &lv.site, &mut acc))
-            .and_then(|_| self.list_bcast(comm, &lv.host, &mut acc));
+            .and_then(|_| self.host_bcast_result(comm, plan, &lv.host, op, &mut acc));
         if res.is_ok() {
             recv.unpack(&acc);
         }

@@ -168,7 +168,8 @@ static SERIAL: AtomicU64 = AtomicU64::new(0);
 impl Mpi {
     /// Makes (or refuses, on every member alike) this host's segment.
     fn host_seg_setup(&self, comm: &Comm, members: &[u32]) -> Result<Option<Arc<HostSeg>>> {
-        let len = members.len() * (HEAD + slot().next_multiple_of(HEAD));
+        // One slot per member, then the result slot (allreduce).
+        let len = (members.len() + 1) * (HEAD + slot().next_multiple_of(HEAD));
         let me = comm.rank;
         if me == members[0] {
             let name = format!(
@@ -232,6 +233,76 @@ impl Mpi {
         }
     }
 
+    /// The host's segment if a reduction of `len` bytes with `op` over the
+    /// host level `list` may use it (made at the first such call).
+    fn host_seg_for(
+        &self,
+        comm: &Comm,
+        plan: &Plan,
+        list: &[u32],
+        len: usize,
+        op: &Op,
+    ) -> Result<Option<Arc<HostSeg>>> {
+        let eligible =
+            list.len() > 1 && comm.nbc == 0 && len <= slot() && slot() > 0 && op.commutative();
+        if !eligible {
+            return Ok(None);
+        }
+        if let Some(s) = plan.host_seg.get() {
+            return Ok(s.clone());
+        }
+        let members = &plan.ranks_of_host[plan.host[comm.rank as usize] as usize];
+        let s = self.host_seg_setup(comm, members)?;
+        let _ = plan.host_seg.set(s.clone());
+        Ok(s)
+    }
+
+    /// The way down of an allreduce within a host, after [`Mpi::host_reduce`]
+    /// of the same call: the reader puts the result in the segment's result
+    /// slot (after the members' slots) and wakes each member with an empty
+    /// message; each copies the result out. Where the reduction used
+    /// messages, so does this ([`Mpi::list_bcast`]). The result slot is
+    /// free again by the next call: its reader writes only after every
+    /// member's next contribution, sent after reading this result.
+    pub(super) fn host_bcast_result(
+        &self,
+        comm: &Comm,
+        plan: &Plan,
+        list: &[u32],
+        op: &Op,
+        acc: &mut [u8],
+    ) -> Result<()> {
+        let Some(seg) = self.host_seg_for(comm, plan, list, acc.len(), op)? else {
+            return self.list_bcast(comm, list, acc);
+        };
+        let members = plan.ranks_of_host[plan.host[comm.rank as usize] as usize].len();
+        let gen = seg.gen.load(Ordering::Relaxed);
+        if comm.rank == list[0] {
+            // SAFETY: the result slot's data area holds ≥ acc.len() bytes
+            // (eligible) and nobody reads it before `ready` says this call.
+            unsafe {
+                std::ptr::copy_nonoverlapping(acc.as_ptr(), seg.data(members) as *mut u8, acc.len())
+            };
+            seg.ready(members).store(gen, Ordering::Release);
+            for &m in &list[1..] {
+                self.c_send(comm, &[], m)?;
+            }
+            return Ok(());
+        }
+        self.c_recv(comm, &mut [], list[0])?;
+        wait_for(seg.ready(members), gen);
+        // SAFETY: written for this call (`ready` = gen, Acquire) and not
+        // written again before this member's next contribution.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                seg.data(members) as *const u8,
+                acc.as_mut_ptr(),
+                acc.len(),
+            )
+        };
+        Ok(())
+    }
+
     /// The host level of a commutative reduction of `acc` into `list[0]`:
     /// in the host's shared segment where eligible, else by messages
     /// ([`Mpi::list_reduce`]).
@@ -247,26 +318,10 @@ impl Mpi {
         acc: &mut [u8],
         tmp: &mut [u8],
     ) -> Result<()> {
-        let eligible = list.len() > 1
-            && comm.nbc == 0
-            && acc.len() <= slot()
-            && slot() > 0
-            && op.commutative();
-        if !eligible {
+        let Some(seg) = self.host_seg_for(comm, plan, list, acc.len(), op)? else {
             return self.list_reduce(comm, list, dt, count, op, acc, tmp);
-        }
+        };
         let members = &plan.ranks_of_host[plan.host[comm.rank as usize] as usize];
-        let seg = match plan.host_seg.get() {
-            Some(s) => s.clone(),
-            None => {
-                let s = self.host_seg_setup(comm, members)?;
-                let _ = plan.host_seg.set(s.clone());
-                s
-            }
-        };
-        let Some(seg) = seg else {
-            return self.list_reduce(comm, list, dt, count, op, acc, tmp);
-        };
         let gen = seg.gen.fetch_add(1, Ordering::Relaxed) + 1;
         let slot_of = |r: u32| members.iter().position(|&m| m == r).expect("a member");
         let me = comm.rank;
