@@ -881,7 +881,9 @@ fn coll_hier() {
         // non-commutative ops, scans, nonblocking). The wide-area counts
         // once more with GW_COLL=flat (on the first placement):
         // MPI_COMM_WORLD, which has no info key, goes flat then.
-        let mut runs: Vec<(&str, &str, &[(&str, &str)])> = vec![
+        // (program, argument, environment)
+        type Job<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+        let mut runs: Vec<Job> = vec![
             (exe_s, "", &[]),
             (exe_s, "wan", &[]),
             (exe_v, "", &[]),
