@@ -28,6 +28,7 @@ mod ordered;
 mod packets;
 mod shm;
 mod tree;
+mod wan;
 
 use crate::comm::Comm;
 use crate::Mpi;
