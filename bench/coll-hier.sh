@@ -24,7 +24,8 @@
 # 1.3 x one-way delay + gw-site (one wide-area latency on the critical path);
 # "met" says whether gw-hier is within it (the goal covers Bcast, Reduce,
 # Barrier and Allreduce up to 64 KiB). COLLH_ITERS (10) timed calls per
-# figure after 2 untimed; sizes up to COLLH_MAXBYTES (1048576). Markdown on
+# figure after 2 untimed; sizes up to COLLH_MAXBYTES (1048576); COLLH_PEERS=0
+# leaves MPICH and Open MPI out. Markdown on
 # stdout (also bench/out/coll-hier/coll-hier.md), raw lines in runs.txt, and
 # a plot (bench/plot-coll-hier.py → bench/out/coll-hier/coll-hier.svg).
 # Needs root (gw-testbed); says SKIPPED and exits 0 without.
@@ -37,6 +38,7 @@ DELAY=${COLLH_DELAY:-10}
 ITERS=${COLLH_ITERS:-10}
 MAXB=${COLLH_MAXBYTES:-1048576}
 PLACEMENTS=${COLLH_PLACEMENTS:-site rr}
+PEERS=${COLLH_PEERS:-1}               # 0: gridwire only (no MPICH, Open MPI)
 TIMEOUT=${COLLH_TIMEOUT:-400}
 N=$((SITES * 4))
 TB=$REL/gw-testbed
@@ -124,14 +126,14 @@ for p in $PLACEMENTS; do
     on_login "$REL/gwrun" -f "$WORK/machines" --map-by "$gwmap" -n "$N" --timeout "$TIMEOUT" \
         "$WORK/coll_lat_gw" "$p:gw" "$ITERS" info "$MAXB" >>"$res" 2>"$OUT/gw-$p.err" ||
         echo "bench: coll-hier: $p: gridwire run failed: $(tail -2 "$OUT/gw-$p.err")" >&2
-    if [ $have_mpich = 1 ]; then
+    if [ $have_mpich = 1 ] && [ "$PEERS" = 1 ]; then
         echo "bench: coll-hier: $p: MPICH (Hydra -launcher ssh)" >&2
         run_until_done "$WORK/mpich-$p" "$OUT/mpich-$p.err" mpiexec.mpich -launcher ssh \
             -launcher-exec "$GW_TESTBED_BIN/ssh" -f "$WORK/hostfile-mpich-$p" -wdir /tmp -n "$N" \
             "$WORK/coll_lat_mpich" "$p:mpich" "$ITERS" plain "$MAXB"
         cat "$WORK/mpich-$p" >>"$res"
     fi
-    if [ $have_ompi = 1 ]; then
+    if [ $have_ompi = 1 ] && [ "$PEERS" = 1 ]; then
         echo "bench: coll-hier: $p: Open MPI (mpirun ssh launcher)" >&2
         run_until_done "$WORK/ompi-$p" "$OUT/ompi-$p.err" mpirun.openmpi --allow-run-as-root \
             --oversubscribe --map-by "$ommap" --hostfile "$WORK/hostfile-ompi" \
