@@ -1,30 +1,46 @@
 #!/usr/bin/env bash
 # Hierarchical against flat collectives across sites (issue 14), also run by
-# `make bench`: bench/c/coll_lat.c (osu-style: barrier before each call, the
-# largest over the ranks of the mean time per call) on gw-testbed, 2 sites x
-# 2 hosts x 2 ranks (ranks site by site), COLLH_DELAY (20) ms one-way WAN
-# delay, front end on `login`:
+# `make bench`: bench/c/coll_lat.c (osu-style: barrier before each call, per
+# call the slowest rank's time, the median over the calls) on gw-testbed,
+# COLLH_SITES (4) sites x 2 hosts x 2 ranks, COLLH_DELAY (10) ms one-way WAN
+# delay, front end on `login`, for each placement of COLLH_PLACEMENTS:
+#   site: ranks site by site (block: 0-3 at s0, 4-7 at s1, ...);
+#   rr:   ranks round-robin over the hosts in file order (gwrun --map-by
+#         host, Hydra one slot per host, Open MPI --map-by node): rank r on
+#         host r mod 8, so consecutive ranks are on different hosts and
+#         every other one at another site.
+# Implementations, on the same hosts:
 #   gw-flat / gw-hier: one gridwire job (`gwrun -f`) running every operation
 #             on a duplicate of MPI_COMM_WORLD with info gw_coll=flat, then on
-#             one with gw_coll=hier;
+#             one with gw_coll=hier (GW_ENCRYPT=never);
 #   gw-site:  the same job on one site's 2 hosts x 2 ranks (hierarchical):
 #             the operation's cost inside a site;
 #   mpich:    the program built with mpicc.mpich, run by Hydra
-#             (`mpiexec.mpich -launcher ssh`) on the same hosts.
+#             (`mpiexec.mpich -launcher ssh`);
+#   ompi:     the program built with mpicc.openmpi, run by
+#             `mpirun.openmpi --allow-run-as-root --oversubscribe` with its
+#             ssh launcher (plm_rsh_agent = the testbed's ssh wrapper).
 # The one-way WAN delay is measured by ping in the same run. Goal column:
-# 1.3 x one-way delay + gw-site (one wide-area latency on the critical path).
-# COLLH_ITERS (10) timed calls per figure after 2 untimed, each figure the
-# median over the calls of the slowest rank's time; COLLH_RUNS (1) runs, the
-# median per figure. Markdown on stdout (also bench/out/coll-hier/
-# coll-hier.md). Needs root (gw-testbed); says SKIPPED and exits 0 without.
+# 1.3 x one-way delay + gw-site (one wide-area latency on the critical path);
+# "met" says whether gw-hier is within it (the goal covers Bcast, Reduce,
+# Barrier and Allreduce up to 64 KiB). COLLH_ITERS (10) timed calls per
+# figure after 2 untimed; sizes up to COLLH_MAXBYTES (1048576); COLLH_PEERS=0
+# leaves MPICH and Open MPI out. Markdown on
+# stdout (also bench/out/coll-hier/coll-hier.md), raw lines in runs.txt, and
+# a plot (bench/plot-coll-hier.py → bench/out/coll-hier/coll-hier.svg).
+# Needs root (gw-testbed); says SKIPPED and exits 0 without.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REL=${REL:-target/release}
 REL=$(cd "$REL" && pwd)
-DELAY=${COLLH_DELAY:-20}
+SITES=${COLLH_SITES:-4}
+DELAY=${COLLH_DELAY:-10}
 ITERS=${COLLH_ITERS:-10}
-RUNS=${COLLH_RUNS:-1}
-TIMEOUT=${COLLH_TIMEOUT:-300}
+MAXB=${COLLH_MAXBYTES:-1048576}
+PLACEMENTS=${COLLH_PLACEMENTS:-site rr}
+PEERS=${COLLH_PEERS:-1}               # 0: gridwire only (no MPICH, Open MPI)
+TIMEOUT=${COLLH_TIMEOUT:-400}
+N=$((SITES * 4))
 TB=$REL/gw-testbed
 OUT=bench/out/coll-hier
 mkdir -p "$OUT"
@@ -48,23 +64,47 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 GW_MPI_LIBDIR=$REL scripts/gwcc -O2 -o "$WORK/coll_lat_gw" bench/c/coll_lat.c
-have_mpich=0
+have_mpich=0 have_ompi=0
 command -v mpicc.mpich >/dev/null && command -v mpiexec.mpich >/dev/null &&
     mpicc.mpich -O2 -o "$WORK/coll_lat_mpich" bench/c/coll_lat.c && have_mpich=1
+command -v mpicc.openmpi >/dev/null && command -v mpirun.openmpi >/dev/null &&
+    mpicc.openmpi -O2 -o "$WORK/coll_lat_ompi" bench/c/coll_lat.c && have_ompi=1
 
 ID="ch$$"
 ID=${ID:0:12}
-env=$(GW_LINKEMU=$REL/gw-linkemu "$TB" up --id "$ID" --sites 2 --hosts 2 --wan-delay "$DELAY" --shared-fs 2>"$OUT/up.err") || {
+env=$(GW_LINKEMU=$REL/gw-linkemu "$TB" up --id "$ID" --sites "$SITES" --hosts 2 --wan-delay "$DELAY" --shared-fs 2>"$OUT/up.err") || {
     echo "bench/coll-hier.sh: gw-testbed up failed: $(tail -3 "$OUT/up.err")" >&2; exit 1; }
 eval "$env"
 on_login() {
-    "$TB" exec --id "$ID" login env "PATH=$GW_TESTBED_BIN:/usr/bin:/bin" \
+    "$TB" exec --id "$ID" login env "PATH=$GW_TESTBED_BIN:/usr/bin:/bin" GW_ENCRYPT=never \
         MPIEXEC_TIMEOUT="$TIMEOUT" timeout -k 5 "$((TIMEOUT + 10))" "$@"
 }
-# Two slots per host: ranks 0-3 at s0, 4-7 at s1.
+# Runs a job whose output goes to $1 and stops it once its last figure is
+# in (MPICH's and Open MPI's jobs print everything and then may not end on
+# the testbed: their daemons wait after MPI_Finalize).
+run_until_done() {
+    local out=$1 err=$2
+    shift 2
+    on_login "$@" >>"$out" 2>"$err" &
+    local pid=$! last="coll alltoall $MAXB "
+    while kill -0 "$pid" 2>/dev/null; do
+        if grep -q "^$last" "$out" 2>/dev/null; then
+            sleep 3
+            kill "$pid" 2>/dev/null || true
+            break
+        fi
+        sleep 1
+    done
+    wait "$pid" 2>/dev/null || true
+    grep -q "^$last" "$out" || echo "bench: coll-hier: run incomplete: $(tail -2 "$err")" >&2
+}
+# Two slots per host; one site alone for the in-site figure.
 sed -E 's/^(s[0-9]+h[0-9]+)$/\1:2/' "$GW_TESTBED_MACHINES" >"$WORK/machines"
-sed -E 's/^(s[0-9]+h[0-9]+)$/\1:2/' "$GW_TESTBED_HOSTFILE" >"$WORK/hostfile"
 awk '/^\[site s1\]/ { exit } { print }' "$WORK/machines" >"$WORK/machines-s0"
+grep -E '^s[0-9]+h[0-9]+$' "$GW_TESTBED_HOSTFILE" >"$WORK/hosts"
+sed 's/$/:2/' "$WORK/hosts" >"$WORK/hostfile-mpich-site"
+cp "$WORK/hosts" "$WORK/hostfile-mpich-rr"           # 1 slot each: Hydra wraps round-robin
+sed 's/$/ slots=2/' "$WORK/hosts" >"$WORK/hostfile-ompi"
 
 oneway=$("$TB" exec --id "$ID" s0h0 ping -c 5 -i 0.2 -q s1h0 2>/dev/null |
     awk -F/ '/^rtt|^round-trip/ { printf "%.2f", $5 / 2 }')
@@ -72,47 +112,66 @@ echo "bench: coll-hier: one-way WAN delay by ping ${oneway:-n/a} ms" >&2
 
 res=$WORK/res
 : >"$res"
-for _ in $(seq "$RUNS"); do
-    echo "bench: coll-hier: gridwire flat and hier, 2 sites x 2 hosts x 2 ranks" >&2
-    on_login "$REL/gwrun" -f "$WORK/machines" -n 8 --timeout "$TIMEOUT" \
-        "$WORK/coll_lat_gw" gw "$ITERS" info >>"$res" 2>"$OUT/gw.err" ||
-        echo "bench: coll-hier: gridwire run failed: $(tail -2 "$OUT/gw.err")" >&2
-    echo "bench: coll-hier: gridwire inside one site" >&2
-    on_login "$REL/gwrun" -f "$WORK/machines-s0" -n 4 --timeout "$TIMEOUT" \
-        "$WORK/coll_lat_gw" gw-site "$ITERS" >>"$res" 2>"$OUT/site.err" ||
-        echo "bench: coll-hier: one-site run failed: $(tail -2 "$OUT/site.err")" >&2
-    if [ $have_mpich = 1 ]; then
-        # MPICH's job prints every figure and then does not end (its Hydra
-        # proxies wait after MPI_Finalize on the testbed): bounded by
-        # COLLH_MPICH_TIMEOUT, the figures it printed are kept.
-        echo "bench: coll-hier: MPICH (Hydra -launcher ssh)" >&2
-        TIMEOUT=${COLLH_MPICH_TIMEOUT:-150} on_login mpiexec.mpich -launcher ssh -launcher-exec "$GW_TESTBED_BIN/ssh" \
-            -f "$WORK/hostfile" -wdir /tmp -n 8 "$WORK/coll_lat_mpich" mpich "$ITERS" >>"$res" 2>"$OUT/mpich.err" ||
-            echo "bench: coll-hier: MPICH run failed: $(tail -2 "$OUT/mpich.err")" >&2
+echo "bench: coll-hier: gridwire inside one site" >&2
+on_login "$REL/gwrun" -f "$WORK/machines-s0" -n 4 --timeout "$TIMEOUT" \
+    "$WORK/coll_lat_gw" any:gw-site "$ITERS" plain "$MAXB" >>"$res" 2>"$OUT/site.err" ||
+    echo "bench: coll-hier: one-site run failed: $(tail -2 "$OUT/site.err")" >&2
+for p in $PLACEMENTS; do
+    case $p in
+        site) gwmap=slot ommap=slot ;;
+        rr) gwmap=host ommap=node ;;
+        *) echo "bench/coll-hier.sh: unknown placement $p" >&2; exit 2 ;;
+    esac
+    echo "bench: coll-hier: $p: gridwire flat and hier, $SITES sites x 2 hosts x 2 ranks" >&2
+    on_login "$REL/gwrun" -f "$WORK/machines" --map-by "$gwmap" -n "$N" --timeout "$TIMEOUT" \
+        "$WORK/coll_lat_gw" "$p:gw" "$ITERS" info "$MAXB" >>"$res" 2>"$OUT/gw-$p.err" ||
+        echo "bench: coll-hier: $p: gridwire run failed: $(tail -2 "$OUT/gw-$p.err")" >&2
+    if [ $have_mpich = 1 ] && [ "$PEERS" = 1 ]; then
+        echo "bench: coll-hier: $p: MPICH (Hydra -launcher ssh)" >&2
+        run_until_done "$WORK/mpich-$p" "$OUT/mpich-$p.err" mpiexec.mpich -launcher ssh \
+            -launcher-exec "$GW_TESTBED_BIN/ssh" -f "$WORK/hostfile-mpich-$p" -wdir /tmp -n "$N" \
+            "$WORK/coll_lat_mpich" "$p:mpich" "$ITERS" plain "$MAXB"
+        cat "$WORK/mpich-$p" >>"$res"
+    fi
+    if [ $have_ompi = 1 ] && [ "$PEERS" = 1 ]; then
+        echo "bench: coll-hier: $p: Open MPI (mpirun ssh launcher)" >&2
+        run_until_done "$WORK/ompi-$p" "$OUT/ompi-$p.err" mpirun.openmpi --allow-run-as-root \
+            --oversubscribe --map-by "$ommap" --hostfile "$WORK/hostfile-ompi" \
+            -mca plm_rsh_agent "$GW_TESTBED_BIN/ssh" --wdir /tmp -n "$N" \
+            "$WORK/coll_lat_ompi" "$p:ompi" "$ITERS" plain "$MAXB"
+        cat "$WORK/ompi-$p" >>"$res"
     fi
 done
 cp "$res" "$OUT/runs.txt"
+python3 bench/plot-coll-hier.py "$OUT/runs.txt" "${oneway:-0}" "$OUT/coll-hier.svg" >&2 ||
+    echo "bench: coll-hier: plot failed" >&2
 
-# The site-internal figure for root = last rank is the 4-rank job's rank 3.
+# One table per placement. The in-site figure for root = last rank is the
+# 4-rank job's rank 3.
 {
-    echo "One-way WAN delay (ping): ${oneway:-n/a} ms; $ITERS calls per figure, median of $RUNS run(s); µs."
-    echo
-    echo "| op | bytes | root | gridwire flat | gridwire hier | MPICH | hier inside one site | goal: 1.3 x delay + one site |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
-    awk -v ow="${oneway:-0}" '
-      $1 == "coll" { key = $2 " " $3 " " $4; v[key, $5] = v[key, $5] " " $6; if ($5 != "gw-site" && !(key in seen)) { seen[key] = 1; order[n++] = key } }
-      function med(s,   a, k, i, j, t) { k = split(s, a, " "); if (!k) return "";
-        for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-        return a[int((k + 1) / 2)] }
-      END {
-        for (i = 0; i < n; i++) {
-          split(order[i], f, " "); key = order[i]
-          root = f[3] == 0 ? "0" : "last"
-          skey = f[1] " " f[2] " " (f[3] == 0 ? 0 : 3)
-          site = med(v[skey, "gw-site"])
-          goal = site == "" ? "" : sprintf("%.0f", 1.3 * ow * 1000 + site)
-          printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], root,
-            med(v[key, "gw-flat"]), med(v[key, "gw-hier"]), med(v[key, "mpich"]), site, goal
-        }
-      }' "$res"
+    echo "One-way WAN delay (ping): ${oneway:-n/a} ms; $SITES sites x 2 hosts x 2 ranks; $ITERS calls per figure; µs."
+    for p in $PLACEMENTS; do
+        echo
+        echo "Placement \`$p\`:"
+        echo
+        echo "| op | bytes | root | gridwire flat | gridwire hier | MPICH | Open MPI | hier inside one site | goal: 1.3 x delay + one site | hier within goal |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        awk -v ow="${oneway:-0}" -v p="$p" '
+          $1 == "coll" { split($5, l, ":"); if (l[1] != p && l[1] != "any") next
+                         key = $2 " " $3 " " ($4 == 0 ? "0" : "last"); v[key, l[2]] = $6
+                         if (l[1] == p && !(key in seen)) { seen[key] = 1; order[n++] = key } }
+          END {
+            for (i = 0; i < n; i++) {
+              key = order[i]; split(key, f, " ")
+              site = v[key, "gw-site"]; hier = v[key, "gw-hier"]
+              goal = site == "" ? "" : 1.3 * ow * 1000 + site
+              met = ""
+              if (goal != "" && hier != "" && f[1] ~ /^(bcast|reduce|barrier|allreduce)$/ && f[2] <= 65536)
+                met = hier <= goal ? "yes" : "no"
+              printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[3],
+                v[key, "gw-flat"], hier, v[key, "mpich"], v[key, "ompi"], site,
+                goal == "" ? "" : sprintf("%.0f", goal), met
+            }
+          }' "$res"
+    done
 } | tee "$OUT/coll-hier.md"

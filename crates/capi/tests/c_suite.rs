@@ -936,7 +936,13 @@ fn topology_levels() {
 /// cross sites (MPI_T `gw_link_sent_msgs`) for Bcast/Reduce/Gather/Scatter
 /// from several roots, Barrier, Allreduce, Allgather and Alltoall, against
 /// what the algorithms send; and once with `GW_COLL=flat`, which
-/// `MPI_COMM_WORLD` (no info key) must follow.
+/// `MPI_COMM_WORLD` (no info key) must follow. The same for
+/// `tests/mpi/coll_hier_v.c`: Gatherv/Scatterv into a strided type,
+/// Alltoallv/w, Reduce_scatter with uneven counts, a non-commutative op in
+/// Reduce/Allreduce/Scan/Exscan, nonblocking forms in flight together; its
+/// `wan` run counts Gatherv/Scatterv/Ibcast (one message per remote site),
+/// Alltoallv/Ialltoallv (one per pair of sites), the non-commutative Reduce
+/// and Scan (level by level where ranks are consecutive per host and site).
 #[test]
 fn coll_hier() {
     if !have_cc() {
@@ -944,6 +950,7 @@ fn coll_hier() {
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let exe = compile("coll_hier", &[]);
+    let exe_v = compile("coll_hier_v", &[]);
     let dir = profile_dir().join("mpi-tests");
     let script = |name: &str, body: &str| {
         let p = dir.join(name);
@@ -963,7 +970,7 @@ fn coll_hier() {
     let rr = script("coll_hier_rr.sh", "GW_SITE=s$((PMI_RANK % 3))");
     let hostfile = dir.join("coll_hier.hosts");
     std::fs::write(&hostfile, "a:1\nb:5\nc:2\nd:3\n").unwrap();
-    let exe_s = exe.to_str().unwrap();
+    let (exe_s, exe_v) = (exe.to_str().unwrap(), exe_v.to_str().unwrap());
     let placements: Vec<(&str, Vec<&str>)> = vec![
         (
             "2 sites x 2 hosts x 2 ranks",
@@ -985,31 +992,41 @@ fn coll_hier() {
         ),
     ];
     for (i, (what, args)) in placements.into_iter().enumerate() {
-        // The wide-area counts once more with GW_COLL=flat (on the first
-        // placement): MPI_COMM_WORLD, which has no info key, goes flat then.
-        let runs: &[(&str, &[(&str, &str)])] = if i == 0 {
-            &[("", &[]), ("wan", &[]), ("wan", &[("GW_COLL", "flat")])]
-        } else {
-            &[("", &[]), ("wan", &[])]
-        };
-        for &(mode, env) in runs {
+        // Part one (`coll_hier`) and part two (`coll_hier_v`: v/w variants,
+        // non-commutative ops, scans, nonblocking). The wide-area counts
+        // once more with GW_COLL=flat (on the first placement):
+        // MPI_COMM_WORLD, which has no info key, goes flat then.
+        // (program, argument, environment)
+        type Job<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+        let mut runs: Vec<Job> = vec![
+            (exe_s, "", &[]),
+            (exe_s, "wan", &[]),
+            (exe_v, "", &[]),
+            (exe_v, "wan", &[]),
+        ];
+        if i == 0 {
+            runs.push((exe_s, "wan", &[("GW_COLL", "flat")]));
+        }
+        for (exe, mode, env) in runs {
+            let name = if exe == exe_v {
+                "coll_hier_v"
+            } else {
+                "coll_hier"
+            };
             let mut a = args.clone();
-            a.push(exe_s);
+            a.push(exe);
             if !mode.is_empty() {
                 a.push(mode);
             }
             let r = run_gwrun(&a, env);
-            let want = format!(
-                "PASS coll_hier{}",
-                if mode.is_empty() { "" } else { " wan" }
-            );
+            let want = format!("PASS {name}{}", if mode.is_empty() { "" } else { " wan" });
             eprintln!(
-                "coll_hier {mode} {env:?}: {what}: {:.2} s\n{}",
+                "{name} {mode} {env:?}: {what}: {:.2} s\n{}",
                 r.secs, r.stdout
             );
             assert!(
                 r.ok && r.stdout.contains(&want),
-                "coll_hier {mode} {env:?}, {what}:\n--- stdout\n{}--- stderr\n{}",
+                "{name} {mode} {env:?}, {what}:\n--- stdout\n{}--- stderr\n{}",
                 r.stdout,
                 r.stderr
             );

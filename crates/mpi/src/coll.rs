@@ -176,9 +176,14 @@ impl Mpi {
             self.check_buf(recv, "receive buffer")?;
         }
         op.check(&src.dt)?;
-        if op.commutative() {
-            if let Some(plan) = self.hier_plan(comm) {
+        // A non-commutative op goes level by level only where that keeps
+        // rank order (`Plan::contiguous`), else flat (rank order at the root).
+        if let Some(plan) = self.hier_plan(comm) {
+            if op.commutative() {
                 return self.hier_reduce(comm, &plan, src, recv, op, root as u32);
+            }
+            if plan.contiguous() {
+                return self.hier_reduce_ordered(comm, &plan, src, recv, op, root as u32);
             }
         }
         let dt = &src.dt;
@@ -248,9 +253,12 @@ impl Mpi {
         self.check_buf(src, "send buffer")?;
         self.check_buf(recv, "receive buffer")?;
         op.check(&src.dt)?;
-        if op.commutative() {
-            if let Some(plan) = self.hier_plan(comm) {
+        if let Some(plan) = self.hier_plan(comm) {
+            if op.commutative() {
                 return self.hier_allreduce(comm, &plan, src, recv, op);
+            }
+            if plan.contiguous() {
+                return self.hier_allreduce_ordered(comm, &plan, src, recv, op);
             }
         }
         let dt = &src.dt;
@@ -481,10 +489,9 @@ impl Mpi {
         Ok(())
     }
 
-    /// `MPI_Gather`: hierarchical where [`Mpi::hier_plan`] says so, else
-    /// [`Mpi::gatherv`] with equal blocks. (Gatherv's counts are known at the
-    /// root only, so the levels could not size what they carry: it stays
-    /// flat, where each byte crosses the wide area once too.)
+    /// `MPI_Gather`: hierarchical where [`Mpi::hier_plan`] says so (equal
+    /// blocks: the levels size what they carry without packet headers),
+    /// else [`Mpi::gatherv`] with equal blocks.
     pub fn gather(&self, comm: &Comm, send: Option<&Buf>, recv: &Buf, root: i32) -> Result<()> {
         if !comm.is_inter() {
             check_root(comm, root)?;
@@ -547,6 +554,22 @@ impl Mpi {
         check_root(comm, root)?;
         let root = root as u32;
         let n = comm.size as usize;
+        if let Some(plan) = self.hier_plan(comm) {
+            match send {
+                Some(s) => self.check_buf(s, "send buffer")?,
+                None if comm.rank != root => {
+                    return Err(err(
+                        class::BUFFER,
+                        "MPI_IN_PLACE is allowed at the root only",
+                    ))
+                }
+                None => {}
+            }
+            if comm.rank == root {
+                self.check_buf(recv, "receive buffer")?;
+            }
+            return self.hier_gatherv(comm, &plan, send, recv, counts, root);
+        }
         if comm.rank != root {
             let s =
                 send.ok_or_else(|| err(class::BUFFER, "MPI_IN_PLACE is allowed at the root only"))?;
@@ -587,6 +610,22 @@ impl Mpi {
         check_root(comm, root)?;
         let root = root as u32;
         let n = comm.size as usize;
+        if let Some(plan) = self.hier_plan(comm) {
+            match recv {
+                Some(r) => self.check_buf(r, "receive buffer")?,
+                None if comm.rank != root => {
+                    return Err(err(
+                        class::BUFFER,
+                        "MPI_IN_PLACE is allowed at the root only",
+                    ))
+                }
+                None => {}
+            }
+            if comm.rank == root {
+                self.check_buf(send, "send buffer")?;
+            }
+            return self.hier_scatterv(comm, &plan, send, counts, recv, root);
+        }
         if comm.rank != root {
             let r =
                 recv.ok_or_else(|| err(class::BUFFER, "MPI_IN_PLACE is allowed at the root only"))?;
@@ -721,6 +760,9 @@ impl Mpi {
         for b in sends.iter().chain(recvs.iter()) {
             self.check_buf(b, "buffer")?;
         }
+        if let Some(plan) = self.hier_plan(comm).filter(|p| p.sites() > 1) {
+            return self.hier_alltoallw(comm, &plan, &sends, &recvs);
+        }
         let me = comm.rank as usize;
         let mut reqs = Vec::new();
         for (i, b) in recvs.iter().enumerate().take(n) {
@@ -832,6 +874,9 @@ impl Mpi {
         self.check_buf(src, "send buffer")?;
         self.check_buf(recv, "receive buffer")?;
         op.check(&src.dt)?;
+        if let Some(plan) = self.hier_plan(comm).filter(|p| p.contiguous()) {
+            return self.hier_scan(comm, &plan, src, recv, op, exclusive);
+        }
         let dt = &src.dt;
         let count = src.count;
         let mut partial = src.pack();

@@ -82,6 +82,17 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
                many bytes (pipelined across the wide area). Read at the first one.",
     },
     ParamDecl {
+        name: "MPI_COLL_SHM",
+        default: "65536",
+        kind: Kind::Size {
+            min: 0,
+            max: 1 << 30,
+        },
+        help: "Hierarchical reductions of at most this many bytes combine a host's \
+               contributions in a shared segment instead of messages (0: never). \
+               Read at the first one; every rank must use the same value.",
+    },
+    ParamDecl {
         name: "MPI_ALLREDUCE_SPLIT",
         default: "65536",
         kind: SIZE,

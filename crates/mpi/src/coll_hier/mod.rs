@@ -20,9 +20,15 @@
 //! same `GW_COLL` in the whole job).
 
 mod alltoall;
+mod alltoallw;
 mod gather;
+mod gatherv;
 mod ops;
+mod ordered;
+mod packets;
+mod shm;
 mod tree;
+mod wan;
 
 use crate::comm::Comm;
 use crate::Mpi;
@@ -45,6 +51,13 @@ pub struct Plan {
     site_leader: Vec<u32>,
     /// Per site: its ranks, ascending.
     ranks_of_site: Vec<Vec<u32>>,
+    /// Every host's ranks and every site's ranks are consecutive: partial
+    /// results combined level by level then cover consecutive ranks, so a
+    /// non-commutative reduction or a scan can keep MPI's rank order.
+    contiguous: bool,
+    /// The host's shared segment for reductions (`shm.rs`), made at the
+    /// first one that can use it; None inside: messages.
+    host_seg: std::sync::OnceLock<Option<Arc<shm::HostSeg>>>,
 }
 
 impl Plan {
@@ -70,7 +83,12 @@ impl Plan {
             site_leader[s] = site_leader[s].min(r as u32);
             ranks_of_site[s].push(r as u32);
         }
+        let consecutive = |rs: &Vec<u32>| rs.windows(2).all(|w| w[1] == w[0] + 1);
+        let contiguous =
+            ranks_of_host.iter().all(consecutive) && ranks_of_site.iter().all(consecutive);
         Some(Plan {
+            contiguous,
+            host_seg: std::sync::OnceLock::new(),
             site: colours.iter().map(|c| c[0]).collect(),
             host: colours.iter().map(|c| c[1]).collect(),
             hosts_of_site,
@@ -83,6 +101,11 @@ impl Plan {
     /// Number of sites.
     pub fn sites(&self) -> usize {
         self.site_leader.len()
+    }
+
+    /// Whether rank order survives combining level by level (see `contiguous`).
+    pub fn contiguous(&self) -> bool {
+        self.contiguous
     }
 
     /// Number of hosts.

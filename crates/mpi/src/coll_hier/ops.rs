@@ -28,14 +28,14 @@ fn segment() -> usize {
 
 impl Mpi {
     /// Barrier: each host's members report to its leader, each site's host
-    /// leaders to the site's leader; the site leaders run a dissemination
-    /// barrier among themselves (with two sites, one message each way);
-    /// then the release travels back down the same trees.
+    /// leaders to the site's leader; each site leader tells every other it
+    /// has arrived (one wide-area latency, `wan.rs`); then the release
+    /// travels back down the same trees.
     pub(crate) fn hier_barrier(&self, comm: &Comm, plan: &Plan) -> Result<()> {
         let lv = plan.lists(0, comm.rank);
         self.list_fan_in(comm, &lv.host)?;
         self.list_fan_in(comm, &lv.site)?;
-        self.list_barrier(comm, &lv.wan)?;
+        self.wan_barrier(comm, &lv.wan)?;
         self.list_bcast(comm, &lv.site, &mut [])?;
         self.list_bcast(comm, &lv.host, &mut [])
     }
@@ -71,7 +71,7 @@ impl Mpi {
             // SAFETY: every request in `sends` is waited for below, before
             // `data` (the user's buffer or `packed`) is touched again.
             res = unsafe {
-                self.list_bcast_start(comm, &lv.wan, chunk, &mut sends)
+                self.wan_bcast_start(comm, &lv.wan, chunk, &mut sends)
                     .and_then(|_| self.list_bcast_start(comm, &lv.site, chunk, &mut sends))
                     .and_then(|_| self.list_bcast_start(comm, &lv.host, chunk, &mut sends))
             };
@@ -108,9 +108,9 @@ impl Mpi {
         src.pack_into(&mut acc);
         let mut tmp = self.scratch_take(acc.len());
         let res = self
-            .list_reduce(comm, &lv.host, dt, count, op, &mut acc, &mut tmp)
+            .host_reduce(comm, plan, &lv.host, dt, count, op, &mut acc, &mut tmp)
             .and_then(|_| self.list_reduce(comm, &lv.site, dt, count, op, &mut acc, &mut tmp))
-            .and_then(|_| self.list_reduce(comm, &lv.wan, dt, count, op, &mut acc, &mut tmp));
+            .and_then(|_| self.wan_reduce(comm, &lv.wan, dt, count, op, &mut acc));
         if res.is_ok() && comm.rank == root {
             recv.unpack(&acc);
         }
@@ -120,8 +120,9 @@ impl Mpi {
     }
 
     /// Allreduce with a commutative `op`: reduce within hosts and sites to
-    /// the site leaders, allreduce among the site leaders (recursive
-    /// doubling: with two sites one exchange), broadcast back down.
+    /// the site leaders, which exchange their partial results all-to-all
+    /// (one wide-area latency; recursive doubling above 64 KiB, `wan.rs`),
+    /// broadcast back down.
     pub(crate) fn hier_allreduce(
         &self,
         comm: &Comm,
@@ -136,11 +137,11 @@ impl Mpi {
         src.pack_into(&mut acc);
         let mut tmp = self.scratch_take(acc.len());
         let res = self
-            .list_reduce(comm, &lv.host, dt, count, op, &mut acc, &mut tmp)
+            .host_reduce(comm, plan, &lv.host, dt, count, op, &mut acc, &mut tmp)
             .and_then(|_| self.list_reduce(comm, &lv.site, dt, count, op, &mut acc, &mut tmp))
-            .and_then(|_| self.list_allreduce(comm, &lv.wan, dt, count, op, &mut acc, &mut tmp))
+            .and_then(|_| self.wan_allreduce(comm, &lv.wan, dt, count, op, &mut acc, &mut tmp))
             .and_then(|_| self.list_bcast(comm, &lv.site, &mut acc))
-            .and_then(|_| self.list_bcast(comm, &lv.host, &mut acc));
+            .and_then(|_| self.host_bcast_result(comm, plan, &lv.host, op, &mut acc));
         if res.is_ok() {
             recv.unpack(&acc);
         }

@@ -61,3 +61,25 @@ fn the_mode_parses() {
     assert_eq!(CollMode::parse("auto"), Some(CollMode::Auto));
     assert_eq!(CollMode::parse("tree"), None);
 }
+
+#[test]
+fn contiguous_only_when_hosts_and_sites_are_consecutive() {
+    // Block placement: 2 sites x 2 hosts x 2 ranks.
+    let block = Plan::new(&[
+        [0, 0],
+        [0, 0],
+        [0, 1],
+        [0, 1],
+        [1, 2],
+        [1, 2],
+        [1, 3],
+        [1, 3],
+    ])
+    .expect("four hosts");
+    assert!(block.contiguous());
+    // The fixture's host 0 holds ranks 0 and 2 around host 1's rank 1.
+    assert!(!plan().contiguous());
+    // Hosts consecutive but a site interrupted: site 0, 1, 0.
+    let sites = Plan::new(&[[0, 0], [1, 1], [0, 2]]).expect("three hosts");
+    assert!(!sites.contiguous());
+}

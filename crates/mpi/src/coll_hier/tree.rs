@@ -160,26 +160,6 @@ impl Mpi {
         Ok(())
     }
 
-    /// Dissemination barrier among the members of `list`.
-    pub(super) fn list_barrier(&self, comm: &Comm, list: &[u32]) -> Result<()> {
-        let n = list.len();
-        let Some(me) = index_of(list, comm.rank) else {
-            return Ok(());
-        };
-        let mut d = 1;
-        while d < n {
-            self.c_sendrecv(
-                comm,
-                &[],
-                list[(me + d) % n],
-                &mut [],
-                list[(me + n - d) % n],
-            )?;
-            d *= 2;
-        }
-        Ok(())
-    }
-
     /// Fan-in of empty messages to `list[0]` (binomial): returns once every
     /// member below this one in the tree has arrived.
     pub(super) fn list_fan_in(&self, comm: &Comm, list: &[u32]) -> Result<()> {
