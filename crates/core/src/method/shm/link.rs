@@ -498,6 +498,15 @@ impl ShmLink {
         self.relist(g);
     }
 
+    /// Forgets queued output (the receiver departed): nothing keeps the
+    /// context polling for it.
+    pub(super) fn discard(&self) {
+        let mut g = self.lock();
+        g.backlog.clear();
+        g.inflight.clear();
+        self.relist(&mut g);
+    }
+
     /// Keeps `Shared::pending_links` in step with this link's queues.
     fn relist(&self, g: &mut Out) {
         let want = !g.backlog.is_empty() || !g.inflight.is_empty();

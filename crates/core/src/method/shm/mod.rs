@@ -465,6 +465,9 @@ pub struct Shm {
     /// lock taken costs a locked instruction per poll.
     incoming: TryLock<Rx>,
     links: Mutex<HashMap<u32, Arc<ShmLink>>>,
+    /// Departed peers whose rings are still to be dropped (`release_peer`).
+    released: Mutex<Vec<u32>>,
+    has_released: AtomicBool,
 }
 
 #[derive(Default)]
@@ -562,6 +565,8 @@ impl Shm {
             has_incoming: AtomicBool::new(false),
             incoming: TryLock::new(Rx::default()),
             links: Mutex::new(HashMap::new()),
+            released: Mutex::new(Vec::new()),
+            has_released: AtomicBool::new(false),
         }))
     }
 
@@ -746,6 +751,9 @@ impl Shm {
                 for inc in rx.rings.iter_mut() {
                     n += inc.drain(sink, &self.shared);
                 }
+                if self.has_released.load(Ordering::Relaxed) {
+                    self.drop_released(&mut rx);
+                }
             }
         }
         if self.shared.pending_links.load(Ordering::Acquire) > 0 {
@@ -756,6 +764,21 @@ impl Shm {
             }
         }
         Ok(n)
+    }
+}
+
+impl Shm {
+    /// Drops the rings consumed from peers [`Method::release_peer`] named.
+    fn drop_released(&self, rx: &mut Rx) {
+        let gone = std::mem::take(&mut *self.released.lock().unwrap_or_else(|p| p.into_inner()));
+        self.has_released.store(false, Ordering::Release);
+        rx.rings.retain(|inc| {
+            let keep = !gone.contains(&inc.src);
+            if !keep {
+                inc.rx().closed.store(1, Ordering::Release);
+            }
+            keep
+        });
     }
 }
 
@@ -900,6 +923,29 @@ impl Method for Shm {
         Cost {
             latency_ns: 300,
             bandwidth_mb_s: 10_000,
+        }
+    }
+
+    /// Drops our ring to a departed peer (its segment is unmapped with the
+    /// last user of the link) and the ring we consume from it (unmapped, its
+    /// connection closed). A peer's leave notice can arrive inside a poll of
+    /// that very ring: the rings are then dropped at the end of that poll.
+    fn release_peer(&self, peer: u32) {
+        let link = self
+            .links
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&peer);
+        if let Some(l) = link {
+            l.discard();
+        }
+        self.released
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(peer);
+        self.has_released.store(true, Ordering::Release);
+        if let Some(mut rx) = self.incoming.try_lock() {
+            self.drop_released(&mut rx);
         }
     }
 

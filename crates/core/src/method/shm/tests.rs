@@ -1119,3 +1119,51 @@ fn doorbell_wakes_a_sleeping_receiver() {
     drop((a, b));
     assert_eq!(leftovers(&id), Vec::<String>::new());
 }
+
+/// A departed peer's rings go at once: the sender's link and queued output,
+/// the receiver's ring and its connection; also when the notice comes
+/// while the receiver polls.
+#[test]
+fn release_peer_drops_both_rings() {
+    let (a, b, id) = pair(&[]);
+    let link = a.connect(1, &b.descriptor()).unwrap();
+    let sink = RefCell::new(Collect::default());
+    let w = PollPeer {
+        b: &b,
+        sink: &sink,
+        can_wait: true,
+    };
+    link.send(&[IoSlice::new(b"first")], &w).unwrap();
+    for _ in 0..100 {
+        b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
+    }
+    assert_eq!(b.incoming.lock().rings.len(), 1);
+    // Output the receiver never takes: queued, keeping the context polling.
+    struct NoWait;
+    impl Waiter for NoWait {
+        fn progress(&self) -> bool {
+            false
+        }
+    }
+    let big = vec![7u8; 4 << 20];
+    link.send(&[IoSlice::new(&big)], &NoWait).unwrap();
+    assert!(a.has_pending_output());
+    a.release_peer(1);
+    assert!(!a.has_pending_output(), "queued output to a departed peer");
+    assert!(a.links.lock().unwrap().is_empty());
+    drop(link);
+    // The receiver hears of it while it polls (the ring is locked): the
+    // ring goes at the end of that poll.
+    {
+        let _polling = b.incoming.lock();
+        b.release_peer(0);
+    }
+    assert_eq!(b.incoming.lock().rings.len(), 1, "dropped under a poll");
+    b.poll(&mut *sink.borrow_mut()).unwrap();
+    assert_eq!(
+        b.incoming.lock().rings.len(),
+        0,
+        "kept a departed peer's ring"
+    );
+    finish(a, b, &id);
+}
