@@ -1019,6 +1019,37 @@ fn dead_receiver(wrapper: Option<&[&str]>, claim_live_pid: bool) {
     assert_eq!(leftovers(&id), Vec::<String>::new());
 }
 
+/// A waiter that may not wait (as inside a handler): a send queues what
+/// does not fit.
+struct MayNotWait;
+
+impl Waiter for MayNotWait {
+    fn progress(&self) -> bool {
+        false
+    }
+}
+
+/// `a` -> `b` connected, `first` sent and delivered (the ring attached).
+fn attached_pair(first: &[u8]) -> (Shm, Shm, String, Arc<dyn Link>, RefCell<Collect>) {
+    let (a, b, id) = pair(&[]);
+    let link = a.connect(1, &b.descriptor()).unwrap();
+    let sink = RefCell::new(Collect::default());
+    link.send(
+        &[IoSlice::new(first)],
+        &PollPeer {
+            b: &b,
+            sink: &sink,
+            can_wait: true,
+        },
+    )
+    .unwrap();
+    for _ in 0..100 {
+        b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
+    }
+    assert_eq!(sink.borrow().got.len(), 1);
+    (a, b, id, link, sink)
+}
+
 /// Sleeps as a context does (`before_block`, poll on `wait_fd` for up to
 /// `ms`, `after_block`); returns how long it slept.
 fn sleep_like_a_context(b: &Shm, ms: i32) -> std::time::Duration {
@@ -1042,20 +1073,12 @@ fn sleep_like_a_context(b: &Shm, ms: i32) -> std::time::Duration {
 /// leave the descriptor readable for ever.
 #[test]
 fn doorbell_wakes_a_sleeping_receiver() {
-    let (a, b, id) = pair(&[]);
-    let link = a.connect(1, &b.descriptor()).unwrap();
-    let sink = RefCell::new(Collect::default());
+    let (a, b, id, link, sink) = attached_pair(b"hello");
     let w = PollPeer {
         b: &b,
         sink: &sink,
         can_wait: true,
     };
-    // Attach the ring (the first message), and drain it.
-    link.send(&[IoSlice::new(b"hello")], &w).unwrap();
-    for _ in 0..100 {
-        b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
-    }
-    assert_eq!(sink.borrow().got.len(), 1);
     // The listener was readable once (the connect); a sleep now drains that.
     sleep_like_a_context(&b, 0);
 
@@ -1081,13 +1104,7 @@ fn doorbell_wakes_a_sleeping_receiver() {
     std::thread::scope(|s| {
         s.spawn(|| {
             std::thread::sleep(std::time::Duration::from_millis(100));
-            struct NoWait;
-            impl Waiter for NoWait {
-                fn progress(&self) -> bool {
-                    false
-                }
-            }
-            link.send(&[IoSlice::new(b"ring")], &NoWait).unwrap();
+            link.send(&[IoSlice::new(b"ring")], &MayNotWait).unwrap();
         });
         let slept = sleep_like_a_context(&b, 10_000);
         assert!(
@@ -1125,28 +1142,11 @@ fn doorbell_wakes_a_sleeping_receiver() {
 /// while the receiver polls.
 #[test]
 fn release_peer_drops_both_rings() {
-    let (a, b, id) = pair(&[]);
-    let link = a.connect(1, &b.descriptor()).unwrap();
-    let sink = RefCell::new(Collect::default());
-    let w = PollPeer {
-        b: &b,
-        sink: &sink,
-        can_wait: true,
-    };
-    link.send(&[IoSlice::new(b"first")], &w).unwrap();
-    for _ in 0..100 {
-        b.poll_thorough(&mut *sink.borrow_mut()).unwrap();
-    }
+    let (a, b, id, link, sink) = attached_pair(b"first");
     assert_eq!(b.incoming.lock().rings.len(), 1);
     // Output the receiver never takes: queued, keeping the context polling.
-    struct NoWait;
-    impl Waiter for NoWait {
-        fn progress(&self) -> bool {
-            false
-        }
-    }
     let big = vec![7u8; 4 << 20];
-    link.send(&[IoSlice::new(&big)], &NoWait).unwrap();
+    link.send(&[IoSlice::new(&big)], &MayNotWait).unwrap();
     assert!(a.has_pending_output());
     a.release_peer(1);
     assert!(!a.has_pending_output(), "queued output to a departed peer");
