@@ -768,17 +768,22 @@ impl Shm {
 }
 
 impl Shm {
-    /// Drops the rings consumed from peers [`Method::release_peer`] named.
+    /// Drops the rings consumed from peers [`Method::release_peer`] named,
+    /// once nothing is left in them: a peer that left on purpose may have
+    /// sent its last messages just before, and its leave notice may come by
+    /// another way (the coordinator) before they are taken.
     fn drop_released(&self, rx: &mut Rx) {
-        let gone = std::mem::take(&mut *self.released.lock().unwrap_or_else(|p| p.into_inner()));
-        self.has_released.store(false, Ordering::Release);
+        let mut gone = self.released.lock().unwrap_or_else(|p| p.into_inner());
         rx.rings.retain(|inc| {
-            let keep = !gone.contains(&inc.src);
-            if !keep {
+            let drop_it = gone.contains(&inc.src) && !inc.cons.ready();
+            if drop_it {
                 inc.rx().closed.store(1, Ordering::Release);
             }
-            keep
+            !drop_it
         });
+        // Peers whose ring is gone (or who never had one) are done.
+        gone.retain(|p| rx.rings.iter().any(|inc| inc.src == *p));
+        self.has_released.store(!gone.is_empty(), Ordering::Release);
     }
 }
 
@@ -928,8 +933,9 @@ impl Method for Shm {
 
     /// Drops our ring to a departed peer (its segment is unmapped with the
     /// last user of the link) and the ring we consume from it (unmapped, its
-    /// connection closed). A peer's leave notice can arrive inside a poll of
-    /// that very ring: the rings are then dropped at the end of that poll.
+    /// connection closed) once it is empty. A peer's leave notice can arrive
+    /// inside a poll of that very ring: the ring is then looked at again at
+    /// the end of that poll and of the next ones until it is drained.
     fn release_peer(&self, peer: u32) {
         let link = self
             .links

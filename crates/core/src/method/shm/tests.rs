@@ -1166,4 +1166,17 @@ fn release_peer_drops_both_rings() {
         "kept a departed peer's ring"
     );
     finish(a, b, &id);
+
+    // A peer's last messages, sent before it left, are still delivered:
+    // its ring goes once drained.
+    let (a, b, id, link, sink) = attached_pair(b"first");
+    link.send(&[IoSlice::new(b"last words")], &MayNotWait)
+        .unwrap();
+    b.release_peer(0);
+    assert_eq!(b.incoming.lock().rings.len(), 1, "dropped unread messages");
+    b.poll(&mut *sink.borrow_mut()).unwrap();
+    assert_eq!(sink.borrow().got.len(), 2, "the last message was lost");
+    assert_eq!(b.incoming.lock().rings.len(), 0, "kept a drained ring");
+    drop(link);
+    finish(a, b, &id);
 }

@@ -788,6 +788,17 @@ impl Method for TcpMethod {
             return;
         };
         for c in gone {
+            // Bytes not read yet are the peer's last messages (a notice of
+            // its departure can come by another way, e.g. a coordinator,
+            // before them): such a connection is left to the poll, which
+            // reads them and then closes it at the end of file.
+            let mut unread: libc::c_int = 0;
+            // SAFETY: FIONREAD writes one int.
+            if unsafe { libc::ioctl(c.fd.as_raw_fd(), libc::FIONREAD, &mut unread) } == 0
+                && unread > 0
+            {
+                continue;
+            }
             self.close(&c);
             // SAFETY: dup2 onto a descriptor this connection owns; it stays
             // open (now /dev/null) until the OwnedFd is dropped.
