@@ -15,11 +15,22 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The jobs share two cores: run one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The suite's lock and C test `name` compiled, or `None` after the skip
+/// rule (a failure under `CI=true`) when there is no C compiler.
+fn serial_compiled(name: &str, extra: &[&str]) -> Option<(MutexGuard<'static, ()>, PathBuf)> {
+    if !have_cc() {
+        skip(&format!("{name}: no C compiler (cc or GWCC_CC)"));
+        return None;
+    }
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    Some((g, compile(name, extra)))
+}
 
 fn compile(name: &str, extra: &[&str]) -> PathBuf {
     let out_dir = profile_dir().join("mpi-tests");
@@ -136,11 +147,9 @@ fn ranks(default: &[u32]) -> Vec<u32> {
 
 /// Runs `name` with each rank count on one host and on two emulated hosts.
 fn suite(name: &str, extra: &[&str], counts: &[u32]) {
-    if !have_cc() {
-        return skip(&format!("{name}: no C compiler (cc or GWCC_CC)"));
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let exe = compile(name, extra);
+    let Some((_g, exe)) = serial_compiled(name, extra) else {
+        return;
+    };
     let mut failures = Vec::new();
     for n in ranks(counts) {
         for hosts in [1, 2] {
@@ -218,11 +227,9 @@ fn dynproc() {
 /// job's port: `MPI_ERR_PORT`).
 #[test]
 fn dynproc_two_jobs() {
-    if !have_cc() {
-        return skip("dynproc_two_jobs: no C compiler (cc or GWCC_CC)");
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let exe = compile("dynproc", &[]);
+    let Some((_g, exe)) = serial_compiled("dynproc", &[]) else {
+        return;
+    };
     let ns = common::launcher_bin("gw-nameserver");
     let mut server = Command::new(&ns)
         .arg("127.0.0.1:0")
@@ -372,11 +379,9 @@ fn rma() {
 /// over shared memory without loads and stores (`GW_MPI_RMA_DIRECT=0`).
 #[test]
 fn rma_over_tcp_and_udp() {
-    if !have_cc() {
-        return skip("no C compiler (cc or GWCC_CC)");
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let exe = compile("rma", &[]);
+    let Some((_g, exe)) = serial_compiled("rma", &[]) else {
+        return;
+    };
     for methods in ["self,tcp", "self,udp"] {
         for (n, hosts) in [(2, 1), (4, 2)] {
             must_pass(&exe, "rma", n, hosts, &[("GW_METHODS", methods)]);
@@ -391,11 +396,9 @@ fn rma_over_tcp_and_udp() {
 /// the program tells the two apart (see tests/mpi/rma_direct.c).
 #[test]
 fn rma_direct_load_store() {
-    if !have_cc() {
-        return skip("no C compiler (cc or GWCC_CC)");
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let exe = compile("rma_direct", &[]);
+    let Some((_g, exe)) = serial_compiled("rma_direct", &[]) else {
+        return;
+    };
     let cases: &[(&str, &str, &str, u32, u32)] = &[
         // (expect direct, GW_MPI_RMA_DIRECT, GW_METHODS, ranks, hosts)
         ("1", "1", "", 2, 1),
@@ -435,11 +438,9 @@ fn must_pass(exe: &Path, name: &str, n: u32, hosts: u32, env: &[(&str, &str)]) {
 /// with `GW_MPI_RMA_PROGRESS=none` they do not (the program checks both).
 #[test]
 fn rma_passive_progress() {
-    if !have_cc() {
-        return skip("no C compiler (cc or GWCC_CC)");
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let exe = compile("rma_passive", &[]);
+    let Some((_g, exe)) = serial_compiled("rma_passive", &[]) else {
+        return;
+    };
     let cases: &[(&str, &str, u32, u32)] = &[
         ("thread", "", 2, 1),
         ("thread", "", 3, 1),
@@ -545,11 +546,9 @@ fn sleeping_waits_over_tcp() {
 /// function, the error class and the rank.
 #[test]
 fn errors_are_fatal() {
-    if !have_cc() {
-        return skip("no C compiler (cc or GWCC_CC)");
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let exe = compile("fatal", &[]);
+    let Some((_g, exe)) = serial_compiled("fatal", &[]) else {
+        return;
+    };
     let r = run(&exe, 2, 1);
     assert!(!r.ok, "the job should fail");
     assert!(!r.stdout.contains("NOT REACHED"), "{}", r.stdout);
@@ -863,11 +862,9 @@ fn run_gwrun(args: &[&str], env: &[(&str, &str)]) -> Run {
 /// program fail if the sites or hosts it sees are not the ones placed.
 #[test]
 fn topology_levels() {
-    if !have_cc() {
-        return skip("topology_levels: no C compiler (cc or GWCC_CC)");
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let exe = compile("topology_levels", &[]);
+    let Some((_g, exe)) = serial_compiled("topology_levels", &[]) else {
+        return;
+    };
     let dir = profile_dir().join("mpi-tests");
     let wrapper = dir.join("topology_levels_sites.sh");
     std::fs::write(
@@ -945,11 +942,9 @@ fn topology_levels() {
 /// and Scan (level by level where ranks are consecutive per host and site).
 #[test]
 fn coll_hier() {
-    if !have_cc() {
-        return skip("coll_hier: no C compiler (cc or GWCC_CC)");
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let exe = compile("coll_hier", &[]);
+    let Some((_g, exe)) = serial_compiled("coll_hier", &[]) else {
+        return;
+    };
     let exe_v = compile("coll_hier_v", &[]);
     let dir = profile_dir().join("mpi-tests");
     let script = |name: &str, body: &str| {
