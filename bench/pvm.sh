@@ -77,29 +77,11 @@ bwt() { # side bytes -> round trip us
     awk -v s="$2" '/Roundtrip T =/ && $NF==s {print $4}' "$T/$1.bwtest.$r"
   done | median
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a/b; else print "-" }'; }
+. bench/pvm-tables.sh   # cwd is the repository (cd above)
 
 echo "### PVM: gridwire's libpvm3 vs Debian's PVM 3.4.6 (one host, median of $RUNS runs)"
 echo
-echo "timing.c (PvmDataRaw, PvmRouteDirect): round trip in µs, pack time in µs"
-echo
-echo "| message | gridwire round trip | PVM round trip | ratio (gw/PVM) | gridwire pack | PVM pack |"
-echo "|---|---|---|---|---|---|"
-g=$(rtt gw); d=$(rtt deb)
-echo "| 4 B (minimal) | $g | $d | $(ratio "$g" "$d") | | |"
-for s in 100 1000 10000 100000 1000000; do
-  g=$(tsize gw $s 2); d=$(tsize deb $s 2)
-  echo "| $s B | $g | $d | $(ratio "$g" "$d") | $(tsize gw $s 1) | $(tsize deb $s 1) |"
-done
-echo
-echo "bwtest.c (pvm_pkdouble, PvmDataInPlace): round trip in µs and bandwidth in MB/s"
-echo
-echo "| message | gridwire µs | PVM µs | gridwire MB/s | PVM MB/s | bandwidth ratio (gw/PVM) |"
-echo "|---|---|---|---|---|---|"
-for s in 8 80 800 8000 80000 800000; do
-  g=$(bw gw $s); d=$(bw deb $s)
-  echo "| $s B | $(bwt gw $s) | $(bwt deb $s) | $g | $d | $(ratio "$g" "$d") |"
-done
+pvm_tables
 echo
 # The same programs across two testbed hosts (needs root: SKIPPED otherwise).
 RUNS=$RUNS bash "$root/bench/pvm-2hosts.sh"
