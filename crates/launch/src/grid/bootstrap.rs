@@ -9,15 +9,20 @@
 //! stdin/stdout — so one ssh session carries the binary, then the
 //! protocol. A second job finds the binary cached and sends nothing.
 //!
+//! The parent does not wait for the script's answer to send the first
+//! frame (the Hello): it sends it at once, betting on `have` (every job
+//! after the first), which saves a round trip to every host — over a WAN,
+//! tens of milliseconds per level of the proxy tree. When the answer is
+//! `need`, the script first discards those bytes (`skip`, the frame's
+//! length, is its third argument), then reads the binary, and the parent
+//! sends the Hello again after it.
+//!
 //! The cache is `$GW_PROXY_CACHE`, else `$XDG_CACHE_HOME/gridwire/proxy`,
 //! else `~/.cache/gridwire/proxy`, one file per proxy version
 //! (`gwrun-<sha256>`); the staged program files live next to it in the
 //! stage cache (see `crate::stage`).
 
-use std::io::Read;
 use std::path::Path;
-
-use sha2::{Digest, Sha256};
 
 /// What the remote script said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,10 +84,11 @@ impl BootReader {
     }
 }
 
-/// The bootstrap as an argument vector (`sh -c SCRIPT HASH SIZE`), for
-/// start methods that run a command without a shell (srun); with `prefix`,
-/// an installed gridwire instead.
-pub fn script_argv(hash: &str, size: u64, prefix: Option<&str>) -> Vec<String> {
+/// The bootstrap as an argument vector (`sh -c SCRIPT HASH SIZE SKIP`),
+/// for start methods that run a command without a shell (srun); with
+/// `prefix`, an installed gridwire instead. `skip`: the length of the
+/// frame the parent sends before it knows the answer (see above).
+pub fn script_argv(hash: &str, size: u64, skip: usize, prefix: Option<&str>) -> Vec<String> {
     if let Some(p) = prefix {
         return vec![
             "sh".into(),
@@ -91,7 +97,7 @@ pub fn script_argv(hash: &str, size: u64, prefix: Option<&str>) -> Vec<String> {
             p.into(),
         ];
     }
-    // $0 = hash, $1 = size. No single quote inside the script (it is
+    // $0 = hash, $1 = size, $2 = skip. No single quote inside the script (it is
     // quoted whole for ssh's remote shell). The temporary file comes from
     // mktemp: hosts that share a home directory (a shared file system)
     // each have a PID namespace of their own, so `$$` is no unique name.
@@ -100,7 +106,7 @@ pub fn script_argv(hash: &str, size: u64, prefix: Option<&str>) -> Vec<String> {
         "f=\"$d/gwrun-$0\"; ",
         "if [ -x \"$f\" ]; then echo GWBOOT1 have; else ",
         "umask 077; mkdir -p \"$d\" || exit 97; t=$(mktemp \"$f.XXXXXX\") || exit 97; echo GWBOOT1 need; ",
-        "if head -c \"$1\" > \"$t\" && [ \"$(sha256sum < \"$t\" | cut -c1-64)\" = \"$0\" ] && chmod 700 \"$t\" && mv -f \"$t\" \"$f\"; ",
+        "if head -c \"$2\" > /dev/null && head -c \"$1\" > \"$t\" && [ \"$(sha256sum < \"$t\" | cut -c1-64)\" = \"$0\" ] && chmod 700 \"$t\" && mv -f \"$t\" \"$f\"; ",
         "then :; else rm -f \"$t\"; echo \"gwrun: cannot store the proxy in $d\" >&2; exit 97; fi; fi; ",
         "exec \"$f\" --proxy"
     );
@@ -110,13 +116,14 @@ pub fn script_argv(hash: &str, size: u64, prefix: Option<&str>) -> Vec<String> {
         script.into(),
         hash.into(),
         size.to_string(),
+        skip.to_string(),
     ]
 }
 
 /// The command line run on the host by its login shell (ssh): the
 /// bootstrap script, or an installed gridwire under `prefix`.
-pub fn remote_command(hash: &str, size: u64, prefix: Option<&str>) -> String {
-    script_argv(hash, size, prefix)
+pub fn remote_command(hash: &str, size: u64, skip: usize, prefix: Option<&str>) -> String {
+    script_argv(hash, size, skip, prefix)
         .iter()
         .map(|a| shell_quote(a))
         .collect::<Vec<_>>()
@@ -134,21 +141,18 @@ pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-/// SHA-256 of a file, hex, streaming.
+/// SHA-256 of a file, hex, streaming; remembered while the file is
+/// unchanged (`crate::stage::hashes`).
 pub fn hash_file(path: &Path) -> std::io::Result<(String, u64)> {
-    let mut f = std::fs::File::open(path)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 256 << 10];
-    let mut size = 0u64;
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        size += n as u64;
-        h.update(&buf[..n]);
-    }
-    Ok((hex(&h.finalize()), size))
+    let f = std::fs::File::open(path)?;
+    let meta = f.metadata()?;
+    crate::stage::hashes::sha256(&f, &meta, path)
+}
+
+/// SHA-256 of a file, hex, streaming, always read.
+#[cfg(test)]
+fn hash_file_uncached(path: &Path) -> std::io::Result<(String, u64)> {
+    crate::stage::hash_reader(std::fs::File::open(path)?)
 }
 
 pub fn hex(b: &[u8]) -> String {
@@ -190,15 +194,18 @@ mod tests {
     fn script_stages_then_finds_the_binary() {
         let dir = std::env::temp_dir().join(format!("gw-boot-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        // A "proxy": a shell script that prints its argument.
-        let body = b"#!/bin/sh\necho proxy \"$@\"\n";
+        // A "proxy": a shell script that prints its argument, then what
+        // it reads (the first frame, sent before the answer).
+        let body = b"#!/bin/sh\necho proxy \"$@\"\ncat\n";
+        let hello = b"HELLO";
+        let with_binary = |binary: &[u8]| [&hello[..], binary, &hello[..]].concat();
         let src = dir.with_extension("src");
         std::fs::write(&src, body).unwrap();
-        let (hash, size) = hash_file(&src).unwrap();
+        let (hash, size) = hash_file_uncached(&src).unwrap();
         let run = |send: &[u8]| {
             let mut c = Command::new("sh")
                 .arg("-c")
-                .arg(remote_command(&hash, size, None))
+                .arg(remote_command(&hash, size, hello.len(), None))
                 .env("GW_PROXY_CACHE", &dir)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -212,16 +219,16 @@ mod tests {
                 out.status.code(),
             )
         };
-        let (out, code) = run(body);
-        assert_eq!(out, "GWBOOT1 need\nproxy --proxy\n");
+        let (out, code) = run(&with_binary(body));
+        assert_eq!(out, "GWBOOT1 need\nproxy --proxy\nHELLO");
         assert_eq!(code, Some(0));
-        let (out, _) = run(b"");
-        assert_eq!(out, "GWBOOT1 have\nproxy --proxy\n");
+        let (out, _) = run(hello);
+        assert_eq!(out, "GWBOOT1 have\nproxy --proxy\nHELLO");
         // A corrupted transfer is refused.
         std::fs::remove_file(dir.join(format!("gwrun-{hash}"))).unwrap();
         let mut bad = body.to_vec();
         bad[3] ^= 1;
-        let (out, code) = run(&bad);
+        let (out, code) = run(&with_binary(&bad));
         assert_eq!(out, "GWBOOT1 need\n");
         assert_eq!(code, Some(97));
         assert!(!dir.join(format!("gwrun-{hash}")).exists());

@@ -763,9 +763,23 @@ impl FrontEnd {
                 epoch,
                 ranks,
                 pairs,
+                local,
             } => {
                 if epoch != self.epoch || self.fence.0.saturating_add(ranks) > n {
                     self.links[i].lose(format!("bad fence {epoch} with {ranks} ranks"));
+                    return;
+                }
+                if local {
+                    // The leader below has every rank and answered the
+                    // fence itself; keep the pairs (stats) and the epoch.
+                    if ranks != n || self.fence.0 != 0 {
+                        self.links[i].lose(format!("bad local fence {epoch} with {ranks} ranks"));
+                        return;
+                    }
+                    for (k, v) in pairs {
+                        self.kvs.insert(k, v);
+                    }
+                    self.epoch += 1;
                     return;
                 }
                 self.fence.0 += ranks;

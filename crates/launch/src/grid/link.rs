@@ -9,7 +9,7 @@ use std::process::Stdio;
 
 use super::bootstrap::BootLine;
 use super::channel::Channel;
-use super::protocol::{Frame, Hello, Msg};
+use super::protocol::{encode, Frame, Hello, Msg};
 use super::start::{ProxyImage, StartMethod};
 use crate::sys;
 
@@ -19,7 +19,9 @@ pub struct Link {
     pub channel: Channel,
     /// The local process behind the channel (ssh, or a local proxy).
     pub pid: i32,
-    hello: Option<Hello>,
+    /// The Hello frame, kept until the bootstrap said whether it must go
+    /// again after the proxy binary.
+    hello: Option<Vec<u8>>,
     /// The proxy answered Hello with our version.
     pub ready: bool,
     /// The proxy said Done: its host is clean.
@@ -38,7 +40,10 @@ impl Link {
         prefix: Option<&str>,
         hello: Hello,
     ) -> io::Result<Link> {
-        let mut cmd = method.command(host_name, proxy, prefix);
+        let host = hello.host;
+        let mut frame = Vec::new();
+        encode(&Frame::Msg(Msg::Hello(Box::new(hello))), &mut frame);
+        let mut cmd = method.command(host_name, proxy, frame.len(), prefix);
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -80,27 +85,23 @@ impl Link {
         // Reaped by the owner's waitpid(-1) loop.
         drop(child);
         let mut link = Link {
-            host: hello.host,
+            host,
             channel: Channel::new(stdout, stdin, method.bootstraps()),
             pid,
-            hello: Some(hello),
+            hello: None,
             ready: false,
             done: false,
             lost: None,
             reported: false,
         };
-        if !method.bootstraps() {
-            link.send_hello();
+        // The Hello goes now, also ahead of the bootstrap's answer
+        // (`super::bootstrap`: the script skips it when it must first
+        // read the binary, and then it goes again).
+        link.channel.send_raw(&frame);
+        if method.bootstraps() {
+            link.hello = Some(frame);
         }
         Ok(link)
-    }
-
-    /// The Hello, then whatever was queued while the proxy booted.
-    fn send_hello(&mut self) {
-        if let Some(h) = self.hello.take() {
-            self.channel.send(&Frame::Msg(Msg::Hello(Box::new(h))));
-        }
-        self.channel.release_held();
     }
 
     /// After a read: finishes the bootstrap exchange (sending the proxy
@@ -110,11 +111,17 @@ impl Link {
             return;
         };
         match line {
-            Ok(BootLine::Have) => self.send_hello(),
+            Ok(BootLine::Have) => {
+                self.hello = None;
+                self.channel.release_held();
+            }
             Ok(BootLine::Need) => match std::fs::read(&proxy.path) {
                 Ok(bytes) if bytes.len() as u64 == proxy.size => {
                     self.channel.send_raw(&bytes);
-                    self.send_hello();
+                    if let Some(h) = self.hello.take() {
+                        self.channel.send_raw(&h);
+                    }
+                    self.channel.release_held();
                 }
                 Ok(_) => self.lose(format!(
                     "{} changed while the job started",

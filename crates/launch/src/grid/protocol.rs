@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a message changes meaning; a proxy refuses a front
 /// end of another version (and says which two).
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// The largest frame accepted: a fence of a big job carries the whole
 /// key-value space of the hosts below (bounded by the PMI server at
 /// 256 MiB; ours are far smaller in practice).
@@ -67,11 +67,17 @@ pub enum Msg {
         pids: Vec<(usize, i32)>,
     },
     /// Up: `ranks` ranks (below this channel) entered fence `epoch`,
-    /// having put these pairs since the previous one.
+    /// having put these pairs since the previous one. `local`: every rank
+    /// of the job is below this channel and its leader has already
+    /// completed the fence (a job inside one site does not wait a WAN
+    /// round trip per fence); the front end only records the pairs and
+    /// sends no `Kvs`.
     Fence {
         epoch: u64,
         ranks: usize,
         pairs: Vec<(String, String)>,
+        #[serde(default)]
+        local: bool,
     },
     /// Down: fence `epoch` is complete; the pairs the other hosts put.
     Kvs {
@@ -506,6 +512,7 @@ mod tests {
                 epoch: 3,
                 ranks: 2,
                 pairs: vec![("k".into(), "v=1 2".into())],
+                local: true,
             }),
         ];
         assert_eq!(roundtrip(&frames), frames);

@@ -18,6 +18,7 @@
 pub mod cache;
 mod collect;
 pub mod elf;
+pub mod hashes;
 
 pub use collect::{collect, collect_with, is_system_path, LoaderEnv};
 
@@ -123,7 +124,8 @@ pub fn describe(name: String, source: &Path, is_program: bool) -> Result<StageFi
     if !meta.is_file() {
         return Err(format!("{}: not a regular file", source.display()));
     }
-    let (hash, size) = hash_reader(&file).map_err(|e| format!("{}: {e}", source.display()))?;
+    let (hash, size) =
+        hashes::sha256(&file, &meta, source).map_err(|e| format!("{}: {e}", source.display()))?;
     if size != meta.len() {
         return Err(format!(
             "{}: changed while being read ({} bytes, then {size})",

@@ -195,34 +195,14 @@ impl Proxy {
                     self.kill(sig);
                 }
                 Frame::Msg(Msg::Kvs { epoch, pairs }) => {
-                    if epoch != self.epoch {
+                    if epoch != self.epoch || !self.fence_sent || self.fences_locally() {
                         self.orphan(format!(
                             "fence {epoch} answered during fence {}",
                             self.epoch
                         ));
                         return;
                     }
-                    for c in &mut self.children {
-                        c.channel.send_msg(Msg::Kvs {
-                            epoch,
-                            pairs: pairs.clone(),
-                        });
-                    }
-                    if let Err(e) = self.server.insert_remote(pairs) {
-                        self.up.send_msg(Msg::Trouble {
-                            host: self.hello.host,
-                            msg: e,
-                            code: 1,
-                        });
-                        self.kill(libc::SIGTERM);
-                        return;
-                    }
-                    self.epoch += 1;
-                    self.own_fence = None;
-                    self.fence_sent = false;
-                    self.below_fence = (0, Vec::new());
-                    let out = self.server.release_barrier();
-                    self.deliver(out.replies);
+                    self.complete_fence(epoch, pairs);
                 }
                 Frame::FileData { hash, data } => {
                     // For us and our children: the leader keeps every
@@ -310,8 +290,10 @@ impl Proxy {
                     epoch,
                     ranks,
                     pairs,
+                    local,
                 }) => {
-                    if epoch != self.epoch {
+                    // Only a site's leader completes fences itself.
+                    if epoch != self.epoch || local {
                         self.children[i].lose(format!("fence {epoch} during fence {}", self.epoch));
                         return;
                     }
@@ -404,12 +386,59 @@ impl Proxy {
         let mut pairs = own;
         pairs.extend(std::mem::take(&mut self.below_fence.1));
         let ranks = self.plan().hosts[self.hello.host].ranks.len() + self.below_fence.0;
+        let local = self.fences_locally();
+        let up_pairs = if local {
+            pairs.clone()
+        } else {
+            std::mem::take(&mut pairs)
+        };
         self.up.send_msg(Msg::Fence {
             epoch: self.epoch,
             ranks,
-            pairs,
+            pairs: up_pairs,
+            local,
         });
         self.fence_sent = true;
+        if local {
+            self.complete_fence(self.epoch, pairs);
+        }
+    }
+
+    /// A job inside one site, and this proxy its leader (its parent is
+    /// the front end, every host of the job below it): fences complete
+    /// here, without the round trip to the front end, which is told
+    /// afterwards. (With several sites the front end joins them.)
+    pub(super) fn fences_locally(&self) -> bool {
+        let plan = self.plan();
+        let host = self.hello.host;
+        let site = plan.hosts[host].site;
+        plan.sites[site].leader == host && plan.hosts.iter().all(|h| h.site == site)
+    }
+
+    /// Fence `epoch` is complete with `pairs` (every host's puts): pass
+    /// them down, answer the local ranks' barriers.
+    fn complete_fence(&mut self, epoch: u64, pairs: Vec<(String, String)>) {
+        for c in &mut self.children {
+            c.channel.send_msg(Msg::Kvs {
+                epoch,
+                pairs: pairs.clone(),
+            });
+        }
+        if let Err(e) = self.server.insert_remote(pairs) {
+            self.up.send_msg(Msg::Trouble {
+                host: self.hello.host,
+                msg: e,
+                code: 1,
+            });
+            self.kill(libc::SIGTERM);
+            return;
+        }
+        self.epoch += 1;
+        self.own_fence = None;
+        self.fence_sent = false;
+        self.below_fence = (0, Vec::new());
+        let out = self.server.release_barrier();
+        self.deliver(out.replies);
     }
 
     pub(super) fn finish(&mut self) -> i32 {

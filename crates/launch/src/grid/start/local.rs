@@ -11,7 +11,13 @@ impl StartMethod for Local {
         "local"
     }
 
-    fn command(&self, _host: &str, proxy: &ProxyImage, _prefix: Option<&str>) -> Command {
+    fn command(
+        &self,
+        _host: &str,
+        proxy: &ProxyImage,
+        _skip: usize,
+        _prefix: Option<&str>,
+    ) -> Command {
         let mut c = Command::new(&proxy.path);
         c.arg("--proxy");
         c

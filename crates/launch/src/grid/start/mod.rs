@@ -27,8 +27,11 @@ pub struct ProxyImage {
 pub trait StartMethod {
     /// For messages: `ssh`, `local`.
     fn name(&self) -> &'static str;
-    /// The command that runs a proxy on `host`.
-    fn command(&self, host: &str, proxy: &ProxyImage, prefix: Option<&str>) -> Command;
+    /// The command that runs a proxy on `host`. `skip`: for methods that
+    /// bootstrap, the length of the first frame, sent before the answer
+    /// (`super::bootstrap`).
+    fn command(&self, host: &str, proxy: &ProxyImage, skip: usize, prefix: Option<&str>)
+        -> Command;
     /// Whether the channel starts with the bootstrap exchange
     /// (`super::bootstrap`) before frames.
     fn bootstraps(&self) -> bool;

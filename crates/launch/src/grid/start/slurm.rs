@@ -40,13 +40,19 @@ impl StartMethod for Slurm {
         "slurm"
     }
 
-    fn command(&self, host: &str, proxy: &ProxyImage, prefix: Option<&str>) -> Command {
+    fn command(
+        &self,
+        host: &str,
+        proxy: &ProxyImage,
+        skip: usize,
+        prefix: Option<&str>,
+    ) -> Command {
         let mut c = Command::new(&self.argv[0]);
         c.args(&self.argv[1..]);
         c.arg("-w").arg(host);
         // Steps start in the caller's directory, which a host may lack.
         c.arg("--chdir=/");
-        c.args(script_argv(&proxy.hash, proxy.size, prefix));
+        c.args(script_argv(&proxy.hash, proxy.size, skip, prefix));
         c
     }
 

@@ -44,11 +44,17 @@ impl StartMethod for Ssh {
         "ssh"
     }
 
-    fn command(&self, host: &str, proxy: &ProxyImage, prefix: Option<&str>) -> Command {
+    fn command(
+        &self,
+        host: &str,
+        proxy: &ProxyImage,
+        skip: usize,
+        prefix: Option<&str>,
+    ) -> Command {
         let mut c = Command::new(&self.argv[0]);
         c.args(&self.argv[1..]);
         c.arg("--").arg(host);
-        c.arg(remote_command(&proxy.hash, proxy.size, prefix));
+        c.arg(remote_command(&proxy.hash, proxy.size, skip, prefix));
         c
     }
 
