@@ -181,10 +181,18 @@ fn the_first_failure_names_rank_host_and_site() {
 
 #[test]
 fn an_mpi_program_through_the_tree() {
-    let m = machines(
-        "d",
-        "[site a] start=local\nh1:2\nh2\n[site b] start=local\nh3\n",
-    );
+    mpi_program_on("d", "[site a] start=local\nh1:2\nh2\n[site b] start=local\nh3\n");
+}
+
+/// All hosts in one site: the site's leader completes the fences itself
+/// (the front end is only told), and the job is the same.
+#[test]
+fn an_mpi_program_inside_one_site() {
+    mpi_program_on("g", "[site a] start=local\nh1:2\nh2\nh3\n");
+}
+
+fn mpi_program_on(name: &str, text: &str) {
+    let m = machines(name, text);
     let out = run(
         GWRUN,
         &[
