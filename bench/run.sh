@@ -125,4 +125,5 @@ bash bench/wake.sh | tee "$OUT/wake.md" || echo "bench: bench/wake.sh failed" >&
 bash bench/startup.sh || echo "bench: bench/startup.sh failed" >&2   # start-up across testbed hosts (issue 12)
 bash bench/coll-hier.sh || echo "bench: bench/coll-hier.sh failed" >&2   # hierarchical vs flat collectives across testbed sites (issue 14)
 bash bench/fortran.sh || echo "bench: bench/fortran.sh failed" >&2   # the Fortran layer's cost (issue 16)
+bash bench/hpcc.sh || echo "bench: bench/hpcc.sh failed" >&2   # HPC Challenge (HPL's six broadcasts) vs MPICH (issue 18)
 bash bench/pvm.sh | tee "$OUT/pvm.md" || echo "bench: bench/pvm.sh failed" >&2   # PVM face vs Debian's PVM 3.4.6 (issue 17)

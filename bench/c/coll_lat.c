@@ -1,6 +1,17 @@
 /* Collective latency, osu-style: for each operation and size, ITERS timed
- * calls after 2 untimed ones, each call preceded by a barrier; the figure
- * is the median over the calls of the slowest rank's time (µs).
+ * calls after 2 untimed ones, each call preceded by two barriers; the
+ * figure is the median over the calls of the slowest rank's time (µs).
+ *
+ * Why two: across a wide-area link no barrier releases every process at
+ * the same moment. In a one-hop barrier among sites (each site tells every
+ * other it arrived), the site that arrives last hears from the others at
+ * once and leaves up to one wide-area delay before them. The previous
+ * call decides which site that is — for Reduce, the root's, which waited
+ * for the data — so a single barrier would add a delay to the next call's
+ * slowest rank (Reduce measured ~2 delays, not the one its algorithm
+ * takes). A second barrier starts from those uneven exits and releases all
+ * sites together (each waits one delay for the latest). MPICH and Open
+ * MPI run the same program. */
  *
  *   coll_lat LABEL [ITERS] [info|plain] [MAXBYTES]
  *
@@ -50,6 +61,7 @@ static void run(MPI_Comm c, const char *label, int iters, int warm) {
                 int root = ri ? size - 1 : 0;
                 double *t = malloc(iters * sizeof(double)), *worst = malloc(iters * sizeof(double));
                 for (int i = 0; i < warm + iters; i++) {
+                    MPI_Barrier(c);
                     MPI_Barrier(c);
                     double t0 = MPI_Wtime();
                     one(ops[o], c, a, b, bytes, root, size);
