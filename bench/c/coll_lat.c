@@ -11,7 +11,7 @@
  * slowest rank (Reduce measured ~2 delays, not the one its algorithm
  * takes). A second barrier starts from those uneven exits and releases all
  * sites together (each waits one delay for the latest). MPICH and Open
- * MPI run the same program. */
+ * MPI run the same program.
  *
  *   coll_lat LABEL [ITERS] [info|plain] [MAXBYTES]
  *
