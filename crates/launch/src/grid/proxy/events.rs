@@ -195,7 +195,7 @@ impl Proxy {
                     self.kill(sig);
                 }
                 Frame::Msg(Msg::Kvs { epoch, pairs }) => {
-                    if epoch != self.epoch || !self.fence_sent || self.fences_locally() {
+                    if epoch != self.epoch || self.fences_locally() {
                         self.orphan(format!(
                             "fence {epoch} answered during fence {}",
                             self.epoch
