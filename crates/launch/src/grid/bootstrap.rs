@@ -19,8 +19,10 @@
 //!
 //! The cache is `$GW_PROXY_CACHE`, else `$XDG_CACHE_HOME/gridwire/proxy`,
 //! else `~/.cache/gridwire/proxy`, one file per proxy version
-//! (`gwrun-<sha256>`); the staged program files live next to it in the
-//! stage cache (see `crate::stage`).
+//! (`gwrun-<sha256>`); storing a version removes all but the three most
+//! recently stored (a job still running an older one keeps its open
+//! file; one starting with it stages it again). The staged program files
+//! live next to it in the stage cache (see `crate::stage`).
 
 use std::path::Path;
 
@@ -107,7 +109,11 @@ pub fn script_argv(hash: &str, size: u64, skip: usize, prefix: Option<&str>) -> 
         "if [ -x \"$f\" ]; then echo GWBOOT1 have; else ",
         "umask 077; mkdir -p \"$d\" || exit 97; t=$(mktemp \"$f.XXXXXX\") || exit 97; echo GWBOOT1 need; ",
         "if head -c \"$2\" > /dev/null && head -c \"$1\" > \"$t\" && [ \"$(sha256sum < \"$t\" | cut -c1-64)\" = \"$0\" ] && chmod 700 \"$t\" && mv -f \"$t\" \"$f\"; ",
-        "then :; else rm -f \"$t\"; echo \"gwrun: cannot store the proxy in $d\" >&2; exit 97; fi; fi; ",
+        "then :; else rm -f \"$t\"; echo \"gwrun: cannot store the proxy in $d\" >&2; exit 97; fi; ",
+        // Keep the three most recently stored versions: every upgrade
+        // of gwrun stores a new one (names are hex: no spaces to split).
+        "n=0; for o in $(ls -t \"$d\"); do case $o in gwrun-*.*) ;; gwrun-*) n=$((n+1)); ",
+        "if [ $n -gt 3 ]; then rm -f \"$d/$o\"; fi;; esac; done; fi; ",
         "exec \"$f\" --proxy"
     );
     vec![
@@ -234,5 +240,46 @@ mod tests {
         assert!(!dir.join(format!("gwrun-{hash}")).exists());
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_file(&src);
+    }
+
+    /// Storing a fourth version removes the oldest one; files that are
+    /// not stored versions (a transfer in progress) stay.
+    #[test]
+    fn script_keeps_three_versions() {
+        let dir = std::env::temp_dir().join(format!("gw-boot-keep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let partial = dir.join(format!("gwrun-{}.tmp123", "a".repeat(64)));
+        std::fs::write(&partial, b"partial").unwrap();
+        let mut hashes = Vec::new();
+        for v in 0..4 {
+            let body = format!("#!/bin/sh\necho version {v}\n").into_bytes();
+            let src = dir.with_extension(format!("src{v}"));
+            std::fs::write(&src, &body).unwrap();
+            let (hash, size) = hash_file_uncached(&src).unwrap();
+            let _ = std::fs::remove_file(&src);
+            let mut c = Command::new("sh")
+                .arg("-c")
+                .arg(remote_command(&hash, size, 0, None))
+                .env("GW_PROXY_CACHE", &dir)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            c.stdin.take().unwrap().write_all(&body).unwrap();
+            let out = c.wait_with_output().unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                format!("GWBOOT1 need\nversion {v}\n")
+            );
+            hashes.push(hash);
+            // ls -t orders by mtime: keep the stores apart.
+            std::thread::sleep(std::time::Duration::from_millis(30));
+        }
+        let have = |h: &String| dir.join(format!("gwrun-{h}")).exists();
+        assert!(!have(&hashes[0]), "the oldest version is removed");
+        assert!(hashes[1..].iter().all(have), "the three newest stay");
+        assert!(partial.exists(), "a transfer in progress is not touched");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
