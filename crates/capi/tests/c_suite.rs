@@ -190,6 +190,13 @@ fn p2p() {
     suite("p2p", &[], COUNTS);
 }
 
+/// A first message is seen by a program that probes between blocks of work
+/// (tests/mpi/probe_pace.c: HPL's ring broadcasts).
+#[test]
+fn probe_pace() {
+    suite("probe_pace", &[], &[2, 3]);
+}
+
 #[test]
 fn comm() {
     suite("comm", &[], COUNTS);

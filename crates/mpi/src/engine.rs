@@ -249,7 +249,24 @@ pub struct Engine {
     /// Most bytes of unexpected and early messages held (`GW_MPI_UNEXPECTED_LIMIT`):
     /// a peer that sends what nobody receives fills memory up to this, no further.
     held_limit: AtomicUsize,
+    /// When [`Engine::poke`] last made a thorough round, in nanoseconds
+    /// since `born`.
+    last_thorough_poke: AtomicU64,
+    born: Instant,
 }
+
+/// A `poke` (`MPI_Test*`, `MPI_Iprobe`) makes a thorough round when the
+/// last thorough one was this long ago. The runtime spares its costlier
+/// looks by counting rounds — shm looks for new senders every 16384
+/// rounds, sockets are polled every 64 (1024 before they carried
+/// anything) — which suits a wait loop (a round every ~50 ns) but not a
+/// program that computes and probes now and then: HPL's ring broadcasts
+/// probe between blocks of work, and a new sender's first message over shm
+/// waited for 16384 of those probes (seconds), a message over tcp for 64.
+/// A thorough round costs a few system calls (bounded: see the tcp
+/// method's direct polling), so by time: at most one per interval, ≤ 3 %
+/// of a loop that does nothing but test.
+const POKE_GAP: Duration = Duration::from_micros(200);
 
 /// How many rejected messages are reported on stderr; the rest are only
 /// counted ([`Engine::rejected`]): a hostile peer must not fill the log.
@@ -328,6 +345,8 @@ impl Engine {
                 usize::try_from(crate::params::num("MPI_UNEXPECTED_LIMIT"))
                     .unwrap_or(DEFAULT_HELD_LIMIT),
             ),
+            last_thorough_poke: AtomicU64::new(0),
+            born: Instant::now(),
         });
         // The handlers reach the engine by address, not through a `Weak`:
         // upgrading one costs two locked instructions per message.
@@ -744,10 +763,18 @@ impl Engine {
         }
     }
 
-    /// One round of progress (for the `Test` family and `Iprobe`).
+    /// One round of progress (for the `Test` family and `Iprobe`): a
+    /// thorough one when the last was [`POKE_GAP`] ago or more.
     pub fn poke(&self) {
         self.push_ready();
-        self.ctx.progress();
+        let now = u64::try_from(self.born.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let last = self.last_thorough_poke.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= POKE_GAP.as_nanos() as u64 {
+            self.last_thorough_poke.store(now, Ordering::Relaxed);
+            self.ctx.progress_thorough();
+        } else {
+            self.ctx.progress();
+        }
         self.push_ready();
     }
 
