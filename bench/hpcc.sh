@@ -7,7 +7,8 @@
 #   gw:        gwrun -n 4 hpcc                      (one host: shm)
 #   gw-2hosts: gwrun -n 4 --emulate-hosts 2 hpcc    (ranks 0-1 | 2-3: tcp between)
 #   mpich:     mpiexec.mpich -n 4 hpcc              (one host)
-# HPCC_RUNS (1) interleaved runs of each; per HPL variant the median Gflops,
+# HPCC_RUNS (1) interleaved runs of each (HPCC_LABELS picks some of gw,
+# gw-2hosts, mpich); per HPL variant the median Gflops,
 # and gw / mpich. Every HPCC check must pass (the output's FAILED lines are
 # counted and reported). The source is fetched once with apt-get source
 # (deb-src of Debian 12, no system configuration changed) into
@@ -151,7 +152,7 @@ run() {
     awk -v l="$label" '/^T\/V/ { want = 2; next } want == 2 && /^WR/ { print l, $1, $7; want = 0 }' "$f" >>"$OUT/runs.txt"
     echo "$label $i exit=0 passed=$(grep -c PASSED "$f" || true) failed=$(grep -c FAILED "$f" || true)" >>"$OUT/checks.txt"
 }
-labels="gw gw-2hosts mpich"
+labels=${HPCC_LABELS:-gw gw-2hosts mpich}
 for i in $(seq "$RUNS"); do
     for l in $labels; do run "$l" "$i"; done
 done
