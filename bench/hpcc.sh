@@ -7,8 +7,10 @@
 #   gw:        gwrun -n 4 hpcc                      (one host: shm)
 #   gw-2hosts: gwrun -n 4 --emulate-hosts 2 hpcc    (ranks 0-1 | 2-3: tcp between)
 #   mpich:     mpiexec.mpich -n 4 hpcc              (one host)
+#   mpich-tcp: the same with MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self (TCP
+#              between all ranks, as bench/mpi.sh forces "two hosts")
 # HPCC_RUNS (1) interleaved runs of each (HPCC_LABELS picks some of gw,
-# gw-2hosts, mpich); per HPL variant the median Gflops,
+# gw-2hosts, mpich, mpich-tcp); per HPL variant the median Gflops,
 # and gw / mpich. Every HPCC check must pass (the output's FAILED lines are
 # counted and reported). The source is fetched once with apt-get source
 # (deb-src of Debian 12, no system configuration changed) into
@@ -142,6 +144,7 @@ run() {
         gw) (cd "$dir" && OPENBLAS_NUM_THREADS=1 timeout "$TIMEOUT" "$REL/gwrun" -n 4 "$OUT/gw/hpcc") >"$dir/out.log" 2>&1 || status=$? ;;
         gw-2hosts) (cd "$dir" && OPENBLAS_NUM_THREADS=1 timeout "$TIMEOUT" "$REL/gwrun" -n 4 --emulate-hosts 2 "$OUT/gw/hpcc") >"$dir/out.log" 2>&1 || status=$? ;;
         mpich) (cd "$dir" && OPENBLAS_NUM_THREADS=1 timeout "$TIMEOUT" mpiexec.mpich -n 4 "$OUT/mpich/hpcc") >"$dir/out.log" 2>&1 || status=$? ;;
+        mpich-tcp) (cd "$dir" && OPENBLAS_NUM_THREADS=1 MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self timeout "$TIMEOUT" mpiexec.mpich -n 4 "$OUT/mpich/hpcc") >"$dir/out.log" 2>&1 || status=$? ;;
     esac
     local f=$dir/hpccoutf.txt
     if [ "$status" != 0 ] || [ ! -s "$f" ]; then
@@ -152,7 +155,7 @@ run() {
     awk -v l="$label" '/^T\/V/ { want = 2; next } want == 2 && /^WR/ { print l, $1, $7; want = 0 }' "$f" >>"$OUT/runs.txt"
     echo "$label $i exit=0 passed=$(grep -c PASSED "$f" || true) failed=$(grep -c FAILED "$f" || true)" >>"$OUT/checks.txt"
 }
-labels=${HPCC_LABELS:-gw gw-2hosts mpich}
+labels=${HPCC_LABELS:-gw gw-2hosts mpich mpich-tcp}
 for i in $(seq "$RUNS"); do
     for l in $labels; do run "$l" "$i"; done
 done
@@ -162,15 +165,16 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b == 
 {
     echo "HPCC 1.5.0, N=3000 NB=100 P=Q=2, 4 ranks, OpenBLAS 1 thread; HPL Gflops, median of $RUNS run(s) (\`bash bench/hpcc.sh\`, $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg))"
     echo
-    echo "| HPL variant (BCAST) | gridwire, one host | gridwire, 2 emulated hosts | MPICH, one host | gridwire / MPICH (goal ≥ 1) |"
-    echo "|---|---:|---:|---:|---:|"
+    echo "| HPL variant (BCAST) | gridwire, one host | MPICH, one host | gridwire / MPICH (goal ≥ 1) | gridwire, 2 emulated hosts | MPICH over TCP | gridwire / MPICH (goal ≥ 1) |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
     names=(1rg 1rM 2rg 2rM Lng LnM)
     for b in 0 1 2 3 4 5; do
         v="WR1${b}C2R4"
         g=$(awk -v v="$v" '$1=="gw" && $2==v {print $3}' "$OUT/runs.txt" | median)
         g2=$(awk -v v="$v" '$1=="gw-2hosts" && $2==v {print $3}' "$OUT/runs.txt" | median)
         m=$(awk -v v="$v" '$1=="mpich" && $2==v {print $3}' "$OUT/runs.txt" | median)
-        echo "| $v (${names[$b]}) | $g | $g2 | $m | $(ratio "$g" "$m") |"
+        m2=$(awk -v v="$v" '$1=="mpich-tcp" && $2==v {print $3}' "$OUT/runs.txt" | median)
+        echo "| $v (${names[$b]}) | $g | $m | $(ratio "$g" "$m") | $g2 | $m2 | $(ratio "$g2" "$m2") |"
     done
     echo
     echo "HPCC checks per run (PASSED / FAILED lines of hpccoutf.txt):"
