@@ -776,7 +776,7 @@ impl Engine {
         // moves the next look by a poke.
         let pokes = self.pokes.load(Ordering::Relaxed).wrapping_add(1);
         self.pokes.store(pokes, Ordering::Relaxed);
-        if pokes % 8 == 0 && self.thorough_poke_due() {
+        if pokes.is_multiple_of(8) && self.thorough_poke_due() {
             self.ctx.progress_thorough();
         } else {
             self.ctx.progress();
