@@ -27,7 +27,8 @@ r2row() {
   # best of the runs on each side: least time (column 5), greatest rate (6)
   if [ "$how" = low ]; then b=$(COL=5 worst_vs_peers "$how" "$m" "$k" "$@"); else b=$(COL=6 worst_vs_peers "$how" "$m" "$k" "$@"); fi
   read -r wr ws <<<"$w"; read -r br bs <<<"$b"
-  echo "| $label | ${wr:-n/a} | ${ws:+$(human "$ws")} | $op $goal | $(met "$wr" "$op" "$goal") | ${br:-n/a} | $(met "$br" "$op" "$goal") |"
+  local shown=≥; [ "$op" = "<=" ] && shown=≤
+  echo "| $label | ${wr:-n/a} | ${ws:+$(human "$ws")} | $shown $goal | $(met "$wr" "$op" "$goal") | ${br:-n/a} | $(met "$br" "$op" "$goal") |"
 }
 
 echo "#### Targets, round 2 (issue 18)"
@@ -60,7 +61,7 @@ tcp8=$(COL=4 pinned_ratio 8); tcp8best=$(COL=5 pinned_ratio 8)
 [ "$tcp8best" = n/a ] && tcp8best=$(COL=5 ratio "$(get gw-tcp lat 8)" "$(get raw-spin lat 8)")
 [ "$tcp8" = n/a ] && tcp8=""
 [ "$tcp8best" = n/a ] && tcp8best=""
-echo "| tcp 8 B latency / raw busy-polling TCP floor, pinned alike (worse placement) | ${tcp8:-n/a} | 8 B | <= 1.05 | $(met "$tcp8" "<=" 1.05) | ${tcp8best:-n/a} | $(met "$tcp8best" "<=" 1.05) |"
+echo "| tcp 8 B latency / raw busy-polling TCP floor, pinned alike (worse placement) | ${tcp8:-n/a} | 8 B | ≤ 1.05 | $(met "$tcp8" "<=" 1.05) | ${tcp8best:-n/a} | $(met "$tcp8best" "<=" 1.05) |"
 echo "| the same unpinned: gridwire tcp / raw busy-polling (not like for like) | $(ratio "$(get gw-tcp lat 8)" "$(get raw-spin lat 8)") | 8 B | | | $(COL=5 ratio "$(COL=5 get gw-tcp lat 8)" "$(COL=5 get raw-spin lat 8)") | |"
 tm_gw=$(get gw-tm tm 8); tm_m=$(get mpich-tm tm 8); tm_o=$(get ompi-tm tm 8)
 skipped() { # config: why a THREAD_MULTIPLE figure is missing
