@@ -239,8 +239,10 @@ if [ "${PAIRS:-1}" = 1 ]; then
   GW_MPI_LIBDIR=$T/release scripts/gwcc -O2 -o "$W/pairs_gw" bench/mpi/pairs.c 2>/dev/null
   [ $have_mpich = 1 ] && mpicc.mpich -O2 -o "$W/pairs_mpich" bench/mpi/pairs.c 2>/dev/null
   [ $have_ompi = 1 ] && mpicc.openmpi -O2 -o "$W/pairs_ompi" bench/mpi/pairs.c 2>/dev/null
-  : >"$W/pairs.txt"
+  # REPORT_ONLY=1 shows the last run's pairs.txt again instead of running them
+  [ "${REPORT_ONLY:-0}" = 1 ] || : >"$W/pairs.txt"
   for r in $(seq "$RUNS"); do
+    [ "${REPORT_ONLY:-0}" = 1 ] && break
     echo "gw $(timeout 120 "$GWRUN" -n $np --timeout 100 "$W/pairs_gw" 2000 2>/dev/null)" >>"$W/pairs.txt"
     [ $have_mpich = 1 ] && echo "mpich $(timeout 120 mpiexec.mpich -n $np "$W/pairs_mpich" 2000 2>/dev/null)" >>"$W/pairs.txt"
     [ $have_ompi = 1 ] && echo "ompi $(timeout 120 mpirun.openmpi --allow-run-as-root --oversubscribe -n $np "$W/pairs_ompi" 2000 2>/dev/null)" >>"$W/pairs.txt"
