@@ -3,8 +3,12 @@
 # Debian's MPICH and Debian's Open MPI, all run in this one invocation, with
 # 2 ranks on one host and 2 ranks on two emulated hosts (tcp), next to the raw
 # TCP floor (bench/c/tcp_pingpong.c). Not a test: prints Markdown tables (for
-# docs/benchmarks.md) with ratios and the targets, and draws one log-log
-# latency plot per method (PNG).
+# docs/benchmarks.md) with ratios and the targets (round 1, and round 2 of
+# issue 18: ratios to the better of MPICH and Open MPI, one verdict per
+# target), and draws plots per figure family and method (PNG): latency, bw,
+# bibw, rate, collectives. Also runs bench/mpi/thread_multiple.c (2 ranks x 2
+# threads under MPI_THREAD_MULTIPLE, one communicator per thread) on one host
+# for each MPI (reported, not a target).
 #
 #   bench/mpi.sh                       (run by `make bench` via bench/run.sh)
 # Env: RUNS (default 3; each figure is the median of RUNS runs, the runs of
@@ -42,6 +46,9 @@ gcc -O2 -o "$W/tcp_pingpong" bench/c/tcp_pingpong.c || exit 1
 have_mpich=0; have_ompi=0
 command -v mpicc.mpich >/dev/null && mpicc.mpich -O2 -Wno-stringop-overflow -o "$W/osu_mpich" bench/mpi/osu.c && have_mpich=1
 command -v mpicc.openmpi >/dev/null && mpicc.openmpi -O2 -o "$W/osu_ompi" bench/mpi/osu.c && have_ompi=1
+GW_MPI_LIBDIR=$T/release scripts/gwcc -O2 -pthread -o "$W/tm_gw" bench/mpi/thread_multiple.c || exit 1
+[ $have_mpich = 1 ] && { mpicc.mpich -O2 -pthread -o "$W/tm_mpich" bench/mpi/thread_multiple.c || exit 1; }
+[ $have_ompi = 1 ] && { mpicc.openmpi -O2 -pthread -o "$W/tm_ompi" bench/mpi/thread_multiple.c || exit 1; }
 
 # config name -> command (each prints "NAME SIZE VALUE" lines)
 run_config() {
@@ -65,14 +72,18 @@ run_config() {
       for s in 0 1 8; do echo "lat $s $(PIN=$pin "$W/tcp_pingpong" "$s" 20000 spin)"; done ;;
     gw-tcp-pin-ab) "$GWRUN" -n 2 --emulate-hosts 2 --bind-to "user:$PIN_A,$PIN_B" --timeout 300 "$W/osu_gw" latency ;;
     gw-tcp-pin-ba) "$GWRUN" -n 2 --emulate-hosts 2 --bind-to "user:$PIN_B,$PIN_A" --timeout 300 "$W/osu_gw" latency ;;
+    # MPI_THREAD_MULTIPLE, 2 ranks x 2 threads on one host ("tm 8 K round trips/s")
+    gw-tm) "$GWRUN" -n 2 --timeout 120 "$W/tm_gw" ;;
+    mpich-tm) mpiexec.mpich -n 2 "$W/tm_mpich" ;;
+    ompi-tm) mpirun.openmpi --allow-run-as-root --oversubscribe -n 2 "$W/tm_ompi" ;;
   esac
 }
 read -r PIN_A PIN_B <<<"${PIN_CPUS:-0 1}"
 export PIN_A PIN_B
-configs="raw-spin raw-block gw-shm gw-tcp"
+configs="raw-spin raw-block gw-shm gw-tcp gw-tm"
 [ "$(nproc)" -ge 2 ] && configs="$configs raw-pin-ab raw-pin-ba gw-tcp-pin-ab gw-tcp-pin-ba"
-[ $have_mpich = 1 ] && configs="$configs mpich-shm mpich-tcp"
-[ $have_ompi = 1 ] && configs="$configs ompi-shm ompi-tcp"
+[ $have_mpich = 1 ] && configs="$configs mpich-shm mpich-tcp mpich-tm"
+[ $have_ompi = 1 ] && configs="$configs ompi-shm ompi-tcp ompi-tm"
 
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 start=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -86,7 +97,7 @@ for r in $(seq "$RUNS"); do
     rc=$?
     echo "bench/mpi.sh: run $r/$RUNS: $c: $((SECONDS - t0)) s, load $(cut -d' ' -f1 /proc/loadavg)" >&2
     [ $rc -ne 0 ] && echo "bench/mpi.sh: $c exited $rc (see $W/$c.err)" >&2
-    grep -E '^[a-z]+ [0-9]+ [0-9.]+$' <<<"$out" | sed "s/^/$c /" >>"$raw"
+    grep -E '^[a-z_]+ [0-9]+ [0-9.]+$' <<<"$out" | sed "s/^/$c /" >>"$raw"
   done
 done
 # medians: "config name size median min max"
@@ -124,7 +135,9 @@ table() { # name unit sizes...
   echo
 }
 
-P2P="0 1 8 64 512 4096 32768 262144 1048576 4194304"
+P2P="0 1 8 64 512 1024 4096 8192 16384 32768 65536 262144 1048576 4194304"
+TOUCH="4096 8192 16384 32768 65536"
+RATE="1 8 64"
 COLL="8 64 512 4096 32768 262144 1048576"
 floor_of() { # the better of busy-polling and blocking raw TCP at SIZE
   printf '%s\n%s\n' "$(get raw-spin lat "$1")" "$(get raw-block lat "$1")" | grep -v '^$' | sort -g | head -1
@@ -183,6 +196,8 @@ if [ -n "$(get raw-pin-ab lat 8)" ]; then
   echo "gridwire (\`gwrun --bind-to user:A,B\`) A,B $(get gw-tcp-pin-ab lat 0) / $(get gw-tcp-pin-ab lat 1) / $(get gw-tcp-pin-ab lat 8), B,A $(get gw-tcp-pin-ba lat 0) / $(get gw-tcp-pin-ba lat 1) / $(get gw-tcp-pin-ba lat 8)."
 fi
 echo
+# the round-2 verdicts (issue 18) and the MPI_THREAD_MULTIPLE figure
+source bench/mpi/round2.sh
 echo "#### Latency (one-way ping-pong, µs)"
 echo
 table lat µs $P2P
@@ -201,9 +216,21 @@ table bcast µs $COLL
 echo "#### Alltoall (bytes per pair, µs per call)"
 echo
 table alltoall µs $COLL
+echo "#### Reduce (\`MPI_FLOAT\`, \`MPI_SUM\`, root 0, µs per call)"
+echo
+table reduce µs $COLL
+echo "#### Allgather (bytes per rank, µs per call)"
+echo
+table allgather µs $COLL
 echo "#### Barrier (µs per call)"
 echo
 table barrier µs 0
+echo "#### Latency with the sender writing its buffer before each send (µs, memset included)"
+echo
+table lat_touch µs $TOUCH
+echo "#### Message rate (osu_mbw_mr style, 1 pair, window of 64, millions of messages per second)"
+echo
+table rate "M msg/s" $RATE
 
 # Oversubscribed: twice as many ranks as cores, ping-ponging in pairs
 # (bench/mpi/pairs.c), each MPI as it comes; the median of RUNS runs.
@@ -212,8 +239,10 @@ if [ "${PAIRS:-1}" = 1 ]; then
   GW_MPI_LIBDIR=$T/release scripts/gwcc -O2 -o "$W/pairs_gw" bench/mpi/pairs.c 2>/dev/null
   [ $have_mpich = 1 ] && mpicc.mpich -O2 -o "$W/pairs_mpich" bench/mpi/pairs.c 2>/dev/null
   [ $have_ompi = 1 ] && mpicc.openmpi -O2 -o "$W/pairs_ompi" bench/mpi/pairs.c 2>/dev/null
-  : >"$W/pairs.txt"
+  # REPORT_ONLY=1 shows the last run's pairs.txt again instead of running them
+  [ "${REPORT_ONLY:-0}" = 1 ] || : >"$W/pairs.txt"
   for r in $(seq "$RUNS"); do
+    [ "${REPORT_ONLY:-0}" = 1 ] && break
     echo "gw $(timeout 120 "$GWRUN" -n $np --timeout 100 "$W/pairs_gw" 2000 2>/dev/null)" >>"$W/pairs.txt"
     [ $have_mpich = 1 ] && echo "mpich $(timeout 120 mpiexec.mpich -n $np "$W/pairs_mpich" 2000 2>/dev/null)" >>"$W/pairs.txt"
     [ $have_ompi = 1 ] && echo "ompi $(timeout 120 mpirun.openmpi --allow-run-as-root --oversubscribe -n $np "$W/pairs_ompi" 2000 2>/dev/null)" >>"$W/pairs.txt"
@@ -238,7 +267,7 @@ done
 if [ -n "$plotpy" ]; then
   mkdir -p "$PLOT_DIR"
   "$plotpy" bench/mpi/plot.py "$med" "$PLOT_DIR" "$start" >&2 &&
-    echo "Plots: \`$PLOT_DIR/mpi-latency-shm.png\`, \`$PLOT_DIR/mpi-latency-tcp.png\`."
+    echo "Plots (\`$PLOT_DIR/\`): $(for f in latency bw bibw rate collectives; do printf '`mpi-%s-shm.png`, `mpi-%s-tcp.png`; ' "$f" "$f"; done | sed 's/; $//')."
 else
   echo "bench/mpi.sh: no python3 with matplotlib (python3-matplotlib); plots skipped" >&2
 fi

@@ -1,16 +1,26 @@
 /* osu-style MPI micro-benchmarks, one program for every MPI (built with each
  * MPI's own compiler wrapper: gridwire's gwcc, mpicc.mpich, mpicc.openmpi).
  *
- *   osu [latency] [bw] [bibw] [allreduce] [bcast] [alltoall] [barrier]
- *       (no argument: all of them)
+ *   osu [latency] [latency_touch] [bw] [bibw] [rate] [allreduce] [bcast]
+ *       [alltoall] [reduce] [allgather] [barrier]   (no argument: all of them)
  *
  * Prints one line per figure: "NAME SIZE VALUE", where NAME is one of
- *   lat        one-way ping-pong latency between ranks 0 and 1, µs
+ *   lat        one-way ping-pong latency between ranks 0 and 1, µs (osu_latency:
+ *              the buffers are written once, before the first size)
+ *   lat_touch  the same at 4-64 KiB with each sender writing its whole buffer
+ *              (memset, a new byte every time) before each MPI_Send, as an
+ *              application does; the memset is inside the timed loop for every MPI
  *   bw         streaming bandwidth 0 -> 1, window of 64 MPI_Isend, MB/s (10^6 B/s)
  *   bibw       both directions at once, window of 64 each way, MB/s (sum of both)
+ *   rate       message rate 0 -> 1 at 1, 8, 64 B as osu_mbw_mr with one pair:
+ *              rounds of a window of 64 MPI_Isend (the receiver: 64 MPI_Irecv),
+ *              MPI_Waitall, then a 4-byte ack from the receiver; millions of
+ *              messages per second (the ack not counted as a message)
  *   allreduce  MPI_Allreduce of SIZE bytes of MPI_FLOAT (MPI_SUM), µs per call
  *   bcast      MPI_Bcast of SIZE bytes from rank 0, µs per call
  *   alltoall   MPI_Alltoall with SIZE bytes per pair, µs per call
+ *   reduce     MPI_Reduce of SIZE bytes of MPI_FLOAT (MPI_SUM) to rank 0, µs per call
+ *   allgather  MPI_Allgather of SIZE bytes per rank, µs per call
  *   barrier    MPI_Barrier (SIZE 0), µs per call
  * Collective times are per-call times averaged over the iterations and then
  * over the ranks; as in the OSU suite, a barrier separates the timed calls
@@ -35,7 +45,10 @@ static int rank, nprocs;
 static char *sbuf, *rbuf;
 static double budget = 0.06; /* seconds per size */
 
-static const long p2p_sizes[] = {0, 1, 8, 64, 512, 4096, 32768, 262144, 1048576, 4194304};
+static const long p2p_sizes[] = {0,     1,     8,      64,     512,     1024,    4096,
+                                 8192,  16384, 32768,  65536,  262144,  1048576, 4194304};
+static const long touch_sizes[] = {4096, 8192, 16384, 32768, 65536};
+static const long rate_sizes[] = {1, 8, 64};
 static const long coll_sizes[] = {8, 64, 512, 4096, 32768, 262144, 1048576};
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -65,29 +78,35 @@ static int calibrate(bench_fn f, long n, int arg, int lo, int hi) {
     return iters;
 }
 
-static double pingpong(long n, int iters, int unused) {
-    (void)unused;
+/* TOUCH: the sender writes its buffer before each send (a different byte
+ * each time, so no layer can keep a copy of the last one). */
+static double pingpong(long n, int iters, int touch) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     for (int i = 0; i < iters; i++) {
         if (rank == 0) {
+            if (touch) memset(sbuf, i & 0x7f, (size_t)n);
             MPI_Send(sbuf, (int)n, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
             MPI_Recv(rbuf, (int)n, MPI_CHAR, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         } else if (rank == 1) {
             MPI_Recv(rbuf, (int)n, MPI_CHAR, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (touch) memset(sbuf, i & 0x7f, (size_t)n);
             MPI_Send(sbuf, (int)n, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
         }
     }
     return MPI_Wtime() - t0;
 }
 
-static void latency(void) {
-    for (int s = 0; s < NELEM(p2p_sizes); s++) {
-        long n = p2p_sizes[s];
-        int iters = calibrate(pingpong, n, 0, 10, 1000000);
-        double t = pingpong(n, iters, 0);
-        if (rank == 0) printf("lat %ld %.3f\n", n, t / (2.0 * iters) * 1e6);
+static void latency(int touch) {
+    const long *sizes = touch ? touch_sizes : p2p_sizes;
+    int count = touch ? NELEM(touch_sizes) : NELEM(p2p_sizes);
+    for (int s = 0; s < count; s++) {
+        long n = sizes[s];
+        int iters = calibrate(pingpong, n, touch, 10, 1000000);
+        double t = pingpong(n, iters, touch);
+        if (rank == 0) printf("%s %ld %.3f\n", touch ? "lat_touch" : "lat", n, t / (2.0 * iters) * 1e6);
     }
+    if (touch) memset(sbuf, 1, (size_t)touch_sizes[NELEM(touch_sizes) - 1]); /* as the others found it */
 }
 
 /* One round of the window: rank 0 (and rank 1 too when BI) posts WINDOW sends,
@@ -120,14 +139,26 @@ static void bandwidth(int bi) {
     }
 }
 
-enum coll { ALLREDUCE, BCAST, ALLTOALL };
-static const char *coll_name[] = {"allreduce", "bcast", "alltoall"};
+/* osu_mbw_mr's loop with one pair is the window above, one way. */
+static void rate(void) {
+    for (int s = 0; s < NELEM(rate_sizes); s++) {
+        long n = rate_sizes[s];
+        int iters = calibrate(window, n, 0, 2, 1000000);
+        double t = window(n, iters, 0);
+        if (rank == 0) printf("rate %ld %.4f\n", n, (double)WINDOW * iters / t / 1e6);
+    }
+}
+
+enum coll { ALLREDUCE, BCAST, ALLTOALL, REDUCE, ALLGATHER };
+static const char *coll_name[] = {"allreduce", "bcast", "alltoall", "reduce", "allgather"};
 
 static void call(enum coll c, long n) {
     switch (c) {
     case ALLREDUCE: MPI_Allreduce(sbuf, rbuf, (int)(n / 4), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
     case BCAST: MPI_Bcast(sbuf, (int)n, MPI_CHAR, 0, MPI_COMM_WORLD); break;
     case ALLTOALL: MPI_Alltoall(sbuf, (int)n, MPI_CHAR, rbuf, (int)n, MPI_CHAR, MPI_COMM_WORLD); break;
+    case REDUCE: MPI_Reduce(sbuf, rbuf, (int)(n / 4), MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD); break;
+    case ALLGATHER: MPI_Allgather(sbuf, (int)n, MPI_CHAR, rbuf, (int)n, MPI_CHAR, MPI_COMM_WORLD); break;
     }
 }
 
@@ -153,14 +184,23 @@ static double coll_time(long n, int iters, int c) {
 static void check(enum coll c, long n) {
     int bad = 0;
     switch (c) {
-    case ALLREDUCE: {
+    case ALLREDUCE:
+    case REDUCE: {
         float *f = (float *)sbuf, *g = (float *)rbuf;
         for (long i = 0; i < n / 4; i++) f[i] = (float)(rank + 1 + (i & 7));
         call(c, n);
-        for (long i = 0; i < n / 4; i++)
-            if (g[i] != (float)(nprocs * (nprocs + 1) / 2 + nprocs * (i & 7))) bad = 1;
+        if (c == ALLREDUCE || rank == 0)
+            for (long i = 0; i < n / 4; i++)
+                if (g[i] != (float)(nprocs * (nprocs + 1) / 2 + nprocs * (i & 7))) bad = 1;
         break;
     }
+    case ALLGATHER:
+        memset(sbuf, 16 + rank, (size_t)n);
+        call(c, n);
+        for (int p = 0; p < nprocs; p++)
+            for (long i = 0; i < n; i++)
+                if (rbuf[p * n + i] != (char)(16 + p)) bad = 1;
+        break;
     case BCAST:
         for (long i = 0; i < n; i++) sbuf[i] = rank == 0 ? (char)(i * 7 + 3) : 0;
         call(c, n);
@@ -217,6 +257,8 @@ static int wanted(int argc, char **argv, const char *name) {
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
+    /* line by line: what was measured survives the bench script's timeout */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     const char *ms = getenv("OSU_MS");
@@ -236,12 +278,16 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 1;
     }
-    if (wanted(argc, argv, "latency")) latency();
+    if (wanted(argc, argv, "latency")) latency(0);
+    if (wanted(argc, argv, "latency_touch")) latency(1);
     if (wanted(argc, argv, "bw")) bandwidth(0);
     if (wanted(argc, argv, "bibw")) bandwidth(1);
+    if (wanted(argc, argv, "rate")) rate();
     if (wanted(argc, argv, "allreduce")) collective(ALLREDUCE);
     if (wanted(argc, argv, "bcast")) collective(BCAST);
     if (wanted(argc, argv, "alltoall")) collective(ALLTOALL);
+    if (wanted(argc, argv, "reduce")) collective(REDUCE);
+    if (wanted(argc, argv, "allgather")) collective(ALLGATHER);
     if (wanted(argc, argv, "barrier")) barrier();
     fflush(stdout);
     MPI_Finalize();
