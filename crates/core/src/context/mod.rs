@@ -767,6 +767,16 @@ impl Context {
         self.peer(rank).ok()?.link.get().map(|l| l.method())
     }
 
+    /// Opens the link to `rank` now, as the first send to it would (for an
+    /// upper layer that knows a send will follow and wants the set-up cost
+    /// paid ahead of it); the method chosen.
+    pub fn open_link(&self, rank: u32) -> Result<&'static str> {
+        Ok(match self.peer(rank)?.link.get() {
+            Some(l) => l.method(),
+            None => self.connect(rank)?.method(),
+        })
+    }
+
     /// The selection policy's choices for `rank`, restricted to the stacks
     /// the transform policy asks for (`encrypt+tcp` between sites, …): a
     /// link that must be encrypted is never opened in the clear.
