@@ -203,7 +203,15 @@ impl Context {
                 // runs at once and its answer is seen microseconds later,
                 // where a sleep in `block_briefly` costs up to a slice
                 // (1 ms) per message. The clock is read every 64 yields.
-                let start = *yield_start.get_or_insert_with(std::time::Instant::now);
+                let start = match yield_start {
+                    Some(t) => t,
+                    None => {
+                        // Entering the yield phase: not at all while yields are slow.
+                        let now = std::time::Instant::now();
+                        yielding = !yields_slow(now);
+                        *yield_start.insert(now)
+                    }
+                };
                 if idle.is_multiple_of(64) {
                     let now = std::time::Instant::now();
                     yielding = now.saturating_duration_since(start) < self.inner.yield_for
