@@ -44,7 +44,11 @@ cp "$GW_TESTBED_MACHINES" "$W/machines"
 
 mkdir -p "$W/src" "$W/gw" "$W/deb"
 tar -xzf /usr/share/doc/pvm-examples/examples.tar.gz -C "$W/src"
-for p in timing timing_slave bwtest; do
+# timing4m: timing.c with its size loop changed to the one size 4 MB (see bench/pvm.sh).
+sed 's/for (numint = 25; numint < 1000000; numint \*= 10)/for (numint = 1000000; numint <= 1000000; numint *= 10)/' \
+  "$W/src/examples/timing.c" >"$W/src/examples/timing4m.c"
+grep -q 'numint = 1000000;' "$W/src/examples/timing4m.c" || { echo "bench/pvm-2hosts.sh: cannot derive timing4m.c" >&2; exit 1; }
+for p in timing timing4m timing_slave bwtest; do
   gcc -O2 -w -I"$root/include" -o "$W/gw/$p" "$W/src/examples/$p.c" -L"$REL" -lpvm3 -Wl,-rpath,"$REL" &&
   gcc -O2 -w -o "$W/deb/$p" "$W/src/examples/$p.c" -lgpvm3 -lpvm3 || { echo "bench/pvm-2hosts.sh: $p.c does not compile" >&2; exit 1; }
 done
@@ -61,11 +65,13 @@ grep -q s0h1 "$W/deb.conf" || { echo "bench/pvm-2hosts.sh: PVM did not add s0h1:
 # gridwire's: the first program started the coordinator; gwpvm adds s0h1.
 $hx s0h0 "${gw[@]}" "$REL/gwpvm" add s0h1 >"$W/gw.conf" 2>&1 || { echo "bench/pvm-2hosts.sh: gwpvm add s0h1 failed:" >&2; cat "$W/gw.conf" >&2; exit 1; }
 
-# Whether run R of SIDE had timing's slave on the other host: PVM names the
-# host in the task id (t8xxxx: s0h1), gridwire's context names its method.
+# Whether run R of SIDE had PROG's (timing's, timing4m's) slave on the other
+# host: PVM names the host in the task id (t8xxxx: s0h1), gridwire's context
+# names its method.
 slave_remote_run() {
-  if [ $1 = deb ]; then grep -q "slave is task t8" "$W/deb.timing.$2"
-  else grep -q "reached by tcp" "$W/gw.timing.err.$2" && ! grep -q "reached by shm" "$W/gw.timing.err.$2"; fi
+  local p=${3:-timing}
+  if [ $1 = deb ]; then grep -q "slave is task t8" "$W/deb.$p.$2"
+  else grep -q "reached by tcp" "$W/gw.$p.err.$2" && ! grep -q "reached by shm" "$W/gw.$p.err.$2"; fi
 }
 for side in gw deb; do
   if [ $side = gw ]; then e=("${gw[@]}" GW_VERBOSE=1); else e=("${deb[@]}"); fi
@@ -73,10 +79,12 @@ for side in gw deb; do
     # The slave must be on the other host. PVM's default placement goes
     # round the hosts with every spawn in the machine (its group server's
     # too), so a run may land it on s0h0: such a run is repeated (at most 3).
-    for try in 1 2 3; do
-      $hx s0h0 sh -c "cd $W/$side && ${e[*]} timeout 120 ./timing" >"$W/$side.timing.$r" 2>"$W/$side.timing.err.$r"
-      slave_remote_run $side $r && break
-      echo "bench/pvm-2hosts.sh: $side run $r try $try: timing's slave was on s0h0, again" >&2
+    for p in timing timing4m; do
+      for try in 1 2 3; do
+        $hx s0h0 sh -c "cd $W/$side && ${e[*]} timeout 120 ./$p" >"$W/$side.$p.$r" 2>"$W/$side.$p.err.$r"
+        slave_remote_run $side $r $p && break
+        echo "bench/pvm-2hosts.sh: $side run $r try $try: $p's slave was on s0h0, again" >&2
+      done
     done
     $hx s0h0 sh -c "cd $W/$side && ${e[*]} timeout 120 ./bwtest" >"$W/$side.bw1.$r" 2>&1 &
     sleep 0.5
@@ -86,13 +94,14 @@ for side in gw deb; do
   done
 done
 # The slave on the other host in every run of both.
-slave_remote() { for r in $(seq "$RUNS"); do slave_remote_run $1 $r || return 1; done; }
+slave_remote() { for r in $(seq "$RUNS"); do slave_remote_run $1 $r && slave_remote_run $1 $r timing4m || return 1; done; }
 method=$(grep -ho "reached by [a-z]*" "$W"/gw.timing.err.* | sort | uniq -c | sort -rn | head -1 | awk '{print $4}')
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : "-")}'; }
 rtt() { for r in $(seq "$RUNS"); do awk '/^RTT Avg uSec/ {print $4}' "$W/$1.timing.$r"; done | median; }
 tsize() { for r in $(seq "$RUNS"); do
-    awk -v s="$2" -v f="$3" '/^Message size/ {cur=$3} /^Avg uSec/ {getline; if (cur==s) print $f}' "$W/$1.timing.$r"
+    cat "$W/$1.timing.$r" "$W/$1.timing4m.$r" 2>/dev/null |
+      awk -v s="$2" -v f="$3" '/^Message size/ {cur=$3} /^Avg uSec/ {getline; if (cur==s) print $f}'
   done | median; }
 bw() { for r in $(seq "$RUNS"); do
     awk -v s="$2" '/Roundtrip T =/ && $NF==s {gsub(/[()]/,"",$6); print $6}' "$W/$1.bwtest.$r"; done | median; }

@@ -13,7 +13,7 @@ pvm_tables() {
   echo "|---|---|---|---|---|---|"
   g=$(rtt gw); d=$(rtt deb)
   echo "| 4 B (minimal) | $g | $d | $(ratio "$g" "$d") | | |"
-  for s in 100 1000 10000 100000 1000000; do
+  for s in 100 1000 10000 100000 1000000 4000000; do
     g=$(tsize gw $s 2); d=$(tsize deb $s 2)
     echo "| $s B | $g | $d | $(ratio "$g" "$d") | $(tsize gw $s 1) | $(tsize deb $s 1) |"
   done

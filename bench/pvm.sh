@@ -19,6 +19,12 @@ for need in gcc pvm; do command -v $need >/dev/null || { echo "bench/pvm.sh: $ne
 T=$(mktemp -d /tmp/gwpvm-bench.XXXXXX)
 mkdir -p "$T/src" "$T/gwlib"
 tar -xzf /usr/share/doc/pvm-examples/examples.tar.gz -C "$T/src"
+# timing.c stops at 1 MB; the issue asks for 4 MB too. timing4m is timing.c
+# with only its size loop changed (to the one size 4 MB), built and run the
+# same way; only its 4 MB row is used.
+sed 's/for (numint = 25; numint < 1000000; numint \*= 10)/for (numint = 1000000; numint <= 1000000; numint *= 10)/' \
+  "$T/src/examples/timing.c" >"$T/src/examples/timing4m.c"
+grep -q 'numint = 1000000;' "$T/src/examples/timing4m.c" || { echo "bench/pvm.sh: cannot derive timing4m.c from timing.c" >&2; exit 1; }
 ln -s "$lib/libpvm3.so" "$T/gwlib/libpvm3.so"
 ln -s "$lib/libpvm3.so" "$T/gwlib/libgpvm3.so"
 export PVM_ALLOW_ROOT=1 PVM_ROOT=/usr/lib/pvm3
@@ -34,7 +40,7 @@ trap cleanup EXIT
 for side in gw deb; do
   bin=$T/$side/home/pvm3/bin/LINUX64
   mkdir -p "$bin" "$T/$side/tmp"
-  for p in timing timing_slave bwtest; do
+  for p in timing timing4m timing_slave bwtest; do
     if [ $side = gw ]; then
       gcc -O2 -w -I"$root/include" -o "$bin/$p" "$T/src/examples/$p.c" -L"$T/gwlib" -lgpvm3 -lpvm3 -Wl,-rpath,"$T/gwlib"
     else
@@ -51,6 +57,7 @@ for side in gw deb; do
   cd "$T/$side/home/pvm3/bin/LINUX64"
   for r in $(seq "$RUNS"); do
     env "${envs[@]}" timeout 120 ./timing >"$T/$side.timing.$r" 2>&1
+    env "${envs[@]}" timeout 120 ./timing4m >"$T/$side.timing4m.$r" 2>&1
     # bwtest: two instances of one program pair up through a group.
     env "${envs[@]}" timeout 120 ./bwtest >"$T/$side.bw2.$r" 2>&1 &
     env "${envs[@]}" timeout 120 ./bwtest >"$T/$side.bw1.$r" 2>&1
@@ -64,7 +71,8 @@ done
 rtt() { for r in $(seq "$RUNS"); do awk '/^RTT Avg uSec/ {print $4}' "$T/$1.timing.$r"; done | median; }
 tsize() { # side bytes field(1 pack, 2 round trip)
   for r in $(seq "$RUNS"); do
-    awk -v s="$2" -v f="$3" '/^Message size/ {cur=$3} /^Avg uSec/ {getline; if (cur==s) print $f}' "$T/$1.timing.$r"
+    cat "$T/$1.timing.$r" "$T/$1.timing4m.$r" 2>/dev/null |
+      awk -v s="$2" -v f="$3" '/^Message size/ {cur=$3} /^Avg uSec/ {getline; if (cur==s) print $f}'
   done | median
 }
 bw() { # side bytes -> MB/s

@@ -12,12 +12,16 @@
 //! is `HELLO <secret> <job> <port> <coordinator host name, hex>`, the agent
 //! answers `READY`; then one request line, one reply line (`OK …` or
 //! `ERR <code>`). Tasks' output goes to the agent's stderr, which ssh
-//! carries to the coordinator's log.
+//! carries to the coordinator's log — unless the parent catches it
+//! (`pvm_catchout`): `SPAWN` then names where the parent listens, and a
+//! thread of the agent sends the task's output there (see
+//! [`crate::catchout`]).
 
 use crate::consts::*;
 use crate::coord::{hex, unhex};
 use crate::spawn::find_program;
 use std::io::{BufRead, Write};
+use std::net::{TcpStream, ToSocketAddrs};
 use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
@@ -65,8 +69,15 @@ pub fn run() -> i32 {
         }
     };
     let coord_line = format!("{} {job} {secret} tcp={addr}", std::process::id());
+    let me = Agent {
+        dir: &dir,
+        job,
+        coord_line: &coord_line,
+        secret,
+        coord_host: &host,
+    };
     let code = match ready() {
-        Ok(()) => serve(&mut lines, &dir, job, &coord_line),
+        Ok(()) => serve(&mut lines, &me),
         Err(e) => {
             eprintln!("gwpvm agent: {e}");
             1
@@ -140,18 +151,25 @@ fn ready() -> std::io::Result<()> {
     out.flush()
 }
 
-fn serve(
-    lines: &mut impl Iterator<Item = std::io::Result<String>>,
-    dir: &std::path::Path,
-    job: &str,
-    coord_line: &str,
-) -> i32 {
+/// What requests need of the agent.
+struct Agent<'a> {
+    dir: &'a std::path::Path,
+    job: &'a str,
+    /// The `coord` file's line for the host's tasks.
+    coord_line: &'a str,
+    /// The job secret (hex), which caught output proves to the parent.
+    secret: &'a str,
+    /// The coordinator's address as seen from here (no port).
+    coord_host: &'a str,
+}
+
+fn serve(lines: &mut impl Iterator<Item = std::io::Result<String>>, me: &Agent) -> i32 {
     let mut children: Vec<Child> = Vec::new();
     for line in lines {
         let Ok(line) = line else { break };
         // Reap the tasks that ended on their own.
         children.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
-        let reply = match handle(&line, dir, job, coord_line, &mut children) {
+        let reply = match handle(&line, me, &mut children) {
             Ok(r) => format!("OK {r}"),
             Err(c) => format!("ERR {c}"),
         };
@@ -164,14 +182,20 @@ fn serve(
     0
 }
 
-fn handle(
-    line: &str,
-    dir: &std::path::Path,
-    job: &str,
-    coord_line: &str,
-    children: &mut Vec<Child>,
-) -> Result<String, i32> {
-    let w: Vec<&str> = line.split_whitespace().collect();
+fn handle(line: &str, me: &Agent, children: &mut Vec<Child>) -> Result<String, i32> {
+    let (dir, job, coord_line) = (me.dir, me.job, me.coord_line);
+    let mut w: Vec<&str> = line.split_whitespace().collect();
+    // SPAWN's optional last field: where the parent catches the output.
+    let catch = match w.as_slice() {
+        ["SPAWN", _, _, _, _, _, _, _, c] => {
+            let c = *c;
+            w.pop();
+            (c != "-")
+                .then(|| catch_address(c, me.coord_host))
+                .transpose()?
+        }
+        _ => None,
+    };
     match w.as_slice() {
         ["HOST", dtid] => {
             // Now in the machine: publish it to the host's tasks.
@@ -202,10 +226,20 @@ fn handle(
             let path = find_program(&name)
                 .or_else(|| here.and_then(|h| find_program(&h)))
                 .ok_or(PVM_NO_FILE)?;
-            let err = std::io::stderr()
-                .as_fd()
-                .try_clone_to_owned()
-                .map_err(|_| PVM_SYS_ERR)?;
+            let tid_n: i32 = tid.parse().map_err(|_| PVM_BAD_PARAM)?;
+            let (err, caught) = match catch {
+                Some(addr) => {
+                    let (r, w) = pipe().map_err(|_| PVM_SYS_ERR)?;
+                    (w, Some((addr, r)))
+                }
+                None => (
+                    std::io::stderr()
+                        .as_fd()
+                        .try_clone_to_owned()
+                        .map_err(|_| PVM_SYS_ERR)?,
+                    None,
+                ),
+            };
             let out = err.try_clone().map_err(|_| PVM_SYS_ERR)?;
             let mut cmd = Command::new(path);
             cmd.args(args)
@@ -230,6 +264,12 @@ fn handle(
                 });
             }
             let child = cmd.spawn().map_err(|_| PVM_NO_FILE)?;
+            // Our copies of the write end go with `cmd`: the pipe ends when
+            // the task (and whatever it started) closes its output.
+            drop(cmd);
+            if let Some((addr, r)) = caught {
+                send_output(addr, me.secret.to_string(), tid_n, r);
+            }
             let pid = child.id();
             children.push(child);
             Ok(pid.to_string())
@@ -250,6 +290,70 @@ fn handle(
         ["PING"] => Ok(hex(b"pong")),
         _ => Err(PVM_BAD_PARAM),
     }
+}
+
+/// `host:port` from SPAWN's catch field (hex); an empty host is the
+/// coordinator's (the parent runs where it does).
+fn catch_address(field: &str, coord_host: &str) -> Result<String, i32> {
+    let a = unhex(field)
+        .and_then(|b| String::from_utf8(b).ok())
+        .filter(|a| a.len() < 300)
+        .ok_or(PVM_BAD_PARAM)?;
+    let port = a.rsplit_once(':').map(|(_, p)| p).ok_or(PVM_BAD_PARAM)?;
+    port.parse::<u16>().map_err(|_| PVM_BAD_PARAM)?;
+    Ok(match a.strip_prefix(':') {
+        Some(_) if coord_host.contains(':') => format!("[{coord_host}]{a}"),
+        Some(_) => format!("{coord_host}{a}"),
+        None => a,
+    })
+}
+
+/// A pipe for a task's output: (read end, write end), close-on-exec (the
+/// write end is dup'ed onto the task's stdout and stderr, which clears
+/// the flag there only).
+fn pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills two descriptors we then own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+/// Sends task `tid`'s output (the pipe's read end `r`) to the parent at
+/// `addr`, on a thread of its own; to the log (our stderr) when the parent
+/// cannot be reached. Spawning stays on the main thread (PR_SET_PDEATHSIG
+/// follows the thread that forked).
+fn send_output(addr: String, secret: String, tid: i32, r: std::os::fd::OwnedFd) {
+    let _ = std::thread::Builder::new()
+        .name("gwpvm-agent-out".into())
+        .spawn(move || {
+            let mut r = std::fs::File::from(r);
+            let conn = addr
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .and_then(|a| TcpStream::connect_timeout(&a, Duration::from_secs(10)).ok());
+            match conn {
+                Some(mut s) => {
+                    let _ = s.set_nodelay(true);
+                    if write!(s, "AUTH {secret}\nTID {tid}\n").is_ok() {
+                        let _ = std::io::copy(&mut r, &mut s);
+                    }
+                }
+                None => {
+                    eprintln!("gwpvm agent: cannot reach {addr} for t{tid:x}'s output");
+                    let _ = std::io::copy(&mut r, &mut std::io::stderr());
+                }
+            }
+        });
 }
 
 /// SIGTERM to every task, SIGKILL after 2 s to those still there; reaps all.

@@ -931,12 +931,13 @@ fn handle(sh: &Arc<Shared>, own: &mut Option<i32>, line: &str) -> Result<String,
             }
         }
         "RSPAWN" => {
-            // RSPAWN <dtid> <tid> <parent> <siblings> <context> <name> <args>:
-            // a reserved task started by its host's agent; its pid there.
+            // RSPAWN <dtid> <tid> <parent> <siblings> <context> <name> <args>
+            // <here> [<catch>]: a reserved task started by its host's agent;
+            // its pid there.
             let dtid = int_arg(w.next())?;
             let tid = int_arg(w.next())?;
             let rest: Vec<&str> = w.collect();
-            if rest.len() != 6 {
+            if !(6..=7).contains(&rest.len()) {
                 return Err(PVM_BAD_PARAM);
             }
             let a = st.agents.get(&dtid).cloned().ok_or(PVM_NO_HOST)?;

@@ -324,23 +324,32 @@ fn listener_port(sh: &Arc<Shared>) -> std::io::Result<u16> {
     Ok(port)
 }
 
-/// Reads the first line (`AUTH <secret hex>`, byte by byte so nothing
-/// after it is consumed) within 10 s and compares it in constant time.
-fn authenticated(mut s: &std::net::TcpStream, secret: &[u8; 32]) -> bool {
-    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+/// Reads one line of at most `max` bytes (byte by byte, so nothing after
+/// it is consumed), within the stream's read timeout.
+pub(crate) fn read_line(mut s: &std::net::TcpStream, max: usize) -> Option<String> {
     let mut line = Vec::new();
     let mut b = [0u8; 1];
-    while line.len() < 80 {
+    while line.len() < max {
         match s.read(&mut b) {
-            Ok(1) if b[0] == b'\n' => break,
+            Ok(1) if b[0] == b'\n' => return String::from_utf8(line).ok(),
             Ok(1) => line.push(b[0]),
-            _ => return false,
+            _ => return None,
         }
     }
+    None
+}
+
+/// Reads the first line (`AUTH <secret hex>`) within 10 s and compares it
+/// in constant time.
+pub(crate) fn authenticated(s: &std::net::TcpStream, secret: &[u8; 32]) -> bool {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    let Some(line) = read_line(s, 80) else {
+        return false;
+    };
     let want = format!("AUTH {}", hex(secret));
     line.len() == want.len()
         && line
-            .iter()
+            .bytes()
             .zip(want.bytes())
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
             == 0

@@ -162,13 +162,27 @@ pub fn spawn(
                 std::fs::canonicalize(&path)
                     .map_or("-".into(), |p| hex(p.to_string_lossy().as_bytes()))
             };
+            // Caught output: the agent sends it to us (see `catchout`).
+            let caught = crate::catchout::expect_remote(tid);
+            let catch = caught
+                .as_ref()
+                .and_then(|_| crate::catchout::remote_address(info.secret, info.remote.as_deref()))
+                .unwrap_or_else(|| "-".into());
             let req = format!(
-                "RSPAWN {host} {tid} {parent} {siblings} {mctx} {} {hexargs} {here}",
+                "RSPAWN {host} {tid} {parent} {siblings} {mctx} {} {hexargs} {here} {catch}",
                 hex(name.as_bytes())
             );
             match t.coord.request(&req) {
-                Ok(_) => started += 1,
+                Ok(_) => {
+                    started += 1;
+                    if let Some(rx) = caught.filter(|_| catch != "-") {
+                        crate::catchout::watch_remote(tid, rx);
+                    } else {
+                        crate::catchout::forget_remote(tid);
+                    }
+                }
                 Err(e) => {
+                    crate::catchout::forget_remote(tid);
                     let _ = t.coord.request(&format!("FORGET {tid}"));
                     *slot = e;
                 }

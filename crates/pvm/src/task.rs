@@ -419,7 +419,8 @@ impl Task {
         timeout: Option<Duration>,
     ) -> Option<Buffer> {
         let mut got = self.take(tid, tag, mctx);
-        if got.is_some() {
+        if let Some(b) = &got {
+            self.link_back(b.src);
             return got;
         }
         let _driving = Driving::new();
@@ -437,7 +438,29 @@ impl Task {
                 self.ctx.wait_timeout(d, look);
             }
         }
+        if let Some(b) = &got {
+            self.link_back(b.src);
+        }
         got
+    }
+
+    /// Opens the link to a task whose first message was just received, if
+    /// none is open yet: PVM's direct route is one socket both ways, so a
+    /// task's answer to a task it heard from goes at once. Over tcp the
+    /// connection the sender opened serves (`Method::existing_link`); over
+    /// shm, where each direction has its own ring, the ring back is made now
+    /// and the receiver maps it while the program prepares its answer,
+    /// instead of during the answer's first round trip.
+    fn link_back(&self, src: i32) {
+        if src == self.tid || src == PVMD_TID {
+            return;
+        }
+        let Some(c) = ctx_of(src) else { return };
+        if self.ctx.method_to(c).is_some() || self.ctx.has_departed(c) {
+            return;
+        }
+        let _driving = Driving::new();
+        let _ = self.ctx.open_link(c);
     }
 
     /// Leaves the virtual machine: the context tells its peers, the

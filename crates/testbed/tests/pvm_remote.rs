@@ -6,7 +6,9 @@
 //! there with `PvmTaskHost`, exchanges a 1 MiB message both ways (checked
 //! word by word; gridwire names the method it chose: tcp), kills a second
 //! task there and gets its `PvmTaskExit` notify, deletes the host and gets
-//! `PvmHostDelete`. Asserted after `gwpvm halt`: no PVM process and no
+//! `PvmHostDelete`. The master catches its tasks' output (`pvm_catchout`):
+//! what the slave prints on s0h1 comes back to the master's stdout, framed
+//! with the slave's task id. Asserted after `gwpvm halt`: no PVM process and no
 //! file of the virtual machine left on either host. Needs root, sshd and
 //! gcc: skipped by the project's rule otherwise (a failure under CI=true).
 
@@ -82,6 +84,39 @@ fn leftovers(tb: &Testbed, host: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// The slave's output, caught on s0h0: its two lines between its BEGIN
+/// and EOF, under one task id; the killed sleeper's BEGIN and EOF.
+fn check_caught(caught: &[&str], stdout: &str, log: &str) {
+    let why = format!("caught output:\n{stdout}\nvm log:\n{log}");
+    let line = caught
+        .iter()
+        .find(|l| l.ends_with("] slave on s0h1: 262144 words"))
+        .unwrap_or_else(|| panic!("no caught slave line; {why}"));
+    let tid = &line[..line.find(']').unwrap() + 1];
+    let of_slave: Vec<&str> = caught
+        .iter()
+        .filter(|l| l.starts_with(tid))
+        .map(|l| l[tid.len()..].trim_start())
+        .collect();
+    assert_eq!(
+        of_slave,
+        [
+            "BEGIN",
+            "slave on s0h1: 262144 words",
+            "slave to stderr",
+            "EOF"
+        ],
+        "{why}"
+    );
+    let begins = caught.iter().filter(|l| l.ends_with("] BEGIN")).count();
+    let eofs = caught.iter().filter(|l| l.ends_with("] EOF")).count();
+    assert_eq!((begins, eofs), (2, 2), "slave and sleeper; {why}");
+    assert!(
+        !log.contains("slave to stderr"),
+        "caught output also went to the log; {why}"
+    );
+}
+
 #[test]
 fn pvm_master_adds_a_testbed_host_and_runs_a_slave_there() {
     if !ready() {
@@ -155,11 +190,15 @@ fn pvm_master_adds_a_testbed_host_and_runs_a_slave_there() {
     let log = tb
         .exec_ok("s0h0", &["sh", "-c", "cat /tmp/gwpvm-0/log"])
         .unwrap_or_default();
+    // The master's own lines, and the caught ones (`[t<tid>] …`).
+    let (caught, own): (Vec<&str>, Vec<&str>) = stdout.lines().partition(|l| l.starts_with("[t"));
+    let own: String = own.iter().map(|l| format!("{l}\n")).collect();
     assert!(
-        out.status.success() && stdout == EXPECTED,
+        out.status.success() && own == EXPECTED,
         "the master on s0h0 ({}):\n{stdout}\nstderr:\n{stderr}\nvm log:\n{log}",
         out.status
     );
+    check_caught(&caught, &stdout, &log);
     // The master's context names the method the runtime chose to the slave.
     assert!(
         stderr.contains("reached by tcp"),

@@ -16,7 +16,9 @@
 //! reported by an upper layer ([`Context::peer_departed`]). Either way the
 //! peer is marked departed, sends to it fail at once with the reason, each
 //! method releases what it holds for the peer (`Method::release_peer`: tcp
-//! closes the connections and frees their sockets), and every subscriber
+//! closes the connections and frees their sockets, shm drops the rings once
+//! drained, udp drops what it was sending at once and the peer's state once
+//! its last datagrams are in), and every subscriber
 //! ([`Context::subscribe_membership`]) is told.
 //!
 //! Context ids are never reused within a job: a departed id stays departed.

@@ -564,6 +564,25 @@ impl Context {
                 reason: why,
             });
         }
+        // A peer that joined at run time and reached us first: answer over
+        // its connection instead of asking the membership keeper for its
+        // table (a round trip to another process on the first reply).
+        if self.inner.members.dynamic && peer.table.get().is_none() {
+            let found = self
+                .inner
+                .methods
+                .iter()
+                .find_map(|m| m.existing_link(rank).map(|l| (m.name(), l)));
+            if let Some((name, l)) = found {
+                if self.inner.job.verbose >= 1 {
+                    crate::say!(
+                        "gw[{}]: rank {rank} reached by {name} (the connection it opened)",
+                        self.rank()
+                    );
+                }
+                return Ok(self.install_link(peer, rank, l));
+            }
+        }
         let table = self.table_of(rank)?;
         let candidates = self.candidates_for(rank, &table)?;
         if candidates.is_empty() {
@@ -613,6 +632,16 @@ impl Context {
         let Some(link) = link else {
             return Err(last_err.expect("at least one candidate was tried"));
         };
+        Ok(self.install_link(peer, rank, link))
+    }
+
+    /// Makes `link` the peer's link and tells event listeners.
+    fn install_link<'a>(
+        &self,
+        peer: &'a Peer,
+        rank: u32,
+        link: Arc<dyn Link>,
+    ) -> &'a Arc<dyn Link> {
         let _ = peer.link.set(link);
         let link = peer.link.get().expect("just set");
         // After the link is in place: a listener reading the peer's method sees it.
@@ -623,7 +652,7 @@ impl Context {
             method: link.method(),
             reason: "",
         });
-        Ok(link)
+        link
     }
 
     /// Where `rank` runs (host digest and site): cached, or read from what
@@ -736,6 +765,16 @@ impl Context {
     /// The method of the link to `rank`, if one was opened.
     pub fn method_to(&self, rank: u32) -> Option<&'static str> {
         self.peer(rank).ok()?.link.get().map(|l| l.method())
+    }
+
+    /// Opens the link to `rank` now, as the first send to it would (for an
+    /// upper layer that knows a send will follow and wants the set-up cost
+    /// paid ahead of it); the method chosen.
+    pub fn open_link(&self, rank: u32) -> Result<&'static str> {
+        Ok(match self.peer(rank)?.link.get() {
+            Some(l) => l.method(),
+            None => self.connect(rank)?.method(),
+        })
     }
 
     /// The selection policy's choices for `rank`, restricted to the stacks

@@ -3,6 +3,31 @@
 
 use super::*;
 
+/// A `sched_yield` that took this long gave the core to another process's
+/// time slice, not just to a peer that answered (a few µs): the machine is
+/// oversubscribed.
+const SLOW_YIELD: std::time::Duration = std::time::Duration::from_micros(200);
+/// After a slow yield, waits sleep on the methods' descriptors instead of
+/// yielding for this long (then yielding is tried again).
+const SLOW_YIELD_HOLD: std::time::Duration = std::time::Duration::from_millis(100);
+/// Until when (ns after [`clock_base`]) yields are known to be slow. One
+/// for the process: contention is the machine's, not a context's.
+static SLOW_YIELD_UNTIL: AtomicU64 = AtomicU64::new(0);
+
+fn clock_base() -> std::time::Instant {
+    static BASE: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *BASE.get_or_init(std::time::Instant::now)
+}
+
+fn since_base(t: std::time::Instant) -> u64 {
+    t.saturating_duration_since(clock_base()).as_nanos() as u64
+}
+
+/// Whether yields were seen slow lately (see [`SLOW_YIELD`]).
+fn yields_slow(now: std::time::Instant) -> bool {
+    since_base(now) < SLOW_YIELD_UNTIL.load(Ordering::Relaxed)
+}
+
 impl Context {
     /// One round of progress. Returns the number of messages delivered, or 0
     /// if another thread is progressing right now.
@@ -178,15 +203,35 @@ impl Context {
                 // runs at once and its answer is seen microseconds later,
                 // where a sleep in `block_briefly` costs up to a slice
                 // (1 ms) per message. The clock is read every 64 yields.
-                let start = *yield_start.get_or_insert_with(std::time::Instant::now);
+                let start = match yield_start {
+                    Some(t) => t,
+                    None => {
+                        // Entering the yield phase: not at all while yields are slow.
+                        let now = std::time::Instant::now();
+                        yielding = !yields_slow(now);
+                        *yield_start.insert(now)
+                    }
+                };
                 if idle.is_multiple_of(64) {
-                    yielding = start.elapsed() < self.inner.yield_for;
+                    let now = std::time::Instant::now();
+                    yielding = now.saturating_duration_since(start) < self.inner.yield_for
+                        && !yields_slow(now);
                     if let Some(mut st) = self.inner.progress.try_lock() {
                         st.thorough_cheap = true;
                     }
                 }
                 if yielding {
+                    // On a loaded machine a yield hands the core to another
+                    // process for its whole slice (milliseconds), where a
+                    // sleep on the descriptors is woken by the kernel as
+                    // soon as data comes: after one slow yield, sleep.
+                    let t0 = std::time::Instant::now();
                     std::thread::yield_now();
+                    let t1 = std::time::Instant::now();
+                    if t1.saturating_duration_since(t0) >= SLOW_YIELD {
+                        SLOW_YIELD_UNTIL.store(since_base(t1 + SLOW_YIELD_HOLD), Ordering::Relaxed);
+                        yielding = false;
+                    }
                 } else {
                     self.block_briefly();
                 }

@@ -156,6 +156,13 @@ pub trait Method: Send + Sync {
     /// reach a link, so nothing uses them afterwards. Default: nothing held
     /// per peer that must go before the context ends.
     fn release_peer(&self, _peer: u32) {}
+    /// A link over a connection `peer` already opened to us and proved the
+    /// job secret on, if this method holds one: a context that joined at
+    /// run time answers such a peer without looking its table up first
+    /// (a round trip to whoever keeps the membership). Default: none.
+    fn existing_link(&self, _peer: u32) -> Option<Arc<dyn Link>> {
+        None
+    }
 }
 
 /// A connection to one remote context over one method.

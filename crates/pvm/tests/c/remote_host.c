@@ -3,7 +3,9 @@
  * the coordinator starts its agent over ssh), spawns a slave there with
  * PvmTaskHost, exchanges a small and a 1 MiB message both ways (checked
  * word by word), kills a second task there and gets its PvmTaskExit notify,
- * then deletes the host and gets PvmHostDelete. One line per step. */
+ * then deletes the host and gets PvmHostDelete. One line per step. The
+ * master catches its tasks' output (pvm_catchout): the slave's lines on
+ * stdout and stderr come framed as [t<tid>] lines of the master's stdout. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,9 @@ static int slave(void)
     pvm_pkint(v, n, 1);
     pvm_send(parent, 2);
     pvm_recv(parent, 3); /* until told to go */
+    printf("slave on %s: %d words\n", host, n);
+    fflush(stdout); /* a pipe: in order with stderr */
+    fprintf(stderr, "slave to stderr\n");
     pvm_exit();
     return 0;
 }
@@ -54,6 +59,7 @@ int main(int argc, char **argv)
     printf("master enrolled: %s\n", me > 0 ? "yes" : "no");
     printf("addhosts -> %d\n", pvm_addhosts(names, 1, &info));
     printf("host id %x\n", info);
+    pvm_catchout(stdout);
     char *sargs[] = {"slave", NULL}, *kargs[] = {"sleeper", NULL};
     int s = 0, k = 0;
     printf("spawn slave -> %d\n", pvm_spawn(argv[2], sargs, PvmTaskHost, argv[1], 1, &s));

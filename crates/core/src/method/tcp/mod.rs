@@ -697,6 +697,18 @@ impl Method for TcpMethod {
         Ok(self.link(conn))
     }
 
+    /// Any authenticated connection of `peer`'s (they are in `by_peer`
+    /// once the handshake is over), as `connect` would return it.
+    fn existing_link(&self, peer: u32) -> Option<Arc<dyn Link>> {
+        let c = self
+            .by_peer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&peer)
+            .cloned()?;
+        Some(self.link(c))
+    }
+
     fn poll_thorough(&self, sink: &mut dyn Sink) -> Result<usize> {
         self.poll_as(sink, true)
     }

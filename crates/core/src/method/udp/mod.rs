@@ -859,6 +859,8 @@ impl Method for UdpMethod {
             ("unauthenticated_dropped", c.unauthenticated),
             ("replayed", c.replayed),
             ("migrations", c.migrations),
+            ("from_departed", c.from_departed),
+            ("peers_held", st.ep.peer_count() as u64),
             ("over_budget", c.over_budget),
             ("ctl_overflow", c.ctl_overflow),
             ("retransmits", c.retransmits),
@@ -871,6 +873,16 @@ impl Method for UdpMethod {
             ("injected_reorders", st.io.injected_reorders),
             ("send_errors", st.io.send_errors),
         ]
+    }
+
+    /// Drops what we were sending `peer` now and its whole state once its
+    /// last datagrams are in (see `Endpoint::release`); the timer wakes the
+    /// poll for that.
+    fn release_peer(&self, peer: u32) {
+        let mut st = self.shared.lock();
+        st.ep.release(peer, Instant::now());
+        let now = Instant::now();
+        self.shared.arm(&mut st, now);
     }
 
     fn shutdown(&self) {

@@ -64,7 +64,7 @@ use super::cc::{Aimd, Controller};
 use crate::auth::{self, Role, NONCE_LEN, PROOF_LEN};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::io::IoSlice;
@@ -252,6 +252,10 @@ pub struct Counters {
     /// Authenticated peers that moved to a new address after proving they
     /// receive there (a fresh handshake through it).
     pub migrations: u64,
+    /// Datagrams from a peer released after it left the job (see
+    /// [`Endpoint::release`]) once its state was dropped, or handshakes
+    /// from it: dropped.
+    pub from_departed: u64,
 }
 
 #[derive(Debug)]
@@ -354,6 +358,10 @@ struct Peer<A> {
     /// little for a reply to carry the ack, saving a datagram per request).
     ack_now: bool,
     ack_due: Option<Instant>,
+    /// Released ([`Endpoint::release`]): its send side is gone and its
+    /// receive side stays until it has been quiet [`Endpoint::release_grace`]
+    /// since this instant (the last datagram from it).
+    departed: Option<Instant>,
 }
 
 impl<A> Peer<A> {
@@ -399,6 +407,7 @@ impl<A> Peer<A> {
             asm_len: None,
             ack_now: false,
             ack_due: None,
+            departed: None,
         }
     }
 
@@ -586,6 +595,9 @@ pub struct Endpoint<A> {
     last_stamp: u64,
     /// How long a challenge can be answered: the connector's whole retry schedule.
     cookie_lifetime: Duration,
+    /// Peers that left the job (ids are never reused): nothing from them
+    /// creates state again once theirs is dropped.
+    released: HashSet<u32>,
 }
 
 impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
@@ -613,6 +625,7 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             cookie_t0: None,
             last_stamp: 0,
             cookie_lifetime,
+            released: HashSet::new(),
         }
     }
 
@@ -636,6 +649,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
     /// Makes `peer` reachable at `addr` and starts authenticating it (if not done).
     pub fn connect(&mut self, peer: u32, addr: A, now: Instant) {
         let (me, rto) = (self.cfg.me, self.cfg.initial_rto);
+        if self.released.contains(&peer) {
+            return;
+        }
         let p = self.peer_mut(peer);
         if p.failed.is_some() || p.verified {
             return;
@@ -706,6 +722,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         };
         if let Some(why) = &p.failed {
             return Err(why.clone());
+        }
+        if p.departed.is_some() {
+            return Err(format!("rank {peer} left the job"));
         }
         let mut parts = iov.iter().map(|s| &s[..]).filter(|s| !s.is_empty());
         let mut cur: &[u8] = parts.next().unwrap_or(&[]);
@@ -802,6 +821,59 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
             .any(|p| p.failed.is_none() && !p.pkts.is_empty())
     }
 
+    /// `peer` left the job or died: what we were sending it is dropped at
+    /// once (sends to it fail), and its state goes entirely once it has been
+    /// quiet for [`release_grace`](Self::release_grace). Until then its last
+    /// data — the notice of its departure may come another way, ahead of
+    /// them, or they may still need a retransmission — is delivered and
+    /// acknowledged as before. A peer that failed or never authenticated
+    /// goes at once. Nothing from it creates state again.
+    pub fn release(&mut self, peer: u32, now: Instant) {
+        self.released.insert(peer);
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        if p.failed.is_some() || !p.verified {
+            self.drop_peer(peer);
+            return;
+        }
+        p.departed = Some(now);
+        p.hs = Hs::Done;
+        p.pkts = VecDeque::new();
+        p.lost = BTreeSet::new();
+        p.sacked = Ranges::default();
+        p.txmap = BTreeMap::new();
+        p.in_flight = 0;
+        p.buffered = 0;
+        p.loss_time = None;
+        p.rto_base = None;
+        p.probe = false;
+        p.pace_next = None;
+    }
+
+    /// How long a released peer must be quiet before its state goes: two
+    /// of its longest retransmission intervals, so that a last datagram it
+    /// is still resending is not dropped.
+    pub fn release_grace(&self) -> Duration {
+        self.cfg.max_rto.saturating_mul(2)
+    }
+
+    /// Peers we hold state for (tests, counters).
+    pub fn peer_count(&self) -> usize {
+        self.peers.len()
+    }
+
+    fn drop_peer(&mut self, id: u32) {
+        if self.peers.remove(&id).is_some() {
+            self.order.retain(|&x| x != id);
+            self.cursor = if self.order.is_empty() {
+                0
+            } else {
+                self.cursor % self.order.len()
+            };
+        }
+    }
+
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
@@ -841,6 +913,15 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         if dst != self.cfg.me || src >= self.cfg.size {
             self.counters.garbage += 1;
             return;
+        }
+        if self.released.contains(&src) {
+            // A departed peer: only its last data (and acks of it) still
+            // count, while its state is kept; nothing opens a link again.
+            let kept = self.peers.contains_key(&src);
+            if ty != T_DATA || !kept {
+                self.counters.from_departed += 1;
+                return;
+            }
         }
         match ty {
             T_HELLO => self.on_hello(now, from, src, d),
@@ -1127,6 +1208,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         let Some(p) = self.peers.get_mut(&src) else {
             return Ok(());
         };
+        if p.departed.is_some() {
+            return Ok(()); // nothing of ours is outstanding any more
+        }
         if !p.confirmed {
             // Any ack after our PROOF means the peer accepted it.
             p.confirmed = true;
@@ -1250,6 +1334,9 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         let Some(p) = self.peers.get_mut(&src) else {
             return Ok(());
         };
+        if p.departed.is_some() {
+            p.departed = Some(now);
+        }
         if seq < p.rcv_next || p.ooo.contains_key(&seq) {
             self.counters.duplicates += 1;
             p.ack_now = true; // our ack was probably lost
@@ -1303,6 +1390,16 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
 
     /// Runs timers: handshake retries, retransmission timeouts, the retry limit.
     pub fn handle_timeout(&mut self, now: Instant) {
+        let grace = self.release_grace();
+        let quiet: Vec<u32> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| p.departed.is_some_and(|t| now >= t + grace))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in quiet {
+            self.drop_peer(id);
+        }
         let cfg = self.cfg.clone();
         let mut failures = Vec::new();
         let mut retries = Vec::new();
@@ -1435,10 +1532,15 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
 
     fn deadline(&mut self, acks: bool) -> Option<Instant> {
         let cfg = self.cfg.clone();
+        let grace = self.release_grace();
         let mut t: Option<Instant> = None;
         for p in self.peers.values_mut() {
             if p.failed.is_some() {
                 continue;
+            }
+            if let Some(quiet) = p.departed {
+                let c = quiet + grace;
+                t = Some(t.map_or(c, |t| t.min(c)));
             }
             let hs = match p.hs {
                 Hs::Hello { next, .. } => Some(next),

@@ -995,6 +995,7 @@ fn c_socket_addresses_round_trip() {
 }
 
 mod hostile;
+mod release;
 
 /// The last datagram of a job (a finalize barrier's) reaches a peer that
 /// shuts down at once: the acknowledgement it held back for a reply must go
