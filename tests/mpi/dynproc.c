@@ -68,9 +68,10 @@ static void ports(int rank, int size) {
         /* A wrong token is refused; the acceptor waits on. */
         char wrong[MPI_MAX_PORT_NAME];
         strcpy(wrong, port);
-        if (hrank == 0) {
-            size_t n = strlen(wrong);
-            wrong[n - 1] = wrong[n - 1] == '0' ? '1' : '0';
+        if (hrank == 0) { /* the token is the fifth field */
+            char *tok = wrong;
+            for (int i = 0; i < 4; i++) tok = strchr(tok, ':') + 1;
+            tok[0] = tok[0] == '0' ? '1' : '0';
         }
         MPI_Comm_set_errhandler(half, MPI_ERRORS_RETURN);
         rc = MPI_Comm_connect(wrong, MPI_INFO_NULL, 0, half, &ic);
