@@ -4,7 +4,8 @@
  * two ranks join over a TCP socket. With an argument it is one side of the
  * two-job test: "publish SERVICE" publishes a port and exits, "lookup
  * SERVICE" finds it (the name server outlived the first job) and checks
- * that connecting to another job's port fails with MPI_ERR_PORT. */
+ * that connecting to the port of that job, which has ended, fails with
+ * MPI_ERR_PORT (its socket is gone). */
 #include "check.h"
 #include <string.h>
 #include <unistd.h>
@@ -35,7 +36,7 @@ static void two_jobs(const char *mode, const char *service) {
         MPI_Comm ic;
         rc = MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &ic);
         MPI_Error_class(rc, &cls);
-        CHECK(cls == MPI_ERR_PORT && ic == MPI_COMM_NULL, "another job's port: class %d", cls);
+        CHECK(cls == MPI_ERR_PORT && ic == MPI_COMM_NULL, "the port of an ended job: class %d", cls);
         PASS("dynproc-lookup");
     }
     MPI_Finalize();

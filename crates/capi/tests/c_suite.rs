@@ -230,8 +230,8 @@ fn spawn_info() {
 }
 
 /// The name server outlives a job: one gwrun job publishes a port through
-/// `gw-nameserver`, a second finds it there (and cannot connect to another
-/// job's port: `MPI_ERR_PORT`).
+/// `gw-nameserver`, a second finds it there (and connecting to the port of
+/// the job that ended is `MPI_ERR_PORT`).
 #[test]
 fn dynproc_two_jobs() {
     let Some((_g, exe)) = serial_compiled("dynproc", &[]) else {
