@@ -7,11 +7,19 @@
  *                             accepts, rank 1 connects, a barrier over the
  *                             intercommunicator, disconnect, ITERS times;
  *                             prints "connect MEDIAN_MS MIN_MS"
+ *   dynproc jobs-accept ITERS FILE, dynproc jobs-connect ITERS FILE
+ *                          -- two separately started one-rank jobs: the
+ *                             first opens a port, writes it to FILE and
+ *                             accepts ITERS times; the second reads FILE
+ *                             and connects ITERS times (+ a barrier over
+ *                             the intercommunicator, disconnect); the
+ *                             second prints "jobs MEDIAN_MS MIN_MS"
  * (a spawned copy runs with the argument "child"). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -51,6 +59,37 @@ int main(int argc, char **argv) {
             t[i] = MPI_Wtime() - t0;
         }
         if (rank == 0) report("spawn4", t, iters);
+    } else if (strncmp(mode, "jobs-", 5) == 0 && argc > 3) {
+        char port[MPI_MAX_PORT_NAME] = "", tmp[4096];
+        int accepting = strcmp(mode, "jobs-accept") == 0;
+        if (accepting) {
+            MPI_Open_port(MPI_INFO_NULL, port);
+            snprintf(tmp, sizeof tmp, "%s.tmp", argv[3]);
+            FILE *f = fopen(tmp, "w");
+            if (!f) MPI_Abort(MPI_COMM_WORLD, 2);
+            fprintf(f, "%s\n", port);
+            fclose(f);
+            rename(tmp, argv[3]);
+        } else {
+            FILE *f = NULL;
+            for (int w = 0; w < 3000 && !(f = fopen(argv[3], "r")); w++) usleep(10000);
+            if (!f || !fgets(port, sizeof port, f)) MPI_Abort(MPI_COMM_WORLD, 2);
+            fclose(f);
+            port[strcspn(port, "\n")] = 0;
+        }
+        for (int i = 0; i < iters; i++) {
+            MPI_Comm ic;
+            double t0 = MPI_Wtime();
+            if (accepting)
+                MPI_Comm_accept(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &ic);
+            else
+                MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &ic);
+            MPI_Barrier(ic);
+            MPI_Comm_disconnect(&ic);
+            t[i] = MPI_Wtime() - t0;
+        }
+        if (accepting) MPI_Close_port(port);
+        else report("jobs", t, iters);
     } else {
         char port[MPI_MAX_PORT_NAME];
         for (int i = 0; i < iters; i++) {

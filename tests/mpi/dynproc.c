@@ -4,7 +4,8 @@
  * two ranks join over a TCP socket. With an argument it is one side of the
  * two-job test: "publish SERVICE" publishes a port and exits, "lookup
  * SERVICE" finds it (the name server outlived the first job) and checks
- * that connecting to another job's port fails with MPI_ERR_PORT. */
+ * that connecting to the port of that job, which has ended, fails with
+ * MPI_ERR_PORT (its socket is gone). */
 #include "check.h"
 #include <string.h>
 #include <unistd.h>
@@ -35,7 +36,7 @@ static void two_jobs(const char *mode, const char *service) {
         MPI_Comm ic;
         rc = MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &ic);
         MPI_Error_class(rc, &cls);
-        CHECK(cls == MPI_ERR_PORT && ic == MPI_COMM_NULL, "another job's port: class %d", cls);
+        CHECK(cls == MPI_ERR_PORT && ic == MPI_COMM_NULL, "the port of an ended job: class %d", cls);
         PASS("dynproc-lookup");
     }
     MPI_Finalize();
@@ -68,9 +69,10 @@ static void ports(int rank, int size) {
         /* A wrong token is refused; the acceptor waits on. */
         char wrong[MPI_MAX_PORT_NAME];
         strcpy(wrong, port);
-        if (hrank == 0) {
-            size_t n = strlen(wrong);
-            wrong[n - 1] = wrong[n - 1] == '0' ? '1' : '0';
+        if (hrank == 0) { /* the token is the fifth field */
+            char *tok = wrong;
+            for (int i = 0; i < 4; i++) tok = strchr(tok, ':') + 1;
+            tok[0] = tok[0] == '0' ? '1' : '0';
         }
         MPI_Comm_set_errhandler(half, MPI_ERRORS_RETURN);
         rc = MPI_Comm_connect(wrong, MPI_INFO_NULL, 0, half, &ic);

@@ -242,6 +242,8 @@ mpi_fn!(fn MPI_Comm_disconnect / PMPI_Comm_disconnect(c: *mut MPI_Comm) -> c_int
         // SAFETY: `c` is the program's handle variable.
         if let Ok(cm) = comm(if c.is_null() { MPI_COMM_NULL } else { unsafe { *c } }) {
             let _ = m.barrier(&cm);
+            // Processes of another job: their sockets close now.
+            m.release_foreign(&cm);
         }
     }
     // SAFETY: forwarded argument contract.

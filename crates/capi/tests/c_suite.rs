@@ -229,9 +229,16 @@ fn dynproc() {
     suite("dynproc", &[], &[2, 3, 4]);
 }
 
+/// Spawn info keys `wdir`, `path`, `host` (an emulated host), an unknown
+/// key ignored, and refusals of a bad `wdir` or `host`.
+#[test]
+fn spawn_info() {
+    suite("spawn_info", &[], &[1, 3]);
+}
+
 /// The name server outlives a job: one gwrun job publishes a port through
-/// `gw-nameserver`, a second finds it there (and cannot connect to another
-/// job's port: `MPI_ERR_PORT`).
+/// `gw-nameserver`, a second finds it there (and connecting to the port of
+/// the job that ended is `MPI_ERR_PORT`).
 #[test]
 fn dynproc_two_jobs() {
     let Some((_g, exe)) = serial_compiled("dynproc", &[]) else {

@@ -54,6 +54,16 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
                (e.g. `tcp` or `tcp,shm`). Empty = every built-in method, fastest first.",
     },
     ParamDecl {
+        name: "FOREIGN_PEERS",
+        default: "64",
+        kind: Kind::UInt {
+            min: 0,
+            max: 65_536,
+        },
+        help: "Room for processes of other jobs this process talks to over the life of the job \
+               (MPI_Comm_accept/connect between separately started jobs; ids are not reused).",
+    },
+    ParamDecl {
         name: "SKIP_POLL",
         default: "0",
         kind: Kind::UInt {

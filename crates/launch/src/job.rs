@@ -241,7 +241,7 @@ pub fn run(spec: JobSpec) -> i32 {
     };
     for r in 0..job.spec.n {
         let (program, args) = (job.spec.program.clone(), job.spec.args.clone());
-        if let Err((code, msg)) = job.spawn(r, &program, &args, &[]) {
+        if let Err((code, msg)) = job.spawn(r, &program, &args, &[], None) {
             say(&msg);
             job.outcome = Some(code);
             job.teardown(libc::SIGTERM);
@@ -261,6 +261,7 @@ impl Job {
         program: &str,
         args: &[String],
         extra_env: &[(String, String)],
+        wdir: Option<&std::path::Path>,
     ) -> Result<(), (i32, String)> {
         let spec = &self.spec;
         let secret = self.secret.as_str();
@@ -269,6 +270,9 @@ impl Job {
         let child_fd = theirs.as_raw_fd();
         let mut cmd = Command::new(program);
         cmd.args(args);
+        if let Some(d) = wdir {
+            cmd.current_dir(d);
+        }
         // Forget what an outer launcher may have told *us*.
         for v in [
             "PMI_ID",

@@ -316,8 +316,9 @@ fn spin_budget(size: u32) -> Duration {
 
 impl Engine {
     pub fn new(ctx: Context) -> Arc<Engine> {
-        // Per-peer state for every context id of the job (spawned ones too).
-        let n = ctx.capacity();
+        // Per-peer state for every context id of the job (spawned ones
+        // too) and the aliases of other jobs' processes (`ports_jobs.rs`).
+        let n = ctx.id_limit();
         Self::with_job_size(ctx, n)
     }
 

@@ -27,6 +27,7 @@ pub mod neighbor;
 pub mod op;
 pub mod params;
 pub mod ports;
+pub mod ports_jobs;
 pub mod request;
 pub mod rma;
 pub mod spawn;

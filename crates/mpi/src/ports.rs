@@ -13,9 +13,8 @@
 //! proposal, free at every member of both groups) and its members. Each
 //! root broadcasts the outcome to its group.
 //!
-//! Processes of two separately started jobs do not share context ids or a
-//! job secret, so a port of another job is refused with `MPI_ERR_PORT`
-//! (see docs/mpi.md).
+//! A port also listens on a socket whose addresses end its name: processes
+//! of a separately started job connect there (`ports_jobs.rs`).
 
 use crate::comm::Comm;
 use crate::datatype::{Basic, Datatype};
@@ -44,6 +43,8 @@ const CONNECT_TIMEOUT_S: u64 = 60;
 
 struct Port {
     token: String,
+    /// Where processes of other jobs connect (`ports_jobs.rs`).
+    listener: Arc<std::net::TcpListener>,
 }
 
 #[derive(Default)]
@@ -68,6 +69,8 @@ pub struct PortName {
     pub ctx: u32,
     pub serial: u32,
     pub token: String,
+    /// `IP:PORT+IP:PORT...` where the opener listens for other jobs.
+    pub addrs: Option<String>,
 }
 
 impl PortName {
@@ -78,9 +81,13 @@ impl PortName {
                 format!("{s:?} is not a port name of gridwire (gwport:JOB:ID:SERIAL:TOKEN)"),
             )
         };
-        let v: Vec<&str> = s.trim_end_matches('\0').split(':').collect();
-        let [tag, job, ctx, serial, token] = v[..] else {
-            return Err(bad());
+        let v: Vec<&str> = s.trim_end_matches('\0').splitn(6, ':').collect();
+        let (tag, job, ctx, serial, token, addrs) = match v[..] {
+            [tag, job, ctx, serial, token] => (tag, job, ctx, serial, token, None),
+            [tag, job, ctx, serial, token, addrs] if !addrs.is_empty() => {
+                (tag, job, ctx, serial, token, Some(addrs.to_string()))
+            }
+            _ => return Err(bad()),
         };
         if tag != "gwport" || token.len() != 32 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(bad());
@@ -94,6 +101,7 @@ impl PortName {
                 .filter(|&s| s < MAX_PORTS)
                 .ok_or_else(bad)?,
             token: token.into(),
+            addrs,
         })
     }
 }
@@ -133,6 +141,10 @@ impl Mpi {
             )
         })?;
         let token: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        let (listener, addrs) = crate::ports_jobs::listen()?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| err(class::PORT, format!("cannot listen: {e}")))?;
         let mut p = ports();
         if p.open.len() as u32 >= MAX_PORTS {
             return Err(err(class::PORT, "too many open ports"));
@@ -148,10 +160,11 @@ impl Mpi {
             serial,
             Port {
                 token: token.clone(),
+                listener: Arc::new(listener),
             },
         );
         Ok(format!(
-            "gwport:{}:{}:{serial}:{token}",
+            "gwport:{}:{}:{serial}:{token}:{addrs}",
             self.ctx().job_id(),
             self.me()
         ))
@@ -230,15 +243,33 @@ impl Mpi {
     pub fn accept(&self, name: &str, root: i32, comm: &Comm) -> Result<Arc<Comm>> {
         let at_root = Self::check_root(comm, root)?;
         let proposal = self.ctx_proposal(comm)?;
-        let mine = at_root.then(|| self.accept_root(name, comm, proposal));
+        let mut pending = None;
+        let mine = at_root.then(|| self.accept_root(name, comm, proposal, &mut pending));
+        // Whether a process of another job came: [1] or [0].
+        let mut kind = [u32::from(pending.is_some())];
+        self.bcast(comm, &u32_buf(&mut kind), root)?;
+        if kind[0] == 1 {
+            return self.accept_foreign(comm, root, proposal, pending);
+        }
         let (ctx, remote) = self.share(comm, root, mine)?;
         self.finish_connection(comm, ctx, remote)
     }
 
-    fn accept_root(&self, name: &str, comm: &Comm, proposal: u32) -> Result<(u32, Vec<u32>)> {
+    /// Waits for a request of this job on the job communicator or a
+    /// connection of another job on the port's socket; the latter, once
+    /// authenticated, is left in `foreign` (and the result is unused).
+    fn accept_root(
+        &self,
+        name: &str,
+        comm: &Comm,
+        proposal: u32,
+        foreign: &mut Option<crate::ports_jobs::Pending>,
+    ) -> Result<(u32, Vec<u32>)> {
         let p = PortName::parse(name)?;
-        let token = match ports().open.get(&p.serial) {
-            Some(o) if o.token == p.token && p.ctx == self.me() => token_words(&o.token),
+        let (token, listener) = match ports().open.get(&p.serial) {
+            Some(o) if o.token == p.token && p.ctx == self.me() => {
+                (token_words(&o.token), o.listener.clone())
+            }
             _ => {
                 return Err(err(
                     class::PORT,
@@ -250,7 +281,33 @@ impl Mpi {
         let tag = REQUEST_TAG + p.serial as i32;
         loop {
             // A request: [token x4, proposal, n, members...].
-            let st = self.probe(&jc, crate::ANY_SOURCE, tag)?;
+            let mut got = None;
+            self.engine.wait_for(|| {
+                if let Ok((mut s, _)) = listener.accept() {
+                    let _ = s.set_nonblocking(false);
+                    match crate::ports_jobs::root_accept(&mut s, &p.token) {
+                        Ok((key, proposal, size)) => {
+                            *foreign = Some(crate::ports_jobs::Pending {
+                                stream: s,
+                                key,
+                                proposal,
+                                size,
+                            });
+                            return true;
+                        }
+                        Err(why) => {
+                            if crate::params::flag("MPI_DEBUG") {
+                                gridwire_core::say!("gridwire mpi: port {name:?}: refused a connection of another job: {why}");
+                            }
+                        }
+                    }
+                }
+                got = self.iprobe(&jc, crate::ANY_SOURCE, tag).ok().flatten();
+                got.is_some()
+            });
+            let Some(st) = got else {
+                return Ok((0, Vec::new()));
+            };
             let words = (st.bytes / 4).min(6 + MAX_MEMBERS);
             let mut req = vec![0u32; words.max(6)];
             let st = self.recv(&jc, u32_buf(&mut req), st.source, tag)?;
@@ -282,6 +339,21 @@ impl Mpi {
     pub fn connect(&self, name: &str, root: i32, comm: &Comm) -> Result<Arc<Comm>> {
         let at_root = Self::check_root(comm, root)?;
         let proposal = self.ctx_proposal(comm)?;
+        // A port of another job (with its addresses) is reached through
+        // them: [1]; anything else goes the way within the job: [0].
+        let parsed = at_root.then(|| PortName::parse(name));
+        let other_job = match &parsed {
+            Some(Ok(p)) if p.job != self.ctx().job_id() => {
+                p.addrs.clone().map(|a| (a, p.token.clone()))
+            }
+            _ => None,
+        };
+        let mut kind = [u32::from(other_job.is_some())];
+        self.bcast(comm, &u32_buf(&mut kind), root)?;
+        if kind[0] == 1 {
+            let port = other_job.as_ref().map(|(a, t)| (a.as_str(), t.as_str()));
+            return self.connect_foreign(comm, root, proposal, port);
+        }
         let mine = at_root.then(|| self.connect_root(name, comm, proposal));
         let (ctx, remote) = self.share(comm, root, mine)?;
         self.finish_connection(comm, ctx, remote)
@@ -292,10 +364,7 @@ impl Mpi {
         if p.job != self.ctx().job_id() {
             return Err(err(
                 class::PORT,
-                format!(
-                    "port {name:?} belongs to another job: connecting separately started jobs is \
-                     not supported (docs/mpi.md)"
-                ),
+                format!("port {name:?} belongs to another job and names no address to reach it"),
             ));
         }
         if p.ctx >= self.ctx().capacity() {
@@ -477,5 +546,9 @@ mod tests {
             );
         }
         assert!(PortName::parse(&format!("gwport:a:1:{}:{t}", MAX_PORTS)).is_err());
+        // With the addresses for other jobs (they may hold colons).
+        let p = PortName::parse(&format!("gwport:j:3:7:{t}:10.0.0.1:5000+127.0.0.1:5000")).unwrap();
+        assert_eq!(p.addrs.as_deref(), Some("10.0.0.1:5000+127.0.0.1:5000"));
+        assert!(PortName::parse(&format!("gwport:j:3:7:{t}:")).is_err());
     }
 }

@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 mod finalize;
+mod foreign;
 mod membership;
 mod multicast;
 mod placement;
@@ -284,8 +285,11 @@ impl Context {
             }
         }
         let wait_fds = methods.iter().filter_map(|m| m.wait_fd()).collect();
-        let mut peers = Vec::with_capacity(size as usize);
-        peers.resize_with(size as usize, Peer::default);
+        // Beyond the job's ids: room for processes of other jobs reached
+        // through a port (`foreign.rs`).
+        let slots = size as usize + foreign::slots(&params);
+        let mut peers = Vec::with_capacity(slots);
+        peers.resize_with(slots, Peer::default);
         let _ = peers[rank as usize].table.set(table.clone());
         let _ = peers[rank as usize].placement.set(placement);
         let skip_param = params.num("SKIP_POLL");

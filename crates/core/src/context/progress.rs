@@ -331,6 +331,12 @@ impl Sink for Dispatch<'_> {
         let handler = u32::from_le_bytes(msg[..4].try_into().unwrap());
         let endpoint = u32::from_le_bytes(msg[4..8].try_into().unwrap());
         if handler >= FIRST_INTERNAL_HANDLER {
+            // A process of another job (`attach_foreign`) takes part in none
+            // of this job's own protocols (barriers, leaving, multicast).
+            if src >= self.ctx.capacity() {
+                inner.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
             if handler == super::multicast::H_MULTICAST {
                 self.multicast(src, endpoint, &msg[RSR_HEADER..]);
             } else {

@@ -111,6 +111,16 @@ pub trait Method: Send + Sync {
     fn reachable(&self, remote: &[u8]) -> bool;
     /// Opens (or reuses) a link to context `peer`. Called only when `reachable`.
     fn connect(&self, peer: u32, remote: &[u8]) -> Result<Arc<dyn Link>>;
+    /// Takes over a stream socket that the caller connected and
+    /// authenticated itself (a peer of another job, see
+    /// `Context::attach_foreign`): frames flow on it at once, attributed to
+    /// `peer`. Only stream methods (tcp) can.
+    fn adopt(&self, _peer: u32, _stream: std::net::TcpStream) -> Result<Arc<dyn Link>> {
+        Err(crate::error::Error::NoMethod {
+            peer: _peer,
+            offered: format!("{} (it cannot take over a socket)", self.name()),
+        })
+    }
     /// The name a link to `remote` will carry (its [`Link::method`]): the
     /// method's own name, except where the link says more (a relayed link
     /// names its gateway: `relay(s1h0)+tcp`).

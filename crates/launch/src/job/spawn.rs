@@ -40,21 +40,93 @@ pub fn capacity(n: usize) -> Result<usize, String> {
     Ok(cap)
 }
 
-/// Where `program` would be executed from: itself when it names a path,
-/// else the first executable match in `PATH`.
-fn resolve(program: &str) -> Option<std::path::PathBuf> {
+/// Where `program` would be executed from: itself when it names a path
+/// (relative to `wdir` if given), else the first executable match in
+/// `path` (the `path` info key, directories separated by `:`) or `PATH`.
+fn resolve(
+    program: &str,
+    wdir: Option<&std::path::Path>,
+    path: Option<&str>,
+) -> Option<std::path::PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let runnable = |p: &std::path::Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     if program.contains('/') {
-        let p = std::path::PathBuf::from(program);
-        return runnable(&p).then_some(p);
+        let p = match wdir {
+            Some(d) => d.join(program),
+            None => std::path::PathBuf::from(program),
+        };
+        return runnable(&p).then(|| p.canonicalize().unwrap_or(p));
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| runnable(p))
+    let search = |list: &std::ffi::OsStr| {
+        std::env::split_paths(list)
+            .map(|d| d.join(program))
+            .find(|p| runnable(p))
+    };
+    if let Some(found) = path.and_then(|p| search(std::ffi::OsStr::new(p))) {
+        return Some(found);
+    }
+    search(&std::env::var_os("PATH")?)
+}
+
+/// What the launcher does with one program of a spawn, from its info keys
+/// (`wdir`, `path`, `host`; others are ignored, as the standard allows).
+struct AppPlan {
+    program: std::path::PathBuf,
+    wdir: Option<std::path::PathBuf>,
+    /// The index of the `host` key's host, if given.
+    host: Option<usize>,
+}
+
+fn info<'a>(app: &'a SpawnApp, key: &str) -> Option<&'a str> {
+    app.info
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+fn plan_app(app: &SpawnApp, hosts: &[String]) -> Result<AppPlan, String> {
+    let wdir = match info(app, "wdir") {
+        Some(d) => {
+            let p = std::path::PathBuf::from(d);
+            if !p.is_dir() {
+                return Err(format!("wdir '{d}' is not a directory"));
+            }
+            Some(p)
+        }
+        None => None,
+    };
+    let program = resolve(&app.command, wdir.as_deref(), info(app, "path")).ok_or_else(|| {
+        format!(
+            "cannot execute '{}': no such executable file (PATH searched)",
+            app.command
+        )
+    })?;
+    let host = match info(app, "host") {
+        Some(h) => {
+            match hosts.iter().position(|x| x == h) {
+                Some(i) => Some(i),
+                // Without emulated hosts there is one: this machine.
+                None if hosts.len() <= 1 && gridwire_launch::machines::is_this_machine(h) => {
+                    Some(0)
+                }
+                None => {
+                    return Err(format!(
+                        "host '{h}' is not a host of this job (hosts: {})",
+                        hosts.join(", ")
+                    ))
+                }
+            }
+        }
+        None => None,
+    };
+    Ok(AppPlan {
+        program,
+        wdir,
+        host,
+    })
 }
 
 impl Job {
@@ -86,15 +158,14 @@ impl Job {
         if self.outcome.is_some() {
             return refuse(self, "the job is ending".into());
         }
-        if let Some(app) = apps.iter().find(|a| resolve(&a.command).is_none()) {
-            return refuse(
-                self,
-                format!(
-                    "cannot execute '{}': no such executable file (PATH searched)",
-                    app.command
-                ),
-            );
-        }
+        let plans: Result<Vec<AppPlan>, String> = apps
+            .iter()
+            .map(|a| plan_app(a, &self.spec.placement.hosts))
+            .collect();
+        let plans = match plans {
+            Ok(p) => p,
+            Err(why) => return refuse(self, why),
+        };
         let first = match self.server.add_world(parent, total) {
             Ok(f) => f,
             Err(why) => return refuse(self, why),
@@ -110,14 +181,21 @@ impl Job {
         let nhosts = self.spec.placement.hosts.len().max(1);
         let mut r = first;
         let mut failed = None;
-        'apps: for (appnum, app) in apps.iter().enumerate() {
+        'apps: for (appnum, (app, plan)) in apps.iter().zip(&plans).enumerate() {
             let mut env = env.clone();
             env.push(("GW_APPNUM".into(), appnum.to_string()));
             for _ in 0..app.maxprocs {
                 self.spawned_world.push((first, total));
-                // Spawned processes go round the (emulated) hosts.
-                self.spec.placement.rank_host.push(r % nhosts);
-                if let Err((_, msg)) = self.spawn(r, &app.command, &app.args, &env) {
+                // Spawned processes go round the (emulated) hosts, or to
+                // the one the `host` key names.
+                self.spec
+                    .placement
+                    .rank_host
+                    .push(plan.host.unwrap_or(r % nhosts));
+                let program = plan.program.to_string_lossy();
+                if let Err((_, msg)) =
+                    self.spawn(r, &program, &app.args, &env, plan.wdir.as_deref())
+                {
                     failed = Some(msg);
                     break 'apps;
                 }

@@ -671,6 +671,14 @@ impl Method for TcpMethod {
         !self.addresses_of(remote).is_empty()
     }
 
+    fn adopt(&self, peer: u32, stream: TcpStream) -> Result<Arc<dyn Link>> {
+        // The caller authenticated the socket (with a key of its own, not
+        // the job secret): it starts in the ready state.
+        let conn = self.register(stream, HsState::Ready, peer)?;
+        conn.out.lock().ready = true;
+        Ok(self.link(conn))
+    }
+
     fn connect(&self, peer: u32, remote: &[u8]) -> Result<Arc<dyn Link>> {
         if let Some(c) = self
             .by_peer
