@@ -181,7 +181,10 @@ fn the_first_failure_names_rank_host_and_site() {
 
 #[test]
 fn an_mpi_program_through_the_tree() {
-    mpi_program_on("d", "[site a] start=local\nh1:2\nh2\n[site b] start=local\nh3\n");
+    mpi_program_on(
+        "d",
+        "[site a] start=local\nh1:2\nh2\n[site b] start=local\nh3\n",
+    );
 }
 
 /// All hosts in one site: the site's leader completes the fences itself
