@@ -376,22 +376,26 @@ impl Context {
             let owed = s.ack_owed.load(Ordering::Relaxed)
                 || (idle && delivered > s.ack_sent.load(Ordering::Relaxed));
             if owed {
-                self.send_ack(s, delivered);
+                self.send_ack(rank, s, delivered);
             }
         }
     }
 
     /// Sends an ack-only frame (if the link is free now; else the next round does).
-    fn send_ack(&self, s: &Sequenced, delivered: u64) {
-        let Ok(g) = s.send.try_lock() else {
+    fn send_ack(&self, rank: u32, s: &Sequenced, delivered: u64) {
+        let Ok(mut g) = s.send.try_lock() else {
             self.inner.seq_work.store(true, Ordering::Relaxed);
             return;
         };
+        if g.link.is_none() {
+            // A peer that only receives from us still acks: the sender's
+            // ring would fill and wait forever otherwise. Open the link.
+            s.set_routed();
+            if self.replace_link(rank, s, &mut g, None).is_err() {
+                return;
+            }
+        }
         let Some(link) = g.link.clone() else {
-            // No link to the peer yet: open none just for an ack; the next
-            // message piggybacks it, and the peer's silence check waits
-            // for its transport, not for us.
-            s.ack_owed.store(false, Ordering::Relaxed);
             return;
         };
         if send_frame(&*link, &reliable::header(0, delivered), &[]).is_ok() {
