@@ -16,7 +16,7 @@
 //! Needs root: skipped by the project's rule otherwise (a failure under CI=true).
 
 use gridwire_testbed::harness::{self, run_with_timeout, Testbed};
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::mpsc;
@@ -113,10 +113,26 @@ fn cut_tcp(tb: &Testbed, peer_addrs: &[String]) {
     let rules = format!(
         "table inet gwcut {{\n chain out {{\n  type filter hook output priority 0; policy accept;\n  ip daddr {{ {set} }} meta l4proto tcp reject with tcp reset\n }}\n chain in {{\n  type filter hook input priority 0; policy accept;\n  ip saddr {{ {set} }} meta l4proto tcp reject with tcp reset\n }}\n}}\n"
     );
-    let path = tb.dir().join("gwcut.nft");
-    std::fs::write(&path, rules).unwrap();
-    tb.exec_ok("s0h0", &["nft", "-f", &path.display().to_string()])
-        .unwrap_or_else(|e| panic!("cutting the pair's tcp: {e}"));
+    // On nft's stdin: the host's file system does not show the test's files.
+    let mut child = tb
+        .command("s0h0", &["nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(rules.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "cutting the pair's tcp: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn uncut(tb: &Testbed) {

@@ -20,6 +20,7 @@
 use super::progress::Dispatch;
 use super::*;
 use crate::reliable::{self, Receiver, Sender, Verdict};
+use std::sync::atomic::AtomicUsize;
 use std::time::Instant;
 
 /// A link's sending state for one peer on another host.
@@ -56,6 +57,12 @@ pub(super) struct Sequenced {
     pub(super) failovers: AtomicU64,
     /// Sends to the peer go through here (set by the first connect).
     routed: AtomicBool,
+    /// The method the peer's messages last came by (`usize::MAX`: none yet).
+    recv_method: AtomicUsize,
+    /// The peer's messages moved to another method: the peer failed over,
+    /// so the path back is likely broken too (our acks would be lost on
+    /// it while we have no data of our own to notice): follow it.
+    peer_moved: AtomicBool,
 }
 
 impl Sequenced {
@@ -77,6 +84,8 @@ impl Sequenced {
             duplicates: AtomicU64::new(0),
             failovers: AtomicU64::new(0),
             routed: AtomicBool::new(false),
+            recv_method: AtomicUsize::new(usize::MAX),
+            peer_moved: AtomicBool::new(false),
         }
     }
 
@@ -156,10 +165,11 @@ impl Context {
             let mut g = s.send.lock().unwrap_or_else(|e| e.into_inner());
             let now = Instant::now();
             if let Err(why) = g.sender.ack(s.peer_acked.load(Ordering::Acquire), now) {
+                let name = g.link.as_ref().map_or("none", |l| l.method());
                 drop(g);
                 let why = format!("rank {rank} sent a bad acknowledgement: {why}");
-                self.fail_peer(rank, why.clone());
-                return Err(self.failed_error(rank, why));
+                self.fail_peer(rank, name, why.clone());
+                return Err(self.failed_error(rank, name, why));
             }
             if g.sender.has_room(len) {
                 break g;
@@ -171,11 +181,12 @@ impl Context {
                 break s.send.lock().unwrap_or_else(|e| e.into_inner());
             }
             if let Some(why) = peer.failed.get() {
-                return Err(self.failed_error(rank, why.clone()));
+                return Err(self.failed_error(rank, "none", why.clone()));
             }
         };
         if let Some(why) = peer.failed.get() {
-            return Err(self.failed_error(rank, why.clone()));
+            let name = g.link.as_ref().map_or("none", |l| l.method());
+            return Err(self.failed_error(rank, name, why.clone()));
         }
         let seq = g.sender.push(iov, Instant::now());
         if g.link.is_none() {
@@ -206,6 +217,7 @@ impl Context {
         g: &mut SendSide,
         why: Option<String>,
     ) -> Result<()> {
+        let mut last = g.link.as_ref().map_or("none", |l| l.method());
         if let (Some(why), Some(mi)) = (&why, g.method.take()) {
             let name = g.link.as_ref().map_or("?", |l| l.method());
             g.tried.push(format!("{name} ({why})"));
@@ -244,12 +256,16 @@ impl Context {
                 }
             }
             if let Err(e) = resent {
+                last = link.method();
                 g.tried.push(format!("{} ({e})", link.method()));
                 g.broke.push(mi);
                 m.release_peer(rank);
                 continue;
             }
             s.ack_sent.store(ack, Ordering::Relaxed);
+            // Acks sent on the old link may be lost: send one on the new.
+            s.ack_owed.store(true, Ordering::Relaxed);
+            self.inner.seq_work.store(true, Ordering::Relaxed);
             g.sender.restart_clock(Instant::now());
             let replaced = !g.tried.is_empty();
             g.link = Some(link.clone());
@@ -292,20 +308,22 @@ impl Context {
                 g.tried.join("; ")
             )
         };
-        self.fail_peer(rank, why.clone());
-        Err(self.failed_error(rank, why))
+        self.fail_peer(rank, last, why.clone());
+        Err(self.failed_error(rank, last, why))
     }
 
-    fn failed_error(&self, rank: u32, reason: String) -> Error {
+    /// `method`: given by the caller, which may hold `Sequenced::send`
+    /// (looking it up would take that lock again).
+    fn failed_error(&self, rank: u32, method: &'static str, reason: String) -> Error {
         Error::LinkFailed {
             peer: rank,
-            method: self.method_to(rank).unwrap_or("none"),
+            method,
             reason,
         }
     }
 
     /// Marks the pair failed for good (sends and waits on it fail with `why`).
-    pub(super) fn fail_peer(&self, rank: u32, why: String) {
+    pub(super) fn fail_peer(&self, rank: u32, method: &'static str, why: String) {
         let peer = match self.peer(rank) {
             Ok(p) => p,
             Err(_) => return,
@@ -320,7 +338,7 @@ impl Context {
                 kind: crate::events::LinkEventKind::Failed,
                 rank: self.rank(),
                 peer: rank,
-                method: self.method_to(rank).unwrap_or(""),
+                method,
                 reason: &why,
             });
             if !self.inner.finalized.load(Ordering::Relaxed) {
@@ -357,6 +375,17 @@ impl Context {
                 let mut g = s.send.lock().unwrap_or_else(|e| e.into_inner());
                 // A report about a link already replaced changes nothing.
                 if g.method == Some(mi) && !finalized {
+                    let _ = self.replace_link(rank, s, &mut g, Some(why));
+                }
+            }
+            if s.peer_moved.swap(false, Ordering::Relaxed) && !finalized {
+                let moved_to = s.recv_method.load(Ordering::Relaxed);
+                let mut g = s.send.lock().unwrap_or_else(|e| e.into_inner());
+                if g.method.is_some_and(|m| m != moved_to) {
+                    let why = format!(
+                        "rank {rank} failed over to {}",
+                        self.inner.methods[moved_to].name()
+                    );
                     let _ = self.replace_link(rank, s, &mut g, Some(why));
                 }
             }
@@ -423,6 +452,14 @@ impl Dispatch<'_> {
         if ack > s.peer_acked.load(Ordering::Relaxed) {
             s.peer_acked.store(ack, Ordering::Release);
         }
+        let was = s.recv_method.load(Ordering::Relaxed);
+        if was != self.method {
+            s.recv_method.store(self.method, Ordering::Relaxed);
+            if was != usize::MAX {
+                s.peer_moved.store(true, Ordering::Relaxed);
+                ctx.inner.seq_work.store(true, Ordering::Relaxed);
+            }
+        }
         let mut r = s.recv.lock();
         r.acked_up_to(s.ack_sent.load(Ordering::Relaxed));
         match r.accept(seq, body.len()) {
@@ -437,7 +474,11 @@ impl Dispatch<'_> {
                 Some(body)
             }
             Verdict::Duplicate => {
+                // The peer resent: it has not seen our ack (it went down
+                // with the old link). Ack again, on our link as it is now.
                 s.duplicates.fetch_add(1, Ordering::Relaxed);
+                s.ack_owed.store(true, Ordering::Relaxed);
+                ctx.inner.seq_work.store(true, Ordering::Relaxed);
                 None
             }
             Verdict::AckOnly => None,

@@ -410,9 +410,15 @@ fn kernel_stalled(fd: std::os::fd::RawFd, for_at_least: std::time::Duration) -> 
             &mut len,
         )
     };
-    rc == 0
-        && info.tcpi_unacked > 0
-        && u128::from(info.tcpi_last_ack_recv) >= for_at_least.as_millis()
+    if rc != 0 || u128::from(info.tcpi_last_ack_recv) < for_at_least.as_millis() {
+        return false;
+    }
+    // Data waiting in the kernel counts too: a path that rejects our
+    // packets locally (a firewall's reject) leaves them unsent, not unacked.
+    let mut outq: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ writes one c_int through the pointer, a live local.
+    let rc = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut outq as *mut libc::c_int) };
+    info.tcpi_unacked > 0 || (rc == 0 && outq > 0)
 }
 
 /// The kernel's smoothed round-trip time of a TCP socket (`TCP_INFO`'s
