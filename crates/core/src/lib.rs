@@ -30,6 +30,7 @@ pub mod events;
 pub mod fuzzing;
 pub mod method;
 pub mod params;
+pub mod reliable;
 pub mod select;
 pub mod startpoint;
 pub mod sync;

@@ -93,6 +93,21 @@ pub const CORE_PARAMS: &[ParamDecl] = &[
                on every message (2000 made such a pair take 80 us per message).",
     },
     ParamDecl {
+        name: "LINK_TIMEOUT",
+        default: "10",
+        kind: Kind::UInt { min: 1, max: 3600 },
+        help: "Seconds a link between hosts may hold unacknowledged messages while its \
+               transport also sees no acknowledgement before it is declared broken and failed \
+               over (docs/wan.md). Large enough that a loaded machine does not fail over.",
+    },
+    ParamDecl {
+        name: "FAILOVER",
+        default: "on",
+        kind: Kind::Bool,
+        help: "Sequence messages between hosts end to end and replace a broken link by the next \
+               applicable method or a relay (docs/wan.md). `off`: a broken link fails.",
+    },
+    ParamDecl {
         name: "YIELD_US",
         default: "20000",
         kind: Kind::UInt {

@@ -274,7 +274,7 @@ impl Context {
         }
         let me = self.rank().to_le_bytes();
         for (i, p) in self.inner.peers.iter().enumerate() {
-            if i as u32 != self.rank() && p.link.get().is_some() && p.failed.get().is_none() {
+            if i as u32 != self.rank() && p.link_now().is_some() && p.failed.get().is_none() {
                 // A peer that cannot be told has departed itself, or will
                 // notice when our links close.
                 let _ = self.send_internal(i as u32, H_LEAVE, &me);

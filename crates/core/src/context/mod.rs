@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
+mod failover;
 mod finalize;
 mod foreign;
 mod membership;
@@ -98,6 +99,9 @@ struct Peer {
     /// Why the link broke (the first cause), if it did; sends then fail
     /// with this reason. A `OnceLock`: waits check it on every iteration.
     failed: OnceLock<String>,
+    /// Sequencing and failover of a link between hosts (see `failover.rs`):
+    /// links of this peer then live here, not in `link`.
+    seq: OnceLock<failover::Sequenced>,
     /// Contexts whose tables we already sent to this peer inside startpoints.
     tables_sent: Mutex<HashSet<u32>>,
     /// How we learned the table (for reports and tests): 1 = startpoint,
@@ -109,6 +113,34 @@ struct Peer {
     sent_bytes: AtomicU64,
     recv_msgs: AtomicU64,
     recv_bytes: AtomicU64,
+}
+
+impl Inner {
+    /// Whether any peer has sequencing state (a silence check has work).
+    fn seq_peers_any(&self) -> bool {
+        !self
+            .seq_peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+}
+
+impl Peer {
+    /// The link in use to this peer now (direct, or the sequenced one).
+    fn link_now(&self) -> Option<Arc<dyn Link>> {
+        match self.link.get() {
+            Some(l) => Some(l.clone()),
+            None => self.seq.get().and_then(|s| s.link()),
+        }
+    }
+}
+
+/// How messages to a peer go: straight on a link (same host), or
+/// sequenced (between hosts).
+enum Route<'a> {
+    Direct(&'a Arc<dyn Link>),
+    Sequenced(&'a failover::Sequenced),
 }
 
 /// Where a peer's descriptor table came from.
@@ -185,6 +217,18 @@ struct Inner {
     barrier_arrivals: AtomicU64,
     /// Membership of a job that changes at run time (see `membership.rs`).
     members: membership::Members,
+    /// Per method: whether its links are sequenced (between hosts, with
+    /// `GW_FAILOVER` on); see `failover.rs`.
+    sequenced: Vec<bool>,
+    /// Peers that have sequencing state (the ones housekeeping visits).
+    seq_peers: Mutex<Vec<u32>>,
+    /// Housekeeping has work: an ack is due or a link was reported broken.
+    seq_work: AtomicBool,
+    /// Some peer's messages were delivered and not acknowledged yet: an
+    /// idle round sends the acks.
+    seq_idle_acks: AtomicBool,
+    /// `GW_LINK_TIMEOUT`.
+    link_timeout: Duration,
 }
 
 /// A process's runtime. Cloning is cheap and shares the same context.
@@ -292,6 +336,12 @@ impl Context {
         peers.resize_with(slots, Peer::default);
         let _ = peers[rank as usize].table.set(table.clone());
         let _ = peers[rank as usize].placement.set(placement);
+        let failover_on = params.flag("FAILOVER");
+        let sequenced = methods
+            .iter()
+            .map(|m| failover_on && !matches!(m.name(), "self" | "shm"))
+            .collect();
+        let link_timeout = Duration::from_secs(params.num("LINK_TIMEOUT"));
         let skip_param = params.num("SKIP_POLL");
         let spin_iters = params.num("SPIN_ITERS");
         let yield_for = Duration::from_micros(params.num("YIELD_US"));
@@ -336,6 +386,11 @@ impl Context {
             barrier_arrivals: AtomicU64::new(0),
             members: membership::Members::new(dynamic),
             params,
+            sequenced,
+            seq_peers: Mutex::new(Vec::new()),
+            seq_work: AtomicBool::new(false),
+            seq_idle_acks: AtomicBool::new(false),
+            link_timeout,
         };
         Ok(Context {
             inner: Arc::new(inner),
@@ -508,18 +563,26 @@ impl Context {
         if let Some(why) = peer.failed.get() {
             return Err(Error::LinkFailed {
                 peer: sp.ctx,
-                method: peer.link.get().map_or("none", |l| l.method()),
+                method: self.method_to(sp.ctx).unwrap_or("none"),
                 reason: why.clone(),
             });
         }
-        let link = match peer.link.get() {
-            Some(l) => l,
-            None => self.connect(sp.ctx)?,
-        };
         let mut hdr = [0u8; RSR_HEADER];
         hdr[..4].copy_from_slice(&handler.to_le_bytes());
         hdr[4..].copy_from_slice(&sp.endpoint.to_le_bytes());
         let waiter = ProgressWaiter { ctx: self };
+        let link = match peer.link.get() {
+            Some(l) => l,
+            None => match peer.seq.get().filter(|s| s.routed()) {
+                Some(s) => return self.rsr_sequenced(sp.ctx, s, &hdr, payload, &waiter),
+                None => match self.connect(sp.ctx)? {
+                    Route::Direct(l) => l,
+                    Route::Sequenced(s) => {
+                        return self.rsr_sequenced(sp.ctx, s, &hdr, payload, &waiter)
+                    }
+                },
+            },
+        };
         // The header and the caller's parts in one iovec, on the stack for
         // the usual shapes (MPI's eager message is envelope + data: two).
         let res = if let [a, b] = payload {
@@ -554,12 +617,46 @@ impl Context {
         Ok(())
     }
 
-    /// Opens the link to `rank` with the selection policy (once; later callers reuse it).
-    fn connect(&self, rank: u32) -> Result<&Arc<dyn Link>> {
+    /// A request to a peer on another host: sequenced (see `failover.rs`).
+    fn rsr_sequenced(
+        &self,
+        rank: u32,
+        s: &failover::Sequenced,
+        hdr: &[u8; RSR_HEADER],
+        payload: &[IoSlice<'_>],
+        waiter: &ProgressWaiter<'_>,
+    ) -> Result<()> {
+        if payload.len() < 8 {
+            let mut iov = [IoSlice::new(&[]); 8];
+            iov[0] = IoSlice::new(hdr);
+            iov[1..=payload.len()].copy_from_slice(payload);
+            self.send_sequenced(rank, s, &iov[..=payload.len()], waiter)?;
+        } else {
+            let mut iov = Vec::with_capacity(payload.len() + 1);
+            iov.push(IoSlice::new(hdr));
+            iov.extend_from_slice(payload);
+            self.send_sequenced(rank, s, &iov, waiter)?;
+        }
+        let peer = self.peer(rank)?;
+        peer.sent_msgs.fetch_add(1, Ordering::Relaxed);
+        peer.sent_bytes.fetch_add(
+            (method::iov_len(payload) + RSR_HEADER) as u64,
+            Ordering::Relaxed,
+        );
+        Ok(())
+    }
+
+    /// Opens the link to `rank` with the selection policy (once; later
+    /// callers reuse it). A link between hosts is sequenced: it is opened
+    /// by its first send (`failover.rs`), which can also replace it.
+    fn connect(&self, rank: u32) -> Result<Route<'_>> {
         let peer = self.peer(rank)?;
         let _guard = peer.connecting.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(l) = peer.link.get() {
-            return Ok(l);
+            return Ok(Route::Direct(l));
+        }
+        if let Some(s) = peer.seq.get().filter(|s| s.routed()) {
+            return Ok(Route::Sequenced(s));
         }
         if let Some(why) = peer.failed.get().cloned() {
             return Err(Error::LinkFailed {
@@ -572,11 +669,15 @@ impl Context {
         // its connection instead of asking the membership keeper for its
         // table (a round trip to another process on the first reply).
         if self.inner.members.dynamic && peer.table.get().is_none() {
+            // Not for a sequenced (between hosts) method: its link is
+            // opened by the first send, with the sequencing (`failover.rs`).
             let found = self
                 .inner
                 .methods
                 .iter()
-                .find_map(|m| m.existing_link(rank).map(|l| (m.name(), l)));
+                .enumerate()
+                .filter(|(mi, _)| !self.is_sequenced(*mi))
+                .find_map(|(_, m)| m.existing_link(rank).map(|l| (m.name(), l)));
             if let Some((name, l)) = found {
                 if self.inner.job.verbose >= 1 {
                     crate::say!(
@@ -584,7 +685,7 @@ impl Context {
                         self.rank()
                     );
                 }
-                return Ok(self.install_link(peer, rank, l));
+                return Ok(Route::Direct(self.install_link(peer, rank, l)));
             }
         }
         let table = self.table_of(rank)?;
@@ -594,6 +695,11 @@ impl Context {
                 peer: rank,
                 offered: table.names(),
             });
+        }
+        if self.is_sequenced(candidates[0].0) {
+            let s = self.sequenced(rank).expect("the peer exists");
+            s.set_routed();
+            return Ok(Route::Sequenced(s));
         }
         let mut last_err = None;
         let mut link = None;
@@ -636,7 +742,7 @@ impl Context {
         let Some(link) = link else {
             return Err(last_err.expect("at least one candidate was tried"));
         };
-        Ok(self.install_link(peer, rank, link))
+        Ok(Route::Direct(self.install_link(peer, rank, link)))
     }
 
     /// Makes `link` the peer's link and tells event listeners.
@@ -768,7 +874,22 @@ impl Context {
 
     /// The method of the link to `rank`, if one was opened.
     pub fn method_to(&self, rank: u32) -> Option<&'static str> {
-        self.peer(rank).ok()?.link.get().map(|l| l.method())
+        self.peer(rank).ok()?.link_now().map(|l| l.method())
+    }
+
+    /// Links between hosts replaced after a break, and duplicates dropped
+    /// after resending, summed over peers (for tests and reports).
+    pub fn failover_counters(&self) -> (u64, u64) {
+        self.inner
+            .peers
+            .iter()
+            .filter_map(|p| p.seq.get())
+            .fold((0, 0), |(f, d), s| {
+                (
+                    f + s.failovers.load(Ordering::Relaxed),
+                    d + s.duplicates.load(Ordering::Relaxed),
+                )
+            })
     }
 
     /// Opens the link to `rank` now, as the first send to it would (for an
@@ -777,7 +898,15 @@ impl Context {
     pub fn open_link(&self, rank: u32) -> Result<&'static str> {
         Ok(match self.peer(rank)?.link.get() {
             Some(l) => l.method(),
-            None => self.connect(rank)?.method(),
+            None => match self.connect(rank)? {
+                Route::Direct(l) => l.method(),
+                // Between hosts the first send opens the link (with its
+                // sequencing): say which one, if any, is in place.
+                Route::Sequenced(_) => self
+                    .peer(rank)?
+                    .link_now()
+                    .map_or("none yet", |l| l.method()),
+            },
         })
     }
 
@@ -788,12 +917,14 @@ impl Context {
         let mut c = self.inner.policy.candidates(&self.inner.methods, table);
         let relayed = |mi: usize| method::relay::is_relayed(self.inner.methods[mi].name());
         if c.iter().any(|&(mi, _)| relayed(mi)) {
-            // `rank` sits behind a firewall: from another site only its
-            // relay reaches it (a direct connect would hang until the
-            // connect timeout); within its site it is reached directly.
+            // `rank` sits behind a firewall: from another site its relay
+            // comes first (a direct connect would hang until the connect
+            // timeout); within its site it is reached directly first. The
+            // other kind stays behind as the fallback failover takes when
+            // the first breaks or its connect fails (failover.rs).
             let same_site = rank == self.rank()
                 || self.placement_of(self.rank())?.site == self.placement_of(rank)?.site;
-            c.retain(|&(mi, _)| relayed(mi) != same_site);
+            c.sort_by_key(|&(mi, _)| relayed(mi) == same_site);
         }
         if !self.inner.transforms.filters() || rank == self.rank() {
             return Ok(c);
@@ -852,20 +983,19 @@ impl Context {
             .enumerate()
             .filter_map(|(i, p)| {
                 let (link_msgs, link_bytes) = p.link.get().map(|l| l.sent()).unwrap_or((0, 0));
+                let now = p.link_now();
                 let s = LinkStats {
                     peer: i as u32,
-                    method: p
-                        .link
-                        .get()
+                    method: now
+                        .as_ref()
                         .map(|l| l.method().to_string())
                         .unwrap_or_default(),
                     sent_msgs: p.sent_msgs.load(Ordering::Relaxed) + link_msgs,
                     sent_bytes: p.sent_bytes.load(Ordering::Relaxed) + link_bytes,
                     recv_msgs: p.recv_msgs.load(Ordering::Relaxed),
                     recv_bytes: p.recv_bytes.load(Ordering::Relaxed),
-                    rtt_us: p
-                        .link
-                        .get()
+                    rtt_us: now
+                        .as_ref()
                         .and_then(|l| l.rtt())
                         .map_or(0, |d| d.as_micros().max(1) as u64),
                 };

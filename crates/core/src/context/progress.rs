@@ -43,6 +43,8 @@ impl Context {
         let mut sink = Dispatch {
             ctx: self,
             handlers: &st.handlers,
+            sequenced: false,
+            method: 0,
         };
         let mut n = 0;
         // A thorough round (after a sleep, or now and then while yielding:
@@ -97,6 +99,15 @@ impl Context {
             }
             st.next_expensive = st.iter + st.skip;
         }
+        // Acks, broken links, silence (failover.rs): only when there is
+        // something to do, and the silence check every 1024 rounds.
+        let check_silence = st.iter & 1023 == 0 && !self.inner.expensive.is_empty();
+        if self.inner.seq_work.load(Ordering::Relaxed)
+            || (n == 0 && self.inner.seq_idle_acks.load(Ordering::Relaxed))
+            || (check_silence && self.inner.seq_peers_any())
+        {
+            self.sequenced_housekeeping(n == 0, check_silence);
+        }
         n
     }
 
@@ -124,6 +135,8 @@ impl Context {
         thorough: bool,
     ) -> usize {
         let m = &self.inner.methods[i];
+        sink.sequenced = self.inner.sequenced[i];
+        sink.method = i;
         match if thorough {
             m.poll_thorough(sink)
         } else {
@@ -305,6 +318,10 @@ impl Context {
 pub(super) struct Dispatch<'a> {
     pub(super) ctx: &'a Context,
     pub(super) handlers: &'a [Option<Handler>],
+    /// The method being polled sequences its messages (failover.rs).
+    pub(super) sequenced: bool,
+    /// Index of the method being polled.
+    pub(super) method: usize,
 }
 
 impl Sink for Dispatch<'_> {
@@ -313,6 +330,14 @@ impl Sink for Dispatch<'_> {
         let Some(peer) = inner.peers.get(src as usize) else {
             inner.dropped.fetch_add(1, Ordering::Relaxed);
             return;
+        };
+        let msg = if self.sequenced {
+            match self.receive_sequenced(src, msg) {
+                Some(m) => m,
+                None => return,
+            }
+        } else {
+            msg
         };
         // Only the thread that owns progress delivers, so plain load+store
         // suffices (no locked read-modify-write on the hot path).
@@ -349,6 +374,10 @@ impl Sink for Dispatch<'_> {
 
     fn link_failed(&mut self, src: u32, reason: String) {
         self.record_failure(src, reason);
+    }
+
+    fn link_broken(&mut self, src: u32, reason: String) {
+        self.report_broken(src, reason);
     }
 }
 
@@ -432,7 +461,7 @@ impl Dispatch<'_> {
         }
     }
 
-    fn record_failure(&mut self, src: u32, reason: String) {
+    pub(super) fn record_failure(&mut self, src: u32, reason: String) {
         let inner = &self.ctx.inner;
         if let Some(peer) = inner.peers.get(src as usize) {
             if peer.failed.set(reason.clone()).is_ok() {
@@ -445,7 +474,7 @@ impl Dispatch<'_> {
                     kind: crate::events::LinkEventKind::Failed,
                     rank: self.ctx.rank(),
                     peer: src,
-                    method: peer.link.get().map_or("", |l| l.method()),
+                    method: self.ctx.method_to(src).unwrap_or(""),
                     reason: &reason,
                 });
             }

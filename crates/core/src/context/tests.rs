@@ -192,6 +192,8 @@ fn link_selection_and_failure_reach_the_event_listener() {
     };
     assert!(seen(LinkEventKind::Selected, "self", ""));
     let mut sink = Dispatch {
+        sequenced: false,
+        method: 0,
         ctx: &ctx,
         handlers: &[],
     };

@@ -88,6 +88,13 @@ pub trait Sink {
     fn deliver(&mut self, src: u32, msg: &[u8]);
     /// The link from `src` broke (peer died or sent garbage). The context records it.
     fn link_failed(&mut self, src: u32, reason: String);
+    /// The link with `src` broke by the network (reset, closed in the
+    /// middle of a message, a connect that failed or timed out), as
+    /// opposed to a peer that sent garbage or failed authentication: the
+    /// context may replace it (failover). Default: a failure like any other.
+    fn link_broken(&mut self, src: u32, reason: String) {
+        self.link_failed(src, reason)
+    }
 }
 
 /// Lets a link that cannot proceed drive the progress engine while it waits.
@@ -200,6 +207,14 @@ pub trait Link: Send + Sync {
     /// yet. Not on the message path: read at finalize for the statistics.
     fn rtt(&self) -> Option<std::time::Duration> {
         None
+    }
+    /// Whether the transport itself has sent data that nothing
+    /// acknowledged for at least `for_at_least` (TCP: unacknowledged
+    /// segments and no ACK from the other end for that long). A link
+    /// silent end to end but not stalled has a busy peer, not a broken
+    /// network: failover waits for both. Default: never.
+    fn stalled(&self, _for_at_least: std::time::Duration) -> bool {
+        false
     }
 }
 

@@ -381,6 +381,9 @@ impl Link for RelayLink {
     fn rtt(&self) -> Option<std::time::Duration> {
         self.inner.rtt()
     }
+    fn stalled(&self, for_at_least: std::time::Duration) -> bool {
+        self.inner.stalled(for_at_least)
+    }
 }
 
 /// The transform sets relay stacks are built with: what this process's

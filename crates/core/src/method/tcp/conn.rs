@@ -269,6 +269,11 @@ impl Link for TcpLink {
         kernel_rtt(conn.fd.as_raw_fd())
     }
 
+    fn stalled(&self, for_at_least: std::time::Duration) -> bool {
+        let conn = self.conn.redirect.get().unwrap_or(&self.conn);
+        kernel_stalled(conn.fd.as_raw_fd(), for_at_least)
+    }
+
     fn send(&self, iov: &[IoSlice<'_>], waiter: &dyn Waiter) -> Result<()> {
         let total = iov_len(iov);
         let hdr = u32::try_from(total)
@@ -385,6 +390,35 @@ impl Link for TcpLink {
         }
         Ok(())
     }
+}
+
+/// Whether the kernel has unacknowledged data on a TCP socket and heard no
+/// ACK for at least `for_at_least` (`TCP_INFO`'s `tcpi_unacked` and
+/// `tcpi_last_ack_recv`, ms). A peer that is busy (not reading) still has
+/// its kernel acknowledge, or advertise a zero window, which counts too.
+fn kernel_stalled(fd: std::os::fd::RawFd, for_at_least: std::time::Duration) -> bool {
+    // SAFETY: tcp_info is plain old data; all zeroes is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: as in `kernel_rtt`: a live tcp_info of `len` bytes, checked result.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            &mut info as *mut libc::tcp_info as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 || u128::from(info.tcpi_last_ack_recv) < for_at_least.as_millis() {
+        return false;
+    }
+    // Data waiting in the kernel counts too: a path that rejects our
+    // packets locally (a firewall's reject) leaves them unsent, not unacked.
+    let mut outq: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ writes one c_int through the pointer, a live local.
+    let rc = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut outq as *mut libc::c_int) };
+    info.tcpi_unacked > 0 || (rc == 0 && outq > 0)
 }
 
 /// The kernel's smoothed round-trip time of a TCP socket (`TCP_INFO`'s

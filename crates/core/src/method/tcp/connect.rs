@@ -293,7 +293,7 @@ impl TcpMethod {
                 match so_error(p.conn.fd.as_raw_fd()) {
                     Ok(()) => {
                         if let Err(why) = self.connected(&p) {
-                            self.fail(&p.conn, sink, why);
+                            self.broken(&p.conn, sink, why);
                         }
                         continue;
                     }
@@ -303,11 +303,11 @@ impl TcpMethod {
             match self.next_address(&mut p, failed) {
                 Ok(true) => {
                     if let Err(why) = self.connected(&p) {
-                        self.fail(&p.conn, sink, why);
+                        self.broken(&p.conn, sink, why);
                     }
                 }
                 Ok(false) => still.push(p),
-                Err(why) => self.fail(&p.conn, sink, why),
+                Err(why) => self.broken(&p.conn, sink, why),
             }
         }
         let mut list = self.connecting.lock().unwrap_or_else(|e| e.into_inner());

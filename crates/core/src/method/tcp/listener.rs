@@ -226,7 +226,7 @@ impl TcpMethod {
             let secs = self.handshake_timeout.as_secs();
             if c.outgoing {
                 let peer = c.peer.load(Ordering::Relaxed);
-                self.fail(
+                self.broken(
                     &c,
                     sink,
                     format!(

@@ -594,6 +594,17 @@ impl TcpMethod {
         unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
     }
 
+    /// Like [`fail`](Self::fail), for a break of the network (reset,
+    /// closed mid-message, connect failed): the context may fail over.
+    fn broken(&self, conn: &Arc<Conn>, sink: &mut dyn Sink, why: String) {
+        let peer = conn.peer.load(Ordering::Relaxed);
+        conn.out.lock().broken = Some(why.clone());
+        self.close(conn);
+        if peer != u32::MAX {
+            sink.link_broken(peer, why);
+        }
+    }
+
     fn fail(&self, conn: &Arc<Conn>, sink: &mut dyn Sink, why: String) {
         let peer = conn.peer.load(Ordering::Relaxed);
         conn.out.lock().broken = Some(why.clone());

@@ -71,7 +71,7 @@ impl TcpMethod {
                             self.close(conn);
                             return delivered;
                         }
-                        self.fail(conn, sink, format!("read from {}: {e}", conn.peer_name()));
+                        self.broken(conn, sink, format!("read from {}: {e}", conn.peer_name()));
                         return delivered;
                     }
                 }
@@ -112,7 +112,7 @@ impl TcpMethod {
                     }
                     self.close(conn);
                 } else {
-                    self.fail(
+                    self.broken(
                         conn,
                         sink,
                         format!(

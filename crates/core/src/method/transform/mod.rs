@@ -374,6 +374,10 @@ impl Sink for OpenSink<'_> {
     fn link_failed(&mut self, src: u32, reason: String) {
         self.outer.link_failed(src, reason)
     }
+
+    fn link_broken(&mut self, src: u32, reason: String) {
+        self.outer.link_broken(src, reason)
+    }
 }
 
 /// A waiter that never waits (for session frames sent from `connect`).
@@ -407,6 +411,10 @@ impl Link for TransformLink {
 
     fn rtt(&self) -> Option<std::time::Duration> {
         self.inner.rtt()
+    }
+
+    fn stalled(&self, for_at_least: std::time::Duration) -> bool {
+        self.inner.stalled(for_at_least)
     }
 
     fn send(&self, iov: &[IoSlice<'_>], waiter: &dyn Waiter) -> Result<()> {

@@ -824,7 +824,7 @@ impl Method for UdpMethod {
                     sink.deliver(src, &data);
                     delivered += 1;
                 }
-                Event::Failed { peer, reason } => sink.link_failed(peer, reason),
+                Event::Failed { peer, reason } => sink.link_broken(peer, reason),
             }
         }
         Ok(delivered)

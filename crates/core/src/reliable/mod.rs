@@ -1,0 +1,248 @@
+//! End-to-end sequencing above the methods: what lets a link between hosts
+//! be replaced mid-job without losing, duplicating or reordering a message.
+//!
+//! Every message to a peer on another host carries a 16-byte header
+//! `[seq u64][ack u64]` (little-endian): `seq` numbers the messages of that
+//! direction from 1 (0 = an ack-only frame, no payload), `ack` is the
+//! highest sequence the sender has *delivered* from the other direction
+//! (cumulative). The sender keeps what was not acknowledged yet in a
+//! bounded ring ([`Sender`]); when the link is replaced it resends the ring
+//! on the new link, and the receiver ([`Receiver`]) delivers exactly the
+//! next sequence and drops whatever it already has. Since every link
+//! delivers in order and resending starts at or below what the receiver
+//! expects, a gap can only mean a broken peer: it fails the link hard.
+//!
+//! This module does no I/O and reads no clock: the context passes `now`
+//! in, so the unit tests drive it with a fake wire and a virtual clock.
+//! Shared memory and the process itself need none of it (they do not
+//! cross a network, and a host that fails takes both ends with it).
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
+use std::time::{Duration, Instant};
+
+#[cfg(test)]
+mod tests;
+
+/// Length of the sequencing header in front of each message.
+pub const HEADER: usize = 16;
+
+/// Unacknowledged messages a sender keeps at most (then it waits for acks).
+pub const MAX_FRAMES: usize = 4096;
+/// Unacknowledged bytes a sender keeps at most; one larger message is
+/// accepted alone.
+pub const MAX_BYTES: usize = 16 << 20;
+/// A receiver acknowledges at the latest after this many messages …
+pub const ACK_EVERY_MSGS: u64 = 64;
+/// … or this many bytes (well below [`MAX_BYTES`] / [`MAX_FRAMES`], so a
+/// sender never waits on a full ring for an ack that is not owed yet).
+pub const ACK_EVERY_BYTES: u64 = 1 << 20;
+/// Recycled buffers kept for reuse, and the largest one kept.
+const FREE_KEEP: usize = 256;
+const FREE_MAX_CAP: usize = 256 << 10;
+
+/// Writes the header for `seq` carrying the cumulative `ack`.
+#[inline]
+pub fn header(seq: u64, ack: u64) -> [u8; HEADER] {
+    let mut h = [0u8; HEADER];
+    h[..8].copy_from_slice(&seq.to_le_bytes());
+    h[8..].copy_from_slice(&ack.to_le_bytes());
+    h
+}
+
+/// Reads a header: `(seq, ack, payload)`, or `None` when the message is too
+/// short to carry one.
+#[inline]
+pub fn parse(msg: &[u8]) -> Option<(u64, u64, &[u8])> {
+    let seq = u64::from_le_bytes(msg.get(..8)?.try_into().ok()?);
+    let ack = u64::from_le_bytes(msg.get(8..HEADER)?.try_into().ok()?);
+    Some((seq, ack, &msg[HEADER..]))
+}
+
+struct Frame {
+    seq: u64,
+    data: Vec<u8>,
+}
+
+/// The sending half: sequence numbers and the retransmit ring.
+pub struct Sender {
+    next_seq: u64,
+    acked: u64,
+    ring: VecDeque<Frame>,
+    bytes: usize,
+    free: Vec<Vec<u8>>,
+    max_frames: usize,
+    max_bytes: usize,
+    /// When the ring last went from empty to not empty, or an ack last
+    /// moved it: silence is measured from here.
+    waiting_since: Option<Instant>,
+}
+
+impl Sender {
+    pub fn new(max_frames: usize, max_bytes: usize) -> Sender {
+        Sender {
+            next_seq: 1,
+            acked: 0,
+            ring: VecDeque::new(),
+            bytes: 0,
+            free: Vec::new(),
+            max_frames: max_frames.max(1),
+            max_bytes,
+            waiting_since: None,
+        }
+    }
+
+    /// Whether a message of `len` bytes fits in the ring now.
+    pub fn has_room(&self, len: usize) -> bool {
+        self.ring.is_empty()
+            || (self.ring.len() < self.max_frames && self.bytes + len <= self.max_bytes)
+    }
+
+    /// Takes a copy of the message `iov` into the ring and returns its
+    /// sequence number. The copy reuses a recycled buffer: no allocation
+    /// per message once the ring has warmed up.
+    pub fn push(&mut self, iov: &[IoSlice<'_>], now: Instant) -> u64 {
+        let len: usize = iov.iter().map(|s| s.len()).sum();
+        let mut data = self.free.pop().unwrap_or_default();
+        data.clear();
+        data.reserve(len);
+        for s in iov {
+            data.extend_from_slice(s);
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if self.ring.is_empty() {
+            self.waiting_since = Some(now);
+        }
+        self.bytes += len;
+        self.ring.push_back(Frame { seq, data });
+        seq
+    }
+
+    /// The peer delivered everything up to `ack`: frees those frames.
+    /// Returns how many were freed. An ack beyond what was sent is a
+    /// protocol violation (`Err`).
+    pub fn ack(&mut self, ack: u64, now: Instant) -> Result<usize, String> {
+        if ack >= self.next_seq {
+            return Err(format!(
+                "acknowledged message {ack}, but only {} were sent",
+                self.next_seq - 1
+            ));
+        }
+        if ack <= self.acked {
+            return Ok(0);
+        }
+        self.acked = ack;
+        let mut n = 0;
+        while self.ring.front().is_some_and(|f| f.seq <= ack) {
+            let f = self.ring.pop_front().expect("front checked");
+            self.bytes -= f.data.len();
+            if self.free.len() < FREE_KEEP && f.data.capacity() <= FREE_MAX_CAP {
+                self.free.push(f.data);
+            }
+            n += 1;
+        }
+        self.waiting_since = (!self.ring.is_empty()).then_some(now);
+        Ok(n)
+    }
+
+    /// The highest sequence the peer acknowledged.
+    pub fn acked(&self) -> u64 {
+        self.acked
+    }
+
+    /// The last sequence number handed out (0 = none yet).
+    pub fn last_seq(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    /// Messages sent and not acknowledged, oldest first: what a replacement
+    /// link must carry again.
+    pub fn unacked(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        self.ring.iter().map(|f| (f.seq, &f.data[..]))
+    }
+
+    pub fn unacked_len(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// Whether messages have waited for an ack for longer than `timeout`
+    /// with no ack moving: the link is silent.
+    pub fn silent(&self, now: Instant, timeout: Duration) -> bool {
+        self.waiting_since
+            .is_some_and(|t| now.saturating_duration_since(t) > timeout)
+    }
+
+    /// Restarts the silence clock (a new link was just put in place).
+    pub fn restart_clock(&mut self, now: Instant) {
+        if !self.ring.is_empty() {
+            self.waiting_since = Some(now);
+        }
+    }
+}
+
+/// What a receiver does with an arriving frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The next message: deliver it.
+    Deliver,
+    /// Already delivered (resent across a link replacement): drop it.
+    Duplicate,
+    /// An ack-only frame: nothing to deliver.
+    AckOnly,
+    /// A message beyond the next one: something lost it — fail the link.
+    Gap { expected: u64, got: u64 },
+}
+
+/// The receiving half: delivers each sequence exactly once, in order, and
+/// says when an ack is owed.
+#[derive(Default)]
+pub struct Receiver {
+    delivered: u64,
+    acked_msgs: u64,
+    since_ack_bytes: u64,
+}
+
+impl Receiver {
+    pub fn accept(&mut self, seq: u64, len: usize) -> Verdict {
+        if seq == 0 {
+            return Verdict::AckOnly;
+        }
+        if seq <= self.delivered {
+            return Verdict::Duplicate;
+        }
+        if seq != self.delivered + 1 {
+            return Verdict::Gap {
+                expected: self.delivered + 1,
+                got: seq,
+            };
+        }
+        self.delivered = seq;
+        self.since_ack_bytes += len as u64;
+        Verdict::Deliver
+    }
+
+    /// The cumulative ack to send: everything delivered so far.
+    pub fn delivered(&self) -> u64 {
+        self.delivered
+    }
+
+    /// Whether enough arrived since the last ack that one is owed now.
+    pub fn ack_due(&self) -> bool {
+        self.delivered - self.acked_msgs >= ACK_EVERY_MSGS
+            || self.since_ack_bytes >= ACK_EVERY_BYTES
+    }
+
+    /// Whether anything was delivered that no ack covered yet.
+    pub fn unacked(&self) -> bool {
+        self.delivered > self.acked_msgs
+    }
+
+    /// An ack for everything delivered went out (alone or piggybacked).
+    pub fn acked_up_to(&mut self, ack: u64) {
+        if ack >= self.acked_msgs {
+            self.acked_msgs = ack;
+            self.since_ack_bytes = 0;
+        }
+    }
+}
