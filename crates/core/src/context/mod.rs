@@ -533,7 +533,16 @@ impl Context {
 
     /// A startpoint to the default endpoint of context `rank`.
     pub fn startpoint(&self, rank: u32) -> Result<Startpoint> {
-        self.peer(rank)?;
+        let peer = self.peer(rank)?;
+        // Ids beyond the capacity are aliases of other jobs' processes
+        // (`foreign.rs`): one exists only once attached.
+        if rank >= self.capacity() && peer.link_now().is_none() {
+            return Err(Error::BadStartpoint(format!(
+                "rank {rank} does not exist (the job has {} ranks, and no process of \
+                 another job is attached as {rank})",
+                self.capacity()
+            )));
+        }
         Ok(Startpoint {
             ctx: rank,
             endpoint: DEFAULT_ENDPOINT,

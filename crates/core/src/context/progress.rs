@@ -331,7 +331,9 @@ impl Sink for Dispatch<'_> {
             inner.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        let msg = if self.sequenced {
+        // A process of another job (an alias id beyond the capacity,
+        // `foreign.rs`) talks over an adopted link without sequencing.
+        let msg = if self.sequenced && src < self.ctx.capacity() {
             match self.receive_sequenced(src, msg) {
                 Some(m) => m,
                 None => return,
