@@ -35,6 +35,7 @@ const RELAY_C: &str = r#"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <poll.h>
 
 #define COUNT (1 << 16)
 static const char PAT[] = "GW-RELAY-PLAINTEXT-7f3a9c";
@@ -79,8 +80,12 @@ int main(int argc, char **argv) {
     printf("RANK %d HOST %s CHECKS %s\n", rank, host, bad ? "BAD" : "ok");
     fflush(stdout);
     /* A stream of 1 MiB pattern messages from every rank of s0 to the last
-       rank (behind the relay), for `seconds`: the test scans memory meanwhile. */
+       rank (behind the relay), for `seconds`: the test scans memory meanwhile.
+       With "stdin" after the seconds, rank 0 also stops when its stdin (gwrun
+       forwards its own) has data or reaches its end: the test closes it once
+       its scan is done, so a slow, loaded machine cannot end the stream first. */
     double seconds = argc > 1 ? atof(argv[1]) : 0;
+    int watch_stdin = argc > 2 && strcmp(argv[2], "stdin") == 0;
     size_t plen = strlen(PAT), big = 1 << 20;
     char *msg = malloc(big), *got = malloc(big);
     if (!msg || !got) MPI_Abort(MPI_COMM_WORLD, 2);
@@ -98,7 +103,12 @@ int main(int argc, char **argv) {
             }
         }
         rounds++;
-        go = rank == 0 ? MPI_Wtime() < until : 0;
+        if (rank == 0) {
+            struct pollfd in0 = {0, POLLIN, 0};
+            go = MPI_Wtime() < until && !(watch_stdin && poll(&in0, 1, 0) > 0);
+        } else {
+            go = 0;
+        }
         MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
     }
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -243,7 +253,7 @@ fn a_firewalled_site_joins_through_a_relay_that_sees_only_ciphertext() {
         .unwrap_or_else(|e| panic!("{e}"));
     let machines = tb.dir().join("machines").display().to_string();
     let (gwrun, prog) = (gwrun.display().to_string(), prog.display().to_string());
-    let args = |extra: &[&str], secs: &str, timeout: &str| -> Vec<String> {
+    let args = |extra: &[&str], secs: &[&str], timeout: &str| -> Vec<String> {
         let mut v: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         v.extend(
             [
@@ -257,22 +267,26 @@ fn a_firewalled_site_joins_through_a_relay_that_sees_only_ciphertext() {
                 "--timeout",
                 timeout,
                 &prog,
-                secs,
             ]
             .map(String::from),
         );
+        v.extend(secs.iter().map(|s| s.to_string()));
         v
     };
 
     // 1. The job passes; memory is scanned while it streams.
-    let a = args(&[], "3", "60");
+    // The stream lasts until the scan is done (the test closes gwrun's
+    // stdin, forwarded to rank 0), at most 40 s.
+    let a = args(&[], &["40", "stdin"], "90");
     let a: Vec<&str> = a.iter().map(String::as_str).collect();
     let mut child = tb
         .command("login", &a)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let stream_stopper = child.stdin.take();
     let (tx, rx) = mpsc::channel();
     let stdout = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
@@ -334,6 +348,7 @@ fn a_firewalled_site_joins_through_a_relay_that_sees_only_ciphertext() {
             .collect();
         scan = Some((relays, relay_holds, ranks, rank_holds, environ));
     }
+    drop(stream_stopper);
     let status = wait_bounded(&mut child, Duration::from_secs(90));
     let stdout = reader.join().unwrap();
     let stderr = err_reader.join().unwrap();
@@ -403,7 +418,7 @@ fn a_firewalled_site_joins_through_a_relay_that_sees_only_ciphertext() {
     // The stream stops at the first tampered frame: the receiver's link
     // from that sender fails hard, its receive never completes, and the
     // job ends by its --timeout (MPI gets no error for a failed link yet).
-    let a = args(&["env", "GW_RELAY_TEST_FLIP=600000"], "40", "20");
+    let a = args(&["env", "GW_RELAY_TEST_FLIP=600000"], &["40"], "20");
     let a: Vec<&str> = a.iter().map(String::as_str).collect();
     let out = run_with_timeout(&mut tb.command("login", &a), Duration::from_secs(120)).unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

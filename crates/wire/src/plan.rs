@@ -218,6 +218,11 @@ fn as_int(t: &FieldType) -> Option<(u8, bool)> {
     }
 }
 
+/// Records larger than this (source plus destination bytes) are not timed
+/// when picking an engine (`Plan::pick_faster`).
+#[cfg(feature = "jit")]
+const PICK_TIMING_LIMIT: usize = 1 << 20;
+
 impl Plan {
     /// Build the plan converting records written as `wire` into `native`.
     /// With the `jit` feature the engine is chosen by timing both.
@@ -384,6 +389,19 @@ impl Plan {
     #[cfg(feature = "jit")]
     fn pick_faster(&mut self) {
         if self.jit.is_none() {
+            return;
+        }
+        // Records over 1 MiB are not timed: a run would allocate and fill
+        // megabytes (a hostile format may declare 100 MB records of no
+        // operations), and at that size the copy, not the engine's
+        // per-operation cost, dominates; the compiled code is kept when
+        // there is more than one operation to run.
+        if self.src_size.saturating_add(self.dst_size) > PICK_TIMING_LIMIT {
+            self.backend = if self.op_count() > 1 {
+                Backend::Jit
+            } else {
+                Backend::Interpreter
+            };
             return;
         }
         let payload = vec![0u8; self.src_size];
