@@ -49,11 +49,17 @@ pub fn run() -> i32 {
         eprintln!("gwpvm agent: bad hello");
         return 2;
     };
-    // The coordinator is where this ssh session came from; its host name
-    // only when sshd does not say.
+    // The coordinator is where this ssh session came from, or the node
+    // that ran srun (Slurm's step environment); its host name only when
+    // neither says.
     let host = std::env::var("SSH_CLIENT")
         .ok()
         .and_then(|c| c.split_whitespace().next().map(String::from))
+        .or_else(|| {
+            std::env::var("SLURM_LAUNCH_NODE_IPADDR")
+                .ok()
+                .filter(|a| a.parse::<std::net::IpAddr>().is_ok())
+        })
         .or_else(|| unhex(coord_host).and_then(|h| String::from_utf8(h).ok()))
         .unwrap_or_default();
     let addr = if host.contains(':') {

@@ -841,9 +841,9 @@ fn handle(sh: &Arc<Shared>, own: &mut Option<i32>, line: &str) -> Result<String,
             // A remote host of the machines file gets its agent first
             // (seconds: ssh), without holding the tables meanwhile.
             let agent = match remote::reach(&name) {
-                Some(argv) => {
+                Some(how) => {
                     drop(st);
-                    let a = remote::start_agent(sh, &name, &argv)?;
+                    let a = remote::start_agent(sh, &name, &how)?;
                     st = sh.st.lock().unwrap();
                     if st.hosts.iter().flatten().any(|h| *h == name) {
                         drop(st);

@@ -104,17 +104,31 @@ fn machines() -> Option<&'static Machines> {
     .as_ref()
 }
 
-/// The ssh command line that reaches `name`, when it is a remote host of
-/// the machines file (None: an emulated host).
-pub fn reach(name: &str) -> Option<Vec<String>> {
+/// How the coordinator reaches a remote host of the machines file: the
+/// site's start method and its command line.
+pub enum Reach {
+    /// `ssh [options]`; `-- HOST 'script'` follow (run by the login shell).
+    Ssh(Vec<String>),
+    /// `srun [options]` (a job step of one task on the host, inside the
+    /// allocation the virtual machine runs in: `salloc -N K …`); `-w HOST`
+    /// and the script's argument vector follow (no shell in between).
+    Slurm(Vec<String>),
+}
+
+/// How `name` is reached, when it is a remote host of the machines file
+/// (None: an emulated host; `start=local` sites are emulated).
+pub fn reach(name: &str) -> Option<Reach> {
     let m = machines()?;
     let i = m.host_index(name)?;
     let site = &m.sites[m.hosts[i].site];
     match site.start {
-        StartKind::Ssh => Some(site_argv(
+        StartKind::Ssh => Some(Reach::Ssh(site_argv(
             m.user_of(i).or(site.user.as_deref()),
             site.port,
             &site.ssh_options,
+        ))),
+        StartKind::Slurm => Some(Reach::Slurm(
+            gridwire_launch::grid::start::slurm::site_argv(),
         )),
         _ => None,
     }
@@ -182,28 +196,50 @@ const BOOT_SCRIPT: &str = concat!(
 
 /// Starts the agent of remote host `name` reached by `argv` (ssh …) and
 /// waits for it to be ready. `sh` gets told when the host is lost.
-pub(crate) fn start_agent(
-    sh: &Arc<Shared>,
-    name: &str,
-    argv: &[String],
-) -> Result<Arc<Agent>, i32> {
+pub(crate) fn start_agent(sh: &Arc<Shared>, name: &str, how: &Reach) -> Result<Arc<Agent>, i32> {
     let exe = agent_binary().ok_or_else(|| {
         eprintln!("gwpvm coordinator: no gwpvm binary to start on {name} (set GWPVM_BIN)");
         PVM_CANT_START
     })?;
     let (hash, size) = hash_file(&exe).map_err(|_| PVM_CANT_START)?;
-    let script = ["sh", "-c", BOOT_SCRIPT]
+    let script: Vec<String> = ["sh", "-c", BOOT_SCRIPT]
         .iter()
         .map(|s| s.to_string())
         .chain([exe.to_string_lossy().into_owned(), size.to_string(), hash])
-        .map(|a| shell_quote(&a))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .arg("--")
-        .arg(name)
-        .arg(script)
+        .collect();
+    let mut cmd;
+    match how {
+        Reach::Ssh(argv) => {
+            cmd = Command::new(&argv[0]);
+            let quoted: Vec<String> = script.iter().map(|a| shell_quote(a)).collect();
+            cmd.args(&argv[1..])
+                .arg("--")
+                .arg(name)
+                .arg(quoted.join(" "));
+        }
+        Reach::Slurm(argv) => {
+            cmd = Command::new(&argv[0]);
+            // srun passes this environment on to the step: an SSH_CLIENT
+            // of the coordinator's own login would name the wrong peer to
+            // the agent (it takes Slurm's SLURM_LAUNCH_NODE_IPADDR then).
+            cmd.args(&argv[1..])
+                .arg("-w")
+                .arg(name)
+                .arg("--chdir=/")
+                .args(&script)
+                .env_remove("SSH_CLIENT")
+                .env_remove("SSH_CONNECTION");
+            // Nor does the virtual machine's own setting travel (over ssh
+            // sshd drops it): a GWPVM_DIR on a shared file system would
+            // make the agent take the coordinator's directory for its own.
+            for (k, _) in std::env::vars_os() {
+                if k.to_string_lossy().starts_with("GWPVM_") {
+                    cmd.env_remove(k);
+                }
+            }
+        }
+    }
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         // The agent's stderr carries its tasks' output: the coordinator's
@@ -211,7 +247,7 @@ pub(crate) fn start_agent(
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|e| {
-            eprintln!("gwpvm coordinator: {}: {e}", argv[0]);
+            eprintln!("gwpvm coordinator: starting {name}: {e}");
             PVM_CANT_START
         })?;
     let mut stdin = child.stdin.take().ok_or(PVM_SYS_ERR)?;

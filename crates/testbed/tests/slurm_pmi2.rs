@@ -278,6 +278,9 @@ fn srun_mpi_pmi2_starts_a_gridwire_job_across_testbed_hosts() {
             "a job is still running after salloc ended:\n{stdout}"
         );
 
+        // PVM: a host of a `start=slurm` site added at run time.
+        pvm_adds_a_slurm_host(&tb, &slurm, &staged.0);
+
         // Down: no daemon, no file of Slurm is left.
         slurm.down().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(slurm.leftovers(), Vec::<String>::new());
@@ -453,6 +456,100 @@ fn srun_mpi_pmix(slurm: &Slurm, prog: &str, hosts: &BTreeSet<String>) {
 
 /// A directory under /var/tmp (shared with the testbed's hosts under
 /// `--shared-fs`), removed when the test ends, also when it fails.
+/// The PVM face inside an allocation: a master on login (where salloc runs
+/// its command) adds s0h1, a host of a `start=slurm` site of
+/// `$GWPVM_MACHINES`, so the coordinator starts its host agent as a job
+/// step (`srun -w s0h1`, the agent found there on the shared file system),
+/// spawns a slave there, exchanges 1 MiB both ways, kills a task and gets
+/// its notify, deletes the host; then `gwpvm halt`, and nothing of PVM is
+/// left on s0h1. The same program as crates/testbed/tests/pvm_remote.rs.
+fn pvm_adds_a_slurm_host(tb: &Testbed, slurm: &Slurm, dir: &std::path::Path) {
+    let gwpvm = common::build_bin("gridwire-pvm", "gwpvm");
+    let built = gwpvm.parent().unwrap();
+    for f in ["libpvm3.so", "gwpvm"] {
+        std::fs::copy(built.join(f), dir.join(f))
+            .unwrap_or_else(|e| panic!("copy {f} to {}: {e}", dir.display()));
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let prog = dir.join("remote_host");
+    let out = run_with_timeout(
+        Command::new("gcc")
+            .arg("-Wall")
+            .arg("-I")
+            .arg(root.join("include"))
+            .arg("-o")
+            .arg(&prog)
+            .arg(root.join("crates/pvm/tests/c/remote_host.c"))
+            .arg(format!("-L{}", dir.display()))
+            .arg("-lpvm3")
+            .arg(format!("-Wl,-rpath,{}", dir.display())),
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "gcc remote_host.c: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let machines = dir.join("machines-pvm");
+    std::fs::write(&machines, "[site s0] start=slurm\ns0h0\ns0h1\ns0h2\ns0h3\n").unwrap();
+    // login's /tmp is the machine's: the virtual machine gets a directory
+    // of its own.
+    let vm = dir.join("vm");
+    let (p, g) = (prog.display().to_string(), dir.join("gwpvm"));
+    let script = format!("{p} s0h1 {p}; rc=$?; {g} halt; exit $rc", g = g.display());
+    let env = [
+        format!("GWPVM_MACHINES={}", machines.display()),
+        format!("GWPVM_BIN={}", g.display()),
+        format!("GWPVM_DIR={}", vm.display()),
+        "GWPVM_IDLE_EXIT=60".to_string(),
+        "GW_VERBOSE=1".to_string(),
+    ];
+    let mut argv: Vec<&str> = vec!["salloc", "-N", "1", "-w", "s0h1", "env"];
+    argv.extend(env.iter().map(String::as_str));
+    argv.extend(["sh", "-c", &script]);
+    let out = on_login(slurm, &argv, Duration::from_secs(150));
+    let (stdout, stderr) = text(&out);
+    let log = std::fs::read_to_string(vm.join("log")).unwrap_or_default();
+    let why = format!("stdout:\n{stdout}\nstderr:\n{stderr}\nvm log:\n{log}");
+    assert!(out.status.success(), "the PVM master failed; {why}");
+    for want in [
+        "addhosts -> 1",
+        "slave on the added host: yes",
+        "reply: 262144 words, 0 wrong, from the other host",
+        "task-exit notify for the killed task: yes",
+        "delhosts -> 1",
+        "host-delete notify: yes",
+    ] {
+        assert!(stdout.lines().any(|l| l == want), "no {want:?}; {why}");
+    }
+    assert!(
+        stdout.contains("] slave on s0h1: 262144 words"),
+        "the slave's caught output is missing; {why}"
+    );
+    assert!(
+        log.contains("s0h1: agent") && log.contains("found there"),
+        "the agent was not started on s0h1 by srun; {why}"
+    );
+    assert!(
+        stderr.contains("reached by tcp"),
+        "no tcp link named in the master's log; {why}"
+    );
+    let tb_left = |host: &str| {
+        let script = "pgrep -a -f 'remote_host|gwpvm' | grep -v pgrep; \
+                      ls -d /tmp/gwpvm-* 2>/dev/null";
+        let out = tb.exec(host, &["sh", "-c", script]).unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut left = tb_left("s0h1");
+    while !left.is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(200));
+        left = tb_left("s0h1");
+    }
+    assert!(left.is_empty(), "left on s0h1 after halt:\n{left}");
+}
+
 struct StagedDir(PathBuf);
 
 impl StagedDir {
