@@ -279,6 +279,83 @@ fn compress_rejects_hostile_frames() {
     ));
 }
 
+/// A smooth field of doubles (what simulations send): neighbouring values
+/// share sign, exponent and leading mantissa bytes.
+fn smooth_doubles(n: usize) -> Vec<u8> {
+    (0..n / 8)
+        .flat_map(|i| (300.0 + (i as f64 * 0.001).sin() * 20.0).to_le_bytes())
+        .collect()
+}
+
+#[test]
+fn byte_shuffle_inverts_for_every_width_and_length() {
+    let data = incompressible(4096);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for w in [4, 8] {
+        for n in [0, w, 3 * w, 1000, 4096] {
+            let src = &data[..n];
+            super::compress::shuffle(src, w, &mut a);
+            assert_eq!(a.len(), n);
+            if n >= 2 * w {
+                // Byte 0 of element 1 is next to byte 0 of element 0.
+                assert_eq!((a[0], a[1]), (src[0], src[w]), "width {w}, {n} bytes");
+            }
+            super::compress::unshuffle(&a, w, &mut b);
+            assert_eq!(b, src, "width {w}, {n} bytes");
+        }
+    }
+}
+
+#[test]
+fn compress_shuffles_floating_point_arrays_when_it_pays() {
+    let c = Compress::new(4096, 1).unwrap();
+    let msg = smooth_doubles(1 << 20);
+    let plain = zstd::bulk::compress(&msg, 1).unwrap().len();
+    let wire = compress_roundtrip(&c, &msg);
+    assert_eq!(counter(&c, "compress_shuffled"), 1);
+    assert!(
+        wire * 5 < plain * 4,
+        "shuffled {wire} bytes against {plain} plain"
+    );
+    // Text is not shuffled, and still compressed.
+    let w = compress_roundtrip(&c, &compressible(1 << 20));
+    assert!(w * 4 < 1 << 20);
+    assert_eq!(counter(&c, "compress_shuffled"), 1);
+    // A length that is no multiple of 4 is never shuffled.
+    let mut odd = smooth_doubles(1 << 20);
+    odd.push(7);
+    compress_roundtrip(&c, &odd);
+    assert_eq!(counter(&c, "compress_shuffled"), 1);
+}
+
+#[test]
+fn compress_rejects_hostile_shuffled_frames() {
+    let c = Compress::new(4096, 1).unwrap();
+    let mut s = Vec::new();
+    let mut f = smooth_doubles(1 << 17);
+    c.seal(2, &mut f, &mut s).unwrap();
+    assert_eq!(f[f.len() - 2..], [8, 2]);
+    for (at_end, byte) in [(2, 0u8), (2, 3), (2, 255)] {
+        let mut g = f.clone();
+        let i = g.len() - at_end;
+        g[i] = byte;
+        assert!(
+            matches!(c.open(1, &mut g, &mut s), Err(Rejected::Forged(_))),
+            "width {byte}"
+        );
+    }
+    // An announced length that is no whole number of elements.
+    let mut g = f.clone();
+    let at = g.len() - 6;
+    g[at..at + 4].copy_from_slice(&((1u32 << 17) - 3).to_le_bytes());
+    assert!(matches!(
+        c.open(1, &mut g, &mut s),
+        Err(Rejected::Forged(_))
+    ));
+    assert_eq!(c.open(1, &mut f, &mut s), Ok(Opened::Deliver));
+    assert_eq!(f, smooth_doubles(1 << 17));
+}
+
 #[test]
 fn compress_then_encrypt_stack_roundtrips() {
     let (a, b) = session(Cipher::Aes256Gcm, limits());
