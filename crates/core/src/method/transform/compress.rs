@@ -159,7 +159,7 @@ impl Compress {
         let plain = c.compress(sample).map(|o| o.len()).unwrap_or(usize::MAX);
         let mut best = (plain, 0);
         for w in SHUFFLE_WIDTHS {
-            if data.len() % w != 0 {
+            if !data.len().is_multiple_of(w) {
                 continue;
             }
             shuffle(sample, w, buf);
@@ -269,7 +269,7 @@ impl Transform for Compress {
                 if n > MAX_ORIGINAL {
                     return Err(forged(format!("announces {n} bytes")));
                 }
-                if width > 0 && n % width != 0 {
+                if width > 0 && !n.is_multiple_of(width) {
                     return Err(forged(format!("{n} bytes are no {width}-byte elements")));
                 }
                 let start = Instant::now();
