@@ -13,7 +13,7 @@
 //! gcc: skipped by the project's rule otherwise (a failure under CI=true).
 
 use gridwire_testbed::harness::{self, run_with_timeout, Testbed};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -33,20 +33,6 @@ fn ready() -> bool {
         return false;
     }
     true
-}
-
-/// Builds libpvm3.so and gwpvm into this test's target directory and
-/// profile; the directory they are in.
-fn build_pvm() -> PathBuf {
-    let gwpvm = common::build_bin("gridwire-pvm", "gwpvm");
-    let dir = gwpvm.parent().unwrap().to_path_buf();
-    // Building the bin builds the package's library with its crate types.
-    assert!(
-        dir.join("libpvm3.so").is_file(),
-        "no libpvm3.so in {}",
-        dir.display()
-    );
-    dir
 }
 
 /// A directory in /var/tmp, which the hosts see (shared file system; their
@@ -122,37 +108,12 @@ fn pvm_master_adds_a_testbed_host_and_runs_a_slave_there() {
     if !ready() {
         return;
     }
-    let lib = build_pvm();
     let scratch = Scratch(PathBuf::from(format!(
         "/var/tmp/gwpvm-remote-{}",
         std::process::id()
     )));
     std::fs::create_dir_all(&scratch.0).unwrap();
-    for f in ["libpvm3.so", "gwpvm"] {
-        std::fs::copy(lib.join(f), scratch.0.join(f)).unwrap();
-    }
-    let lib = scratch.0.clone();
-    let prog = scratch.0.join("remote_host");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = run_with_timeout(
-        Command::new("gcc")
-            .arg("-Wall")
-            .arg("-I")
-            .arg(root.join("include"))
-            .arg("-o")
-            .arg(&prog)
-            .arg(root.join("crates/pvm/tests/c/remote_host.c"))
-            .arg(format!("-L{}", lib.display()))
-            .arg("-lpvm3")
-            .arg(format!("-Wl,-rpath,{}", lib.display())),
-        Duration::from_secs(60),
-    )
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "gcc remote_host.c: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let prog = common::stage_pvm_program(&scratch.0);
 
     let mut tb = Testbed::up(&["--sites", "1", "--hosts", "2", "--shared-fs"]).unwrap();
     // A compute host's /run is its own: the machines file goes where both see it.
@@ -160,7 +121,7 @@ fn pvm_master_adds_a_testbed_host_and_runs_a_slave_there() {
     std::fs::copy(&tb.machines, &machines).unwrap();
     // The agent binary at a path only s0h0 has (its own /tmp): the
     // coordinator must stage it to s0h1 through the ssh channel.
-    let gwpvm = lib.join("gwpvm");
+    let gwpvm = scratch.0.join("gwpvm");
     tb.exec_ok(
         "s0h0",
         &[

@@ -464,33 +464,7 @@ fn srun_mpi_pmix(slurm: &Slurm, prog: &str, hosts: &BTreeSet<String>) {
 /// its notify, deletes the host; then `gwpvm halt`, and nothing of PVM is
 /// left on s0h1. The same program as crates/testbed/tests/pvm_remote.rs.
 fn pvm_adds_a_slurm_host(tb: &Testbed, slurm: &Slurm, dir: &std::path::Path) {
-    let gwpvm = common::build_bin("gridwire-pvm", "gwpvm");
-    let built = gwpvm.parent().unwrap();
-    for f in ["libpvm3.so", "gwpvm"] {
-        std::fs::copy(built.join(f), dir.join(f))
-            .unwrap_or_else(|e| panic!("copy {f} to {}: {e}", dir.display()));
-    }
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let prog = dir.join("remote_host");
-    let out = run_with_timeout(
-        Command::new("gcc")
-            .arg("-Wall")
-            .arg("-I")
-            .arg(root.join("include"))
-            .arg("-o")
-            .arg(&prog)
-            .arg(root.join("crates/pvm/tests/c/remote_host.c"))
-            .arg(format!("-L{}", dir.display()))
-            .arg("-lpvm3")
-            .arg(format!("-Wl,-rpath,{}", dir.display())),
-        Duration::from_secs(60),
-    )
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "gcc remote_host.c: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let prog = common::stage_pvm_program(dir);
     let machines = dir.join("machines-pvm");
     std::fs::write(&machines, "[site s0] start=slurm\ns0h0\ns0h1\ns0h2\ns0h3\n").unwrap();
     // login's /tmp is the machine's: the virtual machine gets a directory

@@ -137,3 +137,38 @@ pub fn build_bin(package: &str, bin: &str) -> PathBuf {
     );
     profile_dir.join(bin)
 }
+
+/// Copies libpvm3.so and gwpvm (built into this test's target directory)
+/// into `dir`, which the hosts see, and builds the PVM program
+/// `crates/pvm/tests/c/remote_host.c` there against them (rpath `dir`);
+/// the program's path.
+pub fn stage_pvm_program(dir: &Path) -> PathBuf {
+    let gwpvm = build_bin("gridwire-pvm", "gwpvm");
+    let built = gwpvm.parent().unwrap();
+    for f in ["libpvm3.so", "gwpvm"] {
+        std::fs::copy(built.join(f), dir.join(f))
+            .unwrap_or_else(|e| panic!("copy {f} to {}: {e}", dir.display()));
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let prog = dir.join("remote_host");
+    let out = run_with_timeout(
+        Command::new("gcc")
+            .arg("-Wall")
+            .arg("-I")
+            .arg(root.join("include"))
+            .arg("-o")
+            .arg(&prog)
+            .arg(root.join("crates/pvm/tests/c/remote_host.c"))
+            .arg(format!("-L{}", dir.display()))
+            .arg("-lpvm3")
+            .arg(format!("-Wl,-rpath,{}", dir.display())),
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "gcc remote_host.c: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    prog
+}
