@@ -18,6 +18,8 @@ use crate::hostmap::{map_ranks, MapBy};
 use crate::machines::{is_this_machine, Machines, StartKind};
 use crate::sys::{self, say};
 
+mod spawn;
+
 /// Exit status on `--timeout` (as `timeout(1)`).
 pub const EXIT_TIMEOUT: i32 = 124;
 /// After the first failure, how long the front end waits for every host
@@ -119,6 +121,8 @@ struct FrontEnd {
     /// Forwarding our stdin to rank 0: still open, and bytes in flight.
     stdin_open: bool,
     stdin_in_flight: u64,
+    /// Worlds spawned into the job (frontend/spawn.rs).
+    spawns: spawn::Spawns,
 }
 
 /// Runs a grid job; returns gwrun's exit status.
@@ -157,6 +161,7 @@ pub fn run(spec: GridSpec) -> i32 {
         suspects: Vec::new(),
         stdin_open: false,
         stdin_in_flight: 0,
+        spawns: spawn::Spawns::new(&plan, &spec.machines),
         rank_host: {
             let mut v = vec![0; plan.n];
             for (h, host) in plan.hosts.iter().enumerate() {
@@ -385,6 +390,7 @@ fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
         // reading it would compete with the shell.
         // SAFETY: isatty and fcntl only inspect descriptor 0.
         stdin: unsafe { libc::isatty(0) == 0 && libc::fcntl(0, libc::F_GETFD) >= 0 },
+        capacity: crate::server::job_capacity(spec.n)?,
     };
     let mut plan = plan;
     plan.kvsname = format!("kvs_{}", plan.job_id);
@@ -485,7 +491,7 @@ impl FrontEnd {
             .map(|(i, _)| i);
         let Some(ci) = cause else { return };
         let c = &self.failures[ci];
-        let tail = if self.exited < self.plan.n {
+        let tail = if !self.all_exited() {
             "; terminating the job"
         } else {
             ""
@@ -664,7 +670,7 @@ impl FrontEnd {
                 .collect();
             self.suspects.retain(|s| s.1 > now);
             for r in due {
-                if self.exited < self.plan.n {
+                if !self.all_exited() {
                     let label = self.rank_label(r);
                     self.fail(format!("{label} exited with status 0 without calling PMI finalize while other ranks were still running"), FailKind::Exit, 1);
                 }
@@ -716,7 +722,7 @@ impl FrontEnd {
     /// or describe other sites' ranks).
     fn speaks_for(&self, i: usize, rank: usize) -> bool {
         let site = |h: usize| self.plan.hosts.get(h).map(|x| x.site);
-        rank < self.plan.n && site(self.host_of_rank(rank)) == site(self.links[i].host)
+        rank < self.ranks.len() && site(self.host_of_rank(rank)) == site(self.links[i].host)
     }
 
     fn handle_msg(&mut self, i: usize, m: Msg) {
@@ -733,6 +739,19 @@ impl FrontEnd {
         }
         match m {
             Msg::Ping => {}
+            Msg::SpawnRequest {
+                rank,
+                programs,
+                preput,
+            } => self.spawn_request(i, rank, programs, preput),
+            Msg::WorldTrouble { world, host, msg } => self.world_trouble(i, world, host, msg),
+            Msg::Fence {
+                epoch,
+                ranks,
+                pairs,
+                world,
+                ..
+            } if world != 0 => self.world_fence(i, world, epoch, ranks, pairs),
             Msg::StdinAck { bytes } => {
                 self.stdin_in_flight = self.stdin_in_flight.saturating_sub(bytes);
             }
@@ -764,6 +783,7 @@ impl FrontEnd {
                 ranks,
                 pairs,
                 local,
+                ..
             } => {
                 if epoch != self.epoch || self.fence.0.saturating_add(ranks) > n {
                     self.links[i].lose(format!("bad fence {epoch} with {ranks} ranks"));
@@ -793,6 +813,7 @@ impl FrontEnd {
                         l.channel.send_msg(Msg::Kvs {
                             epoch,
                             pairs: pairs.clone(),
+                            world: 0,
                         });
                     }
                     self.fence.0 = 0;
@@ -815,6 +836,9 @@ impl FrontEnd {
                 st.exited = true;
                 st.finalized = finalized;
                 self.exited += 1;
+                if rank >= n && self.spawned_exit(rank, code, signal) {
+                    return;
+                }
                 let label = self.rank_label(rank);
                 match (code, signal) {
                     (_, Some(s)) => {
@@ -839,7 +863,7 @@ impl FrontEnd {
                 }
             }
             Msg::Abort { rank, code, msg } => {
-                let label = self.rank_label(rank.min(n.saturating_sub(1)));
+                let label = self.rank_label(rank.min(self.ranks.len().saturating_sub(1)));
                 let m = if msg.is_empty() {
                     String::new()
                 } else {
@@ -1002,10 +1026,11 @@ impl FrontEnd {
                 .collect();
             say(&crate::stats::render(&m, &placement.join("; ")).join("\n"));
         }
-        if self.exited < self.plan.n && self.outcome.is_none() {
+        if !self.all_exited() && self.outcome.is_none() {
             say(&format!(
                 "only {} of {} ranks reported their exit",
-                self.exited, self.plan.n
+                self.exited,
+                self.ranks.len()
             ));
             return 1;
         }
