@@ -7,7 +7,8 @@
  * communicator, disconnect. A second spawn puts both children on the
  * host the `host` info key names, and a spawn of a missing program is
  * MPI_ERR_SPAWN at every parent. Prints, at parent rank 0,
- * "CHILD <i> HOST <name>" lines and "PASS spawn_grid". */
+ * "CHILD <i> HOST <name>" and "PINNED <i> HOST <name>" lines and
+ * "PASS spawn_grid"; each child prints "SPAWNED <rank> OF <size> ON <host>". */
 #include "check.h"
 #include <stdint.h>
 #include <string.h>
@@ -79,6 +80,9 @@ static int child(MPI_Comm parent) {
     const char *h = getenv("GW_HOST_NAME");
     snprintf(host, NAME, "%s", h ? h : "?");
     MPI_Send(host, NAME, MPI_CHAR, 0, 9, parent);
+    /* The launcher forwards a spawned process's output like a rank's. */
+    printf("SPAWNED %d OF %d ON %s\n", rank, size, host);
+    fflush(stdout);
     exchange(parent, 0);
     merge_and_reduce(parent, 1, psize + size);
     MPI_Comm_disconnect(&parent);

@@ -463,27 +463,29 @@ impl Mpi {
         if tag != "gwjoin" {
             return Err(bad());
         }
-        if job != self.ctx().job_id() || fp != self.ctx().secret_fingerprint() {
-            return Err(err(
-                class::ARG,
-                "MPI_Comm_join: the other process belongs to another job (not supported, docs/mpi.md)",
-            ));
-        }
         let id: u32 = id.parse().map_err(|_| bad())?;
         let proposal: u32 = proposal.parse().map_err(|_| bad())?;
+        let mine = self.next_ctx.load(std::sync::atomic::Ordering::Acquire);
+        let ctx = Self::agree_ctx(mine, proposal)?;
+        if job != self.ctx().job_id() || fp != self.ctx().secret_fingerprint() {
+            // Another job (ports_jobs.rs): the smaller (job, id) listens.
+            let mine = (self.ctx().job_id(), self.me());
+            if mine == (job, id) {
+                return Err(bad());
+            }
+            return self.join_foreign(fd, mine < (job, id), ctx);
+        }
         if id == self.me() || id >= self.ctx().capacity() {
             return Err(bad());
         }
-        let mine = self.next_ctx.load(std::sync::atomic::Ordering::Acquire);
-        let ctx = Self::agree_ctx(mine, proposal)?;
         self.reserve_ctx(ctx, INTER_CTX_IDS);
         Ok(self.new_inter_from(ctx, Group::new(vec![self.me()]), Group::new(vec![id]), 0))
     }
 }
 
 /// Writes `line` to the socket `fd` and reads the other side's line
-/// (at most 256 bytes, 60 s).
-fn swap_line(fd: i32, line: &str) -> Result<String> {
+/// (at most 4096 bytes, 60 s).
+pub(crate) fn swap_line(fd: i32, line: &str) -> Result<String> {
     use std::io::{Read, Write};
     use std::os::fd::FromRawFd;
     if fd < 0 {
@@ -501,7 +503,7 @@ fn swap_line(fd: i32, line: &str) -> Result<String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut b = [0u8; 1];
     while !got.ends_with(b"\n") {
-        if got.len() > 256 || Instant::now() > deadline {
+        if got.len() > 4096 || Instant::now() > deadline {
             return Err(err(
                 class::ARG,
                 "MPI_Comm_join: the other side sent no answer line",

@@ -104,6 +104,24 @@ fn spawn_across_hosts_of_a_grid_job() {
             "two children on {h}: {child_hosts:?}"
         );
     }
+    // The children's own output came through the proxies.
+    let mut said: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("SPAWNED "))
+        .collect();
+    said.sort_unstable();
+    assert_eq!(
+        said,
+        [
+            "SPAWNED 0 OF 2 ON s0h1",
+            "SPAWNED 0 OF 4 ON s0h0",
+            "SPAWNED 1 OF 2 ON s0h1",
+            "SPAWNED 1 OF 4 ON s0h1",
+            "SPAWNED 2 OF 4 ON s0h0",
+            "SPAWNED 3 OF 4 ON s0h1"
+        ],
+        "{stdout}"
+    );
     // The `host` key: the last parent's host.
     let pinned = stdout.lines().filter(|l| l.starts_with("PINNED ")).count();
     assert_eq!(pinned, 2, "{stdout}");

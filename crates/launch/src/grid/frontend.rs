@@ -745,6 +745,7 @@ impl FrontEnd {
                 preput,
             } => self.spawn_request(i, rank, programs, preput),
             Msg::WorldTrouble { world, host, msg } => self.world_trouble(i, world, host, msg),
+            Msg::WorldKnown { world, host } => self.world_known(i, world, host),
             Msg::Fence {
                 epoch,
                 ranks,
@@ -886,6 +887,7 @@ impl FrontEnd {
                 if let Some(d) = self.host_done.get_mut(host) {
                     *d = true;
                 }
+                self.check_worlds_known();
                 if self.links[i].host == host {
                     self.links[i].done = true;
                     self.links[i].channel.close();

@@ -111,6 +111,11 @@ pub enum Msg {
         host: usize,
         msg: String,
     },
+    /// Up: `host` holds the pairs of spawned world `world`'s first fence.
+    WorldKnown { world: usize, host: usize },
+    /// Down, to every proxy: every host holds them (so any process finds
+    /// the new ones): the parent's spawn is answered.
+    WorldReady { world: usize },
     /// Down, to every proxy: the spawn of `world` failed (`msg`): its
     /// processes are killed, its parent is answered with the failure.
     WorldFailed { world: usize, msg: String },
@@ -658,6 +663,37 @@ mod tests {
         let mut q = p;
         q.job_id = "../x".into();
         assert!(q.check().is_err());
+    }
+
+    #[test]
+    fn world_plans_are_checked() {
+        let p = sample_plan();
+        let w = WorldPlan {
+            world: 1,
+            parent: 0,
+            first: 3,
+            programs: vec![SpawnProgram {
+                command: "p".into(),
+                args: vec![],
+                maxprocs: 2,
+                info: vec![],
+            }],
+            procs: vec![(0, 0), (1, 0)],
+            parent_info: String::new(),
+        };
+        w.check(&p).unwrap();
+        let mut q = w.clone();
+        q.first = 9;
+        assert!(q.check(&p).is_err(), "beyond the capacity");
+        let mut q = w.clone();
+        q.procs[1].0 = 2;
+        assert!(q.check(&p).is_err(), "unknown host");
+        let mut q = w.clone();
+        q.procs[0].1 = 1;
+        assert!(q.check(&p).is_err(), "unknown program");
+        let mut q = w;
+        q.world = 0;
+        assert!(q.check(&p).is_err(), "world 0 is the first");
     }
 
     #[test]

@@ -161,18 +161,24 @@ impl Server {
     }
 
     /// Ends world `world`'s barrier on a partial server (its fence came
-    /// back from the front end): its ranks served here are released, and
-    /// a spawned world's first fence answers its parent's spawn.
+    /// back from the front end): its ranks served here are released.
     pub fn release_world_barrier(&mut self, world: usize) -> Output {
         let mut out = Output::default();
-        let ids = self.world_ids(world);
-        for r in ids.clone() {
+        for r in self.world_ids(world) {
             if self.served[r] && self.in_barrier[r] {
                 out.replies.push((r, self.barrier_release(r)));
             }
             self.in_barrier[r] = false;
         }
-        if !ids.is_empty() {
+        out
+    }
+
+    /// (Partial servers) every host knows spawned world `world`'s
+    /// descriptors: its parent's spawn is answered (once).
+    pub fn spawned_world_ready(&mut self, world: usize) -> Output {
+        let mut out = Output::default();
+        let ids = self.world_ids(world);
+        if world != 0 && !ids.is_empty() {
             self.world_ready(ids.start, &mut out);
         }
         out
@@ -437,6 +443,40 @@ mod tests {
         // The first world's barrier is unaffected.
         assert!(feed(&mut s, 0, "cmd=barrier_in\n").replies.is_empty());
         assert_eq!(feed(&mut s, 1, "cmd=barrier_in\n").replies.len(), 2);
+    }
+
+    /// A proxy's server (`gwrun -f`): a spawned world the front end
+    /// placed fences on its own; its first fence answers the parent.
+    #[test]
+    fn partial_server_fences_a_spawned_world_apart() {
+        // This host serves rank 1 of the first world and id 3 of a world
+        // of ids 2..4 spawned by rank 1.
+        let mut s = Server::new_partial(2, "k".into(), String::new(), &[1]);
+        s.set_capacity(8);
+        assert!(s.add_world_partial(1, 3, 2, &[3]).is_err(), "not the next id");
+        assert_eq!(s.add_world_partial(1, 2, 2, &[3]), Ok(1));
+        assert_eq!(s.world_of(3), 1);
+        feed(&mut s, 3, "cmd=put kvsname=k key=c value=3\n");
+        feed(&mut s, 1, "cmd=put kvsname=k key=p value=1\n");
+        let out = feed(&mut s, 3, "cmd=barrier_in\n");
+        assert_eq!(out.notices, vec![Notice::BarrierReady { world: 1 }]);
+        assert_eq!(s.take_fresh_of(1), vec![("c".to_string(), "3".to_string())]);
+        // The first world's barrier is its own.
+        let out = feed(&mut s, 1, "cmd=barrier_in\n");
+        assert_eq!(out.notices, vec![Notice::BarrierReady { world: 0 }]);
+        assert_eq!(s.take_fresh_of(0), vec![("p".to_string(), "1".to_string())]);
+        let out = s.release_world_barrier(1);
+        let to: Vec<usize> = out.replies.iter().map(|r| r.0).collect();
+        assert_eq!(to, vec![3], "the child's release, not yet the parent's answer");
+        let out = s.spawned_world_ready(1);
+        assert_eq!(out.replies.len(), 1);
+        assert_eq!(out.replies[0].0, 1);
+        assert!(out.replies[0].1.contains("rc=0") && out.replies[0].1.contains("gw_base=2"));
+        // Rank 1 is still in the first world's barrier; the spawn is
+        // answered once.
+        assert!(s.release_world_barrier(1).replies.is_empty());
+        assert!(s.spawned_world_ready(1).replies.is_empty());
+        assert_eq!(s.release_barrier().replies.len(), 1);
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //! round-robin — gives them the next free ids (up to the job's capacity),
 //! and sends the world to every proxy. It completes the world's fences
 //! (each world fences on its own) and sends their puts to every host, so
-//! any process finds any other's descriptors; the first one answers the
-//! parent (its proxy's PMI server does). A process that cannot start, or
+//! any process finds any other's descriptors. Once every host reports it
+//! holds the pairs of the first one, the parent is answered (its proxy's
+//! PMI server does): the parents learn of the children through their
+//! root, not through PMI, so their proxies must know them first. A process that cannot start, or
 //! exits before that first fence, fails the spawn: every proxy kills the
 //! world's processes and the parent gets the refusal (`MPI_ERR_SPAWN`);
 //! the job goes on.
@@ -33,6 +35,8 @@ struct WorldState {
     failed: bool,
     fence: (usize, Vec<(String, String)>),
     epoch: u64,
+    /// After its first fence: the hosts that hold its pairs.
+    known: Option<Vec<bool>>,
 }
 
 impl Spawns {
@@ -111,6 +115,7 @@ impl FrontEnd {
                     failed: false,
                     fence: (0, Vec::new()),
                     epoch: 0,
+                    known: None,
                 });
                 self.broadcast(Msg::World(Box::new(w)));
             }
@@ -210,6 +215,45 @@ impl FrontEnd {
         Ok(w)
     }
 
+    /// `host` holds the pairs of `world`'s first fence.
+    pub(super) fn world_known(&mut self, i: usize, world: usize, host: usize) {
+        let same_site = self.plan.hosts.get(host).map(|h| h.site)
+            == self.plan.hosts.get(self.links[i].host).map(|h| h.site);
+        let Some(ws) = world.checked_sub(1).and_then(|w| self.spawns.worlds.get_mut(w)) else {
+            self.links[i].lose(format!("news of unknown spawned world {world}"));
+            return;
+        };
+        if !same_site {
+            self.links[i].lose(format!("spoke for host {host}, not in its site"));
+            return;
+        }
+        if let Some(k) = ws.known.as_mut().and_then(|k| k.get_mut(host)) {
+            *k = true;
+        }
+        self.check_worlds_known();
+    }
+
+    /// Spawned worlds whose first fence every running host now holds:
+    /// their parents are answered, and from now on their failures are
+    /// the job's.
+    pub(super) fn check_worlds_known(&mut self) {
+        let mut ready = Vec::new();
+        for (w, ws) in self.spawns.worlds.iter_mut().enumerate() {
+            let Some(known) = &ws.known else { continue };
+            if !ws.pending || ws.failed {
+                continue;
+            }
+            if known.iter().zip(&self.host_done).all(|(k, d)| *k || *d) {
+                ws.pending = false;
+                ws.known = None;
+                ready.push(w + 1);
+            }
+        }
+        for world in ready {
+            self.broadcast(Msg::WorldReady { world });
+        }
+    }
+
     /// A host could not start a process of `world`.
     pub(super) fn world_trouble(&mut self, i: usize, world: usize, host: usize, msg: String) {
         let same_site = self.plan.hosts.get(host).map(|h| h.site)
@@ -300,7 +344,9 @@ impl FrontEnd {
         let pairs = std::mem::take(&mut ws.fence.1);
         ws.fence.0 = 0;
         ws.epoch += 1;
-        ws.pending = false;
+        if epoch == 0 {
+            ws.known = Some(vec![false; self.plan.hosts.len()]);
+        }
         for (k, v) in &pairs {
             self.kvs.insert(k.clone(), v.clone());
         }

@@ -6,8 +6,9 @@
 //! the hosts it names fork their processes — the staged program of the
 //! first world when the spawn names that program, else the program found
 //! on the host — and the world fences on its own, always through the
-//! front end, so its puts reach every host. The first fence of the world
-//! answers the parent (its proxy's server sends `spawn_result`); a world
+//! front end, so its puts reach every host. Once every host holds the
+//! pairs of the world's first fence, the parent is answered (its proxy's
+//! server sends `spawn_result`); a world
 //! that fails (a program that cannot start, a process that dies before its
 //! first fence) is killed on every host and its parent told.
 
@@ -325,6 +326,22 @@ impl Proxy {
         wf.sent = false;
         wf.below_in = (0, Vec::new());
         let out = self.server.release_world_barrier(world);
+        self.deliver(out.replies);
+        if epoch == 0 {
+            // The parents learn of the new processes through their root,
+            // not through PMI: they may look them up only once every host
+            // holds their descriptors (the front end counts these).
+            self.up.send_msg(Msg::WorldKnown {
+                world,
+                host: self.hello.host,
+            });
+        }
+    }
+
+    /// Every host holds `world`'s descriptors: answer its parent here.
+    pub(super) fn spawned_world_ready(&mut self, world: usize) {
+        self.pass_down(&Msg::WorldReady { world });
+        let out = self.server.spawned_world_ready(world);
         self.deliver(out.replies);
     }
 }
