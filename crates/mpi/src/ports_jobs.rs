@@ -560,21 +560,32 @@ impl Mpi {
                 "no room for more processes of other jobs (GW_FOREIGN_PEERS)",
             ));
         }
-        let join_err = |e: crate::error::MpiError| err(class::ARG, format!("MPI_Comm_join: {}", e.msg));
+        let join_err =
+            |e: crate::error::MpiError| err(class::ARG, format!("MPI_Comm_join: {}", e.msg));
         if accepts {
             let (listener, addrs) = listen().map_err(join_err)?;
             let mut key = [0u8; 32];
             for half in key.chunks_mut(NONCE_LEN) {
-                half.copy_from_slice(&auth::try_nonce().map_err(io_err("random key")).map_err(join_err)?);
+                half.copy_from_slice(
+                    &auth::try_nonce()
+                        .map_err(io_err("random key"))
+                        .map_err(join_err)?,
+                );
             }
             let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
             super::ports::swap_line(fd, &format!("gwjoinx {addrs} {hex}\n"))?;
             NEXT_ALIAS.fetch_max(alias + 1, Ordering::AcqRel);
-            self.mesh_accept(&listener, 0, alias, 1, &key).map_err(join_err)?;
+            self.mesh_accept(&listener, 0, alias, 1, &key)
+                .map_err(join_err)?;
         } else {
             let theirs = super::ports::swap_line(fd, "gwjoinx - -\n")?;
             let v: Vec<&str> = theirs.split_whitespace().collect();
-            let bad = || err(class::ARG, "MPI_Comm_join: the other job's answer is malformed");
+            let bad = || {
+                err(
+                    class::ARG,
+                    "MPI_Comm_join: the other job's answer is malformed",
+                )
+            };
             let [tag, addrs, hex] = v[..] else {
                 return Err(bad());
             };
@@ -597,12 +608,7 @@ impl Mpi {
                 .map_err(|e| err(class::ARG, format!("MPI_Comm_join: {e}")))?;
         }
         self.reserve_ctx(ctx, INTER_CTX_IDS);
-        Ok(self.new_inter_from(
-            ctx,
-            Group::new(vec![self.me()]),
-            Group::new(vec![alias]),
-            0,
-        ))
+        Ok(self.new_inter_from(ctx, Group::new(vec![self.me()]), Group::new(vec![alias]), 0))
     }
 }
 

@@ -151,7 +151,9 @@ impl Server {
             ));
         }
         if parent >= self.size {
-            return Err(format!("a spawned world's parent {parent} is not a process"));
+            return Err(format!(
+                "a spawned world's parent {parent} is not a process"
+            ));
         }
         self.add_world(parent, count)?;
         for r in first..first + count {
@@ -453,7 +455,10 @@ mod tests {
         // of ids 2..4 spawned by rank 1.
         let mut s = Server::new_partial(2, "k".into(), String::new(), &[1]);
         s.set_capacity(8);
-        assert!(s.add_world_partial(1, 3, 2, &[3]).is_err(), "not the next id");
+        assert!(
+            s.add_world_partial(1, 3, 2, &[3]).is_err(),
+            "not the next id"
+        );
         assert_eq!(s.add_world_partial(1, 2, 2, &[3]), Ok(1));
         assert_eq!(s.world_of(3), 1);
         feed(&mut s, 3, "cmd=put kvsname=k key=c value=3\n");
@@ -467,7 +472,11 @@ mod tests {
         assert_eq!(s.take_fresh_of(0), vec![("p".to_string(), "1".to_string())]);
         let out = s.release_world_barrier(1);
         let to: Vec<usize> = out.replies.iter().map(|r| r.0).collect();
-        assert_eq!(to, vec![3], "the child's release, not yet the parent's answer");
+        assert_eq!(
+            to,
+            vec![3],
+            "the child's release, not yet the parent's answer"
+        );
         let out = s.spawned_world_ready(1);
         assert_eq!(out.replies.len(), 1);
         assert_eq!(out.replies[0].0, 1);

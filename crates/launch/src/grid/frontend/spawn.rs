@@ -219,7 +219,10 @@ impl FrontEnd {
     pub(super) fn world_known(&mut self, i: usize, world: usize, host: usize) {
         let same_site = self.plan.hosts.get(host).map(|h| h.site)
             == self.plan.hosts.get(self.links[i].host).map(|h| h.site);
-        let Some(ws) = world.checked_sub(1).and_then(|w| self.spawns.worlds.get_mut(w)) else {
+        let Some(ws) = world
+            .checked_sub(1)
+            .and_then(|w| self.spawns.worlds.get_mut(w))
+        else {
             self.links[i].lose(format!("news of unknown spawned world {world}"));
             return;
         };
@@ -270,7 +273,10 @@ impl FrontEnd {
     /// the parent is answered. After its first fence, a world's failures
     /// are the job's.
     fn fail_world(&mut self, world: usize, msg: String) {
-        let Some(ws) = world.checked_sub(1).and_then(|w| self.spawns.worlds.get_mut(w)) else {
+        let Some(ws) = world
+            .checked_sub(1)
+            .and_then(|w| self.spawns.worlds.get_mut(w))
+        else {
             return;
         };
         if ws.failed {
@@ -323,7 +329,10 @@ impl FrontEnd {
         ranks: usize,
         pairs: Vec<(String, String)>,
     ) {
-        let Some(ws) = world.checked_sub(1).and_then(|w| self.spawns.worlds.get_mut(w)) else {
+        let Some(ws) = world
+            .checked_sub(1)
+            .and_then(|w| self.spawns.worlds.get_mut(w))
+        else {
             self.links[i].lose(format!("fence of unknown spawned world {world}"));
             return;
         };

@@ -200,7 +200,9 @@ impl Proxy {
                     world,
                 }) if world != 0 => self.complete_world_fence(world, epoch, pairs),
                 Frame::Msg(Msg::World(w)) => self.add_spawned_world(*w),
-                Frame::Msg(Msg::WorldFailed { world, msg }) => self.spawned_world_failed(world, msg),
+                Frame::Msg(Msg::WorldFailed { world, msg }) => {
+                    self.spawned_world_failed(world, msg)
+                }
                 Frame::Msg(Msg::WorldReady { world }) => self.spawned_world_ready(world),
                 Frame::Msg(Msg::SpawnRefused { rank, msg }) => self.spawn_refused(rank, msg),
                 Frame::Msg(Msg::Kvs { epoch, pairs, .. }) => {

@@ -308,9 +308,7 @@ impl Proxy {
                     }
                     Notice::BarrierReady { world } => self.world_barrier_ready(world),
                     // The front end places the new processes (proxy/spawn.rs).
-                    Notice::Spawn { rank, apps, preput } => {
-                        self.request_spawn(rank, apps, preput)
-                    }
+                    Notice::Spawn { rank, apps, preput } => self.request_spawn(rank, apps, preput),
                 }
             }
         }
