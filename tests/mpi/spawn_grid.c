@@ -8,7 +8,8 @@
  * host the `host` info key names, and a spawn of a missing program is
  * MPI_ERR_SPAWN at every parent. Prints, at parent rank 0,
  * "CHILD <i> HOST <name>" and "PINNED <i> HOST <name>" lines and
- * "PASS spawn_grid"; each child prints "SPAWNED <rank> OF <size> ON <host>". */
+ * "PASS spawn_grid"; each child prints "SPAWNED <rank> OF <size> ON <host>".
+ * With the argument `once` (under mpiexec.mpich) only the first spawn. */
 #include "check.h"
 #include <stdint.h>
 #include <string.h>
@@ -121,7 +122,11 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm parent;
     MPI_Comm_get_parent(&parent);
-    if (argc > 1) return child(parent);
+    if (argc > 1 && strcmp(argv[1], "child") == 0) {
+        CHECK(parent != MPI_COMM_NULL, "a spawned process has a parent");
+        return child(parent);
+    }
+    CHECK(parent == MPI_COMM_NULL, "a process the launcher started has no parent");
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -129,6 +134,12 @@ int main(int argc, char **argv) {
     spawn_and_talk(argv[0], 4, NULL, names);
     if (rank == 0)
         for (int c = 0; c < 4; c++) printf("CHILD %d HOST %s\n", c, names[c]);
+    if (argc > 1 && strcmp(argv[1], "once") == 0) {
+        /* Under another launcher (Hydra): the first spawn only. */
+        PASS("spawn_grid once");
+        MPI_Finalize();
+        return 0;
+    }
     /* Both children on the host of the last parent. */
     char last[NAME] = {0};
     const char *h = getenv("GW_HOST_NAME");
