@@ -9,7 +9,8 @@
  * MPI_ERR_SPAWN at every parent. Prints, at parent rank 0,
  * "CHILD <i> HOST <name>" and "PINNED <i> HOST <name>" lines and
  * "PASS spawn_grid"; each child prints "SPAWNED <rank> OF <size> ON <host>".
- * With the argument `once` (under mpiexec.mpich) only the first spawn. */
+ * With the argument `once` (under mpiexec.mpich) only the first spawn;
+ * with `missing`, only a spawn of a missing program (MPI_ERR_SPAWN). */
 #include "check.h"
 #include <stdint.h>
 #include <string.h>
@@ -130,6 +131,18 @@ int main(int argc, char **argv) {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc > 1 && strcmp(argv[1], "missing") == 0) {
+        /* Under Hydra: a program that cannot start never connects. */
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Comm ic = MPI_COMM_WORLD;
+        int cls, rc = MPI_Comm_spawn("/nonexistent/gridwire-prog", MPI_ARGV_NULL, 1, MPI_INFO_NULL,
+                                     0, MPI_COMM_WORLD, &ic, MPI_ERRCODES_IGNORE);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_SPAWN && ic == MPI_COMM_NULL, "missing program: class %d", cls);
+        PASS("spawn_grid missing");
+        MPI_Finalize();
+        return 0;
+    }
     char names[4][NAME];
     spawn_and_talk(argv[0], 4, NULL, names);
     if (rank == 0)

@@ -657,7 +657,8 @@ fn gwcc_links_ours_before_other_library_dirs() {
 /// (`mpiexec.mpich` serves PMI-1 `mcmd=spawn`): the children are a job of
 /// their own and connect to the parents' port, which Hydra puts into their
 /// key-value space; checksummed messages both ways, merge, allreduce
-/// (`tests/mpi/spawn_grid.c once`), with 1 and 2 parents.
+/// (`tests/mpi/spawn_grid.c once`), with 1 and 2 parents; a missing
+/// program is `MPI_ERR_SPAWN` (`missing`).
 #[test]
 fn spawn_under_hydra() {
     let run = "mpiexec.mpich";
@@ -684,6 +685,22 @@ fn spawn_under_hydra() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // A program Hydra cannot start never connects: MPI_ERR_SPAWN after
+    // GW_MPI_CONNECT_TIMEOUT (Hydra itself says "execvp error").
+    let out = Command::new("timeout")
+        .args(["60", run, "-n", "2", "-genv", "GW_MPI_CONNECT_TIMEOUT", "3"])
+        .arg(&exe)
+        .arg("missing")
+        .env_remove("GW_WORLD")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let so = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        so.contains("PASS spawn_grid missing"),
+        "a missing program under Hydra:\n{so}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The same sources build with MPICH's compiler and pass under its launcher

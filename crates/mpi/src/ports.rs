@@ -241,10 +241,22 @@ impl Mpi {
 
     /// `MPI_Comm_accept` on the port `name` (meaningful at `root`).
     pub fn accept(&self, name: &str, root: i32, comm: &Comm) -> Result<Arc<Comm>> {
+        self.accept_until(name, root, comm, None)
+    }
+
+    /// [`Mpi::accept`], giving up at `deadline` (at the root) with
+    /// `MPI_ERR_PORT` (a spawn under Hydra whose children never come).
+    pub(crate) fn accept_until(
+        &self,
+        name: &str,
+        root: i32,
+        comm: &Comm,
+        deadline: Option<Instant>,
+    ) -> Result<Arc<Comm>> {
         let at_root = Self::check_root(comm, root)?;
         let proposal = self.ctx_proposal(comm)?;
         let mut pending = None;
-        let mine = at_root.then(|| self.accept_root(name, comm, proposal, &mut pending));
+        let mine = at_root.then(|| self.accept_root(name, comm, proposal, &mut pending, deadline));
         // Whether a process of another job came: [1] or [0].
         let mut kind = [u32::from(pending.is_some())];
         self.bcast(comm, &u32_buf(&mut kind), root)?;
@@ -264,6 +276,7 @@ impl Mpi {
         comm: &Comm,
         proposal: u32,
         foreign: &mut Option<crate::ports_jobs::Pending>,
+        deadline: Option<Instant>,
     ) -> Result<(u32, Vec<u32>)> {
         let p = PortName::parse(name)?;
         let (token, listener) = match ports().open.get(&p.serial) {
@@ -303,9 +316,15 @@ impl Mpi {
                     }
                 }
                 got = self.iprobe(&jc, crate::ANY_SOURCE, tag).ok().flatten();
-                got.is_some()
+                got.is_some() || deadline.is_some_and(|d| Instant::now() >= d)
             });
             let Some(st) = got else {
+                if foreign.is_none() && deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Err(err(
+                        class::PORT,
+                        format!("nobody connected to port {name:?} in time"),
+                    ));
+                }
                 return Ok((0, Vec::new()));
             };
             let words = (st.bytes / 4).min(6 + MAX_MEMBERS);

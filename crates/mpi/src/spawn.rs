@@ -195,7 +195,10 @@ impl Mpi {
         *asked = result[2];
         if result[0] == 2 {
             let name = port.clone().unwrap_or_default();
-            let ic = self.accept(&name, root, comm);
+            // Hydra says "started" before the children run; a program
+            // that cannot start never connects.
+            let deadline = std::time::Instant::now() + crate::ports_jobs::timeout();
+            let ic = self.accept_until(&name, root, comm, Some(deadline));
             if let Some(p) = port {
                 let _ = self.close_port(&p);
             }
