@@ -5,8 +5,9 @@
  * and a 1 MiB message whose checksum the child checks, and every child
  * answers every parent likewise; then merge, allreduce over the merged
  * communicator, disconnect. A second spawn puts both children on the
- * host the `host` info key names, and a spawn of a missing program is
- * MPI_ERR_SPAWN at every parent. Prints, at parent rank 0,
+ * host the `host` info key names, and a spawn of a missing program, or of
+ * one that exits before it initialises (`true`), is MPI_ERR_SPAWN at
+ * every parent. Prints, at parent rank 0,
  * "CHILD <i> HOST <name>" and "PINNED <i> HOST <name>" lines and
  * "PASS spawn_grid"; each child prints "SPAWNED <rank> OF <size> ON <host>".
  * With the argument `once` (under mpiexec.mpich) only the first spawn;
@@ -174,6 +175,14 @@ int main(int argc, char **argv) {
     CHECK(cls == MPI_ERR_SPAWN, "missing program: class %d", cls);
     CHECK(ic == MPI_COMM_NULL, "no intercommunicator on failure");
     CHECK(bad[0] == MPI_ERR_SPAWN && bad[1] == MPI_ERR_SPAWN, "codes %d %d", bad[0], bad[1]);
+    /* A program that starts but exits before it initialises (found in
+     * PATH on its host): MPI_ERR_SPAWN too, and the job goes on. */
+    ic = MPI_COMM_WORLD;
+    rc = MPI_Comm_spawn("true", MPI_ARGV_NULL, 2, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &ic,
+                        MPI_ERRCODES_IGNORE);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_SPAWN && ic == MPI_COMM_NULL, "a program that exits at once: class %d", cls);
+    MPI_Barrier(MPI_COMM_WORLD);
     fflush(stdout);
     PASS("spawn_grid");
     MPI_Finalize();

@@ -5,7 +5,8 @@
 //! parents and children exchange checksummed short and 1 MiB messages
 //! over the intercommunicator, merge it and allreduce; a spawn with the
 //! `host` info key puts both children on the named host; a missing
-//! program is `MPI_ERR_SPAWN` at every parent. Asserted besides: the
+//! program, and one that exits before it initialises, are
+//! `MPI_ERR_SPAWN` at every parent and the job goes on. Asserted besides: the
 //! children's output comes through, and nothing of the job is left on
 //! either host. Needs root and sshd: skipped by the project's rule
 //! otherwise (a failure under CI=true).

@@ -307,7 +307,9 @@ impl FrontEnd {
         if ws.failed {
             return true;
         }
-        if !ws.pending {
+        // Past its first fence (even before every host said it knows the
+        // world) a process may well have finished: its exit counts as any.
+        if !ws.pending || ws.known.is_some() {
             return false;
         }
         let how = match (code, signal) {
