@@ -653,6 +653,56 @@ fn gwcc_links_ours_before_other_library_dirs() {
     );
 }
 
+/// `MPI_Comm_spawn` of a gridwire program under MPICH's Hydra
+/// (`mpiexec.mpich` serves PMI-1 `mcmd=spawn`): the children are a job of
+/// their own and connect to the parents' port, which Hydra puts into their
+/// key-value space; checksummed messages both ways, merge, allreduce
+/// (`tests/mpi/spawn_grid.c once`), with 1 and 2 parents; a missing
+/// program is `MPI_ERR_SPAWN` (`missing`).
+#[test]
+fn spawn_under_hydra() {
+    let run = "mpiexec.mpich";
+    if Command::new(run).arg("--version").output().is_err() {
+        return skip("MPICH's mpiexec.mpich not installed");
+    }
+    let Some((_g, exe)) = serial_compiled("spawn_grid", &[]) else {
+        return;
+    };
+    for n in ["1", "2"] {
+        let out = Command::new("timeout")
+            .args(["60", run, "-n", n])
+            .arg(&exe)
+            .arg("once")
+            .env_remove("GW_WORLD")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let so = String::from_utf8_lossy(&out.stdout);
+        let spawned = so.lines().filter(|l| l.starts_with("SPAWNED ")).count();
+        assert!(
+            out.status.success() && so.contains("PASS spawn_grid once") && spawned == 4,
+            "spawn under Hydra with {n} parents:\n{so}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A program Hydra cannot start never connects: MPI_ERR_SPAWN after
+    // GW_MPI_CONNECT_TIMEOUT (Hydra itself says "execvp error").
+    let out = Command::new("timeout")
+        .args(["60", run, "-n", "2", "-genv", "GW_MPI_CONNECT_TIMEOUT", "3"])
+        .arg(&exe)
+        .arg("missing")
+        .env_remove("GW_WORLD")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let so = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        so.contains("PASS spawn_grid missing"),
+        "a missing program under Hydra:\n{so}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The same sources build with MPICH's compiler and pass under its launcher
 /// (the tests are portable MPI); skipped where MPICH is not installed.
 #[test]

@@ -4,6 +4,10 @@
 //! with a wrong token, then connects; checksummed traffic both ways,
 //! `Intercomm_merge` and collectives over both jobs, disconnect. Run on one
 //! host and on two emulated hosts per job, with groups of different sizes.
+//! And `MPI_Comm_join` between two jobs (`tests/mpi/join_jobs.c`): one
+//! listens on a TCP socket, the other connects, both join, exchange
+//! checksummed messages, merge, allreduce, disconnect, and use their socket
+//! again.
 
 mod common;
 
@@ -13,20 +17,20 @@ use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn compile() -> std::path::PathBuf {
+fn compile(name: &str) -> std::path::PathBuf {
     let dir = profile_dir().join("mpi-tests");
     std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("dynproc_jobs");
+    let exe = dir.join(name);
     let out = Command::new(repo().join("scripts/gwcc"))
         .env("GW_MPI_LIBDIR", profile_dir())
         .args(["-Wall", "-O1", "-o"])
         .arg(&exe)
-        .arg(repo().join("tests/mpi/dynproc_jobs.c"))
+        .arg(repo().join(format!("tests/mpi/{name}.c")))
         .output()
         .expect("gwcc runs");
     assert!(
         out.status.success(),
-        "gwcc dynproc_jobs.c failed:\n{}",
+        "gwcc {name}.c failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     exe
@@ -74,7 +78,7 @@ fn accept_connect_between_two_jobs() {
         skip("dynproc_jobs: no C compiler (cc or GWCC_CC)");
         return;
     }
-    let exe = compile();
+    let exe = compile("dynproc_jobs");
     let mut server = Command::new(launcher_bin("gw-nameserver"))
         .arg("127.0.0.1:0")
         .stdout(Stdio::piped())
@@ -109,4 +113,30 @@ fn accept_connect_between_two_jobs() {
     let _ = server.kill();
     let _ = server.wait();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn join_between_two_jobs() {
+    if !have_cc() {
+        skip("join_jobs: no C compiler (cc or GWCC_CC)");
+        return;
+    }
+    let exe = compile("join_jobs");
+    let file = profile_dir().join(format!("join-jobs-port-{}", std::process::id()));
+    let _ = std::fs::remove_file(&file);
+    let f = file.to_str().unwrap();
+    // No name server: the port travels through the file.
+    let listener = job(&exe, "127.0.0.1:1", 2, 1, &["listen", f]);
+    let connector = job(&exe, "127.0.0.1:1", 2, 1, &["connect", f]);
+    let (cok, cout) = finish(connector, Duration::from_secs(90));
+    let (lok, lout) = finish(listener, Duration::from_secs(30));
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        cok && cout.contains("PASS join-jobs-connect"),
+        "connecting job:\n{cout}"
+    );
+    assert!(
+        lok && lout.contains("PASS join-jobs-listen"),
+        "listening job:\n{lout}"
+    );
 }

@@ -798,7 +798,7 @@ impl Job {
                 match n {
                     Notice::Initialized(x) => self.ranks[x].inited = true,
                     // Only partial (proxy) servers wait for other hosts.
-                    Notice::BarrierReady => {}
+                    Notice::BarrierReady { .. } => {}
                     Notice::Finalized(x) => self.ranks[x].finalized = true,
                     Notice::Abort { rank, code, msg } => {
                         let m = if msg.is_empty() {

@@ -46,6 +46,7 @@ fn plan() -> Plan {
         proxy_size: 1,
         iface: None,
         stdin: false,
+        capacity: 0,
     }
 }
 

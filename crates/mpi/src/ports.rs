@@ -241,10 +241,22 @@ impl Mpi {
 
     /// `MPI_Comm_accept` on the port `name` (meaningful at `root`).
     pub fn accept(&self, name: &str, root: i32, comm: &Comm) -> Result<Arc<Comm>> {
+        self.accept_until(name, root, comm, None)
+    }
+
+    /// [`Mpi::accept`], giving up at `deadline` (at the root) with
+    /// `MPI_ERR_PORT` (a spawn under Hydra whose children never come).
+    pub(crate) fn accept_until(
+        &self,
+        name: &str,
+        root: i32,
+        comm: &Comm,
+        deadline: Option<Instant>,
+    ) -> Result<Arc<Comm>> {
         let at_root = Self::check_root(comm, root)?;
         let proposal = self.ctx_proposal(comm)?;
         let mut pending = None;
-        let mine = at_root.then(|| self.accept_root(name, comm, proposal, &mut pending));
+        let mine = at_root.then(|| self.accept_root(name, comm, proposal, &mut pending, deadline));
         // Whether a process of another job came: [1] or [0].
         let mut kind = [u32::from(pending.is_some())];
         self.bcast(comm, &u32_buf(&mut kind), root)?;
@@ -264,6 +276,7 @@ impl Mpi {
         comm: &Comm,
         proposal: u32,
         foreign: &mut Option<crate::ports_jobs::Pending>,
+        deadline: Option<Instant>,
     ) -> Result<(u32, Vec<u32>)> {
         let p = PortName::parse(name)?;
         let (token, listener) = match ports().open.get(&p.serial) {
@@ -303,9 +316,15 @@ impl Mpi {
                     }
                 }
                 got = self.iprobe(&jc, crate::ANY_SOURCE, tag).ok().flatten();
-                got.is_some()
+                got.is_some() || deadline.is_some_and(|d| Instant::now() >= d)
             });
             let Some(st) = got else {
+                if foreign.is_none() && deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Err(err(
+                        class::PORT,
+                        format!("nobody connected to port {name:?} in time"),
+                    ));
+                }
                 return Ok((0, Vec::new()));
             };
             let words = (st.bytes / 4).min(6 + MAX_MEMBERS);
@@ -463,27 +482,29 @@ impl Mpi {
         if tag != "gwjoin" {
             return Err(bad());
         }
-        if job != self.ctx().job_id() || fp != self.ctx().secret_fingerprint() {
-            return Err(err(
-                class::ARG,
-                "MPI_Comm_join: the other process belongs to another job (not supported, docs/mpi.md)",
-            ));
-        }
         let id: u32 = id.parse().map_err(|_| bad())?;
         let proposal: u32 = proposal.parse().map_err(|_| bad())?;
+        let mine = self.next_ctx.load(std::sync::atomic::Ordering::Acquire);
+        let ctx = Self::agree_ctx(mine, proposal)?;
+        if job != self.ctx().job_id() || fp != self.ctx().secret_fingerprint() {
+            // Another job (ports_jobs.rs): the smaller (job, id) listens.
+            let mine = (self.ctx().job_id(), self.me());
+            if mine == (job, id) {
+                return Err(bad());
+            }
+            return self.join_foreign(fd, mine < (job, id), ctx);
+        }
         if id == self.me() || id >= self.ctx().capacity() {
             return Err(bad());
         }
-        let mine = self.next_ctx.load(std::sync::atomic::Ordering::Acquire);
-        let ctx = Self::agree_ctx(mine, proposal)?;
         self.reserve_ctx(ctx, INTER_CTX_IDS);
         Ok(self.new_inter_from(ctx, Group::new(vec![self.me()]), Group::new(vec![id]), 0))
     }
 }
 
 /// Writes `line` to the socket `fd` and reads the other side's line
-/// (at most 256 bytes, 60 s).
-fn swap_line(fd: i32, line: &str) -> Result<String> {
+/// (at most 4096 bytes, 60 s).
+pub(crate) fn swap_line(fd: i32, line: &str) -> Result<String> {
     use std::io::{Read, Write};
     use std::os::fd::FromRawFd;
     if fd < 0 {
@@ -501,7 +522,7 @@ fn swap_line(fd: i32, line: &str) -> Result<String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut b = [0u8; 1];
     while !got.ends_with(b"\n") {
-        if got.len() > 256 || Instant::now() > deadline {
+        if got.len() > 4096 || Instant::now() > deadline {
             return Err(err(
                 class::ARG,
                 "MPI_Comm_join: the other side sent no answer line",

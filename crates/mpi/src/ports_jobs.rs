@@ -24,6 +24,13 @@
 //!
 //! `MPI_Comm_disconnect` departs the aliases (closing their sockets);
 //! when a job ends its sockets close with it.
+//!
+//! `MPI_Comm_join` between two jobs ([`Mpi::join_foreign`]) takes the
+//! same path with the program's socket as the shared secret's channel:
+//! the process of the smaller (job, id) listens and sends its address and
+//! a fresh 32-byte key over the joined socket, the other connects and both
+//! prove the key as in step 3; the new socket becomes the link (the
+//! program's socket stays the program's, quiescent, as the standard asks).
 
 use crate::comm::Comm;
 use crate::datatype::{Basic, Datatype};
@@ -538,6 +545,70 @@ impl Mpi {
         self.reserve_ctx(ctx, INTER_CTX_IDS);
         let remote = Group::new((base..base + n).collect());
         Ok(self.new_inter_from(ctx, comm.group.clone(), remote, comm.rank))
+    }
+}
+
+impl Mpi {
+    /// `MPI_Comm_join` with a process of another job, after the `gwjoin`
+    /// lines were swapped on `fd`: `accepts` says which side listens,
+    /// `ctx` is the agreed context id.
+    pub(crate) fn join_foreign(&self, fd: i32, accepts: bool, ctx: u32) -> Result<Arc<Comm>> {
+        let alias = self.next_alias();
+        if alias >= self.ctx().foreign_end() {
+            return Err(err(
+                class::NO_MEM,
+                "no room for more processes of other jobs (GW_FOREIGN_PEERS)",
+            ));
+        }
+        let join_err =
+            |e: crate::error::MpiError| err(class::ARG, format!("MPI_Comm_join: {}", e.msg));
+        if accepts {
+            let (listener, addrs) = listen().map_err(join_err)?;
+            let mut key = [0u8; 32];
+            for half in key.chunks_mut(NONCE_LEN) {
+                half.copy_from_slice(
+                    &auth::try_nonce()
+                        .map_err(io_err("random key"))
+                        .map_err(join_err)?,
+                );
+            }
+            let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+            super::ports::swap_line(fd, &format!("gwjoinx {addrs} {hex}\n"))?;
+            NEXT_ALIAS.fetch_max(alias + 1, Ordering::AcqRel);
+            self.mesh_accept(&listener, 0, alias, 1, &key)
+                .map_err(join_err)?;
+        } else {
+            let theirs = super::ports::swap_line(fd, "gwjoinx - -\n")?;
+            let v: Vec<&str> = theirs.split_whitespace().collect();
+            let bad = || {
+                err(
+                    class::ARG,
+                    "MPI_Comm_join: the other job's answer is malformed",
+                )
+            };
+            let [tag, addrs, hex] = v[..] else {
+                return Err(bad());
+            };
+            if tag != "gwjoinx" || hex.len() != 64 {
+                return Err(bad());
+            }
+            let mut key = [0u8; 32];
+            for (i, k) in key.iter_mut().enumerate() {
+                *k = u8::from_str_radix(hex.get(i * 2..i * 2 + 2).ok_or_else(bad)?, 16)
+                    .map_err(|_| bad())?;
+            }
+            let deadline = Instant::now() + timeout();
+            let mut s = dial(addrs, deadline).map_err(join_err)?;
+            mesh_client(&mut s, 0, 0, &key).map_err(join_err)?;
+            let _ = s.set_read_timeout(None);
+            let _ = s.set_write_timeout(None);
+            NEXT_ALIAS.fetch_max(alias + 1, Ordering::AcqRel);
+            self.ctx()
+                .attach_foreign(alias, s, alias_host(alias))
+                .map_err(|e| err(class::ARG, format!("MPI_Comm_join: {e}")))?;
+        }
+        self.reserve_ctx(ctx, INTER_CTX_IDS);
+        Ok(self.new_inter_from(ctx, Group::new(vec![self.me()]), Group::new(vec![alias]), 0))
     }
 }
 

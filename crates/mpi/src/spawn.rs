@@ -52,12 +52,50 @@ pub fn parse_parent(text: &str, capacity: u32) -> Result<(u32, Vec<u32>)> {
     Ok((ctx, members))
 }
 
+/// The key-value pair (put by the launcher for the children) naming the
+/// port the parents accept on, under a launcher other than gwrun.
+const PARENT_PORT_KEY: &str = "gw_parent_port";
+
+/// Whether this process was started by a launcher other than gwrun (which
+/// always says `GW_WORLD`): Hydra's spawn starts a job of its own.
+fn under_foreign_launcher() -> bool {
+    std::env::var_os("GW_WORLD").is_none()
+}
+
 impl Mpi {
+    /// The root's side of a spawn under another launcher (Hydra): a port
+    /// for the children, whose name the launcher puts into their key-value
+    /// space, and the PMI-1 spawn. The port's name, or why not.
+    fn spawn_foreign_root(&self, apps: &[SpawnApp]) -> std::result::Result<String, String> {
+        let port = self.open_port().map_err(|e| e.msg)?;
+        let preput = vec![(PARENT_PORT_KEY.to_string(), port.clone())];
+        let outcome = match self.ctx().spawn_foreign(apps, &preput) {
+            Ok(Ok(())) => return Ok(port),
+            Ok(Err(e)) => e,
+            Err(e) => e.to_string(),
+        };
+        let _ = self.close_port(&port);
+        Err(outcome)
+    }
+
     /// At start-up: the parent intercommunicator of a spawned process
     /// (`None` elsewhere). Its context id is reserved before anything else.
+    /// Under another launcher (Hydra), a spawned job finds its parents'
+    /// port in its key-value space and connects to it.
     pub(crate) fn parent_from_env(&self) -> Result<Option<Arc<Comm>>> {
         let Ok(text) = std::env::var("GW_PARENT") else {
-            return Ok(None);
+            let spawned = std::env::var("PMI_SPAWNED").is_ok_and(|v| v.trim() == "1");
+            if !(spawned && under_foreign_launcher()) {
+                return Ok(None);
+            }
+            let Some(port) = self
+                .ctx()
+                .kvs_get(PARENT_PORT_KEY)
+                .map_err(|e| err(class::INTERN, format!("reading the parents' port: {e}")))?
+            else {
+                return Ok(None);
+            };
+            return self.connect(&port, 0, &self.world).map(Some);
         };
         let (ctx, parents) = parse_parent(&text, self.ctx().capacity())?;
         if parents
@@ -116,10 +154,25 @@ impl Mpi {
         }
         let ctx = self.ctx_proposal(comm)?;
         self.reserve_ctx(ctx, INTER_CTX_IDS);
-        // [ok, first id, count]; on failure the count asked for.
+        // [ok, first id, count]; on failure the count asked for. ok = 2:
+        // a launcher other than gwrun started them as a job of their own,
+        // which connects to `port` (spawn_foreign below).
         let mut result = [0u32; 3];
         let mut why = String::new();
-        if comm.rank == root as u32 {
+        let mut port = None;
+        if comm.rank == root as u32 && under_foreign_launcher() {
+            result[2] = apps
+                .iter()
+                .map(|a| a.maxprocs)
+                .fold(0u32, u32::saturating_add);
+            match self.spawn_foreign_root(apps) {
+                Ok(p) => {
+                    result[0] = 2;
+                    port = Some(p);
+                }
+                Err(e) => why = e,
+            }
+        } else if comm.rank == root as u32 {
             result[2] = apps
                 .iter()
                 .map(|a| a.maxprocs)
@@ -140,6 +193,22 @@ impl Mpi {
         let b = unsafe { Buf::new(result.as_mut_ptr() as usize, 3, u32t) };
         self.bcast(comm, &b, root)?;
         *asked = result[2];
+        if result[0] == 2 {
+            let name = port.clone().unwrap_or_default();
+            // Hydra says "started" before the children run; a program
+            // that cannot start never connects.
+            let deadline = std::time::Instant::now() + crate::ports_jobs::timeout();
+            let ic = self.accept_until(&name, root, comm, Some(deadline));
+            if let Some(p) = port {
+                let _ = self.close_port(&p);
+            }
+            return ic.map_err(|e| {
+                err(
+                    class::SPAWN,
+                    format!("the spawned job did not connect: {}", e.msg),
+                )
+            });
+        }
         if result[0] != 1 {
             let msg = if comm.rank == root as u32 {
                 why

@@ -101,6 +101,24 @@ impl Context {
         }
     }
 
+    /// Asks a launcher other than gwrun (Hydra) to start `apps` as a job of
+    /// their own (PMI-1 spawn): `Ok(Ok(()))` once it says it started them.
+    /// They share no context ids with this job; the parents reach them
+    /// through a port whose name rides in `preput` (gridwire-mpi's spawn).
+    pub fn spawn_foreign(
+        &self,
+        apps: &[crate::bootstrap::spawn_wire::SpawnApp],
+        preput: &[(String, String)],
+    ) -> Result<std::result::Result<(), String>> {
+        let reply = self
+            .inner
+            .pmi
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .spawn(apps, preput)?;
+        Ok(reply.map(|_| ()))
+    }
+
     /// The launcher's name service (`MPI_Publish_name` and friends): `op`
     /// is `publish_name`, `unpublish_name` or `lookup_name`.
     pub fn name_service(

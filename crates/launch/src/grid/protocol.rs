@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a message changes meaning; a proxy refuses a front
 /// end of another version (and says which two).
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// The largest frame accepted: a fence of a big job carries the whole
 /// key-value space of the hosts below (bounded by the PMI server at
 /// 256 MiB; ours are far smaller in practice).
@@ -72,18 +72,53 @@ pub enum Msg {
     /// completed the fence (a job inside one site does not wait a WAN
     /// round trip per fence); the front end only records the pairs and
     /// sends no `Kvs`.
+    /// `world`: 0 for the first world; each spawned world fences on its
+    /// own (through the front end, never `local`).
     Fence {
         epoch: u64,
         ranks: usize,
         pairs: Vec<(String, String)>,
         #[serde(default)]
         local: bool,
+        #[serde(default)]
+        world: usize,
     },
-    /// Down: fence `epoch` is complete; the pairs the other hosts put.
+    /// Down: fence `epoch` of `world` is complete; the pairs the other
+    /// hosts put.
     Kvs {
         epoch: u64,
         pairs: Vec<(String, String)>,
+        #[serde(default)]
+        world: usize,
     },
+    /// Up: rank `rank` asked to spawn these programs (`MPI_Comm_spawn`,
+    /// PMI spawn); `preput` are the pairs its library put for the
+    /// children (`gw_parent`). The front end places them (`World`) or
+    /// refuses (`SpawnRefused`).
+    SpawnRequest {
+        rank: usize,
+        programs: Vec<SpawnProgram>,
+        preput: Vec<(String, String)>,
+    },
+    /// Down, to every proxy: rank `rank`'s spawn is refused.
+    SpawnRefused { rank: usize, msg: String },
+    /// Down, to every proxy: a spawned world joins the job. Every proxy
+    /// adds it to its PMI server; the hosts it names start its processes.
+    World(Box<WorldPlan>),
+    /// Up: a process of spawned world `world` cannot start on `host`.
+    WorldTrouble {
+        world: usize,
+        host: usize,
+        msg: String,
+    },
+    /// Up: `host` holds the pairs of spawned world `world`'s first fence.
+    WorldKnown { world: usize, host: usize },
+    /// Down, to every proxy: every host holds them (so any process finds
+    /// the new ones): the parent's spawn is answered.
+    WorldReady { world: usize },
+    /// Down, to every proxy: the spawn of `world` failed (`msg`): its
+    /// processes are killed, its parent is answered with the failure.
+    WorldFailed { world: usize, msg: String },
     /// Up: a rank exited (`signal` when killed by one).
     Exit {
         rank: usize,
@@ -118,6 +153,63 @@ pub enum Msg {
     },
     /// Both ways, when nothing else was sent for a while.
     Ping,
+}
+
+/// One program of a spawn, as the parent's library named it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpawnProgram {
+    pub command: String,
+    pub args: Vec<String>,
+    pub maxprocs: u32,
+    /// Info keys (`wdir`, `path`, `host`; others are ignored).
+    pub info: Vec<(String, String)>,
+}
+
+/// A spawned world as the front end placed it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorldPlan {
+    /// Its number (1 for the first spawn; 0 is the first world).
+    pub world: usize,
+    /// The rank whose spawn this is (answered when the world's first
+    /// fence completes).
+    pub parent: usize,
+    /// Its ids: `first..first + procs.len()`, in order.
+    pub first: usize,
+    pub programs: Vec<SpawnProgram>,
+    /// Per process (id `first + i`): its host (index into the plan's
+    /// hosts) and its program (index into `programs`, its `MPI_APPNUM`).
+    pub procs: Vec<(usize, usize)>,
+    /// `GW_PARENT` for the processes (how they reach their parents).
+    pub parent_info: String,
+}
+
+impl WorldPlan {
+    /// Checks what a proxy relies on against the plan.
+    pub fn check(&self, plan: &Plan) -> Result<(), ProtocolError> {
+        let end = self.first.checked_add(self.procs.len());
+        if self.world == 0
+            || self.procs.is_empty()
+            || end.is_none_or(|e| e > plan.capacity.max(plan.n))
+        {
+            return Err(bad(format!(
+                "spawned world {} of {} processes from id {} does not fit the job",
+                self.world,
+                self.procs.len(),
+                self.first
+            )));
+        }
+        if self
+            .procs
+            .iter()
+            .any(|&(h, p)| h >= plan.hosts.len() || p >= self.programs.len())
+        {
+            return Err(bad("a spawned process on an unknown host or program"));
+        }
+        if self.programs.iter().any(|p| p.command.is_empty()) {
+            return Err(bad("a spawned program without a name"));
+        }
+        Ok(())
+    }
 }
 
 /// The first message on a channel.
@@ -162,6 +254,10 @@ pub struct Plan {
     /// The front end forwards its stdin to rank 0 (it is a file or a
     /// pipe, not a terminal): rank 0 gets a pipe, the others /dev/null.
     pub stdin: bool,
+    /// Context ids run up to this: the first world plus room for spawned
+    /// processes (`GW_UNIVERSE_SIZE`); 0 = no room.
+    #[serde(default)]
+    pub capacity: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -285,6 +381,11 @@ impl Plan {
         }
         if self.program.is_empty() {
             return Err(bad("no program"));
+        }
+        if self.capacity != 0 && self.capacity < self.n
+            || self.capacity > gridwire_core::context::MAX_CAPACITY as usize
+        {
+            return Err(bad(format!("capacity {} out of range", self.capacity)));
         }
         Ok(())
     }
@@ -467,6 +568,7 @@ mod tests {
             proxy_size: 1,
             iface: None,
             stdin: false,
+            capacity: 10,
         }
     }
 
@@ -513,7 +615,21 @@ mod tests {
                 ranks: 2,
                 pairs: vec![("k".into(), "v=1 2".into())],
                 local: true,
+                world: 2,
             }),
+            Frame::Msg(Msg::World(Box::new(WorldPlan {
+                world: 1,
+                parent: 0,
+                first: 3,
+                programs: vec![SpawnProgram {
+                    command: "p".into(),
+                    args: vec!["x y".into()],
+                    maxprocs: 2,
+                    info: vec![("host".into(), "b".into())],
+                }],
+                procs: vec![(0, 0), (1, 0)],
+                parent_info: "4:0,1".into(),
+            }))),
         ];
         assert_eq!(roundtrip(&frames), frames);
     }
@@ -547,6 +663,37 @@ mod tests {
         let mut q = p;
         q.job_id = "../x".into();
         assert!(q.check().is_err());
+    }
+
+    #[test]
+    fn world_plans_are_checked() {
+        let p = sample_plan();
+        let w = WorldPlan {
+            world: 1,
+            parent: 0,
+            first: 3,
+            programs: vec![SpawnProgram {
+                command: "p".into(),
+                args: vec![],
+                maxprocs: 2,
+                info: vec![],
+            }],
+            procs: vec![(0, 0), (1, 0)],
+            parent_info: String::new(),
+        };
+        w.check(&p).unwrap();
+        let mut q = w.clone();
+        q.first = 9;
+        assert!(q.check(&p).is_err(), "beyond the capacity");
+        let mut q = w.clone();
+        q.procs[1].0 = 2;
+        assert!(q.check(&p).is_err(), "unknown host");
+        let mut q = w.clone();
+        q.procs[0].1 = 1;
+        assert!(q.check(&p).is_err(), "unknown program");
+        let mut q = w;
+        q.world = 0;
+        assert!(q.check(&p).is_err(), "world 0 is the first");
     }
 
     #[test]

@@ -6,69 +6,9 @@ use super::*;
 use gridwire_core::bootstrap::spawn_wire::SpawnApp;
 use gridwire_launch::server::Output;
 
-/// Context ids a job reserves beyond its first world when
-/// `GW_UNIVERSE_SIZE` does not say: room for that many spawned processes
-/// over the job's life (ids are never reused). Each id costs every
-/// process a peer slot (a few hundred bytes), not a connection.
-pub const DEFAULT_SPAWN_ROOM: usize = 256;
+pub use gridwire_launch::server::job_capacity as capacity;
 
-/// The job's capacity: `GW_UNIVERSE_SIZE` (the first world plus every
-/// process spawned later, as `MPI_UNIVERSE_SIZE` reports it) or the first
-/// world plus [`DEFAULT_SPAWN_ROOM`].
-pub fn capacity(n: usize) -> Result<usize, String> {
-    let max = gridwire_core::context::MAX_CAPACITY as usize;
-    let cap = match std::env::var("GW_UNIVERSE_SIZE") {
-        Ok(v) if !v.trim().is_empty() => {
-            let c: usize = v
-                .trim()
-                .parse()
-                .map_err(|_| format!("GW_UNIVERSE_SIZE={v:?} is not a number of processes"))?;
-            if c < n {
-                return Err(format!(
-                    "GW_UNIVERSE_SIZE={c} is smaller than the job ({n} processes)"
-                ));
-            }
-            c
-        }
-        _ => n + DEFAULT_SPAWN_ROOM,
-    };
-    if cap > max {
-        return Err(format!(
-            "a job holds at most {max} processes, spawned ones included (GW_UNIVERSE_SIZE)"
-        ));
-    }
-    Ok(cap)
-}
-
-/// Where `program` would be executed from: itself when it names a path
-/// (relative to `wdir` if given), else the first executable match in
-/// `path` (the `path` info key, directories separated by `:`) or `PATH`.
-fn resolve(
-    program: &str,
-    wdir: Option<&std::path::Path>,
-    path: Option<&str>,
-) -> Option<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &std::path::Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if program.contains('/') {
-        let p = match wdir {
-            Some(d) => d.join(program),
-            None => std::path::PathBuf::from(program),
-        };
-        return runnable(&p).then(|| p.canonicalize().unwrap_or(p));
-    }
-    let search = |list: &std::ffi::OsStr| {
-        std::env::split_paths(list)
-            .map(|d| d.join(program))
-            .find(|p| runnable(p))
-    };
-    if let Some(found) = path.and_then(|p| search(std::ffi::OsStr::new(p))) {
-        return Some(found);
-    }
-    search(&std::env::var_os("PATH")?)
-}
+use gridwire_launch::server::resolve_program as resolve;
 
 /// What the launcher does with one program of a spawn, from its info keys
 /// (`wdir`, `path`, `host`; others are ignored, as the standard allows).

@@ -18,6 +18,7 @@ mod pmi2;
 mod spawn;
 mod stream;
 
+pub use spawn::{job_capacity, resolve_program, DEFAULT_SPAWN_ROOM};
 pub use stream::{PmiStream, Request};
 
 /// Limits `gwrun` advertises. `vallen_max` is large so the runtime can
@@ -50,10 +51,12 @@ pub enum Notice {
     /// The rank's stream can no longer be trusted (a line beyond the
     /// length limit): after the queued error reply, close its connection.
     Close { rank: usize, what: String },
-    /// (Partial servers only) every rank served here entered the barrier:
-    /// the proxy passes its fresh puts up the tree and calls
-    /// [`Server::release_barrier`] once the whole job's puts came back.
-    BarrierReady,
+    /// (Partial servers only) every rank of world `world` served here
+    /// entered the barrier: the proxy passes that world's fresh puts up the
+    /// tree ([`Server::take_fresh_of`]) and calls
+    /// [`Server::release_world_barrier`] once the world's puts came back.
+    /// World 0 is the first world; spawned worlds are numbered on.
+    BarrierReady { world: usize },
     /// The rank asked to spawn `apps` (PMI-1 `mcmd=spawn`, every block in):
     /// the launcher starts them ([`Server::add_world`]) or refuses
     /// ([`Server::spawn_refused`]).
@@ -89,8 +92,9 @@ pub struct Server {
     /// when the front end has heard from every host.
     served: Vec<bool>,
     partial: bool,
-    /// Puts since the last barrier (partial servers only), in order.
-    fresh: Vec<(String, String)>,
+    /// Puts since the last barrier (partial servers only), in order, with
+    /// the rank that put each (its world's fence carries it).
+    fresh: Vec<(usize, String, String)>,
     /// Bytes in `fresh`, bounded like the space itself.
     fresh_bytes: usize,
     /// The protocol each rank's connection speaks (for the barrier's
@@ -181,9 +185,13 @@ impl Server {
             *b = true;
         }
         if self.partial {
-            let all_in = (0..self.size).all(|r| !self.served[r] || self.in_barrier[r]);
+            // Each world fences on its own (spawned worlds, spawn.rs).
+            let world = self.worlds.world_range(rank);
+            let all_in = world.clone().all(|r| !self.served[r] || self.in_barrier[r]);
             if all_in {
-                out.notices.push(Notice::BarrierReady);
+                out.notices.push(Notice::BarrierReady {
+                    world: self.world_of(rank),
+                });
             }
         } else {
             // Each world has a barrier of its own (spawned worlds, spawn.rs).
@@ -221,6 +229,20 @@ impl Server {
     pub fn take_fresh(&mut self) -> Vec<(String, String)> {
         self.fresh_bytes = 0;
         std::mem::take(&mut self.fresh)
+            .into_iter()
+            .map(|(_, k, v)| (k, v))
+            .collect()
+    }
+
+    /// The puts the ranks of world `world` made here since the last call
+    /// (partial servers): what that world's fence carries.
+    pub fn take_fresh_of(&mut self, world: usize) -> Vec<(String, String)> {
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.fresh)
+            .into_iter()
+            .partition(|(r, _, _)| self.world_of(*r) == world);
+        self.fresh = rest;
+        self.fresh_bytes = self.fresh.iter().map(|(_, k, v)| k.len() + v.len()).sum();
+        mine.into_iter().map(|(_, k, v)| (k, v)).collect()
     }
 
     /// Adds the key-value pairs other hosts put (they arrive from the
@@ -270,17 +292,10 @@ impl Server {
         Ok(())
     }
 
-    /// Ends the barrier of a partial server: `barrier_out` to every rank
-    /// served here.
+    /// Ends the first world's barrier of a partial server: `barrier_out`
+    /// to every rank of it served here.
     pub fn release_barrier(&mut self) -> Output {
-        let mut out = Output::default();
-        for r in 0..self.size {
-            if self.served[r] && self.in_barrier[r] {
-                out.replies.push((r, self.barrier_release(r)));
-            }
-        }
-        self.in_barrier.iter_mut().for_each(|b| *b = false);
-        out
+        self.release_world_barrier(0)
     }
 
     /// Keys put so far (for `--stats` at the end of a grid job).
@@ -543,7 +558,7 @@ impl Server {
                 return Err(format!("kvs_full:job_limit_of_{KVS_MAX_BYTES_TOTAL}_bytes"));
             }
             self.fresh_bytes += bytes;
-            self.fresh.push((key.to_string(), value.to_string()));
+            self.fresh.push((rank, key.to_string(), value.to_string()));
         }
         self.kvs.insert(
             key.to_string(),

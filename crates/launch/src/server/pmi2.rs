@@ -612,7 +612,7 @@ mod tests {
         h(&mut s, 2, "cmd=kvs-put;key=a;value=1;");
         assert!(h(&mut s, 2, "cmd=kvs-fence;").notices.is_empty());
         let o = s.handle(3, parse_line(b"cmd=barrier_in"));
-        assert_eq!(o.notices, vec![Notice::BarrierReady]);
+        assert_eq!(o.notices, vec![Notice::BarrierReady { world: 0 }]);
         assert!(o.replies.is_empty());
         assert_eq!(s.take_fresh(), vec![("a".into(), "1".into())]);
         s.insert_remote(vec![("b".into(), "2".into())]).unwrap();

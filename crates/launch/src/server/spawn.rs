@@ -48,7 +48,144 @@ impl Worlds {
     }
 }
 
+/// Context ids a job reserves beyond its first world when
+/// `GW_UNIVERSE_SIZE` does not say: room for that many spawned processes
+/// over the job's life (ids are never reused). Each id costs every
+/// process a peer slot (a few hundred bytes), not a connection.
+pub const DEFAULT_SPAWN_ROOM: usize = 256;
+
+/// A job's capacity (single-host gwrun and `gwrun -f` alike):
+/// `GW_UNIVERSE_SIZE` (the first world plus every process spawned later,
+/// as `MPI_UNIVERSE_SIZE` reports it) or the first world plus
+/// [`DEFAULT_SPAWN_ROOM`].
+pub fn job_capacity(n: usize) -> Result<usize, String> {
+    let max = gridwire_core::context::MAX_CAPACITY as usize;
+    let cap = match std::env::var("GW_UNIVERSE_SIZE") {
+        Ok(v) if !v.trim().is_empty() => {
+            let c: usize = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("GW_UNIVERSE_SIZE={v:?} is not a number of processes"))?;
+            if c < n {
+                return Err(format!(
+                    "GW_UNIVERSE_SIZE={c} is smaller than the job ({n} processes)"
+                ));
+            }
+            c
+        }
+        _ => n + DEFAULT_SPAWN_ROOM,
+    };
+    if cap > max {
+        return Err(format!(
+            "a job holds at most {max} processes, spawned ones included (GW_UNIVERSE_SIZE)"
+        ));
+    }
+    Ok(cap)
+}
+
+/// Where `program` would be executed from: itself when it names a path
+/// (relative to `wdir` if given), else the first executable match in
+/// `path` (the `path` info key, directories separated by `:`) or `PATH`.
+pub fn resolve_program(
+    program: &str,
+    wdir: Option<&std::path::Path>,
+    path: Option<&str>,
+) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = match wdir {
+            Some(d) => d.join(program),
+            None => std::path::PathBuf::from(program),
+        };
+        return runnable(&p).then(|| p.canonicalize().unwrap_or(p));
+    }
+    let search = |list: &std::ffi::OsStr| {
+        std::env::split_paths(list)
+            .map(|d| d.join(program))
+            .find(|p| runnable(p))
+    };
+    if let Some(found) = path.and_then(|p| search(std::ffi::OsStr::new(p))) {
+        return Some(found);
+    }
+    search(&std::env::var_os("PATH")?)
+}
+
 impl Server {
+    /// The world `rank` belongs to (0: the first world).
+    pub fn world_of(&self, rank: usize) -> usize {
+        self.worlds.of.get(rank).copied().unwrap_or(0)
+    }
+
+    /// The ids of world `world` (empty for an unknown one).
+    pub fn world_ids(&self, world: usize) -> std::ops::Range<usize> {
+        match self.worlds.ranges.get(world) {
+            Some(&(first, count)) => first..first + count,
+            None => 0..0,
+        }
+    }
+
+    /// How many worlds the job has had (the first one included).
+    pub fn worlds(&self) -> usize {
+        self.worlds.ranges.len()
+    }
+
+    /// (Partial servers, `gwrun -f`) adds the world the front end placed:
+    /// ids `first..first+count`, of which this host serves `here`; its
+    /// parent is answered when the world's first fence completes
+    /// ([`Server::release_world_barrier`]). `first` must be the next free
+    /// id here too (every proxy adds every world, in the front end's order).
+    pub fn add_world_partial(
+        &mut self,
+        parent: usize,
+        first: usize,
+        count: usize,
+        here: &[usize],
+    ) -> Result<usize, String> {
+        if first != self.size {
+            return Err(format!(
+                "a spawned world from id {first}, but the next free id here is {}",
+                self.size
+            ));
+        }
+        if parent >= self.size {
+            return Err(format!(
+                "a spawned world's parent {parent} is not a process"
+            ));
+        }
+        self.add_world(parent, count)?;
+        for r in first..first + count {
+            self.served[r] = here.contains(&r);
+        }
+        Ok(self.worlds.ranges.len() - 1)
+    }
+
+    /// Ends world `world`'s barrier on a partial server (its fence came
+    /// back from the front end): its ranks served here are released.
+    pub fn release_world_barrier(&mut self, world: usize) -> Output {
+        let mut out = Output::default();
+        for r in self.world_ids(world) {
+            if self.served[r] && self.in_barrier[r] {
+                out.replies.push((r, self.barrier_release(r)));
+            }
+            self.in_barrier[r] = false;
+        }
+        out
+    }
+
+    /// (Partial servers) every host knows spawned world `world`'s
+    /// descriptors: its parent's spawn is answered (once).
+    pub fn spawned_world_ready(&mut self, world: usize) -> Output {
+        let mut out = Output::default();
+        let ids = self.world_ids(world);
+        if world != 0 && !ids.is_empty() {
+            self.world_ready(ids.start, &mut out);
+        }
+        out
+    }
+
     /// Lets spawned worlds use ids up to `capacity - 1` (at least the size).
     pub fn set_capacity(&mut self, capacity: usize) {
         self.worlds.capacity = capacity.max(self.size);
@@ -308,6 +445,47 @@ mod tests {
         // The first world's barrier is unaffected.
         assert!(feed(&mut s, 0, "cmd=barrier_in\n").replies.is_empty());
         assert_eq!(feed(&mut s, 1, "cmd=barrier_in\n").replies.len(), 2);
+    }
+
+    /// A proxy's server (`gwrun -f`): a spawned world the front end
+    /// placed fences on its own; its first fence answers the parent.
+    #[test]
+    fn partial_server_fences_a_spawned_world_apart() {
+        // This host serves rank 1 of the first world and id 3 of a world
+        // of ids 2..4 spawned by rank 1.
+        let mut s = Server::new_partial(2, "k".into(), String::new(), &[1]);
+        s.set_capacity(8);
+        assert!(
+            s.add_world_partial(1, 3, 2, &[3]).is_err(),
+            "not the next id"
+        );
+        assert_eq!(s.add_world_partial(1, 2, 2, &[3]), Ok(1));
+        assert_eq!(s.world_of(3), 1);
+        feed(&mut s, 3, "cmd=put kvsname=k key=c value=3\n");
+        feed(&mut s, 1, "cmd=put kvsname=k key=p value=1\n");
+        let out = feed(&mut s, 3, "cmd=barrier_in\n");
+        assert_eq!(out.notices, vec![Notice::BarrierReady { world: 1 }]);
+        assert_eq!(s.take_fresh_of(1), vec![("c".to_string(), "3".to_string())]);
+        // The first world's barrier is its own.
+        let out = feed(&mut s, 1, "cmd=barrier_in\n");
+        assert_eq!(out.notices, vec![Notice::BarrierReady { world: 0 }]);
+        assert_eq!(s.take_fresh_of(0), vec![("p".to_string(), "1".to_string())]);
+        let out = s.release_world_barrier(1);
+        let to: Vec<usize> = out.replies.iter().map(|r| r.0).collect();
+        assert_eq!(
+            to,
+            vec![3],
+            "the child's release, not yet the parent's answer"
+        );
+        let out = s.spawned_world_ready(1);
+        assert_eq!(out.replies.len(), 1);
+        assert_eq!(out.replies[0].0, 1);
+        assert!(out.replies[0].1.contains("rc=0") && out.replies[0].1.contains("gw_base=2"));
+        // Rank 1 is still in the first world's barrier; the spawn is
+        // answered once.
+        assert!(s.release_world_barrier(1).replies.is_empty());
+        assert!(s.spawned_world_ready(1).replies.is_empty());
+        assert_eq!(s.release_barrier().replies.len(), 1);
     }
 
     #[test]

@@ -194,7 +194,18 @@ impl Proxy {
                     };
                     self.kill(sig);
                 }
-                Frame::Msg(Msg::Kvs { epoch, pairs }) => {
+                Frame::Msg(Msg::Kvs {
+                    epoch,
+                    pairs,
+                    world,
+                }) if world != 0 => self.complete_world_fence(world, epoch, pairs),
+                Frame::Msg(Msg::World(w)) => self.add_spawned_world(*w),
+                Frame::Msg(Msg::WorldFailed { world, msg }) => {
+                    self.spawned_world_failed(world, msg)
+                }
+                Frame::Msg(Msg::WorldReady { world }) => self.spawned_world_ready(world),
+                Frame::Msg(Msg::SpawnRefused { rank, msg }) => self.spawn_refused(rank, msg),
+                Frame::Msg(Msg::Kvs { epoch, pairs, .. }) => {
                     if epoch != self.epoch || self.fences_locally() {
                         self.orphan(format!(
                             "fence {epoch} answered during fence {}",
@@ -290,7 +301,15 @@ impl Proxy {
                     epoch,
                     ranks,
                     pairs,
+                    local: false,
+                    world,
+                }) if world != 0 => self.child_world_fence(i, world, epoch, ranks, pairs),
+                Frame::Msg(Msg::Fence {
+                    epoch,
+                    ranks,
+                    pairs,
                     local,
+                    ..
                 }) => {
                     // Only a site's leader completes fences itself.
                     if epoch != self.epoch || local {
@@ -312,6 +331,9 @@ impl Proxy {
                     | Msg::Exit { .. }
                     | Msg::Abort { .. }
                     | Msg::Trouble { .. }
+                    | Msg::SpawnRequest { .. }
+                    | Msg::WorldTrouble { .. }
+                    | Msg::WorldKnown { .. }
                     | Msg::StdinAck { .. }),
                 ) => self.up.send_msg(m),
                 Frame::Output { .. } => self.up.send(&f),
@@ -397,6 +419,7 @@ impl Proxy {
             ranks,
             pairs: up_pairs,
             local,
+            world: 0,
         });
         self.fence_sent = true;
         if local {
@@ -422,6 +445,7 @@ impl Proxy {
             c.channel.send_msg(Msg::Kvs {
                 epoch,
                 pairs: pairs.clone(),
+                world: 0,
             });
         }
         if let Err(e) = self.server.insert_remote(pairs) {

@@ -25,6 +25,7 @@ use crate::sys::{self, Exit};
 
 mod events;
 mod ranks;
+mod spawn;
 
 pub use ranks::take_lines;
 
@@ -82,6 +83,11 @@ struct Proxy {
     stdin: Stdin,
     /// The relay this gateway runs for its site (`grid::relay`).
     relay: Option<super::relay::Running>,
+    /// The first world's program here (staged or found): a spawn of the
+    /// same program runs it.
+    program: Option<PathBuf>,
+    /// Spawned worlds of the job: their fences (proxy/spawn.rs).
+    spawned: std::collections::HashMap<usize, spawn::WorldFence>,
 }
 
 #[derive(Default)]
@@ -140,12 +146,13 @@ pub fn run() -> i32 {
         version: VERSION,
         host,
     });
-    let server = Server::new_partial(
+    let mut server = Server::new_partial(
         plan.n,
         plan.kvsname.clone(),
         plan.process_mapping.clone(),
         &me.ranks,
     );
+    server.set_capacity(plan.capacity);
     let heartbeat = Duration::from_millis(plan.heartbeat_ms.clamp(500, 3_600_000));
     let stage = StageIn::new(plan, host);
     let mut p = Proxy {
@@ -167,6 +174,8 @@ pub fn run() -> i32 {
         heartbeat,
         stdin: Stdin::default(),
         relay: None,
+        program: None,
+        spawned: Default::default(),
         hello,
     };
     p.start_relay();
@@ -355,9 +364,21 @@ impl Proxy {
     fn spawn_ranks(&mut self, program: PathBuf) {
         let host = self.hello.host;
         let ranks = self.plan().hosts[host].ranks.clone();
+        let (n, args) = (self.plan().n, self.plan().args.clone());
         let mut pids = Vec::new();
+        self.program = Some(program.clone());
         for (local, &r) in ranks.iter().enumerate() {
-            match self.spawn(r, local, ranks.len(), &program) {
+            let p = ranks::ProcSpec {
+                rank: r,
+                local,
+                nlocal: ranks.len(),
+                program: &program,
+                args: &args,
+                world: (0, n),
+                extra_env: Vec::new(),
+                wdir: None,
+            };
+            match self.spawn(p) {
                 Ok(pid) => pids.push((r, pid)),
                 Err((code, msg)) => {
                     self.up.send_msg(Msg::Trouble { host, msg, code });

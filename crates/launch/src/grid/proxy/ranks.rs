@@ -3,21 +3,43 @@
 
 use super::*;
 
+/// What [`Proxy::spawn`] starts.
+pub(super) struct ProcSpec<'a> {
+    pub rank: usize,
+    /// Its index among its world's processes on this host, and their number.
+    pub local: usize,
+    pub nlocal: usize,
+    pub program: &'a std::path::Path,
+    pub args: &'a [String],
+    /// Its world: (first id, size).
+    pub world: (usize, usize),
+    /// What a spawn adds (`PMI_SPAWNED`, `GW_PARENT`, `GW_APPNUM`).
+    pub extra_env: Vec<(String, String)>,
+    /// The `wdir` info key's directory.
+    pub wdir: Option<&'a str>,
+}
+
 impl Proxy {
-    pub(super) fn spawn(
-        &mut self,
-        r: usize,
-        local: usize,
-        nlocal: usize,
-        program: &PathBuf,
-    ) -> Result<i32, (i32, String)> {
+    /// Forks one process of the job: a first-world rank or a spawned one
+    /// (same environment and PMI, plus what `p` adds).
+    pub(super) fn spawn(&mut self, p: ProcSpec<'_>) -> Result<i32, (i32, String)> {
+        let ProcSpec {
+            rank: r,
+            local,
+            nlocal,
+            program,
+            args,
+            world: (first, count),
+            extra_env,
+            wdir: wdir_override,
+        } = p;
         let plan = &self.hello.plan;
         let host = &plan.hosts[self.hello.host].name;
         let (ours, theirs) =
             sys::socketpair().map_err(|e| (1, format!("socketpair for rank {r}: {e}")))?;
         let child_fd = theirs.as_raw_fd();
         let mut cmd = Command::new(program);
-        cmd.args(&plan.args);
+        cmd.args(args);
         for v in [
             "PMI_ID",
             "PMI_PORT",
@@ -50,7 +72,12 @@ impl Proxy {
         }
         cmd.env("PMI_FD", child_fd.to_string())
             .env("PMI_RANK", r.to_string())
-            .env("PMI_SIZE", plan.n.to_string())
+            .env("PMI_SIZE", (first + count).to_string())
+            .env(
+                "GW_WORLD",
+                format!("{first}:{count}:{}", plan.capacity.max(plan.n)),
+            )
+            .envs(extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("MPI_LOCALRANKID", local.to_string())
             .env("MPI_LOCALNRANKS", nlocal.to_string())
             .env("GW_JOB_SECRET", &self.hello.secret)
@@ -65,9 +92,8 @@ impl Proxy {
             );
         // The front end's directory if this host has it (a shared file
         // system), else the home directory, as Open MPI does.
-        let wdir = plan
-            .wdir
-            .as_deref()
+        let wdir = wdir_override
+            .or(plan.wdir.as_deref())
             .filter(|d| std::path::Path::new(d).is_dir())
             .map(str::to_string)
             .or_else(|| std::env::var("HOME").ok())
@@ -75,7 +101,7 @@ impl Proxy {
         cmd.current_dir(&wdir);
         // Rank 0 reads the front end's stdin (when it is not a terminal),
         // the others /dev/null.
-        cmd.stdin(if r == 0 && plan.stdin {
+        cmd.stdin(if r == 0 && first == 0 && plan.stdin {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -276,18 +302,13 @@ impl Proxy {
                         self.ranks[i].pmi = None;
                         eprintln!("gwrun: rank {rank} broke the PMI protocol ({what}); its PMI connection is closed");
                     }
-                    Notice::BarrierReady => {
-                        self.own_fence = Some(self.server.take_fresh());
+                    Notice::BarrierReady { world: 0 } => {
+                        self.own_fence = Some(self.server.take_fresh_of(0));
                         self.maybe_fence_up();
                     }
-                    // Spawning is done by a single-host gwrun (see docs/mpi.md).
-                    Notice::Spawn { rank, .. } => {
-                        let out = self.server.spawn_refused(
-                            rank,
-                            "MPI_Comm_spawn is not supported in a job started with gwrun -f (machines file)",
-                        );
-                        self.deliver(out.replies);
-                    }
+                    Notice::BarrierReady { world } => self.world_barrier_ready(world),
+                    // The front end places the new processes (proxy/spawn.rs).
+                    Notice::Spawn { rank, apps, preput } => self.request_spawn(rank, apps, preput),
                 }
             }
         }
