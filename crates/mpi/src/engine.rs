@@ -46,8 +46,8 @@ mod matching;
 mod peer_failure;
 
 pub use matching::Unexpected;
-pub use peer_failure::failure_message;
 use matching::{held_cost, Posted, Queues, Slot, State, DEFAULT_HELD_LIMIT};
+pub use peer_failure::failure_message;
 
 use crate::error::{class, err, MpiError, Result};
 use crate::group::Group;

@@ -78,9 +78,23 @@ fn a_link_cut_mid_stream_fails_over_and_loses_nothing() {
 
     // 1. Default methods, reset: encrypt+tcp breaks at the next send, the
     // pair goes on over encrypt+udp.
-    stream_fails_over(&tb, &gwrun, &stream, &cut_at, Cut::TcpReset, "GW_LINK_TIMEOUT=3");
+    stream_fails_over(
+        &tb,
+        &gwrun,
+        &stream,
+        &cut_at,
+        Cut::TcpReset,
+        "GW_LINK_TIMEOUT=3",
+    );
     // 2. Default methods, silent drop: the silence (2 s) breaks it.
-    stream_fails_over(&tb, &gwrun, &stream, &cut_at, Cut::TcpDrop, "GW_LINK_TIMEOUT=2");
+    stream_fails_over(
+        &tb,
+        &gwrun,
+        &stream,
+        &cut_at,
+        Cut::TcpDrop,
+        "GW_LINK_TIMEOUT=2",
+    );
 
     // 3. Only encrypt+tcp: nothing applies after the cut; the job fails by
     // itself with an error naming the pair, not by its 90 s timeout.
@@ -129,7 +143,10 @@ fn a_link_cut_mid_stream_fails_over_and_loses_nothing() {
     );
     let all = o.all();
     assert!(o.cut, "rank 0 never reached the cut point:\n{all}");
-    assert!(!o.ok, "the ping-pong passed although the pair failed:\n{all}");
+    assert!(
+        !o.ok,
+        "the ping-pong passed although the pair failed:\n{all}"
+    );
     assert!(
         o.elapsed < Duration::from_secs(60),
         "the receive hung until the job's timeout ({:?}):\n{all}",

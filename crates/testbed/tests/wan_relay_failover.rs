@@ -60,7 +60,10 @@ fn a_pair_cut_everywhere_but_through_the_gateways_goes_on_over_the_relay() {
     );
     let all = o.all();
     // What failed over, for the log.
-    for l in all.lines().filter(|l| l.contains("failing over") || l.contains("now over")) {
+    for l in all
+        .lines()
+        .filter(|l| l.contains("failing over") || l.contains("now over"))
+    {
         eprintln!("{l}");
     }
     assert!(o.cut, "the sender never reached the cut point:\n{all}");

@@ -193,9 +193,7 @@ impl Engine {
         let me = self.ctx.rank();
         if src == ANY_SOURCE {
             return members.iter().any(|&w| w != me)
-                && members
-                    .iter()
-                    .all(|&w| w == me || self.ctx.has_departed(w));
+                && members.iter().all(|&w| w == me || self.ctx.has_departed(w));
         }
         usize::try_from(src)
             .ok()
@@ -256,7 +254,8 @@ mod tests {
             .expect("posted")
     }
 
-    const WHY: &str = "link rank 0 -> rank 1: every applicable method failed: tcp (Connection reset by peer)";
+    const WHY: &str =
+        "link rank 0 -> rank 1: every applicable method failed: tcp (Connection reset by peer)";
 
     #[test]
     fn what_waits_for_a_failed_peer_completes_with_its_reason() {
@@ -295,7 +294,9 @@ mod tests {
         assert_eq!(late.status().error, class::PROC_ABORTED);
 
         // Every other member gone: the any-source receive cannot match.
-        e.ctx.peer_departed(2, "rank 2 died").expect("rank 2 is a peer");
+        e.ctx
+            .peer_departed(2, "rank 2 died")
+            .expect("rank 2 is a peer");
         e.poke();
         assert!(from2.done() && from_any.done());
         assert_eq!(from_any.status().error, class::PROC_ABORTED);

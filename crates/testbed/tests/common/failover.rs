@@ -240,7 +240,14 @@ pub fn run_and_cut(
     let mut args: Vec<&str> = vec!["env"];
     args.extend_from_slice(env);
     args.extend_from_slice(&[
-        gwrun, "-f", &machines, "-n", &n, "--stats", "--timeout", "90",
+        gwrun,
+        "-f",
+        &machines,
+        "-n",
+        &n,
+        "--stats",
+        "--timeout",
+        "90",
     ]);
     args.extend_from_slice(prog_and_args);
     let started = Instant::now();
