@@ -142,12 +142,14 @@ impl Engine {
     /// for world rank `dead`.
     fn fail_waiting_for(&self, dead: u32) {
         let me = self.ctx.rank();
-        // Whether every member of a group other than us failed (an
-        // `MPI_ANY_SOURCE` receive on it can then never match).
+        // Whether the failed peer was a member of a group and every other
+        // member but us failed too (an `MPI_ANY_SOURCE` receive on it can
+        // then never match; one on a group of us alone is left alone).
         let all_gone = |members: &[u32]| {
-            members
-                .iter()
-                .all(|&w| w == me || w == dead || self.ctx.has_departed(w))
+            members.contains(&dead)
+                && members
+                    .iter()
+                    .all(|&w| w == me || w == dead || self.ctx.has_departed(w))
         };
         let mut failed: Vec<(Arc<Req>, i32)> = Vec::new();
         {
@@ -293,6 +295,15 @@ mod tests {
         assert!(late.done());
         assert_eq!(late.status().error, class::PROC_ABORTED);
 
+        // A receive on a group of this process alone is not about the peer.
+        let mut own = [0u8; 4];
+        let byte = Datatype::predefined(Basic::U8, "MPI_BYTE");
+        // SAFETY: `own` outlives the request, which is cancelled below.
+        let own_buf = unsafe { Buf::new(own.as_mut_ptr() as usize, 4, byte) };
+        let alone = e
+            .recv(1, &Group::new(vec![0]), ANY_SOURCE, ANY_TAG, own_buf)
+            .expect("posted");
+
         // Every other member gone: the any-source receive cannot match.
         e.ctx
             .peer_departed(2, "rank 2 died")
@@ -302,5 +313,7 @@ mod tests {
         assert_eq!(from_any.status().error, class::PROC_ABORTED);
         let msg = status_error(&from_any.status(), 4).unwrap().to_string();
         assert!(msg.contains("rank 2 died"), "{msg}");
+        assert!(!alone.done(), "a receive on a group of this process alone failed");
+        assert!(e.cancel_recv(&alone));
     }
 }
