@@ -176,6 +176,8 @@ struct ProgressState {
     /// at least once: only then is there shared-memory latency that skipping
     /// socket polls protects.
     shared_used: bool,
+    /// When idle rounds last looked for silent links (failover.rs).
+    last_silence_check: std::time::Instant,
 }
 
 struct Inner {
@@ -373,6 +375,7 @@ impl Context {
                 shared_used: false,
                 thorough: false,
                 thorough_cheap: false,
+                last_silence_check: std::time::Instant::now(),
             }),
             pmi: Mutex::new(pmi),
             skip_param,

@@ -313,7 +313,10 @@ mod tests {
         assert_eq!(from_any.status().error, class::PROC_ABORTED);
         let msg = status_error(&from_any.status(), 4).unwrap().to_string();
         assert!(msg.contains("rank 2 died"), "{msg}");
-        assert!(!alone.done(), "a receive on a group of this process alone failed");
+        assert!(
+            !alone.done(),
+            "a receive on a group of this process alone failed"
+        );
         assert!(e.cancel_recv(&alone));
     }
 }

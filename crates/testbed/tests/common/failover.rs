@@ -164,7 +164,9 @@ pub fn cut(tb: &Testbed, host: &str, peer_addrs: &[String], how: Cut) {
     let (out, inp) = match how {
         Cut::TcpReset => (
             format!("ip daddr {{ {set} }} meta l4proto tcp reject with tcp reset"),
-            format!("ip saddr {{ {set} }} meta l4proto tcp reject with tcp reset"),
+            // The resets the output rule makes come in from the peer's
+            // address: let them in, or the local socket never sees one.
+            format!("ip saddr {{ {set} }} tcp flags & rst == 0 reject with tcp reset"),
         ),
         Cut::TcpDrop => (
             format!("ip daddr {{ {set} }} meta l4proto tcp drop"),
