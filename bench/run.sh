@@ -5,7 +5,7 @@
 #          floors measured by small C programs (bench/c): one cache line shared by
 #          two processes, raw TCP ping-pong with TCP_NODELAY, single-thread memcpy;
 #          and peers: the same ping-pong with Debian's MPICH and Open MPI.
-#   parts: each crate's own bench script (crates/*/bench.sh), bench/udp.sh and bench/wan.sh (transforms on gw-testbed), bench/relay.sh (relays), if present.
+#   parts: each crate's own bench script (crates/*/bench.sh), bench/udp.sh and bench/wan.sh (transforms on gw-testbed), bench/relay.sh (relays), bench/failover.sh (failover), if present.
 # BENCH_PARTS=0 runs only the core part. Every figure is the median of RUNS
 # runs (default 3); the machine is shared and
 # noisy, so compare ratios within one run, not figures across runs.
@@ -113,7 +113,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) pri
 } | tee "$OUT/core.md"
 
 [ "${BENCH_PARTS:-1}" = 0 ] && exit 0
-for part in crates/*/bench.sh bench/udp.sh bench/wan.sh bench/relay.sh; do
+for part in crates/*/bench.sh bench/udp.sh bench/wan.sh bench/relay.sh bench/failover.sh; do
   [ -x "$part" ] || [ -f "$part" ] || continue
   echo >&2; echo "bench: $part" >&2
   bash "$part" | tee "$OUT/$(basename "$(dirname "$part")")-$(basename "$part" .sh).md" || echo "bench: $part failed" >&2

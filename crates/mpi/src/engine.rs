@@ -43,9 +43,11 @@ mod handlers;
 #[cfg(test)]
 mod hostile_tests;
 mod matching;
+mod peer_failure;
 
 pub use matching::Unexpected;
 use matching::{held_cost, Posted, Queues, Slot, State, DEFAULT_HELD_LIMIT};
+pub use peer_failure::failure_message;
 
 use crate::error::{class, err, MpiError, Result};
 use crate::group::Group;
@@ -255,6 +257,9 @@ pub struct Engine {
     /// Pokes so far (the clock is read on every 8th).
     pokes: AtomicU32,
     born: Instant,
+    /// Peers the runtime failed for good, whose waiting operations the
+    /// next round of a wait fails (`engine/peer_failure.rs`).
+    failures: Arc<peer_failure::PeerFailures>,
 }
 
 /// A `poke` (`MPI_Test*`, `MPI_Iprobe`; every 8th looks at the clock)
@@ -351,7 +356,9 @@ impl Engine {
             last_thorough_poke: AtomicU64::new(0),
             pokes: AtomicU32::new(0),
             born: Instant::now(),
+            failures: Arc::default(),
         });
+        e.failures.subscribe(&e.ctx);
         // The handlers reach the engine by address, not through a `Weak`:
         // upgrading one costs two locked instructions per message.
         let at = Arc::as_ptr(&e) as usize;
@@ -803,6 +810,9 @@ impl Engine {
         if self.ready_len.load(Ordering::Acquire) > 0 {
             self.push_ready_now();
         }
+        if self.failures.pending.load(Ordering::Relaxed) {
+            self.handle_peer_failures();
+        }
     }
 
     #[inline(never)]
@@ -1032,6 +1042,10 @@ impl Engine {
                 st.held = st.held.saturating_sub(held_cost(u.data.len()));
                 self.take_unexpected(st, u, &req)?;
             }
+            None if self.posted_for_failed(&group.members, src) => {
+                drop(st);
+                peer_failure::fail_request(&req, src);
+            }
             None => q.posted.push_back(Posted {
                 src,
                 tag,
@@ -1201,6 +1215,7 @@ pub fn status_error(s: &Status, cap_hint: usize) -> Option<MpiError> {
             "message truncated: the receive buffer holds {cap_hint} bytes, the message was longer"
         ),
         )),
+        class::PROC_ABORTED => Some(err(class::PROC_ABORTED, failure_message())),
         c => Some(err(c, "the operation failed")),
     }
 }

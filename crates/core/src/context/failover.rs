@@ -392,8 +392,10 @@ impl Context {
             if check_silence && !finalized {
                 let mut g = s.send.lock().unwrap_or_else(|e| e.into_inner());
                 let timeout = self.inner.link_timeout;
-                let stalled = g.link.as_ref().is_some_and(|l| l.stalled(timeout));
-                if g.sender.silent(now, timeout) && stalled {
+                // Silence first: asking the transport is a system call.
+                let silent = g.sender.silent(now, timeout)
+                    && g.link.as_ref().is_some_and(|l| l.stalled(timeout));
+                if silent {
                     let why = format!(
                         "nothing acknowledged for {} s (GW_LINK_TIMEOUT)",
                         timeout.as_secs()

@@ -176,6 +176,8 @@ struct ProgressState {
     /// at least once: only then is there shared-memory latency that skipping
     /// socket polls protects.
     shared_used: bool,
+    /// When idle rounds last looked for silent links (failover.rs).
+    last_silence_check: std::time::Instant,
 }
 
 struct Inner {
@@ -373,6 +375,7 @@ impl Context {
                 shared_used: false,
                 thorough: false,
                 thorough_cheap: false,
+                last_silence_check: std::time::Instant::now(),
             }),
             pmi: Mutex::new(pmi),
             skip_param,
@@ -928,12 +931,16 @@ impl Context {
         if c.iter().any(|&(mi, _)| relayed(mi)) {
             // `rank` sits behind a firewall: from another site its relay
             // comes first (a direct connect would hang until the connect
-            // timeout); within its site it is reached directly first. The
-            // other kind stays behind as the fallback failover takes when
-            // the first breaks or its connect fails (failover.rs).
-            let same_site = rank == self.rank()
-                || self.placement_of(self.rank())?.site == self.placement_of(rank)?.site;
-            c.sort_by_key(|&(mi, _)| relayed(mi) == same_site);
+            // timeout); within its site it is reached directly first, and
+            // so is a host of a site whose relay is only a fallback
+            // (`GW_RELAYS=all`). The other kind stays behind as the
+            // fallback failover takes when the first breaks or its connect
+            // fails (failover.rs).
+            let theirs = self.placement_of(rank)?.site;
+            let same_site = rank == self.rank() || self.placement_of(self.rank())?.site == theirs;
+            let relay_first =
+                !same_site && !method::relay::is_fallback_site(&self.inner.params, &theirs);
+            c.sort_by_key(|&(mi, _)| relayed(mi) != relay_first);
         }
         if !self.inner.transforms.filters() || rank == self.rank() {
             return Ok(c);

@@ -28,6 +28,9 @@ fn yields_slow(now: std::time::Instant) -> bool {
     since_base(now) < SLOW_YIELD_UNTIL.load(Ordering::Relaxed)
 }
 
+/// How often idle rounds look for links silent beyond `GW_LINK_TIMEOUT`.
+const SILENCE_CHECK_GAP: std::time::Duration = std::time::Duration::from_millis(50);
+
 impl Context {
     /// One round of progress. Returns the number of messages delivered, or 0
     /// if another thread is progressing right now.
@@ -100,8 +103,20 @@ impl Context {
             st.next_expensive = st.iter + st.skip;
         }
         // Acks, broken links, silence (failover.rs): only when there is
-        // something to do, and the silence check every 1024 rounds.
-        let check_silence = st.iter & 1023 == 0 && !self.inner.expensive.is_empty();
+        // something to do, and the silence check every 1024 rounds — and,
+        // in idle rounds, every `SILENCE_CHECK_GAP`: a blocked wait sleeps
+        // about 1 ms per round, and 1024 of those put a second on top of
+        // `GW_LINK_TIMEOUT` before a silent link was noticed. (The clock is
+        // read every 64th idle round only.)
+        let mut check_silence = st.iter & 1023 == 0;
+        if !check_silence && n == 0 && st.iter & 63 == 0 && self.inner.seq_peers_any() {
+            let now = std::time::Instant::now();
+            if now.saturating_duration_since(st.last_silence_check) >= SILENCE_CHECK_GAP {
+                st.last_silence_check = now;
+                check_silence = true;
+            }
+        }
+        let check_silence = check_silence && !self.inner.expensive.is_empty();
         if self.inner.seq_work.load(Ordering::Relaxed)
             || (n == 0 && self.inner.seq_idle_acks.load(Ordering::Relaxed))
             || (check_silence && self.inner.seq_peers_any())

@@ -28,22 +28,29 @@ use std::time::Duration;
 /// The line a relay prints once it listens.
 const READY: &str = "GWRELAY1 ";
 
-/// Marks the relayed sites of the plan (`gateway=` set, more than one site
-/// in the job, and `GW_RELAYS` not `off` in the job's environment) and
-/// tells every rank which sites are relayed.
+/// Marks the sites of the plan whose gateway runs a relay and tells every
+/// rank which: in a job of more than one site, a site with `gateway=`
+/// (firewalled) is *relayed* (`GW_RELAYED_SITES`: its other hosts are
+/// reached from other sites through the relay first); with `GW_RELAYS=all`
+/// (the default) every other site's first host runs one too, as a
+/// *fallback* (`GW_RELAY_FALLBACK_SITES`: reached directly first, through
+/// the relay when every direct stack broke). `GW_RELAYS=firewalled`
+/// keeps only the first kind, `off` neither.
 pub fn apply(m: &Machines, sites: &mut [PlanSite], env: &mut Vec<(String, String)>) {
-    let off = env
+    let mode = env
         .iter()
         .rev()
         .find(|(k, _)| k == "GW_RELAYS")
-        .is_some_and(|(_, v)| v == "off");
+        .map_or("all", |(_, v)| v.as_str())
+        .to_string();
     let mut names: Vec<&str> = sites.iter().map(|s| s.name.as_str()).collect();
     names.sort_unstable();
     names.dedup();
-    if off || names.len() < 2 {
+    if mode == "off" || names.len() < 2 {
         return;
     }
     let mut relayed = Vec::new();
+    let mut fallback = Vec::new();
     for ps in sites.iter_mut() {
         let gateway = m
             .site_index(&ps.name)
@@ -51,10 +58,16 @@ pub fn apply(m: &Machines, sites: &mut [PlanSite], env: &mut Vec<(String, String
         if gateway.is_some() {
             ps.relay = true;
             relayed.push(ps.name.clone());
+        } else if mode != "firewalled" {
+            ps.relay = true;
+            fallback.push(ps.name.clone());
         }
     }
     if !relayed.is_empty() {
         env.push(("GW_RELAYED_SITES".into(), relayed.join(",")));
+    }
+    if !fallback.is_empty() {
+        env.push(("GW_RELAY_FALLBACK_SITES".into(), fallback.join(",")));
     }
 }
 

@@ -3,6 +3,8 @@
 //! binaries into the test's target directory.
 #![allow(dead_code)]
 
+pub mod failover;
+
 use gridwire_testbed::harness::run_with_timeout;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -60,7 +60,24 @@ pub const PARAMS: &[ParamDecl] = &[
         help: "Comma-separated sites whose hosts may sit behind a relay (set by `gwrun -f`): \
                every rank then builds the `encrypt+relay+tcp` stack to reach them.",
     },
+    ParamDecl {
+        name: "RELAY_FALLBACK_SITES",
+        default: "",
+        kind: Kind::Text,
+        help: "Comma-separated sites reachable directly whose gateway also runs a relay (set by \
+               `gwrun -f`, `GW_RELAYS=all`): their hosts are reached directly first and through \
+               the relay only when every direct stack broke (failover).",
+    },
 ];
+
+/// Whether `site` is one whose relay is only a fallback
+/// (`GW_RELAY_FALLBACK_SITES`): its hosts are reached directly first.
+pub fn is_fallback_site(params: &crate::params::Params, site: &str) -> bool {
+    params
+        .text("RELAY_FALLBACK_SITES")
+        .split(',')
+        .any(|s| s.trim() == site)
+}
 
 /// The method's name in descriptor tables.
 pub const NAME: &str = "relay+tcp";
@@ -411,12 +428,15 @@ pub fn stack_sets(policy: &super::transform::policy::Policy) -> Vec<Vec<&'static
 }
 
 /// The relay stacks of this process (`encrypt+relay+tcp`, …): only in a job
-/// that has relayed sites (`GW_RELAYED_SITES`).
+/// that has relays (`GW_RELAYED_SITES`, `GW_RELAY_FALLBACK_SITES`).
 pub fn build_stacks(
     env: &MethodEnv,
     policy: &super::transform::policy::Policy,
 ) -> Result<Vec<Arc<dyn Method>>> {
-    if env.params.text("RELAYED_SITES").trim().is_empty() && env.params.text("RELAY").is_empty() {
+    if env.params.text("RELAYED_SITES").trim().is_empty()
+        && env.params.text("RELAY_FALLBACK_SITES").trim().is_empty()
+        && env.params.text("RELAY").is_empty()
+    {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
