@@ -506,10 +506,10 @@ impl Engine {
     /// The status of a finished request, which is then recycled if nobody
     /// else holds it (one lock of the request for both).
     pub fn finish(&self, r: Arc<Req>) -> Status {
-        if Arc::strong_count(&r) != 1 {
+        // The sole holder: read and reset without the request's lock.
+        let Some(s) = r.take_status_and_reset_sole() else {
             return r.status();
-        }
-        let s = r.take_status_and_reset();
+        };
         if let Some(mut p) = self.pool.try_lock() {
             if p.len() < 256 {
                 p.push(r);
@@ -1017,15 +1017,24 @@ impl Engine {
             return Err(read_only());
         }
         let req = self.new_req();
-        {
-            let mut d = req.d.lock();
-            d.recv = Some(buf);
+        // A request from the pool (or a new one) is ours alone until it is
+        // queued below: set it up without its lock.
+        let mut buf = Some(buf);
+        let init = |d: &mut crate::request::ReqData, buf: &mut Option<Buf>| {
+            d.recv = buf.take();
             d.ctx = ctx;
             d.is_recv = true;
+        };
+        if req.with_sole(|d| init(d, &mut buf)).is_none() {
+            init(&mut req.d.lock(), &mut buf);
         }
         let mut st = self.lock();
         let q = st.local(ctx, group, self);
-        let hit = q.unexpected.iter().position(|u| u.env.matches(src, tag));
+        let hit = if q.unexpected.is_empty() {
+            None
+        } else {
+            q.unexpected.iter().position(|u| u.env.matches(src, tag))
+        };
         match hit {
             Some(i) => {
                 let u = q.unexpected.remove(i).expect("index from position");
