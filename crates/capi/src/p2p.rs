@@ -504,7 +504,7 @@ fn is_done(a: &Active) -> bool {
 /// Finishes a completed request: its status, and the handle becomes NULL (or inactive).
 fn finish(h: &mut MPI_Request, a: Active) -> Status {
     let handle = *h;
-    finish_with(h, a, || REQS.remove_unless(handle, is_persistent))
+    finish_with(h, a, || REQS.remove_unless(handle, is_persistent), None)
 }
 
 fn is_persistent(o: &ReqObj) -> bool {
@@ -513,7 +513,15 @@ fn is_persistent(o: &ReqObj) -> bool {
 
 /// [`finish`] with the table removal given (`take`: called only for an
 /// active request; what `REQS.remove_unless(h, is_persistent)` returns).
-fn finish_with(h: &mut MPI_Request, a: Active, take: impl FnOnce() -> Option<ReqObj>) -> Status {
+///
+/// `spare`: where a recyclable request goes (then given back to the engine
+/// in one batch by the caller, see `Engine::give_back`); None: recycled now.
+fn finish_with(
+    h: &mut MPI_Request,
+    a: Active,
+    take: impl FnOnce() -> Option<ReqObj>,
+    spare: Option<&mut Vec<Arc<Req>>>,
+) -> Status {
     match a {
         Active::Empty => Status::empty(),
         Active::DoneSend => {
@@ -532,10 +540,12 @@ fn finish_with(h: &mut MPI_Request, a: Active, take: impl FnOnce() -> Option<Req
                 _ => *h = MPI_REQUEST_NULL,
             }
             // The table's reference is gone: the status is read and the
-            // request recycled under one lock of it.
-            match mpi() {
-                Ok(m) => m.engine.finish(r),
-                Err(_) => r.status(),
+            // request recycled (without its lock when this is the last
+            // reference).
+            match (mpi(), spare) {
+                (Ok(m), Some(spare)) => m.engine.finish_into(r, spare),
+                (Ok(m), None) => m.engine.finish(r),
+                (Err(_), _) => r.status(),
             }
         }
     }
@@ -706,13 +716,15 @@ unsafe fn wait_many(
                         |i| matches!(acts[i], Active::Req(_)),
                         is_persistent,
                     );
+                    let mut spare = Vec::with_capacity(hs.len());
                     for ((i, a), t) in acts.into_iter().enumerate().zip(taken) {
-                        let s = finish_with(&mut hs[i], a, || t);
+                        let s = finish_with(&mut hs[i], a, || t, Some(&mut spare));
                         if s.error != 0 && first_err.is_none() {
                             first_err = Some(s.error);
                         }
                         set_status(i, &s);
                     }
+                    m.engine.give_back(&mut spare);
                 }
             }
             Many::Any => {

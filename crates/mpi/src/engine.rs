@@ -270,6 +270,10 @@ pub struct Engine {
 /// of a loop that does nothing but test.
 const POKE_GAP: Duration = Duration::from_micros(200);
 
+/// Most requests kept in [`State::spare_reqs`] (the receives of a window
+/// of `MPI_Waitall` and then some).
+const SPARE_REQS: usize = 256;
+
 /// How many rejected messages are reported on stderr; the rest are only
 /// counted ([`Engine::rejected`]): a hostile peer must not fill the log.
 const REPORTED_REJECTS: u64 = 8;
@@ -516,6 +520,33 @@ impl Engine {
             }
         }
         s
+    }
+
+    /// [`Engine::finish`] for a batch (`MPI_Waitall`): a recyclable request
+    /// goes to `spare`, for [`Engine::give_back`] to return all at once.
+    pub fn finish_into(&self, r: Arc<Req>, spare: &mut Vec<Arc<Req>>) -> Status {
+        let Some(s) = r.take_status_and_reset_sole() else {
+            return r.status();
+        };
+        spare.push(r);
+        s
+    }
+
+    /// Returns requests reset by [`Engine::finish_into`] to the spares that
+    /// [`Engine::recv`] takes under the matching lock it holds anyway: one
+    /// lock per batch, none per receive. (Beyond a bound they are dropped.)
+    pub fn give_back(&self, spare: &mut Vec<Arc<Req>>) {
+        if spare.is_empty() {
+            return;
+        }
+        {
+            let mut st = self.lock();
+            let room = SPARE_REQS.saturating_sub(st.spare_reqs.len());
+            let n = room.min(spare.len());
+            st.spare_reqs.extend(spare.drain(..n));
+        }
+        // The rest is freed outside the lock.
+        spare.clear();
     }
 
     /// Gives a finished request back for reuse if nobody else holds it.
@@ -1016,9 +1047,13 @@ impl Engine {
         if !buf.writable() {
             return Err(read_only());
         }
-        let req = self.new_req();
-        // A request from the pool (or a new one) is ours alone until it is
-        // queued below: set it up without its lock.
+        let mut st = self.lock();
+        let req = match st.spare_reqs.pop() {
+            Some(r) => r,
+            None => self.new_req(),
+        };
+        // A spare request (or a new one) is ours alone until it is queued
+        // below: set it up without its lock.
         let mut buf = Some(buf);
         let init = |d: &mut crate::request::ReqData, buf: &mut Option<Buf>| {
             d.recv = buf.take();
@@ -1028,7 +1063,6 @@ impl Engine {
         if req.with_sole(|d| init(d, &mut buf)).is_none() {
             init(&mut req.d.lock(), &mut buf);
         }
-        let mut st = self.lock();
         let q = st.local(ctx, group, self);
         let hit = if q.unexpected.is_empty() {
             None
