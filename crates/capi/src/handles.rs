@@ -115,6 +115,56 @@ impl<T: Clone> Table<T> {
         Some(o)
     }
 
+    /// [`Table::get`] of every handle in `hs` under one lock (a request
+    /// array of `MPI_Waitall`: one compare-exchange per call instead of one
+    /// per handle). Predefined handles give None, as with `get`.
+    pub fn get_each(&self, hs: &[Handle]) -> Vec<Option<T>> {
+        let t = self.inner.lock();
+        hs.iter()
+            .map(|&h| {
+                let (i, g) = Self::index(h)?;
+                let s = t.slots.get(i)?;
+                if s.gen != g {
+                    return None;
+                }
+                s.obj.clone()
+            })
+            .collect()
+    }
+
+    /// [`Table::remove_unless`] of the handles in `hs` for which `pick`
+    /// holds, under one lock; the others give None.
+    pub fn remove_each_unless(
+        &self,
+        hs: &[Handle],
+        mut pick: impl FnMut(usize) -> bool,
+        keep: impl Fn(&T) -> bool,
+    ) -> Vec<Option<T>> {
+        let mut t = self.inner.lock();
+        let mut out = Vec::with_capacity(hs.len());
+        for (k, &h) in hs.iter().enumerate() {
+            let got = (|| {
+                if !pick(k) {
+                    return None;
+                }
+                let (i, g) = Self::index(h)?;
+                let s = t.slots.get_mut(i)?;
+                if s.gen != g {
+                    return None;
+                }
+                if keep(s.obj.as_ref()?) {
+                    return s.obj.clone();
+                }
+                let o = s.obj.take()?;
+                s.gen = s.gen.wrapping_add(1) & 0x7fff_ffff;
+                t.free.push(i as u32);
+                Some(o)
+            })();
+            out.push(got);
+        }
+        out
+    }
+
     pub fn remove(&self, h: Handle) -> Option<T> {
         let (i, g) = Self::index(h)?;
         let mut t = self.inner.lock();

@@ -467,11 +467,17 @@ enum Active {
 }
 
 fn active(h: MPI_Request) -> Result<Active> {
+    active_of(h, || REQS.get(h))
+}
+
+/// [`active`] with the table look-up given (`look`: the handle's object,
+/// asked only for a table handle).
+fn active_of(h: MPI_Request, look: impl FnOnce() -> Option<ReqObj>) -> Result<Active> {
     match h {
         MPI_REQUEST_NULL => Ok(Active::Empty),
         REQUEST_DONE_SEND => Ok(Active::DoneSend),
         _ if handles::is_eager_sent(h) => Ok(Active::DoneSend),
-        _ => match REQS.get(h) {
+        _ => match look() {
             Some(ReqObj::Plain(r)) => Ok(Active::Req(r)),
             Some(ReqObj::Persistent(p)) => Ok(p
                 .lock()
@@ -497,6 +503,25 @@ fn is_done(a: &Active) -> bool {
 
 /// Finishes a completed request: its status, and the handle becomes NULL (or inactive).
 fn finish(h: &mut MPI_Request, a: Active) -> Status {
+    let handle = *h;
+    finish_with(h, a, || REQS.remove_unless(handle, is_persistent), None)
+}
+
+fn is_persistent(o: &ReqObj) -> bool {
+    matches!(o, ReqObj::Persistent(_))
+}
+
+/// [`finish`] with the table removal given (`take`: called only for an
+/// active request; what `REQS.remove_unless(h, is_persistent)` returns).
+///
+/// `spare`: where a recyclable request goes (then given back to the engine
+/// in one batch by the caller, see `Engine::give_back`); None: recycled now.
+fn finish_with(
+    h: &mut MPI_Request,
+    a: Active,
+    take: impl FnOnce() -> Option<ReqObj>,
+    spare: Option<&mut Vec<Arc<Req>>>,
+) -> Status {
     match a {
         Active::Empty => Status::empty(),
         Active::DoneSend => {
@@ -506,7 +531,7 @@ fn finish(h: &mut MPI_Request, a: Active) -> Status {
         Active::Req(r) => {
             // One table look-up: a plain request's handle goes, a persistent
             // one stays (inactive).
-            match REQS.remove_unless(*h, |o| matches!(o, ReqObj::Persistent(_))) {
+            match take() {
                 Some(ReqObj::Persistent(p)) => p.lock().unwrap().active = None,
                 Some(ReqObj::Generalized(g)) => {
                     *h = MPI_REQUEST_NULL;
@@ -515,10 +540,12 @@ fn finish(h: &mut MPI_Request, a: Active) -> Status {
                 _ => *h = MPI_REQUEST_NULL,
             }
             // The table's reference is gone: the status is read and the
-            // request recycled under one lock of it.
-            match mpi() {
-                Ok(m) => m.engine.finish(r),
-                Err(_) => r.status(),
+            // request recycled (without its lock when this is the last
+            // reference).
+            match (mpi(), spare) {
+                (Ok(m), Some(spare)) => m.engine.finish_into(r, spare),
+                (Ok(m), None) => m.engine.finish(r),
+                (Err(_), _) => r.status(),
             }
         }
     }
@@ -621,14 +648,37 @@ unsafe fn wait_many(
         // SAFETY: MPI array arguments of `n` elements.
         let hs = unsafe { arr_mut(reqs, n) };
         let m = mpi()?;
-        let mut acts: Vec<Active> = hs.iter().map(|&h| active(h)).collect::<Result<_>>()?;
+        // One lock of the handle table for the whole array.
+        let looked = REQS.get_each(hs);
+        let mut acts: Vec<Active> = hs
+            .iter()
+            .zip(looked)
+            .map(|(&h, o)| active_of(h, || o))
+            .collect::<Result<_>>()?;
         // Null and inactive requests take no part in Any/Some.
         let live: Vec<bool> = acts.iter().map(|a| !matches!(a, Active::Empty)).collect();
         // `acts` holds the requests themselves, whose completion flags the
         // wait below sees change: no second look-up of the handles.
+        // Waitall: requests complete mostly in order, so the requests found
+        // done are not looked at again (a cursor, not a scan from the start
+        // on every round of progress: a window of 64 receives otherwise cost
+        // 64²/2 flag loads per window).
+        let first_pending = std::cell::Cell::new(0usize);
         let ready = || -> bool {
             match mode {
-                Many::All => acts.iter().all(is_done),
+                Many::All => {
+                    let from = first_pending.get();
+                    match acts[from..].iter().position(|a| !is_done(a)) {
+                        Some(i) => {
+                            first_pending.set(from + i);
+                            false
+                        }
+                        None => {
+                            first_pending.set(acts.len());
+                            true
+                        }
+                    }
+                }
                 Many::Any | Many::Some => {
                     !live.iter().any(|&l| l)
                         || acts.iter().zip(&live).any(|(a, &l)| l && is_done(a))
@@ -659,13 +709,22 @@ unsafe fn wait_many(
                 // SAFETY: output argument.
                 unsafe { put(flag, all as c_int) };
                 if all {
-                    for (i, a) in acts.into_iter().enumerate() {
-                        let s = finish(&mut hs[i], a);
+                    // The handles of the active requests leave the table
+                    // under one lock.
+                    let taken = REQS.remove_each_unless(
+                        hs,
+                        |i| matches!(acts[i], Active::Req(_)),
+                        is_persistent,
+                    );
+                    let mut spare = Vec::with_capacity(hs.len());
+                    for ((i, a), t) in acts.into_iter().enumerate().zip(taken) {
+                        let s = finish_with(&mut hs[i], a, || t, Some(&mut spare));
                         if s.error != 0 && first_err.is_none() {
                             first_err = Some(s.error);
                         }
                         set_status(i, &s);
                     }
+                    m.engine.give_back(&mut spare);
                 }
             }
             Many::Any => {

@@ -74,6 +74,23 @@ impl<T> TryLock<T> {
     pub fn get_mut(&mut self) -> &mut T {
         self.value.get_mut()
     }
+
+    /// The value without taking the lock: for an owner that can prove no
+    /// other thread can reach this `TryLock` at all (e.g. the only `Arc` of
+    /// the object that holds it), where the lock's compare-exchange would
+    /// buy nothing. Why: a request is initialised and recycled by the
+    /// thread that holds its only reference, twice per small message.
+    ///
+    /// # Safety
+    /// While the returned reference lives, no other reference to the value
+    /// may exist and no thread may take the lock; the caller must also have
+    /// synchronised (Acquire) with the last thread that released it.
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub unsafe fn get_unshared(&self) -> &mut T {
+        // SAFETY: the caller's contract: this is the only access.
+        unsafe { &mut *self.value.get() }
+    }
 }
 
 impl<T: Default> Default for TryLock<T> {

@@ -275,6 +275,10 @@ pub struct Engine {
 /// of a loop that does nothing but test.
 const POKE_GAP: Duration = Duration::from_micros(200);
 
+/// Most requests kept in [`State::spare_reqs`] (the receives of a window
+/// of `MPI_Waitall` and then some).
+const SPARE_REQS: usize = 256;
+
 /// How many rejected messages are reported on stderr; the rest are only
 /// counted ([`Engine::rejected`]): a hostile peer must not fill the log.
 const REPORTED_REJECTS: u64 = 8;
@@ -513,16 +517,43 @@ impl Engine {
     /// The status of a finished request, which is then recycled if nobody
     /// else holds it (one lock of the request for both).
     pub fn finish(&self, r: Arc<Req>) -> Status {
-        if Arc::strong_count(&r) != 1 {
+        // The sole holder: read and reset without the request's lock.
+        let Some(s) = r.take_status_and_reset_sole() else {
             return r.status();
-        }
-        let s = r.take_status_and_reset();
+        };
         if let Some(mut p) = self.pool.try_lock() {
             if p.len() < 256 {
                 p.push(r);
             }
         }
         s
+    }
+
+    /// [`Engine::finish`] for a batch (`MPI_Waitall`): a recyclable request
+    /// goes to `spare`, for [`Engine::give_back`] to return all at once.
+    pub fn finish_into(&self, r: Arc<Req>, spare: &mut Vec<Arc<Req>>) -> Status {
+        let Some(s) = r.take_status_and_reset_sole() else {
+            return r.status();
+        };
+        spare.push(r);
+        s
+    }
+
+    /// Returns requests reset by [`Engine::finish_into`] to the spares that
+    /// [`Engine::recv`] takes under the matching lock it holds anyway: one
+    /// lock per batch, none per receive. (Beyond a bound they are dropped.)
+    pub fn give_back(&self, spare: &mut Vec<Arc<Req>>) {
+        if spare.is_empty() {
+            return;
+        }
+        {
+            let mut st = self.lock();
+            let room = SPARE_REQS.saturating_sub(st.spare_reqs.len());
+            let n = room.min(spare.len());
+            st.spare_reqs.extend(spare.drain(..n));
+        }
+        // The rest is freed outside the lock.
+        spare.clear();
     }
 
     /// Gives a finished request back for reuse if nobody else holds it.
@@ -1026,16 +1057,28 @@ impl Engine {
         if !buf.writable() {
             return Err(read_only());
         }
-        let req = self.new_req();
-        {
-            let mut d = req.d.lock();
-            d.recv = Some(buf);
+        let mut st = self.lock();
+        let req = match st.spare_reqs.pop() {
+            Some(r) => r,
+            None => self.new_req(),
+        };
+        // A spare request (or a new one) is ours alone until it is queued
+        // below: set it up without its lock.
+        let mut buf = Some(buf);
+        let init = |d: &mut crate::request::ReqData, buf: &mut Option<Buf>| {
+            d.recv = buf.take();
             d.ctx = ctx;
             d.is_recv = true;
+        };
+        if req.with_sole(|d| init(d, &mut buf)).is_none() {
+            init(&mut req.d.lock(), &mut buf);
         }
-        let mut st = self.lock();
         let q = st.local(ctx, group, self);
-        let hit = q.unexpected.iter().position(|u| u.env.matches(src, tag));
+        let hit = if q.unexpected.is_empty() {
+            None
+        } else {
+            q.unexpected.iter().position(|u| u.env.matches(src, tag))
+        };
         match hit {
             Some(i) => {
                 let u = q.unexpected.remove(i).expect("index from position");
@@ -1262,6 +1305,44 @@ mod tests {
             (d.kind, d.ctx, d.src, d.tag, d.seq, d.size, d.sreq, d.addr, d.pid),
             (RTS, e.ctx, 5, 99, 12345, 8, 77, 0xdead_beef, 4242)
         );
+    }
+
+    #[test]
+    fn a_finished_receive_is_reused_by_the_next_one() {
+        use crate::datatype::{Basic, Datatype};
+        let e = crate::fuzzing::engine_of_job(2);
+        let g = crate::group::Group::new(vec![0, 1]);
+        let byte = Datatype::predefined(Basic::U8, "MPI_BYTE");
+        let mut into = [0u8; 8];
+        // SAFETY: `into` outlives both receives (each completes or is dropped below).
+        let b = unsafe { Buf::bytes_of_mut(&mut into, &byte) };
+        let r = e.recv(0, &g, 1, 5, b.clone()).expect("posted");
+        let first = Arc::as_ptr(&r);
+        let mut wire = Env {
+            seq: 0,
+            tag: 5,
+            src: 1,
+            ctx: 0,
+            ..env(EAGER)
+        }
+        .encode_eager()
+        .to_vec();
+        wire.extend_from_slice(&[9u8; 8]);
+        e.handle_msg(1, &wire);
+        assert!(r.done());
+        let mut spare = Vec::new();
+        let s = e.finish_into(r, &mut spare);
+        assert_eq!((s.source, s.tag, s.bytes, s.error), (1, 5, 8, 0));
+        assert_eq!(spare.len(), 1, "the sole holder recycles it");
+        e.give_back(&mut spare);
+        assert!(spare.is_empty());
+        // The next receive takes that very request, reset.
+        let r2 = e.recv(0, &g, 1, 5, b).expect("posted");
+        assert_eq!(Arc::as_ptr(&r2), first);
+        assert!(!r2.done());
+        assert_eq!(r2.status(), Status::default());
+        assert!(e.cancel_recv(&r2));
+        assert_eq!(into, [9u8; 8]);
     }
 
     #[test]

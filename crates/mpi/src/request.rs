@@ -307,6 +307,34 @@ impl Req {
         self.done.store(true, Ordering::Release);
     }
 
+    /// Runs `f` on the data of a request that no one else holds, without
+    /// the lock; None (and `f` not run) if another reference exists.
+    pub fn with_sole<R>(self: &Arc<Self>, f: impl FnOnce(&mut ReqData) -> R) -> Option<R> {
+        if Arc::strong_count(self) != 1 {
+            return None;
+        }
+        // Pairs with the Release decrement of the last other reference
+        // dropped: what its holder wrote to `d` is visible here.
+        std::sync::atomic::fence(Ordering::Acquire);
+        // SAFETY: `self` is the only `Arc` of this request and no `Weak` of
+        // a `Req` is ever made, so no other thread can reach `d` (nor clone
+        // the `Arc`) while `f` runs; the fence above orders us after the
+        // last holder's writes.
+        Some(f(unsafe { self.d.get_unshared() }))
+    }
+
+    /// [`Req::take_status_and_reset`] for the sole holder (see
+    /// [`Req::with_sole`]): no locked instruction. None if it is shared.
+    pub fn take_status_and_reset_sole(self: &Arc<Self>) -> Option<Status> {
+        let s = self.with_sole(|d| {
+            let s = d.status;
+            *d = ReqData::default();
+            s
+        })?;
+        self.done.store(false, Ordering::Relaxed);
+        Some(s)
+    }
+
     /// The status, and the request emptied for reuse, under one lock.
     pub fn take_status_and_reset(&self) -> Status {
         let mut d = self.d.lock();

@@ -161,9 +161,10 @@ impl Context {
     ) -> Result<()> {
         let len = method::iov_len(iov);
         let peer = self.peer(rank)?;
+        let mut now;
         let mut g = loop {
             let mut g = s.send.lock().unwrap_or_else(|e| e.into_inner());
-            let now = Instant::now();
+            now = Instant::now();
             if let Err(why) = g.sender.ack(s.peer_acked.load(Ordering::Acquire), now) {
                 let name = g.link.as_ref().map_or("none", |l| l.method());
                 drop(g);
@@ -178,7 +179,9 @@ impl Context {
             // must not wait (inside a handler): then take it over the bound.
             drop(g);
             if !waiter.progress() {
-                break s.send.lock().unwrap_or_else(|e| e.into_inner());
+                let g = s.send.lock().unwrap_or_else(|e| e.into_inner());
+                now = Instant::now();
+                break g;
             }
             if let Some(why) = peer.failed.get() {
                 return Err(self.failed_error(rank, "none", why.clone()));
@@ -188,7 +191,8 @@ impl Context {
             let name = g.link.as_ref().map_or("none", |l| l.method());
             return Err(self.failed_error(rank, name, why.clone()));
         }
-        let seq = g.sender.push(iov, Instant::now());
+        // The clock read above serves both (one read per message, not two).
+        let seq = g.sender.push(iov, now);
         if g.link.is_none() {
             // First message to the peer, or a replacement that failed earlier
             // and left the ring to the next send: connect (this also sends

@@ -219,3 +219,37 @@ fn header_round_trips_and_short_frames_are_refused() {
     assert_eq!(parse(&msg), Some((0x0102_0304_0506_0708, 42, &b"xy"[..])));
     assert_eq!(parse(&msg[..15]), None);
 }
+
+#[test]
+fn rendezvous_sized_buffers_are_recycled_within_the_bound() {
+    let now = Instant::now();
+    let mut s = Sender::new(MAX_FRAMES, MAX_BYTES);
+    // An MPI rendezvous piece: 256 KiB of data plus its headers.
+    let piece = vec![7u8; (256 << 10) + 40];
+    let seq = s.push(&[IoSlice::new(&piece)], now);
+    assert_eq!(s.ack(seq, now), Ok(1));
+    assert_eq!(s.free.len(), 1, "a piece's buffer is kept for the next one");
+    let kept = s.free_bytes;
+    assert!(kept >= piece.len());
+    // The next piece reuses it: nothing is left in the free list.
+    let seq = s.push(&[IoSlice::new(&piece)], now);
+    assert_eq!((s.free.len(), s.free_bytes), (0, 0));
+    assert_eq!(s.ack(seq, now), Ok(1));
+    // Buffers beyond the per-buffer cap are dropped, and the list never
+    // holds more than FREE_MAX_BYTES.
+    let huge = vec![1u8; FREE_MAX_CAP + 1];
+    let seq = s.push(&[IoSlice::new(&huge)], now);
+    assert_eq!(s.ack(seq, now), Ok(1));
+    assert!(s.free.iter().all(|b| b.capacity() <= FREE_MAX_CAP));
+    // 70 pieces: more than FREE_MAX_BYTES of buffers come back at once.
+    let many: Vec<u64> = (0..70)
+        .map(|_| s.push(&[IoSlice::new(&piece)], now))
+        .collect();
+    assert_eq!(s.ack(*many.last().unwrap(), now), Ok(70));
+    assert!(s.free_bytes <= FREE_MAX_BYTES);
+    assert!(s.free.len() < 70, "the byte bound dropped some");
+    assert_eq!(
+        s.free_bytes,
+        s.free.iter().map(|b| b.capacity()).sum::<usize>()
+    );
+}

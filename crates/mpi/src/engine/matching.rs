@@ -172,6 +172,8 @@ pub(super) struct State {
     pub(super) pulls: VecDeque<(Arc<Req>, u32, Env)>,
     /// Spare buffers for unexpected eager data.
     pub(super) pool: Vec<Vec<u8>>,
+    /// Spare requests, reset, that no one else holds (see `Engine::give_back`).
+    pub(super) spare_reqs: Vec<Arc<Req>>,
     /// Send cancellations waiting for their answer: token -> (peer, answer).
     pub(super) cancels: std::collections::HashMap<u64, (u32, Option<bool>)>,
     pub(super) next_cancel: u64,
