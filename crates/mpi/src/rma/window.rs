@@ -12,7 +12,8 @@ use crate::error::{class, err, MpiError, Result};
 use crate::info::Info;
 use crate::Mpi;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use super::access::Access;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// How a window's memory came to be (`MPI_WIN_CREATE_FLAVOR`; the ABI's values).
@@ -90,19 +91,6 @@ pub(crate) struct Epoch {
     pub posted: Option<Vec<u32>>,
 }
 
-impl Epoch {
-    pub fn may_access(&self, rank: u32) -> bool {
-        self.fence
-            || self.lock_all
-            || self.locked.get(rank as usize).is_some_and(|&l| l != 0)
-            || self.started.as_ref().is_some_and(|g| g.contains(&rank))
-    }
-
-    pub fn passive(&self, rank: u32) -> bool {
-        self.lock_all || self.locked.get(rank as usize).is_some_and(|&l| l != 0)
-    }
-}
-
 /// A window.
 pub struct Win {
     /// Agreed by every member (the context id of its private communicator).
@@ -140,6 +128,10 @@ pub struct Win {
     pub(crate) epoch: Mutex<Epoch>,
     /// The first error a target answered, reported by the next synchronization.
     error: Mutex<Option<MpiError>>,
+    /// Whether `error` holds one: a flush without one takes no lock.
+    has_error: AtomicBool,
+    /// `epoch` as the communication calls read it, without a lock.
+    pub(crate) access: Access,
     pub name: Mutex<String>,
     pub info: Mutex<Info>,
     /// The C handle of the window's error handler (set by `capi`, 0 = fatal).
@@ -177,11 +169,25 @@ impl Win {
         if g.is_none() {
             *g = Some(e);
         }
+        self.has_error.store(true, Ordering::Release);
     }
 
     /// The first error a target answered since the last call, if any.
+    #[inline]
     pub(crate) fn take_error(&self) -> Result<()> {
-        match self.error.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        // An error noted by another thread after this load is reported by
+        // the next synchronization call, as one noted after the call.
+        if !self.has_error.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.take_error_slow()
+    }
+
+    #[cold]
+    fn take_error_slow(&self) -> Result<()> {
+        let mut g = self.error.lock().unwrap_or_else(|e| e.into_inner());
+        self.has_error.store(false, Ordering::Release);
+        match g.take() {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -260,6 +266,8 @@ impl Win {
                 ..Default::default()
             }),
             error: Mutex::new(None),
+            has_error: AtomicBool::new(false),
+            access: Access::new(n),
             name: Mutex::new(String::new()),
             info: Mutex::new(Info::default()),
             errhandler: AtomicUsize::new(0),
