@@ -19,7 +19,7 @@
 //! the operation's address checks do not depend on the epoch.
 
 use super::window::Epoch;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 /// Bits of [`Access::per_rank`].
 const LOCKED: u8 = 1;
@@ -34,6 +34,9 @@ pub(crate) struct Access {
     /// Per window rank: [`LOCKED`] (a lock epoch to it), [`STARTED`] (in
     /// the group of `MPI_Win_start`).
     per_rank: Box<[AtomicU8]>,
+    /// Bumped at every change: what an origin read from a target in one
+    /// epoch (a dynamic window's regions) is read again in the next.
+    serial: AtomicU64,
 }
 
 impl Access {
@@ -42,12 +45,14 @@ impl Access {
             fence: AtomicBool::new(false),
             lock_all: AtomicBool::new(false),
             per_rank: (0..n).map(|_| AtomicU8::new(0)).collect(),
+            serial: AtomicU64::new(0),
         }
     }
 
     /// Copies what the communication calls read from `e`. Call with the
     /// epoch mutex held, after every change to `e`.
     pub(crate) fn mirror(&self, e: &Epoch) {
+        self.serial.fetch_add(1, Ordering::AcqRel);
         self.fence.store(e.fence, Ordering::Release);
         self.lock_all.store(e.lock_all, Ordering::Release);
         for (r, a) in self.per_rank.iter().enumerate() {
@@ -65,9 +70,16 @@ impl Access {
     /// Copies one rank's lock state (`MPI_Win_lock`, `MPI_Win_unlock`: the
     /// rest of the epoch did not change).
     pub(crate) fn mirror_rank(&self, e: &Epoch, rank: usize) {
+        self.serial.fetch_add(1, Ordering::AcqRel);
         if let Some(a) = self.per_rank.get(rank) {
             a.store(bits(e, rank), Ordering::Release);
         }
+    }
+
+    /// Changes so far (see `serial`).
+    #[inline]
+    pub(crate) fn serial(&self) -> u64 {
+        self.serial.load(Ordering::Acquire)
     }
 
     /// Whether an access epoch to window rank `rank` is open: between

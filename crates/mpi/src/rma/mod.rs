@@ -34,6 +34,7 @@ mod direct;
 pub mod ops;
 mod progress_thread;
 mod segment;
+mod single_copy;
 mod sync;
 mod target;
 pub mod window;

@@ -154,6 +154,11 @@ impl Mpi {
             }
             return Ok(done());
         }
+        if matches!(kind, Kind::Put | Kind::Get)
+            && super::single_copy::put_or_get(w, kind, &o, &t)
+        {
+            return Ok(done());
+        }
         let layout = Layout::of(t.disp, t.count, t.dt).encode();
         let mut data = o
             .data

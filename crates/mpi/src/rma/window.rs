@@ -6,6 +6,7 @@
 //! [`crate::mem`], and shared windows are mapped by several processes.
 
 use super::segment::{HostSegment, SHARED_ALIGN};
+use super::single_copy::{AttachTable, SingleCopy};
 use super::{Rma, H_RMA};
 use crate::comm::Comm;
 use crate::error::{class, err, MpiError, Result};
@@ -59,6 +60,10 @@ pub(crate) struct Memory {
     /// Per window rank: its accumulate lock in this process's mapping (empty
     /// or 0 = not in a segment this process maps).
     pub locks: Vec<usize>,
+    /// Per window rank: how puts and gets reach its memory by single copies.
+    pub single_copy: SingleCopy,
+    /// Dynamic windows: this process's attached regions, for the others.
+    pub attach_table: Option<Box<AttachTable>>,
 }
 
 /// The target's lock of one window.
@@ -118,6 +123,10 @@ pub struct Win {
     owned: Owned,
     /// Dynamic windows: attached (address, bytes).
     pub(crate) attached: Mutex<Vec<(usize, usize)>>,
+    /// Dynamic windows: `attached` where the other members read it.
+    attach_table: Option<Box<AttachTable>>,
+    /// Per window rank: puts and gets by one kernel copy ([`super::single_copy`]).
+    pub(crate) single_copy: SingleCopy,
     /// Operations sent to each window rank and not answered yet.
     pub(crate) outstanding: Box<[AtomicU32]>,
     /// `MPI_Win_post` messages received from each window rank and not yet used by a start.
@@ -235,6 +244,8 @@ impl Win {
             shared_bases,
             direct,
             locks,
+            single_copy,
+            attach_table,
         } = m;
         let lock_of = |r: usize| locks.get(r).copied().unwrap_or(0);
         // Accumulates load and store only where puts do, and under the lock.
@@ -257,6 +268,8 @@ impl Win {
             own_acc_lock,
             owned,
             attached: Mutex::new(Vec::new()),
+            attach_table,
+            single_copy,
             outstanding: counters(),
             posts: counters(),
             completes: counters(),
@@ -348,6 +361,7 @@ impl Mpi {
         let c = self.comm_dup(comm)?;
         let remote = self.exchange_shapes(&c, size, unit, true)?;
         let direct = self.direct_targets(&c, base, None);
+        let single_copy = self.single_copy_targets(&c, base as u64)?;
         let w = Win::build(
             c,
             Flavor::Create,
@@ -359,6 +373,8 @@ impl Mpi {
                 shared_bases: Vec::new(),
                 direct,
                 locks: Vec::new(),
+                single_copy,
+                attach_table: None,
             },
             remote,
         );
@@ -409,6 +425,8 @@ impl Mpi {
                 shared_bases: Vec::new(),
                 direct,
                 locks: locks.unwrap_or_default(),
+                single_copy: SingleCopy::none(),
+                attach_table: None,
             },
             remote.clone().unwrap_or_default(),
         );
@@ -420,6 +438,8 @@ impl Mpi {
     pub fn win_create_dynamic(&self, comm: &Comm) -> Result<Arc<Win>> {
         let c = self.comm_dup(comm)?;
         let remote = self.exchange_shapes(&c, 0, 1, true)?;
+        let table = AttachTable::new();
+        let single_copy = self.single_copy_targets(&c, table.addr())?;
         let w = Win::build(
             c,
             Flavor::Dynamic,
@@ -431,6 +451,8 @@ impl Mpi {
                 shared_bases: Vec::new(),
                 direct: Vec::new(),
                 locks: Vec::new(),
+                single_copy,
+                attach_table: Some(table),
             },
             remote,
         );
@@ -463,6 +485,9 @@ impl Mpi {
             ));
         }
         a.push((base, size));
+        if let Some(t) = &w.attach_table {
+            t.publish(&a);
+        }
         Ok(())
     }
 
@@ -478,6 +503,9 @@ impl Mpi {
         match a.iter().position(|&(b, _)| b == base) {
             Some(i) => {
                 a.remove(i);
+                if let Some(t) = &w.attach_table {
+                    t.publish(&a);
+                }
                 Ok(())
             }
             None => Err(err(
@@ -526,6 +554,8 @@ impl Mpi {
                 shared_bases: bases,
                 direct,
                 locks,
+                single_copy: SingleCopy::none(),
+                attach_table: None,
             },
             remote,
         );
@@ -550,6 +580,37 @@ impl Mpi {
             direct.iter_mut().for_each(|d| *d = 0);
         }
         direct
+    }
+
+    /// Per window rank, whether puts and gets reach its memory by single
+    /// copies ([`super::single_copy`]): the members the runtime reaches over
+    /// shared memory (so on this host), unless `GW_MPI_RMA_DIRECT=0`. Every
+    /// member gives the others its process id and `addr` (its memory's
+    /// base, or its table of attached regions). Collective over `c`.
+    ///
+    /// Trust: a peer's process id is its word. A peer that shares memory
+    /// rings with us runs on this host as a user who may already write into
+    /// our processes (the kernel checks the same permission on every copy),
+    /// and what we copy there is our own data of the call.
+    fn single_copy_targets(&self, c: &Comm, addr: u64) -> Result<SingleCopy> {
+        let mut mine = [0u8; 12];
+        mine[..4].copy_from_slice(&crate::cma::my_pid().to_le_bytes());
+        mine[4..].copy_from_slice(&addr.to_le_bytes());
+        let mut all = vec![0u8; 12 * c.size as usize];
+        self.allgather_bytes(c, &mine, &mut all)?;
+        let on = crate::params::flag("MPI_RMA_DIRECT");
+        let ctx = self.ctx();
+        let mut pids = Vec::with_capacity(c.size as usize);
+        let mut addrs = Vec::with_capacity(c.size as usize);
+        for (r, rec) in all.chunks_exact(12).enumerate() {
+            let pid = u32::from_le_bytes(rec[..4].try_into().unwrap());
+            let shm = ctx.would_select(c.world_of(r as u32)).ok() == Some("shm");
+            // Not to ourselves: a copy to our own memory is a load or store.
+            let usable = on && shm && r as u32 != c.rank && pid != 0 && pid != crate::cma::my_pid();
+            pids.push(if usable { pid } else { 0 });
+            addrs.push(u64::from_le_bytes(rec[4..].try_into().unwrap()));
+        }
+        Ok(SingleCopy::new(pids, addrs))
     }
 
     /// `MPI_Win_shared_query`: (size, unit, address) of `rank`'s segment
