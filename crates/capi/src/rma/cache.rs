@@ -76,7 +76,10 @@ pub(crate) fn with_win<R>(h: MPI_Win, f: impl FnOnce(&WinObj) -> Result<R>) -> R
         // No cache (the thread is exiting, or it is in use above us).
         (_, Some(f)) => f(&*win_obj(h)?),
         // `f` was taken only where its answer is returned above.
-        (_, None) => Err(err(class::INTERN, "window cache: the call ran without an answer")),
+        (_, None) => Err(err(
+            class::INTERN,
+            "window cache: the call ran without an answer",
+        )),
     }
 }
 

@@ -55,22 +55,22 @@ unsafe fn issue(name: &str, w: MPI_Win, c: Call, req: *mut MPI_Request) -> c_int
         let tdt = handles::dtype_ref(c.tdt)?;
         let r = with_win(w, |o| {
             m.rma_op(
-            &o.win,
-            c.kind,
-            Origin {
-                data: data.as_ref(),
-                compare: compare.as_ref(),
-                result,
-                op: op.as_deref(),
-            },
-            Target {
-                rank: c.rank,
-                disp: c.disp as i64,
-                count: c.tcount as usize,
-                dt: &tdt,
-            },
-            !req.is_null(),
-        )
+                &o.win,
+                c.kind,
+                Origin {
+                    data: data.as_ref(),
+                    compare: compare.as_ref(),
+                    result,
+                    op: op.as_deref(),
+                },
+                Target {
+                    rank: c.rank,
+                    disp: c.disp as i64,
+                    count: c.tcount as usize,
+                    dt: &tdt,
+                },
+                !req.is_null(),
+            )
         })?;
         if let Some(r) = r {
             // SAFETY: the caller's contract for `req`.

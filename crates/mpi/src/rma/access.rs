@@ -111,3 +111,46 @@ fn bits(e: &Epoch, r: usize) -> u8 {
     let started = e.started.as_ref().is_some_and(|g| g.contains(&(r as u32)));
     (if locked { LOCKED } else { 0 }) | (if started { STARTED } else { 0 })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mirror_follows_every_kind_of_epoch() {
+        let a = Access::new(3);
+        let mut e = Epoch {
+            locked: vec![0; 3],
+            ..Default::default()
+        };
+        a.mirror(&e);
+        assert!((0..3).all(|r| !a.may_access(r) && !a.passive(r)));
+        let s0 = a.serial();
+        e.locked[1] = 2;
+        a.mirror_rank(&e, 1);
+        assert!(a.serial() > s0, "a change is a new serial");
+        assert!(a.may_access(1) && a.passive(1));
+        assert!(!a.may_access(0) && !a.may_access(2));
+        e.locked[1] = 0;
+        e.started = Some(vec![2]);
+        a.mirror(&e);
+        assert!(
+            a.may_access(2) && !a.passive(2),
+            "a start group is active, not passive"
+        );
+        assert!(!a.may_access(1));
+        e.started = None;
+        e.fence = true;
+        a.mirror(&e);
+        assert!((0..3).all(|r| a.may_access(r) && !a.passive(r)));
+        e.fence = false;
+        e.lock_all = true;
+        a.mirror(&e);
+        assert!((0..3).all(|r| a.may_access(r) && a.passive(r)));
+        // A rank outside the window is never accessible.
+        assert!(!a.passive(7) || a.lock_all.load(Ordering::Relaxed));
+        e.lock_all = false;
+        a.mirror(&e);
+        assert!(!a.may_access(7) && !a.passive(7));
+    }
+}

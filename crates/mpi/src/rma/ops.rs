@@ -154,8 +154,7 @@ impl Mpi {
             }
             return Ok(done());
         }
-        if matches!(kind, Kind::Put | Kind::Get)
-            && super::single_copy::put_or_get(w, kind, &o, &t)
+        if matches!(kind, Kind::Put | Kind::Get) && super::single_copy::put_or_get(w, kind, &o, &t)
         {
             return Ok(done());
         }

@@ -217,7 +217,10 @@ pub(super) fn put_or_get(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) ->
             // Refused (permissions) or failed part way: the target applies
             // it, and every later one, itself. A put that failed part way is
             // sent whole: what the kernel wrote is overwritten.
-            if matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOSYS | libc::ESRCH)) {
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EPERM | libc::ENOSYS | libc::ESRCH)
+            ) {
                 sc.refused[rank].store(true, Ordering::Relaxed);
             }
             false

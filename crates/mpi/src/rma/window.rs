@@ -5,6 +5,7 @@
 //! reference: the target's handler reads and writes it through
 //! [`crate::mem`], and shared windows are mapped by several processes.
 
+use super::access::Access;
 use super::segment::{HostSegment, SHARED_ALIGN};
 use super::single_copy::{AttachTable, SingleCopy};
 use super::{Rma, H_RMA};
@@ -13,7 +14,6 @@ use crate::error::{class, err, MpiError, Result};
 use crate::info::Info;
 use crate::Mpi;
 use std::collections::VecDeque;
-use super::access::Access;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
