@@ -462,6 +462,18 @@ fn rma_single_copy() {
     }
 }
 
+/// One-sided calls from several threads at once on windows of each kind
+/// that has a fast path (see tests/mpi/rma_threads.c), on one host and on two.
+#[test]
+fn rma_threads() {
+    let Some((_g, exe)) = serial_compiled("rma_threads", &["-pthread"]) else {
+        return;
+    };
+    must_pass(&exe, "rma_threads", 2, 1, &[]);
+    must_pass(&exe, "rma_threads", 3, 1, &[]);
+    must_pass(&exe, "rma_threads", 2, 2, &[("GW_TEST_ROUNDS", "30")]);
+}
+
 /// Runs `exe` (the C test `name`) with `env` under `gwrun -n n` on `hosts`
 /// emulated hosts and asserts that it passed, naming the case if not.
 fn must_pass(exe: &Path, name: &str, n: u32, hosts: u32, env: &[(&str, &str)]) {
