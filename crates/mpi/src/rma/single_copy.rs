@@ -118,7 +118,12 @@ fn dynamic_ok(w: &Win, rank: usize, pid: u32, addr: u64, len: u64) -> Option<boo
     let mut seen = sc.seen[rank].lock().unwrap_or_else(|e| e.into_inner());
     let inside = |s: &Seen| {
         let end = addr.checked_add(len)?;
-        Some(s.regions.iter().any(|&(b, n)| addr >= b && end <= b + n))
+        // `b` and `n` are the target's word: no sum of them may overflow.
+        Some(
+            s.regions
+                .iter()
+                .any(|&(b, n)| addr >= b && end <= b.saturating_add(n)),
+        )
     };
     if seen.read && seen.serial == serial && inside(&seen)? {
         return Some(true);
@@ -175,8 +180,12 @@ pub(super) fn put_or_get(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) ->
         }
         _ => {
             let unit = w.remote[rank].disp_unit;
-            // In range: `check_range` bounded it by the target's size.
-            (sc.addr[rank] + t.disp as u64 * unit).wrapping_add_signed(t.dt.true_lb as i64)
+            // In range of the target's size (`check_range`); the base is the
+            // target's word, so the sum wraps rather than overflows (a
+            // wrong address is the kernel's to refuse).
+            sc.addr[rank]
+                .wrapping_add(t.disp as u64 * unit)
+                .wrapping_add_signed(t.dt.true_lb as i64)
         }
     };
     let res = match kind {
