@@ -121,6 +121,7 @@ done
 bash bench/mpi.sh | tee "$OUT/mpi.md" || echo "bench: bench/mpi.sh failed" >&2   # MPI osu-style vs MPICH/Open MPI (NETPIPE=1: also NetPIPE)
 bash bench/rma.sh | tee "$OUT/rma.md" || echo "bench: bench/rma.sh failed" >&2   # one-sided osu-style vs MPICH/Open MPI (issue 15)
 bash bench/compress.sh | tee "$OUT/compress.md" || echo "bench: bench/compress.sh failed" >&2   # the compress transform's byte shuffle vs plain zstd and memcpy (issue 13)
+bash bench/rma_percall.sh | tee "$OUT/rma_percall.md" || echo "bench: bench/rma_percall.sh failed" >&2   # one-sided per-call cost on one host vs MPICH/Open MPI (issue 15)
 bash bench/dynproc.sh | tee "$OUT/dynproc.md" || echo "bench: bench/dynproc.sh failed" >&2   # spawn and connect/accept vs MPICH/Open MPI (issue 15)
 bash bench/wake.sh | tee "$OUT/wake.md" || echo "bench: bench/wake.sh failed" >&2   # wake-up of a sleeping receiver, shm doorbell on/off vs MPICH (issue 18)
 bash bench/startup.sh || echo "bench: bench/startup.sh failed" >&2   # start-up across testbed hosts (issue 12)

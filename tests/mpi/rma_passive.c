@@ -46,6 +46,14 @@ static void round_trip(const char *flavour, MPI_Win win, int *flags, int rank, i
             CHECK(seen == 0, "%s: %d puts landed without a progress thread", flavour, seen);
     } else {
         int one = rank;
+        /* Without the thread: the target's last poll inside the barrier
+         * above may grant a lock request that already arrived, and then a
+         * put into an allocated window (a store on one host) lands while
+         * it computes. Give it time to leave the barrier first. */
+        if (!threaded) {
+            struct timespec nap = {0, 200 * 1000 * 1000};
+            nanosleep(&nap, NULL);
+        }
         double t0 = now();
         MPI_Win_lock(MPI_LOCK_EXCLUSIVE, target, 0, win);
         MPI_Aint disp = dyn_base ? MPI_Aint_add(dyn_base, (rank - 1) * sizeof(int)) : rank - 1;

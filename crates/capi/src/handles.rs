@@ -463,6 +463,15 @@ pub fn dtype(h: MPI_Datatype) -> Result<Arc<Datatype>> {
     })
 }
 
+/// As [`dtype`], borrowing a predefined type (no reference count: the
+/// one-sided calls on one host are cheaper than that).
+pub fn dtype_ref(h: MPI_Datatype) -> Result<gridwire_mpi::DtRef> {
+    match predef_types().get(h) {
+        Some(Some(t)) => Ok(gridwire_mpi::DtRef::Static(t)),
+        _ => dtype(h).map(Into::into),
+    }
+}
+
 pub fn is_predefined_type(h: MPI_Datatype) -> bool {
     h < 0x300 && matches!(predef_types().get(h), Some(Some(_)))
 }
@@ -475,8 +484,34 @@ pub fn new_type(t: Arc<Datatype>) -> MPI_Datatype {
 
 static PREDEF_OPS: OnceLock<Vec<(usize, Arc<Op>)>> = OnceLock::new();
 
-pub fn op(h: MPI_Op) -> Result<Arc<Op>> {
-    let ops = PREDEF_OPS.get_or_init(|| {
+/// An operation found from its handle: predefined ones are borrowed (they
+/// live as long as the library), user ones shared.
+pub enum OpRef {
+    Static(&'static Op),
+    Shared(Arc<Op>),
+}
+
+impl std::ops::Deref for OpRef {
+    type Target = Op;
+    #[inline]
+    fn deref(&self) -> &Op {
+        match self {
+            OpRef::Static(o) => o,
+            OpRef::Shared(o) => o,
+        }
+    }
+}
+
+/// As [`op`], without a reference count for the predefined operations.
+pub fn op_ref(h: MPI_Op) -> Result<OpRef> {
+    if let Some((_, o)) = predef_ops().iter().find(|(v, _)| *v == h) {
+        return Ok(OpRef::Static(o));
+    }
+    op(h).map(OpRef::Shared)
+}
+
+fn predef_ops() -> &'static Vec<(usize, Arc<Op>)> {
+    PREDEF_OPS.get_or_init(|| {
         vec![
             (33, Arc::new(Op::Sum)),
             (34, Arc::new(Op::Min)),
@@ -493,8 +528,11 @@ pub fn op(h: MPI_Op) -> Result<Arc<Op>> {
             (60, Arc::new(Op::Replace)),
             (61, Arc::new(Op::NoOp)),
         ]
-    });
-    if let Some((_, o)) = ops.iter().find(|(v, _)| *v == h) {
+    })
+}
+
+pub fn op(h: MPI_Op) -> Result<Arc<Op>> {
+    if let Some((_, o)) = predef_ops().iter().find(|(v, _)| *v == h) {
         return Ok(o.clone());
     }
     OPS.get(h)

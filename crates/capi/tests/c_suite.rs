@@ -434,6 +434,46 @@ fn rma_direct_load_store() {
     }
 }
 
+/// Puts and gets on windows over the program's memory (`MPI_Win_create`,
+/// dynamic) are single copies by the origin between ranks of a host that
+/// talk over shared memory, and only then (see tests/mpi/rma_single_copy.c).
+#[test]
+fn rma_single_copy() {
+    let Some((_g, exe)) = serial_compiled("rma_single_copy", &[]) else {
+        return;
+    };
+    let cases: &[(&str, &str, &str, u32, u32)] = &[
+        // (expect single copies, GW_MPI_RMA_DIRECT, GW_METHODS, ranks, hosts)
+        ("1", "1", "", 2, 1),
+        ("1", "1", "", 3, 1),
+        ("0", "0", "", 2, 1),
+        ("0", "1", "self,tcp", 2, 1),
+    ];
+    for &(expect, direct, methods, n, hosts) in cases {
+        let mut env = vec![
+            ("GW_MPI_RMA_PROGRESS", "none"),
+            ("GW_TEST_EXPECT_DIRECT", expect),
+            ("GW_MPI_RMA_DIRECT", direct),
+        ];
+        if !methods.is_empty() {
+            env.push(("GW_METHODS", methods));
+        }
+        must_pass(&exe, "rma_single_copy", n, hosts, &env);
+    }
+}
+
+/// One-sided calls from several threads at once on windows of each kind
+/// that has a fast path (see tests/mpi/rma_threads.c), on one host and on two.
+#[test]
+fn rma_threads() {
+    let Some((_g, exe)) = serial_compiled("rma_threads", &["-pthread"]) else {
+        return;
+    };
+    must_pass(&exe, "rma_threads", 2, 1, &[]);
+    must_pass(&exe, "rma_threads", 3, 1, &[]);
+    must_pass(&exe, "rma_threads", 2, 2, &[("GW_TEST_ROUNDS", "30")]);
+}
+
 /// Runs `exe` (the C test `name`) with `env` under `gwrun -n n` on `hosts`
 /// emulated hosts and asserts that it passed, naming the case if not.
 fn must_pass(exe: &Path, name: &str, n: u32, hosts: u32, env: &[(&str, &str)]) {

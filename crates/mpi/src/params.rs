@@ -105,8 +105,10 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
         kind: Kind::Bool,
         help: "Windows from MPI_Win_allocate put the memory of the members on one host in one \
                shared segment, and puts and gets to a member reached over shared memory (and to \
-               this process itself) are loads and stores, without the target. 0 = every \
-               operation is a request the target applies. Read when a window is created.",
+               this process itself) are loads and stores, without the target; on windows from \
+               MPI_Win_create and dynamic ones they are single copies (process_vm_writev/readv) \
+               by the origin. 0 = every operation is a request the target applies. Read when a \
+               window is created.",
     },
     ParamDecl {
         name: "MPI_RMA_PROGRESS",

@@ -2,7 +2,10 @@
 //! info and error handlers, and the synchronization calls. The
 //! communication calls (`MPI_Put` and the like) are in [`ops`].
 
+mod cache;
 mod ops;
+
+pub(crate) use cache::with_win;
 
 use crate::abi::*;
 use crate::errors::fail;
@@ -254,6 +257,7 @@ mpi_fn!(fn MPI_Win_free / PMPI_Win_free(w: *mut MPI_Win) -> c_int {
     });
     if rc == MPI_SUCCESS {
         WINS.remove(h);
+        cache::forget_freed();
         // SAFETY: as above.
         unsafe { *w = MPI_WIN_NULL };
     }
@@ -444,19 +448,31 @@ mpi_fn!(fn MPI_Win_unlock_all / PMPI_Win_unlock_all(w: MPI_Win) -> c_int {
 });
 
 mpi_fn!(fn MPI_Win_flush / PMPI_Win_flush(rank: c_int, w: MPI_Win) -> c_int {
-    run_win("MPI_Win_flush", w, || mpi()?.win_flush(&win(w)?, Some(rank)))
+    run_win("MPI_Win_flush", w, || {
+        let m = mpi()?;
+        with_win(w, |o| m.win_flush(&o.win, Some(rank)))
+    })
 });
 
 mpi_fn!(fn MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, w: MPI_Win) -> c_int {
-    run_win("MPI_Win_flush_local", w, || mpi()?.win_flush(&win(w)?, Some(rank)))
+    run_win("MPI_Win_flush_local", w, || {
+        let m = mpi()?;
+        with_win(w, |o| m.win_flush(&o.win, Some(rank)))
+    })
 });
 
 mpi_fn!(fn MPI_Win_flush_all / PMPI_Win_flush_all(w: MPI_Win) -> c_int {
-    run_win("MPI_Win_flush_all", w, || mpi()?.win_flush(&win(w)?, None))
+    run_win("MPI_Win_flush_all", w, || {
+        let m = mpi()?;
+        with_win(w, |o| m.win_flush(&o.win, None))
+    })
 });
 
 mpi_fn!(fn MPI_Win_flush_local_all / PMPI_Win_flush_local_all(w: MPI_Win) -> c_int {
-    run_win("MPI_Win_flush_local_all", w, || mpi()?.win_flush(&win(w)?, None))
+    run_win("MPI_Win_flush_local_all", w, || {
+        let m = mpi()?;
+        with_win(w, |o| m.win_flush(&o.win, None))
+    })
 });
 
 mpi_fn!(fn MPI_Win_sync / PMPI_Win_sync(w: MPI_Win) -> c_int {

@@ -2,14 +2,13 @@
 //! fetch-and-op, compare-and-swap, their request-based forms and the
 //! large-count (`_c`) variants.
 
-use super::{run_win, win, MPI_Win};
+use super::{run_win, with_win, MPI_Win};
 use crate::abi::*;
 use crate::handles::{self, mpi, ReqObj, REQS};
 use crate::{put, Void};
 use gridwire_mpi::rma::ops::{Kind, Origin, Target};
 use gridwire_mpi::{class, err, Op, Result};
 use std::ffi::c_int;
-use std::sync::Arc;
 
 /// One side of a call as C gives it: address, count, datatype.
 #[derive(Clone, Copy)]
@@ -40,7 +39,6 @@ struct Call {
 unsafe fn issue(name: &str, w: MPI_Win, c: Call, req: *mut MPI_Request) -> c_int {
     run_win(name, w, || {
         let m = mpi()?;
-        let wn = win(w)?;
         if c.tcount < 0 {
             return Err(err(
                 class::COUNT,
@@ -52,25 +50,28 @@ unsafe fn issue(name: &str, w: MPI_Win, c: Call, req: *mut MPI_Request) -> c_int
         let data = c.data.map(mk).transpose()?;
         let compare = c.compare.map(mk).transpose()?;
         let result = c.result.map(mk).transpose()?;
-        let op: Option<Arc<Op>> = c.op.map(handles::op).transpose()?;
-        let tdt = handles::dtype(c.tdt)?;
-        let r = m.rma_op(
-            &wn,
-            c.kind,
-            Origin {
-                data: data.as_ref(),
-                compare: compare.as_ref(),
-                result,
-                op: op.as_deref(),
-            },
-            Target {
-                rank: c.rank,
-                disp: c.disp as i64,
-                count: c.tcount as usize,
-                dt: &tdt,
-            },
-            !req.is_null(),
-        )?;
+        // Borrowed, not counted, when predefined (the usual case).
+        let op = c.op.map(handles::op_ref).transpose()?;
+        let tdt = handles::dtype_ref(c.tdt)?;
+        let r = with_win(w, |o| {
+            m.rma_op(
+                &o.win,
+                c.kind,
+                Origin {
+                    data: data.as_ref(),
+                    compare: compare.as_ref(),
+                    result,
+                    op: op.as_deref(),
+                },
+                Target {
+                    rank: c.rank,
+                    disp: c.disp as i64,
+                    count: c.tcount as usize,
+                    dt: &tdt,
+                },
+                !req.is_null(),
+            )
+        })?;
         if let Some(r) = r {
             // SAFETY: the caller's contract for `req`.
             unsafe { put(req, REQS.insert(ReqObj::Plain(r))) };
@@ -167,7 +168,7 @@ accumulate!(MPI_Raccumulate_c, PMPI_Raccumulate_c, MPI_Count, true);
 
 /// `MPI_NO_OP` reads only: the origin buffer is then not used (it may be NULL).
 fn origin_unless_no_op(op: MPI_Op, s: Side) -> Option<Side> {
-    let no_op = handles::op(op).is_ok_and(|o| matches!(*o, Op::NoOp));
+    let no_op = handles::op_ref(op).is_ok_and(|o| matches!(*o, Op::NoOp));
     (!no_op).then_some(s)
 }
 
@@ -227,7 +228,7 @@ mpi_fn!(fn MPI_Fetch_and_op / PMPI_Fetch_and_op(oaddr: *const Void, raddr: *mut 
 
 mpi_fn!(fn MPI_Compare_and_swap / PMPI_Compare_and_swap(oaddr: *const Void, caddr: *const Void, raddr: *mut Void, dt: MPI_Datatype, rank: c_int, disp: MPI_Aint, w: MPI_Win) -> c_int {
     let check = || -> Result<()> {
-        let t = handles::dtype(dt)?;
+        let t = handles::dtype_ref(dt)?;
         if t.basic.is_none() || t.nbasic != 1 {
             return Err(err(class::TYPE, "MPI_Compare_and_swap takes one element of a predefined type"));
         }

@@ -1,6 +1,7 @@
 //! The target's handler driven directly with hostile messages: whatever
 //! the origin says, nothing outside the window is read or written, and a
 //! refused operation changes nothing inside it either.
+use super::single_copy::SingleCopy;
 use super::window::{Flavor, Memory, Owned, Remote, Win};
 use super::wire::{self, Header, Layout};
 use super::Rma;
@@ -50,6 +51,8 @@ impl Fixture {
             shared_bases: Vec::new(),
             direct: Vec::new(),
             locks: Vec::new(),
+            single_copy: SingleCopy::none(),
+            attach_table: None,
         };
         let win = Win::build(comm, flavor, memory, remote);
         if flavor == Flavor::Dynamic {

@@ -29,10 +29,12 @@
 //! or the attached regions of a dynamic one. Answers are matched to the
 //! operation id *and* the rank it was sent to.
 
+mod access;
 mod direct;
 pub mod ops;
 mod progress_thread;
 mod segment;
+mod single_copy;
 mod sync;
 mod target;
 pub mod window;

@@ -27,7 +27,7 @@ pub struct Target<'a> {
     pub rank: i32,
     pub disp: i64,
     pub count: usize,
-    pub dt: &'a Arc<Datatype>,
+    pub dt: &'a Datatype,
 }
 
 /// The origin side: the data to send (puts, accumulates), the value to
@@ -66,20 +66,18 @@ impl Mpi {
             ));
         }
         let rank = t.rank as u32;
-        {
-            let e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
-            if !e.may_access(rank) {
-                return Err(err(
-                    class::RMA_SYNC,
-                    format!("no access epoch is open to rank {rank} (call MPI_Win_fence, MPI_Win_start or MPI_Win_lock first)"),
-                ));
-            }
-            if want_req && !e.passive(rank) {
-                return Err(err(
-                    class::RMA_SYNC,
-                    "request-based operations need a passive-target epoch (MPI_Win_lock or MPI_Win_lock_all)",
-                ));
-            }
+        // The lock-free mirror of the epoch (see `super::access`).
+        if !w.access.may_access(rank) {
+            return Err(err(
+                class::RMA_SYNC,
+                format!("no access epoch is open to rank {rank} (call MPI_Win_fence, MPI_Win_start or MPI_Win_lock first)"),
+            ));
+        }
+        if want_req && !w.access.passive(rank) {
+            return Err(err(
+                class::RMA_SYNC,
+                "request-based operations need a passive-target epoch (MPI_Win_lock or MPI_Win_lock_all)",
+            ));
         }
         if !t.dt.is_committed() {
             return Err(err(class::TYPE, "the target datatype is not committed"));
@@ -154,6 +152,10 @@ impl Mpi {
             } else {
                 super::direct::accumulate(w, kind, &o, &t);
             }
+            return Ok(done());
+        }
+        if matches!(kind, Kind::Put | Kind::Get) && super::single_copy::put_or_get(w, kind, &o, &t)
+        {
             return Ok(done());
         }
         let layout = Layout::of(t.disp, t.count, t.dt).encode();

@@ -91,7 +91,11 @@ impl Mpi {
         }
         self.wait_answers(w, None);
         self.barrier(&w.comm)?;
-        w.epoch.lock().unwrap_or_else(|e| e.into_inner()).fence = assert & MODE_NOSUCCEED == 0;
+        {
+            let mut e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
+            e.fence = assert & MODE_NOSUCCEED == 0;
+            w.access.mirror(&e);
+        }
         w.take_error()
     }
 
@@ -131,12 +135,13 @@ impl Mpi {
             self.wait_answers(w, Some(rank as u32));
             w.take_error()?;
         }
-        w.epoch.lock().unwrap_or_else(|e| e.into_inner()).locked[rank as usize] =
-            if assert & MODE_NOCHECK != 0 {
-                LOCKED_NOCHECK
-            } else {
-                1 + exclusive as u8
-            };
+        let mut e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
+        e.locked[rank as usize] = if assert & MODE_NOCHECK != 0 {
+            LOCKED_NOCHECK
+        } else {
+            1 + exclusive as u8
+        };
+        w.access.mirror_rank(&e, rank as usize);
         Ok(())
     }
 
@@ -160,7 +165,11 @@ impl Mpi {
             self.control(w, r, wire::UNLOCK, 0, true)
         };
         self.wait_answers(w, Some(r));
-        w.epoch.lock().unwrap_or_else(|e| e.into_inner()).locked[rank as usize] = 0;
+        {
+            let mut e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
+            e.locked[rank as usize] = 0;
+            w.access.mirror_rank(&e, rank as usize);
+        }
         sent?;
         w.take_error()
     }
@@ -186,6 +195,7 @@ impl Mpi {
         let mut e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
         e.lock_all = true;
         e.lock_all_nocheck = nocheck;
+        w.access.mirror(&e);
         Ok(())
     }
 
@@ -206,7 +216,11 @@ impl Mpi {
             }
         }
         self.wait_answers(w, None);
-        w.epoch.lock().unwrap_or_else(|e| e.into_inner()).lock_all = false;
+        {
+            let mut e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
+            e.lock_all = false;
+            w.access.mirror(&e);
+        }
         res?;
         w.take_error()
     }
@@ -214,26 +228,33 @@ impl Mpi {
     /// `MPI_Win_flush` and `MPI_Win_flush_local` (`rank`), or their `_all`
     /// forms (None). Local completion is not cheaper here: data is copied
     /// out of the origin buffer when the call returns, so both wait for the target.
-    pub fn win_flush(&self, w: &Arc<Win>, rank: Option<i32>) -> Result<()> {
-        let e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
+    pub fn win_flush(&self, w: &Win, rank: Option<i32>) -> Result<()> {
         match rank {
             Some(crate::PROC_NULL) => return Ok(()),
             Some(r) => {
                 Self::check_rank(w, r)?;
-                if !e.passive(r as u32) {
+                // The lock-free mirror of the epoch: a flush on one host is
+                // otherwise a few loads (see `super::access`).
+                if !w.access.passive(r as u32) {
                     return Err(sync_err(format!(
                         "MPI_Win_flush outside a passive-target epoch to rank {r}"
                     )));
                 }
+                // Nothing unanswered (every operation was a load or store,
+                // or all were answered): no progress to drive.
+                if w.outstanding[r as usize].load(Ordering::Acquire) != 0 {
+                    self.wait_answers(w, Some(r as u32));
+                }
             }
             None => {
+                let e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
                 if !e.lock_all && e.locked.iter().all(|&l| l == 0) {
                     return Err(sync_err("MPI_Win_flush_all outside a passive-target epoch"));
                 }
+                drop(e);
+                self.wait_answers(w, None);
             }
         }
-        drop(e);
-        self.wait_answers(w, rank.map(|r| r as u32));
         w.take_error()
     }
 
@@ -281,18 +302,20 @@ impl Mpi {
         for &r in &ranks {
             w.posts[r as usize].fetch_sub(1, Ordering::AcqRel);
         }
-        w.epoch.lock().unwrap_or_else(|e| e.into_inner()).started = Some(ranks);
+        let mut e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
+        e.started = Some(ranks);
+        w.access.mirror(&e);
         Ok(())
     }
 
     pub fn win_complete(&self, w: &Arc<Win>) -> Result<()> {
-        let Some(ranks) = w
-            .epoch
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .started
-            .take()
-        else {
+        let started = {
+            let mut e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
+            let s = e.started.take();
+            w.access.mirror(&e);
+            s
+        };
+        let Some(ranks) = started else {
             return Err(sync_err("MPI_Win_complete without MPI_Win_start"));
         };
         let mut res = Ok(());

@@ -5,14 +5,16 @@
 //! reference: the target's handler reads and writes it through
 //! [`crate::mem`], and shared windows are mapped by several processes.
 
+use super::access::Access;
 use super::segment::{HostSegment, SHARED_ALIGN};
+use super::single_copy::{AttachTable, SingleCopy};
 use super::{Rma, H_RMA};
 use crate::comm::Comm;
 use crate::error::{class, err, MpiError, Result};
 use crate::info::Info;
 use crate::Mpi;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// How a window's memory came to be (`MPI_WIN_CREATE_FLAVOR`; the ABI's values).
@@ -58,6 +60,10 @@ pub(crate) struct Memory {
     /// Per window rank: its accumulate lock in this process's mapping (empty
     /// or 0 = not in a segment this process maps).
     pub locks: Vec<usize>,
+    /// Per window rank: how puts and gets reach its memory by single copies.
+    pub single_copy: SingleCopy,
+    /// Dynamic windows: this process's attached regions, for the others.
+    pub attach_table: Option<Box<AttachTable>>,
 }
 
 /// The target's lock of one window.
@@ -90,19 +96,6 @@ pub(crate) struct Epoch {
     pub posted: Option<Vec<u32>>,
 }
 
-impl Epoch {
-    pub fn may_access(&self, rank: u32) -> bool {
-        self.fence
-            || self.lock_all
-            || self.locked.get(rank as usize).is_some_and(|&l| l != 0)
-            || self.started.as_ref().is_some_and(|g| g.contains(&rank))
-    }
-
-    pub fn passive(&self, rank: u32) -> bool {
-        self.lock_all || self.locked.get(rank as usize).is_some_and(|&l| l != 0)
-    }
-}
-
 /// A window.
 pub struct Win {
     /// Agreed by every member (the context id of its private communicator).
@@ -130,6 +123,10 @@ pub struct Win {
     owned: Owned,
     /// Dynamic windows: attached (address, bytes).
     pub(crate) attached: Mutex<Vec<(usize, usize)>>,
+    /// Dynamic windows: `attached` where the other members read it.
+    attach_table: Option<Box<AttachTable>>,
+    /// Per window rank: puts and gets by one kernel copy ([`super::single_copy`]).
+    pub(crate) single_copy: SingleCopy,
     /// Operations sent to each window rank and not answered yet.
     pub(crate) outstanding: Box<[AtomicU32]>,
     /// `MPI_Win_post` messages received from each window rank and not yet used by a start.
@@ -140,6 +137,10 @@ pub struct Win {
     pub(crate) epoch: Mutex<Epoch>,
     /// The first error a target answered, reported by the next synchronization.
     error: Mutex<Option<MpiError>>,
+    /// Whether `error` holds one: a flush without one takes no lock.
+    has_error: AtomicBool,
+    /// `epoch` as the communication calls read it, without a lock.
+    pub(crate) access: Access,
     pub name: Mutex<String>,
     pub info: Mutex<Info>,
     /// The C handle of the window's error handler (set by `capi`, 0 = fatal).
@@ -177,11 +178,25 @@ impl Win {
         if g.is_none() {
             *g = Some(e);
         }
+        self.has_error.store(true, Ordering::Release);
     }
 
     /// The first error a target answered since the last call, if any.
+    #[inline]
     pub(crate) fn take_error(&self) -> Result<()> {
-        match self.error.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        // An error noted by another thread after this load is reported by
+        // the next synchronization call, as one noted after the call.
+        if !self.has_error.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.take_error_slow()
+    }
+
+    #[cold]
+    fn take_error_slow(&self) -> Result<()> {
+        let mut g = self.error.lock().unwrap_or_else(|e| e.into_inner());
+        self.has_error.store(false, Ordering::Release);
+        match g.take() {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -229,6 +244,8 @@ impl Win {
             shared_bases,
             direct,
             locks,
+            single_copy,
+            attach_table,
         } = m;
         let lock_of = |r: usize| locks.get(r).copied().unwrap_or(0);
         // Accumulates load and store only where puts do, and under the lock.
@@ -251,6 +268,8 @@ impl Win {
             own_acc_lock,
             owned,
             attached: Mutex::new(Vec::new()),
+            attach_table,
+            single_copy,
             outstanding: counters(),
             posts: counters(),
             completes: counters(),
@@ -260,6 +279,8 @@ impl Win {
                 ..Default::default()
             }),
             error: Mutex::new(None),
+            has_error: AtomicBool::new(false),
+            access: Access::new(n),
             name: Mutex::new(String::new()),
             info: Mutex::new(Info::default()),
             errhandler: AtomicUsize::new(0),
@@ -340,6 +361,7 @@ impl Mpi {
         let c = self.comm_dup(comm)?;
         let remote = self.exchange_shapes(&c, size, unit, true)?;
         let direct = self.direct_targets(&c, base, None);
+        let single_copy = self.single_copy_targets(&c, base as u64)?;
         let w = Win::build(
             c,
             Flavor::Create,
@@ -351,6 +373,8 @@ impl Mpi {
                 shared_bases: Vec::new(),
                 direct,
                 locks: Vec::new(),
+                single_copy,
+                attach_table: None,
             },
             remote,
         );
@@ -401,6 +425,8 @@ impl Mpi {
                 shared_bases: Vec::new(),
                 direct,
                 locks: locks.unwrap_or_default(),
+                single_copy: SingleCopy::none(),
+                attach_table: None,
             },
             remote.clone().unwrap_or_default(),
         );
@@ -412,6 +438,8 @@ impl Mpi {
     pub fn win_create_dynamic(&self, comm: &Comm) -> Result<Arc<Win>> {
         let c = self.comm_dup(comm)?;
         let remote = self.exchange_shapes(&c, 0, 1, true)?;
+        let table = AttachTable::new();
+        let single_copy = self.single_copy_targets(&c, table.addr())?;
         let w = Win::build(
             c,
             Flavor::Dynamic,
@@ -423,6 +451,8 @@ impl Mpi {
                 shared_bases: Vec::new(),
                 direct: Vec::new(),
                 locks: Vec::new(),
+                single_copy,
+                attach_table: Some(table),
             },
             remote,
         );
@@ -455,6 +485,9 @@ impl Mpi {
             ));
         }
         a.push((base, size));
+        if let Some(t) = &w.attach_table {
+            t.publish(&a);
+        }
         Ok(())
     }
 
@@ -470,6 +503,9 @@ impl Mpi {
         match a.iter().position(|&(b, _)| b == base) {
             Some(i) => {
                 a.remove(i);
+                if let Some(t) = &w.attach_table {
+                    t.publish(&a);
+                }
                 Ok(())
             }
             None => Err(err(
@@ -518,6 +554,8 @@ impl Mpi {
                 shared_bases: bases,
                 direct,
                 locks,
+                single_copy: SingleCopy::none(),
+                attach_table: None,
             },
             remote,
         );
@@ -542,6 +580,37 @@ impl Mpi {
             direct.iter_mut().for_each(|d| *d = 0);
         }
         direct
+    }
+
+    /// Per window rank, whether puts and gets reach its memory by single
+    /// copies ([`super::single_copy`]): the members the runtime reaches over
+    /// shared memory (so on this host), unless `GW_MPI_RMA_DIRECT=0`. Every
+    /// member gives the others its process id and `addr` (its memory's
+    /// base, or its table of attached regions). Collective over `c`.
+    ///
+    /// Trust: a peer's process id is its word. A peer that shares memory
+    /// rings with us runs on this host as a user who may already write into
+    /// our processes (the kernel checks the same permission on every copy),
+    /// and what we copy there is our own data of the call.
+    fn single_copy_targets(&self, c: &Comm, addr: u64) -> Result<SingleCopy> {
+        let mut mine = [0u8; 12];
+        mine[..4].copy_from_slice(&crate::cma::my_pid().to_le_bytes());
+        mine[4..].copy_from_slice(&addr.to_le_bytes());
+        let mut all = vec![0u8; 12 * c.size as usize];
+        self.allgather_bytes(c, &mine, &mut all)?;
+        let on = crate::params::flag("MPI_RMA_DIRECT");
+        let ctx = self.ctx();
+        let mut pids = Vec::with_capacity(c.size as usize);
+        let mut addrs = Vec::with_capacity(c.size as usize);
+        for (r, rec) in all.chunks_exact(12).enumerate() {
+            let pid = u32::from_le_bytes(rec[..4].try_into().unwrap());
+            let shm = ctx.would_select(c.world_of(r as u32)).ok() == Some("shm");
+            // Not to ourselves: a copy to our own memory is a load or store.
+            let usable = on && shm && r as u32 != c.rank && pid != 0 && pid != crate::cma::my_pid();
+            pids.push(if usable { pid } else { 0 });
+            addrs.push(u64::from_le_bytes(rec[4..].try_into().unwrap()));
+        }
+        Ok(SingleCopy::new(pids, addrs))
     }
 
     /// `MPI_Win_shared_query`: (size, unit, address) of `rank`'s segment

@@ -1,0 +1,238 @@
+//! Puts and gets to windows over a peer's own memory on this host
+//! (`MPI_Win_create`, and the attached regions of dynamic windows): one
+//! `process_vm_writev` or `process_vm_readv` by the origin, straight into
+//! or out of the target's memory, without a request the target applies.
+//!
+//! Such memory is the program's, so it cannot live in a segment every
+//! member maps as `MPI_Win_allocate`'s does ([`super::direct`]); the kernel
+//! copies it instead (cross-memory attach, as the single-copy rendezvous
+//! of point-to-point messages). Why this is correct is as for loads and
+//! stores: the copy is done when the call returns, before any
+//! synchronization this process makes afterwards, and locks are still
+//! requests to the target.
+//!
+//! What stays a request: accumulates (the target's handler applies them,
+//! atomically with each other), derived target datatypes, peers reached by
+//! another method than shared memory, and a peer whose copy the kernel
+//! refused once (Yama `ptrace_scope`, seccomp: the pair falls back for good).
+//!
+//! Dynamic windows: the origin must only write inside regions attached at
+//! the target, which it cannot see. So every member keeps its attached
+//! regions in a small table ([`AttachTable`]) whose address it gave the
+//! others at creation; an origin reads a target's table (one
+//! `process_vm_readv`) at its first operation of each epoch, and once more
+//! when an address is not in what it read. An access outside every region
+//! goes to the target as a request, which refuses it with
+//! `MPI_ERR_RMA_RANGE` as before. A program that detaches a region while
+//! another process still accesses it inside an epoch is erroneous (MPI
+//! 4.1, 12.2.4); such an access may then land in the detached memory.
+
+use super::ops::{Kind, Origin, Target};
+use super::window::{Flavor, Win};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Regions a dynamic window's table holds; with more attached, origins
+/// send every operation to the target.
+pub(crate) const TABLE_REGIONS: usize = 32;
+
+/// Words of an [`AttachTable`]: the count, then (address, length) pairs.
+const TABLE_WORDS: usize = 1 + 2 * TABLE_REGIONS;
+
+/// [`AttachTable`]'s count when the regions do not fit.
+const TABLE_OVERFLOW: u64 = u64::MAX;
+
+/// A dynamic window's attached regions, where peers read them. Written by
+/// the owner under its `attached` mutex, read by peers through the kernel.
+pub(crate) struct AttachTable {
+    words: [AtomicU64; TABLE_WORDS],
+}
+
+impl AttachTable {
+    pub(crate) fn new() -> Box<AttachTable> {
+        Box::new(AttachTable {
+            words: std::array::from_fn(|_| AtomicU64::new(0)),
+        })
+    }
+
+    /// Publishes `regions` (the window's attached list after a change).
+    pub(crate) fn publish(&self, regions: &[(usize, usize)]) {
+        if regions.len() > TABLE_REGIONS {
+            self.words[0].store(TABLE_OVERFLOW, Ordering::Release);
+            return;
+        }
+        for (i, &(b, n)) in regions.iter().enumerate() {
+            self.words[1 + 2 * i].store(b as u64, Ordering::Relaxed);
+            self.words[2 + 2 * i].store(n as u64, Ordering::Relaxed);
+        }
+        self.words[0].store(regions.len() as u64, Ordering::Release);
+    }
+
+    pub(crate) fn addr(&self) -> u64 {
+        self.words.as_ptr() as u64
+    }
+}
+
+/// Regions of one target as last read, and the epoch they were read in.
+#[derive(Default)]
+struct Seen {
+    serial: u64,
+    read: bool,
+    regions: Vec<(u64, u64)>,
+}
+
+/// Per window rank: how this process reaches its memory by single copies.
+pub(crate) struct SingleCopy {
+    /// Process id (0 = not by single copies).
+    pid: Vec<u32>,
+    /// Create windows: the base of its memory there. Dynamic: the address
+    /// of its [`AttachTable`] there.
+    addr: Vec<u64>,
+    /// Set once the kernel refused a copy to it: requests from then on.
+    refused: Box<[AtomicBool]>,
+    /// Dynamic windows: its regions as last read.
+    seen: Box<[Mutex<Seen>]>,
+}
+
+impl SingleCopy {
+    pub(crate) fn none() -> SingleCopy {
+        SingleCopy::new(Vec::new(), Vec::new())
+    }
+
+    pub(crate) fn new(pid: Vec<u32>, addr: Vec<u64>) -> SingleCopy {
+        let n = pid.len();
+        SingleCopy {
+            pid,
+            addr,
+            refused: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            seen: (0..n).map(|_| Mutex::new(Seen::default())).collect(),
+        }
+    }
+}
+
+/// Where `[addr, addr + len)` of dynamic window rank `rank` may be copied,
+/// from its table as read in this epoch (read again once on a miss).
+fn dynamic_ok(w: &Win, rank: usize, pid: u32, addr: u64, len: u64) -> Option<bool> {
+    let sc = &w.single_copy;
+    let serial = w.access.serial();
+    let mut seen = sc.seen[rank].lock().unwrap_or_else(|e| e.into_inner());
+    let inside = |s: &Seen| {
+        let end = addr.checked_add(len)?;
+        // `b` and `n` are the target's word: no sum of them may overflow.
+        Some(
+            s.regions
+                .iter()
+                .any(|&(b, n)| addr >= b && end <= b.saturating_add(n)),
+        )
+    };
+    if seen.read && seen.serial == serial && inside(&seen)? {
+        return Some(true);
+    }
+    let mut words = [0u64; TABLE_WORDS];
+    // SAFETY: `words` is ours and writable for its whole size; the kernel
+    // checks the remote range in the target.
+    let r = unsafe {
+        crate::cma::read(
+            pid,
+            sc.addr[rank],
+            words.as_mut_ptr() as usize,
+            std::mem::size_of_val(&words),
+        )
+    };
+    if r.is_err() {
+        return None;
+    }
+    let count = words[0];
+    seen.serial = serial;
+    seen.read = true;
+    seen.regions.clear();
+    if count == TABLE_OVERFLOW || count > TABLE_REGIONS as u64 {
+        // The target's word: anything else than a count sends requests.
+        return Some(false);
+    }
+    for i in 0..count as usize {
+        seen.regions.push((words[1 + 2 * i], words[2 + 2 * i]));
+    }
+    inside(&seen)
+}
+
+/// Does put or get `kind` by one single copy if window rank `t.rank` is
+/// reached so; false = send it to the target. The caller checked the epoch,
+/// buffers, signatures and (for windows other than dynamic ones) the range.
+pub(super) fn put_or_get(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) -> bool {
+    let rank = t.rank as usize;
+    let sc = &w.single_copy;
+    let pid = match sc.pid.get(rank) {
+        Some(&p) if p != 0 && !sc.refused[rank].load(Ordering::Relaxed) => p,
+        _ => return false,
+    };
+    if !t.dt.contig {
+        return false;
+    }
+    let len = t.count * t.dt.size;
+    let remote = match w.flavor {
+        Flavor::Dynamic => {
+            let at = (t.disp as u64).wrapping_add_signed(t.dt.true_lb as i64);
+            if dynamic_ok(w, rank, pid, at, len as u64) != Some(true) {
+                return false;
+            }
+            at
+        }
+        _ => {
+            let unit = w.remote[rank].disp_unit;
+            // In range of the target's size (`check_range`); the base is the
+            // target's word, so the sum wraps rather than overflows (a
+            // wrong address is the kernel's to refuse).
+            sc.addr[rank]
+                .wrapping_add(t.disp as u64 * unit)
+                .wrapping_add_signed(t.dt.true_lb as i64)
+        }
+    };
+    let res = match kind {
+        Kind::Put => {
+            let data = o.data.expect("a put has data");
+            match data.contig_addr() {
+                // SAFETY: the user's origin buffer (MPI's contract), `len`
+                // bytes (the signatures matched); the kernel checks the target.
+                Some(src) => unsafe { crate::cma::write(pid, remote, src, len) },
+                None => {
+                    let packed = data.pack();
+                    // SAFETY: our packed copy of `len` bytes.
+                    unsafe { crate::cma::write(pid, remote, packed.as_ptr() as usize, len) }
+                }
+            }
+        }
+        _ => {
+            let result = o.result.as_ref().expect("a get has a result buffer");
+            match result.contig_addr() {
+                // SAFETY: the user's result buffer, writable and at least
+                // `len` bytes (checked by the caller).
+                Some(dst) => unsafe { crate::cma::read(pid, remote, dst, len) },
+                None => {
+                    let mut v = vec![0u8; len];
+                    // SAFETY: our buffer of `len` bytes.
+                    let r = unsafe { crate::cma::read(pid, remote, v.as_mut_ptr() as usize, len) };
+                    if r.is_ok() {
+                        result.unpack(&v);
+                    }
+                    r
+                }
+            }
+        }
+    };
+    match res {
+        Ok(()) => true,
+        Err(e) => {
+            // Refused (permissions) or failed part way: the target applies
+            // it, and every later one, itself. A put that failed part way is
+            // sent whole: what the kernel wrote is overwritten.
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EPERM | libc::ENOSYS | libc::ESRCH)
+            ) {
+                sc.refused[rank].store(true, Ordering::Relaxed);
+            }
+            false
+        }
+    }
+}
