@@ -189,7 +189,10 @@ impl Mpi {
         let mut sends: Vec<Vec<Arc<Req>>> = Vec::new();
         let mut recvs: Vec<Vec<Arc<Req>>> = Vec::new();
         let give_up = |s: Vec<Vec<Arc<Req>>>, r: Vec<Vec<Arc<Req>>>| {
-            self.drain(s.into_iter().flatten().collect(), r.into_iter().flatten().collect());
+            self.drain(
+                s.into_iter().flatten().collect(),
+                r.into_iter().flatten().collect(),
+            );
         };
         // Up: reduce each piece within the site, then start its exchange.
         for r in &parts {
@@ -232,7 +235,10 @@ impl Mpi {
         let mut recvs = recvs.into_iter();
         for r in &parts {
             if let Some(i) = me {
-                let (s, q) = (sends.next().unwrap_or_default(), recvs.next().unwrap_or_default());
+                let (s, q) = (
+                    sends.next().unwrap_or_default(),
+                    recvs.next().unwrap_or_default(),
+                );
                 let waited = self.wait_all_internal(s).and(self.wait_all_internal(q));
                 if let Err(e) = waited {
                     give_up(sends.collect(), recvs.collect());
