@@ -109,13 +109,11 @@ const PARAMS: &[ParamDecl] = &[
     },
     ParamDecl {
         name: "TCP_CONGESTION",
-        default: "cubic",
+        default: "system",
         kind: Kind::Text,
-        help: "TCP congestion control of every connection (TCP_CONGESTION); `system` = the \
-               kernel's default. Cubic by default: BBR paces a connection at the bandwidth it \
-               has seen delivered, and a connection that carries mostly small messages (MPI \
-               across a WAN) is measured at a trickle, so each large message was paced out over \
-               a whole round trip (64 KiB: +100 ms at 100 ms one-way). Unknown names are ignored.",
+        help: "TCP congestion control set on every connection (TCP_CONGESTION), e.g. `cubic`, \
+               `bbr`; `system` = the kernel's default. Unknown names are ignored. See \
+               docs/runtime.md for what each did to 64 KiB messages across a WAN.",
     },
     ParamDecl {
         name: "TCP_MAX_MSG",
