@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Hierarchical against flat collectives across sites (issue 14), also run by
-# `make bench`: bench/c/coll_lat.c (osu-style: two barriers before each call, per
+# `make bench`: bench/c/coll_lat.c (osu-style: each call started at an agreed time, per
 # call the slowest rank's time, the median over the calls) on gw-testbed,
 # COLLH_SITES (4) sites x 2 hosts x 2 ranks, COLLH_DELAY (10) ms one-way WAN
 # delay, front end on `login`, for each placement of COLLH_PLACEMENTS:
