@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Hierarchical against flat collectives across sites (issue 14), also run by
-# `make bench`: bench/c/coll_lat.c (osu-style: two barriers before each call, per
+# `make bench`: bench/c/coll_lat.c (osu-style: each call started at an agreed time, per
 # call the slowest rank's time, the median over the calls) on gw-testbed,
 # COLLH_SITES (4) sites x 2 hosts x 2 ranks, COLLH_DELAY (10) ms one-way WAN
 # delay, front end on `login`, for each placement of COLLH_PLACEMENTS:
@@ -25,7 +25,8 @@
 # "met" says whether gw-hier is within it (the goal covers Bcast, Reduce,
 # Barrier and Allreduce up to 64 KiB). COLLH_ITERS (10) timed calls per
 # figure after 2 untimed; sizes up to COLLH_MAXBYTES (1048576); COLLH_PEERS=0
-# leaves MPICH and Open MPI out. Markdown on
+# leaves MPICH and Open MPI out; COLLH_ENV adds VAR=VALUE words to every
+# job's environment. Each call starts at an agreed time (coll_lat.c). Markdown on
 # stdout (also bench/out/coll-hier/coll-hier.md), raw lines in runs.txt, and
 # a plot (bench/plot-coll-hier.py → bench/out/coll-hier/coll-hier.svg).
 # Needs root (gw-testbed); says SKIPPED and exits 0 without.
@@ -75,8 +76,10 @@ ID=${ID:0:12}
 env=$(GW_LINKEMU=$REL/gw-linkemu "$TB" up --id "$ID" --sites "$SITES" --hosts 2 --wan-delay "$DELAY" --shared-fs 2>"$OUT/up.err") || {
     echo "bench/coll-hier.sh: gw-testbed up failed: $(tail -3 "$OUT/up.err")" >&2; exit 1; }
 eval "$env"
+# COLLH_ENV: more VAR=VALUE words for every job (e.g. GW_TCP_CONGESTION=cubic).
 on_login() {
-    "$TB" exec --id "$ID" login env "PATH=$GW_TESTBED_BIN:/usr/bin:/bin" GW_ENCRYPT=never \
+    # shellcheck disable=SC2086
+    "$TB" exec --id "$ID" login env "PATH=$GW_TESTBED_BIN:/usr/bin:/bin" GW_ENCRYPT=never ${COLLH_ENV:-} \
         MPIEXEC_TIMEOUT="$TIMEOUT" timeout -k 5 "$((TIMEOUT + 10))" "$@"
 }
 # Runs a job whose output goes to $1 and stops it once its last figure is

@@ -1,17 +1,30 @@
 /* Collective latency, osu-style: for each operation and size, ITERS timed
- * calls after 2 untimed ones, each call preceded by two barriers; the
- * figure is the median over the calls of the slowest rank's time (µs).
+ * calls after 2 untimed ones; the figure is the median over the calls of
+ * the slowest rank's time (µs), each call started by every rank at one
+ * agreed moment.
  *
- * Why two: across a wide-area link no barrier releases every process at
- * the same moment. In a one-hop barrier among sites (each site tells every
- * other it arrived), the site that arrives last hears from the others at
- * once and leaves up to one wide-area delay before them. The previous
- * call decides which site that is — for Reduce, the root's, which waited
- * for the data — so a single barrier would add a delay to the next call's
- * slowest rank (Reduce measured ~2 delays, not the one its algorithm
- * takes). A second barrier starts from those uneven exits and releases all
- * sites together (each waits one delay for the latest). MPICH and Open
- * MPI run the same program.
+ * Why an agreed moment and not "a barrier, then time the call": across a
+ * wide-area link no barrier releases every process at the same moment. In a
+ * one-hop barrier between two sites each site's leader leaves when the
+ * other's message arrives, one delay after the other arrived, so the sites
+ * leave as far apart as they arrived, only in the other order: a skew of up
+ * to one delay, once there, is never removed (a trace of 2 sites x 2 hosts x
+ * 2 ranks at 100 ms showed the sites starting each timed call 100 ms apart,
+ * alternately). Other MPIs' barriers leave such skews too (a tree's root
+ * site leaves a delay before the others). The slowest rank's time then
+ * counts the skew — up to a delay that is no part of the operation (run 4
+ * of docs/benchmarks.md: Barrier 1.67 delays for a one-hop algorithm).
+ *
+ * So: a barrier (the previous call's messages are done), then rank 0 sends
+ * everyone a start time T = its clock + a margin (MPI_Bcast), every rank
+ * sleeps until T (clock_nanosleep, absolute) and calls the operation; a
+ * rank's time is its end minus T. That needs one clock for all ranks:
+ * CLOCK_REALTIME of one kernel (gw-testbed's hosts are namespaces of one
+ * machine), or hosts synchronized far better than the delays measured. The
+ * margin is 2 x the slowest rank's time to receive that broadcast,
+ * measured at start-up (+ 2 ms); a call where some rank got T after T is
+ * not counted, the margin doubled, and the count of such calls said on
+ * stderr. The same for every MPI.
  *
  *   coll_lat LABEL [ITERS] [info|plain] [MAXBYTES]
  *
@@ -23,6 +36,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <errno.h>
 
 static const char *ops[] = {"barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"};
 static const int sizes[] = {8, 4096, 65536, 1 << 20};
@@ -38,6 +53,53 @@ static void one(const char *op, MPI_Comm c, char *a, char *b, int bytes, int roo
 
 static int max_bytes = 1 << 20;
 
+/* The shared clock, seconds. */
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Sleeps until `t` on the shared clock. */
+static void sleep_until(double t) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+}
+
+/* Seconds between rank 0 and the others starting a call together. */
+static double margin;
+
+/* The barrier and the start-time broadcast before a timed call; returns
+ * the agreed start T, having slept until it, and whether T came too late. */
+static double agreed_start(MPI_Comm c, int rank, int *late) {
+    double t;
+    MPI_Barrier(c);
+    if (rank == 0) t = now() + margin;
+    MPI_Bcast(&t, 1, MPI_DOUBLE, 0, c);
+    *late = now() > t;
+    sleep_until(t);
+    return t;
+}
+
+/* The margin: 2 x the slowest rank's wait for rank 0's broadcast (its time
+ * stamp travels with it), the worst of 3 tries, + 2 ms. */
+static void measure_margin(MPI_Comm c, int rank) {
+    double worst = 0;
+    for (int k = 0; k < 3; k++) {
+        double t, lag, max;
+        MPI_Barrier(c);
+        if (rank == 0) t = now();
+        MPI_Bcast(&t, 1, MPI_DOUBLE, 0, c);
+        lag = now() - t;
+        MPI_Allreduce(&lag, &max, 1, MPI_DOUBLE, MPI_MAX, c);
+        if (max > worst) worst = max;
+    }
+    margin = 2 * worst + 0.002;
+}
+
 static int cmp(const void *x, const void *y) {
     double a = *(const double *)x, b = *(const double *)y;
     return a < b ? -1 : a > b;
@@ -47,6 +109,7 @@ static void run(MPI_Comm c, const char *label, int iters, int warm) {
     int rank, size;
     MPI_Comm_rank(c, &rank);
     MPI_Comm_size(c, &size);
+    measure_margin(c, rank);
     char *a = calloc(1 << 20, 1), *b = calloc(1 << 20, 1);
     for (unsigned o = 0; o < sizeof ops / sizeof *ops; o++) {
         for (unsigned s = 0; s < sizeof sizes / sizeof *sizes; s++) {
@@ -60,12 +123,24 @@ static void run(MPI_Comm c, const char *label, int iters, int warm) {
             for (int ri = 0; ri < nroots; ri++) {
                 int root = ri ? size - 1 : 0;
                 double *t = malloc(iters * sizeof(double)), *worst = malloc(iters * sizeof(double));
-                for (int i = 0; i < warm + iters; i++) {
-                    MPI_Barrier(c);
-                    MPI_Barrier(c);
-                    double t0 = MPI_Wtime();
+                int dropped = 0;
+                for (int i = 0; i < warm + iters;) {
+                    int late, any_late;
+                    double t0 = agreed_start(c, rank, &late);
                     one(ops[o], c, a, b, bytes, root, size);
-                    if (i >= warm) t[i - warm] = (MPI_Wtime() - t0) * 1e6;
+                    double spent = (now() - t0) * 1e6;
+                    MPI_Allreduce(&late, &any_late, 1, MPI_INT, MPI_MAX, c);
+                    if (any_late) {
+                        /* Some rank started late: not this call's time. */
+                        margin *= 2;
+                        if (++dropped > 2 * (warm + iters)) {
+                            if (rank == 0) fprintf(stderr, "coll_lat: %s %d: ranks keep starting late\n", ops[o], bytes);
+                            MPI_Abort(c, 1);
+                        }
+                        continue;
+                    }
+                    if (i >= warm) t[i - warm] = spent;
+                    i++;
                 }
                 /* Per call the slowest rank; the median over the calls (the
                  * machine may be shared: a mean would carry its hiccups). */
@@ -74,6 +149,7 @@ static void run(MPI_Comm c, const char *label, int iters, int warm) {
                     qsort(worst, iters, sizeof(double), cmp);
                     printf("coll %s %d %d %s %.1f\n", ops[o], !strcmp(ops[o], "barrier") ? 0 : bytes, root, label, worst[iters / 2]);
                     fflush(stdout);
+                    if (dropped) fprintf(stderr, "coll_lat: %s %d root %d %s: %d calls started late, not counted (margin now %.0f ms)\n", ops[o], bytes, root, label, dropped, margin * 1e3);
                 }
                 free(t);
                 free(worst);

@@ -78,8 +78,9 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
         name: "MPI_COLL_SEGMENT",
         default: "65536",
         kind: SIZE,
-        help: "Hierarchical broadcasts larger than this go level by level in segments of this \
-               many bytes (pipelined across the wide area). Read at the first one.",
+        help: "Largest piece of a pipelined hierarchical Bcast: messages of \
+               more than 8 KiB go level by level in 4 pieces of 8 KiB up to this many bytes. \
+               Read at the first one.",
     },
     ParamDecl {
         name: "MPI_COLL_SHM",

@@ -26,6 +26,7 @@ mod gatherv;
 mod ops;
 mod ordered;
 mod packets;
+mod pipeline;
 mod shm;
 mod tree;
 mod wan;

@@ -2,29 +2,12 @@
 //! The argument checks are the flat functions' (in `coll.rs`), which call
 //! these once they have chosen the hierarchical algorithm.
 
+use super::pipeline::segment_len;
 use super::Plan;
 use crate::error::Result;
 use crate::mem;
 use crate::request::Buf;
 use crate::{Comm, Mpi, Op};
-
-/// Broadcasts larger than this many bytes go level by level in segments of
-/// it (`GW_MPI_COLL_SEGMENT`), so the wide-area link carries the next
-/// segment while the previous one spreads within the sites. Read once.
-fn segment() -> usize {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static SEGMENT: AtomicUsize = AtomicUsize::new(0);
-    match SEGMENT.load(Ordering::Relaxed) {
-        0 => {
-            let v = usize::try_from(crate::params::num("MPI_COLL_SEGMENT"))
-                .unwrap_or(usize::MAX)
-                .max(1);
-            SEGMENT.store(v, Ordering::Relaxed);
-            v
-        }
-        v => v,
-    }
-}
 
 impl Mpi {
     /// Barrier: each host's members report to its leader, each site's host
@@ -67,7 +50,7 @@ impl Mpi {
         // next segment: the segments stream without a wait per level.
         let mut sends = Vec::new();
         let mut res = Ok(());
-        for chunk in data.chunks_mut(segment()) {
+        for chunk in data.chunks_mut(segment_len(len, 1).max(1)) {
             // SAFETY: every request in `sends` is waited for below, before
             // `data` (the user's buffer or `packed`) is touched again.
             res = unsafe {

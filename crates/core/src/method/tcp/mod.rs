@@ -108,6 +108,14 @@ const PARAMS: &[ParamDecl] = &[
         help: "SO_RCVBUF for every connection; 0 = kernel default (auto-tuned).",
     },
     ParamDecl {
+        name: "TCP_CONGESTION",
+        default: "system",
+        kind: Kind::Text,
+        help: "TCP congestion control set on every connection (TCP_CONGESTION), e.g. `cubic`, \
+               `bbr`; `system` = the kernel's default. Unknown names are ignored. See \
+               docs/runtime.md for what each did to 64 KiB messages across a WAN.",
+    },
+    ParamDecl {
         name: "TCP_MAX_MSG",
         default: "2g",
         kind: Kind::Size {
@@ -235,6 +243,10 @@ impl TcpMethod {
             epoll,
             sndbuf: env.params.num("TCP_SNDBUF") as usize,
             rcvbuf: env.params.num("TCP_RCVBUF") as usize,
+            congestion: match env.params.text("TCP_CONGESTION").trim() {
+                "system" | "" => None,
+                name => std::ffi::CString::new(name).ok(),
+            },
             max_msg: env.params.num("TCP_MAX_MSG") as usize,
             max_queued: env.params.num("TCP_MAX_QUEUED") as usize,
             connect_timeout: Duration::from_secs(env.params.num("TCP_CONNECT_TIMEOUT")),
@@ -301,6 +313,8 @@ pub struct TcpMethod {
     epoll: OwnedFd,
     sndbuf: usize,
     rcvbuf: usize,
+    /// `GW_TCP_CONGESTION` (None: the kernel's default).
+    congestion: Option<std::ffi::CString>,
     max_msg: usize,
     max_queued: usize,
     connect_timeout: Duration,
@@ -421,6 +435,20 @@ impl TcpMethod {
     fn tune(&self, s: &TcpStream) {
         let _ = s.set_nodelay(true);
         let fd = s.as_raw_fd();
+        if let Some(cc) = &self.congestion {
+            let name = cc.as_bytes();
+            // SAFETY: passes a pointer to the live name's bytes with their
+            // exact length; a name the kernel does not know fails harmlessly.
+            unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::IPPROTO_TCP,
+                    libc::TCP_CONGESTION,
+                    name.as_ptr() as *const libc::c_void,
+                    name.len() as libc::socklen_t,
+                );
+            }
+        }
         for (opt, val) in [
             (libc::SO_SNDBUF, self.sndbuf),
             (libc::SO_RCVBUF, self.rcvbuf),
