@@ -9,20 +9,9 @@
 //! project's rule otherwise (a failure under CI=true).
 
 use gridwire_testbed::harness::{self, run_with_timeout, Testbed};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 mod common;
-
-/// A directory for the program, seen by `login` only.
-struct ProgDir(PathBuf);
-
-impl Drop for ProgDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 #[test]
 fn hierarchical_collectives_across_two_sites() {
@@ -35,30 +24,8 @@ fn hierarchical_collectives_across_two_sites() {
         return gridwire_testkit::skip(&why);
     }
     let gwrun = common::build_bin("gridwire-launch", "gwrun");
-    let dir = ProgDir(PathBuf::from(format!(
-        "{}/coll-hier-grid-{}",
-        env!("CARGO_TARGET_TMPDIR"),
-        std::process::id()
-    )));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let lib = common::build_libmpi().join("libmpi.so");
-    std::fs::copy(&lib, dir.0.join("libmpi.so")).unwrap();
-    let prog = dir.0.join("coll_hier");
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = run_with_timeout(
-        Command::new(repo.join("scripts/gwcc"))
-            .env("GW_MPI_LIBDIR", &dir.0)
-            .args(["-Wall", "-O1", "-o"])
-            .arg(&prog)
-            .arg(repo.join("tests/mpi/coll_hier.c")),
-        Duration::from_secs(120),
-    )
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "gwcc coll_hier.c: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dir = common::ScratchDir::new("coll-hier-grid");
+    let prog = common::stage_mpi_test(&dir.0, "coll_hier");
     let mut tb = Testbed::up(&["--sites", "2", "--hosts", "2", "--wan-delay", "5"])
         .unwrap_or_else(|e| panic!("{e}"));
     // Two slots per host: ranks 0-3 at s0, 4-7 at s1.

@@ -12,22 +12,11 @@
 //! otherwise (a failure under CI=true).
 
 use gridwire_testbed::harness::{self, run_with_timeout, Testbed};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
 
 const HOSTS: [&str; 2] = ["s0h0", "s0h1"];
-
-/// A directory for the program, seen by `login` only.
-struct ProgDir(PathBuf);
-
-impl Drop for ProgDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 #[test]
 fn spawn_across_hosts_of_a_grid_job() {
@@ -40,30 +29,8 @@ fn spawn_across_hosts_of_a_grid_job() {
         return gridwire_testkit::skip(&why);
     }
     let gwrun = common::build_bin("gridwire-launch", "gwrun");
-    let dir = ProgDir(PathBuf::from(format!(
-        "{}/spawn-grid-{}",
-        env!("CARGO_TARGET_TMPDIR"),
-        std::process::id()
-    )));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let lib = common::build_libmpi().join("libmpi.so");
-    std::fs::copy(&lib, dir.0.join("libmpi.so")).unwrap();
-    let prog = dir.0.join("spawn_grid");
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = run_with_timeout(
-        Command::new(repo.join("scripts/gwcc"))
-            .env("GW_MPI_LIBDIR", &dir.0)
-            .args(["-Wall", "-O1", "-o"])
-            .arg(&prog)
-            .arg(repo.join("tests/mpi/spawn_grid.c")),
-        Duration::from_secs(120),
-    )
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "gwcc spawn_grid.c: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dir = common::ScratchDir::new("spawn-grid");
+    let prog = common::stage_mpi_test(&dir.0, "spawn_grid");
     let mut tb = Testbed::up(&["--sites", "1", "--hosts", "2"]).unwrap_or_else(|e| panic!("{e}"));
     let machines = tb.dir().join("machines").display().to_string();
     let started = Instant::now();

@@ -86,28 +86,63 @@ pub fn build_libmpi() -> PathBuf {
 /// Copies libmpi.so into `dir` and builds the ring program there with gwcc
 /// (its rpath is `dir`, which every host sees); the program's path.
 pub fn stage_program(dir: &Path) -> PathBuf {
+    let src = dir.join("ring.c");
+    std::fs::write(&src, RING_C).unwrap();
+    stage_c_program(dir, &src, "ring")
+}
+
+/// Copies libmpi.so into `dir` and builds the C MPI program `tests/mpi/NAME.c`
+/// of the repository there with gwcc (rpath `dir`); the program's path.
+pub fn stage_mpi_test(dir: &Path, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/mpi/{name}.c"));
+    stage_c_program(dir, &src, name)
+}
+
+/// Copies libmpi.so into `dir` and builds `src` there with gwcc as `dir/name`.
+fn stage_c_program(dir: &Path, src: &Path, name: &str) -> PathBuf {
     let lib = build_libmpi().join("libmpi.so");
     std::fs::copy(&lib, dir.join("libmpi.so"))
         .unwrap_or_else(|e| panic!("copy {} to {}: {e}", lib.display(), dir.display()));
-    let src = dir.join("ring.c");
-    std::fs::write(&src, RING_C).unwrap();
-    let prog = dir.join("ring");
+    let prog = dir.join(name);
     let gwcc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gwcc");
     let out = run_with_timeout(
         Command::new(gwcc)
             .env("GW_MPI_LIBDIR", dir)
             .args(["-Wall", "-O1", "-o"])
             .arg(&prog)
-            .arg(&src),
+            .arg(src),
         Duration::from_secs(120),
     )
     .unwrap();
     assert!(
         out.status.success(),
-        "gwcc ring.c: {}",
+        "gwcc {}: {}",
+        src.display(),
         String::from_utf8_lossy(&out.stderr)
     );
     prog
+}
+
+/// A directory of the test's own, removed when the test ends.
+pub struct ScratchDir(pub PathBuf);
+
+impl ScratchDir {
+    /// `CARGO_TARGET_TMPDIR/NAME-PID`, made now (seen by `login` only).
+    pub fn new(name: &str) -> ScratchDir {
+        let dir = PathBuf::from(format!(
+            "{}/{name}-{}",
+            env!("CARGO_TARGET_TMPDIR"),
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        ScratchDir(dir)
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Builds a binary of the workspace into this test's target directory
