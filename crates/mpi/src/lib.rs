@@ -527,15 +527,10 @@ impl Mpi {
         if src == PROC_NULL {
             return Ok(Status::proc_null());
         }
-        let mut got = None;
-        self.engine.wait_for(|| {
-            got = self
-                .engine
-                .probe(comm.key(), &comm.peers, src, tag, false)
-                .map(|r| r.expect_err("not removed"));
-            got.is_some()
-        });
-        Ok(got.expect("wait ended with a message"))
+        let got = self
+            .engine
+            .wait_probe(comm.key(), &comm.peers, src, tag, false)?;
+        Ok(got.expect_err("not removed"))
     }
 
     /// `MPI_Improbe`: takes the message out of the queue. `Some(None)` = the `MPI_PROC_NULL` message.
@@ -560,7 +555,10 @@ impl Mpi {
             got.is_some()
         };
         if block {
-            self.engine.wait_for(try_take);
+            let u = self
+                .engine
+                .wait_probe(comm.key(), &comm.peers, src, tag, true)?;
+            return Ok(Some(Some(u.expect("removed"))));
         } else if !try_take() {
             self.poke();
             try_take();

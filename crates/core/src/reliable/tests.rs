@@ -241,6 +241,23 @@ fn rendezvous_sized_buffers_are_recycled_within_the_bound() {
     let seq = s.push(&[IoSlice::new(&huge)], now);
     assert_eq!(s.ack(seq, now), Ok(1));
     assert!(s.free.iter().all(|b| b.capacity() <= FREE_MAX_CAP));
+    // A whole 4 MiB message's buffer is kept, and found again behind a
+    // small one.
+    {
+        let mut s = Sender::new(MAX_FRAMES, MAX_BYTES);
+        let big = vec![3u8; 4 << 20];
+        s.push(&[IoSlice::new(&big)], now);
+        let small = s.push(&[IoSlice::new(&[5u8; 8])], now);
+        assert_eq!(s.ack(small, now), Ok(2));
+        assert_eq!(s.free.len(), 2);
+        assert!(s.free[1].capacity() < 4 << 20, "the small one is last");
+        s.push(&[IoSlice::new(&big)], now);
+        assert_eq!(s.free.len(), 1, "one buffer was reused");
+        assert!(
+            s.free[0].capacity() < 4 << 20,
+            "the 4 MiB buffer was taken from behind the small one"
+        );
+    }
     // 70 pieces: more than FREE_MAX_BYTES of buffers come back at once.
     let many: Vec<u64> = (0..70)
         .map(|_| s.push(&[IoSlice::new(&piece)], now))

@@ -17,9 +17,12 @@
 //! handlers, and fail what waits for that peer; receives posted later for
 //! a failed peer fail when posted ([`Engine::recv`]).
 
-use super::{Engine, Queues, State};
+use super::{Engine, Queues, State, Unexpected};
 use crate::error::class;
+use crate::error::err;
+use crate::group::Group;
 use crate::request::Req;
+use crate::request::Status;
 use crate::ANY_SOURCE;
 use gridwire_core::{Context, MembershipEvent, MembershipKind};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -204,6 +207,32 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// A blocking `MPI_Probe` / `MPI_Mprobe` (`remove`): waits for a
+    /// message from comm rank `src` (or any source) of `group` with `tag`,
+    /// and fails with `MPI_ERR_PROC_ABORTED` instead of waiting forever
+    /// once none can come: its peer failed for good (for `MPI_ANY_SOURCE`:
+    /// every other member did). A message the failed peer sent before it
+    /// failed is still found first.
+    pub fn wait_probe(
+        &self,
+        ctx: u64,
+        group: &Arc<Group>,
+        src: i32,
+        tag: i32,
+        remove: bool,
+    ) -> crate::error::Result<Result<Unexpected, Status>> {
+        let mut got = None;
+        let mut failed = false;
+        self.wait_for(|| {
+            got = self.probe(ctx, group, src, tag, remove);
+            failed = got.is_none() && self.posted_for_failed(&group.members, src);
+            got.is_some() || failed
+        });
+        got.ok_or_else(|| err(class::PROC_ABORTED, failure_message()))
+    }
+}
+
 /// Completes `req` with `MPI_ERR_PROC_ABORTED` (`src`: the comm rank it
 /// waited for, or -1 when the status already names it).
 pub(super) fn fail_request(req: &Req, src: i32) {
@@ -318,5 +347,37 @@ mod tests {
             "a receive on a group of this process alone failed"
         );
         assert!(e.cancel_recv(&alone));
+    }
+
+    /// A blocking probe that waits for a peer ends with its failure; one
+    /// on `MPI_ANY_SOURCE` ends once every other member failed.
+    #[test]
+    fn a_blocking_probe_on_a_failed_peer_fails() {
+        let e = engine();
+        let group = Group::new(vec![0, 1, 2]);
+        let waiter = {
+            let (e, group) = (e.clone(), group.clone());
+            std::thread::spawn(move || e.wait_probe(0, &group, 1, ANY_TAG, false).map(|_| ()))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "the probe returned before a failure");
+        e.ctx.peer_departed(1, WHY).expect("rank 1 is a peer");
+        let got = waiter.join().expect("the probing thread did not panic");
+        let msg = got.expect_err("the probe failed").to_string();
+        assert!(
+            msg.contains("MPI_ERR_PROC_ABORTED") && msg.contains(WHY),
+            "{msg}"
+        );
+        // Rank 2 alive: an any-source mprobe would wait; once it fails too,
+        // it fails at once.
+        e.ctx
+            .peer_departed(2, "rank 2 died")
+            .expect("rank 2 is a peer");
+        let msg = e
+            .wait_probe(0, &group, ANY_SOURCE, ANY_TAG, true)
+            .map(|_| ())
+            .expect_err("nothing can come")
+            .to_string();
+        assert!(msg.contains("rank 2 died"), "{msg}");
     }
 }
