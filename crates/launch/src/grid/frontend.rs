@@ -20,6 +20,7 @@ use crate::sys::{self, say};
 
 mod plan;
 mod spawn;
+mod warm;
 
 use plan::plan_job;
 
@@ -72,6 +73,9 @@ pub struct GridSpec {
     /// `GW_LAUNCH_TREE=flat`: the front end starts every host itself
     /// instead of one leader per site.
     pub flat: bool,
+    /// `GW_LAUNCH_DIRECT`: hosts of a big warm site started by the front
+    /// end beside the leader (`frontend/warm.rs`).
+    pub direct: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -126,6 +130,8 @@ struct FrontEnd {
     stdin_in_flight: u64,
     /// Worlds spawned into the job (frontend/spawn.rs).
     spawns: spawn::Spawns,
+    /// The warm-site marker to record at the end (`frontend/warm.rs`).
+    warm_key: Option<String>,
 }
 
 /// Runs a grid job; returns gwrun's exit status.
@@ -139,7 +145,7 @@ pub fn run(spec: GridSpec) -> i32 {
     };
     sys::become_subreaper();
     sys::raise_fd_limit();
-    let (plan, secret, image, sources) = match plan_job(&spec) {
+    let (plan, secret, image, sources, warm_key) = match plan_job(&spec) {
         Ok(x) => x,
         Err(e) => {
             say(&e);
@@ -177,6 +183,7 @@ pub fn run(spec: GridSpec) -> i32 {
         links: Vec::new(),
         image,
         plan,
+        warm_key,
     };
     for s in 0..fe.plan.sites.len() {
         let site = fe.plan.sites[s].clone();
@@ -818,7 +825,13 @@ impl FrontEnd {
                 .collect();
             say(&crate::stats::render(&m, &placement.join("; ")).join("\n"));
         }
-        if !self.all_exited() && self.outcome.is_none() {
+        let all_exited = self.all_exited();
+        // After a run where every rank ended well, every host of the site
+        // has the proxy and the staged files in its cache.
+        if let Some(key) = &self.warm_key {
+            warm::record(key, all_exited && self.outcome.unwrap_or(0) == 0);
+        }
+        if !all_exited && self.outcome.is_none() {
             say(&format!(
                 "only {} of {} ranks reported their exit",
                 self.exited,

@@ -62,7 +62,15 @@ fn propagated_env(extra: &[(String, String)]) -> Vec<(String, String)> {
     env
 }
 
-type Planned = (Plan, String, ProxyImage, HashMap<String, PathBuf>);
+/// The plan, the job's secret, the proxy image, the staged files' sources,
+/// and the warm-site marker this run decides (see `warm`).
+type Planned = (
+    Plan,
+    String,
+    ProxyImage,
+    HashMap<String, PathBuf>,
+    Option<String>,
+);
 
 pub(super) fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
     let m = &spec.machines;
@@ -77,51 +85,6 @@ pub(super) fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
         if used.contains(&i) || gateway {
             plan_hosts.push(i);
         }
-    }
-    let mut sites: Vec<PlanSite> = Vec::new();
-    let mut site_of: HashMap<(usize, usize), usize> = HashMap::new();
-    let mut hosts: Vec<PlanHost> = Vec::new();
-    for &i in &plan_hosts {
-        let h = &m.hosts[i];
-        let site = &m.sites[h.site];
-        // Hosts outside any section that name this machine start locally
-        // (as Hydra does); everything else as its site says.
-        let local_default = site.line == 0 && is_this_machine(&h.name);
-        // Flat: every host its own tree (one connection per host from the
-        // front end), for comparison with the site tree.
-        let key = (h.site, if spec.flat { i } else { usize::MAX });
-        let s = *site_of.entry(key).or_insert_with(|| {
-            let (method, reach) = match (local_default, site.start) {
-                (true, _) | (_, StartKind::Local) => ("local", Vec::new()),
-                (_, StartKind::Slurm) => ("slurm", crate::grid::start::slurm::site_argv()),
-                (_, StartKind::Ssh) => (
-                    "ssh",
-                    site_argv(
-                        m.user_of(i).or(site.user.as_deref()),
-                        site.port,
-                        &site.ssh_options,
-                    ),
-                ),
-            };
-            sites.push(PlanSite {
-                name: site.name.clone(),
-                leader: hosts.len(),
-                method: method.into(),
-                reach,
-                prefix: site.prefix.clone(),
-                env: Vec::new(),
-                relay: false,
-            });
-            sites.len() - 1
-        });
-        if site.gateway.as_deref() == Some(h.name.as_str()) && !spec.flat {
-            sites[s].leader = hosts.len();
-        }
-        hosts.push(PlanHost {
-            name: h.name.clone(),
-            site: s,
-            ranks: map.ranks_on(i),
-        });
     }
     let image = {
         let path =
@@ -156,6 +119,69 @@ pub(super) fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
             spec.program
         ));
     }
+    // Hosts of a big warm site the front end starts itself, beside the
+    // leader (see `warm`).
+    let staged: Vec<&str> = stage.iter().map(|e| e.hash.as_str()).collect();
+    let (direct, warm_key) = direct_hosts(
+        spec,
+        &plan_hosts,
+        &image.hash,
+        &staged,
+        super::warm::is_warm,
+    );
+    let mut sites: Vec<PlanSite> = Vec::new();
+    let mut site_of: HashMap<(usize, usize), usize> = HashMap::new();
+    let mut hosts: Vec<PlanHost> = Vec::new();
+    for &i in &plan_hosts {
+        let h = &m.hosts[i];
+        let site = &m.sites[h.site];
+        // Hosts outside any section that name this machine start locally
+        // (as Hydra does); everything else as its site says.
+        let local_default = site.line == 0 && is_this_machine(&h.name);
+        // Flat: every host its own tree (one connection per host from the
+        // front end), for comparison with the site tree; a direct host of a
+        // warm site likewise.
+        let key = (
+            h.site,
+            if spec.flat || direct.contains(&i) {
+                i
+            } else {
+                usize::MAX
+            },
+        );
+        let s = *site_of.entry(key).or_insert_with(|| {
+            let (method, reach) = match (local_default, site.start) {
+                (true, _) | (_, StartKind::Local) => ("local", Vec::new()),
+                (_, StartKind::Slurm) => ("slurm", crate::grid::start::slurm::site_argv()),
+                (_, StartKind::Ssh) => (
+                    "ssh",
+                    site_argv(
+                        m.user_of(i).or(site.user.as_deref()),
+                        site.port,
+                        &site.ssh_options,
+                    ),
+                ),
+            };
+            sites.push(PlanSite {
+                name: site.name.clone(),
+                leader: hosts.len(),
+                method: method.into(),
+                reach,
+                prefix: site.prefix.clone(),
+                env: Vec::new(),
+                relay: false,
+            });
+            sites.len() - 1
+        });
+        if site.gateway.as_deref() == Some(h.name.as_str()) && !spec.flat {
+            sites[s].leader = hosts.len();
+        }
+        hosts.push(PlanHost {
+            name: h.name.clone(),
+            site: s,
+            ranks: map.ranks_on(i),
+        });
+    }
     // The program runs under its staged name where it is staged; where it
     // exists, as given.
     let mut env = propagated_env(&spec.env);
@@ -188,7 +214,60 @@ pub(super) fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
     plan.kvsname = format!("kvs_{}", plan.job_id);
     plan.check()
         .map_err(|e| format!("internal: bad plan: {e}"))?;
-    Ok((plan, secret()?, image, sources))
+    Ok((plan, secret()?, image, sources, warm_key))
+}
+
+/// A site's hosts after its leader that the front end starts itself when
+/// the job lies in one big ssh site that was warm on its last run (see
+/// `warm`): `GW_LAUNCH_DIRECT` of them (default 4, `0` never), only when
+/// the leader keeps at least two hosts below it. Also returns the site's
+/// warm-marker key, for the front end to record this run's outcome, when
+/// the site is one the rule could apply to.
+fn direct_hosts(
+    spec: &GridSpec,
+    plan_hosts: &[usize],
+    proxy_hash: &str,
+    staged: &[&str],
+    is_warm: impl Fn(&str) -> bool,
+) -> (Vec<usize>, Option<String>) {
+    let m = &spec.machines;
+    let Some(&first) = plan_hosts.first() else {
+        return (Vec::new(), None);
+    };
+    let site_ix = m.hosts[first].site;
+    let site = &m.sites[site_ix];
+    let one_site = plan_hosts.iter().all(|&i| m.hosts[i].site == site_ix);
+    if spec.flat
+        || spec.direct == 0
+        || spec.force_stage
+        || !one_site
+        || site.start != StartKind::Ssh
+        || site.gateway.is_some()
+        || (site.line == 0 && is_this_machine(&m.hosts[first].name))
+        || plan_hosts.len() < spec.direct + 3
+    {
+        return (Vec::new(), None);
+    }
+    let names: Vec<&str> = plan_hosts
+        .iter()
+        .map(|&i| m.hosts[i].name.as_str())
+        .collect();
+    let key = super::warm::key(&site.name, &names, proxy_hash, staged);
+    let direct = if is_warm(&key) {
+        plan_hosts[1..=spec.direct].to_vec()
+    } else {
+        Vec::new()
+    };
+    if !direct.is_empty() && std::env::var("GW_VERBOSE").is_ok_and(|v| v != "0" && !v.is_empty()) {
+        let names: Vec<&str> = direct.iter().map(|&i| m.hosts[i].name.as_str()).collect();
+        say(&format!(
+            "site {} is warm: starting {} beside its leader {}",
+            site.name,
+            names.join(", "),
+            m.hosts[first].name
+        ));
+    }
+    (direct, Some(key))
 }
 
 /// PMI_process_mapping for the plan's hosts (vector form, blocks of
@@ -215,4 +294,78 @@ fn process_mapping(hosts: &[PlanHost]) -> String {
         .map(|(_, node, len)| format!("({node},1,{len})"))
         .collect();
     format!("(vector,{})", body.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(machines: &str) -> GridSpec {
+        GridSpec {
+            n: 1,
+            program: "true".into(),
+            args: Vec::new(),
+            wdir: None,
+            env: Vec::new(),
+            tag_output: false,
+            timeout: None,
+            stats: false,
+            report: None,
+            machines: Machines::parse(machines).expect("a valid machines file"),
+            map_by: MapBy::Slot,
+            oversubscribe: false,
+            force_stage: false,
+            stage_files: Vec::new(),
+            iface: None,
+            heartbeat: Duration::from_secs(10),
+            flat: false,
+            direct: 3,
+        }
+    }
+
+    const SIX: &str = "[site s0] start=ssh\na\nb\nc\nd\ne\nf\n";
+
+    #[test]
+    fn a_warm_big_site_starts_three_hosts_beside_its_leader() {
+        let s = spec(SIX);
+        let all: Vec<usize> = (0..6).collect();
+        let (direct, key) = direct_hosts(&s, &all, "p", &[], |_| true);
+        assert_eq!(direct, vec![1, 2, 3]);
+        let key = key.expect("the site has a marker");
+        // Cold (no marker): the plain tree, but the marker is still named.
+        let (direct, cold_key) = direct_hosts(&s, &all, "p", &[], |_| false);
+        assert!(direct.is_empty());
+        assert_eq!(cold_key.as_deref(), Some(key.as_str()));
+        // Another proxy or other staged files: another marker.
+        assert_ne!(
+            direct_hosts(&s, &all, "q", &[], |_| true).1,
+            Some(key.clone())
+        );
+        assert_ne!(direct_hosts(&s, &all, "p", &["x"], |_| true).1, Some(key));
+    }
+
+    #[test]
+    fn small_gatewayed_several_site_or_forced_jobs_keep_the_tree() {
+        let all: Vec<usize> = (0..6).collect();
+        // Too small: the leader would keep fewer than two hosts below it.
+        let s = spec(SIX);
+        let (direct, key) = direct_hosts(&s, &all[..5], "p", &[], |_| true);
+        assert!(direct.is_empty() && key.is_none());
+        // A gateway (a firewalled site): only it is reachable.
+        let s = spec("[site s0] start=ssh gateway=a\na\nb\nc\nd\ne\nf\n");
+        assert!(direct_hosts(&s, &all, "p", &[], |_| true).0.is_empty());
+        // Two sites: the tree's per-site staging and relays stay as they are.
+        let s = spec("[site s0] start=ssh\na\nb\nc\n[site s1] start=ssh\nd\ne\nf\n");
+        assert!(direct_hosts(&s, &all, "p", &[], |_| true).0.is_empty());
+        // --stage, GW_LAUNCH_DIRECT=0 and the flat tree.
+        for f in [
+            |s: &mut GridSpec| s.force_stage = true,
+            |s: &mut GridSpec| s.direct = 0,
+            |s: &mut GridSpec| s.flat = true,
+        ] {
+            let mut s = spec(SIX);
+            f(&mut s);
+            assert!(direct_hosts(&s, &all, "p", &[], |_| true).0.is_empty());
+        }
+    }
 }
