@@ -10,7 +10,8 @@
  * Rank 0 prints `SENT udp_comm=<bytes> tcp_comm=<bytes>`: what it sent on
  * each communicator, which the test compares with gwrun --stats.
  * GW_TEST_NO_UDP=1: the job runs without udp, so gw_methods=udp must be
- * refused (MPI_ERR_INFO_VALUE) and nothing else is run. */
+ * refused (MPI_ERR_INFO_VALUE) and nothing else is run. GW_TEST_FATAL=1:
+ * errors are fatal (the job must end at the first bad value). */
 #include "check.h"
 #include <stdint.h>
 #include <string.h>
@@ -58,6 +59,8 @@ static void expect_value(MPI_Comm c, const char *key, const char *want) {
 
 /* Expects `rc` to be MPI_ERR_INFO_VALUE and prints its message. */
 static void expect_info_value_error(int rc, const char *what) {
+    const char *fatal = getenv("GW_TEST_FATAL");
+    CHECK(!(fatal && fatal[0] == '1'), "%s returned (%d) under MPI_ERRORS_ARE_FATAL", what, rc);
     int cls = -1, len = 0;
     char msg[MPI_MAX_ERROR_STRING];
     CHECK(rc != MPI_SUCCESS, "%s was accepted", what);
@@ -75,7 +78,12 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     CHECK(size == 2, "needs 2 ranks, got %d", size);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    /* GW_TEST_FATAL=1: errors are fatal, so the first bad value ends the
+     * job with the library's message (which names key, value and why);
+     * otherwise they are returned and their class checked. */
+    const char *fatal = getenv("GW_TEST_FATAL");
+    int errors_fatal = fatal && fatal[0] == '1';
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, errors_fatal ? MPI_ERRORS_ARE_FATAL : MPI_ERRORS_RETURN);
 
     MPI_Info want_udp;
     MPI_Info_create(&want_udp);

@@ -76,8 +76,18 @@ fn run(exe: &PathBuf, hosts: u32, env: &[(&str, &str)]) -> Run {
             s
         })
     };
-    let out = drain(child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
-    let err = drain(child.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    );
     let deadline = Instant::now() + Duration::from_secs(120);
     let status = loop {
         match child.try_wait().expect("waiting for gwrun") {
@@ -127,23 +137,21 @@ fn one_communicator_on_udp_the_other_on_tcp() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = run(&exe, 2, &[]);
     assert!(r.ok && r.text.contains("PASS comm_links"), "{}", r.text);
-    // Bad values: the class, and a message naming the key and the value.
-    let refused: Vec<&str> = r.text.lines().filter(|l| l.starts_with("REFUSED")).collect();
-    assert!(
-        refused.iter().any(|l| l.contains("MPI_ERR_INFO_VALUE")
-            && l.contains("gw_methods")
-            && l.contains("carrier-pigeon")
-            && l.contains("unknown method")),
-        "{}",
-        r.text
-    );
-    assert!(
-        refused
-            .iter()
-            .any(|l| l.contains("gw_encrypt") && l.contains("maybe")),
-        "{}",
-        r.text
-    );
+    // Bad values: returned with their class (the program checks it).
+    let refused: Vec<&str> = r
+        .text
+        .lines()
+        .filter(|l| l.starts_with("REFUSED"))
+        .collect();
+    for what in ["gw_methods=carrier-pigeon", "gw_encrypt=maybe"] {
+        assert!(
+            refused
+                .iter()
+                .any(|l| l.contains(what) && l.contains("MPI_ERR_INFO_VALUE")),
+            "{what}:\n{}",
+            r.text
+        );
+    }
     let sent = r
         .text
         .lines()
@@ -175,6 +183,41 @@ fn one_communicator_on_udp_the_other_on_tcp() {
     assert!(udp_back >= 64 * 700 && tcp_back >= 64 * 700, "{}", r.text);
 }
 
+/// Under `MPI_ERRORS_ARE_FATAL` a bad value ends the job with a message
+/// naming the call, the class, the key, the value and why.
+#[test]
+fn a_bad_value_is_a_clear_fatal_error() {
+    let Some(exe) = compiled() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run(&exe, 2, &[("GW_TEST_FATAL", "1")]);
+    assert!(!r.ok && !r.text.contains("PASS comm_links"), "{}", r.text);
+    assert!(
+        r.text.lines().any(|l| l.contains("MPI_Comm_dup_with_info")
+            && l.contains("MPI_ERR_INFO_VALUE")
+            && l.contains("gw_methods=\"carrier-pigeon\"")
+            && l.contains("unknown method")),
+        "{}",
+        r.text
+    );
+    let r = run(
+        &exe,
+        2,
+        &[
+            ("GW_METHODS", "self,shm,tcp"),
+            ("GW_TEST_NO_UDP", "1"),
+            ("GW_TEST_FATAL", "1"),
+        ],
+    );
+    assert!(!r.ok, "{}", r.text);
+    assert!(
+        r.text.lines().any(|l| l.contains("MPI_ERR_INFO_VALUE")
+            && l.contains("gw_methods=\"udp\"")
+            && l.contains("udp does not run in this process")),
+        "{}",
+        r.text
+    );
+}
+
 #[test]
 fn gw_methods_naming_a_method_not_running_is_refused() {
     let Some(exe) = compiled() else { return };
@@ -186,9 +229,10 @@ fn gw_methods_naming_a_method_not_running_is_refused() {
     );
     assert!(r.ok && r.text.contains("PASS comm_links"), "{}", r.text);
     assert!(
-        r.text.lines().any(|l| l.starts_with("REFUSED")
-            && l.contains("MPI_ERR_INFO_VALUE")
-            && l.contains("udp does not run in this process")),
+        r.text
+            .lines()
+            .any(|l| l.starts_with("REFUSED gw_methods=udp without udp")
+                && l.contains("MPI_ERR_INFO_VALUE")),
         "{}",
         r.text
     );

@@ -212,7 +212,11 @@ pub fn render(m: &Matrix, placement: &str) -> Vec<String> {
         .flatten()
         .flatten()
         .map(|c| c.method.as_str())
-        .chain(m.split.iter().flat_map(|(_, _, by)| by.iter().map(|b| b.0.as_str())))
+        .chain(
+            m.split
+                .iter()
+                .flat_map(|(_, _, by)| by.iter().map(|b| b.0.as_str())),
+        )
         .collect();
     seen.sort_unstable();
     seen.dedup();
@@ -289,11 +293,17 @@ mod tests {
         let m = build(&[Some(r0.into()), Some(r1.into())]);
         assert_eq!(
             m.split,
-            vec![(0, 1, vec![("tcp".into(), 10, 8000), ("udp".into(), 20, 1000)])]
+            vec![(
+                0,
+                1,
+                vec![("tcp".into(), 10, 8000), ("udp".into(), 20, 1000)]
+            )]
         );
         let text = render(&m, "").join("\n");
         assert!(
-            text.contains("links 0->1 (several at once): tcp 10/8000, udp 20/1000 (bytes: tcp=8000 udp=1000)"),
+            text.contains(
+                "links 0->1 (several at once): tcp 10/8000, udp 20/1000 (bytes: tcp=8000 udp=1000)"
+            ),
             "{text}"
         );
         assert!(text.contains("udp = reliable UDP"), "{text}");

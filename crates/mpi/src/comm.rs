@@ -194,7 +194,8 @@ impl Comm {
         // communicator's context ids (and so its route), and an
         // `MPI_Comm_idup` of it must inherit the `gw_` hints in force.
         let choice = self.info.lock().unwrap_or_else(|e| e.into_inner());
-        let keys = std::iter::once(crate::coll_hier::INFO_KEY).chain(crate::comm_links::KEYS.iter().copied());
+        let keys = std::iter::once(crate::coll_hier::INFO_KEY)
+            .chain(crate::comm_links::KEYS.iter().copied());
         for key in keys {
             if let Some(v) = choice.get(key) {
                 let _ = fresh

@@ -218,7 +218,10 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(s.methods, vec!["udp", "tcp"]);
-        assert_eq!((s.encrypt, s.compress, b), (Some(true), Some(true), Some(4 << 20)));
+        assert_eq!(
+            (s.encrypt, s.compress, b),
+            (Some(true), Some(true), Some(4 << 20))
+        );
         let (s, b) = link_spec(&info(&[("gw_encrypt", "off")])).unwrap();
         assert_eq!((s.encrypt, s.methods.len(), b), (Some(false), 0, None));
         for (k, v) in [

@@ -541,7 +541,10 @@ impl Context {
                             "nothing acknowledged for {} s (GW_LINK_TIMEOUT)",
                             timeout.as_secs()
                         );
-                        if self.replace_link(rank, s, &mut g, route, Some(why)).is_err() {
+                        if self
+                            .replace_link(rank, s, &mut g, route, Some(why))
+                            .is_err()
+                        {
                             break;
                         }
                     }

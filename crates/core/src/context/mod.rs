@@ -49,9 +49,9 @@ use placement::{lookup_placement, own_placement, publish_placement};
 use progress::Dispatch;
 use progress::ProgressWaiter;
 pub use routes::{RouteId, RouteSpec, MAX_ROUTES, NO_TRAFFIC_KEY};
-pub use stats::{LinkStats, MethodStats};
 use setup::*;
 pub use setup::{host_identity, methods_from_params, real_host_identity};
+pub use stats::{LinkStats, MethodStats};
 use world::{world_layout, World};
 
 /// What a handler receives.

@@ -305,7 +305,11 @@ impl Context {
     /// The selection policy's choices for `rank`, restricted to the stacks
     /// the transform policy asks for (`encrypt+tcp` between sites, …): a
     /// link that must be encrypted is never opened in the clear.
-    pub(super) fn candidates_for(&self, rank: u32, table: &DescriptorTable) -> Result<Vec<(usize, usize)>> {
+    pub(super) fn candidates_for(
+        &self,
+        rank: u32,
+        table: &DescriptorTable,
+    ) -> Result<Vec<(usize, usize)>> {
         self.candidates_with(rank, table, None, None)
     }
 

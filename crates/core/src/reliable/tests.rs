@@ -280,7 +280,10 @@ fn reorder_in_order_holds_nothing() {
     let mut r = Receiver::with_window(8, 1000);
     let mut out = Vec::new();
     for seq in 1..=20u64 {
-        assert_eq!(feed(&mut r, seq, &[seq as u8; 3], &mut out), Verdict::Deliver);
+        assert_eq!(
+            feed(&mut r, seq, &[seq as u8; 3], &mut out),
+            Verdict::Deliver
+        );
         assert_eq!(r.held(), (0, 0));
     }
     assert_eq!(out.len(), 20);
@@ -334,7 +337,11 @@ fn reorder_hostile_skip_beyond_the_window_is_an_error() {
     let mut r = Receiver::with_window(8, 1000);
     let mut out = Vec::new();
     assert_eq!(feed(&mut r, 1, b"a", &mut out), Verdict::Deliver);
-    assert_eq!(feed(&mut r, 9, b"i", &mut out), Verdict::Early, "8 ahead: inside");
+    assert_eq!(
+        feed(&mut r, 9, b"i", &mut out),
+        Verdict::Early,
+        "8 ahead: inside"
+    );
     assert_eq!(
         feed(&mut r, 10, b"j", &mut out),
         Verdict::Gap {
