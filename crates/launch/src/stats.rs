@@ -27,6 +27,10 @@ pub struct Matrix {
     /// `gw_methods` beside the pair's default link): (from, to, [(method,
     /// msgs, bytes) sent]), from the sender's record.
     pub split: Vec<(usize, usize, Vec<(String, u64, u64)>)>,
+    /// Messages of `from` that waited in `to`'s reorder buffer (they came
+    /// ahead of their turn on another link), from the receiver's record:
+    /// (from, to, count).
+    pub reordered: Vec<(usize, usize, u64)>,
 }
 
 fn num(v: &Value, k: &str) -> u64 {
@@ -41,6 +45,7 @@ pub fn build(records: &[Option<String>]) -> Matrix {
     let mut cells = vec![vec![None; n]; n];
     let mut have = vec![false; n];
     let mut split = Vec::new();
+    let mut reordered = Vec::new();
     let parsed: Vec<Option<Value>> = records
         .iter()
         .map(|r| {
@@ -96,6 +101,10 @@ pub fn build(records: &[Option<String>]) -> Matrix {
             if by.len() > 1 {
                 split.push((r, p, by));
             }
+            let held = num(&l, "reordered");
+            if held > 0 {
+                reordered.push((p, r, held));
+            }
         }
     }
     for (r, v) in parsed.iter().enumerate() {
@@ -120,7 +129,12 @@ pub fn build(records: &[Option<String>]) -> Matrix {
             }
         }
     }
-    Matrix { cells, have, split }
+    Matrix {
+        cells,
+        have,
+        split,
+        reordered,
+    }
 }
 
 pub(crate) fn human(b: u64) -> String {
@@ -197,8 +211,15 @@ pub fn render(m: &Matrix, placement: &str) -> Vec<String> {
             .iter()
             .map(|(name, msgs, bytes)| format!("{name} {msgs}/{}", human(*bytes)))
             .collect();
+        let held = m
+            .reordered
+            .iter()
+            .find(|r| (r.0, r.1) == (*from, *to))
+            .map_or(String::new(), |r| {
+                format!("; {} held for order by the receiver", r.2)
+            });
         lines.push(format!(
-            "links {from}->{to} (several at once): {} (bytes: {})",
+            "links {from}->{to} (several at once): {} (bytes: {}){held}",
             parts.join(", "),
             by.iter()
                 .map(|(name, _, bytes)| format!("{name}={bytes}"))
@@ -289,7 +310,7 @@ mod tests {
     #[test]
     fn pairs_on_several_methods_get_a_line() {
         let r0 = r#"{"rank":0,"links":[{"peer":1,"method":"tcp","sent_msgs":30,"sent_bytes":9000,"by_method":[{"method":"tcp","sent_msgs":10,"sent_bytes":8000},{"method":"udp","sent_msgs":20,"sent_bytes":1000}]}]}"#;
-        let r1 = r#"{"rank":1,"links":[{"peer":0,"method":"tcp","sent_msgs":3,"sent_bytes":30}]}"#;
+        let r1 = r#"{"rank":1,"links":[{"peer":0,"method":"tcp","sent_msgs":3,"sent_bytes":30,"reordered":4}]}"#;
         let m = build(&[Some(r0.into()), Some(r1.into())]);
         assert_eq!(
             m.split,
@@ -302,7 +323,7 @@ mod tests {
         let text = render(&m, "").join("\n");
         assert!(
             text.contains(
-                "links 0->1 (several at once): tcp 10/8000, udp 20/1000 (bytes: tcp=8000 udp=1000)"
+                "links 0->1 (several at once): tcp 10/8000, udp 20/1000 (bytes: tcp=8000 udp=1000); 4 held for order by the receiver"
             ),
             "{text}"
         );

@@ -18,6 +18,9 @@ pub struct LinkStats {
     /// than one when a route, e.g. a communicator's `gw_methods`, put
     /// part of the pair's messages on a second link). Empty within a host.
     pub by_method: Vec<MethodStats>,
+    /// Messages from the peer that arrived ahead of their turn on another
+    /// of the pair's links and waited in the reorder buffer.
+    pub reordered: u64,
 }
 
 /// What one method carried for one pair (first transmissions, not resends).
@@ -54,6 +57,10 @@ impl Context {
                         .as_ref()
                         .and_then(|l| l.rtt())
                         .map_or(0, |d| d.as_micros().max(1) as u64),
+                    reordered: p
+                        .seq
+                        .get()
+                        .map_or(0, |s| s.reordered.load(Ordering::Relaxed)),
                     by_method: p
                         .seq
                         .get()
@@ -116,6 +123,9 @@ impl Context {
                             })
                         })
                         .collect();
+                }
+                if s.reordered > 0 {
+                    l["reordered"] = s.reordered.into();
                 }
                 l
             })
