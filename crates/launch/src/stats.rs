@@ -18,6 +18,9 @@ pub struct Cell {
     pub rtt_us: u64,
 }
 
+/// One method's part of a pair's traffic: (method, messages, bytes).
+pub type MethodShare = (String, u64, u64);
+
 /// `cells[from][to]`, plus which ranks had a readable record.
 #[derive(Debug)]
 pub struct Matrix {
@@ -26,7 +29,7 @@ pub struct Matrix {
     /// Pairs whose messages took several methods at once (a communicator's
     /// `gw_methods` beside the pair's default link): (from, to, [(method,
     /// msgs, bytes) sent]), from the sender's record.
-    pub split: Vec<(usize, usize, Vec<(String, u64, u64)>)>,
+    pub split: Vec<(usize, usize, Vec<MethodShare>)>,
     /// Messages of `from` that waited in `to`'s reorder buffer (they came
     /// ahead of their turn on another link), from the receiver's record:
     /// (from, to, count).
@@ -85,7 +88,7 @@ pub fn build(records: &[Option<String>]) -> Matrix {
                     rtt_us: num(&l, "rtt_us"),
                 });
             }
-            let by: Vec<(String, u64, u64)> = l
+            let by: Vec<MethodShare> = l
                 .get("by_method")
                 .and_then(Value::as_array)
                 .map(|a| {
