@@ -11,7 +11,8 @@
  * each communicator, which the test compares with gwrun --stats.
  * GW_TEST_NO_UDP=1: the job runs without udp, so gw_methods=udp must be
  * refused (MPI_ERR_INFO_VALUE) and nothing else is run. GW_TEST_FATAL=1:
- * errors are fatal (the job must end at the first bad value). */
+ * errors are fatal (the job must end at the first bad value).
+ * GW_TEST_PLAIN=1: the udp communicator also asks gw_encrypt=off. */
 #include "check.h"
 #include <stdint.h>
 #include <string.h>
@@ -89,6 +90,11 @@ int main(int argc, char **argv) {
     MPI_Info_create(&want_udp);
     MPI_Info_set(want_udp, "gw_methods", "udp");
     MPI_Info_set(want_udp, "no_such_key_anywhere", "ignored");
+    /* GW_TEST_PLAIN=1 (with GW_ENCRYPT=always): this communicator asks
+     * for no encryption, the other keeps the policy's. */
+    const char *plain_env = getenv("GW_TEST_PLAIN");
+    int plain = plain_env && plain_env[0] == '1';
+    if (plain) MPI_Info_set(want_udp, "gw_encrypt", "off");
     MPI_Comm udp_comm = MPI_COMM_NULL;
     int rc = MPI_Comm_dup_with_info(MPI_COMM_WORLD, want_udp, &udp_comm);
     const char *no_udp = getenv("GW_TEST_NO_UDP");
@@ -115,7 +121,7 @@ int main(int argc, char **argv) {
     /* What is in force: the keys given (normalised), unknown ones kept as
      * given; the failed set changed nothing. */
     expect_value(udp_comm, "gw_methods", "udp");
-    expect_value(udp_comm, "gw_encrypt", NULL);
+    expect_value(udp_comm, "gw_encrypt", plain ? "no" : NULL);
     expect_value(udp_comm, "no_such_key_anywhere", "ignored");
     /* MPI_Comm_dup inherits the hints (and so the links). */
     MPI_Comm udp_dup;

@@ -122,13 +122,20 @@ fn field(line: &str, name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// The `--stats` line of a pair on several methods: (tcp bytes, udp bytes).
-fn split_bytes(text: &str, from: u32, to: u32) -> Option<(u64, u64)> {
+/// The `--stats` line of a pair on several methods: the bytes of stacks
+/// `a` and `b` (exact names: `tcp` is not `encrypt+tcp`).
+fn split_of(text: &str, from: u32, to: u32, a: &str, b: &str) -> Option<(u64, u64)> {
     let line = text
         .lines()
         .find(|l| l.contains(&format!("links {from}->{to} (several at once)")))?;
     let bytes = &line[line.find("(bytes:")?..];
-    Some((field(bytes, "tcp")?, field(bytes, "udp")?))
+    let exact = |name: &str| field(bytes, &format!(" {name}"));
+    Some((exact(a)?, exact(b)?))
+}
+
+/// (tcp bytes, udp bytes) of a pair's `--stats` line.
+fn split_bytes(text: &str, from: u32, to: u32) -> Option<(u64, u64)> {
+    split_of(text, from, to, "tcp", "udp")
 }
 
 #[test]
@@ -216,6 +223,21 @@ fn a_bad_value_is_a_clear_fatal_error() {
         "{}",
         r.text
     );
+}
+
+/// Every link encrypted by policy (`GW_ENCRYPT=always`): `gw_methods=udp`
+/// alone gives `encrypt+udp`, and with `gw_encrypt=off` plain `udp`, while
+/// the other communicator stays on `encrypt+tcp`.
+#[test]
+fn gw_encrypt_overrides_the_policy_for_one_communicator() {
+    let Some(exe) = compiled() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run(&exe, 2, &[("GW_ENCRYPT", "always"), ("GW_TEST_PLAIN", "1")]);
+    assert!(r.ok && r.text.contains("PASS comm_links"), "{}", r.text);
+    let (tcp, udp) = split_of(&r.text, 0, 1, "encrypt+tcp", "udp")
+        .unwrap_or_else(|| panic!("no encrypt+tcp / plain udp split:\n{}", r.text));
+    assert!(tcp > udp && udp > 1 << 20, "{}", r.text);
+    assert!(!r.text.contains("encrypt+udp"), "{}", r.text);
 }
 
 #[test]
