@@ -12,6 +12,12 @@
 //! left does the pair fail, with an error naming both ranks and every
 //! method tried. Shared memory and `self` are never sequenced.
 //!
+//! A pair may have several live links at once (a route per traffic
+//! class, `routes.rs`: e.g. an MPI communicator with `gw_methods=udp`
+//! beside the pair's default tcp). They all carry the pair's one sequence;
+//! the receiver's reorder buffer delivers what arrives ahead of its turn
+//! once the messages before it came, so the order is the sender's.
+//!
 //! Locks: `Sequenced::send` is held while a message is copied and handed
 //! to the link, never while waiting for progress (the link is given a
 //! waiter that never waits, and queues), so the progress owner may take it
