@@ -72,8 +72,11 @@ mpi_fn!(fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(c: MPI_Comm, info: M
     run("MPI_Comm_dup_with_info", c, || {
         let cm = comm(c)?;
         let i = info_or_empty(info)?;
+        // The link hints (`gw_*`) are checked before anything is created.
+        mpi()?.link_route(&i)?;
         let n = mpi()?.comm_dup(&cm)?;
-        *n.info.lock().unwrap() = i;
+        // The hints of `info`, not those of `c` (the standard).
+        mpi()?.comm_set_info(&n, &i, true)?;
         if let Err(e) = crate::attr::copy_comm_attrs(c, &cm, &n) {
             // SAFETY: output argument.
             unsafe { out_comm(out, &cm, None)? };
@@ -176,8 +179,10 @@ mpi_fn!(fn MPI_Comm_split_type / PMPI_Comm_split_type(c: MPI_Comm, kind: c_int, 
 });
 
 mpi_fn!(fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(c: MPI_Comm, info: MPI_Info, out: *mut MPI_Comm, req: *mut MPI_Request) -> c_int {
-    // Hints are checked but not used (no hint changes how a communicator works yet).
-    if let Err(e) = info_or_empty(info) {
+    // Hints are checked (the link hints `gw_*` too: a bad value is an
+    // error here) but not applied to the new communicator, which keeps
+    // those of `c` as with MPI_Comm_idup; MPI_Comm_set_info applies them.
+    if let Err(e) = info_or_empty(info).and_then(|i| mpi()?.link_route(&i).map(|_| ())) {
         return crate::errors::fail("MPI_Comm_idup_with_info", c, e);
     }
     // SAFETY: same contract as MPI_Comm_idup.
@@ -432,8 +437,8 @@ mpi_fn!(fn MPI_Comm_set_info / PMPI_Comm_set_info(c: MPI_Comm, info: MPI_Info) -
     run("MPI_Comm_set_info", c, || {
         let cm = comm(c)?;
         let i = info_or_empty(info)?;
-        *cm.info.lock().unwrap() = i;
-        Ok(())
+        // Updates the hints given; a bad `gw_*` value changes nothing.
+        mpi()?.comm_set_info(&cm, &i, false)
     })
 });
 

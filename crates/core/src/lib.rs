@@ -36,8 +36,9 @@ pub mod startpoint;
 pub mod sync;
 
 pub use context::{
-    Context, JoinSpec, LinkStats, MembershipEvent, MembershipKind, MulticastStartpoint, Request,
-    TableSource, DEFAULT_ENDPOINT, MULTICAST_FANOUT,
+    Context, JoinSpec, LinkStats, MembershipEvent, MembershipKind, MethodStats,
+    MulticastStartpoint, Request, RouteId, RouteSpec, TableSource, DEFAULT_ENDPOINT,
+    MULTICAST_FANOUT, NO_TRAFFIC_KEY,
 };
 pub use error::{Error, Result};
 pub use startpoint::Startpoint;

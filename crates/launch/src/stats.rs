@@ -18,11 +18,22 @@ pub struct Cell {
     pub rtt_us: u64,
 }
 
+/// One method's part of a pair's traffic: (method, messages, bytes).
+pub type MethodShare = (String, u64, u64);
+
 /// `cells[from][to]`, plus which ranks had a readable record.
 #[derive(Debug)]
 pub struct Matrix {
     pub cells: Vec<Vec<Option<Cell>>>,
     pub have: Vec<bool>,
+    /// Pairs whose messages took several methods at once (a communicator's
+    /// `gw_methods` beside the pair's default link): (from, to, [(method,
+    /// msgs, bytes) sent]), from the sender's record.
+    pub split: Vec<(usize, usize, Vec<MethodShare>)>,
+    /// Messages of `from` that waited in `to`'s reorder buffer (they came
+    /// ahead of their turn on another link), from the receiver's record:
+    /// (from, to, count).
+    pub reordered: Vec<(usize, usize, u64)>,
 }
 
 fn num(v: &Value, k: &str) -> u64 {
@@ -36,6 +47,8 @@ pub fn build(records: &[Option<String>]) -> Matrix {
     let n = records.len();
     let mut cells = vec![vec![None; n]; n];
     let mut have = vec![false; n];
+    let mut split = Vec::new();
+    let mut reordered = Vec::new();
     let parsed: Vec<Option<Value>> = records
         .iter()
         .map(|r| {
@@ -75,6 +88,26 @@ pub fn build(records: &[Option<String>]) -> Matrix {
                     rtt_us: num(&l, "rtt_us"),
                 });
             }
+            let by: Vec<MethodShare> = l
+                .get("by_method")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|m| {
+                            let name = m.get("method")?.as_str()?.to_string();
+                            let (msgs, bytes) = (num(m, "sent_msgs"), num(m, "sent_bytes"));
+                            (msgs > 0).then_some((name, msgs, bytes))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            if by.len() > 1 {
+                split.push((r, p, by));
+            }
+            let held = num(&l, "reordered");
+            if held > 0 {
+                reordered.push((p, r, held));
+            }
         }
     }
     for (r, v) in parsed.iter().enumerate() {
@@ -99,7 +132,12 @@ pub fn build(records: &[Option<String>]) -> Matrix {
             }
         }
     }
-    Matrix { cells, have }
+    Matrix {
+        cells,
+        have,
+        split,
+        reordered,
+    }
 }
 
 pub(crate) fn human(b: u64) -> String {
@@ -171,12 +209,38 @@ pub fn render(m: &Matrix, placement: &str) -> Vec<String> {
         lines.push(l);
     }
     lines.push("legend: cell = method msgs/bytes sent (K/M/G = KiB/MiB/GiB); - = no traffic; ? = no statistics from either rank".into());
+    for (from, to, by) in &m.split {
+        let parts: Vec<String> = by
+            .iter()
+            .map(|(name, msgs, bytes)| format!("{name} {msgs}/{}", human(*bytes)))
+            .collect();
+        let held = m
+            .reordered
+            .iter()
+            .find(|r| (r.0, r.1) == (*from, *to))
+            .map_or(String::new(), |r| {
+                format!("; {} held for order by the receiver", r.2)
+            });
+        lines.push(format!(
+            "links {from}->{to} (several at once): {} (bytes: {}){held}",
+            parts.join(", "),
+            by.iter()
+                .map(|(name, _, bytes)| format!("{name}={bytes}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    }
     let mut seen: Vec<&str> = m
         .cells
         .iter()
         .flatten()
         .flatten()
         .map(|c| c.method.as_str())
+        .chain(
+            m.split
+                .iter()
+                .flat_map(|(_, _, by)| by.iter().map(|b| b.0.as_str())),
+        )
         .collect();
     seen.sort_unstable();
     seen.dedup();
@@ -244,6 +308,29 @@ mod tests {
         assert!(all.contains("tcp 1/20K"), "{all}");
         assert!(all.contains("?"), "{all}");
         assert!(all.contains("rank(s) 1,2"), "{all}");
+    }
+
+    #[test]
+    fn pairs_on_several_methods_get_a_line() {
+        let r0 = r#"{"rank":0,"links":[{"peer":1,"method":"tcp","sent_msgs":30,"sent_bytes":9000,"by_method":[{"method":"tcp","sent_msgs":10,"sent_bytes":8000},{"method":"udp","sent_msgs":20,"sent_bytes":1000}]}]}"#;
+        let r1 = r#"{"rank":1,"links":[{"peer":0,"method":"tcp","sent_msgs":3,"sent_bytes":30,"reordered":4}]}"#;
+        let m = build(&[Some(r0.into()), Some(r1.into())]);
+        assert_eq!(
+            m.split,
+            vec![(
+                0,
+                1,
+                vec![("tcp".into(), 10, 8000), ("udp".into(), 20, 1000)]
+            )]
+        );
+        let text = render(&m, "").join("\n");
+        assert!(
+            text.contains(
+                "links 0->1 (several at once): tcp 10/8000, udp 20/1000 (bytes: tcp=8000 udp=1000); 4 held for order by the receiver"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("udp = reliable UDP"), "{text}");
     }
 
     #[test]

@@ -190,13 +190,20 @@ impl Comm {
         if let Some(p) = self.hier.get() {
             let _ = fresh.hier.set(p.clone());
         }
+        // The same links too: the shadow's traffic shares the
+        // communicator's context ids (and so its route), and an
+        // `MPI_Comm_idup` of it must inherit the `gw_` hints in force.
         let choice = self.info.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(v) = choice.get(crate::coll_hier::INFO_KEY) {
-            let _ = fresh
-                .info
-                .get_mut()
-                .unwrap_or_else(|e| e.into_inner())
-                .set(crate::coll_hier::INFO_KEY, v);
+        let keys = std::iter::once(crate::coll_hier::INFO_KEY)
+            .chain(crate::comm_links::KEYS.iter().copied());
+        for key in keys {
+            if let Some(v) = choice.get(key) {
+                let _ = fresh
+                    .info
+                    .get_mut()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .set(key, v);
+            }
         }
         drop(choice);
         c
@@ -280,7 +287,9 @@ impl Mpi {
         }
         let id = self.new_ctx(comm)?;
         let c = Comm::new(id, comm.group.clone(), comm.rank, "");
+        // The standard: a duplicate keeps the hints, and so its links.
         *c.info.lock().unwrap() = comm.info.lock().unwrap().clone();
+        self.inherit_links(comm, &c);
         *c.cart.lock().unwrap() = comm.cart.lock().unwrap().clone();
         *c.graph.lock().unwrap() = comm.graph.lock().unwrap().clone();
         Ok(c)

@@ -867,13 +867,17 @@ impl Engine {
                 continue;
             }
             let Some((req, to, rreq)) = item else { return };
-            let data = std::mem::replace(&mut req.d.lock().send, SendData::None);
+            let (data, key) = {
+                let mut d = req.d.lock();
+                let key = crate::comm_links::traffic_key(d.ctx);
+                (std::mem::replace(&mut d.send, SendData::None), key)
+            };
             let res = match &data {
                 SendData::User(b) => match b.contig() {
-                    Some(s) => self.send_data(to, rreq, s),
-                    None => self.send_data(to, rreq, &b.pack()),
+                    Some(s) => self.send_data(to, rreq, s, key),
+                    None => self.send_data(to, rreq, &b.pack(), key),
                 },
-                SendData::Owned(v) => self.send_data(to, rreq, v),
+                SendData::Owned(v) => self.send_data(to, rreq, v, key),
                 SendData::None => Ok(()),
             };
             if let Err(e) = res {
@@ -884,8 +888,9 @@ impl Engine {
     }
 
     /// The data of a rendezvous, as `H_DATA` pieces of at most `DATA_CHUNK`
-    /// bytes (one, empty, for an empty message).
-    fn send_data(&self, to: u32, rreq: u64, data: &[u8]) -> gridwire_core::Result<()> {
+    /// bytes (one, empty, for an empty message), as traffic `key` (the
+    /// communicator's, `comm_links`).
+    fn send_data(&self, to: u32, rreq: u64, data: &[u8], key: u32) -> gridwire_core::Result<()> {
         let sp = Startpoint {
             ctx: to,
             endpoint: 0,
@@ -899,7 +904,7 @@ impl Engine {
             hdr[8..16].copy_from_slice(&(off as u64).to_le_bytes());
             hdr[16..].copy_from_slice(&total.to_le_bytes());
             self.ctx
-                .rsr_v(&sp, H_DATA, &[IoSlice::new(&hdr), IoSlice::new(piece)])?;
+                .rsr_v_keyed(&sp, H_DATA, &[IoSlice::new(&hdr), IoSlice::new(piece)], key)?;
             off += piece.len();
             if off >= data.len() {
                 return Ok(());
@@ -973,18 +978,21 @@ impl Engine {
         }
         {
             let h = env.encode_eager();
+            // The communicator's link choice between hosts (`comm_links`).
+            let key = crate::comm_links::traffic_key(ctx);
             match (&owned, buf.contig()) {
-                (Some(v), _) => self
-                    .ctx
-                    .rsr_v(&sp, H_MSG, &[IoSlice::new(&h), IoSlice::new(v)])?,
+                (Some(v), _) => {
+                    self.ctx
+                        .rsr_v_keyed(&sp, H_MSG, &[IoSlice::new(&h), IoSlice::new(v)], key)?
+                }
                 (None, Some(s)) => {
                     self.ctx
-                        .rsr_v(&sp, H_MSG, &[IoSlice::new(&h), IoSlice::new(s)])?
+                        .rsr_v_keyed(&sp, H_MSG, &[IoSlice::new(&h), IoSlice::new(s)], key)?
                 }
                 (None, None) => {
                     let p = buf.pack();
                     self.ctx
-                        .rsr_v(&sp, H_MSG, &[IoSlice::new(&h), IoSlice::new(&p)])?
+                        .rsr_v_keyed(&sp, H_MSG, &[IoSlice::new(&h), IoSlice::new(&p)], key)?
                 }
             }
         }
@@ -1036,7 +1044,8 @@ impl Engine {
             d.ctx = env.ctx;
             d.rndv_send = Some((env.sreq, env.seq, world));
         }
-        if let Err(e) = self.ctx.rsr(&sp, H_MSG, &env.encode()) {
+        let key = crate::comm_links::traffic_key(env.ctx);
+        if let Err(e) = self.ctx.rsr_keyed(&sp, H_MSG, &env.encode(), key) {
             // Nobody will answer an envelope that was not sent.
             self.lock().rndv_send.remove(env.sreq, world);
             return Err(e.into());

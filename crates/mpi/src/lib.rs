@@ -10,6 +10,7 @@ pub mod cma;
 pub mod coll;
 pub mod coll_hier;
 pub mod comm;
+pub mod comm_links;
 pub mod datatype;
 pub mod deferred;
 pub mod engine;

@@ -12,6 +12,12 @@
 //! left does the pair fail, with an error naming both ranks and every
 //! method tried. Shared memory and `self` are never sequenced.
 //!
+//! A pair may have several live links at once (a route per traffic
+//! class, `routes.rs`: e.g. an MPI communicator with `gw_methods=udp`
+//! beside the pair's default tcp). They all carry the pair's one sequence;
+//! the receiver's reorder buffer delivers what arrives ahead of its turn
+//! once the messages before it came, so the order is the sender's.
+//!
 //! Locks: `Sequenced::send` is held while a message is copied and handed
 //! to the link, never while waiting for progress (the link is given a
 //! waiter that never waits, and queues), so the progress owner may take it
@@ -23,12 +29,44 @@ use crate::reliable::{self, Receiver, Sender, Verdict};
 use std::sync::atomic::AtomicUsize;
 use std::time::Instant;
 
-/// A link's sending state for one peer on another host.
-pub(super) struct SendSide {
-    sender: Sender,
+/// One live link of a pair: the default one, or a route's (`routes.rs`).
+#[derive(Default)]
+pub(super) struct RouteLink {
     link: Option<Arc<dyn Link>>,
     /// Index of the link's method in the context's methods.
     method: Option<usize>,
+}
+
+/// Messages and bytes one method carried for a pair (first transmissions
+/// only: what failover resends is not counted again).
+#[derive(Default)]
+pub(super) struct MethodTraffic {
+    pub(super) sent_msgs: AtomicU64,
+    pub(super) sent_bytes: AtomicU64,
+    pub(super) recv_msgs: AtomicU64,
+    pub(super) recv_bytes: AtomicU64,
+}
+
+/// The sequence header's flag for a frame sent on a route's link rather
+/// than the pair's default: the receiver then does not take the frame's
+/// method as where the peer failed over to (it is a second link, not a
+/// replacement). Sequence numbers never come near it.
+const SIDE_LINK: u64 = 1 << 63;
+
+fn side_flag(route: usize) -> u64 {
+    if route == 0 {
+        0
+    } else {
+        SIDE_LINK
+    }
+}
+
+/// A link's sending state for one peer on another host.
+pub(super) struct SendSide {
+    sender: Sender,
+    /// The live links by route: `links[0]` is the pair's default, the
+    /// others those routes in use opened (all carry the one sequence).
+    links: Vec<RouteLink>,
     /// Methods that broke or failed to connect to this peer (not tried again).
     broke: Vec<usize>,
     /// What was tried and why it failed, for the final error.
@@ -63,19 +101,26 @@ pub(super) struct Sequenced {
     /// so the path back is likely broken too (our acks would be lost on
     /// it while we have no data of our own to notice): follow it.
     peer_moved: AtomicBool,
+    /// Traffic by method (index into the context's methods).
+    pub(super) traffic: Box<[MethodTraffic]>,
+    /// Messages that arrived ahead of their turn on another link and were
+    /// held (the reorder buffer, `reliable/reorder.rs`).
+    pub(super) reordered: AtomicU64,
 }
 
 impl Sequenced {
-    fn new() -> Sequenced {
+    fn new(methods: usize) -> Sequenced {
         Sequenced {
             send: Mutex::new(SendSide {
                 sender: Sender::new(reliable::MAX_FRAMES, reliable::MAX_BYTES),
-                link: None,
-                method: None,
+                links: vec![RouteLink::default()],
                 broke: Vec::new(),
                 tried: Vec::new(),
             }),
-            recv: TryLock::new(Receiver::default()),
+            recv: TryLock::new(Receiver::with_window(
+                reliable::REORDER_FRAMES,
+                reliable::REORDER_BYTES,
+            )),
             peer_acked: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
             ack_sent: AtomicU64::new(0),
@@ -86,6 +131,8 @@ impl Sequenced {
             routed: AtomicBool::new(false),
             recv_method: AtomicUsize::new(usize::MAX),
             peer_moved: AtomicBool::new(false),
+            traffic: (0..methods).map(|_| MethodTraffic::default()).collect(),
+            reordered: AtomicU64::new(0),
         }
     }
 
@@ -97,13 +144,17 @@ impl Sequenced {
         self.routed.store(true, Ordering::Release);
     }
 
-    /// The link in use now, if any.
+    /// The pair's default link now (else any live one), if any.
     pub(super) fn link(&self) -> Option<Arc<dyn Link>> {
-        self.send
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .link
-            .clone()
+        let g = self.send.lock().unwrap_or_else(|e| e.into_inner());
+        g.links.iter().find_map(|l| l.link.clone())
+    }
+
+    /// Methods that carried traffic of this pair, with their counters.
+    pub(super) fn traffic_by_method(&self) -> impl Iterator<Item = (usize, &MethodTraffic)> {
+        self.traffic.iter().enumerate().filter(|(_, t)| {
+            t.sent_msgs.load(Ordering::Relaxed) + t.recv_msgs.load(Ordering::Relaxed) > 0
+        })
     }
 }
 
@@ -130,6 +181,16 @@ fn send_frame(link: &dyn Link, hdr: &[u8], parts: &[IoSlice<'_>]) -> Result<()> 
     }
 }
 
+impl SendSide {
+    /// The name of `route`'s link now ("none" without one).
+    fn link_name(&self, route: usize) -> &'static str {
+        self.links
+            .get(route)
+            .and_then(|l| l.link.as_ref())
+            .map_or("none", |l| l.method())
+    }
+}
+
 impl Context {
     /// Whether links of method `mi` are sequenced (between hosts, failover on).
     pub(super) fn is_sequenced(&self, mi: usize) -> bool {
@@ -146,27 +207,32 @@ impl Context {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(rank);
-            Sequenced::new()
+            Sequenced::new(self.inner.methods.len())
         }))
     }
 
     /// Sends one message (`iov`, the request header included) to `rank`
-    /// over its sequenced link, opening or replacing the link as needed.
+    /// over its sequenced link of `route` (0 = the pair's default, see
+    /// `routes.rs`), opening or replacing the link as needed.
     pub(super) fn send_sequenced(
         &self,
         rank: u32,
         s: &Sequenced,
         iov: &[IoSlice<'_>],
         waiter: &dyn Waiter,
+        route: usize,
     ) -> Result<()> {
         let len = method::iov_len(iov);
         let peer = self.peer(rank)?;
+        if route != 0 {
+            self.check_route(rank, s, route)?;
+        }
         let mut now;
         let mut g = loop {
             let mut g = s.send.lock().unwrap_or_else(|e| e.into_inner());
             now = Instant::now();
             if let Err(why) = g.sender.ack(s.peer_acked.load(Ordering::Acquire), now) {
-                let name = g.link.as_ref().map_or("none", |l| l.method());
+                let name = g.link_name(0);
                 drop(g);
                 let why = format!("rank {rank} sent a bad acknowledgement: {why}");
                 self.fail_peer(rank, name, why.clone());
@@ -188,56 +254,100 @@ impl Context {
             }
         };
         if let Some(why) = peer.failed.get() {
-            let name = g.link.as_ref().map_or("none", |l| l.method());
+            let name = g.link_name(route);
             return Err(self.failed_error(rank, name, why.clone()));
         }
         // The clock read above serves both (one read per message, not two).
         let seq = g.sender.push(iov, now);
-        if g.link.is_none() {
-            // First message to the peer, or a replacement that failed earlier
-            // and left the ring to the next send: connect (this also sends
-            // the ring, this message included).
-            return self.replace_link(rank, s, &mut g, None);
+        if g.links.len() <= route {
+            g.links.resize_with(route + 1, RouteLink::default);
         }
-        let ack = s.delivered.load(Ordering::Relaxed);
-        let hdr = reliable::header(seq, ack);
-        let link = g.link.clone().expect("checked");
-        match send_frame(&*link, &hdr, iov) {
-            Ok(()) => {
-                s.ack_sent.store(ack, Ordering::Relaxed);
-                Ok(())
+        let res = match g.links[route].link.clone() {
+            // First message on this route, or a replacement that failed
+            // earlier and left the ring to the next send: connect (this
+            // also sends this message).
+            None => self.replace_link(rank, s, &mut g, route, None),
+            Some(link) => {
+                let ack = s.delivered.load(Ordering::Relaxed);
+                let hdr = reliable::header(seq | side_flag(route), ack);
+                match send_frame(&*link, &hdr, iov) {
+                    Ok(()) => {
+                        s.ack_sent.store(ack, Ordering::Relaxed);
+                        Ok(())
+                    }
+                    Err(e) => self.replace_link(rank, s, &mut g, route, Some(e.to_string())),
+                }
             }
-            Err(e) => self.replace_link(rank, s, &mut g, Some(e.to_string())),
+        };
+        if res.is_ok() {
+            if let Some(t) = g.links[route].method.and_then(|mi| s.traffic.get(mi)) {
+                t.sent_msgs.fetch_add(1, Ordering::Relaxed);
+                t.sent_bytes.fetch_add(len as u64, Ordering::Relaxed);
+            }
         }
+        res
     }
 
-    /// The link of `rank` broke (`why`), or there is none yet (`None`):
-    /// puts the next applicable method's link in place and sends it every
-    /// message not yet acknowledged. Fails the pair when none is left.
+    /// A route with no link to `rank` yet must have a candidate for it:
+    /// else this send fails (naming what the route asks for) before it
+    /// takes a sequence number, and the pair stays as it is.
+    #[cold]
+    fn check_route(&self, rank: u32, s: &Sequenced, route: usize) -> Result<()> {
+        let open = {
+            let g = s.send.lock().unwrap_or_else(|e| e.into_inner());
+            g.links.get(route).is_some_and(|l| l.link.is_some())
+        };
+        if open {
+            return Ok(());
+        }
+        let table = self.table_of(rank)?;
+        if self.route_candidates(rank, &table, route)?.is_empty() {
+            return Err(self.no_route_error(rank, &table, route));
+        }
+        Ok(())
+    }
+
+    /// The link of `route` to `rank` broke (`why`), or there is none yet
+    /// (`None`): puts the route's next applicable method's link in place
+    /// and sends on it what it must carry: after a break every message not
+    /// yet acknowledged; when a route other than the default opens, only
+    /// the message just queued (the others went on the links they took).
+    /// Fails the pair when nothing is left.
     fn replace_link(
         &self,
         rank: u32,
         s: &Sequenced,
         g: &mut SendSide,
+        route: usize,
         why: Option<String>,
     ) -> Result<()> {
-        let mut last = g.link.as_ref().map_or("none", |l| l.method());
-        if let (Some(why), Some(mi)) = (&why, g.method.take()) {
-            let name = g.link.as_ref().map_or("?", |l| l.method());
-            g.tried.push(format!("{name} ({why})"));
-            g.broke.push(mi);
-            g.link = None;
-            self.inner.methods[mi].release_peer(rank);
-            if !self.inner.finalized.load(Ordering::Relaxed) {
-                crate::say!(
-                    "gw[{}]: link to rank {rank} over {name} broke ({why}); failing over",
-                    self.rank()
-                );
+        if g.links.len() <= route {
+            g.links.resize_with(route + 1, RouteLink::default);
+        }
+        let mut last = g.link_name(route);
+        let opening = why.is_none() && route != 0;
+        if let (Some(why), Some(mi)) = (&why, g.links[route].method.take()) {
+            let name = g.link_name(route);
+            g.links[route].link = None;
+            // Two routes on one method break together: say it once.
+            if !g.broke.contains(&mi) {
+                g.tried.push(format!("{name} ({why})"));
+                g.broke.push(mi);
+                self.inner.methods[mi].release_peer(rank);
+                if !self.inner.finalized.load(Ordering::Relaxed) {
+                    crate::say!(
+                        "gw[{}]: link to rank {rank} over {name} broke ({why}); failing over",
+                        self.rank()
+                    );
+                }
             }
         }
         let table = self.table_of(rank)?;
-        let candidates = self.candidates_for(rank, &table).unwrap_or_default();
+        let candidates = self
+            .route_candidates(rank, &table, route)
+            .unwrap_or_default();
         let ack = s.delivered.load(Ordering::Relaxed);
+        let flag = side_flag(route);
         for (mi, ei) in candidates {
             if g.broke.contains(&mi) || !self.is_sequenced(mi) {
                 continue;
@@ -253,8 +363,16 @@ impl Context {
                 }
             };
             let mut resent = Ok(());
+            let newest = g.sender.last_seq();
             for (seq, data) in g.sender.unacked() {
-                resent = send_frame(&*link, &reliable::header(seq, ack), &[IoSlice::new(data)]);
+                if opening && seq != newest {
+                    continue;
+                }
+                resent = send_frame(
+                    &*link,
+                    &reliable::header(seq | flag, ack),
+                    &[IoSlice::new(data)],
+                );
                 if resent.is_err() {
                     break;
                 }
@@ -271,9 +389,11 @@ impl Context {
             s.ack_owed.store(true, Ordering::Relaxed);
             self.inner.seq_work.store(true, Ordering::Relaxed);
             g.sender.restart_clock(Instant::now());
-            let replaced = !g.tried.is_empty();
-            g.link = Some(link.clone());
-            g.method = Some(mi);
+            let replaced = why.is_some() || (route == 0 && !g.tried.is_empty());
+            g.links[route] = RouteLink {
+                link: Some(link.clone()),
+                method: Some(mi),
+            };
             if replaced {
                 s.failovers.fetch_add(1, Ordering::Relaxed);
                 crate::say!(
@@ -284,10 +404,15 @@ impl Context {
                 );
             } else if self.inner.job.verbose >= 1 {
                 crate::say!(
-                    "gw[{}]: rank {rank} reached by {} ({})",
+                    "gw[{}]: rank {rank} reached by {} ({}){}",
                     self.rank(),
                     m.name(),
-                    m.describe(desc)
+                    m.describe(desc),
+                    if route == 0 {
+                        String::new()
+                    } else {
+                        format!(" for route {route}")
+                    }
                 );
             }
             crate::events::emit(crate::events::LinkEvent {
@@ -377,34 +502,58 @@ impl Context {
             let report = s.broken.lock().unwrap_or_else(|e| e.into_inner()).take();
             if let Some((mi, why)) = report {
                 let mut g = s.send.lock().unwrap_or_else(|e| e.into_inner());
-                // A report about a link already replaced changes nothing.
-                if g.method == Some(mi) && !finalized {
-                    let _ = self.replace_link(rank, s, &mut g, Some(why));
+                // A report about a link already replaced changes nothing;
+                // every route on the method that broke is replaced.
+                if !finalized {
+                    for route in 0..g.links.len() {
+                        if g.links[route].method == Some(mi)
+                            && self
+                                .replace_link(rank, s, &mut g, route, Some(why.clone()))
+                                .is_err()
+                        {
+                            break;
+                        }
+                    }
                 }
             }
             if s.peer_moved.swap(false, Ordering::Relaxed) && !finalized {
                 let moved_to = s.recv_method.load(Ordering::Relaxed);
                 let mut g = s.send.lock().unwrap_or_else(|e| e.into_inner());
-                if g.method.is_some_and(|m| m != moved_to) {
+                // Only the default links follow each other: a route's link
+                // is a second link, not a replacement (`SIDE_LINK`).
+                if g.links[0].method.is_some_and(|m| m != moved_to) {
                     let why = format!(
                         "rank {rank} failed over to {}",
                         self.inner.methods[moved_to].name()
                     );
-                    let _ = self.replace_link(rank, s, &mut g, Some(why));
+                    let _ = self.replace_link(rank, s, &mut g, 0, Some(why));
                 }
             }
             if check_silence && !finalized {
                 let mut g = s.send.lock().unwrap_or_else(|e| e.into_inner());
                 let timeout = self.inner.link_timeout;
                 // Silence first: asking the transport is a system call.
-                let silent = g.sender.silent(now, timeout)
-                    && g.link.as_ref().is_some_and(|l| l.stalled(timeout));
-                if silent {
-                    let why = format!(
-                        "nothing acknowledged for {} s (GW_LINK_TIMEOUT)",
-                        timeout.as_secs()
-                    );
-                    let _ = self.replace_link(rank, s, &mut g, Some(why));
+                // Then each live link whose transport stalled is replaced.
+                if g.sender.silent(now, timeout) {
+                    for route in 0..g.links.len() {
+                        let stalled = g.links[route]
+                            .link
+                            .as_ref()
+                            .is_some_and(|l| l.stalled(timeout));
+                        if !stalled {
+                            continue;
+                        }
+                        let why = format!(
+                            "nothing acknowledged for {} s (GW_LINK_TIMEOUT)",
+                            timeout.as_secs()
+                        );
+                        if self
+                            .replace_link(rank, s, &mut g, route, Some(why))
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
                 }
             }
             let delivered = s.delivered.load(Ordering::Relaxed);
@@ -422,15 +571,16 @@ impl Context {
             self.inner.seq_work.store(true, Ordering::Relaxed);
             return;
         };
-        if g.link.is_none() {
+        if g.links[0].link.is_none() {
             // A peer that only receives from us still acks: the sender's
             // ring would fill and wait forever otherwise. Open the link.
             s.set_routed();
-            if self.replace_link(rank, s, &mut g, None).is_err() {
+            if self.replace_link(rank, s, &mut g, 0, None).is_err() {
                 return;
             }
         }
-        let Some(link) = g.link.clone() else {
+        // Acks go on the pair's default link.
+        let Some(link) = g.links[0].link.clone() else {
             return;
         };
         if send_frame(&*link, &reliable::header(0, delivered), &[]).is_ok() {
@@ -442,42 +592,60 @@ impl Context {
 
 impl Dispatch<'_> {
     /// A message from `src` over a sequenced method: applies its ack,
-    /// drops it if it was delivered before, and returns the message to
-    /// deliver (without the sequencing header).
+    /// drops it if it was delivered before, holds it if it came ahead of
+    /// its turn on another link, and returns the message to deliver now
+    /// (without the sequencing header). After delivering it the caller
+    /// delivers what became next ([`Dispatch::deliver_held`]).
     pub(super) fn receive_sequenced<'m>(&mut self, src: u32, msg: &'m [u8]) -> Option<&'m [u8]> {
-        let Some((seq, ack, body)) = reliable::parse(msg) else {
+        let Some((raw_seq, ack, body)) = reliable::parse(msg) else {
             self.record_failure(
                 src,
                 format!("rank {src} sent a message too short for its sequence header"),
             );
             return None;
         };
+        let seq = raw_seq & !SIDE_LINK;
         let ctx = self.ctx;
         let s = ctx.sequenced(src)?;
         // Only the progress owner writes it: a plain load and store.
         if ack > s.peer_acked.load(Ordering::Relaxed) {
             s.peer_acked.store(ack, Ordering::Release);
         }
-        let was = s.recv_method.load(Ordering::Relaxed);
-        if was != self.method {
-            s.recv_method.store(self.method, Ordering::Relaxed);
-            if was != usize::MAX {
-                s.peer_moved.store(true, Ordering::Relaxed);
-                ctx.inner.seq_work.store(true, Ordering::Relaxed);
+        // Where the peer's default link runs (a route's link, flagged, is
+        // a second link and says nothing about that).
+        if raw_seq & SIDE_LINK == 0 {
+            let was = s.recv_method.load(Ordering::Relaxed);
+            if was != self.method {
+                s.recv_method.store(self.method, Ordering::Relaxed);
+                if was != usize::MAX {
+                    s.peer_moved.store(true, Ordering::Relaxed);
+                    ctx.inner.seq_work.store(true, Ordering::Relaxed);
+                }
             }
         }
         let mut r = s.recv.lock();
         r.acked_up_to(s.ack_sent.load(Ordering::Relaxed));
-        match r.accept(seq, body.len()) {
+        let verdict = r.accept(seq, body.len());
+        if matches!(verdict, Verdict::Deliver | Verdict::Early) {
+            if let Some(t) = s.traffic.get(self.method) {
+                // Only the progress owner writes these: plain load and store.
+                t.recv_msgs
+                    .store(t.recv_msgs.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                t.recv_bytes.store(
+                    t.recv_bytes.load(Ordering::Relaxed) + body.len() as u64,
+                    Ordering::Relaxed,
+                );
+            }
+        }
+        match verdict {
             Verdict::Deliver => {
-                s.delivered.store(r.delivered(), Ordering::Relaxed);
-                if r.ack_due() {
-                    s.ack_owed.store(true, Ordering::Relaxed);
-                    ctx.inner.seq_work.store(true, Ordering::Relaxed);
-                } else {
-                    ctx.inner.seq_idle_acks.store(true, Ordering::Relaxed);
-                }
+                delivered_now(ctx, s, &r);
                 Some(body)
+            }
+            Verdict::Early => {
+                r.hold(seq, body);
+                s.reordered.fetch_add(1, Ordering::Relaxed);
+                None
             }
             Verdict::Duplicate => {
                 // The peer resent: it has not seen our ack (it went down
@@ -492,9 +660,50 @@ impl Dispatch<'_> {
                 drop(r);
                 self.record_failure(
                     src,
-                    format!("rank {src} sent message {got} where {expected} was next (a gap in its sequence)"),
+                    format!(
+                        "rank {src} sent message {got} where {expected} was next (beyond the \
+                         reorder window of {} messages: a gap in its sequence)",
+                        reliable::REORDER_FRAMES
+                    ),
                 );
                 None
+            }
+            Verdict::Overflow { held_bytes, len } => {
+                drop(r);
+                self.record_failure(
+                    src,
+                    format!(
+                        "rank {src} sent more early messages than the reorder buffer holds \
+                         ({held_bytes} bytes held, {len} more, at most {})",
+                        reliable::REORDER_BYTES
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// Delivers the messages of `src` held in the reorder buffer whose
+    /// turn came (after a delivery from `src`).
+    pub(super) fn deliver_held(&mut self, src: u32) {
+        let ctx = self.ctx;
+        let Some(s) = ctx.inner.peers.get(src as usize).and_then(|p| p.seq.get()) else {
+            return;
+        };
+        loop {
+            let next = {
+                let mut r = s.recv.lock();
+                let m = r.take_next();
+                if m.is_some() {
+                    delivered_now(ctx, s, &r);
+                }
+                m
+            };
+            let Some(m) = next else { return };
+            self.deliver_message(src, &m);
+            s.recv.lock().recycle(m);
+            if ctx.inner.peers[src as usize].failed.get().is_some() {
+                return;
             }
         }
     }
@@ -512,5 +721,17 @@ impl Dispatch<'_> {
         };
         *s.broken.lock().unwrap_or_else(|e| e.into_inner()) = Some((self.method, reason));
         ctx.inner.seq_work.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Book-keeping after the receiver delivered (up to) a sequence: what we
+/// acknowledge next, and whether an ack is due now.
+fn delivered_now(ctx: &Context, s: &Sequenced, r: &Receiver) {
+    s.delivered.store(r.delivered(), Ordering::Relaxed);
+    if r.ack_due() {
+        s.ack_owed.store(true, Ordering::Relaxed);
+        ctx.inner.seq_work.store(true, Ordering::Relaxed);
+    } else {
+        ctx.inner.seq_idle_acks.store(true, Ordering::Relaxed);
     }
 }

@@ -34,7 +34,9 @@ mod membership;
 mod multicast;
 mod placement;
 mod progress;
+mod routes;
 mod setup;
+mod stats;
 #[cfg(test)]
 mod tests;
 mod world;
@@ -46,8 +48,10 @@ use placement::{lookup_placement, own_placement, publish_placement};
 #[cfg(test)]
 use progress::Dispatch;
 use progress::ProgressWaiter;
+pub use routes::{RouteId, RouteSpec, MAX_ROUTES, NO_TRAFFIC_KEY};
 use setup::*;
 pub use setup::{host_identity, methods_from_params, real_host_identity};
+pub use stats::{LinkStats, MethodStats};
 use world::{world_layout, World};
 
 /// What a handler receives.
@@ -74,20 +78,6 @@ pub const FIRST_INTERNAL_HANDLER: u32 = 0xffff_0000;
 const H_BARRIER: u32 = FIRST_INTERNAL_HANDLER + 1;
 /// A context announces that it leaves the job (see [`Context::leave`]).
 const H_LEAVE: u32 = FIRST_INTERNAL_HANDLER + 2;
-
-/// Per-link counters, as reported by [`Context::link_stats`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinkStats {
-    pub peer: u32,
-    /// Method of the link this context opened to the peer ("" if it never sent).
-    pub method: String,
-    pub sent_msgs: u64,
-    pub sent_bytes: u64,
-    pub recv_msgs: u64,
-    pub recv_bytes: u64,
-    /// Round-trip time the link's transport measured, µs (0 = none).
-    pub rtt_us: u64,
-}
 
 #[derive(Default)]
 struct Peer {
@@ -231,6 +221,8 @@ struct Inner {
     seq_idle_acks: AtomicBool,
     /// `GW_LINK_TIMEOUT`.
     link_timeout: Duration,
+    /// Per-traffic link choices (`routes.rs`).
+    routes: routes::Routes,
 }
 
 /// A process's runtime. Cloning is cheap and shares the same context.
@@ -394,6 +386,7 @@ impl Context {
             seq_work: AtomicBool::new(false),
             seq_idle_acks: AtomicBool::new(false),
             link_timeout,
+            routes: routes::Routes::new(),
         };
         Ok(Context {
             inner: Arc::new(inner),
@@ -568,7 +561,27 @@ impl Context {
     }
 
     /// Like [`rsr`](Self::rsr) with a gathered payload (no copy to join the parts).
+    #[inline]
     pub fn rsr_v(&self, sp: &Startpoint, handler: u32, payload: &[IoSlice<'_>]) -> Result<()> {
+        self.rsr_v_keyed(sp, handler, payload, NO_TRAFFIC_KEY)
+    }
+
+    /// [`rsr`](Self::rsr) of traffic `key`: between hosts it goes on the
+    /// route the key is mapped to ([`Context::set_traffic_route`]); within
+    /// a host the key is not looked at.
+    #[inline]
+    pub fn rsr_keyed(&self, sp: &Startpoint, handler: u32, payload: &[u8], key: u32) -> Result<()> {
+        self.rsr_v_keyed(sp, handler, &[IoSlice::new(payload)], key)
+    }
+
+    /// [`rsr_v`](Self::rsr_v) of traffic `key` (see [`rsr_keyed`](Self::rsr_keyed)).
+    pub fn rsr_v_keyed(
+        &self,
+        sp: &Startpoint,
+        handler: u32,
+        payload: &[IoSlice<'_>],
+        key: u32,
+    ) -> Result<()> {
         let peer = self.peer(sp.ctx)?;
         // A departed peer (it left, or died and someone told us) fails at
         // once with its reason: its link may never drain again.
@@ -586,11 +599,11 @@ impl Context {
         let link = match peer.link.get() {
             Some(l) => l,
             None => match peer.seq.get().filter(|s| s.routed()) {
-                Some(s) => return self.rsr_sequenced(sp.ctx, s, &hdr, payload, &waiter),
+                Some(s) => return self.rsr_sequenced(sp.ctx, s, &hdr, payload, &waiter, key),
                 None => match self.connect(sp.ctx)? {
                     Route::Direct(l) => l,
                     Route::Sequenced(s) => {
-                        return self.rsr_sequenced(sp.ctx, s, &hdr, payload, &waiter)
+                        return self.rsr_sequenced(sp.ctx, s, &hdr, payload, &waiter, key)
                     }
                 },
             },
@@ -629,7 +642,8 @@ impl Context {
         Ok(())
     }
 
-    /// A request to a peer on another host: sequenced (see `failover.rs`).
+    /// A request to a peer on another host: sequenced (see `failover.rs`),
+    /// on the route of traffic `key` (`routes.rs`).
     fn rsr_sequenced(
         &self,
         rank: u32,
@@ -637,17 +651,19 @@ impl Context {
         hdr: &[u8; RSR_HEADER],
         payload: &[IoSlice<'_>],
         waiter: &ProgressWaiter<'_>,
+        key: u32,
     ) -> Result<()> {
+        let route = self.inner.routes.of_key(key);
         if payload.len() < 8 {
             let mut iov = [IoSlice::new(&[]); 8];
             iov[0] = IoSlice::new(hdr);
             iov[1..=payload.len()].copy_from_slice(payload);
-            self.send_sequenced(rank, s, &iov[..=payload.len()], waiter)?;
+            self.send_sequenced(rank, s, &iov[..=payload.len()], waiter, route)?;
         } else {
             let mut iov = Vec::with_capacity(payload.len() + 1);
             iov.push(IoSlice::new(hdr));
             iov.extend_from_slice(payload);
-            self.send_sequenced(rank, s, &iov, waiter)?;
+            self.send_sequenced(rank, s, &iov, waiter, route)?;
         }
         let peer = self.peer(rank)?;
         peer.sent_msgs.fetch_add(1, Ordering::Relaxed);
@@ -904,6 +920,17 @@ impl Context {
             })
     }
 
+    /// Messages that arrived ahead of their turn on a second link of a pair
+    /// and waited in the reorder buffer, summed over peers.
+    pub fn reordered_messages(&self) -> u64 {
+        self.inner
+            .peers
+            .iter()
+            .filter_map(|p| p.seq.get())
+            .map(|s| s.reordered.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// Opens the link to `rank` now, as the first send to it would (for an
     /// upper layer that knows a send will follow and wants the set-up cost
     /// paid ahead of it); the method chosen.
@@ -922,63 +949,6 @@ impl Context {
         })
     }
 
-    /// The selection policy's choices for `rank`, restricted to the stacks
-    /// the transform policy asks for (`encrypt+tcp` between sites, …): a
-    /// link that must be encrypted is never opened in the clear.
-    fn candidates_for(&self, rank: u32, table: &DescriptorTable) -> Result<Vec<(usize, usize)>> {
-        let mut c = self.inner.policy.candidates(&self.inner.methods, table);
-        let relayed = |mi: usize| method::relay::is_relayed(self.inner.methods[mi].name());
-        if c.iter().any(|&(mi, _)| relayed(mi)) {
-            // `rank` sits behind a firewall: from another site its relay
-            // comes first (a direct connect would hang until the connect
-            // timeout); within its site it is reached directly first, and
-            // so is a host of a site whose relay is only a fallback
-            // (`GW_RELAYS=all`). The other kind stays behind as the
-            // fallback failover takes when the first breaks or its connect
-            // fails (failover.rs).
-            let theirs = self.placement_of(rank)?.site;
-            let same_site = rank == self.rank() || self.placement_of(self.rank())?.site == theirs;
-            let relay_first =
-                !same_site && !method::relay::is_fallback_site(&self.inner.params, &theirs);
-            c.sort_by_key(|&(mi, _)| relayed(mi) != relay_first);
-        }
-        if !self.inner.transforms.filters() || rank == self.rank() {
-            return Ok(c);
-        }
-        let (mine, theirs) = (self.placement_of(self.rank())?, self.placement_of(rank)?);
-        let wanted = if mine.host == theirs.host {
-            Vec::new()
-        } else {
-            self.inner.transforms.wanted(mine.site == theirs.site)
-        };
-        // A relayed link is always encrypted end to end (method::relay).
-        let mut wanted_relayed = wanted.clone();
-        if !wanted_relayed.contains(&"encrypt") {
-            wanted_relayed.push("encrypt");
-        }
-        c.retain(|&(mi, _)| {
-            let name = self.inner.methods[mi].name();
-            // Within a host (self, shm) no transform applies.
-            let want = if relayed(mi) {
-                &wanted_relayed
-            } else {
-                &wanted
-            };
-            &method::transform::transforms_of(name) == want
-        });
-        if c.is_empty() && !wanted.is_empty() {
-            return Err(Error::NoMethod {
-                peer: rank,
-                offered: format!(
-                    "{}; the link needs {} (GW_ENCRYPT/GW_COMPRESS) and no such stack applies",
-                    table.names(),
-                    wanted.join("+")
-                ),
-            });
-        }
-        Ok(c)
-    }
-
     /// The method the selection policy would choose to reach `rank` (without connecting).
     pub fn would_select(&self, rank: u32) -> Result<&'static str> {
         let table = self.table_of(rank)?;
@@ -989,68 +959,6 @@ impl Context {
                 peer: rank,
                 offered: table.names(),
             })
-    }
-
-    /// Per-link statistics, one row per peer this context exchanged messages with.
-    pub fn link_stats(&self) -> Vec<LinkStats> {
-        self.inner
-            .peers
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| {
-                let (link_msgs, link_bytes) = p.link.get().map(|l| l.sent()).unwrap_or((0, 0));
-                let now = p.link_now();
-                let s = LinkStats {
-                    peer: i as u32,
-                    method: now
-                        .as_ref()
-                        .map(|l| l.method().to_string())
-                        .unwrap_or_default(),
-                    sent_msgs: p.sent_msgs.load(Ordering::Relaxed) + link_msgs,
-                    sent_bytes: p.sent_bytes.load(Ordering::Relaxed) + link_bytes,
-                    recv_msgs: p.recv_msgs.load(Ordering::Relaxed),
-                    recv_bytes: p.recv_bytes.load(Ordering::Relaxed),
-                    rtt_us: now
-                        .as_ref()
-                        .and_then(|l| l.rtt())
-                        .map_or(0, |d| d.as_micros().max(1) as u64),
-                };
-                (s.sent_msgs + s.recv_msgs > 0 || !s.method.is_empty()).then_some(s)
-            })
-            .collect()
-    }
-
-    /// Each method's own counters (e.g. `tcp refused_connections`, `udp
-    /// auth_failed`), as (method, counter, value).
-    pub fn method_counters(&self) -> Vec<(&'static str, &'static str, u64)> {
-        self.inner
-            .methods
-            .iter()
-            .flat_map(|m| m.counters().into_iter().map(move |(k, v)| (m.name(), k, v)))
-            .collect()
-    }
-
-    /// Requests dropped because their endpoint or handler did not exist.
-    pub fn dropped_requests(&self) -> u64 {
-        self.inner.dropped.load(Ordering::Relaxed)
-    }
-
-    /// This context's statistics as the compact JSON the launcher reads.
-    pub fn stats_json(&self) -> String {
-        let links: Vec<serde_json::Value> = self
-            .link_stats()
-            .into_iter()
-            .map(|s| {
-                serde_json::json!({
-                    "peer": s.peer, "method": s.method,
-                    "sent_msgs": s.sent_msgs, "sent_bytes": s.sent_bytes,
-                    "recv_msgs": s.recv_msgs, "recv_bytes": s.recv_bytes,
-                    "rtt_us": s.rtt_us,
-                })
-            })
-            .collect();
-        serde_json::json!({ "rank": self.rank(), "host": self.inner.job.host_id, "links": links })
-            .to_string()
     }
 
     /// Aborts the whole job through the bootstrap.

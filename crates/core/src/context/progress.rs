@@ -341,20 +341,37 @@ pub(super) struct Dispatch<'a> {
 
 impl Sink for Dispatch<'_> {
     fn deliver(&mut self, src: u32, msg: &[u8]) {
+        // A process of another job (an alias id beyond the capacity,
+        // `foreign.rs`) talks over an adopted link without sequencing.
+        if self.sequenced && src < self.ctx.capacity() {
+            if let Some(m) = self.receive_sequenced(src, msg) {
+                self.deliver_message(src, m);
+                // What arrived early on another link and is next now.
+                self.deliver_held(src);
+            }
+            return;
+        }
+        self.deliver_message(src, msg);
+    }
+
+    fn link_failed(&mut self, src: u32, reason: String) {
+        self.record_failure(src, reason);
+    }
+
+    fn link_broken(&mut self, src: u32, reason: String) {
+        self.report_broken(src, reason);
+    }
+}
+
+impl Dispatch<'_> {
+    /// Counts and dispatches one message of `src` (the sequencing, if any,
+    /// already done).
+    #[inline]
+    pub(super) fn deliver_message(&mut self, src: u32, msg: &[u8]) {
         let inner = &self.ctx.inner;
         let Some(peer) = inner.peers.get(src as usize) else {
             inner.dropped.fetch_add(1, Ordering::Relaxed);
             return;
-        };
-        // A process of another job (an alias id beyond the capacity,
-        // `foreign.rs`) talks over an adopted link without sequencing.
-        let msg = if self.sequenced && src < self.ctx.capacity() {
-            match self.receive_sequenced(src, msg) {
-                Some(m) => m,
-                None => return,
-            }
-        } else {
-            msg
         };
         // Only the thread that owns progress delivers, so plain load+store
         // suffices (no locked read-modify-write on the hot path).
@@ -389,16 +406,6 @@ impl Sink for Dispatch<'_> {
         self.deliver_to_handler(src, handler, endpoint, &msg[RSR_HEADER..]);
     }
 
-    fn link_failed(&mut self, src: u32, reason: String) {
-        self.record_failure(src, reason);
-    }
-
-    fn link_broken(&mut self, src: u32, reason: String) {
-        self.report_broken(src, reason);
-    }
-}
-
-impl Dispatch<'_> {
     /// Runs the program's handler `handler` on `endpoint`, or counts the
     /// request as dropped when either is not registered.
     pub(super) fn deliver_to_handler(

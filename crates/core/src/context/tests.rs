@@ -313,3 +313,61 @@ fn startpoints_carry_the_table_once() {
     bad[8] = 7;
     assert!(ctx.unpack_startpoint(&bad).is_err());
 }
+
+#[test]
+fn routes_are_checked_shared_and_bounded() {
+    let ctx = singleton(&[("GW_METHODS", "self,tcp,udp")]);
+    let spec = |m: &[&str], encrypt: Option<bool>, compress: Option<bool>| RouteSpec {
+        methods: m.iter().map(|s| s.to_string()).collect(),
+        encrypt,
+        compress,
+    };
+    assert_eq!(ctx.route(&RouteSpec::default()).unwrap(), RouteId::DEFAULT);
+    let udp = ctx.route(&spec(&["udp"], None, None)).unwrap();
+    assert_ne!(udp, RouteId::DEFAULT);
+    assert_eq!(
+        ctx.route(&spec(&["udp"], None, None)).unwrap(),
+        udp,
+        "shared"
+    );
+    assert_eq!(ctx.route_spec(udp), spec(&["udp"], None, None));
+    let refused = |s: RouteSpec, why: &str| {
+        let e = ctx.route(&s).unwrap_err().to_string();
+        assert!(e.contains(why), "{s:?}: {e}");
+    };
+    refused(spec(&["carrier-pigeon"], None, None), "unknown method");
+    refused(spec(&["shm"], None, None), "does not run in this process");
+    refused(
+        spec(&["encrypt+udp"], None, None),
+        "offers no encrypt+udp stack",
+    );
+    refused(spec(&["udp+encrypt"], None, None), "is not a stack");
+    refused(spec(&[], Some(true), None), "built no encrypt stack");
+    refused(spec(&[], None, Some(true)), "built no compress stack");
+    // Traffic keys map to routes; the default forgets them.
+    assert_eq!(ctx.traffic_route(10), RouteId::DEFAULT);
+    ctx.set_traffic_route(10, udp);
+    assert_eq!(ctx.traffic_route(10), udp);
+    assert_eq!(ctx.traffic_route(11), RouteId::DEFAULT);
+    assert_eq!(ctx.traffic_route(NO_TRAFFIC_KEY), RouteId::DEFAULT);
+    ctx.set_traffic_route(10, RouteId::DEFAULT);
+    assert_eq!(ctx.traffic_route(10), RouteId::DEFAULT);
+    // At most MAX_ROUTES distinct routes (the default and `udp` are two).
+    let mut made = 2;
+    let orders: [&[&str]; 4] = [&["udp"], &["tcp"], &["udp", "tcp"], &["tcp", "udp"]];
+    let mut last = Ok(udp);
+    'all: for m in orders {
+        for e in [None, Some(false)] {
+            for c in [None, Some(false)] {
+                last = ctx.route(&spec(m, e, c));
+                match &last {
+                    Ok(_) => made = made.max(ctx.route(&spec(m, e, c)).unwrap().index() + 1),
+                    Err(_) => break 'all,
+                }
+            }
+        }
+    }
+    assert_eq!(made, MAX_ROUTES);
+    let e = last.unwrap_err().to_string();
+    assert!(e.contains("at most 16 different link choices"), "{e}");
+}

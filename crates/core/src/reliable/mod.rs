@@ -21,6 +21,7 @@ use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::time::{Duration, Instant};
 
+mod reorder;
 #[cfg(test)]
 mod tests;
 
@@ -32,6 +33,11 @@ pub const MAX_FRAMES: usize = 4096;
 /// Unacknowledged bytes a sender keeps at most; one larger message is
 /// accepted alone.
 pub const MAX_BYTES: usize = 16 << 20;
+/// How far ahead of the next expected sequence a receiver holds messages
+/// that took another link, and how many bytes of them (twice what an
+/// honest sender keeps unacknowledged: see `reorder.rs`).
+pub const REORDER_FRAMES: u64 = 2 * MAX_FRAMES as u64;
+pub const REORDER_BYTES: usize = 2 * MAX_BYTES;
 /// A receiver acknowledges at the latest after this many messages …
 pub const ACK_EVERY_MSGS: u64 = 64;
 /// … or this many bytes (well below [`MAX_BYTES`] / [`MAX_FRAMES`], so a
@@ -215,40 +221,85 @@ impl Sender {
 pub enum Verdict {
     /// The next message: deliver it.
     Deliver,
-    /// Already delivered (resent across a link replacement): drop it.
+    /// Already delivered, or already held (resent across a link
+    /// replacement, or sent again on a second link): drop it.
     Duplicate,
     /// An ack-only frame: nothing to deliver.
     AckOnly,
-    /// A message beyond the next one: something lost it — fail the link.
+    /// A message ahead of the next one, within the reorder window (the
+    /// pair's messages travel several links): the caller keeps a copy with
+    /// [`Receiver::hold`]; it is delivered once the ones before it were.
+    Early,
+    /// A message beyond the reorder window (or any skip, without a
+    /// window): only a broken peer sends it — fail the link.
     Gap { expected: u64, got: u64 },
+    /// Holding this early message would take the held bytes beyond the
+    /// window's byte bound: fail the link.
+    Overflow { held_bytes: usize, len: usize },
 }
 
 /// The receiving half: delivers each sequence exactly once, in order, and
-/// says when an ack is owed.
+/// says when an ack is owed. With a reorder window (a pair whose messages
+/// take several links at once, see `context/failover.rs`) it also holds
+/// messages that arrive ahead of their turn, bounded in count and bytes.
 #[derive(Default)]
 pub struct Receiver {
     delivered: u64,
     acked_msgs: u64,
     since_ack_bytes: u64,
+    reorder: reorder::Held,
 }
 
 impl Receiver {
+    /// A receiver that holds up to `frames` messages ahead of the next one
+    /// and `bytes` of them in all. `Receiver::default()` holds none: any
+    /// skip is a gap.
+    pub fn with_window(frames: u64, bytes: usize) -> Receiver {
+        Receiver {
+            reorder: reorder::Held::new(frames, bytes),
+            ..Receiver::default()
+        }
+    }
+
     pub fn accept(&mut self, seq: u64, len: usize) -> Verdict {
         if seq == 0 {
             return Verdict::AckOnly;
         }
-        if seq <= self.delivered {
+        if seq <= self.delivered || self.reorder.contains(seq) {
             return Verdict::Duplicate;
         }
         if seq != self.delivered + 1 {
-            return Verdict::Gap {
-                expected: self.delivered + 1,
-                got: seq,
-            };
+            return self.reorder.admit(self.delivered, seq, len);
         }
         self.delivered = seq;
         self.since_ack_bytes += len as u64;
         Verdict::Deliver
+    }
+
+    /// Keeps a copy of `body`, which [`accept`](Self::accept) called
+    /// [`Verdict::Early`].
+    pub fn hold(&mut self, seq: u64, body: &[u8]) {
+        self.reorder.hold(seq, body);
+    }
+
+    /// The held message whose turn it is now, if any: it counts as
+    /// delivered. Give its buffer back with [`recycle`](Self::recycle).
+    pub fn take_next(&mut self) -> Option<Vec<u8>> {
+        let next = self.delivered + 1;
+        let data = self.reorder.take(next)?;
+        self.delivered = next;
+        self.since_ack_bytes += data.len() as u64;
+        Some(data)
+    }
+
+    /// Returns a buffer from [`take_next`](Self::take_next) for reuse.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.reorder.recycle(buf);
+    }
+
+    /// Messages held and their bytes.
+    pub fn held(&self) -> (usize, usize) {
+        self.reorder.len_bytes()
     }
 
     /// The cumulative ack to send: everything delivered so far.

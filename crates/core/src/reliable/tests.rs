@@ -90,6 +90,9 @@ fn run(seed: u64, total: u64, cuts: usize) -> usize {
                 Verdict::Gap { expected, got } => {
                     panic!("seed {seed}: gap, expected {expected} got {got}")
                 }
+                v @ (Verdict::Early | Verdict::Overflow { .. }) => {
+                    panic!("seed {seed}: {v:?} without a reorder window")
+                }
             }
             if b.ack_due() || rng.below(4) == 0 {
                 back.frames.push_back(frame(0, b.delivered(), &[]));
@@ -269,4 +272,137 @@ fn rendezvous_sized_buffers_are_recycled_within_the_bound() {
         s.free_bytes,
         s.free.iter().map(|b| b.capacity()).sum::<usize>()
     );
+}
+
+/// Delivers what `r` says to deliver for a frame `seq` carrying `body`,
+/// then everything held that became next (what the context does).
+fn feed(r: &mut Receiver, seq: u64, body: &[u8], out: &mut Vec<Vec<u8>>) -> Verdict {
+    let v = r.accept(seq, body.len());
+    match v {
+        Verdict::Deliver => {
+            out.push(body.to_vec());
+            while let Some(m) = r.take_next() {
+                out.push(m.clone());
+                r.recycle(m);
+            }
+        }
+        Verdict::Early => r.hold(seq, body),
+        _ => {}
+    }
+    v
+}
+
+#[test]
+fn reorder_in_order_holds_nothing() {
+    let mut r = Receiver::with_window(8, 1000);
+    let mut out = Vec::new();
+    for seq in 1..=20u64 {
+        assert_eq!(
+            feed(&mut r, seq, &[seq as u8; 3], &mut out),
+            Verdict::Deliver
+        );
+        assert_eq!(r.held(), (0, 0));
+    }
+    assert_eq!(out.len(), 20);
+    assert!(out.iter().enumerate().all(|(i, m)| m == &[i as u8 + 1; 3]));
+}
+
+#[test]
+fn reorder_out_of_order_within_the_window_delivers_in_order() {
+    let mut r = Receiver::with_window(8, 1000);
+    let mut out = Vec::new();
+    // 3, 5, 4 arrive before 1 and 2 (another link was faster).
+    for seq in [3u64, 5, 4] {
+        assert_eq!(feed(&mut r, seq, &[seq as u8], &mut out), Verdict::Early);
+    }
+    assert_eq!(r.held(), (3, 3));
+    assert!(out.is_empty(), "nothing is delivered ahead of its turn");
+    assert_eq!(feed(&mut r, 2, &[2], &mut out), Verdict::Early);
+    assert_eq!(feed(&mut r, 1, &[1], &mut out), Verdict::Deliver);
+    assert_eq!(out, vec![vec![1], vec![2], vec![3], vec![4], vec![5]]);
+    assert_eq!(r.delivered(), 5);
+    assert_eq!(r.held(), (0, 0));
+    // Random interleavings of two in-order links: always in order, once.
+    let mut rng = Rng(7);
+    for _ in 0..200 {
+        let mut r = Receiver::with_window(64, 1 << 20);
+        let (mut a, mut b) = (VecDeque::new(), VecDeque::new());
+        for seq in 1..=60u64 {
+            if rng.below(2) == 0 { &mut a } else { &mut b }.push_back(seq);
+        }
+        let mut out = Vec::new();
+        while !a.is_empty() || !b.is_empty() {
+            let q = if b.is_empty() || (!a.is_empty() && rng.below(2) == 0) {
+                &mut a
+            } else {
+                &mut b
+            };
+            let seq = q.pop_front().unwrap();
+            let v = feed(&mut r, seq, &seq.to_le_bytes(), &mut out);
+            assert!(matches!(v, Verdict::Deliver | Verdict::Early), "{v:?}");
+        }
+        let got: Vec<u64> = out
+            .iter()
+            .map(|m| u64::from_le_bytes(m[..].try_into().unwrap()))
+            .collect();
+        assert_eq!(got, (1..=60).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn reorder_hostile_skip_beyond_the_window_is_an_error() {
+    let mut r = Receiver::with_window(8, 1000);
+    let mut out = Vec::new();
+    assert_eq!(feed(&mut r, 1, b"a", &mut out), Verdict::Deliver);
+    assert_eq!(
+        feed(&mut r, 9, b"i", &mut out),
+        Verdict::Early,
+        "8 ahead: inside"
+    );
+    assert_eq!(
+        feed(&mut r, 10, b"j", &mut out),
+        Verdict::Gap {
+            expected: 2,
+            got: 10
+        }
+    );
+    assert_eq!(
+        feed(&mut r, u64::MAX, b"z", &mut out),
+        Verdict::Gap {
+            expected: 2,
+            got: u64::MAX
+        }
+    );
+    assert_eq!(r.held(), (1, 1), "refused frames are not held");
+    // The byte bound: 1000 bytes held at most, whatever the count.
+    let mut r = Receiver::with_window(8, 1000);
+    assert_eq!(feed(&mut r, 2, &[0; 600], &mut out), Verdict::Early);
+    assert_eq!(
+        feed(&mut r, 3, &[0; 401], &mut out),
+        Verdict::Overflow {
+            held_bytes: 600,
+            len: 401
+        }
+    );
+    assert_eq!(feed(&mut r, 3, &[0; 400], &mut out), Verdict::Early);
+    assert_eq!(r.held(), (2, 1000));
+    // Without a window (the default) any skip is a gap, as before.
+    let mut strict = Receiver::default();
+    assert!(matches!(strict.accept(2, 1), Verdict::Gap { .. }));
+}
+
+#[test]
+fn reorder_duplicates_are_dropped() {
+    let mut r = Receiver::with_window(8, 1000);
+    let mut out = Vec::new();
+    assert_eq!(feed(&mut r, 3, b"c", &mut out), Verdict::Early);
+    // The same early message again (resent on a replacement link): held once.
+    assert_eq!(feed(&mut r, 3, b"c", &mut out), Verdict::Duplicate);
+    assert_eq!(r.held(), (1, 1));
+    assert_eq!(feed(&mut r, 1, b"a", &mut out), Verdict::Deliver);
+    assert_eq!(feed(&mut r, 1, b"a", &mut out), Verdict::Duplicate);
+    assert_eq!(feed(&mut r, 2, b"b", &mut out), Verdict::Deliver);
+    assert_eq!(feed(&mut r, 3, b"c", &mut out), Verdict::Duplicate);
+    assert_eq!(out, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+    assert_eq!(r.held(), (0, 0));
 }
