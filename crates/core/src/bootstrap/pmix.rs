@@ -204,7 +204,7 @@ pub(crate) mod abi {
     }
 
     impl Info {
-        fn keyed(key: &str, value: Value) -> Info {
+        pub fn keyed(key: &str, value: Value) -> Info {
             let mut k = [0 as c_char; MAX_KEYLEN + 1];
             // Attribute names are short ASCII constants; the last byte
             // stays NUL whatever happens.
@@ -271,6 +271,7 @@ struct Api {
     value_destruct: abi::ValueDestructFn,
     error_string: abi::ErrorStringFn,
     version: abi::VersionFn,
+    spawn: spawn::SpawnFn,
     /// Which candidate was loaded, for messages.
     path: &'static str,
 }
@@ -331,6 +332,7 @@ fn resolve(
         value_destruct: sym!("PMIx_Value_destruct", abi::ValueDestructFn),
         error_string: sym!("PMIx_Error_string", abi::ErrorStringFn),
         version: sym!("PMIx_Get_version", abi::VersionFn),
+        spawn: sym!("PMIx_Spawn", spawn::SpawnFn),
         path,
     };
     // Never unloaded: the function pointers above and the library's own
@@ -983,6 +985,11 @@ fn abort_text(msg: &str) -> String {
     }
     text
 }
+
+#[path = "pmix_spawn.rs"]
+mod spawn;
+
+pub use spawn::preput_env_name;
 
 #[cfg(test)]
 #[path = "pmix_tests.rs"]

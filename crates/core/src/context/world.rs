@@ -119,6 +119,16 @@ impl Context {
         Ok(reply.map(|_| ()))
     }
 
+    /// Whether the launcher says another job spawned this process
+    /// ([`crate::bootstrap::Pmi::spawned`]).
+    pub fn spawned_by_launcher(&self) -> bool {
+        self.inner
+            .pmi
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .spawned()
+    }
+
     /// The launcher's name service (`MPI_Publish_name` and friends): `op`
     /// is `publish_name`, `unpublish_name` or `lookup_name`.
     pub fn name_service(
