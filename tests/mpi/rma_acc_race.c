@@ -140,8 +140,8 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const char *e = getenv("GW_TEST_EXPECT_DIRECT");
-    const char *rounds = getenv("GW_TEST_ROUNDS");
-    if (rounds && atoi(rounds) > 0) rounds = atoi(rounds);
+    const char *rounds_env = getenv("GW_TEST_ROUNDS");
+    if (rounds_env && atoi(rounds_env) > 0) rounds = atoi(rounds_env);
     int expect = e && strcmp(e, "1") == 0;
 
     /* Created over the program's memory. */
