@@ -73,7 +73,8 @@ impl Mpi {
     fn spawn_foreign_root(&self, apps: &[SpawnApp]) -> std::result::Result<String, String> {
         let port = self.open_port().map_err(|e| e.msg)?;
         let preput = vec![(PARENT_PORT_KEY.to_string(), port.clone())];
-        let outcome = match self.ctx().spawn_foreign(apps, &preput) {
+        let limit = crate::ports_jobs::timeout();
+        let outcome = match self.ctx().spawn_foreign(apps, &preput, limit) {
             Ok(Ok(())) => return Ok(port),
             Ok(Err(e)) => e,
             Err(e) => e.to_string(),

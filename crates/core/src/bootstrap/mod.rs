@@ -238,14 +238,20 @@ impl Pmi {
     /// plugin, Hydra) or `PMIx_Spawn` ([`Pmix::spawn`], where `preput`
     /// becomes environment variables). `Ok(Err(why))` when the launcher
     /// refused; a singleton has no launcher to ask.
+    ///
+    /// `limit` bounds the wait for the answer where the protocol allows
+    /// giving up (PMI-2: Slurm never answers a spawn whose program cannot
+    /// start); PMI-1 launchers answer once they started the processes,
+    /// and a PMIx call cannot be abandoned (the library keeps it).
     pub fn spawn(
         &mut self,
         apps: &[spawn_wire::SpawnApp],
         preput: &[(String, String)],
+        limit: Option<std::time::Duration>,
     ) -> Result<std::result::Result<pmi_wire::Command, String>> {
         match self {
             Pmi::V1(p) => p.spawn(apps, preput), // refuses as a singleton
-            Pmi::V2(p) => p.spawn(apps, preput),
+            Pmi::V2(p) => p.spawn(apps, preput, limit),
             Pmi::X(p) => p.spawn(apps, preput),
         }
     }

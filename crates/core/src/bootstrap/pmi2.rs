@@ -98,6 +98,9 @@ pub struct Pmi2 {
     jobid: String,
     /// `spawner-jobid` of `fullinit`: the job that spawned this one (Slurm).
     spawner: Option<String>,
+    /// Spawns given up on before their answer came: that many late
+    /// `spawn-response` frames are skipped.
+    stale_spawns: u32,
     finalized: bool,
     file: File,
     frames: Frames,
@@ -130,6 +133,7 @@ impl Pmi2 {
             appnum: 0,
             jobid: String::new(),
             spawner: None,
+            stale_spawns: 0,
             finalized: false,
             file,
             frames: Frames::new(),
@@ -360,21 +364,43 @@ impl Pmi2 {
     /// processes' key-value space before they start. `Ok(Ok(reply))` once
     /// the launcher answers `spawn-response` with rc 0 and no failed
     /// process; `Ok(Err(why))` when it refused (or the request cannot be
-    /// sent over PMI-2).
+    /// sent over PMI-2), or gave no answer within `limit`: Slurm 22.05
+    /// never answers a spawn whose program cannot start, so the caller
+    /// bounds the wait; a late answer is skipped when it comes.
     pub fn spawn(
         &mut self,
         apps: &[super::spawn_wire::SpawnApp],
         preput: &[(String, String)],
+        limit: Option<Duration>,
     ) -> Result<std::result::Result<Command, String>> {
         self.check_live("spawn")?;
         let cmd = match super::spawn_wire::encode_pmi2_spawn(apps, preput) {
             Ok(c) => c,
             Err(why) => return Ok(Err(why)),
         };
-        if let Err(e) = encode(&cmd) {
-            return Ok(Err(format!("the spawn cannot be sent over PMI-2: {e}")));
-        }
-        let r = self.call(&cmd, "spawn-response")?;
+        let frame = match encode(&cmd) {
+            Ok(f) => f,
+            Err(e) => return Ok(Err(format!("the spawn cannot be sent over PMI-2: {e}"))),
+        };
+        self.send_raw(&frame, "spawn")?;
+        let full = self.reply_timeout;
+        let wait = limit.map_or(full, |l| l.min(full));
+        let started = Instant::now();
+        self.reply_timeout = wait;
+        let r = self.recv_reply("spawn-response");
+        self.reply_timeout = full;
+        let r = match r {
+            Ok(r) => r,
+            Err(_) if limit.is_some() && started.elapsed() >= wait => {
+                self.stale_spawns += 1;
+                return Ok(Err(format!(
+                    "the launcher did not answer the spawn within {} s (Slurm's pmi2 plugin \
+                     never answers when it cannot start the program; GW_MPI_CONNECT_TIMEOUT)",
+                    wait.as_secs()
+                )));
+            }
+            Err(e) => return Err(e),
+        };
         let rc = r.get("rc").unwrap_or("0");
         // Slurm lists the failed processes' codes (and a failing rc first).
         let failed = r
@@ -473,7 +499,17 @@ impl Pmi2 {
     fn call(&mut self, cmd: &Command, reply: &str) -> Result<Command> {
         let frame = encode(cmd)?;
         self.send_raw(&frame, &cmd.name)?;
-        let r = self.recv_with(Frames::next_frame)?;
+        self.recv_reply(reply)
+    }
+
+    /// The next reply, which must be `reply` (late answers to spawns given
+    /// up on are skipped).
+    fn recv_reply(&mut self, reply: &str) -> Result<Command> {
+        let mut r = self.recv_with(Frames::next_frame)?;
+        while r.name == "spawn-response" && reply != "spawn-response" && self.stale_spawns > 0 {
+            self.stale_spawns -= 1;
+            r = self.recv_with(Frames::next_frame)?;
+        }
         if r.name != reply {
             return Err(boot(format!(
                 "expected cmd={reply} from the launcher, got cmd={}",
@@ -744,6 +780,15 @@ mod tests {
                     "cmd=spawn-response;rc=-1;errmsg=spawn failed;errcodes=-1,0;",
                 ))
                 .unwrap();
+            // A spawn answered too late, then a get.
+            read_frame(&mut server);
+            assert_eq!(read_frame(&mut server), "cmd=kvs-get;key=k;");
+            server
+                .write_all(&frame("cmd=spawn-response;rc=0;jobid=late;"))
+                .unwrap();
+            server
+                .write_all(&frame("cmd=kvs-get-response;rc=0;found=TRUE;value=v;"))
+                .unwrap();
         });
         let mut p = wired(client);
         p.handshake(&Start {
@@ -760,13 +805,21 @@ mod tests {
             info: vec![],
         }];
         let pre = [("gw_parent_port".to_string(), "gwport:x".to_string())];
-        let ok = p.spawn(&apps, &pre).unwrap().unwrap();
+        let ok = p.spawn(&apps, &pre, None).unwrap().unwrap();
         assert_eq!(ok.get("jobid"), Some("9.0-2"));
-        let why = p.spawn(&apps, &pre).unwrap().unwrap_err();
+        let why = p.spawn(&apps, &pre, None).unwrap().unwrap_err();
         assert!(why.contains("rc=-1") && why.contains("spawn failed"), "{why}");
         // A value the wire cannot carry is refused before anything is sent.
         let bad = [("k".to_string(), "a;b".to_string())];
-        assert!(p.spawn(&apps, &bad).unwrap().is_err());
+        assert!(p.spawn(&apps, &bad, None).unwrap().is_err());
+        // No answer within the limit (Slurm, a program it cannot start):
+        // refused, and the late answer is skipped before the next reply.
+        let why = p
+            .spawn(&apps, &pre, Some(Duration::from_millis(300)))
+            .unwrap()
+            .unwrap_err();
+        assert!(why.contains("did not answer the spawn"), "{why}");
+        assert_eq!(p.get("k").unwrap().as_deref(), Some("v"));
         t.join().unwrap();
     }
 
