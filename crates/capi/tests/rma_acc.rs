@@ -38,7 +38,8 @@ fn rma_accumulates_race_on_one_target() {
         String::from_utf8_lossy(&out.stderr)
     );
     // (ranks, emulated hosts, environment)
-    let cases: &[(u32, u32, &[(&str, &str)])] = &[
+    type Case<'a> = (u32, u32, &'a [(&'a str, &'a str)]);
+    let cases: &[Case] = &[
         (
             4,
             1,

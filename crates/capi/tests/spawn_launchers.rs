@@ -50,7 +50,12 @@ fn under_mpirun(mpirun: &PathBuf, n: u32, exe: &PathBuf, args: &[&str]) -> (bool
     let out = Command::new("timeout")
         .arg("90")
         .arg(mpirun)
-        .args(["--allow-run-as-root", "--oversubscribe", "-n", &n.to_string()])
+        .args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-n",
+            &n.to_string(),
+        ])
         // The connect timeout bounds a child that never comes.
         .args(["-x", "GW_MPI_CONNECT_TIMEOUT=30"])
         .arg(exe)

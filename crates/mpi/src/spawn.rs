@@ -98,11 +98,10 @@ impl Mpi {
                 Ok(p) if !p.is_empty() => Some(p),
                 // Hydra (PMI_SPAWNED) and Slurm's pmi2 plugin
                 // (spawner-jobid) put it into the key-value space.
-                _ if self.ctx().spawned_by_launcher() => {
-                    self.ctx().kvs_get(PARENT_PORT_KEY).map_err(|e| {
-                        err(class::INTERN, format!("reading the parents' port: {e}"))
-                    })?
-                }
+                _ if self.ctx().spawned_by_launcher() => self
+                    .ctx()
+                    .kvs_get(PARENT_PORT_KEY)
+                    .map_err(|e| err(class::INTERN, format!("reading the parents' port: {e}")))?,
                 _ => None,
             };
             let Some(port) = port else {

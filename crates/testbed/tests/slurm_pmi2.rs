@@ -500,7 +500,9 @@ fn spawn_under_srun(slurm: &Slurm, dir: &std::path::Path) {
             "spawn under srun --mpi=pmi2 ({mode}, {spawned} children):\n{stdout}\n{stderr}"
         );
     }
-    println!("srun --mpi=pmi2: MPI_Comm_spawn of 2 children passed; a missing program is MPI_ERR_SPAWN");
+    println!(
+        "srun --mpi=pmi2: MPI_Comm_spawn of 2 children passed; a missing program is MPI_ERR_SPAWN"
+    );
 }
 
 /// A directory under /var/tmp (shared with the testbed's hosts under

@@ -403,13 +403,11 @@ impl Pmi2 {
         };
         let rc = r.get("rc").unwrap_or("0");
         // Slurm lists the failed processes' codes (and a failing rc first).
-        let failed = r
-            .get("errcodes")
-            .is_some_and(|c| {
-                c.split(',')
-                    .filter(|x| !x.trim().is_empty())
-                    .any(|x| x.trim().parse::<i64>() != Ok(0))
-            });
+        let failed = r.get("errcodes").is_some_and(|c| {
+            c.split(',')
+                .filter(|x| !x.trim().is_empty())
+                .any(|x| x.trim().parse::<i64>() != Ok(0))
+        });
         if rc.trim() != "0" || failed {
             return Ok(Err(format!(
                 "the launcher refused the spawn (PMI-2 rc={rc}{}): {}",
@@ -808,7 +806,10 @@ mod tests {
         let ok = p.spawn(&apps, &pre, None).unwrap().unwrap();
         assert_eq!(ok.get("jobid"), Some("9.0-2"));
         let why = p.spawn(&apps, &pre, None).unwrap().unwrap_err();
-        assert!(why.contains("rc=-1") && why.contains("spawn failed"), "{why}");
+        assert!(
+            why.contains("rc=-1") && why.contains("spawn failed"),
+            "{why}"
+        );
         // A value the wire cannot carry is refused before anything is sent.
         let bad = [("k".to_string(), "a;b".to_string())];
         assert!(p.spawn(&apps, &bad, None).unwrap().is_err());

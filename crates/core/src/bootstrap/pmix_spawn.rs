@@ -107,10 +107,7 @@ fn pointers(strings: &[CString]) -> Vec<*mut c_char> {
 
 /// Calls `PMIx_Spawn` for `apps`; the new namespace, or the library's
 /// refusal.
-fn call_spawn(
-    api: &super::Api,
-    apps: Vec<OwnedApp>,
-) -> std::result::Result<String, String> {
+fn call_spawn(api: &super::Api, apps: Vec<OwnedApp>) -> std::result::Result<String, String> {
     // Everything the C structures point into lives until the end of this
     // function: `apps` (the strings) and the pointer vectors below.
     let argvs: Vec<Vec<*mut c_char>> = apps.iter().map(|a| pointers(&a.argv)).collect();

@@ -231,13 +231,22 @@ fn layout_matches_the_installed_header() {
             "offsetof_info_value",
             std::mem::offset_of!(Info, value) as i128,
         ),
-        ("sizeof_app", std::mem::size_of::<super::spawn::App>() as i128),
+        (
+            "sizeof_app",
+            std::mem::size_of::<super::spawn::App>() as i128,
+        ),
         (
             "offsetof_app_maxprocs",
             std::mem::offset_of!(super::spawn::App, maxprocs) as i128,
         ),
-        ("offsetof_app_info", std::mem::offset_of!(super::spawn::App, info) as i128),
-        ("offsetof_app_ninfo", std::mem::offset_of!(super::spawn::App, ninfo) as i128),
+        (
+            "offsetof_app_info",
+            std::mem::offset_of!(super::spawn::App, info) as i128,
+        ),
+        (
+            "offsetof_app_ninfo",
+            std::mem::offset_of!(super::spawn::App, ninfo) as i128,
+        ),
         ("sizeof_scope", 1),
         ("sizeof_data_type", 2),
         ("sizeof_rank", 4),
@@ -630,10 +639,7 @@ fn sessions_against_a_fake_library() {
         command: "/bin/kid".into(),
         args: vec!["child".into()],
         maxprocs: 3,
-        info: vec![
-            ("wdir".into(), "/tmp".into()),
-            ("host".into(), "h1".into()),
-        ],
+        info: vec![("wdir".into(), "/tmp".into()), ("host".into(), "h1".into())],
     }];
     let pre = [("gw_parent_port".to_string(), "port:1".to_string())];
     let r = p.spawn(&apps, &pre).unwrap().unwrap();

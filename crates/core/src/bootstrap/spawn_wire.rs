@@ -112,7 +112,9 @@ pub fn encode_pmi2_spawn(
         }
         c = c.arg("infokeycount", app.info.len());
         for (j, (k, v)) in app.info.iter().enumerate() {
-            c = c.arg(&format!("infokey{j}"), k).arg(&format!("infoval{j}"), v);
+            c = c
+                .arg(&format!("infokey{j}"), k)
+                .arg(&format!("infoval{j}"), v);
         }
     }
     Ok(c)
@@ -235,9 +237,22 @@ mod tests {
         assert_eq!(
             keys,
             [
-                "ncmds", "preputcount", "ppkey0", "ppval0", "subcmd", "maxprocs", "argc",
-                "argv0", "argv1", "infokeycount", "infokey0", "infoval0", "subcmd", "maxprocs",
-                "argc", "infokeycount"
+                "ncmds",
+                "preputcount",
+                "ppkey0",
+                "ppval0",
+                "subcmd",
+                "maxprocs",
+                "argc",
+                "argv0",
+                "argv1",
+                "infokeycount",
+                "infokey0",
+                "infoval0",
+                "subcmd",
+                "maxprocs",
+                "argc",
+                "infokeycount"
             ]
         );
         assert_eq!(c.get("ncmds"), Some("2"));

@@ -114,13 +114,23 @@ pub(super) fn operands<'a>(
         (Kind::GetAccumulate, Some(Op::NoOp)) => None,
         _ => o.data,
     };
-    (operand(data, &mut store.0), operand(o.compare, &mut store.1))
+    (
+        operand(data, &mut store.0),
+        operand(o.compare, &mut store.1),
+    )
 }
 
 /// Applies accumulate `kind` to `cur` (the target's current contents,
 /// packed), after handing the old contents to the result buffer if there
 /// is one. Whether `cur` changed (and must be written back).
-pub(super) fn apply(kind: Kind, o: &Origin<'_>, t: &Target<'_>, data: &[u8], compare: &[u8], cur: &mut [u8]) -> bool {
+pub(super) fn apply(
+    kind: Kind,
+    o: &Origin<'_>,
+    t: &Target<'_>,
+    data: &[u8],
+    compare: &[u8],
+    cur: &mut [u8],
+) -> bool {
     if let Some(r) = &o.result {
         r.unpack(cur);
     }

@@ -231,6 +231,13 @@ pub(super) fn accumulate(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) ->
     if lock == 0 {
         return false;
     }
+    // Accumulates from one origin to one target are applied in order
+    // (`accumulate_ordering`'s default): one still travelling as a request
+    // (a derived type, say) must not be overtaken, so while any is
+    // unanswered this one is a request too, on the same ordered link.
+    if w.outstanding[rank].load(Ordering::Acquire) != 0 {
+        return false;
+    }
     let len = t.count * t.dt.size;
     let Some((pid, remote)) = remote_of(w, t, len) else {
         return false;

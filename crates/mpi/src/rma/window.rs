@@ -621,7 +621,11 @@ impl Mpi {
     /// (`single_copy::accumulate`). The segment is the window's to unmap;
     /// the lock words by window rank (for the handler's own one).
     /// Collective over `c`.
-    fn single_copy_with_locks(&self, c: &Comm, addr: u64) -> Result<(SingleCopy, Owned, Vec<usize>)> {
+    fn single_copy_with_locks(
+        &self,
+        c: &Comm,
+        addr: u64,
+    ) -> Result<(SingleCopy, Owned, Vec<usize>)> {
         let sc = self.single_copy_targets(c, addr)?;
         // Every member decides alike whether to make segments (the same
         // parameter), as `host_segment` needs; one alone on its host makes none.
