@@ -31,7 +31,9 @@
 //!   it. (`PMIX_RANK_UNDEF`, "any process", finds nothing in the
 //!   shared-memory store Open MPI uses: tried with OpenPMIx 4.2.2.)
 //! * abort: `PMIx_Abort(code, msg, NULL, 0)` (the whole namespace);
-//!   finalize: `PMIx_Finalize`.
+//!   finalize: `PMIx_Finalize`;
+//! * spawn: `PMIx_Spawn`, the preput pairs as environment variables
+//!   (`pmix_spawn.rs`).
 //!
 //! Every call into the library runs on one worker thread and the caller
 //! waits at most the reply timeout (`GW_PMI_TIMEOUT`, as for PMI-1 and
