@@ -10,7 +10,8 @@
  * every parent. Prints, at parent rank 0,
  * "CHILD <i> HOST <name>" and "PINNED <i> HOST <name>" lines and
  * "PASS spawn_grid"; each child prints "SPAWNED <rank> OF <size> ON <host>".
- * With the argument `once` (under mpiexec.mpich) only the first spawn;
+ * With the argument `once` (under mpiexec.mpich or mpirun.openmpi) only
+ * the first spawn, `two` the same with 2 children (under srun);
  * with `missing`, only a spawn of a missing program (MPI_ERR_SPAWN). */
 #include "check.h"
 #include <stdint.h>
@@ -145,12 +146,15 @@ int main(int argc, char **argv) {
         return 0;
     }
     char names[4][NAME];
-    spawn_and_talk(argv[0], 4, NULL, names);
+    /* `two` (under Slurm, whose allocation is small): 2 children. */
+    int two = argc > 1 && strcmp(argv[1], "two") == 0;
+    int kids = two ? 2 : 4;
+    spawn_and_talk(argv[0], kids, NULL, names);
     if (rank == 0)
-        for (int c = 0; c < 4; c++) printf("CHILD %d HOST %s\n", c, names[c]);
-    if (argc > 1 && strcmp(argv[1], "once") == 0) {
-        /* Under another launcher (Hydra): the first spawn only. */
-        PASS("spawn_grid once");
+        for (int c = 0; c < kids; c++) printf("CHILD %d HOST %s\n", c, names[c]);
+    if (two || (argc > 1 && strcmp(argv[1], "once") == 0)) {
+        /* Under another launcher (Hydra, mpirun, srun): the first spawn only. */
+        PASS(two ? "spawn_grid two" : "spawn_grid once");
         MPI_Finalize();
         return 0;
     }

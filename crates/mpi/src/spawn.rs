@@ -53,23 +53,28 @@ pub fn parse_parent(text: &str, capacity: u32) -> Result<(u32, Vec<u32>)> {
 }
 
 /// The key-value pair (put by the launcher for the children) naming the
-/// port the parents accept on, under a launcher other than gwrun.
+/// port the parents accept on, under a launcher other than gwrun (Hydra,
+/// Slurm's pmi2 plugin; under PMIx the environment variable
+/// `GW_PARENT_PORT`).
 const PARENT_PORT_KEY: &str = "gw_parent_port";
 
 /// Whether this process was started by a launcher other than gwrun (which
-/// always says `GW_WORLD`): Hydra's spawn starts a job of its own.
+/// always says `GW_WORLD`): the spawn of Hydra, Slurm and Open MPI's
+/// mpirun starts a job of its own.
 fn under_foreign_launcher() -> bool {
     std::env::var_os("GW_WORLD").is_none()
 }
 
 impl Mpi {
-    /// The root's side of a spawn under another launcher (Hydra): a port
+    /// The root's side of a spawn under another launcher (Hydra, Slurm,
+    /// Open MPI's mpirun): a port
     /// for the children, whose name the launcher puts into their key-value
     /// space, and the PMI-1 spawn. The port's name, or why not.
     fn spawn_foreign_root(&self, apps: &[SpawnApp]) -> std::result::Result<String, String> {
         let port = self.open_port().map_err(|e| e.msg)?;
         let preput = vec![(PARENT_PORT_KEY.to_string(), port.clone())];
-        let outcome = match self.ctx().spawn_foreign(apps, &preput) {
+        let limit = crate::ports_jobs::timeout();
+        let outcome = match self.ctx().spawn_foreign(apps, &preput, limit) {
             Ok(Ok(())) => return Ok(port),
             Ok(Err(e)) => e,
             Err(e) => e.to_string(),
@@ -84,15 +89,22 @@ impl Mpi {
     /// port in its key-value space and connects to it.
     pub(crate) fn parent_from_env(&self) -> Result<Option<Arc<Comm>>> {
         let Ok(text) = std::env::var("GW_PARENT") else {
-            let spawned = std::env::var("PMI_SPAWNED").is_ok_and(|v| v.trim() == "1");
-            if !(spawned && under_foreign_launcher()) {
+            if !under_foreign_launcher() {
                 return Ok(None);
             }
-            let Some(port) = self
-                .ctx()
-                .kvs_get(PARENT_PORT_KEY)
-                .map_err(|e| err(class::INTERN, format!("reading the parents' port: {e}")))?
-            else {
+            // PMIx (Open MPI's mpirun): the pair rides in the environment.
+            let env_name = gridwire_core::bootstrap::pmix::preput_env_name(PARENT_PORT_KEY);
+            let port = match std::env::var(&env_name) {
+                Ok(p) if !p.is_empty() => Some(p),
+                // Hydra (PMI_SPAWNED) and Slurm's pmi2 plugin
+                // (spawner-jobid) put it into the key-value space.
+                _ if self.ctx().spawned_by_launcher() => self
+                    .ctx()
+                    .kvs_get(PARENT_PORT_KEY)
+                    .map_err(|e| err(class::INTERN, format!("reading the parents' port: {e}")))?,
+                _ => None,
+            };
+            let Some(port) = port else {
                 return Ok(None);
             };
             return self.connect(&port, 0, &self.world).map(Some);

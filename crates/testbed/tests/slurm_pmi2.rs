@@ -15,7 +15,9 @@
 //! not, a failure under CI=true if a pmix plugin is installed but not
 //! offered; without a PMI (`--mpi=none`) the
 //! same tasks are 4 singletons (so it is PMI-2 that joins them); `salloc -N
-//! 2` with `srun` inside runs a 2-rank job on the 2 allocated hosts; after
+//! 2` with `srun` inside runs a 2-rank job on the 2 allocated hosts;
+//! `MPI_Comm_spawn` of 2 children under `srun --mpi=pmi2` works (and a
+//! missing program is `MPI_ERR_SPAWN`); after
 //! `Slurm::down` no Slurm or munge process and none of its files is left; and
 //! after a crash (Slurm still up when `gw-testbed down` runs) the testbed's
 //! own teardown ends every daemon. Needs root, Slurm, munge and a C
@@ -176,6 +178,9 @@ fn srun_mpi_pmi2_starts_a_gridwire_job_across_testbed_hosts() {
 
         // The same job through Slurm's PMIx plugin, where this Slurm has it.
         srun_mpi_pmix(&slurm, prog_s, &hosts);
+
+        // MPI_Comm_spawn through Slurm's pmi2 plugin.
+        spawn_under_srun(&slurm, &staged.0);
 
         // Without a PMI server the same four tasks are four singletons:
         // it is PMI-2 that made them one job above.
@@ -452,6 +457,52 @@ fn srun_mpi_pmix(slurm: &Slurm, prog: &str, hosts: &BTreeSet<String>) {
         );
     }
     println!("srun --mpi=pmix: 4 ranks on 4 hosts bootstrapped by PMIx, data checked");
+}
+
+/// `MPI_Comm_spawn` under `srun --mpi=pmi2` (`tests/mpi/spawn_grid.c`):
+/// the parent's PMI-2 `spawn` makes Slurm's srun start the children as a
+/// new step of the allocation; they connect to the parent's port, whose
+/// name Slurm put into their key-value space; checksummed short and 1 MiB
+/// messages both ways, merge, allreduce (`two`: 2 children). Slurm 22.05
+/// gives a step every CPU of the allocation on its node, so the steps must
+/// be allowed to overlap (`SLURM_OVERLAP=1`, which the srun started for
+/// the spawn inherits); without it the new step waits for CPUs ("Requested
+/// nodes are busy"). A program that cannot start is `MPI_ERR_SPAWN` after
+/// `GW_MPI_CONNECT_TIMEOUT` (Slurm never answers such a spawn).
+fn spawn_under_srun(slurm: &Slurm, dir: &std::path::Path) {
+    let prog = common::stage_mpi_test(dir, "spawn_grid");
+    let prog = prog.to_str().unwrap();
+    for (mode, timeout, want) in [("two", "20", 2), ("missing", "3", 0)] {
+        let script = format!("srun --mpi=pmi2 -n 1 {prog} {mode}");
+        let out = on_login(
+            slurm,
+            &[
+                "env",
+                "SLURM_OVERLAP=1",
+                &format!("GW_MPI_CONNECT_TIMEOUT={timeout}"),
+                "salloc",
+                "-N",
+                "1",
+                "-n",
+                "3",
+                "sh",
+                "-c",
+                &script,
+            ],
+            Duration::from_secs(60),
+        );
+        let (stdout, stderr) = text(&out);
+        let spawned = stdout.lines().filter(|l| l.starts_with("SPAWNED ")).count();
+        assert!(
+            out.status.success()
+                && stdout.contains(&format!("PASS spawn_grid {mode}"))
+                && spawned == want,
+            "spawn under srun --mpi=pmi2 ({mode}, {spawned} children):\n{stdout}\n{stderr}"
+        );
+    }
+    println!(
+        "srun --mpi=pmi2: MPI_Comm_spawn of 2 children passed; a missing program is MPI_ERR_SPAWN"
+    );
 }
 
 /// A directory under /var/tmp (shared with the testbed's hosts under

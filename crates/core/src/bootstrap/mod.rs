@@ -233,19 +233,39 @@ impl Pmi {
         }
     }
 
-    /// Asks the launcher to start new processes (PMI-1 `PMI_Spawn_multiple`;
-    /// see [`Pmi1::spawn`]). Other protocols refuse (`Ok(Err)`).
+    /// Asks the launcher to start new processes: PMI-1 `PMI_Spawn_multiple`
+    /// ([`Pmi1::spawn`]), PMI-2 `spawn` ([`Pmi2::spawn`]: Slurm's pmi2
+    /// plugin, Hydra) or `PMIx_Spawn` ([`Pmix::spawn`], where `preput`
+    /// becomes environment variables). `Ok(Err(why))` when the launcher
+    /// refused; a singleton has no launcher to ask.
+    ///
+    /// `limit` bounds the wait for the answer where the protocol allows
+    /// giving up (PMI-2: Slurm never answers a spawn whose program cannot
+    /// start); PMI-1 launchers answer once they started the processes,
+    /// and a PMIx call cannot be abandoned (the library keeps it).
     pub fn spawn(
         &mut self,
         apps: &[spawn_wire::SpawnApp],
         preput: &[(String, String)],
+        limit: Option<std::time::Duration>,
     ) -> Result<std::result::Result<pmi_wire::Command, String>> {
         match self {
-            Pmi::V1(p) => p.spawn(apps, preput),
-            _ => Ok(Err(format!(
-                "spawning processes needs the PMI-1 bootstrap (this process speaks {})",
-                self.protocol()
-            ))),
+            Pmi::V1(p) => p.spawn(apps, preput), // refuses as a singleton
+            Pmi::V2(p) => p.spawn(apps, preput, limit),
+            Pmi::X(p) => p.spawn(apps, preput),
+        }
+    }
+
+    /// Whether the launcher says another job spawned this one: Hydra's
+    /// `PMI_SPAWNED=1` (PMI-1 and PMI-2), Slurm's `spawner-jobid` in the
+    /// PMI-2 `fullinit` answer. PMIx says it through the environment the
+    /// spawning process chose ([`Pmix::spawn`]), not here.
+    pub fn spawned(&self) -> bool {
+        let hydra = std::env::var("PMI_SPAWNED").is_ok_and(|v| v.trim() == "1");
+        match self {
+            Pmi::V1(p) => hydra && !p.is_singleton(),
+            Pmi::V2(p) => hydra || p.spawner().is_some(),
+            Pmi::X(_) => false,
         }
     }
 

@@ -96,6 +96,11 @@ pub struct Pmi2 {
     size: u32,
     appnum: i32,
     jobid: String,
+    /// `spawner-jobid` of `fullinit`: the job that spawned this one (Slurm).
+    spawner: Option<String>,
+    /// Spawns given up on before their answer came: that many late
+    /// `spawn-response` frames are skipped.
+    stale_spawns: u32,
     finalized: bool,
     file: File,
     frames: Frames,
@@ -127,6 +132,8 @@ impl Pmi2 {
             size: 0,
             appnum: 0,
             jobid: String::new(),
+            spawner: None,
+            stale_spawns: 0,
             finalized: false,
             file,
             frames: Frames::new(),
@@ -202,6 +209,12 @@ impl Pmi2 {
             .filter(|&v| v >= 0)
             .unwrap_or(0);
 
+        // Slurm names the spawning job to a job started by PMI-2 spawn.
+        self.spawner = r
+            .get("spawner-jobid")
+            .filter(|j| !j.is_empty() && j.len() <= 255)
+            .map(str::to_string);
+
         let r = self.call(&Command::new("job-getid"), "job-getid-response")?;
         self.check_rc(&r, "job-getid")?;
         let jobid = r.require("jobid").map_err(boot)?;
@@ -228,6 +241,12 @@ impl Pmi2 {
     /// The job id (`job-getid`): the name of the job's key-value space.
     pub fn kvsname(&self) -> &str {
         &self.jobid
+    }
+
+    /// The job that spawned this one, when the launcher says (`fullinit`'s
+    /// `spawner-jobid`, Slurm).
+    pub fn spawner(&self) -> Option<&str> {
+        self.spawner.as_deref()
     }
 
     /// Application number (MPMD); 0 when the launcher does not say.
@@ -340,6 +359,67 @@ impl Pmi2 {
         found_value(&r, &format!("info-getjobattr of {key:?}"))
     }
 
+    /// Asks the launcher to start `apps` (PMI-2 `spawn`, Slurm's pmi2
+    /// plugin and Hydra serve it), with `preput` put into the new
+    /// processes' key-value space before they start. `Ok(Ok(reply))` once
+    /// the launcher answers `spawn-response` with rc 0 and no failed
+    /// process; `Ok(Err(why))` when it refused (or the request cannot be
+    /// sent over PMI-2), or gave no answer within `limit`: Slurm 22.05
+    /// never answers a spawn whose program cannot start, so the caller
+    /// bounds the wait; a late answer is skipped when it comes.
+    pub fn spawn(
+        &mut self,
+        apps: &[super::spawn_wire::SpawnApp],
+        preput: &[(String, String)],
+        limit: Option<Duration>,
+    ) -> Result<std::result::Result<Command, String>> {
+        self.check_live("spawn")?;
+        let cmd = match super::spawn_wire::encode_pmi2_spawn(apps, preput) {
+            Ok(c) => c,
+            Err(why) => return Ok(Err(why)),
+        };
+        let frame = match encode(&cmd) {
+            Ok(f) => f,
+            Err(e) => return Ok(Err(format!("the spawn cannot be sent over PMI-2: {e}"))),
+        };
+        self.send_raw(&frame, "spawn")?;
+        let full = self.reply_timeout;
+        let wait = limit.map_or(full, |l| l.min(full));
+        let started = Instant::now();
+        self.reply_timeout = wait;
+        let r = self.recv_reply("spawn-response");
+        self.reply_timeout = full;
+        let r = match r {
+            Ok(r) => r,
+            Err(_) if limit.is_some() && started.elapsed() >= wait => {
+                self.stale_spawns += 1;
+                return Ok(Err(format!(
+                    "the launcher did not answer the spawn within {} s (Slurm's pmi2 plugin \
+                     never answers when it cannot start the program; GW_MPI_CONNECT_TIMEOUT)",
+                    wait.as_secs()
+                )));
+            }
+            Err(e) => return Err(e),
+        };
+        let rc = r.get("rc").unwrap_or("0");
+        // Slurm lists the failed processes' codes (and a failing rc first).
+        let failed = r.get("errcodes").is_some_and(|c| {
+            c.split(',')
+                .filter(|x| !x.trim().is_empty())
+                .any(|x| x.trim().parse::<i64>() != Ok(0))
+        });
+        if rc.trim() != "0" || failed {
+            return Ok(Err(format!(
+                "the launcher refused the spawn (PMI-2 rc={rc}{}): {}",
+                r.get("errcodes")
+                    .map(|c| format!(", errcodes={c}"))
+                    .unwrap_or_default(),
+                r.get("errmsg").unwrap_or("no reason given")
+            )));
+        }
+        Ok(Ok(r))
+    }
+
     /// Tells the launcher this process is done with PMI. Further calls
     /// (other than `finalize`) are errors.
     pub fn finalize(&mut self) -> Result<()> {
@@ -417,7 +497,17 @@ impl Pmi2 {
     fn call(&mut self, cmd: &Command, reply: &str) -> Result<Command> {
         let frame = encode(cmd)?;
         self.send_raw(&frame, &cmd.name)?;
-        let r = self.recv_with(Frames::next_frame)?;
+        self.recv_reply(reply)
+    }
+
+    /// The next reply, which must be `reply` (late answers to spawns given
+    /// up on are skipped).
+    fn recv_reply(&mut self, reply: &str) -> Result<Command> {
+        let mut r = self.recv_with(Frames::next_frame)?;
+        while r.name == "spawn-response" && reply != "spawn-response" && self.stale_spawns > 0 {
+            self.stale_spawns -= 1;
+            r = self.recv_with(Frames::next_frame)?;
+        }
         if r.name != reply {
             return Err(boot(format!(
                 "expected cmd={reply} from the launcher, got cmd={}",
@@ -651,6 +741,87 @@ mod tests {
         t.join().unwrap();
         assert_eq!((p.rank(), p.size(), p.appnum()), (4, 8, 0));
         assert_eq!(p.kvsname(), "77.0");
+    }
+
+    /// A spawned job's start-up as Slurm answers it (`spawner-jobid`), then
+    /// a spawn: the request in Slurm's order, an accepted and a refused
+    /// answer.
+    #[test]
+    fn spawned_start_and_spawn_requests() {
+        let (client, mut server) = UnixStream::pair().unwrap();
+        let t = std::thread::spawn(move || {
+            read_line(&mut server);
+            server
+                .write_all(b"cmd=response_to_init rc=0 pmi_version=2 pmi_subversion=0\n")
+                .unwrap();
+            read_frame(&mut server);
+            server
+                .write_all(&frame(
+                    "cmd=fullinit-response;rc=0;rank=0;size=2;appnum=-1;spawner-jobid=9.0;",
+                ))
+                .unwrap();
+            read_frame(&mut server);
+            server
+                .write_all(&frame("cmd=job-getid-response;rc=0;jobid=9.0-1;"))
+                .unwrap();
+            assert_eq!(
+                read_frame(&mut server),
+                "cmd=spawn;ncmds=1;preputcount=1;ppkey0=gw_parent_port;ppval0=gwport:x;\
+                 subcmd=/bin/kid;maxprocs=2;argc=1;argv0=child;infokeycount=0;"
+            );
+            server
+                .write_all(&frame("cmd=spawn-response;rc=0;jobid=9.0-2;"))
+                .unwrap();
+            read_frame(&mut server);
+            server
+                .write_all(&frame(
+                    "cmd=spawn-response;rc=-1;errmsg=spawn failed;errcodes=-1,0;",
+                ))
+                .unwrap();
+            // A spawn answered too late, then a get.
+            read_frame(&mut server);
+            assert_eq!(read_frame(&mut server), "cmd=kvs-get;key=k;");
+            server
+                .write_all(&frame("cmd=spawn-response;rc=0;jobid=late;"))
+                .unwrap();
+            server
+                .write_all(&frame("cmd=kvs-get-response;rc=0;found=TRUE;value=v;"))
+                .unwrap();
+        });
+        let mut p = wired(client);
+        p.handshake(&Start {
+            rank: Some(0),
+            pmiid: None,
+            jobid: None,
+        })
+        .unwrap();
+        assert_eq!(p.spawner(), Some("9.0"));
+        let apps = [super::super::spawn_wire::SpawnApp {
+            command: "/bin/kid".into(),
+            args: vec!["child".into()],
+            maxprocs: 2,
+            info: vec![],
+        }];
+        let pre = [("gw_parent_port".to_string(), "gwport:x".to_string())];
+        let ok = p.spawn(&apps, &pre, None).unwrap().unwrap();
+        assert_eq!(ok.get("jobid"), Some("9.0-2"));
+        let why = p.spawn(&apps, &pre, None).unwrap().unwrap_err();
+        assert!(
+            why.contains("rc=-1") && why.contains("spawn failed"),
+            "{why}"
+        );
+        // A value the wire cannot carry is refused before anything is sent.
+        let bad = [("k".to_string(), "a;b".to_string())];
+        assert!(p.spawn(&apps, &bad, None).unwrap().is_err());
+        // No answer within the limit (Slurm, a program it cannot start):
+        // refused, and the late answer is skipped before the next reply.
+        let why = p
+            .spawn(&apps, &pre, Some(Duration::from_millis(300)))
+            .unwrap()
+            .unwrap_err();
+        assert!(why.contains("did not answer the spawn"), "{why}");
+        assert_eq!(p.get("k").unwrap().as_deref(), Some("v"));
+        t.join().unwrap();
     }
 
     /// Replies a hostile or broken launcher might send during start-up: each

@@ -31,7 +31,9 @@
 //!   it. (`PMIX_RANK_UNDEF`, "any process", finds nothing in the
 //!   shared-memory store Open MPI uses: tried with OpenPMIx 4.2.2.)
 //! * abort: `PMIx_Abort(code, msg, NULL, 0)` (the whole namespace);
-//!   finalize: `PMIx_Finalize`.
+//!   finalize: `PMIx_Finalize`;
+//! * spawn: `PMIx_Spawn`, the preput pairs as environment variables
+//!   (`pmix_spawn.rs`).
 //!
 //! Every call into the library runs on one worker thread and the caller
 //! waits at most the reply timeout (`GW_PMI_TIMEOUT`, as for PMI-1 and
@@ -204,7 +206,7 @@ pub(crate) mod abi {
     }
 
     impl Info {
-        fn keyed(key: &str, value: Value) -> Info {
+        pub fn keyed(key: &str, value: Value) -> Info {
             let mut k = [0 as c_char; MAX_KEYLEN + 1];
             // Attribute names are short ASCII constants; the last byte
             // stays NUL whatever happens.
@@ -271,6 +273,7 @@ struct Api {
     value_destruct: abi::ValueDestructFn,
     error_string: abi::ErrorStringFn,
     version: abi::VersionFn,
+    spawn: spawn::SpawnFn,
     /// Which candidate was loaded, for messages.
     path: &'static str,
 }
@@ -331,6 +334,7 @@ fn resolve(
         value_destruct: sym!("PMIx_Value_destruct", abi::ValueDestructFn),
         error_string: sym!("PMIx_Error_string", abi::ErrorStringFn),
         version: sym!("PMIx_Get_version", abi::VersionFn),
+        spawn: sym!("PMIx_Spawn", spawn::SpawnFn),
         path,
     };
     // Never unloaded: the function pointers above and the library's own
@@ -983,6 +987,11 @@ fn abort_text(msg: &str) -> String {
     }
     text
 }
+
+#[path = "pmix_spawn.rs"]
+mod spawn;
+
+pub use spawn::preput_env_name;
 
 #[cfg(test)]
 #[path = "pmix_tests.rs"]

@@ -231,6 +231,22 @@ fn layout_matches_the_installed_header() {
             "offsetof_info_value",
             std::mem::offset_of!(Info, value) as i128,
         ),
+        (
+            "sizeof_app",
+            std::mem::size_of::<super::spawn::App>() as i128,
+        ),
+        (
+            "offsetof_app_maxprocs",
+            std::mem::offset_of!(super::spawn::App, maxprocs) as i128,
+        ),
+        (
+            "offsetof_app_info",
+            std::mem::offset_of!(super::spawn::App, info) as i128,
+        ),
+        (
+            "offsetof_app_ninfo",
+            std::mem::offset_of!(super::spawn::App, ninfo) as i128,
+        ),
         ("sizeof_scope", 1),
         ("sizeof_data_type", 2),
         ("sizeof_rank", 4),
@@ -270,6 +286,7 @@ fn layout_matches_the_installed_header() {
         ("KEY_COLLECT_DATA", abi::COLLECT_DATA),
         ("KEY_OPTIONAL", abi::OPTIONAL),
         ("KEY_TIMEOUT", abi::TIMEOUT),
+        ("KEY_HOST", super::spawn::HOST),
     ] {
         assert!(
             text.lines().any(|l| l == format!("{name} {ours}")),
@@ -292,6 +309,10 @@ N("alignof_value", _Alignof(pmix_value_t));
 N("sizeof_info", sizeof(pmix_info_t));
 N("offsetof_info_flags", offsetof(pmix_info_t, flags));
 N("offsetof_info_value", offsetof(pmix_info_t, value));
+N("sizeof_app", sizeof(pmix_app_t));
+N("offsetof_app_maxprocs", offsetof(pmix_app_t, maxprocs));
+N("offsetof_app_info", offsetof(pmix_app_t, info));
+N("offsetof_app_ninfo", offsetof(pmix_app_t, ninfo));
 N("sizeof_scope", sizeof(pmix_scope_t));
 N("sizeof_data_type", sizeof(pmix_data_type_t));
 N("sizeof_rank", sizeof(pmix_rank_t));
@@ -325,6 +346,7 @@ K("KEY_UNIV_SIZE", PMIX_UNIV_SIZE);
 K("KEY_COLLECT_DATA", PMIX_COLLECT_DATA);
 K("KEY_OPTIONAL", PMIX_OPTIONAL);
 K("KEY_TIMEOUT", PMIX_TIMEOUT);
+K("KEY_HOST", PMIX_HOST);
 return 0;
 }
 "#;
@@ -492,6 +514,23 @@ const char *PMIx_Error_string(pmix_status_t s) {
     }
 }
 const char *PMIx_Get_version(void) { return "FakePMIx 0.1"; }
+pmix_status_t PMIx_Spawn(const pmix_info_t job_info[], size_t ninfo,
+                         const pmix_app_t apps[], size_t napps, pmix_nspace_t nspace) {
+    (void)job_info; (void)ninfo;
+    for (size_t a = 0; a < napps; a++) {
+        say("spawn %s [", apps[a].cmd);
+        for (char **v = apps[a].argv; v && *v; v++) say("%s%s", v == apps[a].argv ? "" : " ", *v);
+        say("] env");
+        for (char **v = apps[a].env; v && *v; v++) say(" %s", *v);
+        say(" cwd %s max %d", apps[a].cwd ? apps[a].cwd : "-", apps[a].maxprocs);
+        for (size_t i = 0; i < apps[a].ninfo; i++)
+            if (PMIX_CHECK_KEY(&apps[a].info[i], PMIX_HOST) && apps[a].info[i].value.type == PMIX_STRING)
+                say(" host %s", apps[a].info[i].value.data.string);
+        say(";");
+    }
+    snprintf(nspace, PMIX_MAX_NSLEN + 1, "fake.child");
+    return PMIX_SUCCESS;
+}
 "#;
 
 // The fake's modes (the enum in FAKE_C).
@@ -594,6 +633,17 @@ fn sessions_against_a_fake_library() {
     assert_eq!(p.get_from(0, "gw.from0").unwrap().as_deref(), Some("zero"));
     assert_eq!(p.get("gw.from0").unwrap().as_deref(), Some("zero"));
     assert_eq!(p.get("gw.none").unwrap(), None);
+    // PMIx_Spawn: argv[0] is the program, the preput pair an environment
+    // variable, wdir the cwd, host the PMIX_HOST attribute.
+    let apps = [crate::bootstrap::spawn_wire::SpawnApp {
+        command: "/bin/kid".into(),
+        args: vec!["child".into()],
+        maxprocs: 3,
+        info: vec![("wdir".into(), "/tmp".into()), ("host".into(), "h1".into())],
+    }];
+    let pre = [("gw_parent_port".to_string(), "port:1".to_string())];
+    let r = p.spawn(&apps, &pre).unwrap().unwrap();
+    assert_eq!(r.get("nspace"), Some("fake.child"));
     assert!(p
         .get_from(4, "gw.a")
         .unwrap_err()
@@ -611,6 +661,7 @@ fn sessions_against_a_fake_library() {
          fence fake.ns:wild collect=1 timeout=5;\
          get gw.a@1 opt;get gw.from0@0 opt;get gw.from0@1 opt;get gw.from0@0 opt;\
          get gw.none@1 opt;get gw.none@0 opt;get gw.none@2 opt;get gw.none@3 opt;\
+         spawn /bin/kid [/bin/kid child] env GW_PARENT_PORT=port:1 cwd /tmp max 3 host h1;\
          finalize;abort 3 [bad news] null 0;"
     );
     assert_eq!(fake.unreleased(), 0, "values not released");

@@ -72,6 +72,54 @@ pub fn encode_spawn(apps: &[SpawnApp], preput: &[(String, String)]) -> Result<St
     Ok(out)
 }
 
+/// The PMI-2 `spawn` command for `apps` (what MPICH's `PMI2_Job_Spawn`
+/// sends and Slurm's pmi2 plugin parses, strictly in this order): `ncmds`,
+/// `preputcount`, `ppkeyI`/`ppvalI`, then per program `subcmd`,
+/// `maxprocs`, `argc`, `argvJ` (from 0), `infokeycount`,
+/// `infokeyJ`/`infovalJ`. The wire's own limits (no `;`, the frame's
+/// length) are checked when it is encoded.
+pub fn encode_pmi2_spawn(
+    apps: &[SpawnApp],
+    preput: &[(String, String)],
+) -> Result<Command, String> {
+    if apps.is_empty() || apps.len() > MAX_SPAWN_ITEMS || preput.len() > MAX_SPAWN_ITEMS {
+        return Err(format!(
+            "a spawn names 1 to {MAX_SPAWN_ITEMS} programs (got {})",
+            apps.len()
+        ));
+    }
+    let mut c = Command::new("spawn")
+        .arg("ncmds", apps.len())
+        .arg("preputcount", preput.len());
+    for (i, (k, v)) in preput.iter().enumerate() {
+        c = c.arg(&format!("ppkey{i}"), k).arg(&format!("ppval{i}"), v);
+    }
+    for app in apps {
+        if app.command.is_empty()
+            || app.args.len() > MAX_SPAWN_ITEMS
+            || app.info.len() > MAX_SPAWN_ITEMS
+        {
+            return Err(
+                "a spawned program needs a name and at most 1024 arguments and info pairs".into(),
+            );
+        }
+        c = c
+            .arg("subcmd", &app.command)
+            .arg("maxprocs", app.maxprocs)
+            .arg("argc", app.args.len());
+        for (j, a) in app.args.iter().enumerate() {
+            c = c.arg(&format!("argv{j}"), a);
+        }
+        c = c.arg("infokeycount", app.info.len());
+        for (j, (k, v)) in app.info.iter().enumerate() {
+            c = c
+                .arg(&format!("infokey{j}"), k)
+                .arg(&format!("infoval{j}"), v);
+        }
+    }
+    Ok(c)
+}
+
 /// One parsed block: the program, the block's number and total, and the
 /// pairs to put for the new processes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,6 +211,61 @@ mod tests {
             assert_eq!(b.preput, pre);
         }
         assert!(lb.next_command().is_none());
+    }
+
+    /// The PMI-2 form keeps Slurm's order (it parses by position).
+    #[test]
+    fn pmi2_spawn_is_in_slurms_order() {
+        let apps = vec![
+            SpawnApp {
+                command: "/bin/prog".into(),
+                args: vec!["child".into(), "x".into()],
+                maxprocs: 2,
+                info: vec![("wdir".into(), "/tmp".into())],
+            },
+            SpawnApp {
+                command: "other".into(),
+                args: vec![],
+                maxprocs: 1,
+                info: vec![],
+            },
+        ];
+        let pre = vec![("gw_parent_port".to_string(), "gwport:1:2".to_string())];
+        let c = encode_pmi2_spawn(&apps, &pre).unwrap();
+        assert_eq!(c.name, "spawn");
+        let keys: Vec<&str> = c.args.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "ncmds",
+                "preputcount",
+                "ppkey0",
+                "ppval0",
+                "subcmd",
+                "maxprocs",
+                "argc",
+                "argv0",
+                "argv1",
+                "infokeycount",
+                "infokey0",
+                "infoval0",
+                "subcmd",
+                "maxprocs",
+                "argc",
+                "infokeycount"
+            ]
+        );
+        assert_eq!(c.get("ncmds"), Some("2"));
+        assert_eq!(c.get("ppval0"), Some("gwport:1:2"));
+        assert_eq!(c.get("argv1"), Some("x"));
+        assert!(encode_pmi2_spawn(&[], &pre).is_err());
+        let nameless = SpawnApp {
+            command: String::new(),
+            args: vec![],
+            maxprocs: 1,
+            info: vec![],
+        };
+        assert!(encode_pmi2_spawn(&[nameless], &[]).is_err());
     }
 
     #[test]

@@ -83,7 +83,7 @@ impl Context {
             .pmi
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .spawn(apps, preput)?;
+            .spawn(apps, preput, None)?;
         let reply = match reply {
             Ok(r) => r,
             Err(why) => return Ok(Err(why)),
@@ -101,22 +101,36 @@ impl Context {
         }
     }
 
-    /// Asks a launcher other than gwrun (Hydra) to start `apps` as a job of
-    /// their own (PMI-1 spawn): `Ok(Ok(()))` once it says it started them.
-    /// They share no context ids with this job; the parents reach them
-    /// through a port whose name rides in `preput` (gridwire-mpi's spawn).
+    /// Asks a launcher other than gwrun (Hydra, Slurm, Open MPI's mpirun)
+    /// to start `apps` as a job of their own (its spawn request):
+    /// `Ok(Ok(()))` once it says it started them, `Ok(Err(why))` when it
+    /// refused or (where the protocol allows giving up) did not answer
+    /// within `limit`. They share no context ids with this job; the
+    /// parents reach them through a port whose name rides in `preput`
+    /// (gridwire-mpi's spawn).
     pub fn spawn_foreign(
         &self,
         apps: &[crate::bootstrap::spawn_wire::SpawnApp],
         preput: &[(String, String)],
+        limit: std::time::Duration,
     ) -> Result<std::result::Result<(), String>> {
         let reply = self
             .inner
             .pmi
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .spawn(apps, preput)?;
+            .spawn(apps, preput, Some(limit))?;
         Ok(reply.map(|_| ()))
+    }
+
+    /// Whether the launcher says another job spawned this process
+    /// ([`crate::bootstrap::Pmi::spawned`]).
+    pub fn spawned_by_launcher(&self) -> bool {
+        self.inner
+            .pmi
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .spawned()
     }
 
     /// The launcher's name service (`MPI_Publish_name` and friends): `op`

@@ -16,8 +16,10 @@
 //! segment has an accumulate lock word in it ([`AccLock`]): an origin of the
 //! host applies its accumulate to the target's memory itself while holding
 //! the target's lock, and the target's handler holds the same lock while it
-//! applies a request. Windows without a segment (created over the
-//! program's memory, dynamic) send every accumulate to the target.
+//! applies a request. Windows over the program's memory (created, dynamic)
+//! have a segment of lock words only, and their origins of the host apply
+//! accumulates by single copies under the same lock
+//! ([`super::single_copy::accumulate`]).
 
 use super::ops::{Kind, Origin, Target};
 use super::window::Win;
@@ -85,7 +87,70 @@ pub(super) fn applies(w: &Win, kind: Kind, rank: u32) -> bool {
 }
 
 /// Bytes an accumulate keeps on the stack (larger ones allocate).
-const SMALL: usize = 256;
+pub(super) const SMALL: usize = 256;
+
+/// An origin operand as packed bytes: the buffer itself when contiguous,
+/// else packed into `store`.
+pub(super) fn operand<'a>(b: Option<&'a crate::Buf>, store: &'a mut Vec<u8>) -> &'a [u8] {
+    match b {
+        None => &[],
+        Some(b) => match b.contig() {
+            Some(s) => s,
+            None => {
+                *store = b.pack();
+                store
+            }
+        },
+    }
+}
+
+/// The operands of accumulate `kind`: (data, compare), packed.
+pub(super) fn operands<'a>(
+    kind: Kind,
+    o: &'a Origin<'_>,
+    store: &'a mut (Vec<u8>, Vec<u8>),
+) -> (&'a [u8], &'a [u8]) {
+    let data = match (kind, o.op) {
+        (Kind::GetAccumulate, Some(Op::NoOp)) => None,
+        _ => o.data,
+    };
+    (
+        operand(data, &mut store.0),
+        operand(o.compare, &mut store.1),
+    )
+}
+
+/// Applies accumulate `kind` to `cur` (the target's current contents,
+/// packed), after handing the old contents to the result buffer if there
+/// is one. Whether `cur` changed (and must be written back).
+pub(super) fn apply(
+    kind: Kind,
+    o: &Origin<'_>,
+    t: &Target<'_>,
+    data: &[u8],
+    compare: &[u8],
+    cur: &mut [u8],
+) -> bool {
+    if let Some(r) = &o.result {
+        r.unpack(cur);
+    }
+    match kind {
+        Kind::CompareAndSwap => {
+            let same = compare == &*cur;
+            if same {
+                cur.copy_from_slice(data);
+            }
+            same
+        }
+        _ => match o.op {
+            Some(Op::NoOp) | None => false,
+            Some(op) => {
+                op.apply(t.dt, t.count, data, cur);
+                true
+            }
+        },
+    }
+}
 
 /// Does accumulate, get-accumulate or compare-and-swap `kind` on the
 /// target's memory under its accumulate lock. Checked as for
@@ -103,21 +168,8 @@ pub(super) fn accumulate(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) {
     };
     // The origin's operands, packed (unless they lie contiguously), before
     // the lock is taken.
-    let (mut packed_data, mut packed_compare) = (Vec::new(), Vec::new());
-    let data: &[u8] = match (kind, o.op, o.data) {
-        (Kind::GetAccumulate, Some(Op::NoOp), _) | (_, _, None) => &[],
-        (_, _, Some(b)) => b.contig().unwrap_or_else(|| {
-            packed_data = b.pack();
-            &packed_data
-        }),
-    };
-    let compare: &[u8] = match o.compare {
-        None => &[],
-        Some(b) => b.contig().unwrap_or_else(|| {
-            packed_compare = b.pack();
-            &packed_compare
-        }),
-    };
+    let mut store = (Vec::new(), Vec::new());
+    let (data, compare) = operands(kind, o, &mut store);
     // SAFETY: `applies` found the lock word of a segment this window maps,
     // which stays mapped while the window exists.
     let _held = unsafe { AccLock::take(w.acc_locks[t.rank as usize]) };
@@ -125,26 +177,7 @@ pub(super) fn accumulate(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) {
         // SAFETY: the piece lies inside the target's window (checked).
         unsafe { mem::read(addr, &mut cur[at..at + n]) }
     });
-    if let Some(r) = &o.result {
-        r.unpack(cur);
-    }
-    let changed = match kind {
-        Kind::CompareAndSwap => {
-            let same = compare == &*cur;
-            if same {
-                cur.copy_from_slice(data);
-            }
-            same
-        }
-        _ => match o.op {
-            Some(Op::NoOp) | None => false,
-            Some(op) => {
-                op.apply(t.dt, t.count, data, cur);
-                true
-            }
-        },
-    };
-    if changed {
+    if apply(kind, o, t, data, compare, cur) {
         each_piece(w, t, |addr, at, n| {
             // SAFETY: as above.
             unsafe { mem::write(addr, &cur[at..at + n]) }

@@ -154,8 +154,12 @@ impl Mpi {
             }
             return Ok(done());
         }
-        if matches!(kind, Kind::Put | Kind::Get) && super::single_copy::put_or_get(w, kind, &o, &t)
-        {
+        let by_single_copy = if matches!(kind, Kind::Put | Kind::Get) {
+            super::single_copy::put_or_get(w, kind, &o, &t)
+        } else {
+            super::single_copy::accumulate(w, kind, &o, &t)
+        };
+        if by_single_copy {
             return Ok(done());
         }
         let layout = Layout::of(t.disp, t.count, t.dt).encode();

@@ -11,8 +11,10 @@
 //! synchronization this process makes afterwards, and locks are still
 //! requests to the target.
 //!
-//! What stays a request: accumulates (the target's handler applies them,
-//! atomically with each other), derived target datatypes, peers reached by
+//! Accumulates go the same way under a lock word per member in a small
+//! segment of the host (the window's lock segment, made at creation, which
+//! the target's handler also holds while it applies a request): see
+//! [`accumulate`]. What stays a request: derived target datatypes, peers reached by
 //! another method than shared memory, and a peer whose copy the kernel
 //! refused once (Yama `ptrace_scope`, seccomp: the pair falls back for good).
 //!
@@ -92,6 +94,9 @@ pub(crate) struct SingleCopy {
     refused: Box<[AtomicBool]>,
     /// Dynamic windows: its regions as last read.
     seen: Box<[Mutex<Seen>]>,
+    /// Its accumulate lock word in this process's mapping of the host's
+    /// lock segment (0 = accumulates to it are requests).
+    locks: Vec<usize>,
 }
 
 impl SingleCopy {
@@ -106,7 +111,16 @@ impl SingleCopy {
             addr,
             refused: (0..n).map(|_| AtomicBool::new(false)).collect(),
             seen: (0..n).map(|_| Mutex::new(Seen::default())).collect(),
+            locks: Vec::new(),
         }
+    }
+
+    /// Lets accumulates to the members reached by single copies go by
+    /// single copies too, under their lock words `locks` (by window rank,
+    /// 0 = none).
+    pub(crate) fn with_locks(mut self, locks: Vec<usize>) -> SingleCopy {
+        self.locks = locks;
+        self
     }
 }
 
@@ -156,25 +170,23 @@ fn dynamic_ok(w: &Win, rank: usize, pid: u32, addr: u64, len: u64) -> Option<boo
     inside(&seen)
 }
 
-/// Does put or get `kind` by one single copy if window rank `t.rank` is
-/// reached so; false = send it to the target. The caller checked the epoch,
-/// buffers, signatures and (for windows other than dynamic ones) the range.
-pub(super) fn put_or_get(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) -> bool {
+/// The process id and remote address of a contiguous access `t` of `len`
+/// bytes by single copy, if window rank `t.rank` is reached so.
+fn remote_of(w: &Win, t: &Target<'_>, len: usize) -> Option<(u32, u64)> {
     let rank = t.rank as usize;
     let sc = &w.single_copy;
     let pid = match sc.pid.get(rank) {
         Some(&p) if p != 0 && !sc.refused[rank].load(Ordering::Relaxed) => p,
-        _ => return false,
+        _ => return None,
     };
     if !t.dt.contig {
-        return false;
+        return None;
     }
-    let len = t.count * t.dt.size;
     let remote = match w.flavor {
         Flavor::Dynamic => {
             let at = (t.disp as u64).wrapping_add_signed(t.dt.true_lb as i64);
             if dynamic_ok(w, rank, pid, at, len as u64) != Some(true) {
-                return false;
+                return None;
             }
             at
         }
@@ -187,6 +199,91 @@ pub(super) fn put_or_get(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) ->
                 .wrapping_add(t.disp as u64 * unit)
                 .wrapping_add_signed(t.dt.true_lb as i64)
         }
+    };
+    Some((pid, remote))
+}
+
+/// Notes a copy the kernel refused for good (permissions, no such call or
+/// process): that member gets requests from now on.
+fn note_refusal(w: &Win, rank: usize, e: &std::io::Error) {
+    if matches!(
+        e.raw_os_error(),
+        Some(libc::EPERM | libc::ENOSYS | libc::ESRCH)
+    ) {
+        w.single_copy.refused[rank].store(true, Ordering::Relaxed);
+    }
+}
+
+/// Does accumulate, get-accumulate, fetch-and-op or compare-and-swap `kind`
+/// by single copies if window rank `t.rank` is reached so and has a lock
+/// word; false = send it to the target. Under the target's accumulate lock
+/// (which its handler also holds while it applies a request, from another
+/// host say): one `process_vm_readv` of the target's elements, the
+/// operation applied here, one `process_vm_writev` of the result (none for
+/// `MPI_NO_OP` or a compare that failed). Atomic with respect to every
+/// other accumulate to that member, as the standard asks (per element,
+/// same operation; here the whole access). Checked by the caller as for
+/// [`put_or_get`].
+pub(super) fn accumulate(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) -> bool {
+    use super::direct::{apply, operands, AccLock, SMALL};
+    let rank = t.rank as usize;
+    let lock = w.single_copy.locks.get(rank).copied().unwrap_or(0);
+    if lock == 0 {
+        return false;
+    }
+    // Accumulates from one origin to one target are applied in order
+    // (`accumulate_ordering`'s default): one still travelling as a request
+    // (a derived type, say) must not be overtaken, so while any is
+    // unanswered this one is a request too, on the same ordered link.
+    if w.outstanding[rank].load(Ordering::Acquire) != 0 {
+        return false;
+    }
+    let len = t.count * t.dt.size;
+    let Some((pid, remote)) = remote_of(w, t, len) else {
+        return false;
+    };
+    let mut store = (Vec::new(), Vec::new());
+    let (data, compare) = operands(kind, o, &mut store);
+    let (mut small, mut small_old) = ([0u8; SMALL], [0u8; SMALL]);
+    let (mut large, mut large_old) = (Vec::new(), Vec::new());
+    let (cur, old): (&mut [u8], &mut [u8]) = if len <= SMALL {
+        (&mut small[..len], &mut small_old[..len])
+    } else {
+        large.resize(len, 0);
+        large_old.resize(len, 0);
+        (large.as_mut_slice(), large_old.as_mut_slice())
+    };
+    // SAFETY: a lock word of the host's lock segment of this window, mapped
+    // while the window exists.
+    let _held = unsafe { AccLock::take(lock) };
+    // SAFETY: `cur` is ours, `len` bytes; the kernel checks the remote range.
+    if let Err(e) = unsafe { crate::cma::read(pid, remote, cur.as_mut_ptr() as usize, len) } {
+        note_refusal(w, rank, &e);
+        return false;
+    }
+    old.copy_from_slice(cur);
+    if apply(kind, o, t, data, compare, cur) {
+        // SAFETY: as above, for our `cur`.
+        if let Err(e) = unsafe { crate::cma::write(pid, remote, cur.as_ptr() as usize, len) } {
+            // Put back what a partial write changed (best effort), so
+            // that the request the target applies instead applies once.
+            // SAFETY: as above.
+            let _ = unsafe { crate::cma::write(pid, remote, old.as_ptr() as usize, len) };
+            note_refusal(w, rank, &e);
+            return false;
+        }
+    }
+    true
+}
+
+/// Does put or get `kind` by one single copy if window rank `t.rank` is
+/// reached so; false = send it to the target. The caller checked the epoch,
+/// buffers, signatures and (for windows other than dynamic ones) the range.
+pub(super) fn put_or_get(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) -> bool {
+    let rank = t.rank as usize;
+    let len = t.count * t.dt.size;
+    let Some((pid, remote)) = remote_of(w, t, len) else {
+        return false;
     };
     let res = match kind {
         Kind::Put => {
@@ -226,12 +323,7 @@ pub(super) fn put_or_get(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) ->
             // Refused (permissions) or failed part way: the target applies
             // it, and every later one, itself. A put that failed part way is
             // sent whole: what the kernel wrote is overwritten.
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EPERM | libc::ENOSYS | libc::ESRCH)
-            ) {
-                sc.refused[rank].store(true, Ordering::Relaxed);
-            }
+            note_refusal(w, rank, &e);
             false
         }
     }

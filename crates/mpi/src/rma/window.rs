@@ -361,7 +361,7 @@ impl Mpi {
         let c = self.comm_dup(comm)?;
         let remote = self.exchange_shapes(&c, size, unit, true)?;
         let direct = self.direct_targets(&c, base, None);
-        let single_copy = self.single_copy_targets(&c, base as u64)?;
+        let (single_copy, owned, locks) = self.single_copy_with_locks(&c, base as u64)?;
         let w = Win::build(
             c,
             Flavor::Create,
@@ -369,10 +369,10 @@ impl Mpi {
                 base,
                 size,
                 disp_unit: unit,
-                owned: Owned::None,
+                owned,
                 shared_bases: Vec::new(),
                 direct,
-                locks: Vec::new(),
+                locks,
                 single_copy,
                 attach_table: None,
             },
@@ -439,7 +439,7 @@ impl Mpi {
         let c = self.comm_dup(comm)?;
         let remote = self.exchange_shapes(&c, 0, 1, true)?;
         let table = AttachTable::new();
-        let single_copy = self.single_copy_targets(&c, table.addr())?;
+        let (single_copy, owned, locks) = self.single_copy_with_locks(&c, table.addr())?;
         let w = Win::build(
             c,
             Flavor::Dynamic,
@@ -447,10 +447,10 @@ impl Mpi {
                 base: 0,
                 size: 0,
                 disp_unit: 1,
-                owned: Owned::None,
+                owned,
                 shared_bases: Vec::new(),
                 direct: Vec::new(),
-                locks: Vec::new(),
+                locks,
                 single_copy,
                 attach_table: Some(table),
             },
@@ -611,6 +611,35 @@ impl Mpi {
             addrs.push(u64::from_le_bytes(rec[4..].try_into().unwrap()));
         }
         Ok(SingleCopy::new(pids, addrs))
+    }
+
+    /// Single copies for a window over the program's memory
+    /// ([`Mpi::single_copy_targets`]) and, when some member is reached so,
+    /// the host's lock segment: one accumulate lock word per member of the
+    /// host and no memory, so that origins of the host apply accumulates
+    /// by single copies under the same lock the target's handler takes
+    /// (`single_copy::accumulate`). The segment is the window's to unmap;
+    /// the lock words by window rank (for the handler's own one).
+    /// Collective over `c`.
+    fn single_copy_with_locks(
+        &self,
+        c: &Comm,
+        addr: u64,
+    ) -> Result<(SingleCopy, Owned, Vec<usize>)> {
+        let sc = self.single_copy_targets(c, addr)?;
+        // Every member decides alike whether to make segments (the same
+        // parameter), as `host_segment` needs; one alone on its host makes none.
+        let seg = self.host_segment(c, 0, crate::params::flag("MPI_RMA_DIRECT"), false)?;
+        Ok(match seg {
+            Some(HostSegment {
+                addr, len, locks, ..
+            }) => (
+                sc.with_locks(locks.clone()),
+                Owned::Mapped { addr, len },
+                locks,
+            ),
+            None => (sc, Owned::None, Vec::new()),
+        })
     }
 
     /// `MPI_Win_shared_query`: (size, unit, address) of `rank`'s segment
