@@ -471,30 +471,35 @@ mod tests {
     /// every push, which takes minutes here).
     #[test]
     fn line_buffer_is_linear() {
-        let start = std::time::Instant::now();
+        // Linear by construction, checked without a clock (a loaded
+        // machine makes any time bound either flaky or toothless): no byte
+        // is looked at twice, and consumed bytes do not stay buffered.
         let mut lb = LineBuffer::new();
         let lines = 200_000;
         lb.push(&b"cmd=barrier_in\n".repeat(lines));
         let mut n = 0;
         while let Some(r) = lb.next_command() {
             assert_eq!(r.unwrap().name, "barrier_in");
+            assert_eq!(lb.scanned, lb.start, "the next search starts after this line");
             n += 1;
         }
         assert_eq!(n, lines);
+        assert!(lb.buf.is_empty(), "consumed lines were dropped");
         let long = format!("cmd=put key=k value={}\n", "v".repeat(MAX_LINE - 64));
+        let mut most = 0;
         for b in long.as_bytes() {
             lb.push(std::slice::from_ref(b));
             if *b != b'\n' {
                 assert!(lb.next_command().is_none());
+                // Everything seen is remembered as newline-free: the next
+                // search looks at the new byte only.
+                assert_eq!(lb.scanned, lb.buf.len());
             }
+            most = most.max(lb.buf.len());
         }
+        assert!(most <= long.len(), "the buffer holds the one line at most");
         assert_eq!(lb.next_command().unwrap().unwrap().name, "put");
         assert_eq!(lb.pending(), 0);
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(5),
-            "{:?}",
-            start.elapsed()
-        );
     }
 
     #[test]
