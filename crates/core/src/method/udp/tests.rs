@@ -1062,7 +1062,8 @@ fn a_peer_that_shuts_down_acknowledges_what_it_held_back() {
 /// acknowledged at once and its `finalize` does not wait on it.
 #[test]
 fn socket_shutdown_acknowledges_the_last_datagram() {
-    // A long ack delay: without the flush at shutdown the ack never goes.
+    // The longest ack delay (100 ms): without the flush at shutdown the ack
+    // goes only after it.
     let opts = [("GW_UDP_ACK_DELAY", "100000")];
     let a = method(0, [4; 32], &opts);
     let b = method(1, [4; 32], &opts);
@@ -1099,7 +1100,8 @@ fn socket_shutdown_acknowledges_the_last_datagram() {
         "the last datagram is still unacknowledged {:?} after the peer shut down",
         t.elapsed()
     );
-    // At once, not after the ack delay (100 ms here) spent lingering.
-    assert!(t.elapsed() < Duration::from_millis(50), "{:?}", t.elapsed());
+    // At once, not after the ack delay spent lingering (the bound is the
+    // delay itself: a loaded machine may take tens of milliseconds).
+    assert!(t.elapsed() < Duration::from_millis(100), "{:?}", t.elapsed());
     a.shutdown();
 }
