@@ -128,6 +128,22 @@ int main(int argc, char **argv) {
     CHECK(MPI_Comm_dup(udp_comm, &udp_dup) == MPI_SUCCESS, "dup of the udp communicator");
     expect_value(udp_dup, "gw_methods", "udp");
     MPI_Comm_free(&udp_dup);
+    /* MPI_Comm_idup_with_info applies the info's hints when it makes the
+     * communicator (the parent's are not inherited). */
+    MPI_Comm idup_udp, idup_plain;
+    MPI_Request ir[2];
+    MPI_Info empty;
+    MPI_Info_create(&empty);
+    CHECK(MPI_Comm_idup_with_info(MPI_COMM_WORLD, want_udp, &idup_udp, &ir[0]) == MPI_SUCCESS,
+          "idup_with_info(gw_methods=udp)");
+    CHECK(MPI_Comm_idup_with_info(udp_comm, empty, &idup_plain, &ir[1]) == MPI_SUCCESS,
+          "idup_with_info(empty)");
+    MPI_Waitall(2, ir, MPI_STATUSES_IGNORE);
+    expect_value(idup_udp, "gw_methods", "udp");
+    expect_value(idup_plain, "gw_methods", NULL);
+    MPI_Comm_free(&idup_udp);
+    MPI_Comm_free(&idup_plain);
+    MPI_Info_free(&empty);
 
     MPI_Comm tcp_comm;
     CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &tcp_comm) == MPI_SUCCESS, "dup");

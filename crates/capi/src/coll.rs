@@ -653,7 +653,25 @@ mpi_fn!(fn MPI_Op_commutative / PMPI_Op_commutative(o: MPI_Op, flag: *mut c_int)
 });
 
 mpi_fn!(fn MPI_Comm_idup / PMPI_Comm_idup(c: MPI_Comm, out: *mut MPI_Comm, req: *mut MPI_Request) -> c_int {
-    run("MPI_Comm_idup", c, || {
+    // SAFETY: the caller's contract for MPI_Comm_idup.
+    unsafe { comm_idup("MPI_Comm_idup", c, None, out, req) }
+});
+
+/// `MPI_Comm_idup` and, with `info`, `MPI_Comm_idup_with_info`: the new
+/// communicator gets the hints of `info` instead of those of `c` (as
+/// `MPI_Comm_dup_with_info`), applied when it is made.
+///
+/// # Safety
+/// `out` and `req` are the program's output arguments (checked for NULL);
+/// `out` must stay valid until the request completes (the MPI rule).
+pub(crate) unsafe fn comm_idup(
+    name: &'static str,
+    c: MPI_Comm,
+    info: Option<gridwire_mpi::info::Info>,
+    out: *mut MPI_Comm,
+    req: *mut MPI_Request,
+) -> c_int {
+    run(name, c, || {
         if out.is_null() || req.is_null() {
             return Err(err(class::ARG, "output pointer is NULL"));
         }
@@ -662,12 +680,20 @@ mpi_fn!(fn MPI_Comm_idup / PMPI_Comm_idup(c: MPI_Comm, out: *mut MPI_Comm, req: 
         let outp = out as usize;
         let r = m.icoll(&parent.clone(), move |m: &Mpi, shadow: &Comm| {
             let n = m.comm_dup(shadow)?;
-            if let Err(e) = crate::attr::copy_comm_attrs(c, &parent, &n) {
+            let made = match &info {
+                Some(i) => m.comm_set_info(&n, i, true),
+                None => Ok(()),
+            }
+            .and_then(|()| crate::attr::copy_comm_attrs(c, &parent, &n));
+            if let Err(e) = made {
                 // SAFETY: as below.
                 unsafe { *(outp as *mut MPI_Comm) = MPI_COMM_NULL };
                 return Err(e);
             }
-            n.errhandler.store(parent.errhandler.load(std::sync::atomic::Ordering::Relaxed), std::sync::atomic::Ordering::Relaxed);
+            n.errhandler.store(
+                parent.errhandler.load(std::sync::atomic::Ordering::Relaxed),
+                std::sync::atomic::Ordering::Relaxed,
+            );
             // SAFETY: the program's MPI_Comm variable, which it must not
             // touch before the request completes (the MPI rule for idup).
             unsafe { *(outp as *mut MPI_Comm) = handles::new_comm(n) };
@@ -677,7 +703,7 @@ mpi_fn!(fn MPI_Comm_idup / PMPI_Comm_idup(c: MPI_Comm, out: *mut MPI_Comm, req: 
         unsafe { *req = REQS.insert(ReqObj::Plain(r)) };
         Ok(())
     })
-});
+}
 
 // ---- large-count (`_c`) forms of the collectives with one count ----------------
 

@@ -179,14 +179,14 @@ mpi_fn!(fn MPI_Comm_split_type / PMPI_Comm_split_type(c: MPI_Comm, kind: c_int, 
 });
 
 mpi_fn!(fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(c: MPI_Comm, info: MPI_Info, out: *mut MPI_Comm, req: *mut MPI_Request) -> c_int {
-    // Hints are checked (the link hints `gw_*` too: a bad value is an
-    // error here) but not applied to the new communicator, which keeps
-    // those of `c` as with MPI_Comm_idup; MPI_Comm_set_info applies them.
-    if let Err(e) = info_or_empty(info).and_then(|i| mpi()?.link_route(&i).map(|_| ())) {
-        return crate::errors::fail("MPI_Comm_idup_with_info", c, e);
-    }
+    // The hints are checked now (a bad `gw_*` value is an error of this
+    // call) and applied to the new communicator when the idup makes it.
+    let i = match info_or_empty(info).and_then(|i| mpi()?.link_route(&i).map(|_| i)) {
+        Ok(i) => i,
+        Err(e) => return crate::errors::fail("MPI_Comm_idup_with_info", c, e),
+    };
     // SAFETY: same contract as MPI_Comm_idup.
-    unsafe { crate::coll::PMPI_Comm_idup(c, out, req) }
+    unsafe { crate::coll::comm_idup("MPI_Comm_idup_with_info", c, Some(i), out, req) }
 });
 
 mpi_fn!(fn MPI_Comm_create / PMPI_Comm_create(c: MPI_Comm, g: MPI_Group, out: *mut MPI_Comm) -> c_int {

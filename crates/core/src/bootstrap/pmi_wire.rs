@@ -480,7 +480,10 @@ mod tests {
         let mut n = 0;
         while let Some(r) = lb.next_command() {
             assert_eq!(r.unwrap().name, "barrier_in");
-            assert_eq!(lb.scanned, lb.start, "the next search starts after this line");
+            assert_eq!(
+                lb.scanned, lb.start,
+                "the next search starts after this line"
+            );
             n += 1;
         }
         assert_eq!(n, lines);

@@ -1102,6 +1102,10 @@ fn socket_shutdown_acknowledges_the_last_datagram() {
     );
     // At once, not after the ack delay spent lingering (the bound is the
     // delay itself: a loaded machine may take tens of milliseconds).
-    assert!(t.elapsed() < Duration::from_millis(100), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        t.elapsed()
+    );
     a.shutdown();
 }
