@@ -7,9 +7,9 @@
  *
  * The two ranks take turns through two named pipes in SYNCDIR (`to1`,
  * `to0`, made by the caller), outside MPI: the receiver posts its 64
- * receives and says so; the sender then makes its 64 sends and its
- * MPI_Waitall and says so; only then does the receiver call MPI_Waitall
- * (every message has arrived: the loop's posted-receive path, as in
+ * receives and says so; the sender then makes its 64 sends and says so
+ * (then calls MPI_Waitall); only then does the receiver call MPI_Waitall
+ * (every message has been sent: the loop's posted-receive path, as in
  * osu_mbw_mr) and send the ack, and says so before the sender receives it.
  * So no rank spins in MPI waiting for the other: what is counted is the
  * work per message, not the polls of an idle wait (which depend on the
@@ -66,8 +66,13 @@ static void window(int rank, long n, char *sbuf, char *rbuf) {
     } else if (rank == 0) {
         hear();
         for (int w = 0; w < WINDOW; w++) MPI_Isend(sbuf, (int)n, MPI_CHAR, 1, 10, MPI_COMM_WORLD, &req[w]);
-        MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
+        /* Said before MPI_Waitall: an MPI may hold sends back until the
+         * receiver frees room (Open MPI's shared-memory fragments at 64 B),
+         * and a receiver blocked in the pipe would never free it. Where
+         * sends complete within MPI_Isend (gridwire, MPICH) the wait does
+         * no polling; elsewhere the sender's count includes its polls. */
         say();
+        MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
         hear();
         MPI_Recv(rbuf, 4, MPI_CHAR, 1, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     }

@@ -259,7 +259,13 @@ impl Buf {
             // SAFETY: the constructor's contract: the buffer is writable
             // (checked) for `bytes()` bytes from the true lower bound, of
             // which we write `n`.
-            unsafe { copy_small(data.as_ptr(), self.addr.wrapping_add_signed(self.dt.true_lb), n) };
+            unsafe {
+                copy_small(
+                    data.as_ptr(),
+                    self.addr.wrapping_add_signed(self.dt.true_lb),
+                    n,
+                )
+            };
             return;
         }
         self.unpack_general(data);
