@@ -1078,6 +1078,7 @@ impl Engine {
 
     /// Posts a receive on context `ctx` of a communicator of group `group`;
     /// the request completes when data has arrived.
+    #[inline]
     pub fn recv(
         &self,
         ctx: u64,
@@ -1257,7 +1258,9 @@ fn set_envelope(req: &Req, env: &Env) {
     d.status.tag = env.tag;
 }
 
-/// Copies eager data into a matched receive and completes it.
+/// Copies eager data into a matched receive and completes it. Inlined:
+/// out of line, the call's register saves were a third of its cost.
+#[inline(always)]
 fn deliver(req: &Req, env: &Env, data: &[u8]) {
     {
         let mut d = req.d.lock();

@@ -427,6 +427,7 @@ impl Req {
 
     /// Runs `f` on the data of a request that no one else holds, without
     /// the lock; None (and `f` not run) if another reference exists.
+    #[inline]
     pub fn with_sole<R>(self: &Arc<Self>, f: impl FnOnce(&mut ReqData) -> R) -> Option<R> {
         if Arc::strong_count(self) != 1 {
             return None;
@@ -443,6 +444,7 @@ impl Req {
 
     /// [`Req::take_status_and_reset`] for the sole holder (see
     /// [`Req::with_sole`]): no locked instruction. None if it is shared.
+    #[inline]
     pub fn take_status_and_reset_sole(self: &Arc<Self>) -> Option<Status> {
         let s = self.with_sole(|d| {
             let s = d.status;

@@ -231,7 +231,7 @@ impl Producer {
 
     /// [`Self::try_push`] for a caller that has already summed the parts
     /// (`len` must be their total; checked in debug builds).
-    #[inline]
+    #[inline(always)]
     pub fn try_push_len(
         &mut self,
         tag: u32,
