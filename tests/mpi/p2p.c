@@ -391,6 +391,75 @@ int main(int argc, char **argv) {
         free(out); free(in);
     }
 
+    /* MPI_Waitall of windows of receives and sends (the message-rate loop's
+     * path, on the stack up to 64 requests and on the heap beyond), mixed
+     * with null handles; small messages of every length up to 65 bytes land
+     * whole and nothing is written past them; a truncated receive makes
+     * MPI_ERR_IN_STATUS with its status saying why, the others succeed; a
+     * persistent request in the array takes the general path. */
+    {
+        enum { W = 70, LEN = 66 };
+        static char sb[W][LEN], rb[W][LEN];
+        MPI_Request rq[2 * W + 2];
+        MPI_Status sts[2 * W + 2];
+        for (int win = 0; win < 2; win++) {
+            int n = win == 0 ? 64 : W, k = 0;
+            memset(rb, 0x55, sizeof rb);
+            for (int i = 0; i < n; i++) {
+                MPI_Irecv(rb[i], i % LEN, MPI_CHAR, prev, 90 + win, MPI_COMM_WORLD, &rq[k++]);
+                if (i == 3) rq[k++] = MPI_REQUEST_NULL;
+            }
+            for (int i = 0; i < n; i++) {
+                for (int j = 0; j < LEN; j++) sb[i][j] = (char)(rank * 7 + i + j);
+                MPI_Isend(sb[i], i % LEN, MPI_CHAR, next, 90 + win, MPI_COMM_WORLD, &rq[k++]);
+            }
+            CHECK(MPI_Waitall(k, rq, sts) == MPI_SUCCESS, "waitall window %d", n);
+            int bad = -1;
+            for (int i = 0; i < k && bad < 0; i++)
+                if (rq[i] != MPI_REQUEST_NULL) bad = i;
+            CHECK(bad < 0, "waitall window %d: handle %d not MPI_REQUEST_NULL", n, bad);
+            for (int i = 0, s = 0; i < n; i++, s++) {
+                if (i == 4) s++; /* the null handle's status */
+                int c = -1;
+                MPI_Get_count(&sts[s], MPI_CHAR, &c);
+                CHECK(sts[s].MPI_SOURCE == prev && sts[s].MPI_TAG == 90 + win && c == i % LEN,
+                      "waitall window %d: status %d: source %d tag %d count %d", n, i, sts[s].MPI_SOURCE,
+                      sts[s].MPI_TAG, c);
+                for (int j = 0; j < LEN; j++) {
+                    char want = j < i % LEN ? (char)(prev * 7 + i + j) : 0x55;
+                    if (rb[i][j] != want) { bad = i * 1000 + j; break; }
+                }
+            }
+            CHECK(bad < 0, "waitall window %d: message %d byte %d wrong", n, bad / 1000, bad % 1000);
+            CHECK(sts[4].MPI_SOURCE == MPI_ANY_SOURCE && sts[4].MPI_TAG == MPI_ANY_TAG, "waitall: null handle's status");
+        }
+        /* A truncated receive among good ones: MPI_ERR_IN_STATUS. */
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        int k = 0;
+        for (int i = 0; i < 3; i++)
+            MPI_Irecv(rb[i], i == 1 ? 2 : 8, MPI_CHAR, prev, 95, MPI_COMM_WORLD, &rq[k++]);
+        for (int i = 0; i < 3; i++) MPI_Isend(sb[i], 8, MPI_CHAR, next, 95, MPI_COMM_WORLD, &rq[k++]);
+        int rc = MPI_Waitall(k, rq, sts), cls = -1;
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_IN_STATUS, "waitall with a truncated receive: class %d", cls);
+        MPI_Error_class(sts[1].MPI_ERROR, &cls);
+        CHECK(cls == MPI_ERR_TRUNCATE && sts[0].MPI_ERROR == MPI_SUCCESS && sts[2].MPI_ERROR == MPI_SUCCESS,
+              "waitall statuses: truncated %d, others %d %d", cls, sts[0].MPI_ERROR, sts[2].MPI_ERROR);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+        /* A persistent receive beside plain requests: it stays, inactive. */
+        MPI_Request pr;
+        MPI_Recv_init(rb[0], 8, MPI_CHAR, prev, 96, MPI_COMM_WORLD, &pr);
+        MPI_Start(&pr);
+        rq[0] = pr;
+        MPI_Irecv(rb[1], 8, MPI_CHAR, prev, 97, MPI_COMM_WORLD, &rq[1]);
+        MPI_Isend(sb[0], 8, MPI_CHAR, next, 96, MPI_COMM_WORLD, &rq[2]);
+        MPI_Isend(sb[1], 8, MPI_CHAR, next, 97, MPI_COMM_WORLD, &rq[3]);
+        CHECK(MPI_Waitall(4, rq, sts) == MPI_SUCCESS, "waitall with a persistent request");
+        CHECK(rq[0] == pr && rq[1] == MPI_REQUEST_NULL && sts[0].MPI_TAG == 96 && sts[1].MPI_TAG == 97,
+              "waitall with a persistent request: handles and statuses");
+        MPI_Request_free(&pr);
+    }
+
     PASS("p2p");
     MPI_Finalize();
     return 0;

@@ -648,6 +648,12 @@ unsafe fn wait_many(
         // SAFETY: MPI array arguments of `n` elements.
         let hs = unsafe { arr_mut(reqs, n) };
         let m = mpi()?;
+        if matches!(mode, Many::All) && block {
+            // SAFETY: forwarded contract of the statuses array.
+            if let Some(done) = unsafe { waitall::wait_all_plain(m, hs, statuses) } {
+                return done;
+            }
+        }
         // One lock of the handle table for the whole array.
         let looked = REQS.get_each(hs);
         let mut acts: Vec<Active> = hs
@@ -1061,6 +1067,7 @@ mpi_fn!(fn MPI_Buffer_detach / PMPI_Buffer_detach(addr: *mut Void, size: *mut c_
 
 // The large-count (`_c`) forms: `p2p/large_count.rs`.
 mod large_count;
+mod waitall;
 
 // ---- per-communicator buffers for MPI_Bsend (MPI 4.1) -----------------------------
 

@@ -972,7 +972,7 @@ fn packed_type(dt: &DtRef) -> DtRef {
         None => Datatype::predefined(crate::Basic::Byte, ""),
     };
     t.commit();
-    DtRef::Shared(t)
+    DtRef::shared(t)
 }
 
 fn check_root(comm: &Comm, root: i32) -> Result<()> {

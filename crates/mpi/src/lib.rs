@@ -456,6 +456,7 @@ impl Mpi {
         Ok((b.addr, b.size))
     }
 
+    #[inline]
     pub fn irecv(&self, comm: &Comm, buf: Buf, src: i32, tag: i32) -> Result<Arc<Req>> {
         self.check_buf(&buf, "receive buffer")?;
         Self::check_peer(comm, src, true)?;

@@ -210,7 +210,7 @@ impl ShmLink {
         self.send_eager_wait(iov, total, waiter)
     }
 
-    #[inline]
+    #[inline(always)]
     fn try_eager(&self, iov: &[IoSlice<'_>], total: usize) -> Result<bool> {
         let mut g = self.lock();
         if !g.busy && g.backlog.is_empty() {

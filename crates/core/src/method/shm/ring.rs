@@ -231,7 +231,7 @@ impl Producer {
 
     /// [`Self::try_push`] for a caller that has already summed the parts
     /// (`len` must be their total; checked in debug builds).
-    #[inline]
+    #[inline(always)]
     pub fn try_push_len(
         &mut self,
         tag: u32,
@@ -303,10 +303,19 @@ impl Producer {
 unsafe fn copy_small_or_large(src: *const u8, dst: *mut u8, n: usize) {
     // SAFETY: every access below stays within [0, n) of both ranges (for
     // 8 <= n <= 16 the two 8-byte words, for 16 < n <= 32 the two 16-byte
-    // words, overlap rather than overrun), and the unaligned reads/writes
+    // words, for 32 < n <= 64 the two 32-byte halves, overlap rather than
+    // overrun), and the unaligned reads/writes
     // need no alignment.
     unsafe {
-        if n > 16 && n <= 32 {
+        if n > 32 && n <= 64 {
+            // A 1-32 byte MPI message with its envelope and the runtime's
+            // header (the whole record the receiver copies out): two
+            // overlapping 32-byte halves, no call to memcpy.
+            let a = std::ptr::read_unaligned(src as *const [u128; 2]);
+            let b = std::ptr::read_unaligned(src.add(n - 32) as *const [u128; 2]);
+            std::ptr::write_unaligned(dst as *mut [u128; 2], a);
+            std::ptr::write_unaligned(dst.add(n - 32) as *mut [u128; 2], b);
+        } else if n > 16 && n <= 32 {
             // MPI's 24-byte envelope.
             let a = std::ptr::read_unaligned(src as *const u128);
             let b = std::ptr::read_unaligned(src.add(n - 16) as *const u128);
