@@ -8,7 +8,8 @@
 # One untimed round first (it also makes the site warm), then LT_RUNS (5)
 # interleaved timed rounds; prints each configuration's median and every run
 # in seconds, wall time from launch until the launcher exits. LT_CONFIGS
-# picks configurations ("tree flat direct hydra"). Needs root; says SKIPPED
+# picks configurations ("tree flat direct hydra"; directK: GW_LAUNCH_DIRECT=K).
+# Needs root; says SKIPPED
 # otherwise. Not part of `make bench` (bench/startup.sh is): a tool for
 # choosing the launch tree.
 set -uo pipefail
@@ -43,6 +44,7 @@ for i in $(seq 0 "$RUNS"); do
             tree) t=$(run env GW_LAUNCH_DIRECT=0 "$REL/gwrun" -f "$GW_TESTBED_MACHINES" -n "$H" "$WORK/hello_gw") ;;
             flat) t=$(run env GW_LAUNCH_TREE=flat "$REL/gwrun" -f "$GW_TESTBED_MACHINES" -n "$H" "$WORK/hello_gw") ;;
             direct) t=$(run "$REL/gwrun" -f "$GW_TESTBED_MACHINES" -n "$H" "$WORK/hello_gw") ;;
+            direct[0-9]*) t=$(run env "GW_LAUNCH_DIRECT=${c#direct}" "$REL/gwrun" -f "$GW_TESTBED_MACHINES" -n "$H" "$WORK/hello_gw") ;;
             hydra) t=$(run mpiexec.mpich -launcher ssh -launcher-exec "$GW_TESTBED_BIN/ssh" -f "$GW_TESTBED_HOSTFILE" -wdir /tmp -n "$H" "$WORK/hello_gw") ;;
             *) echo "bench/launch-tree.sh: unknown configuration $c" >&2; exit 2 ;;
         esac

@@ -349,14 +349,15 @@ fn build_grid_spec(cli: Cli) -> Result<gridwire_launch::grid::frontend::GridSpec
             }
         },
         direct: match std::env::var("GW_LAUNCH_DIRECT").as_deref() {
-            Err(_) | Ok("") => 4,
-            Ok(v) => v
-                .parse::<usize>()
-                .ok()
-                .filter(|&d| d <= 64)
-                .ok_or_else(|| {
-                    format!("bad GW_LAUNCH_DIRECT {v:?}: expected a number of hosts, 0 to 64")
-                })?,
+            Err(_) | Ok("") => None,
+            Ok(v) => Some(
+                v.parse::<usize>()
+                    .ok()
+                    .filter(|&d| d <= 64)
+                    .ok_or_else(|| {
+                        format!("bad GW_LAUNCH_DIRECT {v:?}: expected a number of hosts, 0 to 64")
+                    })?,
+            ),
         },
     })
 }

@@ -74,8 +74,9 @@ pub struct GridSpec {
     /// instead of one leader per site.
     pub flat: bool,
     /// `GW_LAUNCH_DIRECT`: hosts of a big warm site started by the front
-    /// end beside the leader (`frontend/warm.rs`).
-    pub direct: usize,
+    /// end beside the leader (`frontend/warm.rs`); `None`: a quarter of
+    /// the site's hosts, at most 8, for sites of 8 hosts or more.
+    pub direct: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -219,8 +219,9 @@ pub(super) fn plan_job(spec: &GridSpec) -> Result<Planned, String> {
 
 /// A site's hosts after its leader that the front end starts itself when
 /// the job lies in one big ssh site that was warm on its last run (see
-/// `warm`): `GW_LAUNCH_DIRECT` of them (default 4, `0` never), only when
-/// the leader keeps at least two hosts below it. Also returns the site's
+/// `warm`): `GW_LAUNCH_DIRECT` of them (by default a quarter of the
+/// site's hosts, at most 8, in sites of 8 hosts or more; `0` never), only
+/// when the leader keeps at least two hosts below it. Also returns the site's
 /// warm-marker key, for the front end to record this run's outcome, when
 /// the site is one the rule could apply to.
 fn direct_hosts(
@@ -237,14 +238,23 @@ fn direct_hosts(
     let site_ix = m.hosts[first].site;
     let site = &m.sites[site_ix];
     let one_site = plan_hosts.iter().all(|&i| m.hosts[i].site == site_ix);
+    // A quarter of the site starts beside the leader by default: measured
+    // on 16 and 32 hosts (docs/benchmarks.md), 4 and 8 fill the time of the
+    // leader's wide-area login on 2 cores; at most 8 keeps the front end's
+    // connections O(sites).
+    let k = spec.direct.unwrap_or(if plan_hosts.len() >= 8 {
+        (plan_hosts.len() / 4).min(8)
+    } else {
+        0
+    });
     if spec.flat
-        || spec.direct == 0
+        || k == 0
         || spec.force_stage
         || !one_site
         || site.start != StartKind::Ssh
         || site.gateway.is_some()
         || (site.line == 0 && is_this_machine(&m.hosts[first].name))
-        || plan_hosts.len() < spec.direct + 3
+        || plan_hosts.len() < k + 3
     {
         return (Vec::new(), None);
     }
@@ -254,7 +264,7 @@ fn direct_hosts(
         .collect();
     let key = super::warm::key(&site.name, &names, proxy_hash, staged);
     let direct = if is_warm(&key) {
-        plan_hosts[1..=spec.direct].to_vec()
+        plan_hosts[1..=k].to_vec()
     } else {
         Vec::new()
     };
@@ -319,7 +329,7 @@ mod tests {
             iface: None,
             heartbeat: Duration::from_secs(10),
             flat: false,
-            direct: 3,
+            direct: Some(3),
         }
     }
 
@@ -345,6 +355,25 @@ mod tests {
     }
 
     #[test]
+    fn by_default_a_quarter_of_a_site_of_eight_or_more_starts_directly() {
+        let big = |n: usize| {
+            let mut m = String::from("[site s0] start=ssh\n");
+            for i in 0..n {
+                m.push_str(&format!("h{i}\n"));
+            }
+            let mut s = spec(&m);
+            s.direct = None;
+            let all: Vec<usize> = (0..n).collect();
+            direct_hosts(&s, &all, "p", &[], |_| true).0.len()
+        };
+        assert_eq!(big(7), 0);
+        assert_eq!(big(8), 2);
+        assert_eq!(big(16), 4);
+        assert_eq!(big(32), 8);
+        assert_eq!(big(64), 8);
+    }
+
+    #[test]
     fn small_gatewayed_several_site_or_forced_jobs_keep_the_tree() {
         let all: Vec<usize> = (0..6).collect();
         // Too small: the leader would keep fewer than two hosts below it.
@@ -360,7 +389,7 @@ mod tests {
         // --stage, GW_LAUNCH_DIRECT=0 and the flat tree.
         for f in [
             |s: &mut GridSpec| s.force_stage = true,
-            |s: &mut GridSpec| s.direct = 0,
+            |s: &mut GridSpec| s.direct = Some(0),
             |s: &mut GridSpec| s.flat = true,
         ] {
             let mut s = spec(SIX);
