@@ -362,7 +362,15 @@ fn task_gone(st: &mut State, tid: i32) {
         }
     }
     st.groups.retain(|_, g| g.iter().any(Option::is_some));
-    // Its mailbox entries go with it, unless it made them persistent.
+    drop_mbox_entries(st, tid);
+    let line = format!("EXIT {tid}\n");
+    for c in st.conns.values() {
+        let _ = c.lock().unwrap().write_all(line.as_bytes());
+    }
+}
+
+/// A task's mailbox entries go with it, unless it made them persistent.
+fn drop_mbox_entries(st: &mut State, tid: i32) {
     for class in st.mbox.values_mut() {
         for slot in class.iter_mut() {
             if slot
@@ -374,10 +382,6 @@ fn task_gone(st: &mut State, tid: i32) {
         }
     }
     st.mbox.retain(|_, c| c.iter().any(Option::is_some));
-    let line = format!("EXIT {tid}\n");
-    for c in st.conns.values() {
-        let _ = c.lock().unwrap().write_all(line.as_bytes());
-    }
 }
 
 /// A remote host's agent channel ended without `DELHOST` (the host or
@@ -508,6 +512,15 @@ fn handle(sh: &Arc<Shared>, own: &mut Option<i32>, line: &str) -> Result<String,
             t.pid = pid;
             *own = Some(tid);
             sh.changed.notify_all();
+            String::new()
+        }
+        "LEAVING" => {
+            // `pvm_exit`, before the task's runtime tells its peers it
+            // left: its mailbox entries go first, so a task that learns of
+            // the exit (a `PvmTaskExit` notify, which may come straight
+            // from the runtime) finds them gone, as under pvmd.
+            let tid = me()?;
+            drop_mbox_entries(&mut st, tid);
             String::new()
         }
         "FORGET" => {

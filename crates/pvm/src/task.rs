@@ -467,6 +467,9 @@ impl Task {
     /// coordinator tells everyone else.
     pub fn exit(&self) {
         EXITED.store(true, Ordering::Release);
+        // The coordinator drops our mailbox entries before any peer can
+        // hear that we left (see `LEAVING`).
+        let _ = self.coord.request("LEAVING");
         let _ = self.ctx.leave();
         self.coord.close();
     }
