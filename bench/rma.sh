@@ -9,9 +9,17 @@
 # Env: RUNS (default 3; medians, the runs of all configurations interleaved),
 #      OSU_MS (milliseconds per size, default 60), FLAVOURS (default
 #      "allocate create dynamic"), CARGO_TARGET_DIR.
-# Two hosts for the peers as in bench/mpi.sh: MPICH with
-# MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self, Open MPI with --mca pml ob1 --mca
-# btl tcp,self (Open MPI's osc then uses its pt2pt/rdma component over tcp).
+#      CONFIGS (default: every one of gw-shm gw-tcp mpich-shm mpich-tcp
+#      ompi-shm ompi-tcp that can run here).
+# "tcp" means one-sided operations really cross TCP, for every
+# implementation (checked by hand, docs/benchmarks.md "a fair tcp column"):
+# gridwire's two ranks run on two emulated hosts; MPICH (ch4:ucx) with
+# MPIR_CVAR_NOLOCAL=1 (no shared-memory windows, every rank its own node)
+# and UCX_TLS=tcp,self (no shared-memory or CMA transport under UCX's RMA);
+# Open MPI with --mca pml ob1 --mca btl tcp,self --mca osc pt2pt: without
+# the last, Open MPI 4.1 maps windows of one node through its osc/sm
+# component whatever the btl (puts of 0.03 µs: shared memory, not tcp),
+# and osc/pt2pt sends one-sided operations as messages over the pml.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 T=${CARGO_TARGET_DIR:-target}
@@ -37,12 +45,15 @@ run_config() { # config -> "NAME-FLAVOUR SIZE VALUE" lines
     mpich-shm) mpiexec.mpich -n 2 "$W/rma_mpich" $FLAVOURS ;;
     mpich-tcp) MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self mpiexec.mpich -n 2 "$W/rma_mpich" $FLAVOURS ;;
     ompi-shm) mpirun.openmpi --allow-run-as-root --oversubscribe -n 2 "$W/rma_ompi" $FLAVOURS ;;
-    ompi-tcp) mpirun.openmpi --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self -n 2 "$W/rma_ompi" $FLAVOURS ;;
+    ompi-tcp) mpirun.openmpi --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self --mca osc pt2pt -n 2 "$W/rma_ompi" $FLAVOURS ;;
   esac
 }
 configs="gw-shm gw-tcp"
 [ $have_mpich = 1 ] && configs="$configs mpich-shm mpich-tcp"
 [ $have_ompi = 1 ] && configs="$configs ompi-shm ompi-tcp"
+if [ -n "${CONFIGS:-}" ]; then
+  configs=$(for c in $configs; do case " $CONFIGS " in *" $c "*) echo "$c" ;; esac; done | xargs)
+fi
 
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 start=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -82,7 +93,8 @@ table() { # name
 echo "### One-sided (osu-style), $start"
 echo
 echo "Command: \`bench/rma.sh\` (RUNS=$RUNS, OSU_MS=$OSU_MS; also run by \`make bench\`). Machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(uname -sr); load average before the run: $load."
-echo "Each figure is the median of $RUNS runs of \`bench/mpi/osu_rma.c\` (2 ranks: rank 0 the origin, rank 1 the target), the runs of all configurations interleaved; \"shm\" and \"tcp\" as in the osu tables above."
+echo "Each figure is the median of $RUNS runs of \`bench/mpi/osu_rma.c\` (2 ranks: rank 0 the origin, rank 1 the target), the runs of all configurations interleaved ($configs)."
+echo "\"tcp\": one-sided operations cross TCP for all three: gridwire on two emulated hosts (\`gwrun -n 2 --emulate-hosts 2\`), MPICH with \`MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self\`, Open MPI with \`--mca pml ob1 --mca btl tcp,self --mca osc pt2pt\` (its default osc/sm maps one node's windows whatever the btl)."
 echo "Ratios are gridwire / peer: below 1 is better for times, above 1 for bandwidths. Goal (issue 15): ≤ 1× the better peer's latency, ≥ 1× its bandwidth."
 echo
 for f in $FLAVOURS; do

@@ -462,6 +462,54 @@ fn rma_single_copy() {
     }
 }
 
+/// Puts and gets by single copies are deferred to the next synchronization
+/// and issued together; every synchronization completes them, request-based
+/// ones complete at their request, and mixed operations keep program order
+/// (see tests/mpi/rma_deferred.c); the same with requests only.
+#[test]
+fn rma_deferred() {
+    let Some((_g, exe)) = serial_compiled("rma_deferred", &[]) else {
+        return;
+    };
+    for &(direct, n) in &[("1", 2), ("1", 3), ("0", 2)] {
+        must_pass(
+            &exe,
+            "rma_deferred",
+            n,
+            1,
+            &[("GW_MPI_RMA_DIRECT", direct)],
+        );
+    }
+}
+
+/// Accumulates to a member of the host go as requests while it polls inside
+/// MPI and by single copies otherwise: the same results, in order, while the
+/// target polls, computes, or alternates (see tests/mpi/rma_acc_choice.c).
+#[test]
+fn rma_acc_choice() {
+    let Some((_g, exe)) = serial_compiled("rma_acc_choice", &[]) else {
+        return;
+    };
+    let cases: &[(&str, &str, u32)] = &[
+        // (window flavour, GW_MPI_RMA_ACC_CHOICE, ranks)
+        ("create", "1", 3),
+        ("dynamic", "1", 2),
+        ("create", "0", 2),
+    ];
+    for &(flavour, choice, n) in cases {
+        must_pass(
+            &exe,
+            "rma_acc_choice",
+            n,
+            1,
+            &[
+                ("GW_TEST_FLAVOUR", flavour),
+                ("GW_MPI_RMA_ACC_CHOICE", choice),
+            ],
+        );
+    }
+}
+
 /// One-sided calls from several threads at once on windows of each kind
 /// that has a fast path (see tests/mpi/rma_threads.c), on one host and on two.
 #[test]

@@ -751,7 +751,33 @@ impl Engine {
 
     /// Drives progress until `done()`; also sends rendezvous data whose
     /// receiver is ready (that cannot happen inside a handler).
-    pub fn wait_for(&self, mut done: impl FnMut() -> bool) {
+    pub fn wait_for(&self, done: impl FnMut() -> bool) {
+        if crate::rma::polling::STAMPS.any() {
+            return self.wait_for_stamping(done);
+        }
+        self.wait_for_plain(done)
+    }
+
+    /// [`Engine::wait_for`] saying in the windows' lock segments that this
+    /// process polls (`rma/polling.rs`): a stamp at the start, every 16th
+    /// round, and 0 at the end.
+    #[inline(never)]
+    fn wait_for_stamping(&self, mut done: impl FnMut() -> bool) {
+        use crate::rma::polling::{now, STAMPS};
+        let stamps = &STAMPS;
+        stamps.stamp(now());
+        let mut rounds = 0u32;
+        self.wait_for_plain(|| {
+            rounds = rounds.wrapping_add(1);
+            if rounds.is_multiple_of(16) {
+                stamps.stamp(now());
+            }
+            done()
+        });
+        stamps.stamp(0);
+    }
+
+    fn wait_for_plain(&self, mut done: impl FnMut() -> bool) {
         // A counter, not a thread-local flag: reading a thread-local is a
         // function call in a shared library, on every wait.
         if self.helpers.load(Ordering::Acquire) > 0 {

@@ -112,6 +112,25 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
                window is created.",
     },
     ParamDecl {
+        name: "MPI_RMA_DEFER",
+        default: "1",
+        kind: Kind::Bool,
+        help: "Puts and gets by single copies (windows from MPI_Win_create, dynamic windows) are \
+               recorded and issued at the next synchronization, those to one target together in \
+               one process_vm_writev/readv. 0 = each is copied by its call. Read when a window is \
+               created.",
+    },
+    ParamDecl {
+        name: "MPI_RMA_ACC_CHOICE",
+        default: "1",
+        kind: Kind::Bool,
+        help: "Accumulates, fetch-and-ops and compare-and-swaps to a member of this host on a \
+               window from MPI_Win_create or a dynamic one are single copies by the origin, \
+               except while the target polls inside an MPI call (it says so in the window's lock \
+               segment): then requests, which it applies sooner. 0 = always single copies. Read \
+               when a window is created.",
+    },
+    ParamDecl {
         name: "MPI_RMA_PROGRESS",
         default: "thread",
         kind: Kind::Choice(&["thread", "none"]),

@@ -30,8 +30,10 @@
 //! operation id *and* the rank it was sent to.
 
 mod access;
+mod batch;
 mod direct;
 pub mod ops;
+pub(crate) mod polling;
 mod progress_thread;
 mod segment;
 mod single_copy;

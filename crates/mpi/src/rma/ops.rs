@@ -154,6 +154,14 @@ impl Mpi {
             }
             return Ok(done());
         }
+        // Puts and gets by single copies wait for the next synchronization
+        // (`super::batch`), except request-based ones, complete at the call.
+        let mut o = o;
+        if !want_req && matches!(kind, Kind::Put | Kind::Get) && self.rma_defer(w, kind, &mut o, &t)? {
+            return Ok(done());
+        }
+        // Anything else to this target comes after what is deferred to it.
+        self.rma_issue_deferred(w, Some(rank))?;
         let by_single_copy = if matches!(kind, Kind::Put | Kind::Get) {
             super::single_copy::put_or_get(w, kind, &o, &t)
         } else {

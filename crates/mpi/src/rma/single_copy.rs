@@ -7,8 +7,9 @@
 //! member maps as `MPI_Win_allocate`'s does ([`super::direct`]); the kernel
 //! copies it instead (cross-memory attach, as the single-copy rendezvous
 //! of point-to-point messages). Why this is correct is as for loads and
-//! stores: the copy is done when the call returns, before any
-//! synchronization this process makes afterwards, and locks are still
+//! stores: the copy is done by the synchronization that completes it
+//! (most are deferred until then: [`super::batch`]), before that
+//! synchronization's own message to the target, and locks are still
 //! requests to the target.
 //!
 //! Accumulates go the same way under a lock word per member in a small
@@ -29,6 +30,7 @@
 //! another process still accesses it inside an epoch is erroneous (MPI
 //! 4.1, 12.2.4); such an access may then land in the detached memory.
 
+use super::batch::Batch;
 use super::ops::{Kind, Origin, Target};
 use super::window::{Flavor, Win};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -86,7 +88,7 @@ struct Seen {
 /// Per window rank: how this process reaches its memory by single copies.
 pub(crate) struct SingleCopy {
     /// Process id (0 = not by single copies).
-    pid: Vec<u32>,
+    pub(super) pid: Vec<u32>,
     /// Create windows: the base of its memory there. Dynamic: the address
     /// of its [`AttachTable`] there.
     addr: Vec<u64>,
@@ -97,6 +99,15 @@ pub(crate) struct SingleCopy {
     /// Its accumulate lock word in this process's mapping of the host's
     /// lock segment (0 = accumulates to it are requests).
     locks: Vec<usize>,
+    /// Puts and gets to it deferred to the next synchronization
+    /// ([`super::batch`]), and whether any is (read without the lock).
+    pub(super) batches: Box<[Mutex<Batch>]>,
+    pub(super) held: Box<[AtomicBool]>,
+    /// Accumulates to a member polling inside MPI go as requests
+    /// (`GW_MPI_RMA_ACC_CHOICE`, [`super::polling`]).
+    pub(super) choose_by_polling: bool,
+    /// Puts and gets wait for the next synchronization (`GW_MPI_RMA_DEFER`).
+    pub(super) defer: bool,
 }
 
 impl SingleCopy {
@@ -112,6 +123,10 @@ impl SingleCopy {
             refused: (0..n).map(|_| AtomicBool::new(false)).collect(),
             seen: (0..n).map(|_| Mutex::new(Seen::default())).collect(),
             locks: Vec::new(),
+            batches: (0..n).map(|_| Mutex::new(Batch::default())).collect(),
+            held: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            choose_by_polling: n > 0 && crate::params::flag("MPI_RMA_ACC_CHOICE"),
+            defer: n > 0 && crate::params::flag("MPI_RMA_DEFER"),
         }
     }
 
@@ -172,7 +187,7 @@ fn dynamic_ok(w: &Win, rank: usize, pid: u32, addr: u64, len: u64) -> Option<boo
 
 /// The process id and remote address of a contiguous access `t` of `len`
 /// bytes by single copy, if window rank `t.rank` is reached so.
-fn remote_of(w: &Win, t: &Target<'_>, len: usize) -> Option<(u32, u64)> {
+pub(super) fn remote_of(w: &Win, t: &Target<'_>, len: usize) -> Option<(u32, u64)> {
     let rank = t.rank as usize;
     let sc = &w.single_copy;
     let pid = match sc.pid.get(rank) {
@@ -205,7 +220,7 @@ fn remote_of(w: &Win, t: &Target<'_>, len: usize) -> Option<(u32, u64)> {
 
 /// Notes a copy the kernel refused for good (permissions, no such call or
 /// process): that member gets requests from now on.
-fn note_refusal(w: &Win, rank: usize, e: &std::io::Error) {
+pub(super) fn note_refusal(w: &Win, rank: usize, e: &std::io::Error) {
     if matches!(
         e.raw_os_error(),
         Some(libc::EPERM | libc::ENOSYS | libc::ESRCH)
@@ -236,6 +251,12 @@ pub(super) fn accumulate(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) ->
     // (a derived type, say) must not be overtaken, so while any is
     // unanswered this one is a request too, on the same ordered link.
     if w.outstanding[rank].load(Ordering::Acquire) != 0 {
+        return false;
+    }
+    // A target polling inside MPI applies a request sooner than two
+    // system calls take.
+    // SAFETY: a lock word of this window's lock segment, mapped while it exists.
+    if w.single_copy.choose_by_polling && unsafe { super::polling::polls(lock) } {
         return false;
     }
     let len = t.count * t.dt.size;

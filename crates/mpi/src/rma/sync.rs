@@ -89,8 +89,12 @@ impl Mpi {
                 return Err(sync_err("MPI_Win_fence inside a lock or post/start epoch"));
             }
         }
+        let issued = self.rma_issue_deferred(w, None);
         self.wait_answers(w, None);
-        self.barrier(&w.comm)?;
+        // Every member takes part in the barrier whatever happened here.
+        let barrier = self.barrier(&w.comm);
+        issued?;
+        barrier?;
         {
             let mut e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
             e.fence = assert & MODE_NOSUCCEED == 0;
@@ -156,6 +160,7 @@ impl Mpi {
             )));
         }
         let r = rank as u32;
+        let issued = self.rma_issue_deferred(w, Some(r));
         self.wait_answers(w, Some(r));
         let nocheck = w.epoch.lock().unwrap_or_else(|e| e.into_inner()).locked[rank as usize]
             == LOCKED_NOCHECK;
@@ -170,6 +175,7 @@ impl Mpi {
             e.locked[rank as usize] = 0;
             w.access.mirror_rank(&e, rank as usize);
         }
+        issued?;
         sent?;
         w.take_error()
     }
@@ -203,8 +209,8 @@ impl Mpi {
         if !w.epoch.lock().unwrap_or_else(|e| e.into_inner()).lock_all {
             return Err(sync_err("MPI_Win_unlock_all without MPI_Win_lock_all"));
         }
+        let mut res = self.rma_issue_deferred(w, None);
         self.wait_answers(w, None);
-        let mut res = Ok(());
         if !w
             .epoch
             .lock()
@@ -240,11 +246,14 @@ impl Mpi {
                         "MPI_Win_flush outside a passive-target epoch to rank {r}"
                     )));
                 }
+                // Deferred single copies are done here (one load if none).
+                let issued = self.rma_issue_deferred(w, Some(r as u32));
                 // Nothing unanswered (every operation was a load or store,
                 // or all were answered): no progress to drive.
                 if w.outstanding[r as usize].load(Ordering::Acquire) != 0 {
                     self.wait_answers(w, Some(r as u32));
                 }
+                issued?;
             }
             None => {
                 let e = w.epoch.lock().unwrap_or_else(|e| e.into_inner());
@@ -252,7 +261,9 @@ impl Mpi {
                     return Err(sync_err("MPI_Win_flush_all outside a passive-target epoch"));
                 }
                 drop(e);
+                let issued = self.rma_issue_deferred(w, None);
                 self.wait_answers(w, None);
+                issued?;
             }
         }
         w.take_error()
@@ -320,6 +331,7 @@ impl Mpi {
         };
         let mut res = Ok(());
         for &r in &ranks {
+            res = res.and(self.rma_issue_deferred(w, Some(r)));
             self.wait_answers(w, Some(r));
             res = res.and(self.control(w, r, wire::COMPLETE, 0, false));
         }

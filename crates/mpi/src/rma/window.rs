@@ -149,6 +149,10 @@ pub struct Win {
 
 impl Drop for Win {
     fn drop(&mut self) {
+        if self.own_acc_lock != 0 {
+            // Before the segment goes: waits stop writing its stamp.
+            super::polling::STAMPS.remove(self.own_acc_lock);
+        }
         match self.owned {
             Owned::None => {}
             // SAFETY: allocated with this layout by `Mpi::win_allocate`; the
@@ -378,6 +382,7 @@ impl Mpi {
             },
             remote,
         );
+        self.stamp_polling(&w);
         self.publish(w)
     }
 
@@ -456,7 +461,17 @@ impl Mpi {
             },
             remote,
         );
+        self.stamp_polling(&w);
         self.publish(w)
+    }
+
+    /// Windows over the program's memory with a lock segment: this
+    /// process's waits say in it when it polls, so that origins of the host
+    /// choose how to send accumulates (`super::polling`).
+    fn stamp_polling(&self, w: &Win) {
+        if w.own_acc_lock != 0 && w.single_copy.choose_by_polling {
+            super::polling::STAMPS.add(w.own_acc_lock);
+        }
     }
 
     /// `MPI_Win_attach`.
@@ -686,8 +701,12 @@ impl Mpi {
                 ));
             }
         }
+        // Only an erroneous program leaves any (its last epoch not closed).
+        let issued = self.rma_issue_deferred(w, None);
         self.wait_answers(w, None);
-        self.barrier(&w.comm)?;
+        let barrier = self.barrier(&w.comm);
+        issued?;
+        barrier?;
         self.rma()
             .wins
             .write()
