@@ -12,6 +12,9 @@
  *   - a put with a derived origin type among contiguous ones.
  * On a window from MPI_Win_create and on a dynamic one; rank 0 is the
  * target, every other rank an origin with its own part of the memory.
+ * Deferral is on after a synchronization that completed more than one put
+ * or get to the target (off after one that completed one); the rounds are
+ * ordered so that each synchronization under test finds it on.
  * With GW_MPI_RMA_DIRECT=0 (requests) the results must be the same. */
 #include "check.h"
 #include <stdlib.h>
@@ -100,11 +103,15 @@ static void run(const char *flavour) {
     MPI_Barrier(MPI_COMM_WORLD);
     target_check(what, round, 100);
 
-    /* unlock alone completes them (no flush). */
+    /* unlock alone completes them (no flush). Deferral is on only after a
+     * synchronization that completed several: two puts and a flush first. */
     snprintf(what, sizeof what, "%s unlock", flavour);
     round++;
     if (rank != 0) {
         MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+        MPI_Put(&buf[0], 1, MPI_INT, 0, at(mine(PER - 1)), 1, MPI_INT, win);
+        MPI_Put(&buf[0], 1, MPI_INT, 0, at(mine(PER - 2)), 1, MPI_INT, win);
+        MPI_Win_flush(0, win);
         for (int i = 0; i < 1500; i++) {
             buf[i] = value(round, i);
             MPI_Put(&buf[i], 1, MPI_INT, 0, at(mine(i)), 1, MPI_INT, win);

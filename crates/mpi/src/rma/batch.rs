@@ -10,6 +10,11 @@
 //! copying a few KiB, so 64 puts of 4 KiB to one target and a flush are
 //! about a third cheaper this way (docs/benchmarks.md).
 //!
+//! Only while it pays: a synchronization that completed one put or get to
+//! a target turns deferral to it off until one completes more
+//! (a lone put and flush would pay the bookkeeping, about 50 ns, for
+//! nothing); the calls are counted either way.
+//!
 //! What is not deferred: request-based `MPI_Rput`/`MPI_Rget` (their request
 //! completes at the call, so the copy happens there), and anything not a
 //! contiguous single copy (those go as before). Order: a batch holds puts or
@@ -93,6 +98,13 @@ impl Mpi {
         let Some(slot) = sc.batches.get(rank).filter(|_| sc.defer) else {
             return Ok(false);
         };
+        // Counted with a load and a store: a count lost between threads
+        // only changes whether the next ones are batched.
+        let calls = &sc.calls[rank];
+        calls.store(calls.load(Ordering::Relaxed).saturating_add(1), Ordering::Relaxed);
+        if !sc.batching[rank].load(Ordering::Relaxed) {
+            return Ok(false);
+        }
         let len = t.count * t.dt.size;
         let write = kind == Kind::Put;
         let local = if write {
@@ -125,10 +137,23 @@ impl Mpi {
     }
 
     /// Issues what is deferred to window rank `rank` (None: to every rank).
-    /// One load per rank when nothing is.
-    pub(crate) fn rma_issue_deferred(&self, w: &Win, rank: Option<u32>) -> Result<()> {
+    /// One load per rank when nothing is. `sync`: called by a
+    /// synchronization, which also decides whether the next puts and gets
+    /// to that rank are deferred (see `SingleCopy::batching`).
+    pub(crate) fn rma_issue_deferred(&self, w: &Win, rank: Option<u32>, sync: bool) -> Result<()> {
         let sc = &w.single_copy;
         let one = |r: usize| -> Result<()> {
+            if sync {
+                if let Some(calls) = sc.calls.get(r) {
+                    // No call since the last one: nothing learnt (a fence
+                    // that opens an epoch, an unlock after a flush).
+                    let n = calls.load(Ordering::Relaxed);
+                    if n != 0 {
+                        calls.store(0, Ordering::Relaxed);
+                        sc.batching[r].store(n > 1, Ordering::Relaxed);
+                    }
+                }
+            }
             if !sc.held.get(r).is_some_and(|h| h.load(Ordering::Acquire)) {
                 return Ok(());
             }

@@ -161,7 +161,7 @@ impl Mpi {
             return Ok(done());
         }
         // Anything else to this target comes after what is deferred to it.
-        self.rma_issue_deferred(w, Some(rank))?;
+        self.rma_issue_deferred(w, Some(rank), false)?;
         let by_single_copy = if matches!(kind, Kind::Put | Kind::Get) {
             super::single_copy::put_or_get(w, kind, &o, &t)
         } else {

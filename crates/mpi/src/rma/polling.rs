@@ -24,8 +24,12 @@ use std::sync::RwLock;
 pub(crate) const STAMP_OFFSET: usize = 8;
 
 /// A stamp this much older than now means the member stopped polling
-/// (about 10 µs at 3 GHz; a polling member stamps every microsecond or so).
-const FRESH_TICKS: u64 = 30_000;
+/// (about 0.5 ms at 2.3 GHz). A polling member stamps every microsecond or
+/// so while it has a core, but on a loaded machine it loses the core for
+/// tens of microseconds now and then while still in its wait (and a request
+/// keeps it polling); one that went to sleep in its wait (milliseconds of
+/// idleness first) stops stamping and is found stale soon after.
+const FRESH_TICKS: u64 = 1_200_000;
 
 /// The time stamp counter: invariant and synchronized across cores on
 /// every x86-64 CPU of the last fifteen years; 0 elsewhere (no stamps).

@@ -33,7 +33,7 @@
 use super::batch::Batch;
 use super::ops::{Kind, Origin, Target};
 use super::window::{Flavor, Win};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Regions a dynamic window's table holds; with more attached, origins
@@ -103,6 +103,12 @@ pub(crate) struct SingleCopy {
     /// ([`super::batch`]), and whether any is (read without the lock).
     pub(super) batches: Box<[Mutex<Batch>]>,
     pub(super) held: Box<[AtomicBool]>,
+    /// Puts and gets to it since the last synchronization, and whether
+    /// the next ones are deferred: only when the last synchronization
+    /// completed more than one (a lone put and flush gain nothing from a
+    /// batch and would pay its bookkeeping).
+    pub(super) calls: Box<[AtomicU32]>,
+    pub(super) batching: Box<[AtomicBool]>,
     /// Accumulates to a member polling inside MPI go as requests
     /// (`GW_MPI_RMA_ACC_CHOICE`, [`super::polling`]).
     pub(super) choose_by_polling: bool,
@@ -125,6 +131,8 @@ impl SingleCopy {
             locks: Vec::new(),
             batches: (0..n).map(|_| Mutex::new(Batch::default())).collect(),
             held: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            calls: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            batching: (0..n).map(|_| AtomicBool::new(true)).collect(),
             choose_by_polling: n > 0 && crate::params::flag("MPI_RMA_ACC_CHOICE"),
             defer: n > 0 && crate::params::flag("MPI_RMA_DEFER"),
         }

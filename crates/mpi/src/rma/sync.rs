@@ -89,7 +89,7 @@ impl Mpi {
                 return Err(sync_err("MPI_Win_fence inside a lock or post/start epoch"));
             }
         }
-        let issued = self.rma_issue_deferred(w, None);
+        let issued = self.rma_issue_deferred(w, None, true);
         self.wait_answers(w, None);
         // Every member takes part in the barrier whatever happened here.
         let barrier = self.barrier(&w.comm);
@@ -160,7 +160,7 @@ impl Mpi {
             )));
         }
         let r = rank as u32;
-        let issued = self.rma_issue_deferred(w, Some(r));
+        let issued = self.rma_issue_deferred(w, Some(r), true);
         self.wait_answers(w, Some(r));
         let nocheck = w.epoch.lock().unwrap_or_else(|e| e.into_inner()).locked[rank as usize]
             == LOCKED_NOCHECK;
@@ -209,7 +209,7 @@ impl Mpi {
         if !w.epoch.lock().unwrap_or_else(|e| e.into_inner()).lock_all {
             return Err(sync_err("MPI_Win_unlock_all without MPI_Win_lock_all"));
         }
-        let mut res = self.rma_issue_deferred(w, None);
+        let mut res = self.rma_issue_deferred(w, None, true);
         self.wait_answers(w, None);
         if !w
             .epoch
@@ -247,7 +247,7 @@ impl Mpi {
                     )));
                 }
                 // Deferred single copies are done here (one load if none).
-                let issued = self.rma_issue_deferred(w, Some(r as u32));
+                let issued = self.rma_issue_deferred(w, Some(r as u32), true);
                 // Nothing unanswered (every operation was a load or store,
                 // or all were answered): no progress to drive.
                 if w.outstanding[r as usize].load(Ordering::Acquire) != 0 {
@@ -261,7 +261,7 @@ impl Mpi {
                     return Err(sync_err("MPI_Win_flush_all outside a passive-target epoch"));
                 }
                 drop(e);
-                let issued = self.rma_issue_deferred(w, None);
+                let issued = self.rma_issue_deferred(w, None, true);
                 self.wait_answers(w, None);
                 issued?;
             }
@@ -331,7 +331,7 @@ impl Mpi {
         };
         let mut res = Ok(());
         for &r in &ranks {
-            res = res.and(self.rma_issue_deferred(w, Some(r)));
+            res = res.and(self.rma_issue_deferred(w, Some(r), true));
             self.wait_answers(w, Some(r));
             res = res.and(self.control(w, r, wire::COMPLETE, 0, false));
         }

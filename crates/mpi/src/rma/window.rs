@@ -702,7 +702,7 @@ impl Mpi {
             }
         }
         // Only an erroneous program leaves any (its last epoch not closed).
-        let issued = self.rma_issue_deferred(w, None);
+        let issued = self.rma_issue_deferred(w, None, true);
         self.wait_answers(w, None);
         let barrier = self.barrier(&w.comm);
         issued?;
