@@ -472,13 +472,7 @@ fn rma_deferred() {
         return;
     };
     for &(direct, n) in &[("1", 2), ("1", 3), ("0", 2)] {
-        must_pass(
-            &exe,
-            "rma_deferred",
-            n,
-            1,
-            &[("GW_MPI_RMA_DIRECT", direct)],
-        );
+        must_pass(&exe, "rma_deferred", n, 1, &[("GW_MPI_RMA_DIRECT", direct)]);
     }
 }
 

@@ -7,8 +7,8 @@
 //! complete), and until then the origin must leave its buffer alone (MPI
 //! 4.1, 12.7). So the origin records the addresses when the call returns
 //! and copies them at that synchronization. A system call costs more than
-//! copying a few KiB, so 64 puts of 4 KiB to one target and a flush are
-//! about a third cheaper this way (docs/benchmarks.md).
+//! copying a few KiB, so 64 puts of 4 KiB to one target and a flush take
+//! about half the time this way (docs/benchmarks.md).
 //!
 //! Only while it pays: a synchronization that completed one put or get to
 //! a target turns deferral to it off until one completes more
@@ -101,7 +101,10 @@ impl Mpi {
         // Counted with a load and a store: a count lost between threads
         // only changes whether the next ones are batched.
         let calls = &sc.calls[rank];
-        calls.store(calls.load(Ordering::Relaxed).saturating_add(1), Ordering::Relaxed);
+        calls.store(
+            calls.load(Ordering::Relaxed).saturating_add(1),
+            Ordering::Relaxed,
+        );
         if !sc.batching[rank].load(Ordering::Relaxed) {
             return Ok(false);
         }

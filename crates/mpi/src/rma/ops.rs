@@ -157,7 +157,10 @@ impl Mpi {
         // Puts and gets by single copies wait for the next synchronization
         // (`super::batch`), except request-based ones, complete at the call.
         let mut o = o;
-        if !want_req && matches!(kind, Kind::Put | Kind::Get) && self.rma_defer(w, kind, &mut o, &t)? {
+        if !want_req
+            && matches!(kind, Kind::Put | Kind::Get)
+            && self.rma_defer(w, kind, &mut o, &t)?
+        {
             return Ok(done());
         }
         // Anything else to this target comes after what is deferred to it.

@@ -122,20 +122,26 @@ mod tests {
     fn a_fresh_stamp_says_polling_and_an_old_or_cleared_one_does_not() {
         let line = Line([0; 8]);
         let lock = &line as *const Line as usize;
-        let stamp = |v: u64| unsafe { &*((lock + STAMP_OFFSET) as *const AtomicU64) }.store(v, Ordering::Relaxed);
+        let stamp = |v: u64| {
+            unsafe { &*((lock + STAMP_OFFSET) as *const AtomicU64) }.store(v, Ordering::Relaxed)
+        };
         // SAFETY (all `polls` calls): `line` is a live, aligned cache line.
         assert!(!unsafe { polls(lock) }, "0 is no stamp");
         stamp(now());
         assert_eq!(unsafe { polls(lock) }, cfg!(target_arch = "x86_64"));
         stamp(now().wrapping_sub(100 * FRESH_TICKS));
-        assert!(!unsafe { polls(lock) }, "a stale stamp: the member stopped polling");
+        assert!(
+            !unsafe { polls(lock) },
+            "a stale stamp: the member stopped polling"
+        );
     }
 
     #[test]
     fn registered_words_are_stamped_until_removed() {
         let line = Line([0; 8]);
         let lock = &line as *const Line as usize;
-        let word = || unsafe { &*((lock + STAMP_OFFSET) as *const AtomicU64) }.load(Ordering::Relaxed);
+        let word =
+            || unsafe { &*((lock + STAMP_OFFSET) as *const AtomicU64) }.load(Ordering::Relaxed);
         STAMPS.add(lock);
         assert!(STAMPS.any());
         // Another test's window may hold the write lock for a moment.

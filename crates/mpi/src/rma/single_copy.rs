@@ -138,6 +138,13 @@ impl SingleCopy {
         }
     }
 
+    /// Whether puts and gets to some member may be deferred
+    /// ([`super::batch`]): false for windows without single copies.
+    #[inline]
+    pub(crate) fn defers(&self) -> bool {
+        self.defer
+    }
+
     /// Lets accumulates to the members reached by single copies go by
     /// single copies too, under their lock words `locks` (by window rank,
     /// 0 = none).

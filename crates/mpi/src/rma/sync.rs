@@ -246,8 +246,13 @@ impl Mpi {
                         "MPI_Win_flush outside a passive-target epoch to rank {r}"
                     )));
                 }
-                // Deferred single copies are done here (one load if none).
-                let issued = self.rma_issue_deferred(w, Some(r as u32), true);
+                // Deferred single copies are done here (windows without
+                // single copies skip even the call).
+                let issued = if w.single_copy.defers() {
+                    self.rma_issue_deferred(w, Some(r as u32), true)
+                } else {
+                    Ok(())
+                };
                 // Nothing unanswered (every operation was a load or store,
                 // or all were answered): no progress to drive.
                 if w.outstanding[r as usize].load(Ordering::Acquire) != 0 {
