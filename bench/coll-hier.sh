@@ -29,6 +29,16 @@
 # host has 2 ranks, so the runtime's automatic rule (spin 2 ms when every
 # rank of the host has a core) would have 16 ranks spin on 2 cores; on real
 # hosts the rule holds. MPICH and Open MPI poll as they always do.
+# The testbed's hosts get COLLH_CC (reno) as their TCP congestion control,
+# for every implementation alike: a loss-based one, as a stock Linux host
+# runs (cubic is Linux's and Debian's default, but this kernel lets a
+# network namespace default only to the algorithms of
+# net.ipv4.tcp_allowed_congestion_control, here "reno bbr"; reno and cubic
+# differ only after a loss, and these transfers lose nothing). This
+# machine's own default, BBR, paces a leader-to-leader connection at the
+# rate its small messages showed: a lone 64 KiB message between two sites
+# 10 ms apart took 27-44 ms under BBR against 11-23 ms under reno or cubic
+# (docs/benchmarks.md, run 7). COLLH_CC=system leaves the machine's default.
 # The one-way WAN delay is measured by ping in the same run. Goal column:
 # 1.3 x one-way delay + gw-site (one wide-area latency on the critical path);
 # "met" says whether gw-hier is within it (the goal covers Bcast, Reduce,
@@ -50,6 +60,7 @@ MAXB=${COLLH_MAXBYTES:-1048576}
 PLACEMENTS=${COLLH_PLACEMENTS:-site rr}
 PEERS=${COLLH_PEERS:-1}               # 0: gridwire only (no MPICH, Open MPI)
 ZERO=${COLLH_ZERO:-1}                 # 0: no zero-delay yardstick
+CC=${COLLH_CC:-reno}                  # hosts' TCP congestion control; system: leave it
 GW_ENV=${COLLH_GW_ENV-GW_SPIN_US=0}
 TIMEOUT=${COLLH_TIMEOUT:-400}
 N=$((SITES * 4))
@@ -114,6 +125,16 @@ run_until_done() {
     wait "$pid" 2>/dev/null || true
     grep -q "^$last" "$out" || echo "bench: coll-hier: run incomplete: $(tail -2 "$err")" >&2
 }
+# The hosts' TCP congestion control (per network namespace).
+set_cc() {
+    [ "$CC" = system ] && return 0
+    local id=$1 h
+    for h in $(grep -E '^s[0-9]+h[0-9]+$' "$GW_TESTBED_HOSTFILE"); do
+        "$TB" exec --id "$id" "$h" sysctl -qw "net.ipv4.tcp_congestion_control=$CC" ||
+            { echo "bench/coll-hier.sh: cannot set $CC on $h" >&2; exit 1; }
+    done
+}
+set_cc "$ID"
 # Two slots per host; one site alone for the in-site figure.
 sed -E 's/^(s[0-9]+h[0-9]+)$/\1:2/' "$GW_TESTBED_MACHINES" >"$WORK/machines"
 awk '/^\[site s1\]/ { exit } { print }' "$WORK/machines" >"$WORK/machines-s0"
@@ -168,6 +189,7 @@ if [ "$ZERO" = 1 ]; then
     env0=$(GW_LINKEMU=$REL/gw-linkemu "$TB" up --id "$ID0" --sites "$SITES" --hosts 2 --wan-delay 0 --shared-fs 2>"$OUT/up0.err") || {
         echo "bench/coll-hier.sh: gw-testbed up (no delay) failed: $(tail -3 "$OUT/up0.err")" >&2; exit 1; }
     eval "$env0"
+    set_cc "$ID0"
     sed -E 's/^(s[0-9]+h[0-9]+)$/\1:2/' "$GW_TESTBED_MACHINES" >"$WORK/machines0"
     for p in $PLACEMENTS; do
         case $p in site) gwmap=slot ;; rr) gwmap=host ;; esac
