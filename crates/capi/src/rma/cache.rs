@@ -100,7 +100,7 @@ pub(crate) fn peek<R>(h: MPI_Win, f: impl FnOnce(&Win) -> R) -> Option<R> {
             if e.handle != h || e.frees != frees {
                 return None;
             }
-            Some(f(&*e.obj.win))
+            Some(f(&e.obj.win))
         })
         .ok()
         .flatten()
