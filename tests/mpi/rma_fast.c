@@ -138,6 +138,8 @@ static void errors(void) {
     CHECK(class_of(MPI_Fetch_and_op(&lv, &lr, MPI_LONG, right, 0, MPI_SUM, w)) == MPI_ERR_RMA_SYNC, "fop outside");
     CHECK(class_of(MPI_Compare_and_swap(v, &cmp, &r, MPI_INT, right, 0, w)) == MPI_ERR_RMA_SYNC, "cas outside");
     CHECK(class_of(MPI_Win_flush(right, w)) == MPI_ERR_RMA_SYNC, "flush outside");
+    CHECK(class_of(MPI_Win_flush_all(w)) == MPI_ERR_RMA_SYNC, "flush_all outside");
+    CHECK(class_of(MPI_Win_flush_local_all(w)) == MPI_ERR_RMA_SYNC, "flush_local_all outside");
 
     MPI_Win_lock(MPI_LOCK_SHARED, right, 0, w);
     /* The last bytes of the window work (displacements in units of 4). */
@@ -174,6 +176,8 @@ static void errors(void) {
     CHECK(MPI_Put(v, 1, MPI_INT, MPI_PROC_NULL, 0, 1, MPI_INT, w) == MPI_SUCCESS, "put to MPI_PROC_NULL");
     CHECK(MPI_Accumulate(v, 1, MPI_INT, MPI_PROC_NULL, 0, 1, MPI_INT, MPI_SUM, w) == MPI_SUCCESS, "acc to MPI_PROC_NULL");
     CHECK(MPI_Win_flush(MPI_PROC_NULL, w) == MPI_SUCCESS, "flush MPI_PROC_NULL");
+    CHECK(MPI_Win_flush_all(w) == MPI_SUCCESS, "flush_all in a lock epoch");
+    CHECK(MPI_Win_flush_local_all(w) == MPI_SUCCESS, "flush_local_all in a lock epoch");
     /* A user error handler sees the failing calls, not the others. */
     MPI_Errhandler eh;
     MPI_Win_create_errhandler(count_errors, &eh);
@@ -189,6 +193,7 @@ static void errors(void) {
     /* The unlock closed the epoch: the next put must see it. */
     CHECK(class_of(MPI_Put(v, 1, MPI_INT, right, 0, 1, MPI_INT, w)) == MPI_ERR_RMA_SYNC, "put after unlock");
     CHECK(class_of(MPI_Win_flush(right, w)) == MPI_ERR_RMA_SYNC, "flush after unlock");
+    CHECK(class_of(MPI_Win_flush_all(w)) == MPI_ERR_RMA_SYNC, "flush_all after unlock");
 
     /* lock_all: every rank; then closed again. */
     MPI_Win_lock_all(0, w);
@@ -196,6 +201,7 @@ static void errors(void) {
         CHECK(MPI_Put(&rank, 1, MPI_INT, t, rank % 16, 1, MPI_INT, w) == MPI_SUCCESS, "lock_all put to %d", t);
         CHECK(MPI_Win_flush(t, w) == MPI_SUCCESS, "lock_all flush %d", t);
     }
+    CHECK(MPI_Win_flush_all(w) == MPI_SUCCESS, "flush_all in lock_all");
     MPI_Win_unlock_all(w);
     CHECK(class_of(MPI_Put(v, 1, MPI_INT, right, 0, 1, MPI_INT, w)) == MPI_ERR_RMA_SYNC, "put after unlock_all");
 
@@ -204,6 +210,7 @@ static void errors(void) {
     MPI_Win_fence(0, w);
     CHECK(MPI_Put(v, 1, MPI_INT, right, 1, 1, MPI_INT, w) == MPI_SUCCESS, "put in a fence epoch");
     CHECK(class_of(MPI_Win_flush(right, w)) == MPI_ERR_RMA_SYNC, "flush in a fence epoch");
+    CHECK(class_of(MPI_Win_flush_all(w)) == MPI_ERR_RMA_SYNC, "flush_all in a fence epoch");
     MPI_Win_fence(MPI_MODE_NOSUCCEED, w);
     CHECK(class_of(MPI_Put(v, 1, MPI_INT, right, 0, 1, MPI_INT, w)) == MPI_ERR_RMA_SYNC, "put after the last fence");
     MPI_Win_free(&w);

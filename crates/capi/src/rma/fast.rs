@@ -1,6 +1,6 @@
 //! The first thing `MPI_Put`, `MPI_Get`, `MPI_Accumulate`,
 //! `MPI_Get_accumulate`, `MPI_Fetch_and_op`, `MPI_Compare_and_swap` and
-//! `MPI_Win_flush(_local)` try: the common case — a window this thread
+//! `MPI_Win_flush(_local)(_all)` try: the common case — a window this thread
 //! used before (the per-thread cache of [`super::cache::peek`]), one
 //! predefined contiguous datatype and the same count on every side, a
 //! predefined operation — handed to the window's fast path
@@ -162,4 +162,10 @@ pub(super) unsafe fn compare_and_swap(
 #[inline(always)]
 pub(super) fn flush(rank: c_int, w: MPI_Win) -> bool {
     cache::peek(w, |win| win.fast_flush(rank)).unwrap_or(false)
+}
+
+/// `MPI_Win_flush_all` and `MPI_Win_flush_local_all` with nothing to wait for.
+#[inline(always)]
+pub(super) fn flush_all(w: MPI_Win) -> bool {
+    cache::peek(w, |win| win.fast_flush_all()).unwrap_or(false)
 }

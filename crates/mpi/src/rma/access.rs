@@ -94,6 +94,14 @@ impl Access {
         self.rank_bits(rank) != 0
     }
 
+    /// Whether any passive-target epoch is open (to some rank, or of all).
+    #[inline]
+    pub(crate) fn any_passive(&self) -> bool {
+        self.per_rank
+            .iter()
+            .any(|a| a.load(Ordering::Acquire) & (LOCKED | LOCK_ALL) != 0)
+    }
+
     /// Whether a passive-target (lock) epoch to `rank` is open.
     #[inline(always)]
     pub(crate) fn passive(&self, rank: u32) -> bool {
@@ -131,6 +139,7 @@ mod tests {
         a.mirror_rank(&e, 1);
         assert!(a.serial() > s0, "a change is a new serial");
         assert!(a.may_access(1) && a.passive(1));
+        assert!(a.any_passive(), "one rank locked");
         assert!(!a.may_access(0) && !a.may_access(2));
         e.locked[1] = 0;
         e.started = Some(vec![2]);
@@ -144,10 +153,12 @@ mod tests {
         e.fence = true;
         a.mirror(&e);
         assert!((0..3).all(|r| a.may_access(r) && !a.passive(r)));
+        assert!(!a.any_passive(), "a fence is no passive epoch");
         e.fence = false;
         e.lock_all = true;
         a.mirror(&e);
         assert!((0..3).all(|r| a.may_access(r) && a.passive(r)));
+        assert!(a.any_passive(), "lock_all");
         // A rank outside the window is never accessible.
         assert!(!a.passive(7) && !a.may_access(7));
         // A lock after a fence (allowed) keeps the fence's access to the others.

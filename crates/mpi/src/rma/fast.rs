@@ -2,7 +2,7 @@
 //! (windows from `MPI_Win_allocate` and `MPI_Win_allocate_shared` on one
 //! host, and every window's own memory): `MPI_Put`, `MPI_Get`,
 //! `MPI_Accumulate`, `MPI_Get_accumulate`, `MPI_Fetch_and_op`,
-//! `MPI_Compare_and_swap` and `MPI_Win_flush` for the common case — one
+//! `MPI_Compare_and_swap` and `MPI_Win_flush` (`_all`) for the common case — one
 //! predefined contiguous datatype on both sides, the same count, a
 //! predefined operation.
 //!
@@ -315,6 +315,25 @@ impl Win {
         }
         // Every load and store of the epoch so far is ordered before what
         // the program does next (a message telling the target, say).
+        fence(Ordering::Release);
+        true
+    }
+
+    /// `MPI_Win_flush_all` (and `_local_all`) when nothing is unanswered:
+    /// a passive-target epoch is open, no operation to any rank waits for
+    /// an answer and no target reported an error. False: run the general
+    /// path.
+    #[inline]
+    pub fn fast_flush_all(&self) -> bool {
+        if !self.access.any_passive()
+            || self
+                .outstanding
+                .iter()
+                .any(|o| o.load(Ordering::Acquire) != 0)
+            || self.error_pending()
+        {
+            return false;
+        }
         fence(Ordering::Release);
         true
     }
