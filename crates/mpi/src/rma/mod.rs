@@ -31,6 +31,7 @@
 
 mod access;
 mod direct;
+mod fast;
 pub mod ops;
 mod progress_thread;
 mod segment;
