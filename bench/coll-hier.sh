@@ -20,6 +20,25 @@
 #   ompi:     the program built with mpicc.openmpi, run by
 #             `mpirun.openmpi --allow-run-as-root --oversubscribe` with its
 #             ssh launcher (plm_rsh_agent = the testbed's ssh wrapper).
+# gw-hier-0: the same gridwire job (same hosts, placement, ranks) on a second
+#             testbed whose WAN has no delay (COLLH_ZERO=0 leaves it out): what
+#             the operation costs on this machine without the wide-area
+#             latency, so gw-hier minus gw-hier-0 is what the WAN adds.
+# gridwire's jobs run with GW_SPIN_US=0 (COLLH_GW_ENV to change): the
+# testbed's hosts are namespaces sharing the machine's 2 cores, but each
+# host has 2 ranks, so the runtime's automatic rule (spin 2 ms when every
+# rank of the host has a core) would have 16 ranks spin on 2 cores; on real
+# hosts the rule holds. MPICH and Open MPI poll as they always do.
+# The testbed's hosts get COLLH_CC (reno) as their TCP congestion control,
+# for every implementation alike: a loss-based one, as a stock Linux host
+# runs (cubic is Linux's and Debian's default, but this kernel lets a
+# network namespace default only to the algorithms of
+# net.ipv4.tcp_allowed_congestion_control, here "reno bbr"; reno and cubic
+# differ only after a loss, and these transfers lose nothing). This
+# machine's own default, BBR, paces a leader-to-leader connection at the
+# rate its small messages showed: a lone 64 KiB message between two sites
+# 10 ms apart took 27-44 ms under BBR against 11-23 ms under reno or cubic
+# (docs/benchmarks.md, run 7). COLLH_CC=system leaves the machine's default.
 # The one-way WAN delay is measured by ping in the same run. Goal column:
 # 1.3 x one-way delay + gw-site (one wide-area latency on the critical path);
 # "met" says whether gw-hier is within it (the goal covers Bcast, Reduce,
@@ -40,6 +59,9 @@ ITERS=${COLLH_ITERS:-10}
 MAXB=${COLLH_MAXBYTES:-1048576}
 PLACEMENTS=${COLLH_PLACEMENTS:-site rr}
 PEERS=${COLLH_PEERS:-1}               # 0: gridwire only (no MPICH, Open MPI)
+ZERO=${COLLH_ZERO:-1}                 # 0: no zero-delay yardstick
+CC=${COLLH_CC:-reno}                  # hosts' TCP congestion control; system: leave it
+GW_ENV=${COLLH_GW_ENV-GW_SPIN_US=0}
 TIMEOUT=${COLLH_TIMEOUT:-400}
 N=$((SITES * 4))
 TB=$REL/gw-testbed
@@ -56,9 +78,10 @@ renice -n -20 -p $$ >/dev/null 2>&1 || true
 
 WORK=/var/tmp/gw-bench-collh-$$
 mkdir -p "$WORK"
-ID=""
+ID="" ID0=""
 cleanup() {
     [ -n "$ID" ] && "$TB" down --id "$ID" >/dev/null 2>&1 || true
+    [ -n "$ID0" ] && "$TB" down --id "$ID0" >/dev/null 2>&1 || true
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -76,10 +99,11 @@ ID=${ID:0:12}
 env=$(GW_LINKEMU=$REL/gw-linkemu "$TB" up --id "$ID" --sites "$SITES" --hosts 2 --wan-delay "$DELAY" --shared-fs 2>"$OUT/up.err") || {
     echo "bench/coll-hier.sh: gw-testbed up failed: $(tail -3 "$OUT/up.err")" >&2; exit 1; }
 eval "$env"
-# COLLH_ENV: more VAR=VALUE words for every job (e.g. GW_TCP_CONGESTION=cubic).
+# COLLH_ENV: more VAR=VALUE words for every job (e.g. GW_TCP_CONGESTION=cubic);
+# JOB_ENV: words for one call (gridwire's GW_ENV).
 on_login() {
     # shellcheck disable=SC2086
-    "$TB" exec --id "$ID" login env "PATH=$GW_TESTBED_BIN:/usr/bin:/bin" GW_ENCRYPT=never ${COLLH_ENV:-} \
+    "$TB" exec --id "$ID" login env "PATH=$GW_TESTBED_BIN:/usr/bin:/bin" GW_ENCRYPT=never ${COLLH_ENV:-} ${JOB_ENV:-} \
         MPIEXEC_TIMEOUT="$TIMEOUT" timeout -k 5 "$((TIMEOUT + 10))" "$@"
 }
 # Runs a job whose output goes to $1 and stops it once its last figure is
@@ -101,6 +125,16 @@ run_until_done() {
     wait "$pid" 2>/dev/null || true
     grep -q "^$last" "$out" || echo "bench: coll-hier: run incomplete: $(tail -2 "$err")" >&2
 }
+# The hosts' TCP congestion control (per network namespace).
+set_cc() {
+    [ "$CC" = system ] && return 0
+    local id=$1 h
+    for h in $(grep -E '^s[0-9]+h[0-9]+$' "$GW_TESTBED_HOSTFILE"); do
+        "$TB" exec --id "$id" "$h" sysctl -qw "net.ipv4.tcp_congestion_control=$CC" ||
+            { echo "bench/coll-hier.sh: cannot set $CC on $h" >&2; exit 1; }
+    done
+}
+set_cc "$ID"
 # Two slots per host; one site alone for the in-site figure.
 sed -E 's/^(s[0-9]+h[0-9]+)$/\1:2/' "$GW_TESTBED_MACHINES" >"$WORK/machines"
 awk '/^\[site s1\]/ { exit } { print }' "$WORK/machines" >"$WORK/machines-s0"
@@ -116,7 +150,7 @@ echo "bench: coll-hier: one-way WAN delay by ping ${oneway:-n/a} ms" >&2
 res=$WORK/res
 : >"$res"
 echo "bench: coll-hier: gridwire inside one site" >&2
-on_login "$REL/gwrun" -f "$WORK/machines-s0" -n 4 --timeout "$TIMEOUT" \
+JOB_ENV=$GW_ENV on_login "$REL/gwrun" -f "$WORK/machines-s0" -n 4 --timeout "$TIMEOUT" \
     "$WORK/coll_lat_gw" any:gw-site "$ITERS" plain "$MAXB" >>"$res" 2>"$OUT/site.err" ||
     echo "bench: coll-hier: one-site run failed: $(tail -2 "$OUT/site.err")" >&2
 for p in $PLACEMENTS; do
@@ -126,7 +160,7 @@ for p in $PLACEMENTS; do
         *) echo "bench/coll-hier.sh: unknown placement $p" >&2; exit 2 ;;
     esac
     echo "bench: coll-hier: $p: gridwire flat and hier, $SITES sites x 2 hosts x 2 ranks" >&2
-    on_login "$REL/gwrun" -f "$WORK/machines" --map-by "$gwmap" -n "$N" --timeout "$TIMEOUT" \
+    JOB_ENV=$GW_ENV on_login "$REL/gwrun" -f "$WORK/machines" --map-by "$gwmap" -n "$N" --timeout "$TIMEOUT" \
         "$WORK/coll_lat_gw" "$p:gw" "$ITERS" info "$MAXB" >>"$res" 2>"$OUT/gw-$p.err" ||
         echo "bench: coll-hier: $p: gridwire run failed: $(tail -2 "$OUT/gw-$p.err")" >&2
     if [ $have_mpich = 1 ] && [ "$PEERS" = 1 ]; then
@@ -145,6 +179,29 @@ for p in $PLACEMENTS; do
         cat "$WORK/ompi-$p" >>"$res"
     fi
 done
+if [ "$ZERO" = 1 ]; then
+    # The same jobs without the WAN delay, on a testbed of their own (the
+    # first one is taken down first: two would share the 2 cores).
+    "$TB" down --id "$ID" >/dev/null 2>&1 || true
+    ID=""
+    ID0="${ID0:-c0$$}"
+    ID0=${ID0:0:12}
+    env0=$(GW_LINKEMU=$REL/gw-linkemu "$TB" up --id "$ID0" --sites "$SITES" --hosts 2 --wan-delay 0 --shared-fs 2>"$OUT/up0.err") || {
+        echo "bench/coll-hier.sh: gw-testbed up (no delay) failed: $(tail -3 "$OUT/up0.err")" >&2; exit 1; }
+    eval "$env0"
+    set_cc "$ID0"
+    sed -E 's/^(s[0-9]+h[0-9]+)$/\1:2/' "$GW_TESTBED_MACHINES" >"$WORK/machines0"
+    for p in $PLACEMENTS; do
+        case $p in site) gwmap=slot ;; rr) gwmap=host ;; esac
+        echo "bench: coll-hier: $p: gridwire hier without WAN delay" >&2
+        # shellcheck disable=SC2086
+        "$TB" exec --id "$ID0" login env "PATH=$GW_TESTBED_BIN:/usr/bin:/bin" GW_ENCRYPT=never \
+            GW_COLL=hier ${COLLH_ENV:-} $GW_ENV MPIEXEC_TIMEOUT="$TIMEOUT" timeout -k 5 "$((TIMEOUT + 10))" \
+            "$REL/gwrun" -f "$WORK/machines0" --map-by "$gwmap" -n "$N" --timeout "$TIMEOUT" \
+            "$WORK/coll_lat_gw" "$p:gw-hier-0" "$ITERS" plain "$MAXB" >>"$res" 2>"$OUT/gw0-$p.err" ||
+            echo "bench: coll-hier: $p: zero-delay run failed: $(tail -2 "$OUT/gw0-$p.err")" >&2
+    done
+fi
 cp "$res" "$OUT/runs.txt"
 python3 bench/plot-coll-hier.py "$OUT/runs.txt" "${oneway:-0}" "$OUT/coll-hier.svg" >&2 ||
     echo "bench: coll-hier: plot failed" >&2
@@ -157,8 +214,8 @@ python3 bench/plot-coll-hier.py "$OUT/runs.txt" "${oneway:-0}" "$OUT/coll-hier.s
         echo
         echo "Placement \`$p\`:"
         echo
-        echo "| op | bytes | root | gridwire flat | gridwire hier | MPICH | Open MPI | hier inside one site | goal: 1.3 x delay + one site | hier within goal |"
-        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        echo "| op | bytes | root | gridwire flat | gridwire hier | MPICH | Open MPI | hier inside one site | goal: 1.3 x delay + one site | hier within goal | hier, no WAN delay | hier minus no delay, in delays |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"
         awk -v ow="${oneway:-0}" -v p="$p" '
           $1 == "coll" { split($5, l, ":"); if (l[1] != p && l[1] != "any") next
                          key = $2 " " $3 " " ($4 == 0 ? "0" : "last"); v[key, l[2]] = $6
@@ -171,9 +228,11 @@ python3 bench/plot-coll-hier.py "$OUT/runs.txt" "${oneway:-0}" "$OUT/coll-hier.s
               met = ""
               if (goal != "" && hier != "" && f[1] ~ /^(bcast|reduce|barrier|allreduce)$/ && f[2] <= 65536)
                 met = hier <= goal ? "yes" : "no"
-              printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[3],
+              zero = v[key, "gw-hier-0"]
+              added = (zero == "" || hier == "" || ow == 0) ? "" : sprintf("%.2f", (hier - zero) / (ow * 1000))
+              printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[3],
                 v[key, "gw-flat"], hier, v[key, "mpich"], v[key, "ompi"], site,
-                goal == "" ? "" : sprintf("%.0f", goal), met
+                goal == "" ? "" : sprintf("%.0f", goal), met, zero, added
             }
           }' "$res"
     done

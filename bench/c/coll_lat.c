@@ -105,13 +105,30 @@ static int cmp(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
+/* Whether NAME is one of the comma-separated words of LIST. */
+static int listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
 static void run(MPI_Comm c, const char *label, int iters, int warm) {
     int rank, size;
     MPI_Comm_rank(c, &rank);
     MPI_Comm_size(c, &size);
     measure_margin(c, rank);
     char *a = calloc(1 << 20, 1), *b = calloc(1 << 20, 1);
+    /* COLL_OPS (e.g. "bcast,reduce"): only those operations (a quick look
+     * at one case; the benchmark runs them all). */
+    const char *only = getenv("COLL_OPS");
     for (unsigned o = 0; o < sizeof ops / sizeof *ops; o++) {
+        if (only && !listed(only, ops[o])) continue;
         for (unsigned s = 0; s < sizeof sizes / sizeof *sizes; s++) {
             int bytes = sizes[s];
             if (bytes > max_bytes) break;

@@ -521,6 +521,17 @@ pub fn dtype_ref(h: MPI_Datatype) -> Result<gridwire_mpi::DtRef> {
     }
 }
 
+/// The predefined contiguous datatype of handle `h` (not a pair type, not
+/// `MPI_DATATYPE_NULL`), borrowed for the library's lifetime: what the
+/// one-sided fast path (`rma::fast`) accepts.
+#[inline]
+pub fn predef_contig_type(h: MPI_Datatype) -> Option<&'static Datatype> {
+    match predef_types().get(h) {
+        Some(Some(t)) if t.contig && t.size > 0 => Some(t),
+        _ => None,
+    }
+}
+
 pub fn is_predefined_type(h: MPI_Datatype) -> bool {
     h < 0x300 && matches!(predef_types().get(h), Some(Some(_)))
 }
@@ -557,6 +568,15 @@ pub fn op_ref(h: MPI_Op) -> Result<OpRef> {
         return Ok(OpRef::Static(o));
     }
     op(h).map(OpRef::Shared)
+}
+
+/// The predefined operation of handle `h`, borrowed (user operations: None).
+#[inline]
+pub fn predef_op(h: MPI_Op) -> Option<&'static Op> {
+    predef_ops()
+        .iter()
+        .find(|(v, _)| *v == h)
+        .map(|(_, o)| &**o)
 }
 
 fn predef_ops() -> &'static Vec<(usize, Arc<Op>)> {

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{gwrun, have_cc, profile_dir, repo};
+use common::{compile_mpi_test, gwrun, have_cc};
 use gridwire_testkit::skip;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -28,22 +28,7 @@ fn compiled() -> Option<PathBuf> {
         skip("comm_links: no C compiler (cc or GWCC_CC)");
         return None;
     }
-    let out_dir = profile_dir().join("mpi-tests");
-    std::fs::create_dir_all(&out_dir).unwrap();
-    let exe = out_dir.join("comm_links");
-    let out = Command::new(repo().join("scripts/gwcc"))
-        .env("GW_MPI_LIBDIR", profile_dir())
-        .args(["-Wall", "-O1", "-o"])
-        .arg(&exe)
-        .arg(repo().join("tests/mpi/comm_links.c"))
-        .output()
-        .expect("gwcc runs");
-    assert!(
-        out.status.success(),
-        "gwcc comm_links.c failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(exe)
+    Some(compile_mpi_test("mpi-tests", "comm_links"))
 }
 
 struct Run {

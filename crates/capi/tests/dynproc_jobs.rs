@@ -11,29 +11,14 @@
 
 mod common;
 
-use common::{gwrun, have_cc, launcher_bin, profile_dir, repo};
+use common::{compile_mpi_test, gwrun, have_cc, launcher_bin, profile_dir};
 use gridwire_testkit::skip;
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn compile(name: &str) -> std::path::PathBuf {
-    let dir = profile_dir().join("mpi-tests");
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join(name);
-    let out = Command::new(repo().join("scripts/gwcc"))
-        .env("GW_MPI_LIBDIR", profile_dir())
-        .args(["-Wall", "-O1", "-o"])
-        .arg(&exe)
-        .arg(repo().join(format!("tests/mpi/{name}.c")))
-        .output()
-        .expect("gwcc runs");
-    assert!(
-        out.status.success(),
-        "gwcc {name}.c failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
+    compile_mpi_test("mpi-tests", name)
 }
 
 fn job(exe: &std::path::Path, ns: &str, n: u32, hosts: u32, args: &[&str]) -> Child {

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{gwrun, have_cc, profile_dir, repo};
+use common::{compile_mpi_test, gwrun, have_cc, profile_dir};
 use gridwire_core::params::{parse_size, Kind, ParamDecl};
 use gridwire_testkit::skip;
 use std::io::Read;
@@ -108,21 +108,8 @@ fn mpi_t_lists_reads_writes_and_counts_over_shm_and_tcp() {
     if !have_cc() {
         return skip("mpi_t: no C compiler (cc or GWCC_CC)");
     }
+    let exe = compile_mpi_test("mpi-tests", "mpi_t");
     let dir = profile_dir().join("mpi-tests");
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("mpi_t");
-    let out = Command::new(repo().join("scripts/gwcc"))
-        .env("GW_MPI_LIBDIR", profile_dir())
-        .args(["-Wall", "-O1", "-o"])
-        .arg(&exe)
-        .arg(repo().join("tests/mpi/mpi_t.c"))
-        .output()
-        .expect("gwcc runs");
-    assert!(
-        out.status.success(),
-        "gwcc mpi_t.c failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let expect = expectations(&dir);
     let mut failures = Vec::new();
     for (hosts, args, pass) in [

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{gwrun, have_cc, profile_dir, repo};
+use common::{compile_mpi_test, gwrun, have_cc};
 use gridwire_testkit::skip;
 use std::process::{Command, Stdio};
 
@@ -22,21 +22,7 @@ fn rma_accumulates_race_on_one_target() {
         skip("rma_acc_race: no C compiler (cc or GWCC_CC)");
         return;
     }
-    let dir = profile_dir().join("mpi-tests-rma-acc");
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("rma_acc_race");
-    let out = Command::new(repo().join("scripts/gwcc"))
-        .env("GW_MPI_LIBDIR", profile_dir())
-        .args(["-Wall", "-O1", "-o"])
-        .arg(&exe)
-        .arg(repo().join("tests/mpi/rma_acc_race.c"))
-        .output()
-        .expect("gwcc runs");
-    assert!(
-        out.status.success(),
-        "gwcc rma_acc_race.c failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let exe = compile_mpi_test("mpi-tests-rma-acc", "rma_acc_race");
     // (ranks, emulated hosts, environment)
     type Case<'a> = (u32, u32, &'a [(&'a str, &'a str)]);
     let cases: &[Case] = &[

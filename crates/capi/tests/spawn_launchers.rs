@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{have_cc, profile_dir, repo};
+use common::{compile_mpi_test, have_cc};
 use gridwire_testkit::skip;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -26,22 +26,7 @@ fn mpirun() -> Option<PathBuf> {
 fn compile(name: &str) -> PathBuf {
     // A directory of this test file's own: c_suite builds the same
     // program into mpi-tests, and the two may run at once.
-    let dir = profile_dir().join("mpi-tests-spawn-launchers");
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join(name);
-    let out = Command::new(repo().join("scripts/gwcc"))
-        .env("GW_MPI_LIBDIR", profile_dir())
-        .args(["-Wall", "-O1", "-o"])
-        .arg(&exe)
-        .arg(repo().join(format!("tests/mpi/{name}.c")))
-        .output()
-        .expect("gwcc runs");
-    assert!(
-        out.status.success(),
-        "gwcc {name}.c failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
+    compile_mpi_test("mpi-tests-spawn-launchers", name)
 }
 
 /// `mpirun.openmpi -n N exe args` (bounded by `timeout`): success, stdout,

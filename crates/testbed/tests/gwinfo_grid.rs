@@ -8,21 +8,13 @@
 //! and sshd: skipped by the project's rule otherwise (a failure under
 //! CI=true).
 
-use gridwire_testbed::harness::{self, run_with_timeout, Testbed};
+use gridwire_testbed::harness::{run_with_timeout, Testbed};
 use std::time::Duration;
 
 mod common;
 
 fn ready() -> bool {
-    if !gridwire_testkit::is_root() {
-        gridwire_testkit::skip("gw-testbed needs root (namespaces, mounts, bridges, nftables)");
-        return false;
-    }
-    if let Err(why) = harness::ready() {
-        gridwire_testkit::skip(&why);
-        return false;
-    }
-    true
+    common::testbed_ready()
 }
 
 #[test]

@@ -22,15 +22,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 fn ready() -> bool {
-    if !gridwire_testkit::is_root() {
-        gridwire_testkit::skip("gw-testbed needs root (namespaces, mounts, bridges, nftables)");
-        return false;
-    }
-    if let Err(why) = harness::ready() {
-        gridwire_testkit::skip(&why);
-        return false;
-    }
-    true
+    common::testbed_ready()
 }
 
 const HOSTS: [&str; 4] = ["s0h0", "s0h1", "s1h0", "s1h1"];

@@ -14,12 +14,12 @@
 use gridwire_testbed::harness::{self, run_with_timeout, Testbed};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+mod common;
+
 fn ready() -> bool {
-    if !gridwire_testkit::is_root() {
-        gridwire_testkit::skip("gw-testbed needs root (namespaces, mounts, bridges, nftables)");
+    if !common::testbed_ready() {
         return false;
     }
     if !Path::new("/usr/bin/mpiexec.mpich").exists() {
@@ -28,48 +28,11 @@ fn ready() -> bool {
         );
         return false;
     }
-    if let Err(why) = harness::ready() {
-        gridwire_testkit::skip(&why);
-        return false;
-    }
     true
 }
 
-/// Builds gridwire-core's `rsr_check` example into this test's target
-/// directory and profile; its path.
 fn build_rsr_check() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let target_dir = profile_dir.parent().unwrap();
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.args([
-        "build",
-        "--quiet",
-        "-p",
-        "gridwire-core",
-        "--example",
-        "rsr_check",
-    ])
-    .arg("--target-dir")
-    .arg(target_dir)
-    .current_dir(&workspace);
-    match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => {}
-        Some("release") => {
-            cmd.arg("--release");
-        }
-        Some(other) => {
-            cmd.args(["--profile", other]);
-        }
-    }
-    let out = run_with_timeout(&mut cmd, Duration::from_secs(600)).unwrap();
-    assert!(
-        out.status.success(),
-        "building rsr_check: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    profile_dir.join("examples/rsr_check")
+    common::build_example("gridwire-core", "rsr_check")
 }
 
 #[test]

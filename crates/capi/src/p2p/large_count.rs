@@ -1,6 +1,7 @@
 //! The large-count (`_c`) point-to-point forms: `MPI_Count` counts, over the
 //! same bodies as the int forms (which widen their counts to call them).
 
+use super::persistent::{psend, recv_init_impl};
 use super::*;
 
 // ---- large-count (`_c`) forms: MPI_Count counts ---------------------------------

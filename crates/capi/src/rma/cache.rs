@@ -20,6 +20,7 @@
 //! its own cache at once.
 
 use super::{win_obj, MPI_Win, WinObj};
+use gridwire_mpi::rma::Win;
 use gridwire_mpi::{class, err, Result};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,6 +82,28 @@ pub(crate) fn with_win<R>(h: MPI_Win, f: impl FnOnce(&WinObj) -> Result<R>) -> R
             "window cache: the call ran without an answer",
         )),
     }
+}
+
+/// Runs `f` on the window of handle `h` if this thread's cache holds it
+/// (valid, see the module's comment); None on a miss, without looking the
+/// handle up: the fast path (`super::fast`) then takes the general path,
+/// whose [`with_win`] fills the cache or reports the bad handle.
+#[inline(always)]
+pub(crate) fn peek<R>(h: MPI_Win, f: impl FnOnce(&Win) -> R) -> Option<R> {
+    let frees = WIN_FREES.load(Ordering::Acquire);
+    CACHE
+        .try_with(|c| {
+            // A shared borrow: a `with_win` below us (never on the fast
+            // path) would find the cache taken and look the handle up.
+            let c = c.try_borrow().ok()?;
+            let e = c[h % WAYS].as_ref()?;
+            if e.handle != h || e.frees != frees {
+                return None;
+            }
+            Some(f(&e.obj.win))
+        })
+        .ok()
+        .flatten()
 }
 
 /// Called by `MPI_Win_free` once the handle is out of the table.

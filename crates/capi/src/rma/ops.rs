@@ -2,7 +2,7 @@
 //! fetch-and-op, compare-and-swap, their request-based forms and the
 //! large-count (`_c`) variants.
 
-use super::{run_win, with_win, MPI_Win};
+use super::{fast, run_win, with_win, MPI_Win};
 use crate::abi::*;
 use crate::handles::{self, mpi, ReqObj, REQS};
 use crate::{put, Void};
@@ -94,6 +94,10 @@ macro_rules! put_get {
     };
     (@one $name:ident, $pname:ident, $ct:ty, $kind:expr, $origin_in:expr, false) => {
         mpi_fn!(fn $name / $pname(oaddr: *const Void, ocount: $ct, odt: MPI_Datatype, rank: c_int, disp: MPI_Aint, tcount: $ct, tdt: MPI_Datatype, w: MPI_Win) -> c_int {
+            // SAFETY: the standard's contract for the arguments.
+            if unsafe { fast::put_get($origin_in, oaddr, ocount as i64, odt, rank, disp, tcount as i64, tdt, w) } {
+                return MPI_SUCCESS;
+            }
             let o = side(oaddr, ocount as i64, odt);
             let c = Call { kind: $kind, data: o.filter(|_| $origin_in), compare: None, result: o.filter(|_| !$origin_in), rank, disp, tcount: tcount as i64, tdt, op: None };
             // SAFETY: the standard's contract for the arguments.
@@ -144,6 +148,10 @@ macro_rules! accumulate {
     };
     (@body $name:ident, $pname:ident, $ct:ty, false) => {
         mpi_fn!(fn $name / $pname(oaddr: *const Void, ocount: $ct, odt: MPI_Datatype, rank: c_int, disp: MPI_Aint, tcount: $ct, tdt: MPI_Datatype, op: MPI_Op, w: MPI_Win) -> c_int {
+            // SAFETY: the standard's contract for the arguments.
+            if unsafe { fast::accumulate(oaddr, ocount as i64, odt, std::ptr::null_mut(), 0, odt, rank, disp, tcount as i64, tdt, op, w) } {
+                return MPI_SUCCESS;
+            }
             let c = Call { kind: Kind::Accumulate, data: side(oaddr, ocount as i64, odt), compare: None, result: None, rank, disp, tcount: tcount as i64, tdt, op: Some(op) };
             // SAFETY: the standard's contract for the arguments.
             unsafe { issue(stringify!($name), w, c, std::ptr::null_mut()) }
@@ -178,6 +186,10 @@ macro_rules! get_accumulate {
     };
     (@body $name:ident, $pname:ident, $ct:ty, false) => {
         mpi_fn!(fn $name / $pname(oaddr: *const Void, ocount: $ct, odt: MPI_Datatype, raddr: *mut Void, rcount: $ct, rdt: MPI_Datatype, rank: c_int, disp: MPI_Aint, tcount: $ct, tdt: MPI_Datatype, op: MPI_Op, w: MPI_Win) -> c_int {
+            // SAFETY: the standard's contract for the arguments.
+            if !raddr.is_null() && unsafe { fast::accumulate(oaddr, ocount as i64, odt, raddr, rcount as i64, rdt, rank, disp, tcount as i64, tdt, op, w) } {
+                return MPI_SUCCESS;
+            }
             let c = Call { kind: Kind::GetAccumulate, data: origin_unless_no_op(op, Side { addr: oaddr, count: ocount as i64, dt: odt }), compare: None, result: side(raddr, rcount as i64, rdt), rank, disp, tcount: tcount as i64, tdt, op: Some(op) };
             // SAFETY: the standard's contract for the arguments.
             unsafe { issue(stringify!($name), w, c, std::ptr::null_mut()) }
@@ -211,6 +223,10 @@ get_accumulate!(
 );
 
 mpi_fn!(fn MPI_Fetch_and_op / PMPI_Fetch_and_op(oaddr: *const Void, raddr: *mut Void, dt: MPI_Datatype, rank: c_int, disp: MPI_Aint, op: MPI_Op, w: MPI_Win) -> c_int {
+    // SAFETY: the standard's contract for the arguments.
+    if !raddr.is_null() && unsafe { fast::accumulate(oaddr, 1, dt, raddr, 1, dt, rank, disp, 1, dt, op, w) } {
+        return MPI_SUCCESS;
+    }
     let c = Call {
         kind: Kind::GetAccumulate,
         data: origin_unless_no_op(op, Side { addr: oaddr, count: 1, dt }),
@@ -227,6 +243,10 @@ mpi_fn!(fn MPI_Fetch_and_op / PMPI_Fetch_and_op(oaddr: *const Void, raddr: *mut 
 });
 
 mpi_fn!(fn MPI_Compare_and_swap / PMPI_Compare_and_swap(oaddr: *const Void, caddr: *const Void, raddr: *mut Void, dt: MPI_Datatype, rank: c_int, disp: MPI_Aint, w: MPI_Win) -> c_int {
+    // SAFETY: the standard's contract for the arguments.
+    if unsafe { fast::compare_and_swap(oaddr, caddr, raddr, dt, rank, disp, w) } {
+        return MPI_SUCCESS;
+    }
     let check = || -> Result<()> {
         let t = handles::dtype_ref(dt)?;
         if t.basic.is_none() || t.nbasic != 1 {

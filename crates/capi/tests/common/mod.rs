@@ -54,3 +54,35 @@ pub fn have_cc() -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// `tests/mpi/NAME.c` compiled with `gwcc -Wall -O1` against this build's
+/// library into `target/<profile>/DIR/NAME` (a directory per test file, so
+/// test files running at once never write the same executable), once per
+/// test process: the tests of one file run on parallel threads, and a
+/// second compile rewriting the executable while another test runs it made
+/// that test fail now and then. Panics with the compiler's output when it
+/// fails.
+pub fn compile_mpi_test(dir: &str, name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let dir = profile_dir().join(dir);
+    let exe = dir.join(name);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if built.contains(&exe) {
+        return exe;
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new(repo().join("scripts/gwcc"))
+        .env("GW_MPI_LIBDIR", profile_dir())
+        .args(["-Wall", "-O1", "-o"])
+        .arg(&exe)
+        .arg(repo().join(format!("tests/mpi/{name}.c")))
+        .output()
+        .expect("gwcc runs");
+    assert!(
+        out.status.success(),
+        "gwcc {name}.c failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    built.push(exe.clone());
+    exe
+}

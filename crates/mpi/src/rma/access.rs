@@ -19,20 +19,21 @@
 //! the operation's address checks do not depend on the epoch.
 
 use super::window::Epoch;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
-/// Bits of [`Access::per_rank`].
+/// Bits of [`Access::per_rank`]. The fence and lock-all states are copied
+/// into every rank's byte, so that "may I access rank r?" is one load (the
+/// fast path of `super::fast` asks it on every call).
 const LOCKED: u8 = 1;
 const STARTED: u8 = 2;
+const FENCE: u8 = 4;
+const LOCK_ALL: u8 = 8;
 
 /// Lock-free mirror of an [`Epoch`] (see the module's comment).
 pub(crate) struct Access {
-    /// Between two fences.
-    fence: AtomicBool,
-    /// Inside `MPI_Win_lock_all`.
-    lock_all: AtomicBool,
     /// Per window rank: [`LOCKED`] (a lock epoch to it), [`STARTED`] (in
-    /// the group of `MPI_Win_start`).
+    /// the group of `MPI_Win_start`), [`FENCE`] (between two fences),
+    /// [`LOCK_ALL`] (inside `MPI_Win_lock_all`).
     per_rank: Box<[AtomicU8]>,
     /// Bumped at every change: what an origin read from a target in one
     /// epoch (a dynamic window's regions) is read again in the next.
@@ -42,8 +43,6 @@ pub(crate) struct Access {
 impl Access {
     pub(crate) fn new(n: usize) -> Access {
         Access {
-            fence: AtomicBool::new(false),
-            lock_all: AtomicBool::new(false),
             per_rank: (0..n).map(|_| AtomicU8::new(0)).collect(),
             serial: AtomicU64::new(0),
         }
@@ -53,11 +52,10 @@ impl Access {
     /// epoch mutex held, after every change to `e`.
     pub(crate) fn mirror(&self, e: &Epoch) {
         self.serial.fetch_add(1, Ordering::AcqRel);
-        self.fence.store(e.fence, Ordering::Release);
-        self.lock_all.store(e.lock_all, Ordering::Release);
+        let common = common_bits(e);
         for (r, a) in self.per_rank.iter().enumerate() {
             let locked = e.locked.get(r).is_some_and(|&l| l != 0);
-            a.store(if locked { LOCKED } else { 0 }, Ordering::Release);
+            a.store(common | if locked { LOCKED } else { 0 }, Ordering::Release);
         }
         // The start group once (not a search of it per rank).
         for &r in e.started.iter().flatten() {
@@ -82,34 +80,45 @@ impl Access {
         self.serial.load(Ordering::Acquire)
     }
 
+    #[inline(always)]
+    fn rank_bits(&self, rank: u32) -> u8 {
+        self.per_rank
+            .get(rank as usize)
+            .map_or(0, |a| a.load(Ordering::Acquire))
+    }
+
     /// Whether an access epoch to window rank `rank` is open: between
     /// fences, in a lock epoch to it or of all, or in the start group.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn may_access(&self, rank: u32) -> bool {
-        self.fence.load(Ordering::Acquire)
-            || self.lock_all.load(Ordering::Acquire)
-            || self
-                .per_rank
-                .get(rank as usize)
-                .is_some_and(|a| a.load(Ordering::Acquire) != 0)
+        self.rank_bits(rank) != 0
+    }
+
+    /// Whether any passive-target epoch is open (to some rank, or of all).
+    #[inline]
+    pub(crate) fn any_passive(&self) -> bool {
+        self.per_rank
+            .iter()
+            .any(|a| a.load(Ordering::Acquire) & (LOCKED | LOCK_ALL) != 0)
     }
 
     /// Whether a passive-target (lock) epoch to `rank` is open.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn passive(&self, rank: u32) -> bool {
-        self.lock_all.load(Ordering::Acquire)
-            || self
-                .per_rank
-                .get(rank as usize)
-                .is_some_and(|a| a.load(Ordering::Acquire) & LOCKED != 0)
+        self.rank_bits(rank) & (LOCKED | LOCK_ALL) != 0
     }
+}
+
+/// The bits every rank shares in `e`: fence, lock-all.
+fn common_bits(e: &Epoch) -> u8 {
+    (if e.fence { FENCE } else { 0 }) | (if e.lock_all { LOCK_ALL } else { 0 })
 }
 
 /// The [`Access::per_rank`] bits of rank `r` in `e`.
 fn bits(e: &Epoch, r: usize) -> u8 {
     let locked = e.locked.get(r).is_some_and(|&l| l != 0);
     let started = e.started.as_ref().is_some_and(|g| g.contains(&(r as u32)));
-    (if locked { LOCKED } else { 0 }) | (if started { STARTED } else { 0 })
+    common_bits(e) | (if locked { LOCKED } else { 0 }) | (if started { STARTED } else { 0 })
 }
 
 #[cfg(test)]
@@ -130,6 +139,7 @@ mod tests {
         a.mirror_rank(&e, 1);
         assert!(a.serial() > s0, "a change is a new serial");
         assert!(a.may_access(1) && a.passive(1));
+        assert!(a.any_passive(), "one rank locked");
         assert!(!a.may_access(0) && !a.may_access(2));
         e.locked[1] = 0;
         e.started = Some(vec![2]);
@@ -143,13 +153,29 @@ mod tests {
         e.fence = true;
         a.mirror(&e);
         assert!((0..3).all(|r| a.may_access(r) && !a.passive(r)));
+        assert!(!a.any_passive(), "a fence is no passive epoch");
         e.fence = false;
         e.lock_all = true;
         a.mirror(&e);
         assert!((0..3).all(|r| a.may_access(r) && a.passive(r)));
+        assert!(a.any_passive(), "lock_all");
         // A rank outside the window is never accessible.
-        assert!(!a.passive(7) || a.lock_all.load(Ordering::Relaxed));
+        assert!(!a.passive(7) && !a.may_access(7));
+        // A lock after a fence (allowed) keeps the fence's access to the others.
         e.lock_all = false;
+        e.fence = true;
+        a.mirror(&e);
+        e.locked[1] = 1;
+        a.mirror_rank(&e, 1);
+        assert!(a.may_access(0) && a.may_access(2) && !a.passive(0));
+        assert!(a.passive(1), "the locked rank is passive");
+        e.locked[1] = 0;
+        a.mirror_rank(&e, 1);
+        assert!(
+            a.may_access(1) && !a.passive(1),
+            "unlocked: back to the fence"
+        );
+        e.fence = false;
         a.mirror(&e);
         assert!(!a.may_access(7) && !a.passive(7));
     }

@@ -32,6 +32,7 @@
 mod access;
 mod batch;
 mod direct;
+mod fast;
 pub mod ops;
 pub(crate) mod polling;
 mod progress_thread;

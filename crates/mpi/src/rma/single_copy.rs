@@ -145,6 +145,25 @@ impl SingleCopy {
         self.defer
     }
 
+    /// Whether a synchronization to window rank `r` has work here: puts or
+    /// gets deferred to it, or calls to it since the last synchronization
+    /// (which decides whether the next ones are deferred). The C layer's
+    /// fast flush must then take the general path (`Win::fast_flush`).
+    #[inline]
+    pub(crate) fn sync_work(&self, r: usize) -> bool {
+        self.defer
+            && (self.held.get(r).is_some_and(|h| h.load(Ordering::Acquire))
+                || self
+                    .calls
+                    .get(r)
+                    .is_some_and(|c| c.load(Ordering::Relaxed) != 0))
+    }
+
+    /// [`SingleCopy::sync_work`] for any rank.
+    pub(crate) fn sync_work_any(&self) -> bool {
+        self.defer && (0..self.held.len()).any(|r| self.sync_work(r))
+    }
+
     /// Lets accumulates to the members reached by single copies go by
     /// single copies too, under their lock words `locks` (by window rank,
     /// 0 = none).

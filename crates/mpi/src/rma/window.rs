@@ -120,6 +120,9 @@ pub struct Win {
     /// This process's own accumulate lock (0 = none: no one else applies
     /// accumulates to its memory, its handler alone does).
     pub(crate) own_acc_lock: usize,
+    /// Per window rank: `direct`, `acc_locks` and `remote` packed for the
+    /// fast path ([`super::fast`]).
+    pub(crate) fast: Box<[super::fast::FastTarget]>,
     owned: Owned,
     /// Dynamic windows: attached (address, bytes).
     pub(crate) attached: Mutex<Vec<(usize, usize)>>,
@@ -196,6 +199,12 @@ impl Win {
         self.take_error_slow()
     }
 
+    /// Whether a target answered an error not yet reported.
+    #[inline]
+    pub(crate) fn error_pending(&self) -> bool {
+        self.has_error.load(Ordering::Acquire)
+    }
+
     #[cold]
     fn take_error_slow(&self) -> Result<()> {
         let mut g = self.error.lock().unwrap_or_else(|e| e.into_inner());
@@ -253,11 +262,12 @@ impl Win {
         } = m;
         let lock_of = |r: usize| locks.get(r).copied().unwrap_or(0);
         // Accumulates load and store only where puts do, and under the lock.
-        let acc_locks = (0..direct.len())
+        let acc_locks: Vec<usize> = (0..direct.len())
             .map(|r| if direct[r] != 0 { lock_of(r) } else { 0 })
             .collect();
         let own_acc_lock = lock_of(comm.rank as usize);
         let n = comm.size as usize;
+        let fast = super::fast::targets(&direct, &acc_locks, &remote, n);
         let counters = || (0..n).map(|_| AtomicU32::new(0)).collect::<Box<[_]>>();
         Arc::new(Win {
             id: comm.ctx,
@@ -270,6 +280,7 @@ impl Win {
             direct,
             acc_locks,
             own_acc_lock,
+            fast,
             owned,
             attached: Mutex::new(Vec::new()),
             attach_table,

@@ -145,15 +145,41 @@ impl Drop for ScratchDir {
     }
 }
 
+/// Whether the testbed can run here: root, and what `harness::ready`
+/// checks; says why not (the project's skip rule) when it cannot.
+pub fn testbed_ready() -> bool {
+    if !gridwire_testkit::is_root() {
+        gridwire_testkit::skip("gw-testbed needs root (namespaces, mounts, bridges, nftables)");
+        return false;
+    }
+    if let Err(why) = gridwire_testbed::harness::ready() {
+        gridwire_testkit::skip(&why);
+        return false;
+    }
+    true
+}
+
 /// Builds a binary of the workspace into this test's target directory
 /// and profile; its path.
 pub fn build_bin(package: &str, bin: &str) -> PathBuf {
+    build_target(package, "--bin", bin)
+}
+
+/// Builds an example of the workspace (`gridwire-core`'s `rsr_check`, …)
+/// into this test's target directory and profile; its path.
+pub fn build_example(package: &str, example: &str) -> PathBuf {
+    build_target(package, "--example", example)
+}
+
+/// `cargo build -p PACKAGE KIND NAME` into this test's target directory
+/// and profile; the built file's path.
+fn build_target(package: &str, kind: &str, name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
     let target_dir = profile_dir.parent().unwrap();
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.args(["build", "--quiet", "-p", package, "--bin", bin])
+    cmd.args(["build", "--quiet", "-p", package, kind, name])
         .arg("--target-dir")
         .arg(target_dir)
         .current_dir(&workspace);
@@ -169,10 +195,14 @@ pub fn build_bin(package: &str, bin: &str) -> PathBuf {
     let out = run_with_timeout(&mut cmd, Duration::from_secs(600)).unwrap();
     assert!(
         out.status.success(),
-        "building {bin}: {}",
+        "building {name}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    profile_dir.join(bin)
+    if kind == "--example" {
+        profile_dir.join("examples").join(name)
+    } else {
+        profile_dir.join(name)
+    }
 }
 
 /// Copies libpvm3.so and gwpvm (built into this test's target directory)

@@ -1,0 +1,72 @@
+//! The fast path of the one-sided calls on windows from `MPI_Win_allocate`
+//! (`tests/mpi/rma_fast.c`): values at scaled displacements, every error
+//! class the general path gives (epochs, ranges, ranks, buffers, counts,
+//! types, operations, user error handlers), freed window handles,
+//! accumulates of different operations to one location staying atomic,
+//! and derived datatypes. On one host with 1, 2 and 4 ranks (loads and
+//! stores: the fast path), on two emulated hosts (the other host's targets
+//! by requests) and with `GW_MPI_RMA_DIRECT=0` (the general path only:
+//! the same program must pass both ways).
+
+mod common;
+
+use common::{gwrun, have_cc, profile_dir, repo};
+use gridwire_testkit::skip;
+use std::process::{Command, Stdio};
+
+#[test]
+fn rma_fast_path_matches_the_general_path() {
+    if !have_cc() {
+        skip("rma_fast: no C compiler (cc or GWCC_CC)");
+        return;
+    }
+    let dir = profile_dir().join("mpi-tests-rma-fast");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("rma_fast");
+    let out = Command::new(repo().join("scripts/gwcc"))
+        .env("GW_MPI_LIBDIR", profile_dir())
+        .args(["-Wall", "-O1", "-o"])
+        .arg(&exe)
+        .arg(repo().join("tests/mpi/rma_fast.c"))
+        .output()
+        .expect("gwcc runs");
+    assert!(
+        out.status.success(),
+        "gwcc rma_fast.c failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // (ranks, emulated hosts, environment)
+    type Case<'a> = (u32, u32, &'a [(&'a str, &'a str)]);
+    let cases: &[Case] = &[
+        (1, 1, &[]),
+        (2, 1, &[]),
+        (4, 1, &[]),
+        (4, 2, &[("GW_TEST_ROUNDS", "40")]),
+        (
+            3,
+            1,
+            &[("GW_MPI_RMA_DIRECT", "0"), ("GW_TEST_ROUNDS", "60")],
+        ),
+    ];
+    for &(n, hosts, env) in cases {
+        let mut c = Command::new(gwrun());
+        c.args(["--timeout", "120", "-n", &n.to_string()]);
+        if hosts > 1 {
+            c.args(["--emulate-hosts", &hosts.to_string()]);
+        }
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c
+            .arg(&exe)
+            .stdin(Stdio::null())
+            .output()
+            .expect("gwrun runs");
+        let so = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && so.contains("PASS rma_fast"),
+            "rma_fast -n {n} on {hosts} hosts with {env:?}:\n{so}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
