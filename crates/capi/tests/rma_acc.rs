@@ -12,9 +12,8 @@
 
 mod common;
 
-use common::{compile_mpi_test, gwrun, have_cc};
+use common::{compile_mpi_test, gwrun_case, have_cc};
 use gridwire_testkit::skip;
-use std::process::{Command, Stdio};
 
 #[test]
 fn rma_accumulates_race_on_one_target() {
@@ -42,19 +41,7 @@ fn rma_accumulates_race_on_one_target() {
             .iter()
             .find(|(k, _)| *k == "GW_TEST_ROUNDS")
             .map_or(200, |(_, v)| v.parse().unwrap());
-        let mut c = Command::new(gwrun());
-        c.args(["--timeout", "90", "-n", &n.to_string()]);
-        if hosts > 1 {
-            c.args(["--emulate-hosts", &hosts.to_string()]);
-        }
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        let out = c
-            .arg(&exe)
-            .stdin(Stdio::null())
-            .output()
-            .expect("gwrun runs");
+        let out = gwrun_case(&exe, n, hosts, env, 90);
         let so = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success() && so.contains("PASS rma_acc_race"),

@@ -10,9 +10,8 @@
 
 mod common;
 
-use common::{gwrun, have_cc, profile_dir, repo};
+use common::{compile_mpi_test, gwrun_case, have_cc};
 use gridwire_testkit::skip;
-use std::process::{Command, Stdio};
 
 #[test]
 fn rma_fast_path_matches_the_general_path() {
@@ -20,21 +19,7 @@ fn rma_fast_path_matches_the_general_path() {
         skip("rma_fast: no C compiler (cc or GWCC_CC)");
         return;
     }
-    let dir = profile_dir().join("mpi-tests-rma-fast");
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("rma_fast");
-    let out = Command::new(repo().join("scripts/gwcc"))
-        .env("GW_MPI_LIBDIR", profile_dir())
-        .args(["-Wall", "-O1", "-o"])
-        .arg(&exe)
-        .arg(repo().join("tests/mpi/rma_fast.c"))
-        .output()
-        .expect("gwcc runs");
-    assert!(
-        out.status.success(),
-        "gwcc rma_fast.c failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let exe = compile_mpi_test("mpi-tests-rma-fast", "rma_fast");
     // (ranks, emulated hosts, environment)
     type Case<'a> = (u32, u32, &'a [(&'a str, &'a str)]);
     let cases: &[Case] = &[
@@ -49,19 +34,7 @@ fn rma_fast_path_matches_the_general_path() {
         ),
     ];
     for &(n, hosts, env) in cases {
-        let mut c = Command::new(gwrun());
-        c.args(["--timeout", "120", "-n", &n.to_string()]);
-        if hosts > 1 {
-            c.args(["--emulate-hosts", &hosts.to_string()]);
-        }
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        let out = c
-            .arg(&exe)
-            .stdin(Stdio::null())
-            .output()
-            .expect("gwrun runs");
+        let out = gwrun_case(&exe, n, hosts, env, 120);
         let so = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success() && so.contains("PASS rma_fast"),

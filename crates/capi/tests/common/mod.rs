@@ -86,3 +86,24 @@ pub fn compile_mpi_test(dir: &str, name: &str) -> PathBuf {
     built.push(exe.clone());
     exe
 }
+
+/// `gwrun --timeout SECS -n N [--emulate-hosts HOSTS] EXE` with `env` set
+/// and stdin closed; its output (gwrun's `--timeout` ends a hung job).
+pub fn gwrun_case(
+    exe: &Path,
+    n: u32,
+    hosts: u32,
+    env: &[(&str, &str)],
+    timeout_secs: u32,
+) -> std::process::Output {
+    let mut c = Command::new(gwrun());
+    c.args(["--timeout", &timeout_secs.to_string(), "-n", &n.to_string()]);
+    if hosts > 1 {
+        c.args(["--emulate-hosts", &hosts.to_string()]);
+    }
+    c.envs(env.iter().copied())
+        .arg(exe)
+        .stdin(Stdio::null())
+        .output()
+        .expect("gwrun runs")
+}
