@@ -142,7 +142,8 @@ fn carried(text: &str, from: u32, to: u32, name: &str) -> Option<(u64, u64)> {
     let line = text
         .lines()
         .find(|l| l.contains(&format!("links {from}->{to} (several at once)")))?;
-    let head = &line[line.find(": ")? + 2..line.find(" (bytes:")?];
+    let at = line.find("(several at once): ")? + "(several at once): ".len();
+    let head = &line[at..line.find(" (bytes:")?];
     let msgs = head.split(", ").find_map(|part| {
         let (n, counts) = part.split_once(' ')?;
         (n == name).then(|| counts.split('/').next()?.parse().ok())?
@@ -164,8 +165,9 @@ fn chosen(text: &str, from: u32, to: u32, stack: &str) -> Option<u64> {
 
 #[test]
 fn small_messages_take_the_low_latency_stack_and_bulk_the_fast_one() {
-    let Some(exe) = compiled() else { return };
+    // Serial from the compile on: the tests write the same executable.
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(exe) = compiled() else { return };
     let (ok, text) = run(
         &exe,
         &[
@@ -218,8 +220,9 @@ fn small_messages_take_the_low_latency_stack_and_bulk_the_fast_one() {
 
 #[test]
 fn measured_estimates_keep_order_and_are_reported() {
-    let Some(exe) = compiled() else { return };
+    // Serial from the compile on: the tests write the same executable.
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(exe) = compiled() else { return };
     let (ok, text) = run(
         &exe,
         &[("GW_SELECT", "measured"), ("GW_TEST_MODE", "sizes")],
@@ -239,8 +242,9 @@ fn measured_estimates_keep_order_and_are_reported() {
 
 #[test]
 fn rendezvous_answers_and_rma_follow_the_communicators_route() {
-    let Some(exe) = compiled() else { return };
+    // Serial from the compile on: the tests write the same executable.
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(exe) = compiled() else { return };
     let (ok, text) = run(&exe, &[("GW_TEST_MODE", "route")]);
     assert!(ok && text.contains("PASS select_sizes"), "{text}");
     let sent = sent_line(&text);

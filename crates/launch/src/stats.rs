@@ -114,7 +114,7 @@ pub fn build(records: &[Option<String>]) -> Matrix {
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .filter_map(Value::as_str)
+                .filter_map(gridwire_core::context::measured::Summary::from_json)
             {
                 selected.push((r, p, choice.to_string()));
             }
@@ -330,7 +330,7 @@ mod tests {
 
     #[test]
     fn pairs_on_several_methods_get_a_line() {
-        let r0 = r#"{"rank":0,"links":[{"peer":1,"method":"tcp","sent_msgs":30,"sent_bytes":9000,"by_method":[{"method":"tcp","sent_msgs":10,"sent_bytes":8000},{"method":"udp","sent_msgs":20,"sent_bytes":1000}],"select":["udp below 10000 B, tcp from 10000 B (measured)"]}]}"#;
+        let r0 = r#"{"rank":0,"links":[{"peer":1,"method":"tcp","sent_msgs":30,"sent_bytes":9000,"by_method":[{"method":"tcp","sent_msgs":10,"sent_bytes":8000},{"method":"udp","sent_msgs":20,"sent_bytes":1000}],"select":[{"bands":[[0,10000,"udp"],[10000,18446744073709551615,"tcp"]],"forced":false,"slots":[{"stack":"udp","rtt_ns":20000,"bytes_per_s":50000000,"msgs":20,"bytes":1000},{"stack":"tcp","rtt_ns":null,"bytes_per_s":null,"msgs":10,"bytes":8000}]}]}]}"#;
         let r1 = r#"{"rank":1,"links":[{"peer":0,"method":"tcp","sent_msgs":3,"sent_bytes":30,"reordered":4}]}"#;
         let m = build(&[Some(r0.into()), Some(r1.into())]);
         assert_eq!(
@@ -350,7 +350,7 @@ mod tests {
         );
         assert!(text.contains("udp = reliable UDP"), "{text}");
         assert!(
-            text.contains("size-aware 0->1: udp below 10000 B, tcp from 10000 B (measured)"),
+            text.contains("size-aware 0->1: udp below 10000 B, tcp from 10000 B (measured); udp: rtt 20 us, 50.0 MB/s, 20 msgs/1000 B; tcp: rtt ?, ?, 10 msgs/8000 B"),
             "{text}"
         );
     }

@@ -348,44 +348,142 @@ impl Selector {
         self.bands[self.nbands - 1].upto = u64::MAX;
     }
 
-    /// A one-line account for `--stats`: the bands, then each slot's
-    /// estimates and traffic.
+    /// What the selection chose and knows, for `--stats` and `gwinfo`.
+    pub fn summary(&self) -> Summary {
+        let mut from = 0;
+        let bands = self
+            .bands()
+            .iter()
+            .map(|b| {
+                let band = (from, b.upto, self.slots[b.slot as usize].stack.to_string());
+                from = b.upto;
+                band
+            })
+            .collect();
+        Summary {
+            bands,
+            forced: self.forced,
+            slots: self
+                .slots
+                .iter()
+                .map(|s| SlotSummary {
+                    stack: s.stack.to_string(),
+                    rtt_ns: s.est.rtt_ns.map(|r| r as u64),
+                    bytes_per_s: s.est.bytes_per_s.map(|b| b as u64),
+                    msgs: s.msgs,
+                    bytes: s.bytes,
+                })
+                .collect(),
+        }
+    }
+
+    /// [`Selector::summary`] as one line.
     pub fn describe(&self) -> String {
-        let mut out = String::new();
-        let bands = self.bands();
-        for (i, b) in bands.iter().enumerate() {
-            let name = self.slots[b.slot as usize].stack;
-            let from = if i == 0 { 0 } else { bands[i - 1].upto };
-            if !out.is_empty() {
-                out.push_str(", ");
+        self.summary().to_string()
+    }
+}
+
+/// A selector's account: its size bands and each slot's estimates and
+/// traffic. Crosses the stats record as JSON (no spaces in PMI values),
+/// printed by `gwrun --stats` with [`Display`](std::fmt::Display).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// (from, below, stack): sizes `from..below` go to `stack`.
+    pub bands: Vec<(u64, u64, String)>,
+    pub forced: bool,
+    pub slots: Vec<SlotSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotSummary {
+    pub stack: String,
+    pub rtt_ns: Option<u64>,
+    pub bytes_per_s: Option<u64>,
+    pub msgs: u64,
+    pub bytes: u64,
+}
+
+impl Summary {
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "bands": self.bands.iter().map(|(f, b, s)| serde_json::json!([f, b, s])).collect::<Vec<_>>(),
+            "forced": self.forced,
+            "slots": self.slots.iter().map(|s| serde_json::json!({
+                "stack": s.stack, "rtt_ns": s.rtt_ns, "bytes_per_s": s.bytes_per_s,
+                "msgs": s.msgs, "bytes": s.bytes,
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    /// Reads [`Summary::to_json`]'s output (`None` when it is not that:
+    /// the record comes from another process and is checked).
+    pub fn from_json(v: &serde_json::Value) -> Option<Summary> {
+        let bands = v
+            .get("bands")?
+            .as_array()?
+            .iter()
+            .map(|b| {
+                Some((
+                    b.get(0)?.as_u64()?,
+                    b.get(1)?.as_u64()?,
+                    b.get(2)?.as_str()?.to_string(),
+                ))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let slots = v
+            .get("slots")?
+            .as_array()?
+            .iter()
+            .map(|s| {
+                Some(SlotSummary {
+                    stack: s.get("stack")?.as_str()?.to_string(),
+                    rtt_ns: s.get("rtt_ns").and_then(|v| v.as_u64()),
+                    bytes_per_s: s.get("bytes_per_s").and_then(|v| v.as_u64()),
+                    msgs: s.get("msgs")?.as_u64()?,
+                    bytes: s.get("bytes")?.as_u64()?,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Summary {
+            bands,
+            forced: v.get("forced")?.as_bool()?,
+            slots,
+        })
+    }
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (from, below, name)) in self.bands.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
             }
-            match (from, b.upto) {
-                (0, u64::MAX) => out.push_str(&format!("{name} for every size")),
-                (0, to) => out.push_str(&format!("{name} below {to} B")),
-                (f, u64::MAX) => out.push_str(&format!("{name} from {f} B")),
-                (f, to) => out.push_str(&format!("{name} from {f} B below {to} B")),
+            match (*from, *below) {
+                (0, u64::MAX) => write!(f, "{name} for every size")?,
+                (0, to) => write!(f, "{name} below {to} B")?,
+                (fr, u64::MAX) => write!(f, "{name} from {fr} B")?,
+                (fr, to) => write!(f, "{name} from {fr} B below {to} B")?,
             }
         }
-        out.push_str(if self.forced {
+        f.write_str(if self.forced {
             " (estimates forced by GW_SELECT_ESTIMATES)"
         } else {
             " (measured)"
-        });
+        })?;
         for s in &self.slots {
             let rtt = s
-                .est
                 .rtt_ns
-                .map_or("?".to_string(), |r| format!("{:.0} us", r / 1e3));
+                .map_or("?".to_string(), |r| format!("{:.0} us", r as f64 / 1e3));
             let bw = s
-                .est
                 .bytes_per_s
-                .map_or("?".to_string(), |b| format!("{:.1} MB/s", b / 1e6));
-            out.push_str(&format!(
+                .map_or("?".to_string(), |b| format!("{:.1} MB/s", b as f64 / 1e6));
+            write!(
+                f,
                 "; {}: rtt {rtt}, {bw}, {} msgs/{} B",
                 s.stack, s.msgs, s.bytes
-            ));
+            )?;
         }
-        out
+        Ok(())
     }
 }
 
@@ -488,6 +586,10 @@ pub fn forced_for(forced: &[(String, Estimate)], stack: &str) -> Option<Estimate
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sum_has_spaces(v: &serde_json::Value) -> bool {
+        v.to_string().contains(' ')
+    }
 
     fn est(lat_us: f64, mbps: f64) -> Estimate {
         Estimate {

@@ -167,13 +167,13 @@ impl SendSide {
         }
     }
 
-    /// One line per measured route of this pair (for `--stats`).
-    pub(super) fn describe_selection(&self) -> Vec<String> {
+    /// One account per measured route of this pair (for `--stats`).
+    pub(super) fn selection_summaries(&self) -> Vec<measured::Summary> {
         self.selectors
             .iter()
             .flatten()
             .filter_map(|s| match s {
-                PairSelect::Measured(sel) => Some(sel.describe()),
+                PairSelect::Measured(sel) => Some(sel.summary()),
                 PairSelect::Fixed => None,
             })
             .collect()
@@ -182,10 +182,10 @@ impl SendSide {
 
 impl Sequenced {
     /// What the pair's measured routes chose (empty: none).
-    pub(super) fn selection(&self) -> Vec<String> {
+    pub(super) fn selection(&self) -> Vec<measured::Summary> {
         self.send
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .describe_selection()
+            .selection_summaries()
     }
 }

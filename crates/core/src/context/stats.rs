@@ -24,7 +24,7 @@ pub struct LinkStats {
     /// Between hosts, per measured route of the pair (`GW_SELECT`,
     /// `gw_select`): which stack takes which sizes, each stack's
     /// estimates and what it carried.
-    pub select: Vec<String>,
+    pub select: Vec<super::measured::Summary>,
 }
 
 /// What one method carried for one pair (first transmissions, not resends).
@@ -83,13 +83,12 @@ impl Context {
                         .unwrap_or_default(),
                 };
                 let mut s = s;
-                // Between hosts, the stack that carried every message is
-                // the pair's method (the default link may only carry acks,
-                // e.g. when a measured route put everything on udp).
-                if let [only] = &s.by_method[..] {
-                    if only.sent_msgs > 0 {
-                        s.method = only.method.clone();
-                    }
+                // Between hosts, the one stack that carried every message
+                // sent is the pair's method (the default link may carry
+                // only acks, e.g. when a measured route put all on udp).
+                let mut sent_on = s.by_method.iter().filter(|m| m.sent_msgs > 0);
+                if let (Some(only), None) = (sent_on.next(), sent_on.next()) {
+                    s.method = only.method.clone();
                 }
                 (s.sent_msgs + s.recv_msgs > 0 || !s.method.is_empty()).then_some(s)
             })
@@ -142,7 +141,7 @@ impl Context {
                     l["reordered"] = s.reordered.into();
                 }
                 if !s.select.is_empty() {
-                    l["select"] = s.select.clone().into();
+                    l["select"] = s.select.iter().map(|x| x.to_json()).collect();
                 }
                 l
             })
