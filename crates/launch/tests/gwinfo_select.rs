@@ -45,7 +45,12 @@ fn measured_mode_shows_the_choice_per_size() {
         "{t}"
     );
     assert!(t.contains("candidates between hosts: tcp, udp"), "{t}");
-    assert!(t.contains("udp below 10000 B, tcp from 10000 B"), "{t}");
+    assert!(
+        t.contains(
+            "with the estimates of GW_SELECT_ESTIMATES: udp below 10000 B, tcp from 10000 B"
+        ),
+        "{t}"
+    );
     for (label, stack) in [
         ("8 B", "udp"),
         ("4 KiB", "udp"),

@@ -285,8 +285,8 @@ fn selection_section(params: &Params, candidates: &[&'static str]) {
     };
     let mut sel = measured::Selector::new(&slots, Some(&estimates));
     println!(
-        "  estimates forced by GW_SELECT_ESTIMATES: {}",
-        sel.describe()
+        "  with the estimates of GW_SELECT_ESTIMATES: {}",
+        sel.summary().bands_text()
     );
     let now = std::time::Instant::now();
     for (label, size) in [

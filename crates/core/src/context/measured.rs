@@ -452,19 +452,26 @@ impl Summary {
     }
 }
 
+impl Summary {
+    /// The bands alone: `udp below 10000 B, tcp from 10000 B`.
+    pub fn bands_text(&self) -> String {
+        let words: Vec<String> = self
+            .bands
+            .iter()
+            .map(|(from, below, name)| match (*from, *below) {
+                (0, u64::MAX) => format!("{name} for every size"),
+                (0, to) => format!("{name} below {to} B"),
+                (fr, u64::MAX) => format!("{name} from {fr} B"),
+                (fr, to) => format!("{name} from {fr} B below {to} B"),
+            })
+            .collect();
+        words.join(", ")
+    }
+}
+
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (i, (from, below, name)) in self.bands.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            match (*from, *below) {
-                (0, u64::MAX) => write!(f, "{name} for every size")?,
-                (0, to) => write!(f, "{name} below {to} B")?,
-                (fr, u64::MAX) => write!(f, "{name} from {fr} B")?,
-                (fr, to) => write!(f, "{name} from {fr} B below {to} B")?,
-            }
-        }
+        f.write_str(&self.bands_text())?;
         f.write_str(if self.forced {
             " (estimates forced by GW_SELECT_ESTIMATES)"
         } else {
