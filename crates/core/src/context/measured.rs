@@ -638,6 +638,12 @@ mod tests {
             "{}",
             s.describe()
         );
+        // The stats record's form reads back as it was, has no spaces
+        // (PMI values cannot), and junk does not read.
+        let sum = s.summary();
+        assert_eq!(Summary::from_json(&sum.to_json()), Some(sum.clone()));
+        assert!(!sum_has_spaces(&sum.to_json()));
+        assert_eq!(Summary::from_json(&serde_json::json!({"bands": 7})), None);
     }
 
     #[test]
