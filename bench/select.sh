@@ -7,20 +7,46 @@
 # size as a Markdown table, the ratios against tcp, and gwrun --stats'
 # account of what the measured selection chose. Not a test.
 #
-# Usage: bench/select.sh [REPS]      (default 5 rounds after a warm-up)
+# Usage: bench/select.sh [REPS]        (default 5 rounds after a warm-up)
+#        bench/select.sh --wan [REPS]  the same between two sites of a
+#            gw-testbed whose WAN has SELECT_WAN_DELAY ms one-way delay
+#            (default 2) and SELECT_WAN_LOSS % loss (default 1); needs root
 # Env:   CARGO_TARGET_DIR (default target)
 set -eu
 cd "$(dirname "$0")/.."
 T=${CARGO_TARGET_DIR:-target}
 case $T in /*) ;; *) T=$(pwd)/$T ;; esac
+WAN=0
+if [ "${1:-}" = --wan ]; then WAN=1; shift; fi
 REPS=${1:-5}
 cargo build -q --release -p gridwire-capi -p gridwire-launch
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
+OUT=$(mktemp -d /var/tmp/gw-select-XXXXXX)
+chmod 755 "$OUT"
+TB=""
+cleanup() {
+    if [ -n "$TB" ] && [ -n "${GW_TESTBED_ID:-}" ]; then "$TB" down --id "$GW_TESTBED_ID" >/dev/null 2>&1 || true; fi
+    rm -rf "$OUT"
+}
+trap cleanup EXIT
 GW_MPI_LIBDIR=$T/release scripts/gwcc -O2 -o "$OUT/pp" bench/mpi/select_pp.c
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$T/release/gwrun" --timeout 1200 --stats -n 2 --emulate-hosts 2 "$OUT/pp" "$REPS" \
-    >"$OUT/runs" 2>"$OUT/stats"
+if [ "$WAN" = 1 ]; then
+    if [ "$(id -u)" != 0 ]; then echo "SKIPPED: bench/select.sh --wan: gw-testbed needs root" >&2; exit 0; fi
+    cargo build -q --release -p gridwire-linkemu -p gridwire-testbed
+    TB=$T/release/gw-testbed
+    DELAY=${SELECT_WAN_DELAY:-2}
+    LOSS=${SELECT_WAN_LOSS:-1}
+    eval "$(GW_LINKEMU=$T/release/gw-linkemu "$TB" up --sites 2 --hosts 1 --shared-fs \
+        --wan-delay "$DELAY" --wan-loss "$LOSS")"
+    echo "between two sites of gw-testbed: WAN one-way delay $DELAY ms, loss $LOSS %"
+    "$TB" exec --id "$GW_TESTBED_ID" login env "PATH=$GW_TESTBED_BIN:/usr/bin:/bin" \
+        timeout 3000 "$T/release/gwrun" -f "$GW_TESTBED_MACHINES" -n 2 --map-by host \
+        --timeout 2900 --stats "$OUT/pp" "$REPS" >"$OUT/runs" 2>"$OUT/stats"
+else
+    echo "between two emulated hosts of this machine (loopback)"
+    "$T/release/gwrun" --timeout 1200 --stats -n 2 --emulate-hosts 2 "$OUT/pp" "$REPS" \
+        >"$OUT/runs" 2>"$OUT/stats"
+fi
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "Medians of $REPS rounds (latency: one way, us; bandwidth: MB/s; ratio: against tcp of the same rounds):"
