@@ -17,9 +17,11 @@
 //! floating point, no lock beyond the pair's send lock it already holds.
 //!
 //! Estimates:
-//! - round trip: the slot's transport's own (tcp's kernel `TCP_INFO`,
-//!   udp's smoothed RTT), read at every silence check (≥ 50 ms apart) once
-//!   the link is open, averaged (EWMA, 1/4);
+//! - round trip: a small message (≤ [`RTT_PROBE_MAX`]) sent while nothing
+//!   else of the pair was unacknowledged is timed from its send to the ack
+//!   that covers it, averaged (EWMA, 1/4); until then the slot's
+//!   transport's own estimate (tcp's kernel `TCP_INFO`, udp's smoothed
+//!   RTT, read at every silence check) seeds it;
 //! - bandwidth: a bulk message (≥ [`PROBE_MIN`]) sent while nothing else
 //!   of the pair was unacknowledged is timed from its send to the ack that
 //!   covers it: `size / (elapsed − rtt)`, averaged (EWMA, 1/4). Acks are
@@ -112,13 +114,18 @@ fn ewma(old: Option<f64>, new: f64) -> f64 {
     }
 }
 
-/// A bulk message in flight whose ack times the slot's bandwidth.
+/// A message in flight whose ack times the slot: a small one its round
+/// trip, a bulk one its bandwidth.
 #[derive(Debug, Clone, Copy)]
 struct Probe {
     seq: u64,
     len: usize,
     sent: Instant,
 }
+
+/// Messages up to this size time the round trip when sent alone (their
+/// own transfer is negligible beside it).
+pub const RTT_PROBE_MAX: usize = 4 << 10;
 
 /// One candidate stack of a pair.
 #[derive(Debug)]
@@ -132,6 +139,10 @@ pub struct Slot {
     pub msgs: u64,
     pub bytes: u64,
     last_bw_sample: Option<Instant>,
+    /// The round trip comes from the pair's own acks (the transport's
+    /// estimate only seeds it: it is measured differently, and under load
+    /// its delayed acks made it ten times the pair's).
+    rtt_from_acks: bool,
     probe: Option<Probe>,
 }
 
@@ -174,6 +185,7 @@ impl Selector {
                 msgs: 0,
                 bytes: 0,
                 last_bw_sample: None,
+                rtt_from_acks: false,
                 probe: None,
             })
             .collect();
@@ -248,7 +260,8 @@ impl Selector {
         };
         s.msgs += 1;
         s.bytes += len as u64;
-        if !forced && alone && len >= PROBE_MIN && s.probe.is_none() {
+        let timed = len <= RTT_PROBE_MAX || len >= PROBE_MIN;
+        if !forced && alone && timed && s.probe.is_none() {
             s.probe = Some(Probe {
                 seq,
                 len,
@@ -274,12 +287,23 @@ impl Selector {
             };
             s.probe = None;
             self.probing &= !(1 << k);
-            let elapsed = now.saturating_duration_since(p.sent).as_nanos() as f64;
+            let elapsed = (now.saturating_duration_since(p.sent).as_nanos() as f64).max(1.0);
+            if p.len <= RTT_PROBE_MAX {
+                // Send to ack: the round trip as this pair sees it, the
+                // receiver's ack delay included (bulk probes see it too,
+                // so it cancels out of their bandwidth).
+                let old = s.est.rtt_ns.filter(|_| s.rtt_from_acks);
+                s.est.rtt_ns = Some(ewma(old, elapsed));
+                s.rtt_from_acks = true;
+                self.need_rtt &= !(1 << k);
+                changed = true;
+                continue;
+            }
             // The ack came back a round trip after the data left; a
-            // transfer takes at least a tenth of what was seen (an rtt
-            // estimate larger than the whole exchange is stale).
+            // transfer takes at least a quarter of what was seen (a round
+            // trip estimate larger than the whole exchange is stale).
             let transfer = (elapsed - s.est.rtt_ns.unwrap_or(0.0))
-                .max(elapsed / 10.0)
+                .max(elapsed / 4.0)
                 .max(1.0);
             let sample = p.len as f64 * 1e9 / transfer;
             s.est.bytes_per_s = Some(ewma(s.est.bytes_per_s, sample));
@@ -295,12 +319,13 @@ impl Selector {
         }
     }
 
-    /// Slot `k`'s transport measured a round trip of `rtt`.
+    /// Slot `k`'s transport measured a round trip of `rtt`: a seed until
+    /// the pair's acks timed one.
     pub fn rtt_sample(&mut self, k: usize, rtt: Duration) {
         if self.forced {
             return;
         }
-        let Some(s) = self.slots.get_mut(k) else {
+        let Some(s) = self.slots.get_mut(k).filter(|s| !s.rtt_from_acks) else {
             return;
         };
         let old = s.est.rtt_ns;
@@ -687,28 +712,37 @@ mod tests {
         let at = |us: u64| t0 + Duration::from_micros(us);
         let mut s = Selector::new(&[(1, "tcp"), (2, "udp")], None);
         // No estimates: small messages open each slot in turn, then stay
-        // on the preferred one until the round trips are read.
+        // on the preferred one until the round trips are timed.
         assert_eq!(s.pick(8, at(0)), 0);
         s.sent(0, 1, 8, at(0), true);
         assert_eq!(s.pick(8, at(1)), 1);
-        s.sent(1, 2, 8, at(1), true);
-        assert_eq!(s.pick(8, at(1)), 0);
-        s.rtt_sample(0, Duration::from_micros(400));
-        s.rtt_sample(1, Duration::from_micros(20));
+        assert_eq!(s.pick(8, at(1)), 1, "not used yet");
+        assert!(s.probing());
+        // A small message sent alone is timed by its ack: tcp 400 us.
+        s.acked(1, at(400));
+        assert_eq!(s.slots[0].est.rtt_ns, Some(400_000.0));
+        // The transport's own figure is ignored once the acks timed one.
+        s.rtt_sample(0, Duration::from_millis(9));
+        assert_eq!(s.slots[0].est.rtt_ns, Some(400_000.0));
+        // udp: 20 us; a seed from its transport is replaced.
+        s.rtt_sample(1, Duration::from_millis(7));
+        s.sent(1, 2, 8, at(500), true);
+        s.acked(2, at(520));
+        assert_eq!(s.slots[1].est.rtt_ns, Some(20_000.0));
         // Bulk messages measure each slot's bandwidth once.
-        assert_eq!(s.pick(1 << 20, at(2)), 0);
-        s.sent(0, 2, 1 << 20, at(2), true);
+        assert_eq!(s.pick(1 << 20, at(600)), 0);
+        s.sent(0, 3, 1 << 20, at(600), true);
         assert!(s.probing());
         // While slot 0's probe is out, the next bulk message times slot 1.
-        assert_eq!(s.pick(1 << 20, at(3)), 1);
+        assert_eq!(s.pick(1 << 20, at(601)), 1);
         // tcp: 1 MiB in 400 us rtt + 1048.576 us = 1000 MB/s.
-        s.acked(2, at(2 + 400 + 1049));
+        s.acked(3, at(600 + 400 + 1049));
         assert!(!s.probing());
         let bw0 = s.slots[0].est.bytes_per_s.unwrap();
         assert!((bw0 / 1e6 - 1000.0).abs() < 2.0, "{bw0}");
         // udp: 1 MiB in 20 us rtt + 20 971 us = 50 MB/s.
-        s.sent(1, 3, 1 << 20, at(3000), true);
-        s.acked(3, at(3000 + 20 + 20_972));
+        s.sent(1, 4, 1 << 20, at(3000), true);
+        s.acked(4, at(3000 + 20 + 20_972));
         // Crossing: 190 us = s (1/50e6 - 1/1000e6) → s = 10 000 B.
         let b = s.bands();
         assert_eq!((b[0].slot, b[1].slot), (1, 0));
@@ -716,7 +750,7 @@ mod tests {
         assert_eq!(s.pick(100, at(30_000)), 1);
         assert_eq!(s.pick(1 << 20, at(30_000)), 0);
         // A message sent behind others is not timed (queueing would count).
-        s.sent(0, 4, 1 << 20, at(30_000), false);
+        s.sent(0, 5, 1 << 20, at(30_000), false);
         assert!(!s.probing());
         // tcp slows down tenfold: its bandwidth follows (EWMA), and the
         // crossing moves up.
