@@ -30,8 +30,9 @@
 //!   the slots that lack one (this opens their links: the "probe at
 //!   connect" are real messages); until every slot has a bandwidth, bulk
 //!   messages go round those that lack one. Every [`REPROBE_EVERY`] a bulk
-//!   message goes to the slot whose bandwidth sample is the oldest, so a
-//!   stack that is never chosen is still measured.
+//!   message of at most [`REPROBE_MAX`] goes to the slot whose bandwidth
+//!   sample is the oldest, so a stack that is never chosen is still
+//!   measured.
 //! - forced: `GW_SELECT_ESTIMATES=udp=5/50,tcp=200/2000` (stack or base =
 //!   one-way latency µs / bandwidth MB/s) fixes the estimates and turns
 //!   measuring off: the choice is then independent of load (tests, and
@@ -75,8 +76,13 @@ pub const MAX_SLOTS: usize = 4;
 pub const PROBE_MIN: usize = 64 << 10;
 
 /// How old a slot's bandwidth sample may get before a bulk message is
-/// sent on it to refresh it.
-pub const REPROBE_EVERY: Duration = Duration::from_secs(2);
+/// sent on it to refresh it (rarely: on a stack much slower for bulk each
+/// re-probe costs a message's worth of that slowness; the first bench had
+/// 2 s, and at 1 MiB ping-pong those re-probes showed in the medians).
+pub const REPROBE_EVERY: Duration = Duration::from_secs(10);
+
+/// Re-probes take bulk messages up to this size only (bounded cost).
+pub const REPROBE_MAX: usize = 4 * PROBE_MIN;
 
 /// Weight of a new sample in the running averages.
 const EWMA_NEW: f64 = 0.25;
@@ -239,7 +245,11 @@ impl Selector {
         if bulk && self.need_bw & !self.probing != 0 {
             return Some((self.need_bw & !self.probing).trailing_zeros() as usize);
         }
-        if bulk && self.reprobe_at.is_some_and(|t| now >= t) && self.probing == 0 {
+        if bulk
+            && len <= REPROBE_MAX
+            && self.reprobe_at.is_some_and(|t| now >= t)
+            && self.probing == 0
+        {
             self.reprobe_at = Some(now + REPROBE_EVERY);
             return self
                 .slots
@@ -292,8 +302,13 @@ impl Selector {
                 // Send to ack: the round trip as this pair sees it, the
                 // receiver's ack delay included (bulk probes see it too,
                 // so it cancels out of their bandwidth).
+                // Down at once, up slowly: a late ack (the process was
+                // busy or asleep) only inflates a sample, never shrinks it.
                 let old = s.est.rtt_ns.filter(|_| s.rtt_from_acks);
-                s.est.rtt_ns = Some(ewma(old, elapsed));
+                s.est.rtt_ns = Some(match old {
+                    Some(o) if elapsed < o => elapsed,
+                    _ => ewma(old, elapsed),
+                });
                 s.rtt_from_acks = true;
                 self.need_rtt &= !(1 << k);
                 changed = true;
@@ -729,20 +744,28 @@ mod tests {
         s.sent(1, 2, 8, at(500), true);
         s.acked(2, at(520));
         assert_eq!(s.slots[1].est.rtt_ns, Some(20_000.0));
+        // A late ack moves it up by a quarter of the difference only; a
+        // fast one brings it down at once.
+        s.sent(1, 3, 8, at(530), true);
+        s.acked(3, at(530 + 420));
+        assert_eq!(s.slots[1].est.rtt_ns, Some(120_000.0));
+        s.sent(1, 4, 8, at(1000), true);
+        s.acked(4, at(1020));
+        assert_eq!(s.slots[1].est.rtt_ns, Some(20_000.0));
         // Bulk messages measure each slot's bandwidth once.
         assert_eq!(s.pick(1 << 20, at(600)), 0);
-        s.sent(0, 3, 1 << 20, at(600), true);
+        s.sent(0, 5, 1 << 20, at(600), true);
         assert!(s.probing());
         // While slot 0's probe is out, the next bulk message times slot 1.
         assert_eq!(s.pick(1 << 20, at(601)), 1);
         // tcp: 1 MiB in 400 us rtt + 1048.576 us = 1000 MB/s.
-        s.acked(3, at(600 + 400 + 1049));
+        s.acked(5, at(600 + 400 + 1049));
         assert!(!s.probing());
         let bw0 = s.slots[0].est.bytes_per_s.unwrap();
         assert!((bw0 / 1e6 - 1000.0).abs() < 2.0, "{bw0}");
         // udp: 1 MiB in 20 us rtt + 20 971 us = 50 MB/s.
-        s.sent(1, 4, 1 << 20, at(3000), true);
-        s.acked(4, at(3000 + 20 + 20_972));
+        s.sent(1, 6, 1 << 20, at(3000), true);
+        s.acked(6, at(3000 + 20 + 20_972));
         // Crossing: 190 us = s (1/50e6 - 1/1000e6) → s = 10 000 B.
         let b = s.bands();
         assert_eq!((b[0].slot, b[1].slot), (1, 0));
@@ -750,7 +773,7 @@ mod tests {
         assert_eq!(s.pick(100, at(30_000)), 1);
         assert_eq!(s.pick(1 << 20, at(30_000)), 0);
         // A message sent behind others is not timed (queueing would count).
-        s.sent(0, 5, 1 << 20, at(30_000), false);
+        s.sent(0, 7, 1 << 20, at(30_000), false);
         assert!(!s.probing());
         // tcp slows down tenfold: its bandwidth follows (EWMA), and the
         // crossing moves up.
@@ -763,7 +786,7 @@ mod tests {
         assert!(bw0 < 110e6, "{bw0}");
         assert!(s.bands()[0].upto > 15_000, "{:?}", s.bands());
         // Counters: every message sent is counted on its slot.
-        assert_eq!((s.slots[0].msgs, s.slots[1].msgs), (23, 2));
+        assert_eq!((s.slots[0].msgs, s.slots[1].msgs), (23, 4));
     }
 
     #[test]
@@ -781,11 +804,12 @@ mod tests {
         s.acked(3, t0 + Duration::from_millis(102));
         // udp is slow for bulk: tcp gets it ...
         assert_eq!(s.pick(1 << 20, t0 + Duration::from_millis(50)), 0);
-        // ... until udp's sample is REPROBE_EVERY old: one bulk message
-        // goes there, then tcp again.
+        // ... until udp's sample is REPROBE_EVERY old: one bulk message of
+        // at most REPROBE_MAX goes there, then tcp again.
         let later = t0 + REPROBE_EVERY + Duration::from_millis(50);
-        assert_eq!(s.pick(1 << 20, later), 1);
-        assert_eq!(s.pick(1 << 20, later), 0);
+        assert_eq!(s.pick(REPROBE_MAX + 1, later), 0, "too large to re-probe");
+        assert_eq!(s.pick(REPROBE_MAX, later), 1);
+        assert_eq!(s.pick(REPROBE_MAX, later), 0);
     }
 
     #[test]
