@@ -202,6 +202,7 @@ pub fn all_decls() -> Vec<&'static ParamDecl> {
     }
     v.extend(crate::method::transform::policy::PARAMS.iter());
     v.extend(crate::method::relay::PARAMS.iter());
+    v.extend(crate::context::measured::PARAMS.iter());
     for t in crate::method::transform::registry() {
         v.extend(t.params.iter());
     }

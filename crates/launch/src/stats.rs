@@ -34,6 +34,10 @@ pub struct Matrix {
     /// ahead of their turn on another link), from the receiver's record:
     /// (from, to, count).
     pub reordered: Vec<(usize, usize, u64)>,
+    /// Pairs on a measured, size-aware route (`GW_SELECT=measured`,
+    /// `gw_select`): (from, to, what the sender's selection chose), one
+    /// entry per measured route.
+    pub selected: Vec<(usize, usize, String)>,
 }
 
 fn num(v: &Value, k: &str) -> u64 {
@@ -49,6 +53,7 @@ pub fn build(records: &[Option<String>]) -> Matrix {
     let mut have = vec![false; n];
     let mut split = Vec::new();
     let mut reordered = Vec::new();
+    let mut selected = Vec::new();
     let parsed: Vec<Option<Value>> = records
         .iter()
         .map(|r| {
@@ -104,6 +109,15 @@ pub fn build(records: &[Option<String>]) -> Matrix {
             if by.len() > 1 {
                 split.push((r, p, by));
             }
+            for choice in l
+                .get("select")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(gridwire_core::context::measured::Summary::from_json)
+            {
+                selected.push((r, p, choice.to_string()));
+            }
             let held = num(&l, "reordered");
             if held > 0 {
                 reordered.push((p, r, held));
@@ -137,6 +151,7 @@ pub fn build(records: &[Option<String>]) -> Matrix {
         have,
         split,
         reordered,
+        selected,
     }
 }
 
@@ -230,6 +245,9 @@ pub fn render(m: &Matrix, placement: &str) -> Vec<String> {
                 .join(" ")
         ));
     }
+    for (from, to, choice) in &m.selected {
+        lines.push(format!("size-aware {from}->{to}: {choice}"));
+    }
     let mut seen: Vec<&str> = m
         .cells
         .iter()
@@ -312,7 +330,7 @@ mod tests {
 
     #[test]
     fn pairs_on_several_methods_get_a_line() {
-        let r0 = r#"{"rank":0,"links":[{"peer":1,"method":"tcp","sent_msgs":30,"sent_bytes":9000,"by_method":[{"method":"tcp","sent_msgs":10,"sent_bytes":8000},{"method":"udp","sent_msgs":20,"sent_bytes":1000}]}]}"#;
+        let r0 = r#"{"rank":0,"links":[{"peer":1,"method":"tcp","sent_msgs":30,"sent_bytes":9000,"by_method":[{"method":"tcp","sent_msgs":10,"sent_bytes":8000},{"method":"udp","sent_msgs":20,"sent_bytes":1000}],"select":[{"bands":[[0,10000,"udp"],[10000,18446744073709551615,"tcp"]],"forced":false,"slots":[{"stack":"udp","rtt_ns":20000,"bytes_per_s":50000000,"msgs":20,"bytes":1000},{"stack":"tcp","rtt_ns":null,"bytes_per_s":null,"msgs":10,"bytes":8000}]}]}]}"#;
         let r1 = r#"{"rank":1,"links":[{"peer":0,"method":"tcp","sent_msgs":3,"sent_bytes":30,"reordered":4}]}"#;
         let m = build(&[Some(r0.into()), Some(r1.into())]);
         assert_eq!(
@@ -331,6 +349,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("udp = reliable UDP"), "{text}");
+        assert!(
+            text.contains("size-aware 0->1: udp below 10000 B, tcp from 10000 B (measured); udp: rtt 20 us, 50.0 MB/s, 20 msgs/1000 B; tcp: rtt ?, ?, 10 msgs/8000 B"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! | `gw_methods` | `udp,tcp` (base methods or stacks such as `encrypt+udp`) | the stacks this communicator's traffic between hosts may use, in preference order, among those applicable for the pair |
 //! | `gw_encrypt` | `yes` / `no` | encrypted even where the job's policy would not, or not even where it would (a relay is always encrypted) |
 //! | `gw_compress` | `yes` / `no` | the same for compression |
+//! | `gw_select` | `measured` / `fixed` | `measured`: per pair, a link per applicable stack and each message on the one cheapest for its size (round trip and bandwidth measured, docs/wan.md); `fixed`: the first applicable stack for every message; unset: as the job's `GW_SELECT` |
 //! | `gw_tcp_sndbuf` | a size (`4M`) | checked; tcp keeps one connection per pair whose buffer is set when it opens, so the value in force is the job's `GW_TCP_SNDBUF`, and `MPI_Comm_get_info` says so |
 //!
 //! The keys become a runtime *route* ([`gridwire_core::RouteSpec`]); the
@@ -23,15 +24,22 @@ use crate::comm::Comm;
 use crate::error::{class, err, Result};
 use crate::info::Info;
 use crate::Mpi;
-use gridwire_core::{RouteId, RouteSpec};
+use gridwire_core::{RouteId, RouteSpec, Select};
 
 pub const KEY_METHODS: &str = "gw_methods";
 pub const KEY_ENCRYPT: &str = "gw_encrypt";
 pub const KEY_COMPRESS: &str = "gw_compress";
 pub const KEY_TCP_SNDBUF: &str = "gw_tcp_sndbuf";
+pub const KEY_SELECT: &str = "gw_select";
 
 /// The link keys this layer understands.
-pub const KEYS: &[&str] = &[KEY_METHODS, KEY_ENCRYPT, KEY_COMPRESS, KEY_TCP_SNDBUF];
+pub const KEYS: &[&str] = &[
+    KEY_METHODS,
+    KEY_ENCRYPT,
+    KEY_COMPRESS,
+    KEY_SELECT,
+    KEY_TCP_SNDBUF,
+];
 
 /// The largest `gw_tcp_sndbuf` accepted (as `GW_TCP_SNDBUF`).
 const MAX_SNDBUF: u64 = 1 << 30;
@@ -103,6 +111,10 @@ pub fn link_spec(info: &Info) -> Result<(RouteSpec, Option<u64>)> {
         };
         spec.compress = Some(c);
     }
+    if let Some(v) = info.get(KEY_SELECT) {
+        spec.select =
+            Select::parse(v).ok_or_else(|| bad(KEY_SELECT, v, "expected measured or fixed"))?;
+    }
     let sndbuf = match info.get(KEY_TCP_SNDBUF) {
         Some(v) => Some(size(KEY_TCP_SNDBUF, v)?),
         None => None,
@@ -163,6 +175,9 @@ impl Mpi {
         if let Some(c) = spec.compress {
             info.set(KEY_COMPRESS, word(c))?;
         }
+        if spec.select != Select::Job {
+            info.set(KEY_SELECT, spec.select.word())?;
+        }
         if sndbuf.is_some() {
             // tcp has one connection per pair, its buffer set when it
             // opened: the job's setting is what this communicator gets.
@@ -213,11 +228,13 @@ mod tests {
             ("gw_methods", " UDP, tcp ,udp"),
             ("gw_encrypt", "yes"),
             ("gw_compress", "zstd"),
+            ("gw_select", " Measured"),
             ("gw_tcp_sndbuf", "4M"),
             ("other", "ignored"),
         ]))
         .unwrap();
         assert_eq!(s.methods, vec!["udp", "tcp"]);
+        assert_eq!(s.select, Select::Measured);
         assert_eq!(
             (s.encrypt, s.compress, b),
             (Some(true), Some(true), Some(4 << 20))
@@ -228,6 +245,7 @@ mod tests {
             ("gw_methods", "udp,,tcp"),
             ("gw_encrypt", "maybe"),
             ("gw_compress", "gzip"),
+            ("gw_select", "fastest"),
             ("gw_tcp_sndbuf", "-1"),
             ("gw_tcp_sndbuf", "2G"),
             ("gw_tcp_sndbuf", "lots"),

@@ -117,6 +117,8 @@ enum After {
         to: u32,
         sreq: u64,
         rreq: u64,
+        /// The message's matching context: the CTS takes its route.
+        ctx: u64,
     },
     /// Copy the data with `process_vm_readv` (outside the handler), then `FIN`.
     Pull {
@@ -614,7 +616,7 @@ impl Engine {
             }
             self.no_cma[from as usize].store(true, Ordering::Relaxed);
             let rreq = self.lock().rndv_recv.insert(req, from, env.size);
-            if let Err(e) = self.send_cts(from, env.sreq, rreq) {
+            if let Err(e) = self.send_cts(from, env.sreq, rreq, env.ctx) {
                 gridwire_core::say!(
                     "gridwire mpi: rank {}: clear-to-send to {from} failed: {e}",
                     self.ctx.rank()
@@ -630,13 +632,15 @@ impl Engine {
             }
         }
         req.complete();
-        if let Err(e) = self.ctx.rsr(
+        // On the communicator's route, like the message it completes.
+        if let Err(e) = self.ctx.rsr_keyed(
             &Startpoint {
                 ctx: from,
                 endpoint: 0,
             },
             H_FIN,
             &env.sreq.to_le_bytes(),
+            crate::comm_links::traffic_key(env.ctx),
         ) {
             gridwire_core::say!(
                 "gridwire mpi: rank {}: rendezvous completion to {from} failed: {e}",
@@ -901,7 +905,7 @@ impl Engine {
             let rreq = st.rndv_recv.insert(req.clone(), u.from, u.env.size);
             drop(st);
             set_envelope(req, &u.env);
-            self.send_cts(u.from, u.env.sreq, rreq)
+            self.send_cts(u.from, u.env.sreq, rreq, u.env.ctx)
         }
     }
 
@@ -921,17 +925,21 @@ impl Engine {
         Ok(req)
     }
 
-    fn send_cts(&self, to: u32, sreq: u64, rreq: u64) -> Result<()> {
+    /// The clear-to-send of a rendezvous on matching context `ctx`: on
+    /// that communicator's route (its `gw_methods` hold for the whole
+    /// exchange, not only the sender's part).
+    fn send_cts(&self, to: u32, sreq: u64, rreq: u64, ctx: u64) -> Result<()> {
         let mut b = [0u8; 16];
         b[..8].copy_from_slice(&sreq.to_le_bytes());
         b[8..].copy_from_slice(&rreq.to_le_bytes());
-        self.ctx.rsr(
+        self.ctx.rsr_keyed(
             &Startpoint {
                 ctx: to,
                 endpoint: 0,
             },
             H_CTS,
             &b,
+            crate::comm_links::traffic_key(ctx),
         )?;
         Ok(())
     }

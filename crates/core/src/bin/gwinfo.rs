@@ -7,7 +7,7 @@
 //!
 //! `gwinfo -f MACHINES` does it across real hosts instead (see `grid`).
 
-use gridwire_core::context::{methods_from_params, real_host_identity};
+use gridwire_core::context::{measured, methods_from_params, real_host_identity};
 use gridwire_core::descriptor::{DescriptorTable, Entry};
 use gridwire_core::method::{self, JobInfo, Method, MethodEnv};
 use gridwire_core::params::{all_decls, Kind, Params};
@@ -221,10 +221,89 @@ fn methods_section(params: &Params, hosts: u32) {
             .unwrap_or("none applicable");
         println!("  host 0 -> host {h}: {pick}");
     }
+    if let Some((_, remote)) = per_host.get(1) {
+        let between: Vec<&'static str> = FirstApplicable
+            .candidates(local, remote)
+            .into_iter()
+            .map(|(mi, _)| local[mi].name())
+            .filter(|n| {
+                !matches!(*n, "self" | "shm")
+                    && !method::relay::is_relayed(n)
+                    && (policy.explicit
+                        || method::transform::transforms_of(n) == policy.wanted(true))
+            })
+            .collect();
+        selection_section(params, &between);
+    }
     for (ms, _) in &per_host {
         for m in ms {
             m.shutdown();
         }
+    }
+}
+
+/// The size-aware selection between two hosts: its candidates and, when
+/// measured, what it would choose per size class.
+fn selection_section(params: &Params, candidates: &[&'static str]) {
+    let mode = params.text("SELECT");
+    println!("\nSize-aware selection (GW_SELECT={mode}; per communicator: info key gw_select):");
+    println!(
+        "  candidates between hosts: {}",
+        if candidates.is_empty() {
+            "none".to_string()
+        } else {
+            candidates.join(", ")
+        }
+    );
+    if mode != "measured" {
+        println!(
+            "  fixed: every message on {} (GW_SELECT=measured costs each candidate per pair)",
+            candidates.first().copied().unwrap_or("none")
+        );
+        return;
+    }
+    let forced = measured::parse_forced(params.text("SELECT_ESTIMATES"))
+        .unwrap_or_else(|e| fail(&format!("GW_SELECT_ESTIMATES: {e}")));
+    let slots: Vec<(usize, &'static str)> = candidates.iter().map(|&n| (0, n)).collect();
+    let estimates: Option<Vec<measured::Estimate>> = if forced.is_empty() {
+        None
+    } else {
+        candidates
+            .iter()
+            .map(|n| measured::forced_for(&forced, n))
+            .collect()
+    };
+    let Some(estimates) = estimates else {
+        println!(
+            "  measured at run time, per pair: round trip from each stack's transport, bandwidth \
+             from timed bulk messages (docs/wan.md); until then the first stack ({}) takes \
+             every size. GW_SELECT_ESTIMATES=stack=LATENCY_US/MBPS,... fixes them (and shows \
+             the choice here).",
+            candidates.first().copied().unwrap_or("none")
+        );
+        return;
+    };
+    let mut sel = measured::Selector::new(&slots, Some(&estimates));
+    println!(
+        "  with the estimates of GW_SELECT_ESTIMATES: {}",
+        sel.summary().bands_text()
+    );
+    let now = std::time::Instant::now();
+    for (label, size) in [
+        ("8 B", 8usize),
+        ("256 B", 256),
+        ("4 KiB", 4 << 10),
+        ("64 KiB", 64 << 10),
+        ("1 MiB", 1 << 20),
+        ("4 MiB", 4 << 20),
+    ] {
+        let k = sel.pick(size, now);
+        let cost = estimates[k].cost_ns(size as u64).unwrap_or(0.0);
+        println!(
+            "  {label:>7}: {:<14} (modelled {:.1} us)",
+            candidates[k],
+            cost / 1e3
+        );
     }
 }
 

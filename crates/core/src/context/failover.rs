@@ -32,7 +32,7 @@ use std::time::Instant;
 /// One live link of a pair: the default one, or a route's (`routes.rs`).
 #[derive(Default)]
 pub(super) struct RouteLink {
-    link: Option<Arc<dyn Link>>,
+    pub(super) link: Option<Arc<dyn Link>>,
     /// Index of the link's method in the context's methods.
     method: Option<usize>,
 }
@@ -66,7 +66,9 @@ pub(super) struct SendSide {
     sender: Sender,
     /// The live links by route: `links[0]` is the pair's default, the
     /// others those routes in use opened (all carry the one sequence).
-    links: Vec<RouteLink>,
+    pub(super) links: Vec<RouteLink>,
+    /// By route: the pair's choice on a measured route (`select.rs`).
+    pub(super) selectors: Vec<Option<super::select::PairSelect>>,
     /// Methods that broke or failed to connect to this peer (not tried again).
     broke: Vec<usize>,
     /// What was tried and why it failed, for the final error.
@@ -106,6 +108,9 @@ pub(super) struct Sequenced {
     /// Messages that arrived ahead of their turn on another link and were
     /// held (the reorder buffer, `reliable/reorder.rs`).
     pub(super) reordered: AtomicU64,
+    /// A measured route's bandwidth probe waits for its ack: the progress
+    /// owner times it when the ack comes (`select.rs`).
+    probing: AtomicBool,
 }
 
 impl Sequenced {
@@ -114,6 +119,7 @@ impl Sequenced {
             send: Mutex::new(SendSide {
                 sender: Sender::new(reliable::MAX_FRAMES, reliable::MAX_BYTES),
                 links: vec![RouteLink::default()],
+                selectors: Vec::new(),
                 broke: Vec::new(),
                 tried: Vec::new(),
             }),
@@ -133,6 +139,7 @@ impl Sequenced {
             peer_moved: AtomicBool::new(false),
             traffic: (0..methods).map(|_| MethodTraffic::default()).collect(),
             reordered: AtomicU64::new(0),
+            probing: AtomicBool::new(false),
         }
     }
 
@@ -224,19 +231,28 @@ impl Context {
     ) -> Result<()> {
         let len = method::iov_len(iov);
         let peer = self.peer(rank)?;
-        if route != 0 {
+        let measured = self.inner.routes.is_measured(route);
+        if route != 0 && !measured {
             self.check_route(rank, s, route)?;
         }
         let mut now;
         let mut g = loop {
             let mut g = s.send.lock().unwrap_or_else(|e| e.into_inner());
             now = Instant::now();
-            if let Err(why) = g.sender.ack(s.peer_acked.load(Ordering::Acquire), now) {
-                let name = g.link_name(0);
-                drop(g);
-                let why = format!("rank {rank} sent a bad acknowledgement: {why}");
-                self.fail_peer(rank, name, why.clone());
-                return Err(self.failed_error(rank, name, why));
+            match g.sender.ack(s.peer_acked.load(Ordering::Acquire), now) {
+                Err(why) => {
+                    let name = g.link_name(0);
+                    drop(g);
+                    let why = format!("rank {rank} sent a bad acknowledgement: {why}");
+                    self.fail_peer(rank, name, why.clone());
+                    return Err(self.failed_error(rank, name, why));
+                }
+                Ok(freed) if freed > 0 && s.probing.load(Ordering::Relaxed) => {
+                    let acked = g.sender.acked();
+                    let still = g.selectors_acked(acked, now);
+                    s.probing.store(still, Ordering::Relaxed);
+                }
+                Ok(_) => {}
             }
             if g.sender.has_room(len) {
                 break g;
@@ -257,6 +273,15 @@ impl Context {
             let name = g.link_name(route);
             return Err(self.failed_error(rank, name, why.clone()));
         }
+        // A measured route: the sub-route of the stack cheapest for `len`.
+        let (asked, mut slot) = (route, None);
+        let route = if measured {
+            let (sub, k) = self.pick_route(rank, &mut g, route, len, now)?;
+            slot = k;
+            sub
+        } else {
+            route
+        };
         // The clock read above serves both (one read per message, not two).
         let seq = g.sender.push(iov, now);
         if g.links.len() <= route {
@@ -283,6 +308,12 @@ impl Context {
             if let Some(t) = g.links[route].method.and_then(|mi| s.traffic.get(mi)) {
                 t.sent_msgs.fetch_add(1, Ordering::Relaxed);
                 t.sent_bytes.fetch_add(len as u64, Ordering::Relaxed);
+            }
+            if let Some(k) = slot.take() {
+                let alone = g.sender.unacked_len() == 1;
+                if g.selector_sent(asked, k, seq, len, now, alone) {
+                    s.probing.store(true, Ordering::Relaxed);
+                }
             }
         }
         res
@@ -325,7 +356,11 @@ impl Context {
             g.links.resize_with(route + 1, RouteLink::default);
         }
         let mut last = g.link_name(route);
-        let opening = why.is_none() && route != 0;
+        // A link opening beside others (a route's, or the default one
+        // after a measured route's side links) carries only the message
+        // just queued: the others went on the links they took.
+        let opening =
+            why.is_none() && (route != 0 || g.links.iter().skip(1).any(|l| l.link.is_some()));
         if let (Some(why), Some(mi)) = (&why, g.links[route].method.take()) {
             let name = g.link_name(route);
             g.links[route].link = None;
@@ -531,6 +566,9 @@ impl Context {
             }
             if check_silence && !finalized {
                 let mut g = s.send.lock().unwrap_or_else(|e| e.into_inner());
+                if !g.selectors.is_empty() {
+                    g.refresh_rtts();
+                }
                 let timeout = self.inner.link_timeout;
                 // Silence first: asking the transport is a system call.
                 // Then each live link whose transport stalled is replaced.
@@ -571,7 +609,15 @@ impl Context {
             self.inner.seq_work.store(true, Ordering::Relaxed);
             return;
         };
-        if g.links[0].link.is_none() {
+        // Acks go on the pair's default link; while it is not open but a
+        // route's is (a measured route put everything there), on that one,
+        // flagged so the peer does not take it for a failover.
+        let side = g.links.iter().skip(1).find_map(|l| l.link.clone());
+        let flag = match (&g.links[0].link, &side) {
+            (None, Some(_)) => SIDE_LINK,
+            _ => 0,
+        };
+        if g.links[0].link.is_none() && side.is_none() {
             // A peer that only receives from us still acks: the sender's
             // ring would fill and wait forever otherwise. Open the link.
             s.set_routed();
@@ -579,11 +625,10 @@ impl Context {
                 return;
             }
         }
-        // Acks go on the pair's default link.
-        let Some(link) = g.links[0].link.clone() else {
+        let Some(link) = g.links[0].link.clone().or(side) else {
             return;
         };
-        if send_frame(&*link, &reliable::header(0, delivered), &[]).is_ok() {
+        if send_frame(&*link, &reliable::header(flag, delivered), &[]).is_ok() {
             s.ack_sent.store(delivered, Ordering::Relaxed);
             s.ack_owed.store(false, Ordering::Relaxed);
         }
@@ -610,6 +655,14 @@ impl Dispatch<'_> {
         // Only the progress owner writes it: a plain load and store.
         if ack > s.peer_acked.load(Ordering::Relaxed) {
             s.peer_acked.store(ack, Ordering::Release);
+            if s.probing.load(Ordering::Relaxed) {
+                // A bandwidth probe is timed by its ack: now, not at the
+                // next send (a sender busy elsewhere would stretch it).
+                if let Ok(mut g) = s.send.try_lock() {
+                    let still = g.selectors_acked(ack, Instant::now());
+                    s.probing.store(still, Ordering::Relaxed);
+                }
+            }
         }
         // Where the peer's default link runs (a route's link, flagged, is
         // a second link and says nothing about that).

@@ -30,11 +30,13 @@ use std::time::Duration;
 mod failover;
 mod finalize;
 mod foreign;
+pub mod measured;
 mod membership;
 mod multicast;
 mod placement;
 mod progress;
 mod routes;
+mod select;
 mod setup;
 mod stats;
 #[cfg(test)]
@@ -48,7 +50,7 @@ use placement::{lookup_placement, own_placement, publish_placement};
 #[cfg(test)]
 use progress::Dispatch;
 use progress::ProgressWaiter;
-pub use routes::{RouteId, RouteSpec, MAX_ROUTES, NO_TRAFFIC_KEY};
+pub use routes::{RouteId, RouteSpec, Select, MAX_ROUTES, NO_TRAFFIC_KEY};
 use setup::*;
 pub use setup::{host_identity, methods_from_params, real_host_identity};
 pub use stats::{LinkStats, MethodStats};
@@ -340,6 +342,13 @@ impl Context {
         let spin_iters = params.num("SPIN_ITERS");
         let yield_for = Duration::from_micros(params.num("YIELD_US"));
         let spin = spin_budget(&params, size)?;
+        let forced = measured::parse_forced(params.text("SELECT_ESTIMATES")).map_err(|reason| {
+            Error::BadParam {
+                var: "GW_SELECT_ESTIMATES".into(),
+                value: params.text("SELECT_ESTIMATES").into(),
+                reason,
+            }
+        })?;
         let inner = Inner {
             world: World {
                 first: 0,
@@ -386,11 +395,16 @@ impl Context {
             seq_work: AtomicBool::new(false),
             seq_idle_acks: AtomicBool::new(false),
             link_timeout,
-            routes: routes::Routes::new(),
+            routes: routes::Routes::new(forced),
         };
-        Ok(Context {
+        let ctx = Context {
             inner: Arc::new(inner),
-        })
+        };
+        if ctx.job_select() == Select::Measured {
+            // The job's default route is measured: its per-stack sub-routes.
+            ctx.make_measured(RouteId::DEFAULT, &RouteSpec::default())?;
+        }
+        Ok(ctx)
     }
 
     pub fn rank(&self) -> u32 {

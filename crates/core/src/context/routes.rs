@@ -52,6 +52,44 @@ pub struct RouteSpec {
     pub encrypt: Option<bool>,
     /// The same for compression.
     pub compress: Option<bool>,
+    /// How a message picks among the route's stacks (`measured.rs`).
+    pub select: Select,
+    /// This stack or base method first, then the others in the route's
+    /// order: the per-stack links of a measured route (set by the
+    /// runtime; a failed one falls over to the next like any route).
+    pub prefer: Option<String>,
+}
+
+/// How the messages of a route pick their stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Select {
+    /// As the job says (`GW_SELECT`).
+    #[default]
+    Job,
+    /// The first applicable stack of the route, for every message.
+    Fixed,
+    /// Per message, the stack whose measured cost is the lowest for its
+    /// size (`measured.rs`).
+    Measured,
+}
+
+impl Select {
+    /// `fixed` / `measured` (the `GW_SELECT` and `gw_select` words).
+    pub fn parse(word: &str) -> Option<Select> {
+        match word.trim().to_ascii_lowercase().as_str() {
+            "fixed" | "first" => Some(Select::Fixed),
+            "measured" | "size" => Some(Select::Measured),
+            _ => None,
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Select::Job => "job",
+            Select::Fixed => "fixed",
+            Select::Measured => "measured",
+        }
+    }
 }
 
 impl RouteSpec {
@@ -68,15 +106,42 @@ pub(super) struct Routes {
     /// Some key maps to a route other than the default: only then does a
     /// sequenced send look its key up.
     any: AtomicBool,
+    /// Bit per route that is measured (a send on it picks a sub-route by
+    /// size): one load on the send path.
+    measured: AtomicU32,
+    /// A measured route's sub-routes: (stack or base, sub-route), in the
+    /// route's order. Read when a pair first sends on the route.
+    subs: RwLock<HashMap<u32, Vec<(String, u32)>>>,
+    /// `GW_SELECT_ESTIMATES`, parsed (empty: measure).
+    pub(super) forced: Vec<(String, super::measured::Estimate)>,
 }
 
 impl Routes {
-    pub(super) fn new() -> Routes {
+    pub(super) fn new(forced: Vec<(String, super::measured::Estimate)>) -> Routes {
         Routes {
             specs: RwLock::new(vec![RouteSpec::default()]),
             by_key: RwLock::new(HashMap::new()),
             any: AtomicBool::new(false),
+            measured: AtomicU32::new(0),
+            subs: RwLock::new(HashMap::new()),
+            forced,
         }
+    }
+
+    /// Whether `route` picks a sub-route per message by size.
+    #[inline]
+    pub(super) fn is_measured(&self, route: usize) -> bool {
+        self.measured.load(Ordering::Relaxed) & (1 << route) != 0
+    }
+
+    /// The sub-routes of measured `route`.
+    pub(super) fn subs_of(&self, route: usize) -> Vec<(String, u32)> {
+        self.subs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(route as u32))
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The route of traffic `key` (the default when none was set).
@@ -116,6 +181,74 @@ impl Context {
         if spec.is_default() {
             return Ok(RouteId::DEFAULT);
         }
+        let id = self.register_route(spec)?;
+        let measured = match spec.select {
+            Select::Measured => true,
+            Select::Fixed => false,
+            Select::Job => self.job_select() == Select::Measured,
+        };
+        if measured && spec.prefer.is_none() {
+            self.make_measured(id, spec)?;
+        }
+        Ok(id)
+    }
+
+    /// The job's selection (`GW_SELECT`).
+    pub fn job_select(&self) -> Select {
+        Select::parse(self.inner.params.text("SELECT")).unwrap_or(Select::Fixed)
+    }
+
+    /// Registers the per-stack sub-routes of measured route `id` (once):
+    /// one per base method between hosts the route may use, in its order.
+    pub(super) fn make_measured(&self, id: RouteId, spec: &RouteSpec) -> Result<()> {
+        let routes = &self.inner.routes;
+        if routes.is_measured(id.index()) {
+            return Ok(());
+        }
+        let mut bases: Vec<String> = Vec::new();
+        let between_hosts = self
+            .inner
+            .methods
+            .iter()
+            .enumerate()
+            .filter(|&(mi, m)| self.is_sequenced(mi) && !method::relay::is_relayed(m.name()))
+            .map(|(_, m)| m.name());
+        if spec.methods.is_empty() {
+            for name in between_hosts {
+                let b = base_of(name).to_string();
+                if !bases.contains(&b) {
+                    bases.push(b);
+                }
+            }
+        } else {
+            let running: Vec<&str> = between_hosts.collect();
+            for m in &spec.methods {
+                if running.iter().any(|r| r == m || base_of(r) == m) && !bases.contains(m) {
+                    bases.push(m.clone());
+                }
+            }
+        }
+        let mut subs = Vec::new();
+        for b in bases.into_iter().take(super::measured::MAX_SLOTS) {
+            let sub = RouteSpec {
+                select: Select::Fixed,
+                prefer: Some(b.clone()),
+                ..spec.clone()
+            };
+            subs.push((b, self.register_route(&sub)?.0));
+        }
+        routes
+            .subs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.0, subs);
+        routes.measured.fetch_or(1 << id.index(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Checks `spec` and registers it (or finds it) without looking at
+    /// its selection.
+    fn register_route(&self, spec: &RouteSpec) -> Result<RouteId> {
         let running = self.method_names();
         let bad = |var: &str, value: &str, reason: String| Error::BadParam {
             var: var.into(),
@@ -247,6 +380,22 @@ impl Context {
             return self.candidates_for(rank, table);
         }
         let spec = self.inner.routes.spec(route);
+        let mut out = self.spec_candidates(rank, table, &spec)?;
+        if let Some(first) = &spec.prefer {
+            let name = |c: &(usize, usize)| self.inner.methods[c.0].name();
+            // Stable: the others keep the route's order behind it.
+            out.sort_by_key(|c| !(name(c) == first.as_str() || base_of(name(c)) == first.as_str()));
+        }
+        Ok(out)
+    }
+
+    /// The candidates `spec` asks for, in its order.
+    fn spec_candidates(
+        &self,
+        rank: u32,
+        table: &DescriptorTable,
+        spec: &RouteSpec,
+    ) -> Result<Vec<(usize, usize)>> {
         let filtered = self.candidates_with(rank, table, spec.encrypt, spec.compress)?;
         if spec.methods.is_empty() {
             return Ok(filtered);

@@ -21,6 +21,10 @@ pub struct LinkStats {
     /// Messages from the peer that arrived ahead of their turn on another
     /// of the pair's links and waited in the reorder buffer.
     pub reordered: u64,
+    /// Between hosts, per measured route of the pair (`GW_SELECT`,
+    /// `gw_select`): which stack takes which sizes, each stack's
+    /// estimates and what it carried.
+    pub select: Vec<super::measured::Summary>,
 }
 
 /// What one method carried for one pair (first transmissions, not resends).
@@ -61,6 +65,7 @@ impl Context {
                         .seq
                         .get()
                         .map_or(0, |s| s.reordered.load(Ordering::Relaxed)),
+                    select: p.seq.get().map(|s| s.selection()).unwrap_or_default(),
                     by_method: p
                         .seq
                         .get()
@@ -77,6 +82,14 @@ impl Context {
                         })
                         .unwrap_or_default(),
                 };
+                let mut s = s;
+                // Between hosts, the one stack that carried every message
+                // sent is the pair's method (the default link may carry
+                // only acks, e.g. when a measured route put all on udp).
+                let mut sent_on = s.by_method.iter().filter(|m| m.sent_msgs > 0);
+                if let (Some(only), None) = (sent_on.next(), sent_on.next()) {
+                    s.method = only.method.clone();
+                }
                 (s.sent_msgs + s.recv_msgs > 0 || !s.method.is_empty()).then_some(s)
             })
             .collect()
@@ -126,6 +139,9 @@ impl Context {
                 }
                 if s.reordered > 0 {
                     l["reordered"] = s.reordered.into();
+                }
+                if !s.select.is_empty() {
+                    l["select"] = s.select.iter().map(|x| x.to_json()).collect();
                 }
                 l
             })

@@ -124,6 +124,10 @@ fn gw_methods_restricts_orders_and_rejects_unknown_names() {
 }
 
 fn singleton(pairs: &[(&str, &str)]) -> Context {
+    try_singleton(pairs).unwrap()
+}
+
+fn try_singleton(pairs: &[(&str, &str)]) -> Result<Context> {
     let mut all = vec![("GW_JOB_ID", "unit"), ("GW_JOB_SECRET", "")];
     all.extend_from_slice(pairs);
     let job_id = format!(
@@ -132,7 +136,7 @@ fn singleton(pairs: &[(&str, &str)]) -> Context {
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
     all[0].1 = Box::leak(job_id.into_boxed_str());
-    Context::with(params(&all).unwrap(), Pmi::singleton()).unwrap()
+    Context::with(params(&all)?, Pmi::singleton())
 }
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -321,6 +325,7 @@ fn routes_are_checked_shared_and_bounded() {
         methods: m.iter().map(|s| s.to_string()).collect(),
         encrypt,
         compress,
+        ..RouteSpec::default()
     };
     assert_eq!(ctx.route(&RouteSpec::default()).unwrap(), RouteId::DEFAULT);
     let udp = ctx.route(&spec(&["udp"], None, None)).unwrap();
@@ -370,4 +375,60 @@ fn routes_are_checked_shared_and_bounded() {
     assert_eq!(made, MAX_ROUTES);
     let e = last.unwrap_err().to_string();
     assert!(e.contains("at most 16 different link choices"), "{e}");
+}
+
+#[test]
+fn a_measured_route_has_a_sub_route_per_stack() {
+    let ctx = singleton(&[("GW_METHODS", "self,tcp,udp")]);
+    assert_eq!(ctx.job_select(), Select::Fixed);
+    assert!(!ctx.inner.routes.is_measured(0));
+    let spec = RouteSpec {
+        select: Select::Measured,
+        ..RouteSpec::default()
+    };
+    let m = ctx.route(&spec).unwrap();
+    assert_ne!(m, RouteId::DEFAULT);
+    assert!(ctx.inner.routes.is_measured(m.index()));
+    let subs = ctx.inner.routes.subs_of(m.index());
+    let bases: Vec<&str> = subs.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(bases, ["tcp", "udp"]);
+    for (base, sub) in &subs {
+        let s = ctx.route_spec(RouteId(*sub));
+        assert_eq!(s.prefer.as_deref(), Some(base.as_str()));
+        assert_eq!(s.select, Select::Fixed);
+        assert!(!ctx.inner.routes.is_measured(*sub as usize));
+    }
+    // Registered once: the same route, no more sub-routes.
+    assert_eq!(ctx.route(&spec).unwrap(), m);
+    assert_eq!(ctx.inner.routes.subs_of(m.index()), subs);
+    // `gw_methods=udp` measured has one stack: one sub-route.
+    let udp = ctx
+        .route(&RouteSpec {
+            methods: vec!["udp".into()],
+            select: Select::Measured,
+            ..RouteSpec::default()
+        })
+        .unwrap();
+    assert_eq!(ctx.inner.routes.subs_of(udp.index()).len(), 1);
+    // A fixed choice is a route of its own, not measured.
+    let fixed = RouteSpec {
+        select: Select::Fixed,
+        ..RouteSpec::default()
+    };
+    let f = ctx.route(&fixed).unwrap();
+    assert!(f != RouteId::DEFAULT && !ctx.inner.routes.is_measured(f.index()));
+    // GW_SELECT=measured: the job's default route is measured.
+    let job = singleton(&[("GW_METHODS", "self,tcp,udp"), ("GW_SELECT", "measured")]);
+    assert_eq!(job.job_select(), Select::Measured);
+    assert!(job.inner.routes.is_measured(0));
+    assert_eq!(job.inner.routes.subs_of(0).len(), 2);
+    // ... and a communicator may opt out.
+    let out = job.route(&fixed).unwrap();
+    assert!(!job.inner.routes.is_measured(out.index()));
+    // Bad forced estimates are refused with the variable's name.
+    let e = try_singleton(&[("GW_SELECT_ESTIMATES", "udp=fast")])
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("GW_SELECT_ESTIMATES"), "{e}");
 }

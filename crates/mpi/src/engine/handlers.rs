@@ -192,8 +192,14 @@ impl Engine {
         }
         drop(st);
         for a in first.into_iter().chain(more) {
-            if let After::Cts { to, sreq, rreq } = a {
-                if let Err(e) = self.send_cts(to, sreq, rreq) {
+            if let After::Cts {
+                to,
+                sreq,
+                rreq,
+                ctx,
+            } = a
+            {
+                if let Err(e) = self.send_cts(to, sreq, rreq, ctx) {
                     gridwire_core::say!(
                         "gridwire mpi: rank {}: clear-to-send to rank {to} failed: {e}",
                         self.ctx.rank()
@@ -270,6 +276,7 @@ impl Engine {
                 to: from,
                 sreq: env.sreq,
                 rreq,
+                ctx: env.ctx,
             }
         }
     }

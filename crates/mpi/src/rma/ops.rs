@@ -213,7 +213,9 @@ impl Mpi {
     pub(crate) fn rma_send(&self, w: &Win, rank: u32, parts: &[IoSlice<'_>]) -> Result<()> {
         let ctx = self.ctx();
         let sp = ctx.startpoint(w.comm.world_of(rank))?;
-        ctx.rsr_v(&sp, H_RMA, parts)?;
+        // On the window's communicator's route (its `gw_methods`).
+        let key = crate::comm_links::traffic_key(w.comm.ctx as u64);
+        ctx.rsr_v_keyed(&sp, H_RMA, parts, key)?;
         Ok(())
     }
 }

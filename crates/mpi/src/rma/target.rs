@@ -80,12 +80,16 @@ impl Rma {
             op_id: h.op_id,
         }
         .encode();
+        // On the window's communicator's route, as the request came.
+        let key = self.win(h.win).map_or(gridwire_core::NO_TRAFFIC_KEY, |w| {
+            crate::comm_links::traffic_key(w.comm.ctx as u64)
+        });
         if let Ok(sp) = ctx.startpoint(to) {
             // No empty part: one part when there is no data.
             let _ = if data.is_empty() {
-                ctx.rsr(&sp, H_RMA, &hdr)
+                ctx.rsr_keyed(&sp, H_RMA, &hdr, key)
             } else {
-                ctx.rsr_v(&sp, H_RMA, &[IoSlice::new(&hdr), IoSlice::new(data)])
+                ctx.rsr_v_keyed(&sp, H_RMA, &[IoSlice::new(&hdr), IoSlice::new(data)], key)
             };
         }
     }
