@@ -156,12 +156,14 @@ impl SendSide {
                 continue;
             };
             for k in 0..sel.slots.len() {
-                let rtt = links
-                    .get(sel.slots[k].route)
-                    .and_then(|l| l.link.as_ref())
-                    .and_then(|l| l.rtt());
-                if let Some(rtt) = rtt {
+                let Some(link) = links.get(sel.slots[k].route).and_then(|l| l.link.as_ref()) else {
+                    continue;
+                };
+                if let Some(rtt) = link.rtt() {
                     sel.rtt_sample(k, rtt);
+                }
+                if let Some(bw) = link.bandwidth() {
+                    sel.bandwidth_sample(k, bw, Instant::now());
                 }
             }
         }
