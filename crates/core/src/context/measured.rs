@@ -149,8 +149,6 @@ pub struct Slot {
     /// estimate only seeds it: it is measured differently, and under load
     /// its delayed acks made it ten times the pair's).
     rtt_from_acks: bool,
-    /// The bandwidth comes from the transport ([`Selector::bandwidth_sample`]).
-    bw_from_transport: bool,
     probe: Option<Probe>,
 }
 
@@ -194,7 +192,6 @@ impl Selector {
                 bytes: 0,
                 last_bw_sample: None,
                 rtt_from_acks: false,
-                bw_from_transport: false,
                 probe: None,
             })
             .collect();
@@ -328,57 +325,15 @@ impl Selector {
                 elapsed
             };
             let sample = p.len as f64 * 1e9 / transfer;
-            if !s.bw_from_transport {
-                s.est.bytes_per_s = Some(ewma(s.est.bytes_per_s, sample));
-            }
+            s.est.bytes_per_s = Some(ewma(s.est.bytes_per_s, sample));
             s.last_bw_sample = Some(now);
             self.need_bw &= !(1 << k);
             changed = true;
         }
         if changed {
-            if self.need_bw == 0
-                && self.reprobe_at.is_none()
-                && self.slots.len() > 1
-                && !self.slots.iter().all(|s| s.bw_from_transport)
-            {
+            if self.need_bw == 0 && self.reprobe_at.is_none() && self.slots.len() > 1 {
                 self.reprobe_at = Some(now + REPROBE_EVERY);
             }
-            self.recompute();
-        }
-    }
-
-    /// Slot `k`'s transport says it could carry `bytes_per_s` now (its
-    /// window per round trip, or the kernel's delivery rate: see
-    /// `Link::bandwidth`). Once a slot has such a figure it is the slot's
-    /// bandwidth, and timed bulk messages no longer set it: a bulk message
-    /// timed from its send to the ack that covers it counted the peer's
-    /// work and its reply too (an ack rides the reply of a ping-pong), and
-    /// rated tcp at 341 MB/s against 3900 on loopback (docs/benchmarks.md,
-    /// "Measured, size-aware selection"). Up at once, down slowly: a
-    /// transport's figure after small messages is their rate, not the
-    /// link's.
-    pub fn bandwidth_sample(&mut self, k: usize, bytes_per_s: f64, now: Instant) {
-        if self.forced || !bytes_per_s.is_finite() || bytes_per_s <= 0.0 {
-            return;
-        }
-        let Some(s) = self.slots.get_mut(k) else {
-            return;
-        };
-        let old = s.est.bytes_per_s.filter(|_| s.bw_from_transport);
-        let new = match old {
-            Some(o) if bytes_per_s < o => o + (bytes_per_s - o) / 16.0,
-            _ => bytes_per_s,
-        };
-        s.est.bytes_per_s = Some(new);
-        s.bw_from_transport = true;
-        s.last_bw_sample = Some(now);
-        self.need_bw &= !(1 << k);
-        // Transports that report their own figures are not probed with
-        // bulk messages: the figures refresh at every check.
-        if self.slots.iter().all(|s| s.bw_from_transport) {
-            self.reprobe_at = None;
-        }
-        if old.is_none_or(|o| (new - o).abs() > o / 8.0) {
             self.recompute();
         }
     }
@@ -859,38 +814,6 @@ mod tests {
         assert_eq!(s.pick(REPROBE_MAX + 1, later), 0, "too large to re-probe");
         assert_eq!(s.pick(REPROBE_MAX, later), 1);
         assert_eq!(s.pick(REPROBE_MAX, later), 0);
-    }
-
-    #[test]
-    fn transport_bandwidths_replace_timed_bulk_and_stop_the_reprobes() {
-        let t0 = Instant::now();
-        let mut sel = Selector::new(&[(1, "tcp"), (2, "udp")], None);
-        sel.rtt_sample(0, Duration::from_micros(60));
-        sel.rtt_sample(1, Duration::from_micros(40));
-        // tcp 4 GB/s, udp 400 MB/s by their transports.
-        sel.bandwidth_sample(0, 4e9, t0);
-        sel.bandwidth_sample(1, 4e8, t0);
-        assert_eq!(sel.need_bw, 0);
-        assert!(sel.reprobe_at.is_none(), "no bulk re-probes");
-        // Small messages on udp (lower round trip), bulk on tcp.
-        assert_eq!(sel.pick(8, t0), 1);
-        assert_eq!(sel.pick(4 << 20, t0), 0);
-        // A timed bulk message that says tcp is slow (its ack rode a
-        // reply) does not change tcp's figure.
-        sel.sent(0, 7, 4 << 20, t0, true);
-        sel.acked(7, t0 + Duration::from_millis(12));
-        assert_eq!(sel.slots[0].est.bytes_per_s, Some(4e9));
-        assert_eq!(sel.pick(4 << 20, t0), 0);
-        // A low figure after small messages only lowers it slowly; a
-        // higher one counts at once.
-        sel.bandwidth_sample(0, 1e6, t0);
-        assert!(sel.slots[0].est.bytes_per_s.unwrap() > 3.7e9);
-        sel.bandwidth_sample(0, 5e9, t0);
-        assert_eq!(sel.slots[0].est.bytes_per_s, Some(5e9));
-        // Nonsense is ignored.
-        sel.bandwidth_sample(1, f64::NAN, t0);
-        sel.bandwidth_sample(1, -1.0, t0);
-        assert_eq!(sel.slots[1].est.bytes_per_s, Some(4e8));
     }
 
     #[test]

@@ -156,14 +156,12 @@ impl SendSide {
                 continue;
             };
             for k in 0..sel.slots.len() {
-                let Some(link) = links.get(sel.slots[k].route).and_then(|l| l.link.as_ref()) else {
-                    continue;
-                };
-                if let Some(rtt) = link.rtt() {
+                let rtt = links
+                    .get(sel.slots[k].route)
+                    .and_then(|l| l.link.as_ref())
+                    .and_then(|l| l.rtt());
+                if let Some(rtt) = rtt {
                     sel.rtt_sample(k, rtt);
-                }
-                if let Some(bw) = link.bandwidth() {
-                    sel.bandwidth_sample(k, bw, Instant::now());
                 }
             }
         }

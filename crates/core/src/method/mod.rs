@@ -208,15 +208,6 @@ pub trait Link: Send + Sync {
     fn rtt(&self) -> Option<std::time::Duration> {
         None
     }
-    /// The rate in bytes per second the transport could carry to the peer
-    /// now, as its own state says (TCP: the kernel's delivery rate or its
-    /// congestion window per round trip, whichever is higher; udp: the
-    /// protocol's window per smoothed round trip). `None` where nothing is
-    /// measured. Read with [`Link::rtt`], off the message path: the
-    /// measured selection's bandwidth (`context/measured.rs`).
-    fn bandwidth(&self) -> Option<f64> {
-        None
-    }
     /// Whether the transport itself has sent data that nothing
     /// acknowledged for at least `for_at_least` (TCP: unacknowledged
     /// segments and no ACK from the other end for that long). A link

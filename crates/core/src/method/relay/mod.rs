@@ -398,10 +398,6 @@ impl Link for RelayLink {
     fn rtt(&self) -> Option<std::time::Duration> {
         self.inner.rtt()
     }
-
-    fn bandwidth(&self) -> Option<f64> {
-        self.inner.bandwidth()
-    }
     fn stalled(&self, for_at_least: std::time::Duration) -> bool {
         self.inner.stalled(for_at_least)
     }

@@ -269,11 +269,6 @@ impl Link for TcpLink {
         kernel_rtt(conn.fd.as_raw_fd())
     }
 
-    fn bandwidth(&self) -> Option<f64> {
-        let conn = self.conn.redirect.get().unwrap_or(&self.conn);
-        kernel_bandwidth(conn.fd.as_raw_fd())
-    }
-
     fn stalled(&self, for_at_least: std::time::Duration) -> bool {
         let conn = self.conn.redirect.get().unwrap_or(&self.conn);
         kernel_stalled(conn.fd.as_raw_fd(), for_at_least)
@@ -429,13 +424,6 @@ fn kernel_stalled(fd: std::os::fd::RawFd, for_at_least: std::time::Duration) -> 
 /// The kernel's smoothed round-trip time of a TCP socket (`TCP_INFO`'s
 /// `tcpi_rtt`, µs), or `None` if it cannot be read or is not measured yet.
 fn kernel_rtt(fd: std::os::fd::RawFd) -> Option<std::time::Duration> {
-    let info = kernel_tcp_info(fd)?;
-    (info.tcpi_rtt > 0).then(|| std::time::Duration::from_micros(u64::from(info.tcpi_rtt)))
-}
-
-/// The kernel's `TCP_INFO` of `fd` (`None` if the call fails or the kernel
-/// wrote less than the fields read here).
-fn kernel_tcp_info(fd: std::os::fd::RawFd) -> Option<libc::tcp_info> {
     // SAFETY: tcp_info is plain old data; all zeroes is a valid value.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -450,23 +438,6 @@ fn kernel_tcp_info(fd: std::os::fd::RawFd) -> Option<libc::tcp_info> {
             &mut len,
         )
     };
-    // Fields up to tcpi_delivery_rate (Linux 4.9) must be there.
-    let needed = std::mem::offset_of!(libc::tcp_info, tcpi_delivery_rate) + 8;
-    (rc == 0 && len as usize >= needed).then_some(info)
-}
-
-/// What the connection could carry now, bytes per second: the kernel's
-/// last delivery-rate sample (a bulk transfer's rate; small messages give
-/// low, application-limited samples) or its congestion window per smoothed
-/// round trip (what it may send before an acknowledgement), the higher.
-fn kernel_bandwidth(fd: std::os::fd::RawFd) -> Option<f64> {
-    let info = kernel_tcp_info(fd)?;
-    let window = f64::from(info.tcpi_snd_cwnd) * f64::from(info.tcpi_snd_mss);
-    let by_window = if info.tcpi_rtt > 0 {
-        window * 1e6 / f64::from(info.tcpi_rtt)
-    } else {
-        0.0
-    };
-    let rate = (info.tcpi_delivery_rate as f64).max(by_window);
-    (rate > 0.0).then_some(rate)
+    (rc == 0 && info.tcpi_rtt > 0)
+        .then(|| std::time::Duration::from_micros(u64::from(info.tcpi_rtt)))
 }

@@ -413,10 +413,6 @@ impl Link for TransformLink {
         self.inner.rtt()
     }
 
-    fn bandwidth(&self) -> Option<f64> {
-        self.inner.bandwidth()
-    }
-
     fn stalled(&self, for_at_least: std::time::Duration) -> bool {
         self.inner.stalled(for_at_least)
     }

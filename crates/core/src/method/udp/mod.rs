@@ -1062,10 +1062,6 @@ impl Link for UdpLink {
         self.shared.lock().ep.srtt(self.peer)
     }
 
-    fn bandwidth(&self) -> Option<f64> {
-        self.shared.lock().ep.window_rate(self.peer)
-    }
-
     fn send(&self, iov: &[IoSlice<'_>], waiter: &dyn Waiter) -> Result<()> {
         let s = &self.shared;
         let mut buffered = {

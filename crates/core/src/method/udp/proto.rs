@@ -797,14 +797,6 @@ impl<A: Copy + Eq + Hash + Debug> Endpoint<A> {
         self.peers.get(&peer).and_then(|p| p.srtt)
     }
 
-    /// The rate the protocol may send to `peer` at, bytes per second: its
-    /// congestion window per smoothed round trip (none before a sample).
-    pub fn window_rate(&self, peer: u32) -> Option<f64> {
-        let p = self.peers.get(&peer)?;
-        let srtt = p.srtt?.as_secs_f64();
-        (srtt > 0.0).then(|| p.cc.window() as f64 / srtt)
-    }
-
     pub fn buffered(&self, peer: u32) -> usize {
         self.peers.get(&peer).map_or(0, |p| p.buffered)
     }
