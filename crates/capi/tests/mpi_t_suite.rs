@@ -11,13 +11,11 @@
 
 mod common;
 
-use common::{compile_mpi_test, gwrun, have_cc, profile_dir};
+use common::{compile_mpi_test, gwrun, have_cc, profile_dir, run_with_backstop};
 use gridwire_core::params::{parse_size, Kind, ParamDecl};
 use gridwire_testkit::skip;
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// A default as the variable reads it: sizes in bytes, booleans as 0/1.
@@ -56,51 +54,8 @@ fn run(exe: &Path, expect: &Path, hosts: u32, args: &[&str]) -> (bool, String, S
     c.arg(exe)
         .args(args)
         .env("GW_MPI_T_EXPECT", expect)
-        .env_remove("GW_METHODS")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut child = c.spawn().expect("gwrun starts");
-    let drain = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut b = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut b);
-            }
-            String::from_utf8_lossy(&b).into_owned()
-        })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let status = loop {
-        match child.try_wait().expect("waiting for gwrun") {
-            Some(st) => break st,
-            None if Instant::now() >= deadline => {
-                // SAFETY: kill(2) has no memory effects; the group is led by
-                // our child, not reaped yet, so its id cannot have been reused.
-                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
-                break child.wait().expect("reaping gwrun");
-            }
-            None => std::thread::sleep(Duration::from_millis(20)),
-        }
-    };
-    (
-        status.success(),
-        out.join().unwrap_or_default(),
-        err.join().unwrap_or_default(),
-    )
+        .env_remove("GW_METHODS");
+    run_with_backstop(c, Duration::from_secs(90))
 }
 
 #[test]

@@ -20,14 +20,12 @@
 
 mod common;
 
-use common::{gwrun, have_cc, profile_dir, repo};
+use common::{gwrun, have_cc, profile_dir, repo, run_with_backstop};
 use gridwire_testkit::skip;
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The jobs share two cores: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -70,52 +68,9 @@ fn run(exe: &PathBuf, env: &[(&str, &str)]) -> (bool, String) {
             "--emulate-hosts",
             "2",
         ])
-        .arg(exe)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut child = c.spawn().expect("gwrun starts");
-    let drain = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_string(&mut s);
-            }
-            s
-        })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|r| Box::new(r) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|r| Box::new(r) as Box<dyn Read + Send>),
-    );
-    let deadline = Instant::now() + Duration::from_secs(150);
-    let status = loop {
-        match child.try_wait().expect("waiting for gwrun") {
-            Some(st) => break st,
-            None if Instant::now() >= deadline => {
-                // SAFETY: kill(2) has no memory effects; the group is led by
-                // our child, not reaped yet, so its id cannot be reused.
-                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
-                break child.wait().expect("reaping gwrun");
-            }
-            None => std::thread::sleep(Duration::from_millis(20)),
-        }
-    };
-    let text = format!(
-        "{}\n{}",
-        out.join().unwrap_or_default(),
-        err.join().unwrap_or_default()
-    );
-    (status.success(), text)
+        .arg(exe);
+    let (ok, out, err) = run_with_backstop(c, Duration::from_secs(150));
+    (ok, format!("{out}\n{err}"))
 }
 
 /// `name=<number>` in `line`.

@@ -84,6 +84,16 @@ pub(crate) fn cvars() -> &'static [Cvar] {
             category: "gw_transform".into(),
             when: when_of(d),
         }));
+        // The measured selection (GW_SELECT, GW_SELECT_ESTIMATES).
+        v.extend(
+            gridwire_core::context::measured::PARAMS
+                .iter()
+                .map(|d| Cvar {
+                    decl: d,
+                    category: "gw_core".into(),
+                    when: when_of(d),
+                }),
+        );
         for t in gridwire_core::method::transform::registry() {
             v.extend(t.params.iter().map(|d| Cvar {
                 decl: d,

@@ -107,3 +107,58 @@ pub fn gwrun_case(
         .output()
         .expect("gwrun runs")
 }
+
+/// Runs `cmd` (stdin closed, stdout and stderr captured) in a process group
+/// of its own, which is killed after `backstop` if it has not ended by then
+/// (a backstop to gwrun's own `--timeout`); (success, stdout, stderr).
+pub fn run_with_backstop(
+    mut cmd: Command,
+    backstop: std::time::Duration,
+) -> (bool, String, String) {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd.spawn().expect("the command starts");
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut b);
+            }
+            String::from_utf8_lossy(&b).into_owned()
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    );
+    let deadline = std::time::Instant::now() + backstop;
+    let status = loop {
+        match child.try_wait().expect("waiting for the command") {
+            Some(st) => break st,
+            None if std::time::Instant::now() >= deadline => {
+                // SAFETY: kill(2) has no memory effects; the group is led by
+                // our child, not reaped yet, so its id cannot be reused.
+                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+                break child.wait().expect("reaping the command");
+            }
+            None => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    };
+    (
+        status.success(),
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    )
+}
