@@ -86,9 +86,14 @@ impl Context {
                 // Between hosts, the one stack that carried every message
                 // sent is the pair's method (the default link may carry
                 // only acks, e.g. when a measured route put all on udp).
+                // The link's own name stays when it is that stack: it says
+                // more (`encrypt+relay(s1h0)+tcp` names the relay's host,
+                // the stack only `encrypt+relay+tcp`).
                 let mut sent_on = s.by_method.iter().filter(|m| m.sent_msgs > 0);
                 if let (Some(only), None) = (sent_on.next(), sent_on.next()) {
-                    s.method = only.method.clone();
+                    if stack_of(&s.method) != only.method {
+                        s.method = only.method.clone();
+                    }
                 }
                 (s.sent_msgs + s.recv_msgs > 0 || !s.method.is_empty()).then_some(s)
             })
@@ -148,5 +153,34 @@ impl Context {
             .collect();
         serde_json::json!({ "rank": self.rank(), "host": self.inner.job.host_id, "links": links })
             .to_string()
+    }
+}
+
+/// The stack a link's name stands for: the name without what parentheses
+/// add (`encrypt+relay(s1h0)+tcp` → `encrypt+relay+tcp`).
+fn stack_of(link_name: &str) -> String {
+    let mut out = String::with_capacity(link_name.len());
+    let mut depth = 0u32;
+    for c in link_name.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod stack_name_tests {
+    use super::stack_of;
+
+    #[test]
+    fn a_link_name_without_its_relay_host_is_its_stack() {
+        assert_eq!(stack_of("encrypt+relay(s1h0)+tcp"), "encrypt+relay+tcp");
+        assert_eq!(stack_of("tcp"), "tcp");
+        assert_eq!(stack_of("relay(a(b))+udp"), "relay+udp");
+        assert_eq!(stack_of(""), "");
     }
 }
