@@ -8,20 +8,15 @@
 //! Allgather and Alltoall. Needs root and sshd: skipped by the
 //! project's rule otherwise (a failure under CI=true).
 
-use gridwire_testbed::harness::{self, run_with_timeout, Testbed};
+use gridwire_testbed::harness::{run_with_timeout, Testbed};
 use std::time::Duration;
 
 mod common;
 
 #[test]
 fn hierarchical_collectives_across_two_sites() {
-    if !gridwire_testkit::is_root() {
-        return gridwire_testkit::skip(
-            "gw-testbed needs root (namespaces, mounts, bridges, nftables)",
-        );
-    }
-    if let Err(why) = harness::ready() {
-        return gridwire_testkit::skip(&why);
+    if !common::testbed_ready() {
+        return;
     }
     let gwrun = common::build_bin("gridwire-launch", "gwrun");
     let dir = common::ScratchDir::new("coll-hier-grid");

@@ -11,7 +11,7 @@
 //! either host. Needs root and sshd: skipped by the project's rule
 //! otherwise (a failure under CI=true).
 
-use gridwire_testbed::harness::{self, run_with_timeout, Testbed};
+use gridwire_testbed::harness::{run_with_timeout, Testbed};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -20,13 +20,8 @@ const HOSTS: [&str; 2] = ["s0h0", "s0h1"];
 
 #[test]
 fn spawn_across_hosts_of_a_grid_job() {
-    if !gridwire_testkit::is_root() {
-        return gridwire_testkit::skip(
-            "gw-testbed needs root (namespaces, mounts, bridges, nftables)",
-        );
-    }
-    if let Err(why) = harness::ready() {
-        return gridwire_testkit::skip(&why);
+    if !common::testbed_ready() {
+        return;
     }
     let gwrun = common::build_bin("gridwire-launch", "gwrun");
     let dir = common::ScratchDir::new("spawn-grid");

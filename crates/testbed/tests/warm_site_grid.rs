@@ -13,20 +13,15 @@
 //! Nothing of any job is left on a host. Needs root and sshd: skipped by
 //! the project's rule otherwise (a failure under CI=true).
 
-use gridwire_testbed::harness::{self, run_with_timeout, Testbed};
+use gridwire_testbed::harness::{run_with_timeout, Testbed};
 use std::time::{Duration, Instant};
 
 mod common;
 
 #[test]
 fn a_warm_site_starts_hosts_beside_its_leader() {
-    if !gridwire_testkit::is_root() {
-        return gridwire_testkit::skip(
-            "gw-testbed needs root (namespaces, mounts, bridges, nftables)",
-        );
-    }
-    if let Err(why) = harness::ready() {
-        return gridwire_testkit::skip(&why);
+    if !common::testbed_ready() {
+        return;
     }
     let gwrun = common::build_bin("gridwire-launch", "gwrun");
     let dir = common::ScratchDir::new("warm-site");
