@@ -202,6 +202,9 @@ char *pvm_version(void);
 int pvm_perror(char *msg);
 int pvm_setopt(int what, int val);
 int pvm_getopt(int what);
+int pvm_export(char *name);
+int pvm_unexport(char *name);
+int pvm_start_pvmd(int argc, char **argv, int block);
 
 /* Message contexts. */
 int pvm_newcontext(void);
@@ -218,6 +221,24 @@ int pvm_getrbuf(void);
 int pvm_setsbuf(int bufid);
 int pvm_setrbuf(int bufid);
 int pvm_bufinfo(int bufid, int *bytes, int *msgtag, int *tid);
+
+/* Message header fields (pvm_getminfo(3PVM)): all can be read; ctx, tag,
+ * wid, src and dst set. len is the body's length in this library's packed
+ * form (with its type tags); crc is 0, as in a PVM built without checksums. */
+struct pvmminfo {
+    int len;
+    int ctx;
+    int tag;
+    int wid;
+    int enc;
+    int crc;
+    int src;
+    int dst;
+};
+int pvm_getminfo(int bufid, struct pvmminfo *mi);
+int pvm_setminfo(int bufid, struct pvmminfo *mi);
+int pvm_getmwid(int bufid);
+int pvm_setmwid(int bufid, int waitid);
 
 /* Packing and unpacking: count elements, every stride-th one. */
 int pvm_pkbyte(char *p, int count, int stride);
@@ -244,6 +265,10 @@ int pvm_upkuint(unsigned int *p, int count, int stride);
 int pvm_upkulong(unsigned long *p, int count, int stride);
 int pvm_upkushort(unsigned short *p, int count, int stride);
 int pvm_upkstr(char *s);
+/* Messages inside messages: with their header, or only the body spliced in. */
+int pvm_pkmesg(int bufid);
+int pvm_pkmesgbody(int bufid);
+int pvm_upkmesg(void);
 
 /* Sending and receiving. */
 int pvm_send(int tid, int msgtag);
@@ -255,6 +280,12 @@ int pvm_trecv(int tid, int msgtag, struct timeval *timeout);
 int pvm_probe(int tid, int msgtag);
 int pvm_precv(int tid, int msgtag, void *buf, int count, int datatype,
               int *rtid, int *rtag, int *rcount);
+/* The program's own matching function for pvm_recv/nrecv/trecv/probe, and
+ * message handlers; both are called on the program's thread, inside the
+ * PVM call that looks for messages. */
+int (*pvm_recvf(int (*newf)(int bufid, int tid, int tag)))(int, int, int);
+int pvm_addmhf(int src, int tag, int ctx, int (*func)(int mid));
+int pvm_delmhf(int mhid);
 
 /* The message mailbox. */
 int pvm_putinfo(char *name, int bufid, int flags);

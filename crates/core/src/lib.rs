@@ -37,8 +37,8 @@ pub mod sync;
 
 pub use context::{
     Context, JoinSpec, LinkStats, MembershipEvent, MembershipKind, MethodStats,
-    MulticastStartpoint, Request, RouteId, RouteSpec, Select, TableSource, DEFAULT_ENDPOINT,
-    MULTICAST_FANOUT, NO_TRAFFIC_KEY,
+    MulticastStartpoint, OwnedRequest, Payload, Request, RouteId, RouteSpec, Select, TableSource,
+    DEFAULT_ENDPOINT, MULTICAST_FANOUT, NO_TRAFFIC_KEY,
 };
 pub use error::{Error, Result};
 pub use startpoint::Startpoint;

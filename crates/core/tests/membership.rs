@@ -218,3 +218,50 @@ fn join_checks_its_arguments() {
     assert!(Context::join(p(), spec(0, 4, "../etc")).is_err());
     assert!(Context::join(p(), spec(0, 4, "")).is_err());
 }
+
+/// An owning handler keeps the buffer shm reassembled a large message in
+/// (no copy), gets small ones too, and a borrowing handler on the same
+/// context still sees every byte of either.
+#[test]
+fn an_owning_handler_keeps_what_shm_reassembled() {
+    type Kept = Arc<Mutex<Vec<(bool, Vec<u8>)>>>;
+    let dir: Directory = Default::default();
+    let j = job("owning");
+    let a = join(&j, secret(3), 0, "self,shm", &dir);
+    let b = join(&j, secret(3), 1, "self,shm", &dir);
+    let kept: Kept = Default::default();
+    let k = kept.clone();
+    a.ctx
+        .register_owning_handler(8, move |_, req| {
+            let owned = matches!(req.payload, gridwire_core::Payload::Owned { .. });
+            let (buf, start) = req.payload.into_buffer();
+            k.lock().unwrap().push((owned, buf[start..].to_vec()));
+        })
+        .unwrap();
+    // 1 MiB: beyond the eager limit, so it comes in fragments.
+    let big: Vec<u8> = (0..1 << 20).map(|i: u32| (i * 7 + i / 251) as u8).collect();
+    b.ctx.rsr(&sp(0), 8, b"small").unwrap();
+    b.ctx.rsr(&sp(0), 8, &big).unwrap();
+    b.ctx.rsr(&sp(0), 7, &big).unwrap();
+    eventually("both messages of the owning handler", || {
+        kept.lock().unwrap().len() == 2
+    });
+    eventually("the borrowing handler's message", || {
+        !a.inbox.lock().unwrap().is_empty()
+    });
+    let got = kept.lock().unwrap();
+    assert_eq!(got[0].1, b"small");
+    assert!(
+        got[1].0,
+        "a reassembled message reaches an owning handler as its buffer"
+    );
+    assert!(got[1].1 == big, "the kept buffer holds the message");
+    assert!(a.inbox.lock().unwrap()[0] == (1, big.clone()));
+    drop(got);
+    // To itself (the self method), the payload is lent, and still right.
+    a.ctx.rsr(&sp(0), 8, b"to me").unwrap();
+    eventually("the message to itself", || kept.lock().unwrap().len() == 3);
+    let got = kept.lock().unwrap();
+    assert!(!got[2].0, "the self method lends its payload");
+    assert_eq!(got[2].1, b"to me");
+}

@@ -27,6 +27,7 @@ pub const PVM_DUP_HOST: i32 = -28;
 pub const PVM_CANT_START: i32 = -29;
 pub const PVM_NO_TASK: i32 = -31;
 pub const PVM_NOT_FOUND: i32 = -32;
+pub const PVM_EXISTS: i32 = -33;
 
 pub const PVM_DATA_DEFAULT: i32 = 0;
 pub const PVM_DATA_RAW: i32 = 1;

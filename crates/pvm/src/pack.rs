@@ -131,6 +131,9 @@ pub struct Buffer {
     /// Order to pack in: native, except in tests that play a foreign sender.
     pub order: Order,
     pub data: Vec<u8>,
+    /// Where the message starts in `data` (a received buffer may be the
+    /// runtime's reassembly buffer, headers in front); 0 otherwise.
+    base: usize,
     /// Only for `PvmDataInPlace`: the message is these parts in order.
     pub parts: Vec<Part>,
     /// Where reading continues, and what is left of the current run.
@@ -140,6 +143,12 @@ pub struct Buffer {
     pub src: i32,
     pub tag: i32,
     pub ctx: i32,
+    /// The wait id (`pvm_setmwid`), carried with the message; 0 = none.
+    pub wid: i32,
+    /// The destination (`pvm_getminfo`): this task for a received
+    /// message, the last destination for one sent, or what
+    /// `pvm_setminfo` set.
+    pub dst: i32,
 }
 
 // SAFETY: the only pointers in a buffer are `Part::InPlace` ones, which the
@@ -162,19 +171,37 @@ impl Buffer {
             encoding,
             order: Order::NATIVE,
             data: Vec::new(),
+            base: 0,
             parts: Vec::new(),
             pos: 0,
             run: None,
             src: -1,
             tag: -1,
             ctx: 0,
+            wid: 0,
+            dst: -1,
         }
     }
 
     /// A received message body, ready to unpack.
     pub fn received(data: Vec<u8>, src: i32, tag: i32, ctx: i32, encoding: i32) -> Buffer {
+        Buffer::received_at(data, 0, src, tag, ctx, encoding)
+    }
+
+    /// A received message body that is `data[base..]` (clamped to `data`).
+    pub fn received_at(
+        data: Vec<u8>,
+        base: usize,
+        src: i32,
+        tag: i32,
+        ctx: i32,
+        encoding: i32,
+    ) -> Buffer {
+        let base = base.min(data.len());
         Buffer {
             data,
+            base,
+            pos: base,
             src,
             tag,
             ctx,
@@ -182,10 +209,16 @@ impl Buffer {
         }
     }
 
+    /// The message's bytes when it has no in-place parts (the parts say
+    /// what to send otherwise).
+    pub fn body(&self) -> &[u8] {
+        &self.data[self.base..]
+    }
+
     /// Bytes the message occupies when sent.
     pub fn len(&self) -> usize {
         if self.parts.is_empty() {
-            self.data.len()
+            self.data.len() - self.base
         } else {
             self.parts
                 .iter()
@@ -415,13 +448,39 @@ impl Buffer {
     /// Elements in the first packed run (what `pvm_precv` reports).
     pub fn first_run_len(&self) -> usize {
         self.data
-            .get(4..8)
+            .get(self.base + 4..self.base + 8)
             .map_or(0, |c| u32::from_le_bytes(c.try_into().unwrap()) as usize)
+    }
+
+    /// Packs `bytes` as one byte run, copied even in place mode (the
+    /// caller's slice does not outlive the call).
+    pub fn append_body(&mut self, bytes: &[u8]) -> i32 {
+        if bytes.len() > u32::MAX as usize {
+            return PVM_OVERFLOW;
+        }
+        self.header(Kind::Byte, 1, bytes.len());
+        self.append_runs(bytes);
+        PVM_OK
+    }
+
+    /// Appends packed runs (another message's body, `pvm_pkmesgbody`):
+    /// they describe themselves, so they unpack like runs packed here.
+    pub fn append_runs(&mut self, runs: &[u8]) {
+        let start = self.data.len();
+        self.data.extend_from_slice(runs);
+        if self.in_place() {
+            self.copied(start);
+        }
+    }
+
+    /// Bytes not read yet (an upper bound for what a run may announce).
+    pub fn unread(&self) -> usize {
+        self.data.len() - self.pos
     }
 
     /// Rewinds reading to the start (a buffer received again by `setrbuf`).
     pub fn rewind(&mut self) {
-        self.pos = 0;
+        self.pos = self.base;
         self.run = None;
     }
 }

@@ -22,7 +22,9 @@ use std::time::Duration;
 
 /// The handler id PVM messages use on every task's context.
 pub const PVM_HANDLER: u32 = 0x5056;
-const MSG_HEADER: usize = 12;
+/// tag, message context, encoding, wait id (`i32`s in the sender's order:
+/// every task of a virtual machine runs this library).
+const MSG_HEADER: usize = 16;
 /// The source task id of messages "from the daemon" (notifies), as in PVM.
 pub const PVMD_TID: i32 = i32::MIN;
 
@@ -202,18 +204,25 @@ fn enroll() -> Result<Task, String> {
     )
     .map_err(|e| e.to_string())?;
     let ib = inbox.clone();
-    ctx.register_handler(PVM_HANDLER, move |_, req| {
-        let Some(h) = req.payload.get(..MSG_HEADER) else {
+    // An owning handler: a large message reassembled by the method is
+    // filed as that very buffer (no copy of a megabyte per message).
+    ctx.register_owning_handler(PVM_HANDLER, move |_, req| {
+        let Some(h) = req.payload.as_slice().get(..MSG_HEADER) else {
             return;
         };
         let word = |i: usize| i32::from_ne_bytes(h[i * 4..i * 4 + 4].try_into().unwrap());
-        let b = Buffer::received(
-            req.payload[MSG_HEADER..].to_vec(),
-            tid_of(req.src),
-            word(0),
-            word(1),
-            word(2),
-        );
+        let (tag, mctx, encoding, wid) = (word(0), word(1), word(2), word(3));
+        let (data, start) = match req.payload {
+            // Small messages: only the body is copied out of the ring.
+            gridwire_core::Payload::Borrowed(p) => (p[MSG_HEADER..].to_vec(), 0),
+            owned => {
+                let (buf, start) = owned.into_buffer();
+                (buf, start + MSG_HEADER)
+            }
+        };
+        let mut b = Buffer::received_at(data, start, tid_of(req.src), tag, mctx, encoding);
+        b.wid = wid;
+        b.dst = tid;
         ib.lock().unwrap_or_else(|e| e.into_inner()).push_back(b);
     })
     .map_err(|e| e.to_string())?;
@@ -356,15 +365,17 @@ impl Task {
             return PVM_BAD_PARAM;
         }
         let mut hdr = [0u8; MSG_HEADER];
-        for (i, w) in [tag, mctx, b.encoding].iter().enumerate() {
+        for (i, w) in [tag, mctx, b.encoding, b.wid].iter().enumerate() {
             hdr[i * 4..i * 4 + 4].copy_from_slice(&w.to_ne_bytes());
         }
         if tid == self.tid {
-            let body = flatten(b);
+            let mut got = Buffer::received(flatten(b), self.tid, tag, mctx, b.encoding);
+            got.wid = b.wid;
+            got.dst = self.tid;
             self.inbox
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push_back(Buffer::received(body, self.tid, tag, mctx, b.encoding));
+                .push_back(got);
             return PVM_OK;
         }
         let Some(c) = ctx_of(tid) else {
@@ -372,7 +383,7 @@ impl Task {
         };
         let mut iov = vec![IoSlice::new(&hdr)];
         if b.parts.is_empty() {
-            iov.push(IoSlice::new(&b.data));
+            iov.push(IoSlice::new(b.body()));
         } else {
             for p in &b.parts {
                 iov.push(IoSlice::new(match *p {
@@ -407,7 +418,26 @@ impl Task {
         let q = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
         q.iter()
             .find(|b| matches(b, tid, tag, mctx))
-            .map(|b| (b.data.len(), b.tag, b.src))
+            .map(|b| (b.len(), b.tag, b.src))
+    }
+
+    /// Drives progress until `look` holds or `timeout` passes (`None` =
+    /// forever, zero = one round of progress).
+    pub fn wait_for(&self, timeout: Option<Duration>, mut look: impl FnMut() -> bool) {
+        if look() {
+            return;
+        }
+        let _driving = Driving::new();
+        match timeout {
+            None => self.ctx.wait(look),
+            Some(d) if d.is_zero() => {
+                self.ctx.progress();
+                look();
+            }
+            Some(d) => {
+                self.ctx.wait_timeout(d, look);
+            }
+        }
     }
 
     /// Waits for a matching message (`None` timeout = forever).
@@ -451,7 +481,7 @@ impl Task {
     /// shm, where each direction has its own ring, the ring back is made now
     /// and the receiver maps it while the program prepares its answer,
     /// instead of during the answer's first round trip.
-    fn link_back(&self, src: i32) {
+    pub(crate) fn link_back(&self, src: i32) {
         if src == self.tid || src == PVMD_TID {
             return;
         }
@@ -482,7 +512,7 @@ fn matches(b: &Buffer, tid: i32, tag: i32, mctx: i32) -> bool {
 /// The bytes of an outgoing buffer in one piece.
 pub fn flatten(b: &Buffer) -> Vec<u8> {
     if b.parts.is_empty() {
-        return b.data.clone();
+        return b.body().to_vec();
     }
     let mut out = Vec::with_capacity(b.len());
     for p in &b.parts {

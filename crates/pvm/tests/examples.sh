@@ -64,6 +64,7 @@ progs=(
   "mbox_test|examples/mbox_test.c||"
   "packf_test|examples/packf_test.c|||valid"
   "catchout_test|examples/catchout_test.c||"
+  "msgapi_test|examples/msgapi_test.c||"
 )
 for side in gw deb; do
   bin=$T/$side/home/pvm3/bin/LINUX64

@@ -68,6 +68,52 @@ pub struct Request<'a> {
 /// A handler: runs inside progress when a request for it arrives.
 pub type Handler = Arc<dyn Fn(&Context, Request<'_>) + Send + Sync>;
 
+/// What an owning handler ([`Context::register_owning_handler`]) receives.
+pub struct OwnedRequest<'a> {
+    pub src: u32,
+    pub endpoint: u32,
+    pub payload: Payload<'a>,
+}
+
+/// A request's payload for an owning handler: borrowed from the method
+/// (small messages, straight from a ring or a socket buffer), or a buffer
+/// the method reassembled a large message in, given away instead of copied.
+pub enum Payload<'a> {
+    Borrowed(&'a [u8]),
+    /// The payload is `buf[start..]`.
+    Owned {
+        buf: Vec<u8>,
+        start: usize,
+    },
+}
+
+impl Payload<'_> {
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            Payload::Borrowed(p) => p,
+            Payload::Owned { buf, start } => &buf[*start..],
+        }
+    }
+
+    /// The payload as a buffer and where in it the payload starts: the
+    /// given buffer, or a copy of a borrowed payload (starting at 0).
+    pub fn into_buffer(self) -> (Vec<u8>, usize) {
+        match self {
+            Payload::Borrowed(p) => (p.to_vec(), 0),
+            Payload::Owned { buf, start } => (buf, start),
+        }
+    }
+}
+
+/// A handler that may keep its payload ([`Context::register_owning_handler`]).
+pub type OwningHandler = Arc<dyn Fn(&Context, OwnedRequest<'_>) + Send + Sync>;
+
+/// A registered handler: one that borrows its payload, or one that may keep it.
+pub(crate) enum Registered {
+    Borrowing(Handler),
+    Owning(OwningHandler),
+}
+
 /// The id of every context's default endpoint, which exists from the start.
 pub const DEFAULT_ENDPOINT: u32 = 0;
 
@@ -155,7 +201,7 @@ struct ProgressState {
     /// Handlers by id. They live under the progress lock because only the
     /// thread holding it delivers: dispatch then needs no lock of its own
     /// (registration, which is rare, takes the progress lock to change them).
-    handlers: Vec<Option<Handler>>,
+    handlers: Vec<Option<Registered>>,
     /// A socket method delivered a message at least once.
     sockets_used: bool,
     /// The next round of progress polls every method thoroughly (see
@@ -473,6 +519,21 @@ impl Context {
         id: u32,
         handler: impl Fn(&Context, Request<'_>) + Send + Sync + 'static,
     ) -> Result<()> {
+        self.install_handler(id, Registered::Borrowing(Arc::new(handler)))
+    }
+
+    /// Like [`register_handler`](Self::register_handler), for a handler that
+    /// keeps what it receives (a mailbox): a large message the method
+    /// reassembled reaches it as that buffer, not as a slice to copy.
+    pub fn register_owning_handler(
+        &self,
+        id: u32,
+        handler: impl Fn(&Context, OwnedRequest<'_>) + Send + Sync + 'static,
+    ) -> Result<()> {
+        self.install_handler(id, Registered::Owning(Arc::new(handler)))
+    }
+
+    fn install_handler(&self, id: u32, handler: Registered) -> Result<()> {
         if IN_HANDLER.with(|c| c.get()) {
             return Err(Error::BadParam {
                 var: "handler id".into(),
@@ -493,7 +554,7 @@ impl Context {
         if h.len() <= i {
             h.resize_with(i + 1, || None);
         }
-        h[i] = Some(Arc::new(handler));
+        h[i] = Some(handler);
         Ok(())
     }
 

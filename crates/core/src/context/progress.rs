@@ -329,10 +329,18 @@ impl Context {
     }
 }
 
+/// A request's payload as a method handed it over: borrowed, or the
+/// method's whole reassembly buffer (RSR header included), which an
+/// owning handler may keep.
+enum Body<'m> {
+    Slice(&'m [u8]),
+    Buffer(&'m mut Vec<u8>),
+}
+
 /// Delivers polled messages to handlers.
 pub(super) struct Dispatch<'a> {
     pub(super) ctx: &'a Context,
-    pub(super) handlers: &'a [Option<Handler>],
+    pub(super) handlers: &'a [Option<Registered>],
     /// The method being polled sequences its messages (failover.rs).
     pub(super) sequenced: bool,
     /// Index of the method being polled.
@@ -354,6 +362,17 @@ impl Sink for Dispatch<'_> {
         self.deliver_message(src, msg);
     }
 
+    fn deliver_buf(&mut self, src: u32, buf: &mut Vec<u8>) {
+        if self.sequenced && src < self.ctx.capacity() {
+            // The sequencing may hold the message back: it copies.
+            self.deliver(src, buf);
+            return;
+        }
+        if let Some((handler, endpoint)) = self.route(src, buf) {
+            self.deliver_body(src, handler, endpoint, Body::Buffer(buf));
+        }
+    }
+
     fn link_failed(&mut self, src: u32, reason: String) {
         self.record_failure(src, reason);
     }
@@ -368,10 +387,20 @@ impl Dispatch<'_> {
     /// already done).
     #[inline]
     pub(super) fn deliver_message(&mut self, src: u32, msg: &[u8]) {
+        if let Some((handler, endpoint)) = self.route(src, msg) {
+            self.deliver_to_handler(src, handler, endpoint, &msg[RSR_HEADER..]);
+        }
+    }
+
+    /// Counts a message of `src`, runs it if it is for the runtime's own
+    /// handlers, and otherwise returns the program's (handler, endpoint)
+    /// it is for; `None` when it was dropped or handled here.
+    #[inline]
+    fn route(&mut self, src: u32, msg: &[u8]) -> Option<(u32, u32)> {
         let inner = &self.ctx.inner;
         let Some(peer) = inner.peers.get(src as usize) else {
             inner.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
+            return None;
         };
         // Only the thread that owns progress delivers, so plain load+store
         // suffices (no locked read-modify-write on the hot path).
@@ -385,7 +414,7 @@ impl Dispatch<'_> {
         );
         if msg.len() < RSR_HEADER {
             inner.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
+            return None;
         }
         let handler = u32::from_le_bytes(msg[..4].try_into().unwrap());
         let endpoint = u32::from_le_bytes(msg[4..8].try_into().unwrap());
@@ -394,20 +423,21 @@ impl Dispatch<'_> {
             // of this job's own protocols (barriers, leaving, multicast).
             if src >= self.ctx.capacity() {
                 inner.dropped.fetch_add(1, Ordering::Relaxed);
-                return;
+                return None;
             }
             if handler == super::multicast::H_MULTICAST {
                 self.multicast(src, endpoint, &msg[RSR_HEADER..]);
             } else {
                 self.internal(src, handler, &msg[RSR_HEADER..]);
             }
-            return;
+            return None;
         }
-        self.deliver_to_handler(src, handler, endpoint, &msg[RSR_HEADER..]);
+        Some((handler, endpoint))
     }
 
     /// Runs the program's handler `handler` on `endpoint`, or counts the
     /// request as dropped when either is not registered.
+    #[inline]
     pub(super) fn deliver_to_handler(
         &mut self,
         src: u32,
@@ -415,6 +445,10 @@ impl Dispatch<'_> {
         endpoint: u32,
         payload: &[u8],
     ) {
+        self.deliver_body(src, handler, endpoint, Body::Slice(payload));
+    }
+
+    fn deliver_body(&mut self, src: u32, handler: u32, endpoint: u32, body: Body<'_>) {
         let inner = &self.ctx.inner;
         let known = endpoint == DEFAULT_ENDPOINT
             || inner
@@ -430,14 +464,33 @@ impl Dispatch<'_> {
                 // One TLS access (a call into the resolver in a shared library), not two.
                 IN_HANDLER.with(|c| {
                     let was = c.replace(true);
-                    h(
-                        self.ctx,
-                        Request {
-                            src,
-                            endpoint,
-                            payload,
-                        },
-                    );
+                    match h {
+                        Registered::Borrowing(h) => h(
+                            self.ctx,
+                            Request {
+                                src,
+                                endpoint,
+                                payload: match body {
+                                    Body::Slice(p) => p,
+                                    Body::Buffer(b) => &b[RSR_HEADER..],
+                                },
+                            },
+                        ),
+                        Registered::Owning(h) => h(
+                            self.ctx,
+                            OwnedRequest {
+                                src,
+                                endpoint,
+                                payload: match body {
+                                    Body::Slice(p) => Payload::Borrowed(p),
+                                    Body::Buffer(b) => Payload::Owned {
+                                        buf: std::mem::take(b),
+                                        start: RSR_HEADER,
+                                    },
+                                },
+                            },
+                        ),
+                    }
                     c.set(was);
                 });
             }

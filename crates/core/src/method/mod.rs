@@ -86,6 +86,13 @@ pub struct Cost {
 pub trait Sink {
     /// A whole message from context `src` (the bytes the sender's iovecs held, concatenated).
     fn deliver(&mut self, src: u32, msg: &[u8]);
+    /// The same for a message the method reassembled into a buffer of its
+    /// own: the sink may take the buffer (leaving an empty one behind)
+    /// instead of copying the message out of it. A method that recycles
+    /// its reassembly buffers gets a new one then; nothing else changes.
+    fn deliver_buf(&mut self, src: u32, buf: &mut Vec<u8>) {
+        self.deliver(src, buf)
+    }
     /// The link from `src` broke (peer died or sent garbage). The context records it.
     fn link_failed(&mut self, src: u32, reason: String);
     /// The link with `src` broke by the network (reset, closed in the

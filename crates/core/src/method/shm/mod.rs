@@ -307,7 +307,7 @@ impl Incoming {
                 TAG_EAGER => {
                     eager.clear();
                     rec.append_to(0, eager);
-                    sink.deliver(src, eager);
+                    sink.deliver_buf(src, eager);
                     n += 1;
                 }
                 TAG_RNDV => match rndv_copy(*pid, &rec, buf, shared) {
@@ -315,7 +315,7 @@ impl Incoming {
                         // Release the sender before delivering: the copy is complete,
                         // and the handler may want to talk to that very sender.
                         done.store(token, Ordering::Release);
-                        sink.deliver(src, buf);
+                        sink.deliver_buf(src, buf);
                         n += 1;
                         shared.give_back(buf);
                     }
@@ -361,7 +361,7 @@ impl Incoming {
                     rec.append_to(from, buf);
                     if buf.len() == total {
                         *expect = None;
-                        sink.deliver(src, buf);
+                        sink.deliver_buf(src, buf);
                         n += 1;
                         shared.give_back(buf);
                     }

@@ -12,6 +12,10 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+pub mod compat;
+pub mod hooks;
+pub mod messages;
+
 /// `pvm_errno`: the last error a call returned, for `pvm_perror`.
 #[no_mangle]
 pub static pvm_errno: AtomicI32 = AtomicI32::new(0);
@@ -291,9 +295,31 @@ fn install_rbuf(got: Buffer) -> c_int {
 fn recv_with(tid: c_int, tag: c_int, timeout: Option<Duration>) -> c_int {
     with_task(|t| {
         let mctx = bufs().as_ref().expect("init").ctx;
-        match t.receive(tid, tag, mctx, timeout) {
-            Some(b) => install_rbuf(b),
-            None => 0,
+        if !hooks::hooked() {
+            return match t.receive(tid, tag, mctx, timeout) {
+                Some(b) => install_rbuf(b),
+                None => 0,
+            };
+        }
+        // The program's matching function and message handlers run here,
+        // on its own thread, whenever the inbox is looked at.
+        let matcher = hooks::matcher();
+        let mut got = Ok(None);
+        t.wait_for(timeout, || {
+            hooks::run_handlers(t);
+            got = match matcher {
+                Some(f) => hooks::pick(t, f, tid, tag, true),
+                None => Ok(t.take(tid, tag, mctx)),
+            };
+            !matches!(got, Ok(None))
+        });
+        match got {
+            Ok(Some(b)) => {
+                t.link_back(b.src);
+                install_rbuf(b)
+            }
+            Ok(None) => 0,
+            Err(e) => e,
         }
     })
 }
@@ -329,6 +355,14 @@ pvm_fn!(
         with_task(|t| {
             t.ctx.progress();
             let mctx = bufs().as_ref().expect("init").ctx;
+            hooks::run_handlers(t);
+            if let Some(f) = hooks::matcher() {
+                return match hooks::pick(t, f, tid, tag, false) {
+                    Ok(Some(d)) => bufs().as_mut().expect("init").add(d),
+                    Ok(None) => 0,
+                    Err(e) => e,
+                };
+            }
             match t.peek(tid, tag, mctx) {
                 // A buffer that describes the message (for pvm_bufinfo).
                 Some((len, tag, src)) => {
@@ -374,12 +408,17 @@ pvm_fn!(
         };
         let kind = if kind == Kind::Str { Kind::Byte } else { kind };
         with_task(|t| {
-            let mut b = Buffer::new(PVM_DATA_RAW);
-            // SAFETY: PVM's contract: `p` holds n elements of `datatype`.
+            // Packed in place: the send below reads `p` directly (the
+            // message leaves before pvm_psend returns), no copy first.
+            let mut b = Buffer::new(PVM_DATA_IN_PLACE);
+            // SAFETY: PVM's contract: `p` holds n elements of `datatype`,
+            // valid for this call, which is all an in-place part needs.
             let rc = unsafe { b.pack(kind, p as *const u8, n, 1) };
             if rc < 0 {
                 return rc;
             }
+            // The receiver sees the raw encoding psend always sent.
+            b.encoding = PVM_DATA_RAW;
             let mctx = bufs().as_ref().expect("init").ctx;
             t.send(&b, tid, tag, mctx)
         })

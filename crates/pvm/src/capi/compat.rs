@@ -1,0 +1,111 @@
+//! The rest of PVM 3.4's task-side interface that programs call:
+//! `pvm_export`/`pvm_unexport` (the `PVM_EXPORT` list of environment
+//! variables spawned tasks get) and `pvm_start_pvmd`.
+
+use super::{cstr, guard};
+use crate::consts::*;
+use std::ffi::{c_char, c_int};
+
+/// `PVM_EXPORT`'s names (colon-separated), without empty ones.
+fn exported() -> Vec<String> {
+    std::env::var("PVM_EXPORT")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn set_exported(names: &[String]) {
+    // PVM's own library edits the environment the same way (putenv), from
+    // the program's thread; this library's threads read no variable after
+    // enrolling, and Rust's environment functions take a lock.
+    std::env::set_var("PVM_EXPORT", names.join(":"));
+}
+
+/// A variable name as pvm_export takes it: not empty, no `:` or `=`.
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string.
+unsafe fn var_name(name: *mut c_char) -> Result<String, c_int> {
+    // SAFETY: the caller's contract.
+    match unsafe { cstr(name) } {
+        Some(n) if !n.is_empty() && !n.contains([':', '=']) => Ok(n.to_string()),
+        _ => Err(PVM_BAD_PARAM),
+    }
+}
+
+#[no_mangle]
+/// Adds `name` to `PVM_EXPORT` (once).
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string (PVM's contract).
+pub unsafe extern "C" fn pvm_export(name: *mut c_char) -> c_int {
+    guard(|| {
+        // SAFETY: our caller's contract.
+        let n = match unsafe { var_name(name) } {
+            Ok(n) => n,
+            Err(e) => return e,
+        };
+        let mut names = exported();
+        if !names.contains(&n) {
+            names.push(n);
+            set_exported(&names);
+        }
+        PVM_OK
+    })
+}
+
+#[no_mangle]
+/// Removes `name` from `PVM_EXPORT` (a name not there is no error).
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string (PVM's contract).
+pub unsafe extern "C" fn pvm_unexport(name: *mut c_char) -> c_int {
+    guard(|| {
+        // SAFETY: our caller's contract.
+        let n = match unsafe { var_name(name) } {
+            Ok(n) => n,
+            Err(e) => return e,
+        };
+        let mut names = exported();
+        let before = names.len();
+        names.retain(|x| *x != n);
+        if names.len() != before {
+            set_exported(&names);
+        }
+        PVM_OK
+    })
+}
+
+#[no_mangle]
+/// Starts the virtual machine's coordinator on this host: `PvmDupHost` if
+/// one runs already (as pvmd's answer), `PvmCantStart` if it cannot.
+/// pvmd's arguments (a host file, debug flags) have no meaning for the
+/// coordinator: hosts are added with `pvm_addhosts` or `gwpvm add`.
+///
+/// # Safety
+/// `argv` holds `argc` strings or is null (PVM's contract; not read).
+pub unsafe extern "C" fn pvm_start_pvmd(
+    argc: c_int,
+    _argv: *mut *mut c_char,
+    _block: c_int,
+) -> c_int {
+    guard(|| {
+        if argc < 0 {
+            return PVM_BAD_PARAM;
+        }
+        if argc > 0 {
+            eprintln!("libpvm: pvm_start_pvmd: pvmd arguments are ignored (see docs/pvm.md)");
+        }
+        let running = crate::coord::read_info().is_some()
+            && std::os::unix::net::UnixStream::connect(crate::coord::dir().join("sock")).is_ok();
+        if running {
+            return PVM_DUP_HOST;
+        }
+        match crate::coord::connect_or_start() {
+            Ok(_) => PVM_OK,
+            Err(_) => PVM_CANT_START,
+        }
+    })
+}
