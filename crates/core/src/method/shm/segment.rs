@@ -15,6 +15,9 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+/// Segments up to this size are mapped with `MAP_POPULATE` (see `map`).
+const POPULATE_MAX: usize = 8 << 20;
+
 /// One mapping of a shared-memory segment, unmapped on drop (the memory goes
 /// when the last mapping and descriptor of it do).
 pub struct Segment {
@@ -127,13 +130,24 @@ impl Segment {
                 io::Error::new(io::ErrorKind::InvalidData, "empty segment"),
             ));
         }
+        // Rings and their control blocks are mapped with their page-table
+        // entries filled now: otherwise the first message to pass each page
+        // of a ring takes a fault on both sides (a 10 KB PVM round trip went
+        // from 15 to 33 µs on average over its first 20 messages). The
+        // memory is allocated already (posix_fallocate); only the mapping
+        // work moves to connection time. Big segments (windows) fault lazily.
+        let populate = if len <= POPULATE_MAX {
+            libc::MAP_POPULATE
+        } else {
+            0
+        };
         // SAFETY: a fresh shared mapping of an fd we own; the kernel picks the address.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
+                libc::MAP_SHARED | populate,
                 fd,
                 0,
             )
