@@ -205,6 +205,8 @@ int pvm_getopt(int what);
 int pvm_export(char *name);
 int pvm_unexport(char *name);
 int pvm_start_pvmd(int argc, char **argv, int block);
+/* One descriptor, readable while a message waits (see docs/pvm.md). */
+int pvm_getfds(int **fds);
 
 /* Message contexts. */
 int pvm_newcontext(void);

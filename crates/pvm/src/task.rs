@@ -80,6 +80,55 @@ impl Drop for Driving {
 }
 static BUFS: Mutex<Option<Bufs>> = Mutex::new(None);
 
+/// The descriptor `pvm_getfds` gives the program (an eventfd, made at its
+/// first call): readable while the inbox holds a message, so a program can
+/// wait in `select` for PVM messages and its own input at once.
+static DOORBELL: OnceLock<std::os::fd::OwnedFd> = OnceLock::new();
+
+/// The doorbell's descriptor, made on first use.
+pub fn doorbell() -> std::io::Result<i32> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    if let Some(fd) = DOORBELL.get() {
+        return Ok(fd.as_raw_fd());
+    }
+    // SAFETY: eventfd returns a new descriptor or -1.
+    let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // Another thread may have made one first: theirs is kept, ours closed.
+    let fd = DOORBELL.get_or_init(|| fd).as_raw_fd();
+    // Messages already waiting ring it at once.
+    if let Some(t) = TASK.get() {
+        settle_doorbell(&t.inbox.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+    Ok(fd)
+}
+
+/// Makes the doorbell (if the program asked for one) readable exactly
+/// while `inbox` is not empty; called with the inbox locked after every
+/// change, so the two agree.
+pub fn settle_doorbell(inbox: &VecDeque<Buffer>) {
+    use std::os::fd::AsRawFd;
+    let Some(fd) = DOORBELL.get() else { return };
+    let mut count = 0u64;
+    // SAFETY: 8-byte reads and writes of a u64 on our own eventfd; a
+    // non-blocking eventfd fails with EAGAIN instead of waiting.
+    unsafe {
+        if inbox.is_empty() {
+            libc::read(fd.as_raw_fd(), (&mut count as *mut u64).cast(), 8);
+        } else {
+            // Reset, then one: a counter that grows with every message
+            // could in the end refuse writes.
+            libc::read(fd.as_raw_fd(), (&mut count as *mut u64).cast(), 8);
+            count = 1;
+            libc::write(fd.as_raw_fd(), (&count as *const u64).cast(), 8);
+        }
+    }
+}
+
 pub fn bufs() -> MutexGuard<'static, Option<Bufs>> {
     let mut g = BUFS.lock().unwrap_or_else(|e| e.into_inner());
     if g.is_none() {
@@ -223,7 +272,9 @@ fn enroll() -> Result<Task, String> {
         let mut b = Buffer::received_at(data, start, tid_of(req.src), tag, mctx, encoding);
         b.wid = wid;
         b.dst = tid;
-        ib.lock().unwrap_or_else(|e| e.into_inner()).push_back(b);
+        let mut q = ib.lock().unwrap_or_else(|e| e.into_inner());
+        q.push_back(b);
+        settle_doorbell(&q);
     })
     .map_err(|e| e.to_string())?;
     let notifies: Arc<Mutex<Vec<(i32, i32, i32)>>> = Default::default();
@@ -311,6 +362,7 @@ fn fire_host_notifies(
         }
     }
     n.retain(|r| r.4 != 0);
+    settle_doorbell(&q);
 }
 
 /// Queues one notify message per request watching `tid` (one-shot, as PVM's).
@@ -333,6 +385,7 @@ fn fire_notifies(nf: &Mutex<Vec<(i32, i32, i32)>>, ib: &Mutex<VecDeque<Buffer>>,
         ));
         false
     });
+    settle_doorbell(&q);
 }
 
 impl Task {
@@ -372,10 +425,9 @@ impl Task {
             let mut got = Buffer::received(flatten(b), self.tid, tag, mctx, b.encoding);
             got.wid = b.wid;
             got.dst = self.tid;
-            self.inbox
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push_back(got);
+            let mut q = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            q.push_back(got);
+            settle_doorbell(&q);
             return PVM_OK;
         }
         let Some(c) = ctx_of(tid) else {
@@ -410,7 +462,9 @@ impl Task {
     pub fn take(&self, tid: i32, tag: i32, mctx: i32) -> Option<Buffer> {
         let mut q = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
         let i = q.iter().position(|b| matches(b, tid, tag, mctx))?;
-        q.remove(i)
+        let got = q.remove(i);
+        settle_doorbell(&q);
+        got
     }
 
     /// Whether a matching message is there; (bytes, tag, src) of the first.

@@ -1,6 +1,6 @@
 //! The rest of PVM 3.4's task-side interface that programs call:
 //! `pvm_export`/`pvm_unexport` (the `PVM_EXPORT` list of environment
-//! variables spawned tasks get) and `pvm_start_pvmd`.
+//! variables spawned tasks get), `pvm_getfds` and `pvm_start_pvmd`.
 
 use super::{cstr, guard};
 use crate::consts::*;
@@ -107,5 +107,37 @@ pub unsafe extern "C" fn pvm_start_pvmd(
             Ok(_) => PVM_OK,
             Err(_) => PVM_CANT_START,
         }
+    })
+}
+
+/// The descriptors `pvm_getfds` hands out (PVM's array is the library's).
+static FDS: std::sync::Mutex<[c_int; 1]> = std::sync::Mutex::new([-1]);
+
+#[no_mangle]
+/// One descriptor to wait on with `select`/`poll`: readable while a
+/// message waits in this task's inbox. PVM gives its sockets instead and
+/// warns that a readable one may hold only part of a message; here a
+/// message that arrives while the program sleeps is filed by the task's
+/// progress thread within about a millisecond, which rings it.
+///
+/// # Safety
+/// `fds` is null or writable (PVM's contract).
+pub unsafe extern "C" fn pvm_getfds(fds: *mut *mut c_int) -> c_int {
+    guard(|| {
+        if let Err(e) = crate::task::task() {
+            return e;
+        }
+        let fd = match crate::task::doorbell() {
+            Ok(fd) => fd,
+            Err(_) => return PVM_SYS_ERR,
+        };
+        let mut a = FDS.lock().unwrap_or_else(|e| e.into_inner());
+        a[0] = fd;
+        if !fds.is_null() {
+            // SAFETY: checked not null; the array is static, so the pointer
+            // stays valid after the lock is released.
+            unsafe { *fds = a.as_mut_ptr() };
+        }
+        1
     })
 }

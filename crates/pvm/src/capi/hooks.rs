@@ -138,6 +138,7 @@ pub fn pick(
     for m in back.into_iter().rev() {
         q.push_front(m);
     }
+    crate::task::settle_doorbell(&q);
     match failed {
         Some(e) => Err(e),
         None => Ok(picked),
@@ -204,7 +205,8 @@ pub fn run_handlers(t: &Task) {
         let found = {
             let h = HANDLERS.lock().unwrap_or_else(|e| e.into_inner());
             let mut q = t.inbox.lock().unwrap_or_else(|e| e.into_inner());
-            q.iter()
+            let found = q
+                .iter()
                 .enumerate()
                 .find_map(|(i, m)| {
                     h.iter()
@@ -215,7 +217,9 @@ pub fn run_handlers(t: &Task) {
                         })
                         .map(|x| (i, x.func))
                 })
-                .and_then(|(i, f)| q.remove(i).map(|m| (m, f)))
+                .and_then(|(i, f)| q.remove(i).map(|m| (m, f)));
+            crate::task::settle_doorbell(&q);
+            found
         };
         let Some((m, func)) = found else { break };
         let (saved_s, saved_r, id) = {

@@ -3,13 +3,25 @@
  * declares pvm_getmwid/setmwid but has not got them), a
  * matching function of the program's own (pvm_recvf), message handlers
  * (pvm_addmhf/delmhf), messages inside messages (pvm_pkmesg, pvm_upkmesg,
- * pvm_pkmesgbody) and PVM_EXPORT (pvm_export/unexport). Every return code
+ * pvm_pkmesgbody), PVM_EXPORT (pvm_export/unexport) and waiting for a
+ * message with select on pvm_getfds' first descriptor. Every return code
  * that PVM defines is printed: the output under gridwire and under Debian's
  * PVM must agree. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include "pvm3.h"
+
+/* Whether descriptor fd becomes readable within `secs` seconds. */
+static int readable(int fd, int secs)
+{
+    fd_set r;
+    struct timeval tv = {secs, 0};
+    FD_ZERO(&r);
+    FD_SET(fd, &r);
+    return select(fd + 1, &r, NULL, NULL, &tv) == 1;
+}
 
 static int want_wid;
 static int handled;
@@ -81,8 +93,10 @@ static void child(void)
     pvm_send(parent, 7);
     pvm_freebuf(inner);
     pvm_freebuf(body);
-    /* Stay until the parent has read everything. */
+    /* Stay until the parent has read everything, then answer once more. */
     pvm_recv(parent, 8);
+    pvm_initsend(PvmDataDefault);
+    pvm_send(parent, 9);
 }
 
 int main(int argc, char **argv)
@@ -152,8 +166,17 @@ int main(int argc, char **argv)
     env = getenv("PVM_EXPORT");
     printf("PVM_EXPORT after unexports: %s\n", env ? env : "(unset)");
 
+    int *fds;
+    int nfds = pvm_getfds(&fds);
+    printf("getfds -> %s\n", nfds >= 1 ? "at least one" : "none");
+    printf("readable with no message waiting: %s\n", readable(fds[0], 0) ? "yes" : "no");
     pvm_initsend(PvmDataDefault);
     pvm_send(kid, 8);
+    /* On stderr, not compared: Debian's first descriptor (its pvmd socket)
+     * does not become readable for this answer; tests/examples.sh checks
+     * that gridwire's does. */
+    fprintf(stderr, "readable once the child answers: %s\n", readable(fds[0], 3) ? "yes" : "no");
+    printf("the answer: %s\n", pvm_recv(kid, 9) > 0 ? "received" : "missing");
     pvm_exit();
     return 0;
 }
