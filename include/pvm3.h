@@ -294,6 +294,10 @@ int pvm_putinfo(char *name, int bufid, int flags);
 int pvm_recvinfo(char *name, int index, int flags);
 int pvm_delinfo(char *name, int index, int flags);
 int pvm_getmboxinfo(char *pattern, int *nclasses, struct pvmmboxinfo **classes);
+/* PVM 3.3's name service over the mailbox: integers under (class, index). */
+int pvm_insert(char *name, int index, int data);
+int pvm_lookup(char *name, int index, int *data);
+int pvm_delete(char *name, int index);
 
 /* Groups. */
 int pvm_joingroup(char *group);

@@ -228,6 +228,9 @@ const MBOX_OVERWRITABLE: i32 = 4;
 const MBOX_FIRST_AVAIL: i32 = 8;
 const MBOX_READ_DELETE: i32 = 16;
 const MBOX_WAIT: i32 = 32;
+/// Highest index `pvm_insert` may name: a class is a vector, and a task's
+/// request must not make the coordinator allocate without bound.
+const MBOX_MAX_INDEX: usize = 1 << 16;
 
 #[derive(Default)]
 pub(crate) struct State {
@@ -742,10 +745,28 @@ fn handle(sh: &Arc<Shared>, own: &mut Option<i32>, line: &str) -> Result<String,
             let flags = int_arg(w.next())?;
             let data = w.next().unwrap_or("").to_string();
             unhex(&data).ok_or(PVM_BAD_PARAM)?;
+            // `at=I` (pvm_insert): exactly index I, which must be free.
+            let at = match w.next() {
+                Some(a) => Some(
+                    a.strip_prefix("at=")
+                        .and_then(|i| i.parse::<usize>().ok())
+                        .filter(|&i| i <= MBOX_MAX_INDEX)
+                        .ok_or(PVM_BAD_PARAM)?,
+                ),
+                None => None,
+            };
             let owner = me()?;
             let class = st.mbox.entry(name).or_default();
             let entry = MboxEntry { owner, flags, data };
-            let index = if flags & MBOX_MULTI != 0 {
+            let index = if let Some(i) = at {
+                if class.len() <= i {
+                    class.resize_with(i + 1, || None);
+                }
+                if class[i].is_some() {
+                    return Err(PVM_DENIED);
+                }
+                i
+            } else if flags & MBOX_MULTI != 0 {
                 match class.iter().position(Option::is_none) {
                     Some(i) => i,
                     None => {
@@ -787,7 +808,7 @@ fn handle(sh: &Arc<Shared>, own: &mut Option<i32>, line: &str) -> Result<String,
                 if let Some(i) = found {
                     let class = st.mbox.get_mut(&name).expect("found in it");
                     let e = class[i].as_ref().expect("found");
-                    let reply = format!("{} {}", e.owner, e.data);
+                    let reply = format!("{} {} {i}", e.owner, e.data);
                     if flags & MBOX_READ_DELETE != 0 {
                         class[i] = None;
                         st.mbox.retain(|_, c| c.iter().any(Option::is_some));

@@ -171,3 +171,127 @@ pub unsafe extern "C" fn pvm_getmboxinfo(
         PVM_OK
     })
 }
+
+/// A one-int message body, as `pvm_insert` stores it.
+fn int_body(v: c_int) -> Vec<u8> {
+    let mut b = Buffer::new(PVM_DATA_DEFAULT);
+    // SAFETY: packs one live c_int.
+    unsafe {
+        b.pack(
+            crate::pack::Kind::Int,
+            &v as *const c_int as *const u8,
+            1,
+            1,
+        )
+    };
+    flatten(&b)
+}
+
+/// PVM 3.3's name service (`pvm_insert`, `pvm_lookup`, `pvm_delete`),
+/// which PVM 3.4 keeps over its mailbox: integers under (class, index).
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string (PVM's contract).
+#[no_mangle]
+pub unsafe extern "C" fn pvm_insert(name: *mut c_char, index: c_int, data: c_int) -> c_int {
+    guard(|| {
+        let t = match task() {
+            Ok(t) => t,
+            Err(e) => return e,
+        };
+        let name = match class_name(name) {
+            Ok(n) => n,
+            Err(e) => return e,
+        };
+        // -1: the first free index; otherwise exactly this one.
+        let at = match index {
+            -1 => String::new(),
+            i if i >= 0 => format!(" at={i}"),
+            _ => return PVM_BAD_PARAM,
+        };
+        let req = format!(
+            "PUTINFO {name} {} {}{at}",
+            MBOX_MULTI_INSTANCE,
+            hex(&int_body(data))
+        );
+        match t.coord.request(&req) {
+            Ok(i) => i.parse().unwrap_or(PVM_SYS_ERR),
+            Err(e) => e,
+        }
+    })
+}
+
+const MBOX_MULTI_INSTANCE: c_int = 2;
+const MBOX_FIRST_AVAIL: c_int = 8;
+
+/// Finds the integer at `index` of class `name` (-1: the first there);
+/// returns its index.
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string; `data` null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn pvm_lookup(name: *mut c_char, index: c_int, data: *mut c_int) -> c_int {
+    guard(|| {
+        let t = match task() {
+            Ok(t) => t,
+            Err(e) => return e,
+        };
+        let name = match class_name(name) {
+            Ok(n) => n,
+            Err(e) => return e,
+        };
+        let (from, flags) = match index {
+            -1 => (0, MBOX_FIRST_AVAIL),
+            i if i >= 0 => (i, 0),
+            _ => return PVM_BAD_PARAM,
+        };
+        let reply = match t.coord.request(&format!("RECVINFO {name} {from} {flags}")) {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        let mut w = reply.split(' ');
+        let _owner = w.next();
+        let body = w.next().and_then(unhex);
+        let at: Option<c_int> = w.next().and_then(|i| i.parse().ok());
+        let (Some(body), Some(at)) = (body, at) else {
+            return PVM_BAD_MSG;
+        };
+        let mut b = Buffer::received(body, 0, 0, 0, PVM_DATA_DEFAULT);
+        let mut v: c_int = 0;
+        // SAFETY: room for one c_int.
+        let rc = unsafe {
+            b.unpack(
+                crate::pack::Kind::Int,
+                &mut v as *mut c_int as *mut u8,
+                1,
+                1,
+            )
+        };
+        if rc < 0 {
+            return rc;
+        }
+        if !data.is_null() {
+            // SAFETY: checked not null; writable by the caller's contract.
+            unsafe { *data = v };
+        }
+        at
+    })
+}
+
+/// Deletes the entry at `index` of class `name`; returns the index.
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string (PVM's contract).
+#[no_mangle]
+pub unsafe extern "C" fn pvm_delete(name: *mut c_char, index: c_int) -> c_int {
+    guard(|| {
+        if index < 0 {
+            return PVM_BAD_PARAM;
+        }
+        // SAFETY: our caller's contract.
+        match unsafe { pvm_delinfo(name, index, 0) } {
+            PVM_OK => index,
+            e => e,
+        }
+    })
+}

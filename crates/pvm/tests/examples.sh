@@ -65,6 +65,7 @@ progs=(
   "packf_test|examples/packf_test.c|||valid"
   "catchout_test|examples/catchout_test.c||"
   "msgapi_test|examples/msgapi_test.c||"
+  "nameserv_test|examples/nameserv_test.c||"
 )
 for side in gw deb; do
   bin=$T/$side/home/pvm3/bin/LINUX64
