@@ -207,6 +207,7 @@ int pvm_unexport(char *name);
 int pvm_start_pvmd(int argc, char **argv, int block);
 /* One descriptor, readable while a message waits (see docs/pvm.md). */
 int pvm_getfds(int **fds);
+int pvm_hostsync(int host, struct timeval *clk, struct timeval *delta);
 
 /* Message contexts. */
 int pvm_newcontext(void);

@@ -294,6 +294,7 @@ fn handle(line: &str, me: &Agent, children: &mut Vec<Child>) -> Result<String, i
             Ok(String::new())
         }
         ["PING"] => Ok(hex(b"pong")),
+        ["CLOCK"] => Ok(clock_now()),
         _ => Err(PVM_BAD_PARAM),
     }
 }
@@ -380,4 +381,12 @@ fn end_tasks(children: &mut Vec<Child>) {
         let _ = c.kill();
         let _ = c.wait();
     }
+}
+
+/// This host's time of day as `<seconds> <microseconds>` (`pvm_hostsync`).
+pub fn clock_now() -> String {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{} {}", d.as_secs(), d.subsec_micros())
 }

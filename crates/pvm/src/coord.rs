@@ -964,6 +964,19 @@ fn handle(sh: &Arc<Shared>, own: &mut Option<i32>, line: &str) -> Result<String,
                 return Err(PVM_NO_HOST);
             }
         }
+        "HOSTCLOCK" => {
+            // The time of day on host <dtid>: asked of its agent when it is
+            // a remote host; this machine's (and its emulated hosts') here.
+            let dtid = int_arg(w.next())?;
+            if let Some(a) = st.agents.get(&dtid).cloned() {
+                drop(st);
+                return a.request("CLOCK");
+            }
+            if dtid != HOST_TID && host_slot(&st, dtid).is_none() {
+                return Err(PVM_NO_HOST);
+            }
+            crate::agent::clock_now()
+        }
         "RSPAWN" => {
             // RSPAWN <dtid> <tid> <parent> <siblings> <context> <name> <args>
             // <here> [<catch>]: a reserved task started by its host's agent;

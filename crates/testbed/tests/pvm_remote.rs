@@ -50,6 +50,7 @@ addhosts -> 1
 host id 80000
 spawn slave -> 1
 slave on the added host: yes
+hostsync -> 0, the testbed hosts share one clock: yes
 send 1 MiB -> 0
 reply: 262144 words, 0 wrong, from the other host
 spawn sleeper -> 1

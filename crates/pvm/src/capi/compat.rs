@@ -1,6 +1,7 @@
 //! The rest of PVM 3.4's task-side interface that programs call:
 //! `pvm_export`/`pvm_unexport` (the `PVM_EXPORT` list of environment
-//! variables spawned tasks get), `pvm_getfds` and `pvm_start_pvmd`.
+//! variables spawned tasks get), `pvm_getfds`, `pvm_hostsync` and
+//! `pvm_start_pvmd`.
 
 use super::{cstr, guard};
 use crate::consts::*;
@@ -139,5 +140,64 @@ pub unsafe extern "C" fn pvm_getfds(fds: *mut *mut c_int) -> c_int {
             unsafe { *fds = a.as_mut_ptr() };
         }
         1
+    })
+}
+
+/// Microseconds since the epoch as a `timeval`, normalised as
+/// pvm_hostsync(3PVM) says: microseconds in 0..999999, the seconds' sign
+/// the value's (-1 µs is -1 s + 999999 µs).
+fn timeval_of(us: i128) -> libc::timeval {
+    libc::timeval {
+        tv_sec: us.div_euclid(1_000_000) as libc::time_t,
+        tv_usec: us.rem_euclid(1_000_000) as libc::suseconds_t,
+    }
+}
+
+fn now_us() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i128)
+}
+
+#[no_mangle]
+/// Samples host `host`'s clock: `clk` gets its time of day, `delta` the
+/// remote clock minus the mean of the local clock before and after.
+///
+/// # Safety
+/// `clk` and `delta` are null or writable (PVM's contract).
+pub unsafe extern "C" fn pvm_hostsync(
+    host: c_int,
+    clk: *mut libc::timeval,
+    delta: *mut libc::timeval,
+) -> c_int {
+    guard(|| {
+        let t = match crate::task::task() {
+            Ok(t) => t,
+            Err(e) => return e,
+        };
+        let before = now_us();
+        let reply = match t.coord.request(&format!("HOSTCLOCK {host}")) {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        let after = now_us();
+        let mut w = reply.split(' ').map(|x| x.parse::<i128>().ok());
+        let (Some(Some(sec)), Some(Some(usec))) = (w.next(), w.next()) else {
+            return PVM_SYS_ERR;
+        };
+        if !(0..1_000_000).contains(&usec) || !(0..1 << 40).contains(&sec) {
+            return PVM_SYS_ERR;
+        }
+        let remote = sec * 1_000_000 + usec;
+        // SAFETY: each pointer is null or writable by the caller's contract.
+        unsafe {
+            if !clk.is_null() {
+                *clk = timeval_of(remote);
+            }
+            if !delta.is_null() {
+                *delta = timeval_of(remote - (before + after) / 2);
+            }
+        }
+        PVM_OK
     })
 }

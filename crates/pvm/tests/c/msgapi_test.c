@@ -4,7 +4,7 @@
  * matching function of the program's own (pvm_recvf), message handlers
  * (pvm_addmhf/delmhf), messages inside messages (pvm_pkmesg, pvm_upkmesg,
  * pvm_pkmesgbody), PVM_EXPORT (pvm_export/unexport) and waiting for a
- * message with select on pvm_getfds' first descriptor. Every return code
+ * message with select on pvm_getfds' first descriptor; and pvm_hostsync. Every return code
  * that PVM defines is printed: the output under gridwire and under Debian's
  * PVM must agree. */
 #include <stdio.h>
@@ -155,6 +155,12 @@ int main(int argc, char **argv)
     int first = pvm_delmhf(mh), again = pvm_delmhf(mh), negative = pvm_delmhf(-1);
     printf("delmhf -> %d, again -> %d, negative -> %d\n", first, again, negative);
 
+    struct timeval clk, delta;
+    int hs = pvm_hostsync(pvm_tidtohost(me), &clk, &delta);
+    long d_us = delta.tv_sec * 1000000L + delta.tv_usec;
+    printf("hostsync(my host) -> %d, delta within 10 ms: %s, clock set: %s\n", hs,
+           d_us > -10000 && d_us < 10000 ? "yes" : "no", clk.tv_sec > 1000000000 ? "yes" : "no");
+    printf("hostsync(not a host) -> %d\n", pvm_hostsync(0x123, &clk, &delta));
     unsetenv("PVM_EXPORT");
     pvm_export("GWTEST_A");
     pvm_export("GWTEST_B");

@@ -1,7 +1,7 @@
 /* A real remote host (gridwire only; run by crates/testbed/tests/pvm_remote.rs):
  * the master adds the host named in argv[1] (a host of $GWPVM_MACHINES, so
  * the coordinator starts its agent over ssh), spawns a slave there with
- * PvmTaskHost, exchanges a small and a 1 MiB message both ways (checked
+ * PvmTaskHost, reads the host's clock (pvm_hostsync), exchanges a small and a 1 MiB message both ways (checked
  * word by word), kills a second task there and gets its PvmTaskExit notify,
  * then deletes the host and gets PvmHostDelete. One line per step. The
  * master catches its tasks' output (pvm_catchout): the slave's lines on
@@ -64,6 +64,13 @@ int main(int argc, char **argv)
     int s = 0, k = 0;
     printf("spawn slave -> %d\n", pvm_spawn(argv[2], sargs, PvmTaskHost, argv[1], 1, &s));
     printf("slave on the added host: %s\n", pvm_tidtohost(s) == info ? "yes" : "no");
+    /* The added host's clock, read by its agent over ssh: the testbed's
+     * hosts are namespaces of one machine, so it is ours. */
+    struct timeval clk, delta;
+    int hs = pvm_hostsync(info, &clk, &delta);
+    long d_us = delta.tv_sec * 1000000L + delta.tv_usec;
+    printf("hostsync -> %d, the testbed hosts share one clock: %s\n", hs,
+           d_us > -100000 && d_us < 100000 ? "yes" : "no");
     int *v = malloc(sizeof(int) * WORDS), *back = malloc(sizeof(int) * WORDS), n = WORDS;
     for (int i = 0; i < WORDS; i++)
         v[i] = i * 7 - 12345;
