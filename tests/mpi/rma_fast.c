@@ -296,6 +296,48 @@ static void atomicity(void) {
     MPI_Win_free(&w);
 }
 
+/* Accumulates beyond one stack chunk (the fast path applies them in
+ * chunks under the target's lock): every rank adds its vector of BIG
+ * longs to rank 0's, element i getting i + 1, and reads the old values
+ * back with MPI_Get_accumulate; the sums and the fetched values (each a
+ * whole number of additions, never fewer than the last time) must hold. */
+#define BIG 1000
+static void big_accumulates(void) {
+    long *mem;
+    MPI_Win w;
+    MPI_Win_allocate(BIG * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &w);
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank, 0, w);
+    memset(mem, 0, BIG * sizeof(long));
+    MPI_Win_unlock(rank, w);
+    static long add[BIG], old[BIG], seen[BIG];
+    for (int i = 0; i < BIG; i++) add[i] = i + 1;
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock_all(0, w);
+    int big_rounds = rounds / 10 + 1;
+    for (int r = 0; r < big_rounds; r++) {
+        MPI_Accumulate(add, BIG, MPI_LONG, 0, 0, BIG, MPI_LONG, MPI_SUM, w);
+        MPI_Get_accumulate(add, BIG, MPI_LONG, old, BIG, MPI_LONG, 0, 0, BIG, MPI_LONG, MPI_SUM, w);
+        MPI_Win_flush(0, w);
+        /* MPI makes each element's update atomic: element i holds a whole
+         * number of additions of i + 1, at least as many as seen before. */
+        for (int i = 0; i < BIG; i++) {
+            CHECK(old[i] % (i + 1) == 0 && old[i] / (i + 1) >= seen[i],
+                  "fetched [%d] = %ld after %ld additions", i, old[i], seen[i]);
+            seen[i] = old[i] / (i + 1);
+        }
+    }
+    MPI_Win_unlock_all(w);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, w);
+        long n = 2L * size * big_rounds;
+        for (int i = 0; i < BIG; i++)
+            CHECK(mem[i] == n * (i + 1), "big sum at [%d]: %ld, want %ld", i, mem[i], n * (i + 1));
+        MPI_Win_unlock(0, w);
+    }
+    MPI_Win_free(&w);
+}
+
 static void derived(void) {
     int *mem;
     MPI_Win w;
@@ -348,6 +390,7 @@ int main(int argc, char **argv) {
     errors();
     freed();
     atomicity();
+    big_accumulates();
     derived();
     PASS("rma_fast");
     MPI_Finalize();
