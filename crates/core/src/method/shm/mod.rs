@@ -342,8 +342,11 @@ impl Incoming {
                         let total = total as usize;
                         shared.lend(buf, total);
                         // What the peer announced only bounds the message:
-                        // the buffer grows with the bytes that arrive.
-                        buf.reserve(total.min(shared.cfg.chunk));
+                        // beyond `KEEP_RBUF` the buffer grows with the bytes
+                        // that arrive. Up to it, room for all at once: a
+                        // buffer an owning handler kept is gone, and growing
+                        // its successor by doubling would copy it again.
+                        buf.reserve(total.min(KEEP_RBUF.max(shared.cfg.chunk)));
                         *expect = Some(total);
                         8
                     } else {
