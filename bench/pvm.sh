@@ -56,7 +56,9 @@ for side in gw deb; do
   envs=("${gw_env[@]}"); [ $side = deb ] && envs=("${deb_env[@]}")
   cd "$T/$side/home/pvm3/bin/LINUX64"
   for r in $(seq "$RUNS"); do
-    env "${envs[@]}" timeout 120 ./timing >"$T/$side.timing.$r" 2>&1
+    # GW_VERBOSE=1: the master's context names the method it reached the
+    # slave by ("reached by shm"); Debian's PVM ignores the variable.
+    env "${envs[@]}" GW_VERBOSE=1 timeout 120 ./timing >"$T/$side.timing.$r" 2>&1
     env "${envs[@]}" timeout 120 ./timing4m >"$T/$side.timing4m.$r" 2>&1
     # bwtest: two instances of one program pair up through a group.
     env "${envs[@]}" timeout 120 ./bwtest >"$T/$side.bw2.$r" 2>&1 &
@@ -88,6 +90,9 @@ bwt() { # side bytes -> round trip us
 . bench/pvm-tables.sh   # cwd is the repository (cd above)
 
 echo "### PVM: gridwire's libpvm3 vs Debian's PVM 3.4.6 (one host, median of $RUNS runs)"
+echo
+method=$(cat "$T"/gw.timing.* 2>/dev/null | grep -o "reached by [a-z+]*" | sort | uniq -c | sort -rn | head -1 | awk '{print $4}')
+echo "gridwire's method between master and slave (timing.c): ${method:-unknown}"
 echo
 pvm_tables
 echo
