@@ -97,6 +97,14 @@ enum {
 #define PvmMboxReadAndDelete 16
 #define PvmMboxWaitForInfo 32
 #define PvmMboxMaxFlag 512
+/* A direct index travels in the flags' bits from 10 up: the entry goes to
+ * the first free index from it on. This library takes indices up to
+ * 131072; larger ones are PvmBadParam. */
+#define PvmMboxDirectIndexShift 10
+#define PvmMboxMaxDirectIndex (1u << (31 - PvmMboxDirectIndexShift))
+#define PvmMboxDirectIndex(index) ((int)((unsigned)(index) << PvmMboxDirectIndexShift))
+#define PvmMboxDirectIndexOf(flags) \
+    ((int)(((unsigned)(flags) >> PvmMboxDirectIndexShift) & (PvmMboxMaxDirectIndex - 1)))
 #define PvmMboxDirectIndexShift 10
 
 /* Return codes. */

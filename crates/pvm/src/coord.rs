@@ -228,9 +228,12 @@ const MBOX_OVERWRITABLE: i32 = 4;
 const MBOX_FIRST_AVAIL: i32 = 8;
 const MBOX_READ_DELETE: i32 = 16;
 const MBOX_WAIT: i32 = 32;
-/// Highest index `pvm_insert` may name: a class is a vector, and a task's
-/// request must not make the coordinator allocate without bound.
-const MBOX_MAX_INDEX: usize = 1 << 16;
+/// Highest index `pvm_insert` or `PvmMboxDirectIndex` may name: a class is
+/// a vector (32 bytes an index), and a task's request must not make the
+/// coordinator allocate without bound.
+const MBOX_MAX_INDEX: usize = 1 << 17;
+/// `PvmMboxDirectIndex(i)` is `i << 10` in the flags (pvm3.h).
+const MBOX_DIRECT_SHIFT: u32 = 10;
 
 #[derive(Default)]
 pub(crate) struct State {
@@ -756,9 +759,23 @@ fn handle(sh: &Arc<Shared>, own: &mut Option<i32>, line: &str) -> Result<String,
                 None => None,
             };
             let owner = me()?;
+            // PvmMboxDirectIndex(d): the first free index from d on (as
+            // Debian's pvmd places it, with or without PvmMboxMultiInstance).
+            let direct = (flags as u32 >> MBOX_DIRECT_SHIFT) as usize;
+            if direct > MBOX_MAX_INDEX {
+                return Err(PVM_BAD_PARAM);
+            }
             let class = st.mbox.entry(name).or_default();
             let entry = MboxEntry { owner, flags, data };
-            let index = if let Some(i) = at {
+            let index = if let (None, true) = (at, direct > 0) {
+                let i = (direct..=MBOX_MAX_INDEX)
+                    .find(|&i| class.get(i).is_none_or(Option::is_none))
+                    .ok_or(PVM_OUT_OF_RES)?;
+                if class.len() <= i {
+                    class.resize_with(i + 1, || None);
+                }
+                i
+            } else if let Some(i) = at {
                 if class.len() <= i {
                     class.resize_with(i + 1, || None);
                 }

@@ -66,6 +66,20 @@ int main(int argc, char **argv)
     pvm_initsend(PvmDataDefault);
     pvm_send(kid, 2);
     printf("insert gwns-a -2 1 -> %d\n", pvm_insert("gwns-a", -2, 1));
+    /* The mailbox's direct index (pvm_putinfo), which the name service
+     * builds on: the first free index from the one given. */
+    int v = 1;
+    int flags[] = {PvmMboxMultiInstance | PvmMboxDirectIndex(3), PvmMboxMultiInstance | PvmMboxDirectIndex(3),
+                   PvmMboxMultiInstance | PvmMboxOverWritable | PvmMboxDirectIndex(3), PvmMboxDirectIndex(5),
+                   PvmMboxMultiInstance, PvmMboxMultiInstance | PvmMboxDirectIndex(100000)};
+    char *cls[] = {"gwns-di", "gwns-di", "gwns-di", "gwns-di2", "gwns-di", "gwns-di"};
+    for (int i = 0; i < 6; i++, v++) {
+        pvm_initsend(PvmDataDefault);
+        pvm_pkint(&v, 1, 1);
+        printf("putinfo %s value %d -> %d\n", cls[i], v, pvm_putinfo(cls[i], pvm_getsbuf(), flags[i]));
+    }
+    int data = -777;
+    printf("lookup gwns-di 3 -> %d, data %d\n", pvm_lookup("gwns-di", 3, &data), data);
     pvm_exit();
     return 0;
 }
