@@ -448,6 +448,7 @@ impl Dispatch<'_> {
         self.deliver_body(src, handler, endpoint, Body::Slice(payload));
     }
 
+    #[inline]
     fn deliver_body(&mut self, src: u32, handler: u32, endpoint: u32, body: Body<'_>) {
         let inner = &self.ctx.inner;
         let known = endpoint == DEFAULT_ENDPOINT
