@@ -25,6 +25,8 @@ tar -xzf /usr/share/doc/pvm-examples/examples.tar.gz -C "$T/src"
 sed 's/for (numint = 25; numint < 1000000; numint \*= 10)/for (numint = 1000000; numint <= 1000000; numint *= 10)/' \
   "$T/src/examples/timing.c" >"$T/src/examples/timing4m.c"
 grep -q 'numint = 1000000;' "$T/src/examples/timing4m.c" || { echo "bench/pvm.sh: cannot derive timing4m.c from timing.c" >&2; exit 1; }
+# Pack/unpack of PvmDataDefault against PVM's XDR: a program of ours.
+cp bench/c/pvm_pack.c "$T/src/examples/pvm_pack.c"
 ln -s "$lib/libpvm3.so" "$T/gwlib/libpvm3.so"
 ln -s "$lib/libpvm3.so" "$T/gwlib/libgpvm3.so"
 export PVM_ALLOW_ROOT=1 PVM_ROOT=/usr/lib/pvm3
@@ -40,7 +42,7 @@ trap cleanup EXIT
 for side in gw deb; do
   bin=$T/$side/home/pvm3/bin/LINUX64
   mkdir -p "$bin" "$T/$side/tmp"
-  for p in timing timing4m timing_slave bwtest; do
+  for p in timing timing4m timing_slave bwtest pvm_pack; do
     if [ $side = gw ]; then
       gcc -O2 -w -I"$root/include" -o "$bin/$p" "$T/src/examples/$p.c" -L"$T/gwlib" -lgpvm3 -lpvm3 -Wl,-rpath,"$T/gwlib"
     else
@@ -60,6 +62,7 @@ for side in gw deb; do
     # slave by ("reached by shm"); Debian's PVM ignores the variable.
     env "${envs[@]}" GW_VERBOSE=1 timeout 120 ./timing >"$T/$side.timing.$r" 2>&1
     env "${envs[@]}" timeout 120 ./timing4m >"$T/$side.timing4m.$r" 2>&1
+    env "${envs[@]}" timeout 120 ./pvm_pack >"$T/$side.pack.$r" 2>&1
     # bwtest: two instances of one program pair up through a group.
     env "${envs[@]}" timeout 120 ./bwtest >"$T/$side.bw2.$r" 2>&1 &
     env "${envs[@]}" timeout 120 ./bwtest >"$T/$side.bw1.$r" 2>&1
@@ -95,6 +98,20 @@ method=$(cat "$T"/gw.timing.* 2>/dev/null | grep -o "reached by [a-z+]*" | sort 
 echo "gridwire's method between master and slave (timing.c): ${method:-unknown}"
 echo
 pvm_tables
+echo
+# pvm_pack.c: "pack|unpack <type> <bytes> <ns>" lines.
+packns() { for r in $(seq "$RUNS"); do awk -v w="$2" -v t="$3" -v b="$4" '$1==w && $2==t && $3==b {print $4}' "$T/$1.pack.$r"; done | median; }
+echo "pvm_pack.c (bench/c; PvmDataDefault: PVM packs XDR, gridwire its own representation with type tags): ns per call, median of 41 calls, median of the runs"
+echo
+echo "| data | gridwire pack | PVM pack | ratio (gw/PVM) | gridwire unpack | PVM unpack | ratio (gw/PVM) |"
+echo "|---|---|---|---|---|---|---|"
+for b in 100 10000 1000000; do
+  for ty in int double; do
+    gp=$(packns gw pack $ty $b); dp=$(packns deb pack $ty $b)
+    gu=$(packns gw unpack $ty $b); du=$(packns deb unpack $ty $b)
+    echo "| $b B of $ty | $gp | $dp | $(ratio "$gp" "$dp") | $gu | $du | $(ratio "$gu" "$du") |"
+  done
+done
 echo
 # The same programs across two testbed hosts (needs root: SKIPPED otherwise).
 RUNS=$RUNS bash "$root/bench/pvm-2hosts.sh"
