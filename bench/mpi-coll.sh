@@ -13,7 +13,9 @@
 #      allgather barrier"), GW_LABEL (a name for this build in the output),
 #      NO_BUILD=1 (use the binaries of the last run), GW_BASE_LIB=DIR (a
 #      directory holding another build's libmpi.so: run it too, as "base",
-#      interleaved with the others, for before/after ratios in one run).
+#      interleaved with the others, for before/after ratios in one run),
+#      STAT=min (the least of the runs rather than the median), REPORT_ONLY=1
+#      (the tables again from the last run's raw.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 T=${CARGO_TARGET_DIR:-target}
@@ -26,7 +28,7 @@ mkdir -p "$W"
 export MPIEXEC_TIMEOUT=300
 which=${1:-both}
 
-if [ "${NO_BUILD:-0}" != 1 ]; then
+if [ "${NO_BUILD:-0}" != 1 ] && [ "${REPORT_ONLY:-0}" != 1 ]; then
   CARGO_TARGET_DIR=$T cargo build -q --release -p gridwire-capi -p gridwire-launch >&2 || exit 1
   GW_MPI_LIBDIR=$T/release scripts/gwcc -O2 -o "$W/osu_gw" bench/mpi/osu.c || exit 1
   if [ -n "${GW_BASE_LIB:-}" ]; then
@@ -59,8 +61,9 @@ mpis="gw mpich ompi"
 [ -n "${GW_BASE_LIB:-}" ] && mpis="base gw mpich ompi"
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 raw=$W/raw.txt
-: >"$raw"
+[ "${REPORT_ONLY:-0}" = 1 ] || : >"$raw"
 for r in $(seq "$RUNS"); do
+  [ "${REPORT_ONLY:-0}" = 1 ] && break
   for m in $methods; do
     for mpi in $mpis; do
       out=$(timeout 400 bash -c "$(declare -f run_config); W='$W' GWRUN='$GWRUN' COLLS='$COLLS'; run_config $mpi-$m" 2>"$W/$mpi-$m.err")
@@ -70,10 +73,12 @@ for r in $(seq "$RUNS"); do
   echo "bench/mpi-coll.sh: run $r/$RUNS done, load $(cut -d' ' -f1 /proc/loadavg)" >&2
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "# bench/mpi-coll.sh $which ${GW_LABEL:-} $(date -u '+%Y-%m-%d %H:%M UTC'), RUNS=$RUNS OSU_MS=$OSU_MS, load before $load0, after $load1"
+echo "# bench/mpi-coll.sh $which ${GW_LABEL:-} $(date -u '+%Y-%m-%d %H:%M UTC'), RUNS=$RUNS OSU_MS=$OSU_MS STAT=${STAT:-median}, load before $load0, after $load1"
 # medians per (config, name, size)
-sort -k1,1 -k2,2 -k3,3n -k4,4g "$raw" | awk '
-  function flush() { if (n) print key, v[int((n + 1) / 2)]; n = 0 }
+# STAT=min: the least of the runs instead (on a loaded machine interference
+# only ever slows a run down).
+sort -k1,1 -k2,2 -k3,3n -k4,4g "$raw" | awk -v stat="${STAT:-median}" '
+  function flush() { if (n) print key, (stat == "min" ? v[1] : v[int((n + 1) / 2)]); n = 0 }
   { k = $1 " " $2 " " $3; if (k != key) { flush(); key = k } v[++n] = $4 }
   END { flush() }' >"$W/medians.txt"
 for m in $methods; do
