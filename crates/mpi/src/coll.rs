@@ -203,10 +203,7 @@ impl Mpi {
             let acc = unsafe { mem::slice_mut(addr, len) };
             match send.and_then(|s| s.contig()) {
                 Some(own)
-                    if n == 2
-                        && op.commutative()
-                        && count >= 2
-                        && len >= allreduce_split() =>
+                    if n == 2 && op.commutative() && count >= 2 && len >= allreduce_split() =>
                 {
                     self.allreduce_pair_halves(comm, dt, count, op, own, acc, tmp)
                 }
@@ -883,7 +880,11 @@ impl Mpi {
 /// A contiguous datatype with the same element type as `dt` and no holes
 /// (to reduce packed data in temporaries).
 /// Two disjoint ranges of one buffer, one to read and one to write.
-pub(crate) fn disjoint(buf: &mut [u8], read: Range<usize>, write: Range<usize>) -> (&[u8], &mut [u8]) {
+pub(crate) fn disjoint(
+    buf: &mut [u8],
+    read: Range<usize>,
+    write: Range<usize>,
+) -> (&[u8], &mut [u8]) {
     if read.end <= write.start {
         let (a, b) = buf.split_at_mut(write.start);
         (&a[read], &mut b[..write.end - write.start])
