@@ -173,8 +173,8 @@ impl Mpi {
             pof2 *= 2;
         }
         let rem = n - pof2;
-        // A small temporary lives on the stack: the pool's lock, taken and
-        // given back, was a tenth of an 8-byte allreduce.
+        // A small temporary lives on the stack: a small allreduce is all
+        // fixed costs, and the pool of temporaries is a lock taken twice.
         let mut small = [0u8; SMALL_TMP];
         let mut tmp_vec = Vec::new();
         let tmp: &mut [u8] = if len <= SMALL_TMP {
