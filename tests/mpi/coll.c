@@ -217,6 +217,44 @@ int main(int argc, char **argv) {
         free(in); free(out); free(din); free(dout);
     }
 
+    /* Large Reduce (a rendezvous on every link) from every root: a leaf
+     * sends its own buffer, the root sums into its receive buffer (later
+     * children through a temporary), in place, and a strided type (its
+     * data packed first). */
+    {
+        const int cnt = 20011;
+        int *in = malloc(2 * cnt * sizeof(int)), *out = malloc(2 * cnt * sizeof(int));
+        MPI_Datatype strided;
+        MPI_Type_vector(cnt, 1, 2, MPI_INT, &strided);
+        MPI_Type_commit(&strided);
+        for (int root = 0; root < n; root++) {
+            int bad = -1;
+            for (int i = 0; i < cnt; i++) { in[i] = i * 3 + rank; out[i] = -1; }
+            MPI_Reduce(in, out, cnt, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD);
+            if (rank == root)
+                for (int i = 0; i < cnt && bad < 0; i++)
+                    if (out[i] != n * i * 3 + n * (n - 1) / 2) bad = i;
+            CHECK(bad < 0, "large reduce to %d: element %d", root, bad);
+            if (rank == root) {
+                for (int i = 0; i < cnt; i++) out[i] = i * 3 + rank;
+                MPI_Reduce(MPI_IN_PLACE, out, cnt, MPI_INT, MPI_MAX, root, MPI_COMM_WORLD);
+                for (int i = 0; i < cnt && bad < 0; i++)
+                    if (out[i] != i * 3 + n - 1) bad = i;
+            } else {
+                MPI_Reduce(in, NULL, cnt, MPI_INT, MPI_MAX, root, MPI_COMM_WORLD);
+            }
+            CHECK(bad < 0, "large in-place reduce to %d: element %d", root, bad);
+            for (int i = 0; i < 2 * cnt; i++) { in[i] = i % 2 ? -5 : i * 3 + rank; out[i] = -1; }
+            MPI_Reduce(in, out, 1, strided, MPI_SUM, root, MPI_COMM_WORLD);
+            if (rank == root)
+                for (int i = 0; i < 2 * cnt && bad < 0; i++)
+                    if (out[i] != (i % 2 ? -1 : n * i * 3 + n * (n - 1) / 2)) bad = i;
+            CHECK(bad < 0, "large strided reduce to %d: element %d", root, bad);
+        }
+        MPI_Type_free(&strided);
+        free(in); free(out);
+    }
+
     /* Scan / Exscan, in place. */
     {
         int v = rank + 1, s, e = -7;

@@ -129,7 +129,7 @@ impl Mpi {
             if vr & mask != 0 {
                 let src = (vr - mask + root) % n;
                 let r = self.c_irecv_buf(comm, buf.clone(), src)?;
-                self.wait_all_internal(vec![r])?;
+                self.wait_all_internal(Some(r))?;
                 break;
             }
             mask <<= 1;
@@ -145,103 +145,6 @@ impl Mpi {
             mask >>= 1;
         }
         self.wait_all_internal(sends)
-    }
-
-    /// `MPI_Reduce`. `send` None = `MPI_IN_PLACE` (at the root). `recv` matters at the root only.
-    pub fn reduce(
-        &self,
-        comm: &Comm,
-        send: Option<&Buf>,
-        recv: &Buf,
-        op: &Op,
-        root: i32,
-    ) -> Result<()> {
-        if comm.is_inter() {
-            return self.inter_reduce(comm, send, recv, op, root);
-        }
-        check_root(comm, root)?;
-        let is_root = comm.rank == root as u32;
-        let src = match send {
-            Some(s) => s,
-            None if is_root => recv,
-            None => {
-                return Err(err(
-                    class::BUFFER,
-                    "MPI_IN_PLACE is allowed at the root only",
-                ))
-            }
-        };
-        self.check_buf(src, "send buffer")?;
-        if is_root {
-            self.check_buf(recv, "receive buffer")?;
-        }
-        op.check(&src.dt)?;
-        // A non-commutative op goes level by level only where that keeps
-        // rank order (`Plan::contiguous`), else flat (rank order at the root).
-        if let Some(plan) = self.hier_plan(comm) {
-            if op.commutative() {
-                return self.hier_reduce(comm, &plan, src, recv, op, root as u32);
-            }
-            if plan.contiguous() {
-                return self.hier_reduce_ordered(comm, &plan, src, recv, op, root as u32);
-            }
-        }
-        let dt = &src.dt;
-        let count = src.count;
-        // Reused temporaries (`scratch_take`): a fresh vector per call cost
-        // large reductions a page fault per page.
-        let mut acc = self.scratch_take(src.bytes());
-        src.pack_into(&mut acc);
-        let n = comm.size;
-        let root = root as u32;
-        if !op.commutative() {
-            // In rank order at the root: a0 op a1 op ... op a(n-1).
-            if is_root {
-                let mut parts: Vec<Vec<u8>> = vec![Vec::new(); n as usize];
-                for r in 0..n {
-                    if r != root {
-                        let mut t = vec![0u8; acc.len()];
-                        self.c_recv(comm, &mut t, r)?;
-                        parts[r as usize] = t;
-                    }
-                }
-                parts[root as usize] = std::mem::take(&mut acc);
-                let mut res = std::mem::take(&mut parts[0]);
-                for p in parts.iter_mut().skip(1) {
-                    op.apply(dt, count, &res, p);
-                    res = std::mem::take(p);
-                }
-                recv.unpack(&res);
-            } else {
-                self.c_send(comm, &acc, root)?;
-            }
-            return Ok(());
-        }
-        let vr = (comm.rank + n - root) % n;
-        let mut tmp = self.scratch_take(acc.len());
-        let mut mask = 1;
-        while mask < n {
-            if vr & mask == 0 {
-                let child = vr | mask;
-                if child < n {
-                    self.c_recv(comm, &mut tmp, (child + root) % n)?;
-                    // acc (lower ranks) op tmp (higher ranks)
-                    op.apply(dt, count, &acc, &mut tmp);
-                    std::mem::swap(&mut acc, &mut tmp);
-                }
-            } else {
-                let parent = (vr & !mask) % n;
-                self.c_send(comm, &acc, (parent + root) % n)?;
-                break;
-            }
-            mask <<= 1;
-        }
-        if is_root {
-            recv.unpack(&acc);
-        }
-        self.scratch_give(acc);
-        self.scratch_give(tmp);
-        Ok(())
     }
 
     /// `MPI_Allreduce`. `send` None = `MPI_IN_PLACE`.
@@ -270,7 +173,16 @@ impl Mpi {
             pof2 *= 2;
         }
         let rem = n - pof2;
-        let mut tmp = self.scratch_take(len);
+        // A small temporary lives on the stack: a small allreduce is all
+        // fixed costs, and the pool of temporaries is a lock taken twice.
+        let mut small = [0u8; SMALL_TMP];
+        let mut tmp_vec = Vec::new();
+        let tmp: &mut [u8] = if len <= SMALL_TMP {
+            &mut small[..len]
+        } else {
+            tmp_vec = self.scratch_take(len);
+            &mut tmp_vec
+        };
         // A contiguous receive buffer is the accumulator itself: no
         // temporary to pack into and unpack from (at 1 MiB those two copies
         // were a fifth of the call). Not when the send buffer overlaps it
@@ -289,21 +201,30 @@ impl Mpi {
             // type is contiguous, and no other view of it is used while
             // `acc` lives (the send buffer does not overlap it, see above).
             let acc = unsafe { mem::slice_mut(addr, len) };
-            if let Some(s) = send {
-                s.pack_into(acc);
+            match send.and_then(|s| s.contig()) {
+                Some(own)
+                    if n == 2 && op.commutative() && count >= 2 && len >= allreduce_split() =>
+                {
+                    self.allreduce_pair_halves(comm, dt, count, op, own, acc, tmp)
+                }
+                _ => {
+                    if let Some(s) = send {
+                        s.pack_into(acc);
+                    }
+                    self.allreduce_on(comm, dt, count, op, acc, tmp, rem, pof2)
+                }
             }
-            self.allreduce_on(comm, dt, count, op, acc, &mut tmp, rem, pof2)
         } else {
             let mut acc = self.scratch_take(len);
             src.pack_into(&mut acc);
-            let res = self.allreduce_on(comm, dt, count, op, &mut acc, &mut tmp, rem, pof2);
+            let res = self.allreduce_on(comm, dt, count, op, &mut acc, tmp, rem, pof2);
             if res.is_ok() {
                 recv.unpack(&acc);
             }
             self.scratch_give(acc);
             res
         };
-        self.scratch_give(tmp);
+        self.scratch_give(tmp_vec);
         res
     }
 
@@ -575,7 +496,7 @@ impl Mpi {
                 send.ok_or_else(|| err(class::BUFFER, "MPI_IN_PLACE is allowed at the root only"))?;
             self.check_buf(s, "send buffer")?;
             let r = self.c_isend_buf(comm, s, root)?;
-            return self.wait_all_internal(r.into_iter().collect());
+            return self.wait_all_internal(r);
         }
         self.check_buf(recv, "receive buffer")?;
         let slot = |i: usize| match counts {
@@ -675,7 +596,10 @@ impl Mpi {
         };
         if let Some(s) = send {
             self.check_buf(s, "send buffer")?;
-            local_copy(s, &slot(me))?;
+            if s.bytes() != slot(me).bytes() {
+                // local_copy's error, before any message moves.
+                return local_copy(s, &slot(me));
+            }
         }
         let right = (me + 1) % n;
         let left = (me + n - 1) % n;
@@ -683,10 +607,31 @@ impl Mpi {
             let sb = (me + n - k) % n;
             let rb = (me + n - k - 1) % n;
             let rr = self.c_irecv_buf(comm, slot(rb), left)?;
-            let sr = self.c_isend_buf(comm, &slot(sb), right)?;
-            let mut v: Vec<Arc<Req>> = sr.into_iter().collect();
-            v.push(rr);
-            self.wait_all_internal(v)?;
+            // The own block goes from the send buffer, and its copy into
+            // the receive buffer is made while the exchange is in flight
+            // (a receiver on this host pulls it meanwhile), not before it.
+            let sr = match send {
+                Some(s) if k == 0 => self.c_isend_buf(comm, s, right),
+                _ => self.c_isend_buf(comm, &slot(sb), right),
+            };
+            let sr = match sr {
+                Ok(sr) => sr,
+                Err(e) => {
+                    self.abandon_recv(&rr);
+                    return Err(e);
+                }
+            };
+            let copied = match send {
+                Some(s) if k == 0 => local_copy(s, &slot(me)),
+                _ => Ok(()),
+            };
+            self.wait_all_internal(sr.into_iter().chain(Some(rr)))?;
+            copied?;
+        }
+        if n == 1 {
+            if let Some(s) = send {
+                local_copy(s, &slot(me))?;
+            }
         }
         Ok(())
     }
@@ -723,15 +668,30 @@ impl Mpi {
             return self.hier_alltoall(comm, &plan, &send, recv);
         }
         let me = comm.rank as usize;
-        local_copy(&block(&send, me, send.count), &block(recv, me, recv.count))?;
+        let (own, own_dst) = (block(&send, me, send.count), block(recv, me, recv.count));
+        if n == 1 || own.bytes() != own_dst.bytes() {
+            // (local_copy's error, before any message moves.)
+            return local_copy(&own, &own_dst);
+        }
         for i in 1..n {
             let dst = (me + i) % n;
             let src = (me + n - i) % n;
             let rr = self.c_irecv_buf(comm, block(recv, src, recv.count), src as u32)?;
-            let sr = self.c_isend_buf(comm, &block(&send, dst, send.count), dst as u32)?;
-            let mut v: Vec<Arc<Req>> = sr.into_iter().collect();
-            v.push(rr);
-            self.wait_all_internal(v)?;
+            let sr = match self.c_isend_buf(comm, &block(&send, dst, send.count), dst as u32) {
+                Ok(sr) => sr,
+                Err(e) => {
+                    self.abandon_recv(&rr);
+                    return Err(e);
+                }
+            };
+            // The own block is copied while the first exchange is in flight.
+            let copied = if i == 1 {
+                local_copy(&own, &own_dst)
+            } else {
+                Ok(())
+            };
+            self.wait_all_internal(sr.into_iter().chain(Some(rr)))?;
+            copied?;
         }
         Ok(())
     }
@@ -920,7 +880,11 @@ impl Mpi {
 /// A contiguous datatype with the same element type as `dt` and no holes
 /// (to reduce packed data in temporaries).
 /// Two disjoint ranges of one buffer, one to read and one to write.
-fn disjoint(buf: &mut [u8], read: Range<usize>, write: Range<usize>) -> (&[u8], &mut [u8]) {
+pub(crate) fn disjoint(
+    buf: &mut [u8],
+    read: Range<usize>,
+    write: Range<usize>,
+) -> (&[u8], &mut [u8]) {
     if read.end <= write.start {
         let (a, b) = buf.split_at_mut(write.start);
         (&a[read], &mut b[..write.end - write.start])
@@ -930,6 +894,9 @@ fn disjoint(buf: &mut [u8], read: Range<usize>, write: Range<usize>) -> (&[u8], 
         (&b[..read.end - read.start], &mut a[write])
     }
 }
+
+/// Largest `allreduce` whose temporary is on the stack.
+const SMALL_TMP: usize = 256;
 
 /// Bytes from which `allreduce` with a commutative op reduce-scatters and
 /// allgathers rather than exchanging the whole data in every round
@@ -975,7 +942,7 @@ fn packed_type(dt: &DtRef) -> DtRef {
     DtRef::shared(t)
 }
 
-fn check_root(comm: &Comm, root: i32) -> Result<()> {
+pub(crate) fn check_root(comm: &Comm, root: i32) -> Result<()> {
     if root < 0 || root as u32 >= comm.size {
         return Err(err(
             class::ROOT,

@@ -135,7 +135,7 @@ impl Mpi {
                 self.reduce(l, Some(send), &tmp, op, 0)?;
                 if l.rank == 0 {
                     let q = self.c_isend_buf(ic, &tmp, r)?;
-                    self.wait_all_internal(q.into_iter().collect())?;
+                    self.wait_all_internal(q)?;
                 }
                 Ok(())
             }
@@ -190,7 +190,7 @@ impl Mpi {
                 let send = no_in_place(send)?;
                 self.check_buf(send, "send buffer")?;
                 let q = self.c_isend_buf(ic, send, r)?;
-                self.wait_all_internal(q.into_iter().collect())
+                self.wait_all_internal(q)
             }
         }
     }

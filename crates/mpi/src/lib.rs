@@ -9,6 +9,7 @@ pub mod attr;
 pub mod cma;
 pub mod coll;
 pub mod coll_hier;
+mod coll_reduce;
 pub mod comm;
 pub mod comm_links;
 pub mod datatype;
@@ -172,6 +173,11 @@ impl Mpi {
 
     /// Gives a temporary back (kept up to 4 buffers of at most 64 MiB).
     pub(crate) fn scratch_give(&self, v: Vec<u8>) {
+        // An empty vector (a temporary a call did not need) would take a
+        // slot and be grown again by the next taker.
+        if v.capacity() == 0 {
+            return;
+        }
         let mut s = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
         if s.len() < 4 && v.capacity() <= 64 << 20 {
             s.push(v);
@@ -613,8 +619,9 @@ impl Mpi {
             .recv(comm.key() + 1, &comm.peers, src as i32, 0, b)
     }
 
-    /// Waits for all, recycles them, and reports the first error.
-    pub(crate) fn wait_all_internal(&self, reqs: Vec<Arc<Req>>) -> Result<()> {
+    /// Waits for all, recycles them, and reports the first error. Any
+    /// iterator: a collective's one or two requests need no vector.
+    pub(crate) fn wait_all_internal(&self, reqs: impl IntoIterator<Item = Arc<Req>>) -> Result<()> {
         let mut first = None;
         for r in reqs {
             self.wait(&r);

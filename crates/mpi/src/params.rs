@@ -70,7 +70,8 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
         default: "auto",
         kind: Kind::Text,
         help: "Collective algorithms: `flat` (the same on any placement), `hier` or `auto` \
-               (level by level - host, site, wide area - on communicators that span hosts). The \
+               (level by level - host, site, wide area - on communicators that span hosts; `auto` \
+               not on communicators of 2 members). The \
                info key `gw_coll` overrides it per communicator. Same value in the whole job. \
                Read at the first collective.",
     },

@@ -117,7 +117,7 @@ impl Mpi {
     pub(super) fn send_packet(&self, comm: &Comm, p: &[u8], dest: u32) -> Result<()> {
         // SAFETY: waited for before `p`'s borrow ends.
         let r = unsafe { self.isend_packet(comm, p, dest) }?;
-        self.wait_all_internal(r.into_iter().collect())
+        self.wait_all_internal(r)
     }
 
     /// Sends each `(packet, dest)` and waits for all.
