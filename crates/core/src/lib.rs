@@ -37,7 +37,7 @@ pub mod sync;
 
 pub use context::{
     Context, JoinSpec, LinkStats, MembershipEvent, MembershipKind, MethodStats,
-    MulticastStartpoint, Request, RouteId, RouteSpec, Select, TableSource, DEFAULT_ENDPOINT,
+    LentTicket, MulticastStartpoint, Placer, Request, RouteId, RouteSpec, Select, TableSource, DEFAULT_ENDPOINT,
     MULTICAST_FANOUT, NO_TRAFFIC_KEY,
 };
 pub use error::{Error, Result};
