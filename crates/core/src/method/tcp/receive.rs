@@ -18,7 +18,6 @@ impl TcpMethod {
         let mut budget = 8usize << 20;
         loop {
             let fd = conn.fd.as_raw_fd();
-            let end = inp.rx.end;
             // Where this read goes: the rest of a placed message straight
             // to its placement, else the receive buffer.
             let placing = inp
@@ -33,6 +32,8 @@ impl TcpMethod {
                     let framed = matches!(inp.state, HsState::Ready);
                     let want = inp.rx.room_wanted(framed, self.max_msg);
                     inp.rx.reserve(want);
+                    // (After `reserve`: it may move the unparsed bytes.)
+                    let end = inp.rx.end;
                     let short_read = inp.after_placed;
                     let spare = &mut inp.rx.buf[end..];
                     let len = if short_read {
@@ -43,6 +44,8 @@ impl TcpMethod {
                     (spare.as_mut_ptr() as usize, len)
                 }
             };
+            // Where the buffered bytes end (a read into a placement leaves it).
+            let end = inp.rx.end;
             // recv rather than read: a socket call skips the VFS layers
             // (rw_verify_area, security_file_permission, fdget_pos), and
             // while idle this call is the whole spin loop, so its cost is
