@@ -42,8 +42,8 @@ mod cancel;
 mod handlers;
 #[cfg(test)]
 mod hostile_tests;
-mod matching;
 mod lent;
+mod matching;
 mod peer_failure;
 mod placed;
 mod waiting;

@@ -340,7 +340,8 @@ impl Context {
             // Every sender to this peer holds its send lock here: plain
             // loads and stores (a locked add each cost 20-40 cycles on the
             // small-message path, four per message).
-            let add = |c: &AtomicU64, n: u64| c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+            let add =
+                |c: &AtomicU64, n: u64| c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
             if let Some(t) = g.links[route].method.and_then(|mi| s.traffic.get(mi)) {
                 add(&t.sent_msgs, 1);
                 add(&t.sent_bytes, len as u64);

@@ -90,17 +90,19 @@ impl Context {
         hdr[4..].copy_from_slice(&sp.endpoint.to_le_bytes());
         let waiter = ProgressWaiter { ctx: self };
         let seq = self.rsr_sequenced_as(sp.ctx, s, &hdr, payload, &waiter, key, Some(ack_now))?;
-        Ok(Some(LentTicket {
-            rank: sp.ctx,
-            seq,
-        }))
+        Ok(Some(LentTicket { rank: sp.ctx, seq }))
     }
 
     /// Whether the memory of a lent send ([`rsr_v_lent`](Self::rsr_v_lent))
     /// is free again: the peer acknowledged the message and the runtime
     /// let go of its address.
     pub fn lent_released(&self, t: &LentTicket) -> bool {
-        match self.inner.peers.get(t.rank as usize).and_then(|p| p.seq.get()) {
+        match self
+            .inner
+            .peers
+            .get(t.rank as usize)
+            .and_then(|p| p.seq.get())
+        {
             Some(s) => self.lent_released_seq(s, t.seq),
             None => true,
         }
@@ -109,7 +111,12 @@ impl Context {
     /// Copies what is still lent up to ticket `t` (see
     /// [`rsr_v_lent`](Self::rsr_v_lent)): the memory is free when it returns.
     pub fn settle_lent(&self, t: &LentTicket) {
-        if let Some(s) = self.inner.peers.get(t.rank as usize).and_then(|p| p.seq.get()) {
+        if let Some(s) = self
+            .inner
+            .peers
+            .get(t.rank as usize)
+            .and_then(|p| p.seq.get())
+        {
             self.settle_lent_seq(s, t.seq);
         }
     }

@@ -19,7 +19,12 @@ use crate::reliable;
 
 impl Dispatch<'_> {
     /// [`Sink::place`]: the placer of the request's handler decides.
-    pub(super) fn place_request(&mut self, src: u32, head: &[u8], len: usize) -> Option<Destination> {
+    pub(super) fn place_request(
+        &mut self,
+        src: u32,
+        head: &[u8],
+        len: usize,
+    ) -> Option<Destination> {
         if self.placers.is_empty() {
             return None;
         }

@@ -218,7 +218,10 @@ fn a_lent_part_is_read_from_the_lender_until_settled_and_counts_in_the_bound() {
     assert!(settled[0].2.is_empty());
     assert_eq!(settled[1], (2, vec![1; 10], Vec::new()), "others untouched");
     assert_eq!(s.ack(1, now), Ok(1));
-    assert!(s.has_room(90), "acked bytes leave the bound: 10 of 100 held");
+    assert!(
+        s.has_room(90),
+        "acked bytes leave the bound: 10 of 100 held"
+    );
     assert!(!s.has_room(91));
 }
 

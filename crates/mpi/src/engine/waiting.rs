@@ -198,17 +198,17 @@ impl Engine {
             };
             let res = match &data {
                 SendData::User(b) => match b.contig() {
-                    Some(s) if s.len() >= lent::LEND_MIN => match self.send_data_lent(to, rreq, s, key) {
-                        // Completes when the runtime lets go of the data.
-                        Ok(Some(ticket)) => {
-                            self.lock()
-                                .lent
-                                .push_back((req, ticket, Instant::now()));
-                            self.lent_len.fetch_add(1, Ordering::Relaxed);
-                            continue;
+                    Some(s) if s.len() >= lent::LEND_MIN => {
+                        match self.send_data_lent(to, rreq, s, key) {
+                            // Completes when the runtime lets go of the data.
+                            Ok(Some(ticket)) => {
+                                self.lock().lent.push_back((req, ticket, Instant::now()));
+                                self.lent_len.fetch_add(1, Ordering::Relaxed);
+                                continue;
+                            }
+                            other => other.map(|_| ()),
                         }
-                        other => other.map(|_| ()),
-                    },
+                    }
                     Some(s) => self.send_data(to, rreq, s, key),
                     None => self.send_data(to, rreq, &b.pack(), key),
                 },

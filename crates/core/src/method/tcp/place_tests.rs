@@ -1,6 +1,6 @@
 //! Large frames read straight to where the sink placed them (`Sink::place`).
 
-use super::tests::{authenticated_raw, poll_record, tcp_method, Record};
+use super::tests::{authenticated_raw, tcp_method, Record};
 use super::*;
 use crate::method::Destination;
 use std::io::Write;

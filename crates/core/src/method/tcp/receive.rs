@@ -54,14 +54,8 @@ impl TcpMethod {
             // room of the receive buffer, or the unwritten rest of a
             // placement (its maker's contract, see `Destination`); recv
             // writes at most `spare_len` bytes.
-            let n = unsafe {
-                libc::recv(
-                    fd,
-                    to as *mut libc::c_void,
-                    spare_len,
-                    libc::MSG_DONTWAIT,
-                )
-            };
+            let n =
+                unsafe { libc::recv(fd, to as *mut libc::c_void, spare_len, libc::MSG_DONTWAIT) };
             if n < 0 {
                 // The common case, an empty socket, without building an io::Error.
                 // SAFETY: errno is this thread's, set by the failed recv just above.
