@@ -36,9 +36,9 @@ pub mod startpoint;
 pub mod sync;
 
 pub use context::{
-    Context, JoinSpec, LinkStats, MembershipEvent, MembershipKind, MethodStats,
-    MulticastStartpoint, OwnedRequest, Payload, Request, RouteId, RouteSpec, Select, TableSource,
-    DEFAULT_ENDPOINT, MULTICAST_FANOUT, NO_TRAFFIC_KEY,
+    Context, JoinSpec, LentTicket, LinkStats, MembershipEvent, MembershipKind, MethodStats,
+    MulticastStartpoint, OwnedRequest, Payload, Placer, Request, RouteId, RouteSpec, Select,
+    TableSource, DEFAULT_ENDPOINT, MULTICAST_FANOUT, NO_TRAFFIC_KEY,
 };
 pub use error::{Error, Result};
 pub use startpoint::Startpoint;

@@ -42,8 +42,10 @@ mod cancel;
 mod handlers;
 #[cfg(test)]
 mod hostile_tests;
+mod lent;
 mod matching;
 mod peer_failure;
+mod placed;
 mod waiting;
 
 pub use matching::Unexpected;
@@ -140,6 +142,8 @@ pub struct Engine {
     pool: TryLock<Vec<Arc<Req>>>,
     /// Number of entries in `ready` (checked without the lock on every wait iteration).
     ready_len: AtomicUsize,
+    /// `State::lent`'s length (one load on every round of a wait).
+    lent_len: AtomicUsize,
     /// Eager limit per world rank, 0 = not yet known.
     eager: Vec<AtomicUsize>,
     /// Per world rank: 0 = single copy untried or working, 1 = not permitted.
@@ -260,6 +264,7 @@ impl Engine {
             st: TryLock::new(State::default()),
             pool: TryLock::new(Vec::new()),
             ready_len: AtomicUsize::new(0),
+            lent_len: AtomicUsize::new(0),
             eager: (0..n).map(|_| AtomicUsize::new(0)).collect(),
             spin,
             no_cma: (0..n).map(|_| AtomicBool::new(no_cma)).collect(),
@@ -298,6 +303,10 @@ impl Engine {
         reg(H_FIN, Engine::on_fin);
         reg(H_CANCEL, Engine::on_cancel);
         reg(H_CANCEL_ACK, Engine::on_cancel_ack);
+        // Same lifetime argument as the handlers' (unregistered with H_DATA).
+        e.ctx
+            .register_placer(H_DATA, Arc::new(placed::DataPlacer { at }))
+            .expect("not inside a handler");
         e
     }
 

@@ -343,6 +343,12 @@ pub struct ReqData {
     /// Rendezvous send: (request id, sequence number, world rank of the
     /// receiver), what a cancel names the message by (`ctx` holds its context).
     pub rndv_send: Option<(u64, u32, u32)>,
+    /// Rendezvous receive: `H_DATA` pieces the transport is reading
+    /// straight into the receive buffer now (see `engine/placed.rs`).
+    /// While any is, the request does not complete: completing is then
+    /// left to the last one (`complete_when_unplaced`).
+    pub placing: u32,
+    pub complete_when_unplaced: bool,
 }
 
 impl Default for ReqData {
@@ -357,6 +363,8 @@ impl Default for ReqData {
             rndv_got: 0,
             staged: Vec::new(),
             rndv_send: None,
+            placing: 0,
+            complete_when_unplaced: false,
         }
     }
 }

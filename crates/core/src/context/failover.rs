@@ -2,7 +2,8 @@
 //!
 //! Every message to a peer on another host goes through [`Sequenced`]: it
 //! gets the pair's next sequence number and a copy in the bounded
-//! retransmit ring ([`crate::reliable`]) before the link sends it. When the
+//! retransmit ring ([`crate::reliable`]) before the link sends it (a lent
+//! one, `lent.rs`, only its address, its sender waiting for the ack). When the
 //! link breaks — a send fails, a method reports the connection reset or
 //! closed mid-message, a connect fails, or the link is silent beyond
 //! `GW_LINK_TIMEOUT` while its transport also sees no acknowledgement —
@@ -51,7 +52,19 @@ pub(super) struct MethodTraffic {
 /// than the pair's default: the receiver then does not take the frame's
 /// method as where the peer failed over to (it is a second link, not a
 /// replacement). Sequence numbers never come near it.
-const SIDE_LINK: u64 = 1 << 63;
+pub(super) const SIDE_LINK: u64 = 1 << 63;
+
+/// The sequence header's flag for "acknowledge this at once" (at the end
+/// of the receiver's progress round that delivered it, not after the next
+/// 1 MiB or when idle): the last piece of a lent send, whose sender waits
+/// for the ack before it may complete (`lent.rs`).
+pub(super) const ACK_NOW: u64 = 1 << 62;
+
+/// The sequence number in a header's first word (without the flags).
+#[inline]
+pub(super) fn seq_of(raw: u64) -> u64 {
+    raw & !(SIDE_LINK | ACK_NOW)
+}
 
 fn side_flag(route: usize) -> u64 {
     if route == 0 {
@@ -143,6 +156,12 @@ impl Sequenced {
         }
     }
 
+    /// The sequence number the receiving half delivers next (None while
+    /// the progress owner has it).
+    pub(super) fn next_expected(&self) -> Option<u64> {
+        self.recv.try_lock()?.delivered().checked_add(1)
+    }
+
     pub(super) fn routed(&self) -> bool {
         self.routed.load(Ordering::Acquire)
     }
@@ -221,6 +240,13 @@ impl Context {
     /// Sends one message (`iov`, the request header included) to `rank`
     /// over its sequenced link of `route` (0 = the pair's default, see
     /// `routes.rs`), opening or replacing the link as needed.
+    ///
+    /// With `lend` (`Some(ack_now)`), the ring keeps the address of
+    /// `iov`'s last part instead of a copy (see
+    /// [`reliable::Sender::push_lent`]): the caller then owes that
+    /// function's contract (`Context::rsr_v_lent`); `ack_now` asks the
+    /// receiver to acknowledge it at once ([`ACK_NOW`]). Returns the
+    /// message's sequence number.
     pub(super) fn send_sequenced(
         &self,
         rank: u32,
@@ -228,7 +254,8 @@ impl Context {
         iov: &[IoSlice<'_>],
         waiter: &dyn Waiter,
         route: usize,
-    ) -> Result<()> {
+        lend: Option<bool>,
+    ) -> Result<u64> {
         let len = method::iov_len(iov);
         let peer = self.peer(rank)?;
         let measured = self.inner.routes.is_measured(route);
@@ -283,7 +310,11 @@ impl Context {
             route
         };
         // The clock read above serves both (one read per message, not two).
-        let seq = g.sender.push(iov, now);
+        let seq = match iov.split_last() {
+            // SAFETY: the caller owes `push_lent`'s contract when it lends (above).
+            Some((last, rest)) if lend.is_some() => unsafe { g.sender.push_lent(rest, last, now) },
+            _ => g.sender.push(iov, now),
+        };
         if g.links.len() <= route {
             g.links.resize_with(route + 1, RouteLink::default);
         }
@@ -294,7 +325,8 @@ impl Context {
             None => self.replace_link(rank, s, &mut g, route, None),
             Some(link) => {
                 let ack = s.delivered.load(Ordering::Relaxed);
-                let hdr = reliable::header(seq | side_flag(route), ack);
+                let now_flag = if lend == Some(true) { ACK_NOW } else { 0 };
+                let hdr = reliable::header(seq | side_flag(route) | now_flag, ack);
                 match send_frame(&*link, &hdr, iov) {
                     Ok(()) => {
                         s.ack_sent.store(ack, Ordering::Relaxed);
@@ -305,10 +337,17 @@ impl Context {
             }
         };
         if res.is_ok() {
+            // Every sender to this peer holds its send lock here: plain
+            // loads and stores (a locked add each cost 20-40 cycles on the
+            // small-message path, four per message).
+            let add =
+                |c: &AtomicU64, n: u64| c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
             if let Some(t) = g.links[route].method.and_then(|mi| s.traffic.get(mi)) {
-                t.sent_msgs.fetch_add(1, Ordering::Relaxed);
-                t.sent_bytes.fetch_add(len as u64, Ordering::Relaxed);
+                add(&t.sent_msgs, 1);
+                add(&t.sent_bytes, len as u64);
             }
+            add(&peer.sent_msgs, 1);
+            add(&peer.sent_bytes, len as u64);
             if let Some(k) = slot.take() {
                 let alone = g.sender.unacked_len() == 1;
                 if g.selector_sent(asked, k, seq, len, now, alone) {
@@ -316,7 +355,41 @@ impl Context {
                 }
             }
         }
-        res
+        res.map(|()| seq)
+    }
+
+    /// Whether the peer acknowledged message `seq` of a lent send (see
+    /// `Context::rsr_v_lent`) and the ring let go of it: only then may the
+    /// lender take its memory back. `false` while the ring is busy (asked
+    /// again later).
+    pub(super) fn lent_released_seq(&self, s: &Sequenced, seq: u64) -> bool {
+        if s.peer_acked.load(Ordering::Acquire) < seq {
+            return false;
+        }
+        let Ok(mut g) = s.send.try_lock() else {
+            return false;
+        };
+        if g.sender.acked() < seq
+            && g.sender
+                .ack(s.peer_acked.load(Ordering::Acquire), Instant::now())
+                .is_err()
+        {
+            // A bad ack (the link fails with it at the next send): keep
+            // copies instead of addresses.
+            g.sender.settle(u64::MAX);
+            return true;
+        }
+        g.sender.acked() >= seq
+    }
+
+    /// Copies whatever is still lent up to message `seq` (see
+    /// `Context::rsr_v_lent`).
+    pub(super) fn settle_lent_seq(&self, s: &Sequenced, seq: u64) {
+        s.send
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .sender
+            .settle(seq);
     }
 
     /// A route with no link to `rank` yet must have a candidate for it:
@@ -399,14 +472,14 @@ impl Context {
             };
             let mut resent = Ok(());
             let newest = g.sender.last_seq();
-            for (seq, data) in g.sender.unacked() {
+            for (seq, data, lent) in g.sender.unacked() {
                 if opening && seq != newest {
                     continue;
                 }
                 resent = send_frame(
                     &*link,
                     &reliable::header(seq | flag, ack),
-                    &[IoSlice::new(data)],
+                    &[IoSlice::new(data), IoSlice::new(lent)],
                 );
                 if resent.is_err() {
                     break;
@@ -635,13 +708,19 @@ impl Context {
     }
 }
 
-impl Dispatch<'_> {
+impl<'a> Dispatch<'a> {
     /// A message from `src` over a sequenced method: applies its ack,
     /// drops it if it was delivered before, holds it if it came ahead of
     /// its turn on another link, and returns the message to deliver now
-    /// (without the sequencing header). After delivering it the caller
-    /// delivers what became next ([`Dispatch::deliver_held`]).
-    pub(super) fn receive_sequenced<'m>(&mut self, src: u32, msg: &'m [u8]) -> Option<&'m [u8]> {
+    /// (without the sequencing header), and whether messages are held
+    /// (then, after delivering it, the caller delivers what became next:
+    /// [`Dispatch::deliver_held`]; without, that would only take the lock
+    /// again to find nothing).
+    pub(super) fn receive_sequenced<'m>(
+        &mut self,
+        src: u32,
+        msg: &'m [u8],
+    ) -> Option<(&'m [u8], bool)> {
         let Some((raw_seq, ack, body)) = reliable::parse(msg) else {
             self.record_failure(
                 src,
@@ -649,8 +728,86 @@ impl Dispatch<'_> {
             );
             return None;
         };
-        let seq = raw_seq & !SIDE_LINK;
+        let seq = seq_of(raw_seq);
         let ctx = self.ctx;
+        let s = self.note_header(src, raw_seq, ack)?;
+        let mut r = s.recv.lock();
+        r.acked_up_to(s.ack_sent.load(Ordering::Relaxed));
+        let verdict = r.accept(seq, body.len());
+        if matches!(verdict, Verdict::Deliver | Verdict::Early) {
+            self.count_received(s, body.len());
+        }
+        match verdict {
+            Verdict::Deliver => {
+                delivered_now(ctx, s, &r);
+                Some((body, r.held().0 > 0))
+            }
+            Verdict::Early => {
+                r.hold(seq, body);
+                s.reordered.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            other => {
+                drop(r);
+                self.not_delivered(src, s, other);
+                None
+            }
+        }
+    }
+
+    /// [`receive_sequenced`](Self::receive_sequenced) for a message whose
+    /// payload was placed (`context/placed.rs`): `head` holds its sequence
+    /// header, `len` is its length. Whether to hand it to its placer now.
+    /// Only the message whose turn it was is placed, so it is delivered
+    /// now unless a copy of it overtook it on another link (a duplicate).
+    pub(super) fn receive_sequenced_placed(&mut self, src: u32, head: &[u8], len: usize) -> bool {
+        let Some((raw_seq, ack, _)) = reliable::parse(head) else {
+            return false;
+        };
+        let ctx = self.ctx;
+        let Some(s) = self.note_header(src, raw_seq, ack) else {
+            return false;
+        };
+        let body_len = len.saturating_sub(reliable::HEADER);
+        let mut r = s.recv.lock();
+        r.acked_up_to(s.ack_sent.load(Ordering::Relaxed));
+        match r.accept(seq_of(raw_seq), body_len) {
+            Verdict::Deliver => {
+                self.count_received(s, body_len);
+                delivered_now(ctx, s, &r);
+                true
+            }
+            // Only the next one is placed, and the next only moves on: not
+            // reached (and then harmless: the message is dropped, its
+            // destination given back).
+            Verdict::Early => false,
+            other => {
+                drop(r);
+                self.not_delivered(src, s, other);
+                false
+            }
+        }
+    }
+
+    /// Traffic of the method being polled (only the progress owner writes
+    /// these: plain load and store).
+    #[inline]
+    fn count_received(&self, s: &Sequenced, len: usize) {
+        if let Some(t) = s.traffic.get(self.method) {
+            t.recv_msgs
+                .store(t.recv_msgs.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            t.recv_bytes.store(
+                t.recv_bytes.load(Ordering::Relaxed) + len as u64,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// What a sequence header says besides its number: the peer's ack, and
+    /// which method the peer's default link runs on now.
+    #[inline]
+    fn note_header(&mut self, src: u32, raw_seq: u64, ack: u64) -> Option<&'a Sequenced> {
+        let ctx: &'a Context = self.ctx;
         let s = ctx.sequenced(src)?;
         // Only the progress owner writes it: a plain load and store.
         if ack > s.peer_acked.load(Ordering::Relaxed) {
@@ -664,6 +821,11 @@ impl Dispatch<'_> {
                 }
             }
         }
+        if raw_seq & ACK_NOW != 0 {
+            // Sent at the end of this round, after the message is delivered.
+            s.ack_owed.store(true, Ordering::Relaxed);
+            ctx.inner.seq_work.store(true, Ordering::Relaxed);
+        }
         // Where the peer's default link runs (a route's link, flagged, is
         // a second link and says nothing about that).
         if raw_seq & SIDE_LINK == 0 {
@@ -676,41 +838,25 @@ impl Dispatch<'_> {
                 }
             }
         }
-        let mut r = s.recv.lock();
-        r.acked_up_to(s.ack_sent.load(Ordering::Relaxed));
-        let verdict = r.accept(seq, body.len());
-        if matches!(verdict, Verdict::Deliver | Verdict::Early) {
-            if let Some(t) = s.traffic.get(self.method) {
-                // Only the progress owner writes these: plain load and store.
-                t.recv_msgs
-                    .store(t.recv_msgs.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-                t.recv_bytes.store(
-                    t.recv_bytes.load(Ordering::Relaxed) + body.len() as u64,
-                    Ordering::Relaxed,
-                );
-            }
-        }
+        Some(s)
+    }
+
+    /// A message the sequencing did not deliver: a duplicate (acked again)
+    /// or an ack alone, else a broken peer (the link fails).
+    #[cold]
+    fn not_delivered(&mut self, src: u32, s: &Sequenced, verdict: Verdict) {
+        let ctx = self.ctx;
         match verdict {
-            Verdict::Deliver => {
-                delivered_now(ctx, s, &r);
-                Some(body)
-            }
-            Verdict::Early => {
-                r.hold(seq, body);
-                s.reordered.fetch_add(1, Ordering::Relaxed);
-                None
-            }
+            Verdict::Deliver | Verdict::Early => {}
             Verdict::Duplicate => {
                 // The peer resent: it has not seen our ack (it went down
                 // with the old link). Ack again, on our link as it is now.
                 s.duplicates.fetch_add(1, Ordering::Relaxed);
                 s.ack_owed.store(true, Ordering::Relaxed);
                 ctx.inner.seq_work.store(true, Ordering::Relaxed);
-                None
             }
-            Verdict::AckOnly => None,
+            Verdict::AckOnly => {}
             Verdict::Gap { expected, got } => {
-                drop(r);
                 self.record_failure(
                     src,
                     format!(
@@ -719,10 +865,8 @@ impl Dispatch<'_> {
                         reliable::REORDER_FRAMES
                     ),
                 );
-                None
             }
             Verdict::Overflow { held_bytes, len } => {
-                drop(r);
                 self.record_failure(
                     src,
                     format!(
@@ -731,7 +875,6 @@ impl Dispatch<'_> {
                         reliable::REORDER_BYTES
                     ),
                 );
-                None
             }
         }
     }

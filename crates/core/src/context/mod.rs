@@ -30,9 +30,11 @@ use std::time::Duration;
 mod failover;
 mod finalize;
 mod foreign;
+mod lent;
 pub mod measured;
 mod membership;
 mod multicast;
+mod placed;
 mod placement;
 mod progress;
 mod routes;
@@ -43,6 +45,7 @@ mod stats;
 mod tests;
 mod world;
 
+pub use lent::LentTicket;
 pub use membership::{JoinSpec, MembershipEvent, MembershipKind, MAX_CAPACITY};
 pub use multicast::{MulticastStartpoint, FANOUT as MULTICAST_FANOUT};
 pub use placement::{check_site_name, Placement, DEFAULT_SITE, MAX_SITE_LEN};
@@ -112,6 +115,24 @@ pub type OwningHandler = Arc<dyn Fn(&Context, OwnedRequest<'_>) + Send + Sync>;
 pub(crate) enum Registered {
     Borrowing(Handler),
     Owning(OwningHandler),
+}
+
+/// A handler's companion for large requests on stream methods (tcp): it
+/// may name where a request's payload goes before the payload arrives, so
+/// the transport reads it there directly (one copy, the kernel's, instead
+/// of two). See [`Context::register_placer`] and
+/// [`crate::method::Destination`] for the contract.
+pub trait Placer: Send + Sync {
+    /// A request for this placer's handler of `len` payload bytes from
+    /// `src` is arriving; `head` is the payload's start (up to
+    /// `method::PLACE_HEAD` bytes less the runtime's headers). `None`:
+    /// deliver it to the handler as usual. A destination's `at` counts
+    /// from the start of the payload.
+    fn place(&self, src: u32, head: &[u8], len: usize) -> Option<method::Destination>;
+    /// The payload arrived whole: `head` is its first `dest.at` bytes and
+    /// the rest is at `dest.dst`. Runs instead of the handler, like it
+    /// inside progress.
+    fn placed(&self, ctx: &Context, src: u32, head: &[u8], dest: method::Destination);
 }
 
 /// The id of every context's default endpoint, which exists from the start.
@@ -202,6 +223,8 @@ struct ProgressState {
     /// thread holding it delivers: dispatch then needs no lock of its own
     /// (registration, which is rare, takes the progress lock to change them).
     handlers: Vec<Option<Registered>>,
+    /// Placers by handler id (a handful at most; see [`Placer`]).
+    placers: Vec<(u32, Arc<dyn Placer>)>,
     /// A socket method delivered a message at least once.
     sockets_used: bool,
     /// The next round of progress polls every method thoroughly (see
@@ -418,6 +441,7 @@ impl Context {
                 skip: skip_param.max(1),
                 next_expensive: 0,
                 handlers: Vec::new(),
+                placers: Vec::new(),
                 sockets_used: false,
                 shared_used: false,
                 thorough: false,
@@ -574,6 +598,24 @@ impl Context {
         if let Some(h) = st.handlers.get_mut(id as usize) {
             *h = None;
         }
+        st.placers.retain(|(h, _)| *h != id);
+        Ok(())
+    }
+
+    /// Registers `placer` for the requests of handler `id` (see
+    /// [`Placer`]); removed with the handler by
+    /// [`unregister_handler`](Self::unregister_handler).
+    pub fn register_placer(&self, id: u32, placer: Arc<dyn Placer>) -> Result<()> {
+        if IN_HANDLER.with(|c| c.get()) {
+            return Err(Error::BadParam {
+                var: "handler id".into(),
+                value: id.to_string(),
+                reason: "placers cannot be registered from inside a handler".into(),
+            });
+        }
+        let mut st = self.inner.progress.lock();
+        st.placers.retain(|(h, _)| *h != id);
+        st.placers.push((id, placer));
         Ok(())
     }
 
@@ -728,25 +770,8 @@ impl Context {
         waiter: &ProgressWaiter<'_>,
         key: u32,
     ) -> Result<()> {
-        let route = self.inner.routes.of_key(key);
-        if payload.len() < 8 {
-            let mut iov = [IoSlice::new(&[]); 8];
-            iov[0] = IoSlice::new(hdr);
-            iov[1..=payload.len()].copy_from_slice(payload);
-            self.send_sequenced(rank, s, &iov[..=payload.len()], waiter, route)?;
-        } else {
-            let mut iov = Vec::with_capacity(payload.len() + 1);
-            iov.push(IoSlice::new(hdr));
-            iov.extend_from_slice(payload);
-            self.send_sequenced(rank, s, &iov, waiter, route)?;
-        }
-        let peer = self.peer(rank)?;
-        peer.sent_msgs.fetch_add(1, Ordering::Relaxed);
-        peer.sent_bytes.fetch_add(
-            (method::iov_len(payload) + RSR_HEADER) as u64,
-            Ordering::Relaxed,
-        );
-        Ok(())
+        self.rsr_sequenced_as(rank, s, hdr, payload, waiter, key, None)
+            .map(|_| ())
     }
 
     /// Opens the link to `rank` with the selection policy (once; later

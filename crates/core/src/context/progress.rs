@@ -46,6 +46,7 @@ impl Context {
         let mut sink = Dispatch {
             ctx: self,
             handlers: &st.handlers,
+            placers: &st.placers,
             sequenced: false,
             method: 0,
         };
@@ -341,6 +342,7 @@ enum Body<'m> {
 pub(super) struct Dispatch<'a> {
     pub(super) ctx: &'a Context,
     pub(super) handlers: &'a [Option<Registered>],
+    pub(super) placers: &'a [(u32, Arc<dyn Placer>)],
     /// The method being polled sequences its messages (failover.rs).
     pub(super) sequenced: bool,
     /// Index of the method being polled.
@@ -352,10 +354,12 @@ impl Sink for Dispatch<'_> {
         // A process of another job (an alias id beyond the capacity,
         // `foreign.rs`) talks over an adopted link without sequencing.
         if self.sequenced && src < self.ctx.capacity() {
-            if let Some(m) = self.receive_sequenced(src, msg) {
+            if let Some((m, held)) = self.receive_sequenced(src, msg) {
                 self.deliver_message(src, m);
                 // What arrived early on another link and is next now.
-                self.deliver_held(src);
+                if held {
+                    self.deliver_held(src);
+                }
             }
             return;
         }
@@ -375,6 +379,14 @@ impl Sink for Dispatch<'_> {
 
     fn link_failed(&mut self, src: u32, reason: String) {
         self.record_failure(src, reason);
+    }
+
+    fn place(&mut self, src: u32, head: &[u8], len: usize) -> Option<method::Destination> {
+        self.place_request(src, head, len)
+    }
+
+    fn deliver_placed(&mut self, src: u32, head: &[u8], dest: method::Destination) {
+        self.deliver_placed_request(src, head, dest);
     }
 
     fn link_broken(&mut self, src: u32, reason: String) {

@@ -200,6 +200,7 @@ fn link_selection_and_failure_reach_the_event_listener() {
         method: 0,
         ctx: &ctx,
         handlers: &[],
+        placers: &[],
     };
     sink.link_failed(0, "unit test: the peer vanished".into());
     assert!(seen(LinkEventKind::Failed, "self", "peer vanished"));

@@ -82,6 +82,36 @@ pub struct Cost {
     pub bandwidth_mb_s: u64,
 }
 
+/// Where the rest of a large message goes as it arrives (see
+/// [`Sink::place`]): bytes `at..at + len` of the message are written by the
+/// method straight to `dst`, so a stream method's receive copies them once
+/// (the kernel's copy) instead of twice (into its buffer, then out of it).
+///
+/// Contract of whoever makes one: `dst..dst + len` is writable memory that
+/// nothing else reads or writes, and that stays so, until the placement is
+/// handed back by [`Sink::deliver_placed`] or dropped (`guard`'s `Drop`
+/// runs when the message is abandoned: the connection closed mid-message).
+pub struct Destination {
+    /// Bytes of the message before the placed part (kept by the method and
+    /// handed back as `head` in [`Sink::deliver_placed`]); at most
+    /// [`PLACE_HEAD`].
+    pub at: usize,
+    /// Address the placed part goes to.
+    pub dst: usize,
+    /// Length of the placed part: `at + len` is the whole message.
+    pub len: usize,
+    /// The maker's own state (e.g. what keeps the destination reserved),
+    /// returned with the placement; dropped when the message is abandoned.
+    pub guard: Box<dyn std::any::Any + Send>,
+}
+
+/// The most bytes of a message's start a method shows [`Sink::place`]
+/// (and keeps as the head of a placed message).
+pub const PLACE_HEAD: usize = 64;
+
+/// Messages from this size on are offered to [`Sink::place`].
+pub const PLACE_MIN: usize = 32 << 10;
+
 /// Receives what a method's poll produced.
 pub trait Sink {
     /// A whole message from context `src` (the bytes the sender's iovecs held, concatenated).
@@ -93,6 +123,18 @@ pub trait Sink {
     fn deliver_buf(&mut self, src: u32, buf: &mut Vec<u8>) {
         self.deliver(src, buf)
     }
+    /// A message of `len` bytes (at least [`PLACE_MIN`]) from `src` has
+    /// begun to arrive; `head` is its first `PLACE_HEAD` bytes. The sink
+    /// may say where the rest goes ([`Destination`]); the method then writes
+    /// it there and calls [`deliver_placed`](Self::deliver_placed) when it
+    /// is complete, instead of [`deliver`](Self::deliver). Default: none
+    /// (the message is delivered whole).
+    fn place(&mut self, _src: u32, _head: &[u8], _len: usize) -> Option<Destination> {
+        None
+    }
+    /// The message [`place`](Self::place) placed arrived whole: `head` is
+    /// its first `placement.at` bytes, the rest is at `placement.dst`.
+    fn deliver_placed(&mut self, _src: u32, _head: &[u8], _placement: Destination) {}
     /// The link from `src` broke (peer died or sent garbage). The context records it.
     fn link_failed(&mut self, src: u32, reason: String);
     /// The link with `src` broke by the network (reset, closed in the

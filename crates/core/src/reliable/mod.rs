@@ -79,6 +79,26 @@ pub fn parse(msg: &[u8]) -> Option<(u64, u64, &[u8])> {
 struct Frame {
     seq: u64,
     data: Vec<u8>,
+    /// The message's last part, lent by the caller of
+    /// [`Sender::push_lent`] (address, length) instead of copied.
+    lent: Option<(usize, usize)>,
+}
+
+impl Frame {
+    fn len(&self) -> usize {
+        self.data.len() + self.lent.map_or(0, |(_, n)| n)
+    }
+
+    /// The lent part (empty when there is none).
+    fn lent(&self) -> &[u8] {
+        match self.lent {
+            // SAFETY: `push_lent`'s contract: the lent bytes stay valid and
+            // unchanged while the frame is in the ring, unless `settle`
+            // copied them first (which clears `lent`).
+            Some((at, n)) => unsafe { std::slice::from_raw_parts(at as *const u8, n) },
+            None => &[],
+        }
+    }
 }
 
 /// The sending half: sequence numbers and the retransmit ring.
@@ -139,14 +159,52 @@ impl Sender {
         for s in iov {
             data.extend_from_slice(s);
         }
+        self.push_frame(data, None, now)
+    }
+
+    /// [`push`](Self::push) of `iov` followed by `lent`, whose bytes are
+    /// not copied: the ring keeps their address until the peer
+    /// acknowledges the message (or [`settle`](Self::settle) copies them).
+    ///
+    /// # Safety
+    /// `lent` must stay valid and unchanged until the message is
+    /// acknowledged (it left the ring: `acked() >= seq`) or `settle` was
+    /// called with a sequence at or beyond it.
+    pub unsafe fn push_lent(&mut self, iov: &[IoSlice<'_>], lent: &[u8], now: Instant) -> u64 {
+        let len: usize = iov.iter().map(|s| s.len()).sum();
+        let mut data = self.free.pop().unwrap_or_default();
+        self.free_bytes -= data.capacity();
+        data.clear();
+        data.reserve(len);
+        for s in iov {
+            data.extend_from_slice(s);
+        }
+        self.push_frame(data, Some((lent.as_ptr() as usize, lent.len())), now)
+    }
+
+    fn push_frame(&mut self, data: Vec<u8>, lent: Option<(usize, usize)>, now: Instant) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
         if self.ring.is_empty() {
             self.waiting_since = Some(now);
         }
-        self.bytes += len;
-        self.ring.push_back(Frame { seq, data });
+        let f = Frame { seq, data, lent };
+        self.bytes += f.len();
+        self.ring.push_back(f);
         seq
+    }
+
+    /// Copies the lent part of every message up to `upto` still in the
+    /// ring: their lenders may take their memory back after this.
+    pub fn settle(&mut self, upto: u64) {
+        for f in self.ring.iter_mut().take_while(|f| f.seq <= upto) {
+            if f.lent.is_some() {
+                let mut owned = std::mem::take(&mut f.data);
+                owned.extend_from_slice(f.lent());
+                f.data = owned;
+                f.lent = None;
+            }
+        }
     }
 
     /// The peer delivered everything up to `ack`: frees those frames.
@@ -166,7 +224,7 @@ impl Sender {
         let mut n = 0;
         while self.ring.front().is_some_and(|f| f.seq <= ack) {
             let f = self.ring.pop_front().expect("front checked");
-            self.bytes -= f.data.len();
+            self.bytes -= f.len();
             let cap = f.data.capacity();
             if self.free.len() < FREE_KEEP
                 && cap <= FREE_MAX_CAP
@@ -192,9 +250,9 @@ impl Sender {
     }
 
     /// Messages sent and not acknowledged, oldest first: what a replacement
-    /// link must carry again.
-    pub fn unacked(&self) -> impl Iterator<Item = (u64, &[u8])> {
-        self.ring.iter().map(|f| (f.seq, &f.data[..]))
+    /// link must carry again (each as its copied part and its lent part).
+    pub fn unacked(&self) -> impl Iterator<Item = (u64, &[u8], &[u8])> {
+        self.ring.iter().map(|f| (f.seq, &f.data[..], f.lent()))
     }
 
     pub fn unacked_len(&self) -> usize {

@@ -118,8 +118,8 @@ fn run(seed: u64, total: u64, cuts: usize) -> usize {
             back.frames.clear();
             // The replacement link carries everything unacknowledged first.
             let mut new = Wire::default();
-            for (seq, data) in a.unacked() {
-                new.frames.push_back(frame(seq, 0, data));
+            for (seq, data, lent) in a.unacked() {
+                new.frames.push_back(frame(seq, 0, &[data, lent].concat()));
             }
             fwd.push(new);
             a.restart_clock(now);
@@ -179,13 +179,50 @@ fn acks_free_the_ring_and_bound_it() {
     );
     assert_eq!(s.ack(2, now), Ok(2));
     assert_eq!(s.ack(1, now), Ok(0), "an older ack changes nothing");
-    let left: Vec<u64> = s.unacked().map(|(q, _)| q).collect();
+    let left: Vec<u64> = s.unacked().map(|(q, _, _)| q).collect();
     assert_eq!(left, vec![3, 4]);
     assert_eq!(s.unacked().next().unwrap().1, &[2u8; 10][..]);
     assert!(!s.has_room(90), "bytes bound the ring too");
     assert!(s.has_room(80));
     assert_eq!(s.ack(4, now), Ok(2));
     assert!(s.has_room(1000), "one large message is accepted alone");
+}
+
+#[test]
+fn a_lent_part_is_read_from_the_lender_until_settled_and_counts_in_the_bound() {
+    let now = Instant::now();
+    let mut s = Sender::new(16, 100);
+    let mut lender = vec![7u8; 40];
+    // SAFETY: `lender` outlives every use below, and is changed only by
+    // this test to show where the ring reads from.
+    let seq = unsafe { s.push_lent(&[IoSlice::new(b"hdr")], &lender, now) };
+    assert_eq!(seq, 1);
+    s.push(&[IoSlice::new(&[1; 10])], now);
+    assert!(!s.has_room(50), "the lent bytes count: 53 of 100 held");
+    assert!(s.has_room(47));
+    let parts = |s: &Sender| -> Vec<(u64, Vec<u8>, Vec<u8>)> {
+        s.unacked()
+            .map(|(q, d, l)| (q, d.to_vec(), l.to_vec()))
+            .collect()
+    };
+    assert_eq!(parts(&s)[0], (1, b"hdr".to_vec(), vec![7; 40]));
+    // Not a copy: the lender's memory is what a resend reads ...
+    lender[0] = 9;
+    assert_eq!(parts(&s)[0].2[0], 9);
+    // ... until settled: then the ring holds its own copy.
+    s.settle(1);
+    lender[0] = 5;
+    let settled = parts(&s);
+    assert_eq!(settled[0].1.len(), 43);
+    assert_eq!(&settled[0].1[..4], b"hdr\x09");
+    assert!(settled[0].2.is_empty());
+    assert_eq!(settled[1], (2, vec![1; 10], Vec::new()), "others untouched");
+    assert_eq!(s.ack(1, now), Ok(1));
+    assert!(
+        s.has_room(90),
+        "acked bytes leave the bound: 10 of 100 held"
+    );
+    assert!(!s.has_room(91));
 }
 
 #[test]

@@ -375,7 +375,7 @@ impl Engine {
                 ),
             );
         }
-        let done = {
+        let (done, complete_now) = {
             let mut d = req.d.lock();
             let cap = d.recv.as_ref().map_or(0, |b| b.bytes());
             // `total` fits in memory only if it fits in the buffer; both
@@ -412,11 +412,19 @@ impl Engine {
                     d.status.error = class::TRUNCATE;
                 }
             }
-            done
+            // A piece still being placed (a copy of one on another link)
+            // completes it when the transport lets go of the buffer.
+            let now = !(done && d.placing > 0);
+            if !now {
+                d.complete_when_unplaced = true;
+            }
+            (done, now)
         };
         if done {
             self.lock().rndv_recv.remove(rreq, from);
-            req.complete();
+            if complete_now {
+                req.complete();
+            }
         }
     }
 }

@@ -168,6 +168,9 @@ pub(super) struct State {
     pub(super) rndv_recv: Slab,
     /// Rendezvous sends cleared to go: (request, world rank, receiver request id).
     pub(super) ready: VecDeque<(Arc<Req>, u32, u64)>,
+    /// Rendezvous sends whose data the runtime holds by address until the
+    /// receiver acknowledges it (`engine/lent.rs`): (request, ticket, since).
+    pub(super) lent: VecDeque<(Arc<Req>, gridwire_core::LentTicket, std::time::Instant)>,
     /// Matched single-copy rendezvous receives to copy: (request, sender, envelope).
     pub(super) pulls: VecDeque<(Arc<Req>, u32, Env)>,
     /// Spare buffers for unexpected eager data.

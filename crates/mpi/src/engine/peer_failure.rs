@@ -243,6 +243,12 @@ pub(super) fn fail_request(req: &Req, src: i32) {
         if src >= 0 {
             d.status.source = src;
         }
+        if d.placing > 0 {
+            // The transport still writes into the buffer: the request
+            // completes when it stops (`engine/placed.rs`).
+            d.complete_when_unplaced = true;
+            return;
+        }
     }
     req.complete();
 }

@@ -162,6 +162,9 @@ impl Engine {
         if self.ready_len.load(Ordering::Acquire) > 0 {
             self.push_ready_now();
         }
+        if self.lent_len.load(Ordering::Relaxed) > 0 {
+            self.release_lent();
+        }
         if self.failures.pending.load(Ordering::Relaxed) {
             self.handle_peer_failures();
         }
@@ -195,6 +198,17 @@ impl Engine {
             };
             let res = match &data {
                 SendData::User(b) => match b.contig() {
+                    Some(s) if s.len() >= lent::LEND_MIN => {
+                        match self.send_data_lent(to, rreq, s, key) {
+                            // Completes when the runtime lets go of the data.
+                            Ok(Some(ticket)) => {
+                                self.lock().lent.push_back((req, ticket, Instant::now()));
+                                self.lent_len.fetch_add(1, Ordering::Relaxed);
+                                continue;
+                            }
+                            other => other.map(|_| ()),
+                        }
+                    }
                     Some(s) => self.send_data(to, rreq, s, key),
                     None => self.send_data(to, rreq, &b.pack(), key),
                 },

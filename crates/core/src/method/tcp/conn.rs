@@ -64,6 +64,22 @@ pub(super) struct In {
     pub(super) state: HsState,
     pub(super) rx: RxBuf,
     pub(super) my_nonce: [u8; NONCE_LEN],
+    /// A large message whose rest is read straight to where the sink
+    /// placed it (see `Sink::place`).
+    pub(super) placing: Option<Placing>,
+    /// The last frame was placed: the next read is short (see
+    /// `FIRST_READ_AFTER_PLACED`), so that a large frame behind it is
+    /// placed too rather than read whole into the buffer.
+    pub(super) after_placed: bool,
+}
+
+/// A message being read into its placement.
+pub(super) struct Placing {
+    /// The message's first `placement.at` bytes.
+    pub(super) head: [u8; super::super::PLACE_HEAD],
+    pub(super) placement: super::super::Destination,
+    /// Bytes of the placed part written so far.
+    pub(super) got: usize,
 }
 
 pub(super) struct Conn {

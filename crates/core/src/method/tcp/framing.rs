@@ -49,7 +49,7 @@ impl RxBuf {
     }
 
     /// The announced length of the frame at `start`, once its header is buffered.
-    fn header(&self) -> Option<usize> {
+    pub(crate) fn header(&self) -> Option<usize> {
         let h: [u8; HEADER] = self.pending().get(..HEADER)?.try_into().ok()?;
         Some(u32::from_le_bytes(h) as usize)
     }

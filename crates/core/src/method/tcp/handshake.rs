@@ -167,6 +167,10 @@ impl TcpMethod {
                 }
                 HsState::Ready => {
                     let peer = conn.peer.load(Ordering::Relaxed);
+                    if self.try_place(peer, inp, sink) {
+                        // The rest of this frame is read to its placement.
+                        return Ok(delivered);
+                    }
                     match inp.rx.next_frame(self.max_msg) {
                         Ok(Some(msg)) => {
                             sink.deliver(peer, &inp.rx.buf[msg]);

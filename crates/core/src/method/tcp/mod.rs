@@ -47,7 +47,10 @@
 //!   there are more than `DIRECT_POLL_MAX`.
 
 use super::netaddr::{self, Binding, IfaceFilter, Published};
-use super::{iov_len, Cost, Link, Method, MethodEnv, MethodInfo, PollClass, Sink, Waiter};
+use super::{
+    iov_len, Cost, Link, Method, MethodEnv, MethodInfo, PollClass, Sink, Waiter, PLACE_HEAD,
+    PLACE_MIN,
+};
 use crate::auth::{self, Role, NONCE_LEN, PROOF_LEN};
 use crate::error::{Error, Result};
 use crate::params::{Kind, ParamDecl};
@@ -187,6 +190,13 @@ const EPOLL_EVERY: u64 = 256;
 
 /// Up to this many connections, `poll` reads them directly instead of asking epoll.
 const DIRECT_POLL_MAX: usize = 4;
+
+/// After a placed frame (`Sink::place`), the next read into the buffer
+/// asks for at most this much: a train of large frames (MPI's rendezvous
+/// pieces) then has each piece's header read alone and the piece placed,
+/// where a full read would take most of the next piece into the buffer and
+/// copy it out again. Small frames behind it end the short reads.
+const FIRST_READ_AFTER_PLACED: usize = 4096;
 
 fn init(env: &MethodEnv) -> Result<Option<Arc<dyn Method>>> {
     Ok(Some(Arc::new(TcpMethod::new(env)?)))
@@ -499,6 +509,8 @@ impl TcpMethod {
                 state,
                 rx: RxBuf::default(),
                 my_nonce: [0; NONCE_LEN],
+                placing: None,
+                after_placed: false,
             }),
             queued: AtomicUsize::new(0),
             established: match state {
@@ -576,6 +588,13 @@ impl TcpMethod {
             )
         };
         self.handshake_over(conn);
+        // A message being placed will not be completed here: give the
+        // placement back (its guard tells its maker). Not reachable while
+        // another thread reads the connection; then it goes with the
+        // connection.
+        if let Some(mut inp) = conn.inp.try_lock() {
+            inp.placing = None;
+        }
         let was_open = {
             let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
             let was = conns.remove(&fd).is_some();
@@ -994,5 +1013,7 @@ impl TcpMethod {
     }
 }
 
+#[cfg(test)]
+mod place_tests;
 #[cfg(test)]
 mod tests;

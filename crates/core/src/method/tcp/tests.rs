@@ -268,9 +268,9 @@ fn same_secret_delivers_in_order_both_ways() {
 
 /// A sink that keeps failure reasons too.
 #[derive(Default)]
-struct Record {
-    got: Vec<(u32, Vec<u8>)>,
-    failed: Vec<(u32, String)>,
+pub(super) struct Record {
+    pub(super) got: Vec<(u32, Vec<u8>)>,
+    pub(super) failed: Vec<(u32, String)>,
 }
 impl Sink for Record {
     fn deliver(&mut self, src: u32, msg: &[u8]) {
@@ -282,7 +282,7 @@ impl Sink for Record {
 }
 
 /// A method with parameters from `vars` (`GW_` names), as its concrete type.
-fn tcp_method(id: u32, secret: [u8; 32], vars: &[(&str, &str)]) -> Arc<TcpMethod> {
+pub(super) fn tcp_method(id: u32, secret: [u8; 32], vars: &[(&str, &str)]) -> Arc<TcpMethod> {
     let job = JobInfo {
         ctx_id: id,
         size: 4,
@@ -310,7 +310,7 @@ fn tcp_method(id: u32, secret: [u8; 32], vars: &[(&str, &str)]) -> Arc<TcpMethod
     )
 }
 
-fn poll_record(m: &TcpMethod, sink: &mut Record, ms: u64) {
+pub(super) fn poll_record(m: &TcpMethod, sink: &mut Record, ms: u64) {
     let end = std::time::Instant::now() + Duration::from_millis(ms);
     while std::time::Instant::now() < end {
         m.poll_thorough(sink).unwrap();
@@ -320,7 +320,7 @@ fn poll_record(m: &TcpMethod, sink: &mut Record, ms: u64) {
 
 /// A raw socket that authenticated to `server` as context `me` (a peer
 /// that knows the secret and then sends whatever the test wants).
-fn authenticated_raw(
+pub(super) fn authenticated_raw(
     server: &TcpMethod,
     me: u32,
     secret: [u8; 32],
