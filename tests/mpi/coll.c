@@ -235,6 +235,9 @@ int main(int argc, char **argv) {
                 for (int i = 0; i < cnt && bad < 0; i++)
                     if (out[i] != n * i * 3 + n * (n - 1) / 2) bad = i;
             CHECK(bad < 0, "large reduce to %d: element %d", root, bad);
+#ifdef GRIDWIRE_MPI
+            /* In place at this size, Debian's MPICH 4.0 crashes in its own
+             * memcpy (this file also runs under MPICH); gridwire only. */
             if (rank == root) {
                 for (int i = 0; i < cnt; i++) out[i] = i * 3 + rank;
                 MPI_Reduce(MPI_IN_PLACE, out, cnt, MPI_INT, MPI_MAX, root, MPI_COMM_WORLD);
@@ -244,12 +247,18 @@ int main(int argc, char **argv) {
                 MPI_Reduce(in, NULL, cnt, MPI_INT, MPI_MAX, root, MPI_COMM_WORLD);
             }
             CHECK(bad < 0, "large in-place reduce to %d: element %d", root, bad);
+#endif
+#ifdef GRIDWIRE_MPI
+            /* A predefined operation on a derived type of one predefined
+             * type: gridwire takes it (MPI 4.1 allows it); MPICH refuses
+             * it, and this file also runs under MPICH. */
             for (int i = 0; i < 2 * cnt; i++) { in[i] = i % 2 ? -5 : i * 3 + rank; out[i] = -1; }
             MPI_Reduce(in, out, 1, strided, MPI_SUM, root, MPI_COMM_WORLD);
             if (rank == root)
                 for (int i = 0; i < 2 * cnt && bad < 0; i++)
                     if (out[i] != (i % 2 ? -1 : n * i * 3 + n * (n - 1) / 2)) bad = i;
             CHECK(bad < 0, "large strided reduce to %d: element %d", root, bad);
+#endif
         }
         MPI_Type_free(&strided);
         free(in); free(out);
