@@ -28,9 +28,9 @@
 //!
 //! Per slot and per *size class* (powers of four, [`CLASS_BOUNDS`]) the
 //! one-way cost is kept: a probe's send-to-ack time minus half the slot's
-//! round trip (the ack's way back), averaged down at once and up slowly
-//! (a late ack — the receiver was busy — only inflates a sample). The
-//! round trip comes from probes of the smallest class; the bandwidth
+//! round trip (the ack's way back): the least of the last [`RECENT`]
+//! samples (a late ack — the receiver was busy — only inflates a sample).
+//! The round trip comes from probes of the smallest class; the bandwidth
 //! (bulk probes: `size / (elapsed − rtt)`) and the transport's round trip
 //! (a seed until probes time one) give the line `rtt/2 + size/bandwidth`
 //! that stands in for a class not measured yet. Each class goes to the
@@ -185,12 +185,34 @@ fn ewma(old: Option<f64>, new: f64) -> f64 {
     }
 }
 
-/// Down at once, up slowly: a late ack (the receiver was busy or asleep)
-/// only inflates a sample, never shrinks it.
-fn down_fast(old: Option<f64>, new: f64) -> f64 {
-    match old {
-        Some(o) if new < o => new,
-        _ => ewma(old, new),
+/// How many recent samples a figure keeps.
+pub const RECENT: usize = 4;
+
+/// The last [`RECENT`] samples of a figure, of which the least counts: a
+/// late ack (the receiver was busy or asleep) only ever inflates a sample,
+/// so on a loaded machine the least of a few is what the stack costs; a
+/// lasting change shows after `RECENT` samples. The same for every slot,
+/// however often it is probed: a running average moved up by a quarter
+/// per sample made the slot probed most often look the worst under load.
+#[derive(Debug, Clone, Copy, Default)]
+struct Recent {
+    samples: [f64; RECENT],
+    len: u8,
+    next: u8,
+}
+
+impl Recent {
+    fn push(&mut self, v: f64) {
+        self.samples[self.next as usize] = v;
+        self.next = (self.next + 1) % RECENT as u8;
+        self.len = (self.len + 1).min(RECENT as u8);
+    }
+
+    fn least(&self) -> Option<f64> {
+        self.samples[..self.len as usize]
+            .iter()
+            .copied()
+            .reduce(f64::min)
     }
 }
 
@@ -213,8 +235,13 @@ pub struct Slot {
     /// Messages and bytes this selection sent on it.
     pub msgs: u64,
     pub bytes: u64,
-    /// Measured one-way cost per size class, ns.
+    /// Measured one-way cost per size class, ns: the least of the recent
+    /// samples.
     class_ns: [Option<f64>; NCLASSES],
+    class_recent: [Recent; NCLASSES],
+    /// Round trips and transfer times per byte of the recent probes.
+    rtt_recent: Recent,
+    ns_per_byte_recent: Recent,
     /// When each class was last probed on this slot.
     probed_at: [Option<Instant>; NCLASSES],
     /// The round trip comes from probes (the transport's estimate only
@@ -276,6 +303,9 @@ impl Selector {
                 msgs: 0,
                 bytes: 0,
                 class_ns: [None; NCLASSES],
+                class_recent: [Recent::default(); NCLASSES],
+                rtt_recent: Recent::default(),
+                ns_per_byte_recent: Recent::default(),
                 probed_at: [None; NCLASSES],
                 rtt_from_acks: false,
                 probe: None,
@@ -415,8 +445,8 @@ impl Selector {
             let c = class_of(p.len as u64);
             if c == 0 {
                 // Send to ack of a small message: the round trip.
-                let old = s.est.rtt_ns.filter(|_| s.rtt_from_acks);
-                s.est.rtt_ns = Some(down_fast(old, elapsed));
+                s.rtt_recent.push(elapsed);
+                s.est.rtt_ns = s.rtt_recent.least();
                 s.rtt_from_acks = true;
             }
             // The ack's way back is half a round trip (a round trip above
@@ -425,7 +455,8 @@ impl Selector {
                 .est
                 .rtt_ns
                 .map_or(elapsed / 2.0, |r| (r / 2.0).min(elapsed / 2.0));
-            s.class_ns[c] = Some(down_fast(s.class_ns[c], elapsed - back));
+            s.class_recent[c].push(elapsed - back);
+            s.class_ns[c] = s.class_recent[c].least();
             if p.len >= PROBE_MIN {
                 let rtt = s.est.rtt_ns.unwrap_or(0.0);
                 let transfer = if rtt <= elapsed / 2.0 {
@@ -433,8 +464,8 @@ impl Selector {
                 } else {
                     elapsed
                 };
-                let sample = p.len as f64 * 1e9 / transfer;
-                s.est.bytes_per_s = Some(ewma(s.est.bytes_per_s, sample));
+                s.ns_per_byte_recent.push(transfer / p.len as f64);
+                s.est.bytes_per_s = s.ns_per_byte_recent.least().map(|t| 1e9 / t.max(1e-6));
             }
             changed = true;
         }

@@ -195,17 +195,33 @@ fn small_messages_open_every_slot_and_probes_time_the_round_trip() {
     assert_eq!(s.slots[1].est.rtt_ns, Some(12_000.0));
     // udp is now cheaper for small messages.
     assert_eq!(s.pick(100, c.at(after_gap + 13), false), (1, false));
-    // A late ack moves a round trip up by a quarter of the difference
-    // only; a fast one brings it down at once.
+    // Late acks do not move a round trip while one of the last RECENT
+    // samples was lower; RECENT of them in a row do (a lasting change).
     let t = after_gap + 100_000;
-    s.sent(1, 4, 8, c.at(t), true);
-    s.acked(4, c.at(t + 412));
-    assert_eq!(s.slots[1].est.rtt_ns, Some(112_000.0));
-    s.sent(1, 5, 8, c.at(t + 2_000), true);
-    s.acked(5, c.at(t + 2_012));
+    let mut seq = 3;
+    for i in 0..RECENT as u64 {
+        seq += 1;
+        s.sent(1, seq, 8, c.at(t + i * 2_000), true);
+        s.acked(seq, c.at(t + i * 2_000 + 412));
+        let want = if i + 1 < RECENT as u64 {
+            12_000.0
+        } else {
+            412_000.0
+        };
+        assert_eq!(
+            s.slots[1].est.rtt_ns,
+            Some(want),
+            "after {} late acks",
+            i + 1
+        );
+    }
+    // A fast one brings it down at once.
+    seq += 1;
+    s.sent(1, seq, 8, c.at(t + 20_000), true);
+    s.acked(seq, c.at(t + 20_012));
     assert_eq!(s.slots[1].est.rtt_ns, Some(12_000.0));
     // Counters: every message sent is counted on its slot.
-    assert_eq!((s.slots[0].msgs, s.slots[1].msgs), (1, 4));
+    assert_eq!((s.slots[0].msgs, s.slots[1].msgs), (1, 3 + RECENT as u64));
 }
 
 #[test]
