@@ -1,7 +1,9 @@
 //! Failover under the measured, size-aware selection (issue 13): a
-//! testbed of 1 site x 2 hosts, one rank per host, `GW_SELECT=measured`,
-//! so each pair has a tcp and a udp link and every message takes one of
-//! them. Rank 0 streams 100 000 numbered messages to rank 1, every 16th a
+//! testbed of 2 sites x 1 host, one rank per host, `GW_SELECT=measured`,
+//! so the pair has an `encrypt+tcp` and an `encrypt+udp` link and every
+//! message takes one of them. (Two sites, not two hosts of one site: the
+//! cut would also cut the launcher's ssh from a site's first host to the
+//! others, and the job would end for that.) Rank 0 streams 100 000 numbered messages to rank 1, every 16th a
 //! 16 KiB one (its every word checked), the others one int; at a random
 //! point (rank 0 says where and pauses) the test cuts the pair's tcp in
 //! s0h0's namespace with nftables.
@@ -11,8 +13,9 @@
 //! - Estimates forced (`udp=5/50,tcp=200/2000`: udp below 10 000 B), so
 //!   the small messages ride udp and the 16 KiB ones tcp up to the cut,
 //!   both in flight at once: cut with a reset, and silently (only
-//!   `GW_LINK_TIMEOUT`, 2 s, notices). The tcp slot fails over to udp
-//!   (stderr says so) and `--stats` shows both slots carried messages.
+//!   `GW_LINK_TIMEOUT`, 2 s, notices). The tcp slot fails over to
+//!   `encrypt+udp` (stderr says so) and `--stats` shows both slots carried
+//!   messages.
 //! - Measured for real (no forced estimates), cut with a reset: whatever
 //!   the probes chose, nothing is lost, duplicated or reordered.
 //!
@@ -122,7 +125,7 @@ fn a_tcp_cut_under_measured_selection_loses_nothing() {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let stream = build_c(&dir, "mixed_stream", MIXED_STREAM_C);
-    let tb = Testbed::up(&["--sites", "1", "--hosts", "2"]).unwrap_or_else(|e| panic!("{e}"));
+    let tb = Testbed::up(&["--sites", "2", "--hosts", "1"]).unwrap_or_else(|e| panic!("{e}"));
     let gwrun = gwrun.display().to_string();
     let stream = stream.display().to_string();
     // A random cut point, printed so a failure can be replayed.
@@ -136,7 +139,7 @@ fn a_tcp_cut_under_measured_selection_loses_nothing() {
     ] {
         let plan = CutPlan {
             host: "s0h0",
-            peer: "s0h1",
+            peer: "s1h0",
             how,
         };
         let o = run_and_cut(
@@ -151,12 +154,12 @@ fn a_tcp_cut_under_measured_selection_loses_nothing() {
         assert_intact(&o, &what);
         let all = o.all();
         assert!(
-            all.contains("failing over") && all.contains("now over udp"),
-            "{what}: the tcp slot went on over udp:\n{all}"
+            all.contains("failing over") && all.contains("now over encrypt+udp"),
+            "{what}: the tcp slot went on over encrypt+udp:\n{all}"
         );
         // Both slots carried the stream: 1 in 16 messages on tcp (up to the
         // cut), the others on udp.
-        let (tcp, udp) = (chosen(&all, "tcp"), chosen(&all, "udp"));
+        let (tcp, udp) = (chosen(&all, "encrypt+tcp"), chosen(&all, "encrypt+udp"));
         assert!(
             tcp.is_some_and(|n| n >= 6_250) && udp.is_some_and(|n| n >= 90_000),
             "{what}: tcp {tcp:?}, udp {udp:?} messages:\n{all}"
@@ -165,7 +168,7 @@ fn a_tcp_cut_under_measured_selection_loses_nothing() {
 
     let plan = CutPlan {
         host: "s0h0",
-        peer: "s0h1",
+        peer: "s1h0",
         how: Cut::TcpReset,
     };
     let o = run_and_cut(

@@ -420,7 +420,19 @@ impl Context {
             }
             let m = &self.inner.methods[mi];
             let desc = &table.entries[ei].descriptor;
-            let link = match m.connect(rank, desc) {
+            // A live link of this method on another route of the pair is
+            // taken as it is: a second connect would open a second session
+            // to the peer (encrypt's hello gives it new keys), and the
+            // frames of the first link would then be refused there — the
+            // pair hung when a measured route's tcp failed over to the udp
+            // its udp slot already used.
+            let open = g
+                .links
+                .iter()
+                .enumerate()
+                .find(|(r, l)| *r != route && l.method == Some(mi))
+                .and_then(|(_, l)| l.link.clone());
+            let link = match open.map_or_else(|| m.connect(rank, desc), Ok) {
                 Ok(l) => l,
                 Err(e) => {
                     g.tried.push(format!("{} ({e})", m.link_name(desc)));
