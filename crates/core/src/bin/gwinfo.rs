@@ -275,15 +275,15 @@ fn selection_section(params: &Params, candidates: &[&'static str]) {
     };
     let Some(estimates) = estimates else {
         println!(
-            "  measured at run time, per pair: round trip from each stack's transport, bandwidth \
-             from timed bulk messages (docs/wan.md); until then the first stack ({}) takes \
-             every size. GW_SELECT_ESTIMATES=stack=LATENCY_US/MBPS,... fixes them (and shows \
+            "  measured at run time, per pair and size class: probes (messages sent alone and \
+             acknowledged at once) time each stack (docs/wan.md); until then the first stack \
+             ({}) takes every size. GW_SELECT_ESTIMATES=stack=LATENCY_US/MBPS,... fixes them (and shows \
              the choice here).",
             candidates.first().copied().unwrap_or("none")
         );
         return;
     };
-    let mut sel = measured::Selector::new(&slots, Some(&estimates));
+    let sel = measured::Selector::new(&slots, Some(&estimates));
     println!(
         "  with the estimates of GW_SELECT_ESTIMATES: {}",
         sel.summary().bands_text()
@@ -297,7 +297,7 @@ fn selection_section(params: &Params, candidates: &[&'static str]) {
         ("1 MiB", 1 << 20),
         ("4 MiB", 4 << 20),
     ] {
-        let k = sel.pick(size, now);
+        let (k, _) = sel.pick(size, now, false);
         let cost = estimates[k].cost_ns(size as u64).unwrap_or(0.0);
         println!(
             "  {label:>7}: {:<14} (modelled {:.1} us)",

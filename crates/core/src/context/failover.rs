@@ -55,9 +55,12 @@ pub(super) struct MethodTraffic {
 pub(super) const SIDE_LINK: u64 = 1 << 63;
 
 /// The sequence header's flag for "acknowledge this at once" (at the end
-/// of the receiver's progress round that delivered it, not after the next
-/// 1 MiB or when idle): the last piece of a lent send, whose sender waits
-/// for the ack before it may complete (`lent.rs`).
+/// of the receiver's progress round that delivered it, on the link it came
+/// by; the usual acks are lazy: every 64 messages or 1 MiB, or riding the
+/// peer's next message). Two users: the last piece of a lent send, whose
+/// sender waits for the ack before it may complete (`lent.rs`), and a
+/// probe of the measured selection (`measured.rs`), whose send-to-ack time
+/// is then its transfer and one small message back.
 pub(super) const ACK_NOW: u64 = 1 << 62;
 
 /// The sequence number in a header's first word (without the flags).
@@ -121,9 +124,16 @@ pub(super) struct Sequenced {
     /// Messages that arrived ahead of their turn on another link and were
     /// held (the reorder buffer, `reliable/reorder.rs`).
     pub(super) reordered: AtomicU64,
-    /// A measured route's bandwidth probe waits for its ack: the progress
-    /// owner times it when the ack comes (`select.rs`).
+    /// A measured route's probe waits for its ack: the progress owner
+    /// times it when the ack comes (`select.rs`).
     probing: AtomicBool,
+    /// The method a probe (`ACK_NOW`) of the peer came by: the next ack
+    /// goes back on our link of that method (`usize::MAX`: none owed).
+    ack_via: AtomicUsize,
+    /// The method the peer's latest message came by, on any of its links
+    /// (`usize::MAX`: none yet): acks go back that way when we have a
+    /// link of it (see `send_ack`).
+    data_via: AtomicUsize,
 }
 
 impl Sequenced {
@@ -153,6 +163,8 @@ impl Sequenced {
             traffic: (0..methods).map(|_| MethodTraffic::default()).collect(),
             reordered: AtomicU64::new(0),
             probing: AtomicBool::new(false),
+            ack_via: AtomicUsize::new(usize::MAX),
+            data_via: AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -300,10 +312,12 @@ impl Context {
             let name = g.link_name(route);
             return Err(self.failed_error(rank, name, why.clone()));
         }
-        // A measured route: the sub-route of the stack cheapest for `len`.
+        // A measured route: the sub-route of the stack cheapest for `len`
+        // (or one to measure: a probe, sent alone and acknowledged at once).
         let (asked, mut slot) = (route, None);
         let route = if measured {
-            let (sub, k) = self.pick_route(rank, &mut g, route, len, now)?;
+            let alone = g.sender.unacked_len() == 0;
+            let (sub, k) = self.pick_route(rank, &mut g, route, len, now, alone)?;
             slot = k;
             sub
         } else {
@@ -318,6 +332,9 @@ impl Context {
         if g.links.len() <= route {
             g.links.resize_with(route + 1, RouteLink::default);
         }
+        // A probe only where the link is open: a connect sends the ring
+        // without the flag (its ack would come lazily and time nothing).
+        let mut probe = slot.is_some_and(|(_, p)| p) && g.links[route].link.is_some();
         let res = match g.links[route].link.clone() {
             // First message on this route, or a replacement that failed
             // earlier and left the ring to the next send: connect (this
@@ -325,14 +342,24 @@ impl Context {
             None => self.replace_link(rank, s, &mut g, route, None),
             Some(link) => {
                 let ack = s.delivered.load(Ordering::Relaxed);
-                let now_flag = if lend == Some(true) { ACK_NOW } else { 0 };
+                // At once: a probe (timed by its ack) and the last piece of
+                // a lent send (its lender waits for the ack).
+                let now_flag = if probe || lend == Some(true) {
+                    ACK_NOW
+                } else {
+                    0
+                };
                 let hdr = reliable::header(seq | side_flag(route) | now_flag, ack);
                 match send_frame(&*link, &hdr, iov) {
                     Ok(()) => {
                         s.ack_sent.store(ack, Ordering::Relaxed);
                         Ok(())
                     }
-                    Err(e) => self.replace_link(rank, s, &mut g, route, Some(e.to_string())),
+                    Err(e) => {
+                        // Resent on the replacement without the flag.
+                        probe = false;
+                        self.replace_link(rank, s, &mut g, route, Some(e.to_string()))
+                    }
                 }
             }
         };
@@ -348,9 +375,8 @@ impl Context {
             }
             add(&peer.sent_msgs, 1);
             add(&peer.sent_bytes, len as u64);
-            if let Some(k) = slot.take() {
-                let alone = g.sender.unacked_len() == 1;
-                if g.selector_sent(asked, k, seq, len, now, alone) {
+            if let Some((k, _)) = slot.take() {
+                if g.selector_sent(asked, k, seq, len, now, probe) {
                     s.probing.store(true, Ordering::Relaxed);
                 }
             }
@@ -434,6 +460,11 @@ impl Context {
         // just queued: the others went on the links they took.
         let opening =
             why.is_none() && (route != 0 || g.links.iter().skip(1).any(|l| l.link.is_some()));
+        if why.is_some() && !g.selectors.is_empty() {
+            // Probes in flight would time the failover, not the link.
+            g.selectors_forget_probes();
+            s.probing.store(false, Ordering::Relaxed);
+        }
         if let (Some(why), Some(mi)) = (&why, g.links[route].method.take()) {
             let name = g.link_name(route);
             g.links[route].link = None;
@@ -462,7 +493,19 @@ impl Context {
             }
             let m = &self.inner.methods[mi];
             let desc = &table.entries[ei].descriptor;
-            let link = match m.connect(rank, desc) {
+            // A live link of this method on another route of the pair is
+            // taken as it is: a second connect would open a second session
+            // to the peer (encrypt's hello gives it new keys), and the
+            // frames of the first link would then be refused there — the
+            // pair hung when a measured route's tcp failed over to the udp
+            // its udp slot already used.
+            let open = g
+                .links
+                .iter()
+                .enumerate()
+                .find(|(r, l)| *r != route && l.method == Some(mi))
+                .and_then(|(_, l)| l.link.clone());
+            let link = match open.map_or_else(|| m.connect(rank, desc), Ok) {
                 Ok(l) => l,
                 Err(e) => {
                     g.tried.push(format!("{} ({e})", m.link_name(desc)));
@@ -682,6 +725,32 @@ impl Context {
             self.inner.seq_work.store(true, Ordering::Relaxed);
             return;
         };
+        // The ack a probe asked for goes back by the probe's method, so its
+        // round trip is that link's; other acks by the method the peer's
+        // latest message came by: that way works, where the default link
+        // may be cut while the peer sends on another (a measured route's
+        // udp, say) and would never notice that our acks are lost on it.
+        // Flagged as a side link's when it is not the default one, so the
+        // peer does not take it for a failover.
+        let via = match s.ack_via.swap(usize::MAX, Ordering::Relaxed) {
+            usize::MAX => s.data_via.load(Ordering::Relaxed),
+            probe => probe,
+        };
+        if via != usize::MAX {
+            let back = g
+                .links
+                .iter()
+                .enumerate()
+                .find(|(_, l)| l.method == Some(via) && l.link.is_some())
+                .and_then(|(r, l)| Some((side_flag(r), l.link.clone()?)));
+            if let Some((flag, link)) = back {
+                if send_frame(&*link, &reliable::header(flag, delivered), &[]).is_ok() {
+                    s.ack_sent.store(delivered, Ordering::Relaxed);
+                    s.ack_owed.store(false, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
         // Acks go on the pair's default link; while it is not open but a
         // route's is (a measured route put everything there), on that one,
         // flagged so the peer does not take it for a failover.
@@ -793,6 +862,10 @@ impl<'a> Dispatch<'a> {
     /// these: plain load and store).
     #[inline]
     fn count_received(&self, s: &Sequenced, len: usize) {
+        // Where the peer's data comes by: our acks go back that way.
+        if s.data_via.load(Ordering::Relaxed) != self.method {
+            s.data_via.store(self.method, Ordering::Relaxed);
+        }
         if let Some(t) = s.traffic.get(self.method) {
             t.recv_msgs
                 .store(t.recv_msgs.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -822,7 +895,10 @@ impl<'a> Dispatch<'a> {
             }
         }
         if raw_seq & ACK_NOW != 0 {
-            // Sent at the end of this round, after the message is delivered.
+            // Sent at the end of this round, after the message is
+            // delivered, on the link it came by (a probe of the peer's
+            // measured selection is timed by it).
+            s.ack_via.store(self.method, Ordering::Relaxed);
             s.ack_owed.store(true, Ordering::Relaxed);
             ctx.inner.seq_work.store(true, Ordering::Relaxed);
         }

@@ -10,33 +10,52 @@
 //! stack like any route, and the pair's one end-to-end sequence and the
 //! receiver's reorder buffer keep MPI's order across them (`failover.rs`).
 //!
-//! The cost model: `cost(size) = rtt / 2 + size / bandwidth`, per slot.
-//! The lines' lower envelope is computed whenever an estimate changes and
-//! kept as at most [`MAX_SLOTS`] size bands ("below 9 KiB udp, from there
-//! tcp"), so the send path only scans a few integers: no allocation, no
-//! floating point, no lock beyond the pair's send lock it already holds.
+//! # What is measured
 //!
-//! Estimates:
-//! - round trip: a small message (≤ [`RTT_PROBE_MAX`]) sent while nothing
-//!   else of the pair was unacknowledged is timed from its send to the ack
-//!   that covers it, averaged (EWMA, 1/4); until then the slot's
-//!   transport's own estimate (tcp's kernel `TCP_INFO`, udp's smoothed
-//!   RTT, read at every silence check) seeds it;
-//! - bandwidth: a bulk message (≥ [`PROBE_MIN`]) sent while nothing else
-//!   of the pair was unacknowledged is timed from its send to the ack that
-//!   covers it: `size / (elapsed − rtt)`, averaged (EWMA, 1/4). Acks are
-//!   the sequencing layer's own, so this costs nothing on the wire.
-//! - start: until every slot has a round trip, small messages go round
-//!   the slots that lack one (this opens their links: the "probe at
-//!   connect" are real messages); until every slot has a bandwidth, bulk
-//!   messages go round those that lack one. Every [`REPROBE_EVERY`] a bulk
-//!   message of at most [`REPROBE_MAX`] goes to the slot whose bandwidth
-//!   sample is the oldest, so a stack that is never chosen is still
-//!   measured.
+//! A *probe* is an ordinary message, sent while nothing else of the pair
+//! was unacknowledged, whose sequence header asks the receiver to
+//! acknowledge it at once (`ACK_NOW`, `failover.rs`: the ack goes back at
+//! the end of the receiver's progress round, on the link the probe came
+//! by). Its send-to-ack time is then the message's transfer plus one
+//! small message back, with no ack policy in it. What went wrong before
+//! (bulk timed to whatever ack covered it): acks are cumulative and lazy
+//! (every 64 messages or 1 MiB, or when idle, or riding the peer's next
+//! message), so a 256 KiB MPI piece was timed to an ack sent four pieces
+//! later or carried by a 4 MiB reply, and tcp on loopback read 207–340
+//! MB/s against ~4000 true. Taking the transports' own figures instead
+//! (congestion window per round trip) was tried and was worse: a window
+//! that never met a loss says nothing about capacity.
+//!
+//! Per slot and per *size class* (powers of four, [`CLASS_BOUNDS`]) the
+//! one-way cost is kept: a probe's send-to-ack time minus half the slot's
+//! round trip (the ack's way back): the least of the last [`RECENT`]
+//! samples (a late ack — the receiver was busy — only inflates a sample).
+//! The round trip comes from probes of the smallest class; the bandwidth
+//! (bulk probes: `size / (elapsed − rtt)`) and the transport's round trip
+//! (a seed until probes time one) give the line `rtt/2 + size/bandwidth`
+//! that stands in for a class not measured yet. Each class goes to the
+//! slot cheapest for it; the classes are kept as at most [`MAX_BANDS`]
+//! size bands, so the send path scans a few integers: no allocation, no
+//! floating point, no lock beyond the pair's send lock it already holds.
+//! (Why classes and not the line alone: udp's cost is flat up to a
+//! datagram and steep beyond it, so one line per stack put 1 KiB on tcp
+//! where udp was faster.)
+//!
+//! # When it probes
+//!
+//! Probes cost the receiver one ack frame each, so they are rationed: at
+//! most one per [`PROBE_GAP`] per pair, a class of the chosen slot
+//! re-measured every [`REFRESH_CHOSEN`], of another slot every
+//! [`REFRESH_OTHER`] (bulk classes: [`REFRESH_OTHER_BULK`], and only with
+//! messages up to [`REPROBE_MAX`]: a message there costs what that stack
+//! is slower). A class never measured on a slot is probed at the first
+//! chance. Small messages open every slot's link first (the probe at
+//! connect is real traffic).
+//!
 //! - forced: `GW_SELECT_ESTIMATES=udp=5/50,tcp=200/2000` (stack or base =
 //!   one-way latency µs / bandwidth MB/s) fixes the estimates and turns
-//!   measuring off: the choice is then independent of load (tests, and
-//!   operators who know their links).
+//!   measuring off: the bands are the lines' exact crossings, independent
+//!   of load (tests, and operators who know their links).
 //!
 //! This module does no I/O and reads no clock: the context passes `now`
 //! in, so the unit tests drive it with a virtual clock.
@@ -53,9 +72,9 @@ pub const PARAMS: &[ParamDecl] = &[
         help: "How a message between hosts picks its method stack. `fixed`: the first \
                applicable one for every message (the pair's one link). `measured`: per \
                pair, a link per applicable stack (tcp, udp, with the transforms the policy \
-               asks for), each costed from measurements (round trip + size / bandwidth), and \
-               each message on the cheapest for its size (docs/wan.md). A communicator's \
-               `gw_select` info key overrides it.",
+               asks for), each costed per size class from probes (messages acknowledged at \
+               once), and each message on the cheapest for its size (docs/wan.md). A \
+               communicator's `gw_select` info key overrides it.",
     },
     ParamDecl {
         name: "SELECT_ESTIMATES",
@@ -72,22 +91,68 @@ pub const PARAMS: &[ParamDecl] = &[
 /// transformed variants: a handful).
 pub const MAX_SLOTS: usize = 4;
 
-/// Messages from this size on are bulk: they probe bandwidth.
+/// Size classes: class `c` holds the sizes below `CLASS_BOUNDS[c]` (and
+/// from the bound before it); the last class every larger size. MPI's
+/// rendezvous pieces (256 KiB and a header) fall in the one below 1 MiB.
+pub const CLASS_BOUNDS: [u64; NCLASSES - 1] = [
+    256,
+    1 << 10,
+    4 << 10,
+    16 << 10,
+    64 << 10,
+    256 << 10,
+    1 << 20,
+];
+pub const NCLASSES: usize = 8;
+
+/// At most this many size bands (one per class at worst).
+pub const MAX_BANDS: usize = NCLASSES;
+
+/// Messages from this size on are bulk: their probes time bandwidth.
 pub const PROBE_MIN: usize = 64 << 10;
 
-/// How old a slot's bandwidth sample may get before a bulk message is
-/// sent on it to refresh it (rarely: on a stack much slower for bulk each
-/// re-probe costs a message's worth of that slowness; the first bench had
-/// 2 s, and at 1 MiB ping-pong those re-probes showed in the medians).
-pub const REPROBE_EVERY: Duration = Duration::from_secs(10);
+/// At most one probe per pair in this time (each costs the receiver an
+/// ack frame: at most a thousand a second).
+pub const PROBE_GAP: Duration = Duration::from_millis(1);
 
-/// Re-probes take bulk messages up to this size only (bounded cost).
-pub const REPROBE_MAX: usize = 4 * PROBE_MIN;
+/// A class of the slot that carries it is re-measured this often.
+pub const REFRESH_CHOSEN: Duration = Duration::from_millis(100);
+
+/// A class of a slot not chosen for it is re-measured this often (each
+/// such probe costs a message's worth of that stack's slowness) ...
+pub const REFRESH_OTHER: Duration = Duration::from_secs(1);
+
+/// ... and a bulk class (from [`PROBE_MIN`]) this often: there one probe
+/// on a stack ten times slower costs a millisecond (the first bench's 2 s
+/// re-probes at 1 MiB showed in its medians).
+pub const REFRESH_OTHER_BULK: Duration = Duration::from_secs(10);
+
+/// A slot not chosen for a size is probed with messages up to this size
+/// only (MPI's rendezvous pieces fit; whole 4 MiB messages do not).
+pub const REPROBE_MAX: usize = (1 << 20) - 1;
 
 /// Weight of a new sample in the running averages.
 const EWMA_NEW: f64 = 0.25;
 
-/// What is known of one candidate stack of a pair.
+/// The size class of a message of `len` bytes.
+#[inline]
+pub fn class_of(len: u64) -> usize {
+    let mut c = 0;
+    while c < NCLASSES - 1 && len >= CLASS_BOUNDS[c] {
+        c += 1;
+    }
+    c
+}
+
+/// A size inside class `c` that stands for it where the line model is
+/// evaluated (the middle of its range; 4 MiB for the last).
+fn class_size(c: usize) -> u64 {
+    let lo = if c == 0 { 0 } else { CLASS_BOUNDS[c - 1] };
+    let hi = CLASS_BOUNDS.get(c).copied().unwrap_or(8 << 20);
+    (lo + hi) / 2
+}
+
+/// What is known of one candidate stack of a pair (the line model).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Estimate {
     /// Round trip, ns.
@@ -120,18 +185,44 @@ fn ewma(old: Option<f64>, new: f64) -> f64 {
     }
 }
 
-/// A message in flight whose ack times the slot: a small one its round
-/// trip, a bulk one its bandwidth.
+/// How many recent samples a figure keeps.
+pub const RECENT: usize = 4;
+
+/// The last [`RECENT`] samples of a figure, of which the least counts: a
+/// late ack (the receiver was busy or asleep) only ever inflates a sample,
+/// so on a loaded machine the least of a few is what the stack costs; a
+/// lasting change shows after `RECENT` samples. The same for every slot,
+/// however often it is probed: a running average moved up by a quarter
+/// per sample made the slot probed most often look the worst under load.
+#[derive(Debug, Clone, Copy, Default)]
+struct Recent {
+    samples: [f64; RECENT],
+    len: u8,
+    next: u8,
+}
+
+impl Recent {
+    fn push(&mut self, v: f64) {
+        self.samples[self.next as usize] = v;
+        self.next = (self.next + 1) % RECENT as u8;
+        self.len = (self.len + 1).min(RECENT as u8);
+    }
+
+    fn least(&self) -> Option<f64> {
+        self.samples[..self.len as usize]
+            .iter()
+            .copied()
+            .reduce(f64::min)
+    }
+}
+
+/// A probe in flight: its ack times the slot.
 #[derive(Debug, Clone, Copy)]
 struct Probe {
     seq: u64,
     len: usize,
     sent: Instant,
 }
-
-/// Messages up to this size time the round trip when sent alone (their
-/// own transfer is negligible beside it).
-pub const RTT_PROBE_MAX: usize = 4 << 10;
 
 /// One candidate stack of a pair.
 #[derive(Debug)]
@@ -144,12 +235,32 @@ pub struct Slot {
     /// Messages and bytes this selection sent on it.
     pub msgs: u64,
     pub bytes: u64,
-    last_bw_sample: Option<Instant>,
-    /// The round trip comes from the pair's own acks (the transport's
-    /// estimate only seeds it: it is measured differently, and under load
-    /// its delayed acks made it ten times the pair's).
+    /// Measured one-way cost per size class, ns: the least of the recent
+    /// samples.
+    class_ns: [Option<f64>; NCLASSES],
+    class_recent: [Recent; NCLASSES],
+    /// Round trips and transfer times per byte of the recent probes.
+    rtt_recent: Recent,
+    ns_per_byte_recent: Recent,
+    /// When each class was last probed on this slot.
+    probed_at: [Option<Instant>; NCLASSES],
+    /// The round trip comes from probes (the transport's estimate only
+    /// seeds it: it is measured differently, and under load its delayed
+    /// acks made it ten times the pair's).
     rtt_from_acks: bool,
     probe: Option<Probe>,
+}
+
+impl Slot {
+    /// The slot's cost for class `c`: measured, else from the line.
+    fn class_cost(&self, c: usize) -> Option<f64> {
+        self.class_ns[c].or_else(|| self.est.cost_ns(class_size(c)))
+    }
+
+    /// The measured cost of class `c`, ns (`None`: not measured yet).
+    pub fn measured_ns(&self, c: usize) -> Option<f64> {
+        self.class_ns.get(c).copied().flatten()
+    }
 }
 
 /// Sizes below `upto` go to `slot`; the last band's `upto` is `u64::MAX`.
@@ -163,17 +274,18 @@ pub struct Band {
 #[derive(Debug)]
 pub struct Selector {
     pub slots: Vec<Slot>,
-    bands: [Band; MAX_SLOTS],
+    bands: [Band; MAX_BANDS],
     nbands: usize,
+    /// Per class, the slot its band gives it.
+    chosen: [u8; NCLASSES],
     /// Estimates fixed by `GW_SELECT_ESTIMATES`: no measuring, no probing.
     forced: bool,
-    /// Slots still without a round trip / a bandwidth (bit per slot).
-    need_rtt: u8,
-    need_bw: u8,
-    /// Slots with a bandwidth probe in flight.
+    /// Slots whose link no message opened yet (bit per slot).
+    unopened: u8,
+    /// Slots with a probe in flight.
     probing: u8,
-    /// When the next re-probe of the stalest bandwidth is due.
-    reprobe_at: Option<Instant>,
+    /// No probe before this.
+    next_probe: Option<Instant>,
 }
 
 impl Selector {
@@ -190,7 +302,11 @@ impl Selector {
                 est: forced.and_then(|f| f.get(i).copied()).unwrap_or_default(),
                 msgs: 0,
                 bytes: 0,
-                last_bw_sample: None,
+                class_ns: [None; NCLASSES],
+                class_recent: [Recent::default(); NCLASSES],
+                rtt_recent: Recent::default(),
+                ns_per_byte_recent: Recent::default(),
+                probed_at: [None; NCLASSES],
                 rtt_from_acks: false,
                 probe: None,
             })
@@ -200,27 +316,42 @@ impl Selector {
         let all = ((1u16 << slots.len()) - 1) as u8;
         let mut s = Selector {
             slots,
-            bands: [Band::default(); MAX_SLOTS],
+            bands: [Band::default(); MAX_BANDS],
             nbands: 0,
+            chosen: [0; NCLASSES],
             forced,
-            need_rtt: if forced { 0 } else { all },
-            need_bw: if forced { 0 } else { all },
+            unopened: if forced { 0 } else { all },
             probing: 0,
-            reprobe_at: None,
+            next_probe: None,
         };
         s.recompute();
         s
     }
 
-    /// The slot for a message of `len` bytes sent at `now`.
+    /// The slot for a message of `len` bytes sent at `now`, and whether
+    /// to send it as a probe (asking for an ack at once). `alone`: nothing
+    /// else of the pair is unacknowledged (only such a message times a
+    /// slot: behind others, their queueing would count).
     #[inline]
-    pub fn pick(&mut self, len: usize, now: Instant) -> usize {
-        if (self.need_rtt | self.need_bw) != 0 || self.reprobe_at.is_some() {
-            if let Some(k) = self.explore(len, now) {
-                return k;
+    pub fn pick(&self, len: usize, now: Instant, alone: bool) -> (usize, bool) {
+        if !self.forced {
+            if self.unopened != 0 && len < PROBE_MIN {
+                // A slot not used yet: its link opens with this message.
+                let k = self.unopened.trailing_zeros() as usize;
+                return (k, alone && self.probe_allowed(k, now));
+            }
+            if alone && self.next_probe.is_none_or(|t| now >= t) {
+                if let Some(k) = self.probe_due(len, now) {
+                    return (k, true);
+                }
             }
         }
-        let len = len as u64;
+        (self.banded(len as u64), false)
+    }
+
+    /// The slot the bands give a message of `len` bytes.
+    #[inline]
+    fn banded(&self, len: u64) -> usize {
         for b in &self.bands[..self.nbands] {
             if len < b.upto {
                 return b.slot as usize;
@@ -229,62 +360,75 @@ impl Selector {
         0
     }
 
-    /// A slot to measure rather than the cheapest, if one is due.
-    #[cold]
-    fn explore(&mut self, len: usize, now: Instant) -> Option<usize> {
-        let bulk = len >= PROBE_MIN;
-        if !bulk && self.need_rtt != 0 {
-            // A slot not used yet: its link opens with this message, and
-            // its transport's round trip is read at the next check.
-            let unused = (0..self.slots.len())
-                .find(|&k| self.need_rtt & (1 << k) != 0 && self.slots[k].msgs == 0);
-            if unused.is_some() {
-                return unused;
-            }
-        }
-        if bulk && self.need_bw & !self.probing != 0 {
-            return Some((self.need_bw & !self.probing).trailing_zeros() as usize);
-        }
-        if bulk
-            && len <= REPROBE_MAX
-            && self.reprobe_at.is_some_and(|t| now >= t)
-            && self.probing == 0
-        {
-            self.reprobe_at = Some(now + REPROBE_EVERY);
-            return self
-                .slots
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, s)| s.last_bw_sample)
-                .map(|(k, _)| k);
-        }
-        None
+    fn probe_allowed(&self, k: usize, now: Instant) -> bool {
+        self.probing & (1 << k) == 0 && self.next_probe.is_none_or(|t| now >= t)
     }
 
-    /// Slot `k` carried message `seq` of `len` bytes at `now`; `alone`:
-    /// nothing else of the pair was unacknowledged (its ack then times it).
-    pub fn sent(&mut self, k: usize, seq: u64, len: usize, now: Instant, alone: bool) {
+    /// A slot whose measurement of `len`'s class is missing or stale (the
+    /// most overdue), if any.
+    #[cold]
+    fn probe_due(&self, len: usize, now: Instant) -> Option<usize> {
+        let c = class_of(len as u64);
+        let chosen = self.chosen[c] as usize;
+        let mut best: Option<(usize, Option<Instant>)> = None;
+        for (k, s) in self.slots.iter().enumerate() {
+            if self.probing & (1 << k) != 0 || (k != chosen && len > REPROBE_MAX) {
+                continue;
+            }
+            let every = if k == chosen {
+                REFRESH_CHOSEN
+            } else if len >= PROBE_MIN {
+                REFRESH_OTHER_BULK
+            } else {
+                REFRESH_OTHER
+            };
+            let at = s.probed_at[c];
+            if at.is_some_and(|t| now.saturating_duration_since(t) < every) {
+                continue;
+            }
+            // Never measured first, then the oldest.
+            if best.is_none_or(|(_, b)| at < b) {
+                best = Some((k, at));
+            }
+        }
+        best.map(|(k, _)| k)
+    }
+
+    /// Slot `k` carried message `seq` of `len` bytes at `now`; `probe`:
+    /// it was sent asking for an ack at once (its ack times it).
+    pub fn sent(&mut self, k: usize, seq: u64, len: usize, now: Instant, probe: bool) {
         let forced = self.forced;
         let Some(s) = self.slots.get_mut(k) else {
             return;
         };
         s.msgs += 1;
         s.bytes += len as u64;
-        let timed = len <= RTT_PROBE_MAX || len >= PROBE_MIN;
-        if !forced && alone && timed && s.probe.is_none() {
+        self.unopened &= !(1 << k);
+        if !forced && probe && s.probe.is_none() {
             s.probe = Some(Probe {
                 seq,
                 len,
                 sent: now,
             });
+            s.probed_at[class_of(len as u64)] = Some(now);
             self.probing |= 1 << k;
+            self.next_probe = Some(now + PROBE_GAP);
         }
     }
 
-    /// Whether a bandwidth probe waits for its ack.
+    /// Whether a probe waits for its ack.
     #[inline]
     pub fn probing(&self) -> bool {
         self.probing != 0
+    }
+
+    /// Probes in flight are not timed (a link was replaced: their acks
+    /// would count the failover).
+    pub fn forget_probes(&mut self) {
+        for s in &mut self.slots {
+            s.probe = None;
+        }
+        self.probing = 0;
     }
 
     /// The peer acknowledged everything up to `acked` (seen at `now`).
@@ -298,48 +442,40 @@ impl Selector {
             s.probe = None;
             self.probing &= !(1 << k);
             let elapsed = (now.saturating_duration_since(p.sent).as_nanos() as f64).max(1.0);
-            if p.len <= RTT_PROBE_MAX {
-                // Send to ack: the round trip as this pair sees it, the
-                // receiver's ack delay included (bulk probes see it too,
-                // so it cancels out of their bandwidth).
-                // Down at once, up slowly: a late ack (the process was
-                // busy or asleep) only inflates a sample, never shrinks it.
-                let old = s.est.rtt_ns.filter(|_| s.rtt_from_acks);
-                s.est.rtt_ns = Some(match old {
-                    Some(o) if elapsed < o => elapsed,
-                    _ => ewma(old, elapsed),
-                });
+            let c = class_of(p.len as u64);
+            if c == 0 {
+                // Send to ack of a small message: the round trip.
+                s.rtt_recent.push(elapsed);
+                s.est.rtt_ns = s.rtt_recent.least();
                 s.rtt_from_acks = true;
-                self.need_rtt &= !(1 << k);
-                changed = true;
-                continue;
             }
-            // The ack came back a round trip after the data left. A round
-            // trip estimate above half the whole exchange is not trusted
-            // (subtracting it made a bench's udp look 4x faster than it
-            // was): the exchange then counts whole, a slower figure.
-            let rtt = s.est.rtt_ns.unwrap_or(0.0);
-            let transfer = if rtt <= elapsed / 2.0 {
-                elapsed - rtt
-            } else {
-                elapsed
-            };
-            let sample = p.len as f64 * 1e9 / transfer;
-            s.est.bytes_per_s = Some(ewma(s.est.bytes_per_s, sample));
-            s.last_bw_sample = Some(now);
-            self.need_bw &= !(1 << k);
+            // The ack's way back is half a round trip (a round trip above
+            // the whole exchange is not trusted: then half of it counts).
+            let back = s
+                .est
+                .rtt_ns
+                .map_or(elapsed / 2.0, |r| (r / 2.0).min(elapsed / 2.0));
+            s.class_recent[c].push(elapsed - back);
+            s.class_ns[c] = s.class_recent[c].least();
+            if p.len >= PROBE_MIN {
+                let rtt = s.est.rtt_ns.unwrap_or(0.0);
+                let transfer = if rtt <= elapsed / 2.0 {
+                    elapsed - rtt
+                } else {
+                    elapsed
+                };
+                s.ns_per_byte_recent.push(transfer / p.len as f64);
+                s.est.bytes_per_s = s.ns_per_byte_recent.least().map(|t| 1e9 / t.max(1e-6));
+            }
             changed = true;
         }
         if changed {
-            if self.need_bw == 0 && self.reprobe_at.is_none() && self.slots.len() > 1 {
-                self.reprobe_at = Some(now + REPROBE_EVERY);
-            }
             self.recompute();
         }
     }
 
     /// Slot `k`'s transport measured a round trip of `rtt`: a seed until
-    /// the pair's acks timed one.
+    /// probes timed one.
     pub fn rtt_sample(&mut self, k: usize, rtt: Duration) {
         if self.forced {
             return;
@@ -349,7 +485,6 @@ impl Selector {
         };
         let old = s.est.rtt_ns;
         s.est.rtt_ns = Some(ewma(old, rtt.as_nanos() as f64));
-        self.need_rtt &= !(1 << k);
         // Bands move only when the change matters (≥ 1/16).
         let moved = old.is_none_or(|o| (s.est.rtt_ns.unwrap_or(o) - o).abs() * 16.0 > o);
         if moved {
@@ -366,20 +501,48 @@ impl Selector {
         self.forced
     }
 
-    /// Recomputes the bands from the complete estimates (none complete:
-    /// everything on the first slot, the route's preference).
+    /// Recomputes the bands: forced, the lines' exact crossings; measured,
+    /// per class the slot with the lowest cost (none known: the first
+    /// slot, the route's preference). No allocation when measuring: it
+    /// runs at every probe's ack.
     fn recompute(&mut self) {
-        let lines: Vec<(usize, f64, f64)> = self
-            .slots
-            .iter()
-            .enumerate()
-            .filter_map(|(k, s)| s.est.line().map(|(l, p)| (k, l, p)))
-            .collect();
-        let bands = envelope(&lines);
-        self.nbands = 0;
-        for (i, b) in bands.iter().take(MAX_SLOTS).enumerate() {
-            self.bands[i] = *b;
-            self.nbands = i + 1;
+        if self.forced {
+            let lines: Vec<(usize, f64, f64)> = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(k, s)| s.est.line().map(|(l, p)| (k, l, p)))
+                .collect();
+            let bands = envelope(&lines);
+            self.nbands = 0;
+            for (i, b) in bands.iter().take(MAX_BANDS).enumerate() {
+                self.bands[i] = *b;
+                self.nbands = i + 1;
+            }
+            for c in 0..NCLASSES {
+                self.chosen[c] = self.banded(class_size(c)) as u8;
+            }
+        } else {
+            self.nbands = 0;
+            for c in 0..NCLASSES {
+                let mut best: Option<(usize, f64)> = None;
+                for (k, s) in self.slots.iter().enumerate() {
+                    if let Some(cost) = s.class_cost(c) {
+                        if best.is_none_or(|(_, b)| cost < b) {
+                            best = Some((k, cost));
+                        }
+                    }
+                }
+                let k = best.map_or(0, |(k, _)| k) as u8;
+                self.chosen[c] = k;
+                let upto = CLASS_BOUNDS.get(c).copied().unwrap_or(u64::MAX);
+                if self.nbands > 0 && self.bands[self.nbands - 1].slot == k {
+                    self.bands[self.nbands - 1].upto = upto;
+                } else {
+                    self.bands[self.nbands] = Band { upto, slot: k };
+                    self.nbands += 1;
+                }
+            }
         }
         if self.nbands == 0 {
             self.bands[0] = Band {
@@ -421,7 +584,7 @@ impl Selector {
         }
     }
 
-    /// [`Selector::summary`] as one line.
+    /// The one-line account (`--stats`, verbose logs).
     pub fn describe(&self) -> String {
         self.summary().to_string()
     }
@@ -635,212 +798,5 @@ pub fn forced_for(forced: &[(String, Estimate)], stack: &str) -> Option<Estimate
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sum_has_spaces(v: &serde_json::Value) -> bool {
-        v.to_string().contains(' ')
-    }
-
-    fn est(lat_us: f64, mbps: f64) -> Estimate {
-        Estimate {
-            rtt_ns: Some(lat_us * 2e3),
-            bytes_per_s: Some(mbps * 1e6),
-        }
-    }
-
-    #[test]
-    fn the_envelope_switches_where_the_costs_cross() {
-        // udp: 5 us + s/50 MB/s; tcp: 200 us + s/2000 MB/s. Equal where
-        // 195 us = s (1/50e6 - 1/2000e6) s/B, i.e. s = 10 000 B.
-        let s = Selector::new(
-            &[(1, "tcp"), (2, "udp")],
-            Some(&[est(200.0, 2000.0), est(5.0, 50.0)]),
-        );
-        assert_eq!(
-            s.bands(),
-            &[
-                Band {
-                    upto: 10_000,
-                    slot: 1
-                },
-                Band {
-                    upto: u64::MAX,
-                    slot: 0
-                }
-            ]
-        );
-        let mut s = s;
-        let t = Instant::now();
-        assert_eq!(s.pick(8, t), 1);
-        assert_eq!(s.pick(9_999, t), 1);
-        assert_eq!(s.pick(10_000, t), 0);
-        assert_eq!(s.pick(4 << 20, t), 0);
-        assert!(
-            s.describe()
-                .starts_with("udp below 10000 B, tcp from 10000 B"),
-            "{}",
-            s.describe()
-        );
-        // The stats record's form reads back as it was, has no spaces
-        // (PMI values cannot), and junk does not read.
-        let sum = s.summary();
-        assert_eq!(Summary::from_json(&sum.to_json()), Some(sum.clone()));
-        assert!(!sum_has_spaces(&sum.to_json()));
-        assert_eq!(Summary::from_json(&serde_json::json!({"bands": 7})), None);
-    }
-
-    #[test]
-    fn a_dominated_stack_gets_no_band_and_ties_keep_the_preference() {
-        // tcp is faster at every size: one band.
-        let s = Selector::new(
-            &[(1, "tcp"), (2, "udp")],
-            Some(&[est(5.0, 2000.0), est(50.0, 100.0)]),
-        );
-        assert_eq!(
-            s.bands(),
-            &[Band {
-                upto: u64::MAX,
-                slot: 0
-            }]
-        );
-        // Identical lines: the first (preferred) slot.
-        let s = Selector::new(
-            &[(1, "tcp"), (2, "udp")],
-            Some(&[est(5.0, 100.0), est(5.0, 100.0)]),
-        );
-        assert_eq!(
-            s.bands(),
-            &[Band {
-                upto: u64::MAX,
-                slot: 0
-            }]
-        );
-        // Three lines, the middle one owns a middle band.
-        let b = envelope(&[(0, 0.0, 10.0), (1, 100.0, 1.0), (2, 10_000.0, 0.5)]);
-        let slots: Vec<u8> = b.iter().map(|b| b.slot).collect();
-        assert_eq!(slots, vec![0, 1, 2]);
-        assert_eq!(b[0].upto, 12); // 100 / 9 = 11.1
-        assert_eq!(b[1].upto, 19_800); // 9900 / 0.5
-        assert_eq!(b[2].upto, u64::MAX);
-    }
-
-    #[test]
-    fn measuring_starts_by_visiting_every_slot_then_follows_the_traffic() {
-        let t0 = Instant::now();
-        let at = |us: u64| t0 + Duration::from_micros(us);
-        let mut s = Selector::new(&[(1, "tcp"), (2, "udp")], None);
-        // No estimates: small messages open each slot in turn, then stay
-        // on the preferred one until the round trips are timed.
-        assert_eq!(s.pick(8, at(0)), 0);
-        s.sent(0, 1, 8, at(0), true);
-        assert_eq!(s.pick(8, at(1)), 1);
-        assert_eq!(s.pick(8, at(1)), 1, "not used yet");
-        assert!(s.probing());
-        // A small message sent alone is timed by its ack: tcp 400 us.
-        s.acked(1, at(400));
-        assert_eq!(s.slots[0].est.rtt_ns, Some(400_000.0));
-        // The transport's own figure is ignored once the acks timed one.
-        s.rtt_sample(0, Duration::from_millis(9));
-        assert_eq!(s.slots[0].est.rtt_ns, Some(400_000.0));
-        // udp: 20 us; a seed from its transport is replaced.
-        s.rtt_sample(1, Duration::from_millis(7));
-        s.sent(1, 2, 8, at(500), true);
-        s.acked(2, at(520));
-        assert_eq!(s.slots[1].est.rtt_ns, Some(20_000.0));
-        // A late ack moves it up by a quarter of the difference only; a
-        // fast one brings it down at once.
-        s.sent(1, 3, 8, at(530), true);
-        s.acked(3, at(530 + 420));
-        assert_eq!(s.slots[1].est.rtt_ns, Some(120_000.0));
-        s.sent(1, 4, 8, at(1000), true);
-        s.acked(4, at(1020));
-        assert_eq!(s.slots[1].est.rtt_ns, Some(20_000.0));
-        // Bulk messages measure each slot's bandwidth once.
-        assert_eq!(s.pick(1 << 20, at(600)), 0);
-        s.sent(0, 5, 1 << 20, at(600), true);
-        assert!(s.probing());
-        // While slot 0's probe is out, the next bulk message times slot 1.
-        assert_eq!(s.pick(1 << 20, at(601)), 1);
-        // tcp: 1 MiB in 400 us rtt + 1048.576 us = 1000 MB/s.
-        s.acked(5, at(600 + 400 + 1049));
-        assert!(!s.probing());
-        let bw0 = s.slots[0].est.bytes_per_s.unwrap();
-        assert!((bw0 / 1e6 - 1000.0).abs() < 2.0, "{bw0}");
-        // udp: 1 MiB in 20 us rtt + 20 971 us = 50 MB/s.
-        s.sent(1, 6, 1 << 20, at(3000), true);
-        s.acked(6, at(3000 + 20 + 20_972));
-        // Crossing: 190 us = s (1/50e6 - 1/1000e6) → s = 10 000 B.
-        let b = s.bands();
-        assert_eq!((b[0].slot, b[1].slot), (1, 0));
-        assert!((9_900..=10_100).contains(&b[0].upto), "{b:?}");
-        assert_eq!(s.pick(100, at(30_000)), 1);
-        assert_eq!(s.pick(1 << 20, at(30_000)), 0);
-        // A message sent behind others is not timed (queueing would count).
-        s.sent(0, 7, 1 << 20, at(30_000), false);
-        assert!(!s.probing());
-        // tcp slows down tenfold: its bandwidth follows (EWMA), and the
-        // crossing moves up.
-        for i in 0..20u64 {
-            let t = 40_000 + i * 20_000;
-            s.sent(0, 10 + i, 1 << 20, at(t), true);
-            s.acked(10 + i, at(t + 400 + 10_486));
-        }
-        let bw0 = s.slots[0].est.bytes_per_s.unwrap();
-        assert!(bw0 < 110e6, "{bw0}");
-        assert!(s.bands()[0].upto > 15_000, "{:?}", s.bands());
-        // Counters: every message sent is counted on its slot.
-        assert_eq!((s.slots[0].msgs, s.slots[1].msgs), (23, 4));
-    }
-
-    #[test]
-    fn a_stale_bandwidth_is_probed_again() {
-        let t0 = Instant::now();
-        let mut s = Selector::new(&[(1, "tcp"), (2, "udp")], None);
-        s.rtt_sample(0, Duration::from_micros(100));
-        s.rtt_sample(1, Duration::from_micros(10));
-        s.sent(0, 1, 1 << 20, t0, true);
-        s.acked(1, t0 + Duration::from_millis(2));
-        s.sent(1, 2, 1 << 20, t0, true);
-        s.acked(2, t0 + Duration::from_millis(40));
-        // tcp carries bulk, which refreshes its own estimate.
-        s.sent(0, 3, 1 << 20, t0 + Duration::from_millis(100), true);
-        s.acked(3, t0 + Duration::from_millis(102));
-        // udp is slow for bulk: tcp gets it ...
-        assert_eq!(s.pick(1 << 20, t0 + Duration::from_millis(50)), 0);
-        // ... until udp's sample is REPROBE_EVERY old: one bulk message of
-        // at most REPROBE_MAX goes there, then tcp again.
-        let later = t0 + REPROBE_EVERY + Duration::from_millis(50);
-        assert_eq!(s.pick(REPROBE_MAX + 1, later), 0, "too large to re-probe");
-        assert_eq!(s.pick(REPROBE_MAX, later), 1);
-        assert_eq!(s.pick(REPROBE_MAX, later), 0);
-    }
-
-    #[test]
-    fn forced_estimates_parse_and_bad_ones_are_refused() {
-        let f = parse_forced("udp=5/50, encrypt+tcp=200/2000").unwrap();
-        assert_eq!(forced_for(&f, "udp"), Some(est(5.0, 50.0)));
-        assert_eq!(forced_for(&f, "encrypt+udp"), Some(est(5.0, 50.0)));
-        assert_eq!(forced_for(&f, "encrypt+tcp"), Some(est(200.0, 2000.0)));
-        assert_eq!(forced_for(&f, "tcp"), None);
-        for bad in [
-            "udp",
-            "udp=5",
-            "udp=x/50",
-            "udp=5/0",
-            "udp=-1/5",
-            "udp=5/inf",
-        ] {
-            assert!(parse_forced(bad).is_err(), "{bad}");
-        }
-        // Forced estimates are not measured over.
-        let mut s = Selector::new(
-            &[(1, "tcp"), (2, "udp")],
-            Some(&[est(200.0, 2000.0), est(5.0, 50.0)]),
-        );
-        s.rtt_sample(0, Duration::from_micros(1));
-        s.sent(0, 1, 1 << 20, Instant::now(), true);
-        assert!(!s.probing());
-        assert_eq!(s.bands()[0].upto, 10_000);
-    }
-}
+#[path = "measured_tests.rs"]
+mod tests;

@@ -23,8 +23,9 @@ pub(super) enum PairSelect {
 
 impl Context {
     /// The route a message of `len` bytes on measured `route` takes to
-    /// `rank`, and the selector's slot for it (`None`: the route is fixed
-    /// for this pair).
+    /// `rank`, and the selector's slot for it with whether to send it as a
+    /// probe (`None`: the route is fixed for this pair). `alone`: nothing
+    /// else of the pair is unacknowledged.
     #[inline]
     pub(super) fn pick_route(
         &self,
@@ -33,7 +34,8 @@ impl Context {
         route: usize,
         len: usize,
         now: Instant,
-    ) -> Result<(usize, Option<usize>)> {
+        alone: bool,
+    ) -> Result<(usize, Option<(usize, bool)>)> {
         if g.selectors.len() <= route || g.selectors[route].is_none() {
             let built = self.build_selector(rank, route)?;
             if g.selectors.len() <= route {
@@ -43,8 +45,8 @@ impl Context {
         }
         match &mut g.selectors[route] {
             Some(PairSelect::Measured(sel)) => {
-                let k = sel.pick(len, now);
-                Ok((sel.slots[k].route, Some(k)))
+                let (k, probe) = sel.pick(len, now, alone);
+                Ok((sel.slots[k].route, Some((k, probe))))
             }
             _ => Ok((route, None)),
         }
@@ -111,8 +113,18 @@ impl Context {
 }
 
 impl SendSide {
-    /// The peer acknowledged up to `acked` at `now`: bandwidth probes
-    /// that it covers are timed.
+    /// A link was replaced: the probes in flight are not timed (their
+    /// acks would count the failover).
+    pub(super) fn selectors_forget_probes(&mut self) {
+        for sel in self.selectors.iter_mut().flatten() {
+            if let PairSelect::Measured(sel) = sel {
+                sel.forget_probes();
+            }
+        }
+    }
+
+    /// The peer acknowledged up to `acked` at `now`: the probes it covers
+    /// are timed.
     pub(super) fn selectors_acked(&mut self, acked: u64, now: Instant) -> bool {
         let mut still = false;
         for sel in self.selectors.iter_mut().flatten() {
@@ -126,7 +138,8 @@ impl SendSide {
         still
     }
 
-    /// Slot `k` of measured `route` carried message `seq`.
+    /// Slot `k` of measured `route` carried message `seq` (`probe`: its
+    /// header asked for an ack at once). Whether a probe waits.
     pub(super) fn selector_sent(
         &mut self,
         route: usize,
@@ -134,11 +147,11 @@ impl SendSide {
         seq: u64,
         len: usize,
         now: Instant,
-        alone: bool,
+        probe: bool,
     ) -> bool {
         match self.selectors.get_mut(route) {
             Some(Some(PairSelect::Measured(sel))) => {
-                sel.sent(k, seq, len, now, alone);
+                sel.sent(k, seq, len, now, probe);
                 sel.probing()
             }
             _ => false,
