@@ -19,16 +19,17 @@ fn class_name(p: *const c_char) -> Result<String, c_int> {
     Ok(hex(unsafe { CStr::from_ptr(p) }.to_bytes()))
 }
 
+/// This task and the class name every mailbox call starts with.
+fn task_and_class(name: *const c_char) -> Result<(&'static crate::task::Task, String), c_int> {
+    Ok((task()?, class_name(name)?))
+}
+
 /// Stores the message in buffer `bufid` under `name`; returns its index.
 #[no_mangle]
 pub unsafe extern "C" fn pvm_putinfo(name: *mut c_char, bufid: c_int, flags: c_int) -> c_int {
     guard(|| {
-        let t = match task() {
-            Ok(t) => t,
-            Err(e) => return e,
-        };
-        let name = match class_name(name) {
-            Ok(n) => n,
+        let (t, name) = match task_and_class(name) {
+            Ok(x) => x,
             Err(e) => return e,
         };
         let data = match bufs().as_ref().expect("init").map.get(&bufid) {
@@ -46,12 +47,8 @@ pub unsafe extern "C" fn pvm_putinfo(name: *mut c_char, bufid: c_int, flags: c_i
 #[no_mangle]
 pub unsafe extern "C" fn pvm_recvinfo(name: *mut c_char, index: c_int, flags: c_int) -> c_int {
     guard(|| {
-        let t = match task() {
-            Ok(t) => t,
-            Err(e) => return e,
-        };
-        let name = match class_name(name) {
-            Ok(n) => n,
+        let (t, name) = match task_and_class(name) {
+            Ok(x) => x,
             Err(e) => return e,
         };
         let reply = match t.coord.request(&format!("RECVINFO {name} {index} {flags}")) {
@@ -195,12 +192,8 @@ fn int_body(v: c_int) -> Vec<u8> {
 #[no_mangle]
 pub unsafe extern "C" fn pvm_insert(name: *mut c_char, index: c_int, data: c_int) -> c_int {
     guard(|| {
-        let t = match task() {
-            Ok(t) => t,
-            Err(e) => return e,
-        };
-        let name = match class_name(name) {
-            Ok(n) => n,
+        let (t, name) = match task_and_class(name) {
+            Ok(x) => x,
             Err(e) => return e,
         };
         // -1: the first free index; otherwise exactly this one.
@@ -232,12 +225,8 @@ const MBOX_FIRST_AVAIL: c_int = 8;
 #[no_mangle]
 pub unsafe extern "C" fn pvm_lookup(name: *mut c_char, index: c_int, data: *mut c_int) -> c_int {
     guard(|| {
-        let t = match task() {
-            Ok(t) => t,
-            Err(e) => return e,
-        };
-        let name = match class_name(name) {
-            Ok(n) => n,
+        let (t, name) = match task_and_class(name) {
+            Ok(x) => x,
             Err(e) => return e,
         };
         let (from, flags) = match index {
