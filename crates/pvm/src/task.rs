@@ -502,26 +502,11 @@ impl Task {
         mctx: i32,
         timeout: Option<Duration>,
     ) -> Option<Buffer> {
-        let mut got = self.take(tid, tag, mctx);
-        if let Some(b) = &got {
-            self.link_back(b.src);
-            return got;
-        }
-        let _driving = Driving::new();
-        let mut look = || {
+        let mut got = None;
+        self.wait_for(timeout, || {
             got = self.take(tid, tag, mctx);
             got.is_some()
-        };
-        match timeout {
-            None => self.ctx.wait(look),
-            Some(d) if d.is_zero() => {
-                self.ctx.progress();
-                look();
-            }
-            Some(d) => {
-                self.ctx.wait_timeout(d, look);
-            }
-        }
+        });
         if let Some(b) = &got {
             self.link_back(b.src);
         }
