@@ -11,6 +11,9 @@
 #        bench/select.sh --wan [REPS]  the same between two sites of a
 #            gw-testbed whose WAN has SELECT_WAN_DELAY ms one-way delay
 #            (default 2) and SELECT_WAN_LOSS % loss (default 1); needs root
+#        SELECT_MAX_ITERS caps the round trips and streamed messages per
+#            figure (default 2000; with --wan 200, which keeps a run of
+#            5 rounds near 20 minutes instead of 1.5 hours)
 # Env:   CARGO_TARGET_DIR (default target)
 set -eu
 cd "$(dirname "$0")/.."
@@ -19,6 +22,7 @@ case $T in /*) ;; *) T=$(pwd)/$T ;; esac
 WAN=0
 if [ "${1:-}" = --wan ]; then WAN=1; shift; fi
 REPS=${1:-5}
+if [ "$WAN" = 1 ]; then MAXIT=${SELECT_MAX_ITERS:-200}; else MAXIT=${SELECT_MAX_ITERS:-2000}; fi
 cargo build -q --release -p gridwire-capi -p gridwire-launch
 OUT=$(mktemp -d /var/tmp/gw-select-XXXXXX)
 chmod 755 "$OUT"
@@ -41,10 +45,10 @@ if [ "$WAN" = 1 ]; then
     echo "between two sites of gw-testbed: WAN one-way delay $DELAY ms, loss $LOSS %"
     "$TB" exec --id "$GW_TESTBED_ID" login env "PATH=$GW_TESTBED_BIN:/usr/bin:/bin" \
         timeout 3000 "$T/release/gwrun" -f "$GW_TESTBED_MACHINES" -n 2 --map-by host \
-        --timeout 2900 --stats "$OUT/pp" "$REPS" >"$OUT/runs" 2>"$OUT/stats"
+        --timeout 2900 --stats "$OUT/pp" "$REPS" "$MAXIT" >"$OUT/runs" 2>"$OUT/stats"
 else
     echo "between two emulated hosts of this machine (loopback)"
-    "$T/release/gwrun" --timeout 1200 --stats -n 2 --emulate-hosts 2 "$OUT/pp" "$REPS" \
+    "$T/release/gwrun" --timeout 1200 --stats -n 2 --emulate-hosts 2 "$OUT/pp" "$REPS" "$MAXIT" \
         >"$OUT/runs" 2>"$OUT/stats"
 fi
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
