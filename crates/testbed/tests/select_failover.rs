@@ -18,6 +18,13 @@
 //!   messages.
 //! - Measured for real (no forced estimates), cut with a reset: whatever
 //!   the probes chose, nothing is lost, duplicated or reordered.
+//! - Forced estimates and only small messages (`small`): the whole stream
+//!   rides udp and the tcp link carries nothing of it when it is cut
+//!   silently. The receiver's acks must still reach the sender (they go
+//!   back on the receiver's default link, tcp, and are lost there), or the
+//!   sender's retransmit ring would fill and the stream stop (it did,
+//!   before the receiver watched its own acks): the receiver fails its
+//!   default link over and the stream ends intact, all on udp.
 //!
 //! Needs root: skipped by the project's rule otherwise (a failure under CI=true).
 
@@ -180,5 +187,31 @@ fn a_tcp_cut_under_measured_selection_loses_nothing() {
         &plan,
     );
     assert_intact(&o, "measured, TcpReset");
+
+    let plan = CutPlan {
+        host: "s0h0",
+        peer: "s1h0",
+        how: Cut::TcpDrop,
+    };
+    let o = run_and_cut(
+        &tb,
+        &gwrun,
+        2,
+        &["GW_SELECT=measured", forced, "GW_LINK_TIMEOUT=2"],
+        &[&stream, &cut_at, "small"],
+        &plan,
+    );
+    let what = "forced estimates, small messages only, TcpDrop";
+    assert_intact(&o, what);
+    let all = o.all();
+    assert!(
+        all.contains("our acks unacknowledged") && all.contains("failing over"),
+        "{what}: the receiver noticed that its acks were lost and failed over:\n{all}"
+    );
+    let udp = chosen(&all, "encrypt+udp");
+    assert!(
+        udp.is_some_and(|n| n >= 100_000),
+        "{what}: the whole stream went on udp ({udp:?} messages):\n{all}"
+    );
     drop(tb);
 }

@@ -708,6 +708,21 @@ impl Context {
                             break;
                         }
                     }
+                } else if g.sender.unacked_len() == 0
+                    && s.ack_sent.load(Ordering::Relaxed) > 0
+                    && g.links[0].link.as_ref().is_some_and(|l| l.stalled(timeout))
+                {
+                    // We only receive from this peer and ack on our default
+                    // link, and its transport has had our acks unacknowledged
+                    // for the timeout: the way back is cut. The peer, whose
+                    // data comes by another link (a measured route's udp),
+                    // sees its own links healthy and cannot tell; only we
+                    // can. Replace the link: the peer follows (`peer_moved`).
+                    let why = format!(
+                        "our acks unacknowledged for {} s (GW_LINK_TIMEOUT)",
+                        timeout.as_secs()
+                    );
+                    let _ = self.replace_link(rank, s, &mut g, 0, Some(why));
                 }
             }
             let delivered = s.delivered.load(Ordering::Relaxed);
