@@ -139,23 +139,24 @@ fn a_tcp_cut_under_measured_selection_loses_nothing() {
     let cut_at = (20_000 + (std::process::id() * 7919) % 60_000).to_string();
     eprintln!("cutting at message {cut_at}");
     let forced = "GW_SELECT_ESTIMATES=udp=5/50,tcp=200/2000";
-
-    for (how, timeout) in [
-        (Cut::TcpReset, "GW_LINK_TIMEOUT=3"),
-        (Cut::TcpDrop, "GW_LINK_TIMEOUT=2"),
-    ] {
+    // Every case: 2 ranks, one per site, the cut in s0h0 towards s1h0.
+    let cut_run = |how: Cut, env: &[&str], args: &[&str]| {
         let plan = CutPlan {
             host: "s0h0",
             peer: "s1h0",
             how,
         };
-        let o = run_and_cut(
-            &tb,
-            &gwrun,
-            2,
+        run_and_cut(&tb, &gwrun, 2, env, args, &plan)
+    };
+
+    for (how, timeout) in [
+        (Cut::TcpReset, "GW_LINK_TIMEOUT=3"),
+        (Cut::TcpDrop, "GW_LINK_TIMEOUT=2"),
+    ] {
+        let o = cut_run(
+            how,
             &["GW_SELECT=measured", forced, timeout],
             &[&stream, &cut_at],
-            &plan,
         );
         let what = format!("forced estimates, {how:?}");
         assert_intact(&o, &what);
@@ -173,33 +174,17 @@ fn a_tcp_cut_under_measured_selection_loses_nothing() {
         );
     }
 
-    let plan = CutPlan {
-        host: "s0h0",
-        peer: "s1h0",
-        how: Cut::TcpReset,
-    };
-    let o = run_and_cut(
-        &tb,
-        &gwrun,
-        2,
+    let o = cut_run(
+        Cut::TcpReset,
         &["GW_SELECT=measured", "GW_LINK_TIMEOUT=3"],
         &[&stream, &cut_at],
-        &plan,
     );
     assert_intact(&o, "measured, TcpReset");
 
-    let plan = CutPlan {
-        host: "s0h0",
-        peer: "s1h0",
-        how: Cut::TcpDrop,
-    };
-    let o = run_and_cut(
-        &tb,
-        &gwrun,
-        2,
+    let o = cut_run(
+        Cut::TcpDrop,
         &["GW_SELECT=measured", forced, "GW_LINK_TIMEOUT=2"],
         &[&stream, &cut_at, "small"],
-        &plan,
     );
     let what = "forced estimates, small messages only, TcpDrop";
     assert_intact(&o, what);
