@@ -22,8 +22,8 @@ use std::time::Duration;
 
 /// The handler id PVM messages use on every task's context.
 pub const PVM_HANDLER: u32 = 0x5056;
-/// tag, message context, encoding, wait id (`i32`s in the sender's order:
-/// every task of a virtual machine runs this library).
+/// tag, message context, encoding, wait id (`i32`s, little-endian, so that
+/// hosts of either byte order read them alike).
 const MSG_HEADER: usize = 16;
 /// The source task id of messages "from the daemon" (notifies), as in PVM.
 pub const PVMD_TID: i32 = i32::MIN;
@@ -259,7 +259,10 @@ fn enroll() -> Result<Task, String> {
         let Some(h) = req.payload.as_slice().get(..MSG_HEADER) else {
             return;
         };
-        let word = |i: usize| i32::from_ne_bytes(h[i * 4..i * 4 + 4].try_into().unwrap());
+        // Little-endian on the wire whatever the hosts' order (the body's
+        // encoding is said by `encoding`; the header must read the same on
+        // every host of a mixed virtual machine).
+        let word = |i: usize| i32::from_le_bytes(h[i * 4..i * 4 + 4].try_into().unwrap());
         let (tag, mctx, encoding, wid) = (word(0), word(1), word(2), word(3));
         let (data, start) = match req.payload {
             // Small messages: only the body is copied out of the ring.
@@ -419,7 +422,7 @@ impl Task {
         }
         let mut hdr = [0u8; MSG_HEADER];
         for (i, w) in [tag, mctx, b.encoding, b.wid].iter().enumerate() {
-            hdr[i * 4..i * 4 + 4].copy_from_slice(&w.to_ne_bytes());
+            hdr[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
         }
         if tid == self.tid {
             let mut got = Buffer::received(flatten(b), self.tid, tag, mctx, b.encoding);
