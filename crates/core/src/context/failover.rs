@@ -335,32 +335,33 @@ impl Context {
         // A probe only where the link is open: a connect sends the ring
         // without the flag (its ack would come lazily and time nothing).
         let mut probe = slot.is_some_and(|(_, p)| p) && g.links[route].link.is_some();
-        let res = match g.links[route].link.clone() {
+        // The link is borrowed from the guard, not cloned: an `Arc` clone
+        // and its drop are two locked instructions per message.
+        let sent = g.links[route].link.as_deref().map(|link| {
+            let ack = s.delivered.load(Ordering::Relaxed);
+            // At once: a probe (timed by its ack) and the last piece of
+            // a lent send (its lender waits for the ack).
+            let now_flag = if probe || lend == Some(true) {
+                ACK_NOW
+            } else {
+                0
+            };
+            let hdr = reliable::header(seq | side_flag(route) | now_flag, ack);
+            send_frame(link, &hdr, iov).map(|()| ack)
+        });
+        let res = match sent {
             // First message on this route, or a replacement that failed
             // earlier and left the ring to the next send: connect (this
             // also sends this message).
             None => self.replace_link(rank, s, &mut g, route, None),
-            Some(link) => {
-                let ack = s.delivered.load(Ordering::Relaxed);
-                // At once: a probe (timed by its ack) and the last piece of
-                // a lent send (its lender waits for the ack).
-                let now_flag = if probe || lend == Some(true) {
-                    ACK_NOW
-                } else {
-                    0
-                };
-                let hdr = reliable::header(seq | side_flag(route) | now_flag, ack);
-                match send_frame(&*link, &hdr, iov) {
-                    Ok(()) => {
-                        s.ack_sent.store(ack, Ordering::Relaxed);
-                        Ok(())
-                    }
-                    Err(e) => {
-                        // Resent on the replacement without the flag.
-                        probe = false;
-                        self.replace_link(rank, s, &mut g, route, Some(e.to_string()))
-                    }
-                }
+            Some(Ok(ack)) => {
+                s.ack_sent.store(ack, Ordering::Relaxed);
+                Ok(())
+            }
+            Some(Err(e)) => {
+                // Resent on the replacement without the flag.
+                probe = false;
+                self.replace_link(rank, s, &mut g, route, Some(e.to_string()))
             }
         };
         if res.is_ok() {
