@@ -426,14 +426,15 @@ pub(super) fn put_or_get(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) ->
     // A target inside MPI applies a small request in less time than the
     // system call takes (a shared-memory round trip against
     // `process_vm_writev`'s page walk and pinning; `GW_MPI_RMA_PUT_CHOICE`).
-    // In an active-target epoch (fence, start) it will be: the epoch ends
-    // only when the target calls MPI too (its fence or its wait), and the
-    // origin waits for that anyway. In a lock epoch only while it polls
-    // (its stamp, one load). Both paths are correct at any time.
+    // In a fence epoch it will be: the epoch ends only when the target
+    // fences too, and the origin's fence waits for it anyway (not so a
+    // start epoch: `MPI_Win_complete` need not wait for the target). Else
+    // only while it polls (its stamp, one load). Both paths are correct
+    // at any time.
     if len <= w.single_copy.request_max && w.single_copy.locks.get(rank).is_some_and(|&l| l != 0) {
         let lock = w.single_copy.locks[rank];
         // SAFETY: a lock word of this window's lock segment, mapped while it exists.
-        if !w.access.passive(rank as u32) || unsafe { super::polling::polls(lock) } {
+        if w.access.fence_only(rank as u32) || unsafe { super::polling::polls(lock) } {
             return false;
         }
     }
