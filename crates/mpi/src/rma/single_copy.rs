@@ -431,6 +431,12 @@ pub(super) fn put_or_get(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) ->
     // start epoch: `MPI_Win_complete` need not wait for the target). Else
     // only while it polls (its stamp, one load). Both paths are correct
     // at any time.
+    // While a request to it is unanswered (an earlier choice, a derived
+    // type), this one follows it on the same ordered link: the target then
+    // sees this origin's operations in program order, as before.
+    if w.outstanding[rank].load(Ordering::Acquire) != 0 {
+        return false;
+    }
     if len <= w.single_copy.request_max && w.single_copy.locks.get(rank).is_some_and(|&l| l != 0) {
         let lock = w.single_copy.locks[rank];
         // SAFETY: a lock word of this window's lock segment, mapped while it exists.
