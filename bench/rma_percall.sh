@@ -8,7 +8,10 @@
 # mostly preemptions. Not a test: prints a Markdown table.
 #
 #   bench/rma_percall.sh        Env: RUNS (default 3), FLAVOURS (default
-#                               "allocate create dynamic"), CARGO_TARGET_DIR.
+#                               "allocate create dynamic"), CARGO_TARGET_DIR,
+#                               GW_BASE_LIBDIR (also run gridwire with the
+#                               libmpi.so there, e.g. main's, as a "before"
+#                               column of the same run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 T=${CARGO_TARGET_DIR:-target}
@@ -20,11 +23,16 @@ mkdir -p "$W"
 CARGO_TARGET_DIR=$T cargo build -q --release -p gridwire-capi -p gridwire-launch >&2 || exit 1
 GW_MPI_LIBDIR=$T/release scripts/gwcc -O2 -o "$W/pc_gw" bench/mpi/rma_percall.c || exit 1
 configs=gw
+if [ -n "${GW_BASE_LIBDIR:-}" ]; then
+  GW_MPI_LIBDIR=$GW_BASE_LIBDIR scripts/gwcc -O2 -o "$W/pc_gwbase" bench/mpi/rma_percall.c || exit 1
+  configs="$configs gwbase"
+fi
 command -v mpicc.mpich >/dev/null && mpicc.mpich -O2 -o "$W/pc_mpich" bench/mpi/rma_percall.c && configs="$configs mpich"
 command -v mpicc.openmpi >/dev/null && mpicc.openmpi -O2 -o "$W/pc_ompi" bench/mpi/rma_percall.c && configs="$configs ompi"
 run() {
   case $1 in
     gw) "$T/release/gwrun" -n 2 --timeout 300 "$W/pc_gw" $FLAVOURS ;;
+    gwbase) "$T/release/gwrun" -n 2 --timeout 300 "$W/pc_gwbase" $FLAVOURS ;;
     mpich) mpiexec.mpich -n 2 "$W/pc_mpich" $FLAVOURS ;;
     ompi) mpirun.openmpi --allow-run-as-root --oversubscribe -n 2 "$W/pc_ompi" $FLAVOURS ;;
   esac
@@ -48,13 +56,21 @@ echo
 echo "Command: \`bench/rma_percall.sh\` (RUNS=$RUNS); load average before: $load, at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 echo "Per call in ns (bandwidth rows: MB/s); \"best\" = fastest of 300 batches, \"median\" = median batch; each the median over $RUNS interleaved runs."
 echo
-echo "| operation | window | gw best | MPICH best | Open MPI best | gw/MPICH | gw/Open MPI | gw median | MPICH median | Open MPI median |"
-echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+base_head=; base_rule=
+if [ -n "${GW_BASE_LIBDIR:-}" ]; then
+  echo "\"gw before\": the same program and launcher with the library in \`$GW_BASE_LIBDIR\`, in the same interleaved runs."
+  echo
+  base_head=" gw before best | gw/before |"; base_rule=" ---: | ---: |"
+fi
+echo "| operation | window | gw best | MPICH best | Open MPI best | gw/MPICH | gw/Open MPI |$base_head gw median | MPICH median | Open MPI median |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | ---: |$base_rule ---: | ---: | ---: |"
 for f in $FLAVOURS; do
-  for op in put8 get8 acc8 fop8 putbw4k; do
+  for op in put8 get8 acc8 fop8 putbw4k acc32k putfence8 getfence8; do
     k=$op-$f
     g=$(med gw "$k" 3); m=$(med mpich "$k" 3); o=$(med ompi "$k" 3)
     gm=$(med gw "$k" 4); mm=$(med mpich "$k" 4); om=$(med ompi "$k" 4)
-    echo "| $op | $f | $g | $m | $o | $(ratio "$g" "$m") | $(ratio "$g" "$o") | $gm | $mm | $om |"
+    base=
+    if [ -n "${GW_BASE_LIBDIR:-}" ]; then b=$(med gwbase "$k" 3); base=" $b | $(ratio "$g" "$b") |"; fi
+    echo "| $op | $f | $g | $m | $o | $(ratio "$g" "$m") | $(ratio "$g" "$o") |$base $gm | $mm | $om |"
   done
 done

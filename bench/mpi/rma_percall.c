@@ -1,7 +1,9 @@
 /* The per-call cost of one-sided operations, robust to a loaded machine:
  * rank 0 opens one lock epoch to rank 1 and times BATCHES batches of OPS
  * calls each (put + flush, get + flush, accumulate + flush, fetch-and-op +
- * flush at 8 bytes; 64 puts of 4 KiB + flush), and prints the fastest
+ * flush at 8 bytes; 64 puts of 4 KiB + flush; an accumulate of 4096
+ * doubles + flush), and the same for a put or get of 8 bytes between two
+ * fences (both ranks fence), and prints the fastest
  * batch and the median batch per call, for each window flavour given
  * (allocate, create, dynamic). The fastest batch is the cost of the call
  * path when the scheduler left the process alone; osu_rma.c's averages
@@ -15,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { BATCHES = 300, OPS = 200, BW_SIZE = 4096, BW_WINDOW = 64, MEM = 1 << 20 };
+enum { BATCHES = 300, OPS = 200, BW_SIZE = 4096, BW_WINDOW = 64, MEM = 1 << 20, ACC_BIG = 4096 };
 
 static int rank;
 static MPI_Win win;
@@ -38,15 +40,41 @@ static void one(int what) {
     case 4:
         for (int w = 0; w < BW_WINDOW; w++) MPI_Put(obuf, BW_SIZE, MPI_CHAR, 1, tbase, BW_SIZE, MPI_CHAR, win);
         break;
+    case 5:
+        MPI_Accumulate(obuf, ACC_BIG, MPI_DOUBLE, 1, tbase, ACC_BIG, MPI_DOUBLE, MPI_SUM, win);
+        break;
     }
     MPI_Win_flush(1, win);
 }
 
+/* Between fences: rank 0 puts (6) or gets (7), both ranks fence. */
+static void one_fence(int what) {
+    if (rank == 0) {
+        if (what == 6) MPI_Put(obuf, 8, MPI_CHAR, 1, tbase, 8, MPI_CHAR, win);
+        else MPI_Get(rbuf, 8, MPI_CHAR, 1, tbase, 8, MPI_CHAR, win);
+    }
+    MPI_Win_fence(0, win);
+}
+
 static void bench(const char *name, const char *flavour, int what) {
     static double t[BATCHES];
-    int ops = what == 4 ? OPS / 10 : OPS;
+    int ops = what == 4 || what == 5 ? OPS / 10 : OPS;
     MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 0) {
+    if (what >= 6) {
+        MPI_Win_fence(0, win);
+        for (int i = 0; i < ops; i++) one_fence(what); /* warm-up */
+        for (int b = 0; b < BATCHES; b++) {
+            double t0 = MPI_Wtime();
+            for (int i = 0; i < ops; i++) one_fence(what);
+            t[b] = (MPI_Wtime() - t0) / ops;
+        }
+        MPI_Win_fence(MPI_MODE_NOSUCCEED, win);
+        if (rank == 0) {
+            qsort(t, BATCHES, sizeof t[0], cmp);
+            printf("%s-%s %.1f %.1f\n", name, flavour, t[0] * 1e9, t[BATCHES / 2] * 1e9);
+            fflush(stdout);
+        }
+    } else if (rank == 0) {
         MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
         for (int i = 0; i < ops; i++) one(what); /* warm-up */
         for (int b = 0; b < BATCHES; b++) {
@@ -87,6 +115,9 @@ static void run(const char *flavour) {
     bench("acc8", flavour, 2);
     bench("fop8", flavour, 3);
     bench("putbw4k", flavour, 4);
+    bench("acc32k", flavour, 5);
+    bench("putfence8", flavour, 6);
+    bench("getfence8", flavour, 7);
     if (!strcmp(flavour, "dynamic")) MPI_Win_detach(win, mem);
     MPI_Win_free(&win);
     if (strcmp(flavour, "allocate")) free(mem);
@@ -95,8 +126,8 @@ static void run(const char *flavour) {
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    obuf = calloc(BW_SIZE, 1);
-    rbuf = calloc(BW_SIZE, 1);
+    obuf = calloc(ACC_BIG, sizeof(double));
+    rbuf = calloc(ACC_BIG, sizeof(double));
     const char *all[] = {"allocate", "create", "dynamic"};
     if (argc > 1)
         for (int i = 1; i < argc; i++) run(argv[i]);

@@ -462,6 +462,34 @@ fn rma_single_copy() {
     }
 }
 
+/// Dynamic windows whose attached regions change between epochs: origins
+/// see every attach and detach (a put to detached memory is refused and
+/// changes nothing, one to newly attached memory lands), by single copies
+/// on one host, across two hosts, and with requests only (see
+/// tests/mpi/rma_dyn_regions.c).
+#[test]
+fn rma_dyn_regions() {
+    let Some((_g, exe)) = serial_compiled("rma_dyn_regions", &[]) else {
+        return;
+    };
+    let cases: &[(&str, u32, u32)] = &[
+        // (GW_MPI_RMA_DIRECT, ranks, hosts)
+        ("1", 2, 1),
+        ("1", 3, 1),
+        ("1", 4, 2),
+        ("0", 2, 1),
+    ];
+    for &(direct, n, hosts) in cases {
+        must_pass(
+            &exe,
+            "rma_dyn_regions",
+            n,
+            hosts,
+            &[("GW_MPI_RMA_DIRECT", direct)],
+        );
+    }
+}
+
 /// Puts and gets by single copies are deferred to the next synchronization
 /// and issued together; every synchronization completes them, request-based
 /// ones complete at their request, and mixed operations keep program order

@@ -132,6 +132,19 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
                when a window is created.",
     },
     ParamDecl {
+        name: "MPI_RMA_PUT_CHOICE",
+        default: "4096",
+        kind: Kind::UInt {
+            min: 0,
+            max: 1 << 30,
+        },
+        help: "Puts and gets of up to this many bytes to a member of this host on a window from \
+               MPI_Win_create or a dynamic one go as requests while the target polls inside an \
+               MPI call (it says so in the window's lock segment), which it applies sooner than \
+               a system call copies; otherwise, and when larger, single copies by the origin. 0 \
+               = always single copies. Read when a window is created.",
+    },
+    ParamDecl {
         name: "MPI_RMA_PROGRESS",
         default: "thread",
         kind: Kind::Choice(&["thread", "none"]),

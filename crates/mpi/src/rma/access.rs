@@ -107,6 +107,14 @@ impl Access {
     pub(crate) fn passive(&self, rank: u32) -> bool {
         self.rank_bits(rank) & (LOCKED | LOCK_ALL) != 0
     }
+
+    /// Whether `rank` is reached in a fence epoch only (no lock epoch to
+    /// it, not in a start group): the epoch ends with a fence of every
+    /// member, the target's included.
+    #[inline(always)]
+    pub(crate) fn fence_only(&self, rank: u32) -> bool {
+        self.rank_bits(rank) == FENCE
+    }
 }
 
 /// The bits every rank shares in `e`: fence, lock-all.

@@ -111,6 +111,46 @@ unsafe fn copy(src: *const u8, dst: *mut u8, n: usize) {
     }
 }
 
+/// The operations and types [`super::acc_kernels`] has no loop for
+/// (logical operations, complex numbers, `long double`, pairs, ...): the
+/// origin's operand and the target's values go through stack chunks of
+/// whole elements for [`Op::apply`] (either may lie in window memory
+/// another process writes: copied, never borrowed). Out of line: its
+/// 4 KiB of stack are not the common path's to pay for.
+///
+/// # Safety
+/// As [`super::acc_kernels::apply`]; `dt` predefined, `op` not `MPI_NO_OP`,
+/// the target's accumulate lock held.
+#[inline(never)]
+unsafe fn accumulate_chunked(
+    dt: &Datatype,
+    op: &Op,
+    n: usize,
+    data: *const u8,
+    at: *mut u8,
+    result: *mut u8,
+) {
+    let per_chunk = ACC_CHUNK / dt.size * dt.size;
+    let (mut operand, mut cur) = ([0u8; ACC_CHUNK], [0u8; ACC_CHUNK]);
+    let mut done = 0;
+    while done < n {
+        let len = per_chunk.min(n - done);
+        // SAFETY: `done + len <= n`: within the origin, result and target
+        // ranges (the caller's contract); `operand` and `cur` are ours.
+        unsafe {
+            copy(data.add(done), operand.as_mut_ptr(), len);
+            copy(at.add(done), cur.as_mut_ptr(), len);
+            if !result.is_null() {
+                copy(cur.as_ptr(), result.add(done), len);
+            }
+        }
+        op.apply(dt, len / dt.size, &operand[..len], &mut cur[..len]);
+        // SAFETY: as for the read above.
+        unsafe { copy(cur.as_ptr(), at.add(done), len) };
+        done += len;
+    }
+}
+
 impl Win {
     /// The address of `n` bytes at displacement `disp` of window rank
     /// `rank`'s memory, and its record, if this process may reach them by
@@ -218,36 +258,20 @@ impl Win {
         if t.acc_lock == 0 {
             return false;
         }
-        // The origin's operand and the target's values go through stack
-        // chunks of whole elements (either may lie in window memory another
-        // process writes: copied, never borrowed).
-        let per_chunk = ACC_CHUNK / dt.size * dt.size;
-        let (mut operand, mut cur) = ([0u8; ACC_CHUNK], [0u8; ACC_CHUNK]);
         {
             // SAFETY: the lock word of a segment this window maps, which
             // stays mapped while the window exists.
             let _held = unsafe { AccLock::take(t.acc_lock) };
-            let mut done = 0;
-            while done < n {
-                let len = per_chunk.min(n - done);
-                // SAFETY: `done + len <= n`: within the origin, result and
-                // target ranges (the caller's contract; the target's is
-                // checked); `operand` and `cur` are ours.
-                unsafe {
-                    if !no_op {
-                        copy(data.add(done), operand.as_mut_ptr(), len);
-                    }
-                    copy((at + done) as *const u8, cur.as_mut_ptr(), len);
-                    if !result.is_null() {
-                        copy(cur.as_ptr(), result.add(done), len);
-                    }
-                }
-                if !no_op {
-                    op.apply(dt, len / dt.size, &operand[..len], &mut cur[..len]);
-                    // SAFETY: as for the read above.
-                    unsafe { copy(cur.as_ptr(), (at + done) as *mut u8, len) };
-                }
-                done += len;
+            let at = at as *mut u8;
+            // SAFETY (all three): `n` bytes at the origin, result and target
+            // (the caller's contract; the target's range is checked).
+            if no_op {
+                unsafe { copy(at, result, n) };
+            } else if !dt
+                .basic
+                .is_some_and(|b| unsafe { super::acc_kernels::apply(op, b, n, data, at, result) })
+            {
+                unsafe { accumulate_chunked(dt, op, n, data, at, result) };
             }
         }
         fence(Ordering::Release);

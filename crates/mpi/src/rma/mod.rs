@@ -29,6 +29,7 @@
 //! or the attached regions of a dynamic one. Answers are matched to the
 //! operation id *and* the rank it was sent to.
 
+mod acc_kernels;
 mod access;
 mod batch;
 mod direct;

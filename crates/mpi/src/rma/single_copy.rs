@@ -22,8 +22,13 @@
 //! Dynamic windows: the origin must only write inside regions attached at
 //! the target, which it cannot see. So every member keeps its attached
 //! regions in a small table ([`AttachTable`]) whose address it gave the
-//! others at creation; an origin reads a target's table (one
-//! `process_vm_readv`) at its first operation of each epoch, and once more
+//! others at creation, and counts its changes in a generation word beside
+//! its lock word in the window's lock segment ([`GEN_OFFSET`], odd while
+//! the table is rewritten). An origin reads a target's table (one
+//! `process_vm_readv`) only when that generation differs from the one it
+//! read the table at: one load per operation, where it used to read the
+//! table again at the first operation of every epoch (a system call per
+//! fence). Without a lock segment it still does that, and reads once more
 //! when an address is not in what it read. An access outside every region
 //! goes to the target as a request, which refuses it with
 //! `MPI_ERR_RMA_RANGE` as before. A program that detaches a region while
@@ -42,6 +47,40 @@ pub(crate) const TABLE_REGIONS: usize = 32;
 
 /// Words of an [`AttachTable`]: the count, then (address, length) pairs.
 const TABLE_WORDS: usize = 1 + 2 * TABLE_REGIONS;
+
+/// Bytes from a member's accumulate lock word (in the window's lock
+/// segment) to the generation of its [`AttachTable`]: bumped to odd before
+/// the owner rewrites the table and to even after, so an origin knows
+/// without a system call whether the table it read still holds.
+pub(crate) const GEN_OFFSET: usize = 16;
+
+/// The generation word of the member whose lock word is at `lock`.
+///
+/// # Safety
+/// `lock` is a lock word of a window's lock segment, mapped for `'a`.
+unsafe fn generation<'a>(lock: usize) -> &'a AtomicU64 {
+    // SAFETY: the caller's contract; the line starts at `lock` (64-byte
+    // aligned), so the word is 8-aligned and inside it. Shared with other
+    // processes: every access is atomic.
+    unsafe { AtomicU64::from_ptr((lock + GEN_OFFSET) as *mut u64) }
+}
+
+/// Rewrites `table` with `regions` under the generation word of the
+/// owner's lock word `own_lock` (0 = no lock segment: no generation).
+pub(crate) fn publish_regions(table: &AttachTable, own_lock: usize, regions: &[(usize, usize)]) {
+    if own_lock == 0 {
+        return table.publish(regions);
+    }
+    // SAFETY: the window's own lock word, mapped while the window exists.
+    let gen = unsafe { generation(own_lock) };
+    // A seqlock's writer (the owner alone writes its generation, under
+    // the window's `attached` mutex): odd, the table, then even.
+    let g = gen.load(Ordering::Relaxed);
+    gen.store(g | 1, Ordering::Relaxed);
+    std::sync::atomic::fence(Ordering::Release);
+    table.publish(regions);
+    gen.store((g | 1).wrapping_add(1), Ordering::Release);
+}
 
 /// [`AttachTable`]'s count when the regions do not fit.
 const TABLE_OVERFLOW: u64 = u64::MAX;
@@ -77,7 +116,8 @@ impl AttachTable {
     }
 }
 
-/// Regions of one target as last read, and the epoch they were read in.
+/// Regions of one target as last read, and the epoch (no lock segment) or
+/// the generation of its table (see [`GEN_OFFSET`]) they were read at.
 #[derive(Default)]
 struct Seen {
     serial: u64,
@@ -114,6 +154,9 @@ pub(crate) struct SingleCopy {
     pub(super) choose_by_polling: bool,
     /// Puts and gets wait for the next synchronization (`GW_MPI_RMA_DEFER`).
     pub(super) defer: bool,
+    /// Puts and gets up to this many bytes to a member polling inside MPI
+    /// go as requests (`GW_MPI_RMA_PUT_CHOICE`, 0 = never).
+    request_max: usize,
 }
 
 impl SingleCopy {
@@ -135,6 +178,11 @@ impl SingleCopy {
             batching: (0..n).map(|_| AtomicBool::new(true)).collect(),
             choose_by_polling: n > 0 && crate::params::flag("MPI_RMA_ACC_CHOICE"),
             defer: n > 0 && crate::params::flag("MPI_RMA_DEFER"),
+            request_max: if n > 0 {
+                crate::params::num("MPI_RMA_PUT_CHOICE") as usize
+            } else {
+                0
+            },
         }
     }
 
@@ -159,6 +207,12 @@ impl SingleCopy {
                     .is_some_and(|c| c.load(Ordering::Relaxed) != 0))
     }
 
+    /// Whether origins choose by the members' polling stamps
+    /// ([`super::polling`]): then the members must write them.
+    pub(crate) fn wants_stamps(&self) -> bool {
+        self.choose_by_polling || self.request_max > 0
+    }
+
     /// [`SingleCopy::sync_work`] for any rank.
     pub(crate) fn sync_work_any(&self) -> bool {
         self.defer && (0..self.held.len()).any(|r| self.sync_work(r))
@@ -173,11 +227,12 @@ impl SingleCopy {
     }
 }
 
-/// Where `[addr, addr + len)` of dynamic window rank `rank` may be copied,
-/// from its table as read in this epoch (read again once on a miss).
+/// Where `[addr, addr + len)` of dynamic window rank `rank` may be copied:
+/// from its table as last read, read again when its generation changed
+/// (or, without a lock segment, once per epoch and once on a miss).
 fn dynamic_ok(w: &Win, rank: usize, pid: u32, addr: u64, len: u64) -> Option<bool> {
     let sc = &w.single_copy;
-    let serial = w.access.serial();
+    let lock = sc.locks.get(rank).copied().unwrap_or(0);
     let mut seen = sc.seen[rank].lock().unwrap_or_else(|e| e.into_inner());
     let inside = |s: &Seen| {
         let end = addr.checked_add(len)?;
@@ -188,9 +243,42 @@ fn dynamic_ok(w: &Win, rank: usize, pid: u32, addr: u64, len: u64) -> Option<boo
                 .any(|&(b, n)| addr >= b && end <= b.saturating_add(n)),
         )
     };
-    if seen.read && seen.serial == serial && inside(&seen)? {
-        return Some(true);
+    if lock == 0 {
+        let serial = w.access.serial();
+        if seen.read && seen.serial == serial && inside(&seen)? {
+            return Some(true);
+        }
+        read_table(sc, rank, pid, &mut seen)?;
+        seen.serial = serial;
+        seen.read = true;
+        return inside(&seen);
     }
+    // SAFETY: a lock word of this window's lock segment, mapped while it exists.
+    let gen = unsafe { generation(lock) };
+    let before = gen.load(Ordering::Acquire);
+    if seen.read && seen.serial == before {
+        // The table is as read: a miss is a miss (the target refuses it).
+        return inside(&seen);
+    }
+    if before & 1 == 1 {
+        // Being rewritten right now: this one goes to the target.
+        return Some(false);
+    }
+    read_table(sc, rank, pid, &mut seen)?;
+    std::sync::atomic::fence(Ordering::Acquire);
+    let after = gen.load(Ordering::Relaxed);
+    // A table rewritten while it was read may be torn: not kept.
+    seen.read = after == before;
+    seen.serial = before;
+    if !seen.read {
+        return Some(false);
+    }
+    inside(&seen)
+}
+
+/// Reads the [`AttachTable`] of window rank `rank` (one system call) into
+/// `seen`'s regions (none when it overflowed). None: the kernel refused.
+fn read_table(sc: &SingleCopy, rank: usize, pid: u32, seen: &mut Seen) -> Option<()> {
     let mut words = [0u64; TABLE_WORDS];
     // SAFETY: `words` is ours and writable for its whole size; the kernel
     // checks the remote range in the target.
@@ -206,17 +294,15 @@ fn dynamic_ok(w: &Win, rank: usize, pid: u32, addr: u64, len: u64) -> Option<boo
         return None;
     }
     let count = words[0];
-    seen.serial = serial;
-    seen.read = true;
     seen.regions.clear();
     if count == TABLE_OVERFLOW || count > TABLE_REGIONS as u64 {
         // The target's word: anything else than a count sends requests.
-        return Some(false);
+        return Some(());
     }
     for i in 0..count as usize {
         seen.regions.push((words[1 + 2 * i], words[2 + 2 * i]));
     }
-    inside(&seen)
+    Some(())
 }
 
 /// The process id and remote address of a contiguous access `t` of `len`
@@ -337,6 +423,27 @@ pub(super) fn accumulate(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) ->
 pub(super) fn put_or_get(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) -> bool {
     let rank = t.rank as usize;
     let len = t.count * t.dt.size;
+    // A target inside MPI applies a small request in less time than the
+    // system call takes (a shared-memory round trip against
+    // `process_vm_writev`'s page walk and pinning; `GW_MPI_RMA_PUT_CHOICE`).
+    // In a fence epoch it will be: the epoch ends only when the target
+    // fences too, and the origin's fence waits for it anyway (not so a
+    // start epoch: `MPI_Win_complete` need not wait for the target). Else
+    // only while it polls (its stamp, one load). Both paths are correct
+    // at any time.
+    // While a request to it is unanswered (an earlier choice, a derived
+    // type), this one follows it on the same ordered link: the target then
+    // sees this origin's operations in program order, as before.
+    if w.outstanding[rank].load(Ordering::Acquire) != 0 {
+        return false;
+    }
+    if len <= w.single_copy.request_max && w.single_copy.locks.get(rank).is_some_and(|&l| l != 0) {
+        let lock = w.single_copy.locks[rank];
+        // SAFETY: a lock word of this window's lock segment, mapped while it exists.
+        if w.access.fence_only(rank as u32) || unsafe { super::polling::polls(lock) } {
+            return false;
+        }
+    }
     let Some((pid, remote)) = remote_of(w, t, len) else {
         return false;
     };

@@ -480,7 +480,7 @@ impl Mpi {
     /// process's waits say in it when it polls, so that origins of the host
     /// choose how to send accumulates (`super::polling`).
     fn stamp_polling(&self, w: &Win) {
-        if w.own_acc_lock != 0 && w.single_copy.choose_by_polling {
+        if w.own_acc_lock != 0 && w.single_copy.wants_stamps() {
             super::polling::STAMPS.add(w.own_acc_lock);
         }
     }
@@ -512,7 +512,7 @@ impl Mpi {
         }
         a.push((base, size));
         if let Some(t) = &w.attach_table {
-            t.publish(&a);
+            super::single_copy::publish_regions(t, w.own_acc_lock, &a);
         }
         Ok(())
     }
@@ -530,7 +530,7 @@ impl Mpi {
             Some(i) => {
                 a.remove(i);
                 if let Some(t) = &w.attach_table {
-                    t.publish(&a);
+                    super::single_copy::publish_regions(t, w.own_acc_lock, &a);
                 }
                 Ok(())
             }
