@@ -91,7 +91,7 @@ impl Mpi {
         src.pack_into(&mut acc);
         let mut tmp = self.scratch_take(acc.len());
         let seg = segment_len(acc.len(), dt.size);
-        let res = if seg < acc.len() && std::env::var_os("GW_HIER3_WHOLE").is_none() {
+        let res = if seg < acc.len() {
             self.pipelined_reduce(comm, plan, root, dt, count, op, &mut acc, &mut tmp, seg)
         } else {
             self.host_reduce(comm, plan, &lv.host, dt, count, op, &mut acc, &mut tmp)
@@ -123,7 +123,7 @@ impl Mpi {
         let mut acc = self.scratch_take(src.bytes());
         src.pack_into(&mut acc);
         let mut tmp = self.scratch_take(acc.len());
-        if let Some(seg) = allreduce_segment(acc.len(), dt.size).filter(|_| std::env::var_os("GW_HIER3_WHOLE").is_none()) {
+        if let Some(seg) = allreduce_segment(acc.len(), dt.size) {
             let res = self.pipelined_allreduce(comm, plan, dt, count, op, &mut acc, &mut tmp, seg);
             if res.is_ok() {
                 recv.unpack(&acc);

@@ -20,14 +20,18 @@
 //! spread each result piece down the site as soon as all sites' copies of
 //! it are in, and the host level takes the whole result once at the end.
 //!
-//! Why not the host level piece by piece too: a member's piece k + 1 may
-//! go into its slot of the shared segment only once its representative has
-//! combined piece k, so the member waited in the segment's spin-and-sleep
-//! loop once per piece — a loop that runs no MPI progress and, with 8-16
-//! ranks on 2 cores, took the cores from the ranks doing the work. With
-//! that, the equality test `coll_hier` took 6 s instead of 1.4 on emulated
-//! hosts and timed out on the testbed. One pass over the segment per call
-//! costs what the unpiped reduction costs there.
+//! Why the host level is not cut: it is one pass over the host's shared
+//! segment, where there is no link to keep busy, and cutting it costs a
+//! round of wake-ups per piece, with each member waiting (in the segment's
+//! spin-and-sleep loop, which runs no MPI progress) for its representative
+//! to take piece k before it may write piece k + 1. A first version cut it
+//! and was taken out after the equality test `coll_hier` ran 4x slower with
+//! it (6 s against 1.4) and timed out on the testbed. On the code of
+//! 2026-11-27 17:00 the slowdown on emulated hosts did not come back (the
+//! test took 2.7-4.3 s with that version, 3.0-5.7 s whole-vector, 4.0-4.4 s
+//! with this one, interleaved at load 6-15: docs/benchmarks.md,
+//! "Hierarchical collectives, part 4"), so its cause is not known; this
+//! version avoids the per-piece waits in any case.
 
 use super::tree::index_of;
 use super::Plan;
@@ -139,29 +143,23 @@ impl Mpi {
                 }
             }
         }
-        let piece_host = std::env::var_os("GW_HIER3_PIECE_HOST").is_some();
-        if !piece_host {
-            if let Err(e) = self.host_reduce(comm, plan, &lv.host, dt, count, op, acc, tmp) {
-                self.drain(Vec::new(), recvs);
-                return Err(e);
-            }
+        // The host level once, on the whole vector (see the module's comment).
+        if let Err(e) = self.host_reduce(comm, plan, &lv.host, dt, count, op, acc, tmp) {
+            self.drain(Vec::new(), recvs);
+            return Err(e);
         }
         let mut sends = Vec::new();
         for r in &parts {
             let n = elems(r);
             let (a, t) = (&mut acc[r.clone()], &mut tmp[r.clone()]);
-            let step = (if piece_host {
-                self.host_reduce(comm, plan, &lv.host, dt, n, op, a, t)
-            } else {
-                Ok(())
-            })
-            .and_then(|_| self.list_reduce(comm, &lv.site, dt, n, op, a, t))
-                .and_then(|_| match wan_at {
-                    // SAFETY: this piece of `acc` is not written again
-                    // (the next pieces are others) before the wait below.
-                    Some(i) if i > 0 => unsafe { self.c_isend(comm, a, lv.wan[0]) },
-                    _ => Ok(None),
-                });
+            let step =
+                self.list_reduce(comm, &lv.site, dt, n, op, a, t)
+                    .and_then(|_| match wan_at {
+                        // SAFETY: this piece of `acc` is not written again
+                        // (the next pieces are others) before the wait below.
+                        Some(i) if i > 0 => unsafe { self.c_isend(comm, a, lv.wan[0]) },
+                        _ => Ok(None),
+                    });
             match step {
                 Ok(q) => sends.extend(q),
                 Err(e) => {
@@ -182,9 +180,8 @@ impl Mpi {
 
     /// Allreduce of `acc` among all members piece by piece (pieces of `seg`
     /// bytes, more than one): up within hosts and sites, all-to-all among the
-    /// site representatives, back down, each piece as soon as it can go.
-    /// The host level goes by messages here, not through the shared
-    /// segment's result slot, which holds one result at a time.
+    /// site representatives, back down the site, each piece as soon as it
+    /// can go; the host level once on the whole vector, both ways.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn pipelined_allreduce(
         &self,
@@ -217,20 +214,13 @@ impl Mpi {
                 r.into_iter().flatten().collect(),
             );
         };
-        let piece_host = std::env::var_os("GW_HIER3_PIECE_HOST").is_some();
-        if !piece_host {
-            self.host_reduce(comm, plan, &lv.host, dt, count, op, acc, tmp)?;
-        }
+        // The host level once, on the whole vector (see the module's comment).
+        self.host_reduce(comm, plan, &lv.host, dt, count, op, acc, tmp)?;
         // Up: reduce each piece within the site, then start its exchange.
         for r in &parts {
             let n = elems(r);
             let (a, t) = (&mut acc[r.clone()], &mut tmp[r.clone()]);
-            let up = (if piece_host {
-                self.host_reduce(comm, plan, &lv.host, dt, n, op, a, t)
-            } else {
-                Ok(())
-            })
-            .and_then(|_| self.list_reduce(comm, &lv.site, dt, n, op, a, t));
+            let up = self.list_reduce(comm, &lv.site, dt, n, op, a, t);
             if let Err(e) = up {
                 give_up(sends, recvs);
                 return Err(e);
@@ -297,21 +287,13 @@ impl Mpi {
                 acc[r.clone()].copy_from_slice(&res);
             }
             let a = &mut acc[r.clone()];
-            let down = self.list_bcast(comm, &lv.site, a).and_then(|_| {
-                if piece_host {
-                    self.list_bcast(comm, &lv.host, a)
-                } else {
-                    Ok(())
-                }
-            });
-            if let Err(e) = down {
+            if let Err(e) = self.list_bcast(comm, &lv.site, a) {
                 give_up(sends.collect(), recvs.collect());
                 return Err(e);
             }
         }
-        if piece_host {
-            return Ok(());
-        }
+        // The host level once: the whole result, through the shared segment
+        // where the host level of the way up used it.
         self.host_bcast_result(comm, plan, &lv.host, op, acc)
     }
 }

@@ -101,9 +101,7 @@ fn wait_for(a: &AtomicU64, want: u64) {
             std::thread::yield_now();
         } else {
             std::thread::sleep(nap);
-            if std::env::var_os("GW_HIER3_OLDWAIT").is_none() {
-                nap = (nap * 2).min(std::time::Duration::from_millis(1));
-            }
+            nap = (nap * 2).min(std::time::Duration::from_millis(1));
         }
     }
 }
