@@ -39,6 +39,10 @@
 # rate its small messages showed: a lone 64 KiB message between two sites
 # 10 ms apart took 27-44 ms under BBR against 11-23 ms under reno or cubic
 # (docs/benchmarks.md, run 7). COLLH_CC=system leaves the machine's default.
+# COLLH_TCP_TUNING=1 also tunes the hosts' TCP for the WAN (gw-testbed up
+# --tcp-tuning: no slow start after idle, initcwnd/initrwnd 64 on the route
+# to other sites), for every implementation alike: what an administrator of
+# real WAN hosts may do, not what a stock host does (default 0: stock).
 # The one-way WAN delay is measured by ping in the same run. Goal column:
 # 1.3 x one-way delay + gw-site (one wide-area latency on the critical path);
 # "met" says whether gw-hier is within it (the goal covers Bcast, Reduce,
@@ -61,6 +65,8 @@ PLACEMENTS=${COLLH_PLACEMENTS:-site rr}
 PEERS=${COLLH_PEERS:-1}               # 0: gridwire only (no MPICH, Open MPI)
 ZERO=${COLLH_ZERO:-1}                 # 0: no zero-delay yardstick
 CC=${COLLH_CC:-reno}                  # hosts' TCP congestion control; system: leave it
+TUNING=()                             # COLLH_TCP_TUNING=1: gw-testbed up --tcp-tuning
+[ "${COLLH_TCP_TUNING:-0}" = 1 ] && TUNING=(--tcp-tuning)
 GW_ENV=${COLLH_GW_ENV-GW_SPIN_US=0}
 TIMEOUT=${COLLH_TIMEOUT:-400}
 N=$((SITES * 4))
@@ -96,7 +102,7 @@ command -v mpicc.openmpi >/dev/null && command -v mpirun.openmpi >/dev/null &&
 
 ID="ch$$"
 ID=${ID:0:12}
-env=$(GW_LINKEMU=$REL/gw-linkemu "$TB" up --id "$ID" --sites "$SITES" --hosts 2 --wan-delay "$DELAY" --shared-fs 2>"$OUT/up.err") || {
+env=$(GW_LINKEMU=$REL/gw-linkemu "$TB" up --id "$ID" --sites "$SITES" --hosts 2 --wan-delay "$DELAY" "${TUNING[@]}" --shared-fs 2>"$OUT/up.err") || {
     echo "bench/coll-hier.sh: gw-testbed up failed: $(tail -3 "$OUT/up.err")" >&2; exit 1; }
 eval "$env"
 # COLLH_ENV: more VAR=VALUE words for every job (e.g. GW_TCP_CONGESTION=cubic);
@@ -186,7 +192,7 @@ if [ "$ZERO" = 1 ]; then
     ID=""
     ID0="${ID0:-c0$$}"
     ID0=${ID0:0:12}
-    env0=$(GW_LINKEMU=$REL/gw-linkemu "$TB" up --id "$ID0" --sites "$SITES" --hosts 2 --wan-delay 0 --shared-fs 2>"$OUT/up0.err") || {
+    env0=$(GW_LINKEMU=$REL/gw-linkemu "$TB" up --id "$ID0" --sites "$SITES" --hosts 2 --wan-delay 0 "${TUNING[@]}" --shared-fs 2>"$OUT/up0.err") || {
         echo "bench/coll-hier.sh: gw-testbed up (no delay) failed: $(tail -3 "$OUT/up0.err")" >&2; exit 1; }
     eval "$env0"
     set_cc "$ID0"
@@ -209,7 +215,7 @@ python3 bench/plot-coll-hier.py "$OUT/runs.txt" "${oneway:-0}" "$OUT/coll-hier.s
 # One table per placement. The in-site figure for root = last rank is the
 # 4-rank job's rank 3.
 {
-    echo "One-way WAN delay (ping): ${oneway:-n/a} ms; $SITES sites x 2 hosts x 2 ranks; $ITERS calls per figure; µs."
+    echo "One-way WAN delay (ping): ${oneway:-n/a} ms; $SITES sites x 2 hosts x 2 ranks; $ITERS calls per figure; µs; hosts' TCP: $CC${TUNING:+, tuned (--tcp-tuning)}."
     for p in $PLACEMENTS; do
         echo
         echo "Placement \`$p\`:"

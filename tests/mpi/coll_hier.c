@@ -317,6 +317,19 @@ static void do_bcast(MPI_Comm c, int root) { int x[2] = {root, 5}; T(MPI_Bcast(x
 static void do_reduce(MPI_Comm c, int root) { int x = 1, y = 0; T(MPI_Reduce(&x, &y, 1, MPI_INT, MPI_SUM, root, c)); }
 static void do_barrier(MPI_Comm c, int root) { (void)root; T(MPI_Barrier(c)); }
 static void do_allreduce(MPI_Comm c, int root) { (void)root; int x = 1, y = 0; T(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, c)); }
+/* 64 KiB: pipelined in 4 pieces of 16 KiB (docs/mpi.md, "Pieces"). */
+#define BIG (65536 / (int)sizeof(int))
+static void do_reduce_big(MPI_Comm c, int root) {
+    int *x = calloc(BIG, sizeof(int)), *y = malloc(BIG * sizeof(int));
+    T(MPI_Reduce(x, y, BIG, MPI_INT, MPI_SUM, root, c));
+    free(x); free(y);
+}
+static void do_allreduce_big(MPI_Comm c, int root) {
+    (void)root;
+    int *x = calloc(BIG, sizeof(int)), *y = malloc(BIG * sizeof(int));
+    T(MPI_Allreduce(x, y, BIG, MPI_INT, MPI_SUM, c));
+    free(x); free(y);
+}
 
 static void do_gather(MPI_Comm c, int root) { int x = 1, *y = malloc(wsize * sizeof(int)); T(MPI_Gather(&x, 1, MPI_INT, y, 1, MPI_INT, root, c)); free(y); }
 static void do_scatter(MPI_Comm c, int root) { int x = 1, *y = calloc(wsize, sizeof(int)); T(MPI_Scatter(y, 1, MPI_INT, &x, 1, MPI_INT, root, c)); free(y); }
@@ -348,6 +361,8 @@ static void wan_counts(void) {
     /* Warm up: every link the collectives use is connected before counting. */
     for (int k = 0; k < 2; k++) {
         for (int r = 0; r < wsize; r++) { do_bcast(flat, r); do_bcast(hier, r); do_reduce(hier, r); do_bcast(MPI_COMM_WORLD, r); }
+        do_reduce_big(hier, wsize - 1);
+        do_allreduce_big(hier, 0);
         do_barrier(hier, 0);
         do_barrier(flat, 0);
         do_allreduce(flat, 0);
@@ -379,6 +394,11 @@ static void wan_counts(void) {
     /* Small allreduce: the site leaders exchange their partials all-to-all. */
     int want_all = nsites * (nsites - 1);
     CHECK(hall == (unsigned long long)want_all, "hier allreduce: %llu wide-area messages, want %d", hall, want_all);
+    /* 64 KiB: the same hops, each carrying 4 pieces. */
+    unsigned long long hrb = count_wan(hier, flat, do_reduce_big, wsize - 1), hab = count_wan(hier, flat, do_allreduce_big, 0);
+    if (rank == 0) printf("wan messages, 64 KiB: reduce hier %llu, allreduce hier %llu\n", hrb, hab);
+    CHECK(hrb == (unsigned long long)(4 * (nsites - 1)), "hier reduce 64 KiB: %llu wide-area messages, want %d", hrb, 4 * (nsites - 1));
+    CHECK(hab == (unsigned long long)(4 * want_all), "hier allreduce 64 KiB: %llu wide-area messages, want %d", hab, 4 * want_all);
     /* Allgather: each site's blocks go once to each other site. */
     unsigned long long hag = count_wan(hier, flat, do_allgather, 0), fag = count_wan(flat, flat, do_allgather, 0);
     if (rank == 0) printf("wan messages: allgather hier %llu flat %llu\n", hag, fag);

@@ -79,7 +79,7 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
         name: "MPI_COLL_SEGMENT",
         default: "65536",
         kind: SIZE,
-        help: "Largest piece of a pipelined hierarchical Bcast: messages of \
+        help: "Largest piece of a pipelined hierarchical Bcast, Reduce or Allreduce: messages of \
                more than 8 KiB go level by level in 4 pieces of 8 KiB up to this many bytes. \
                Read at the first one.",
     },

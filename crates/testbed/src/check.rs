@@ -60,6 +60,7 @@ pub fn check() -> Result<()> {
         shared_fs: false,
         user: None,
         mask: Vec::new(),
+        tcp_tuning: false,
     };
     missing.extend(missing_tools(&all));
     for (tool, pkg) in [("ssh", "openssh-client"), ("ping", "iputils-ping")] {

@@ -72,6 +72,12 @@ enum Cmd {
         /// gridwire under /usr. Repeatable. /usr/local is always hidden.
         #[arg(long)]
         mask: Vec<String>,
+        /// Tune the compute hosts' TCP for the WAN as an administrator would:
+        /// net.ipv4.tcp_slow_start_after_idle=0 and initcwnd/initrwnd 64 on the
+        /// route to other sites. Off by default: stock hosts restart from a
+        /// 10-segment window after an idle retransmission timeout.
+        #[arg(long)]
+        tcp_tuning: bool,
         /// Instance id ([a-z0-9], at most 12); default: a fresh random one.
         #[arg(long)]
         id: Option<String>,
@@ -135,6 +141,7 @@ fn main() {
             shared_fs,
             user,
             mask,
+            tcp_tuning,
             id,
         } => (|| {
             let firewall = firewall
@@ -152,6 +159,7 @@ fn main() {
                 shared_fs,
                 user,
                 mask,
+                tcp_tuning,
             };
             up(id, opts)
         })(),

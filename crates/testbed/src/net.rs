@@ -32,6 +32,15 @@ fn add_netns(plan: &Plan, what: &str) -> Result<()> {
     sys::net_sysctl(&plan.netns_path(what), "net.ipv4.ip_forward", "1")
 }
 
+/// `--tcp-tuning`: the route to the other sites (and login) starts a
+/// connection with 64 segments in flight and advertises as much, instead of
+/// the stock 10, so a 64 KiB message crosses in one round trip; with
+/// `net.ipv4.tcp_slow_start_after_idle=0` (set beside it) a connection idle
+/// for longer than its retransmission timeout keeps its window. Both are the
+/// per-host tuning docs/benchmarks.md describes for WAN links; the LAN
+/// (the site's /24, a route of its own) is left as it is.
+const TUNED_ROUTE: &str = " initcwnd 64 initrwnd 64";
+
 fn tbf(netns: &str, dev: &str, mbit: f64) -> Result<()> {
     let bytes_per_s = mbit * 1e6 / 8.0;
     // 10 ms worth of the rate, at least ten full-size frames.
@@ -74,10 +83,14 @@ pub fn build(plan: &Plan, inits: &BTreeMap<String, i32>, linkemu: &str) -> Resul
             sys::ip_batch(
                 &host_ns,
                 &format!(
-                    "link set lo up\naddr add {}/24 dev eth0\nlink set eth0 up\nroute add 10.0.0.0/8 via 10.1.{site}.254\n",
-                    h.addr
+                    "link set lo up\naddr add {}/24 dev eth0\nlink set eth0 up\nroute add 10.0.0.0/8 via 10.1.{site}.254{}\n",
+                    h.addr,
+                    if o.tcp_tuning { TUNED_ROUTE } else { "" }
                 ),
             )?;
+            if o.tcp_tuning {
+                sys::net_sysctl(&host_ns, "net.ipv4.tcp_slow_start_after_idle", "0")?;
+            }
             if o.lan_rate_mbit > 0.0 {
                 tbf(&host_ns, "eth0", o.lan_rate_mbit)?;
                 tbf(&edge_path, &format!("p{}", h.index), o.lan_rate_mbit)?;

@@ -37,6 +37,9 @@ pub struct Options {
     pub user: Option<String>,
     /// More paths hidden on compute hosts (besides /usr/local and all of / outside the system).
     pub mask: Vec<String>,
+    /// Compute hosts' TCP tuned for the WAN as an administrator would tune
+    /// it (`--tcp-tuning`, see `net::tcp_tuning`); stock hosts are not.
+    pub tcp_tuning: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -200,7 +203,7 @@ impl Plan {
         let o = &self.opts;
         let fw: Vec<String> = o.firewall.iter().map(|s| s.to_string()).collect();
         format!(
-            "id={}\nsites={}\nhosts={}\nwan_delay_ms={}\nwan_loss_pct={}\nwan_rate_mbit={}\nlan_rate_mbit={}\nfirewall={}\nshared_fs={}\nuser={}\nmask={}\n",
+            "id={}\nsites={}\nhosts={}\nwan_delay_ms={}\nwan_loss_pct={}\nwan_rate_mbit={}\nlan_rate_mbit={}\nfirewall={}\nshared_fs={}\nuser={}\nmask={}\ntcp_tuning={}\n",
             self.id,
             o.sites,
             o.hosts,
@@ -211,7 +214,8 @@ impl Plan {
             fw.join(","),
             o.shared_fs,
             o.user.as_deref().unwrap_or(""),
-            o.mask.join(",")
+            o.mask.join(","),
+            o.tcp_tuning
         )
     }
 
@@ -261,6 +265,8 @@ impl Plan {
                         .collect()
                 })
                 .unwrap_or_default(),
+            // Instances made before the option have no line: untuned.
+            tcp_tuning: kv.get("tcp_tuning") == Some(&"true"),
         };
         Plan::new(get("id")?, opts)
     }
@@ -319,6 +325,7 @@ mod tests {
             shared_fs: false,
             user: Some("alice".into()),
             mask: vec!["/usr/bin/gwrun".into(), "/opt/x".into()],
+            tcp_tuning: true,
         }
     }
 

@@ -269,6 +269,7 @@ mod tests {
                 shared_fs: false,
                 user: None,
                 mask: Vec::new(),
+                tcp_tuning: false,
             },
         )
         .unwrap();

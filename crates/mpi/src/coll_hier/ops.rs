@@ -2,7 +2,7 @@
 //! The argument checks are the flat functions' (in `coll.rs`), which call
 //! these once they have chosen the hierarchical algorithm.
 
-use super::pipeline::segment_len;
+use super::pipeline::{allreduce_segment, segment_len};
 use super::Plan;
 use crate::error::Result;
 use crate::mem;
@@ -90,10 +90,14 @@ impl Mpi {
         let mut acc = self.scratch_take(src.bytes());
         src.pack_into(&mut acc);
         let mut tmp = self.scratch_take(acc.len());
-        let res = self
-            .host_reduce(comm, plan, &lv.host, dt, count, op, &mut acc, &mut tmp)
-            .and_then(|_| self.list_reduce(comm, &lv.site, dt, count, op, &mut acc, &mut tmp))
-            .and_then(|_| self.wan_reduce(comm, &lv.wan, dt, count, op, &mut acc));
+        let seg = segment_len(acc.len(), dt.size);
+        let res = if seg < acc.len() {
+            self.pipelined_reduce(comm, plan, root, dt, count, op, &mut acc, &mut tmp, seg)
+        } else {
+            self.host_reduce(comm, plan, &lv.host, dt, count, op, &mut acc, &mut tmp)
+                .and_then(|_| self.list_reduce(comm, &lv.site, dt, count, op, &mut acc, &mut tmp))
+                .and_then(|_| self.wan_reduce(comm, &lv.wan, dt, count, op, &mut acc))
+        };
         if res.is_ok() && comm.rank == root {
             recv.unpack(&acc);
         }
@@ -119,6 +123,15 @@ impl Mpi {
         let mut acc = self.scratch_take(src.bytes());
         src.pack_into(&mut acc);
         let mut tmp = self.scratch_take(acc.len());
+        if let Some(seg) = allreduce_segment(acc.len(), dt.size) {
+            let res = self.pipelined_allreduce(comm, plan, dt, count, op, &mut acc, &mut tmp, seg);
+            if res.is_ok() {
+                recv.unpack(&acc);
+            }
+            self.scratch_give(acc);
+            self.scratch_give(tmp);
+            return res;
+        }
         let res = self
             .host_reduce(comm, plan, &lv.host, dt, count, op, &mut acc, &mut tmp)
             .and_then(|_| self.list_reduce(comm, &lv.site, dt, count, op, &mut acc, &mut tmp))

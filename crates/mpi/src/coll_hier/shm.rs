@@ -87,15 +87,21 @@ impl HostSeg {
     }
 }
 
-/// Waits (yielding, then sleeping briefly) until `a` reaches `want`.
+/// Waits (yielding, then sleeping) until `a` reaches `want`. The naps grow
+/// from 50 µs to 1 ms: a long wait here is a member waiting for its
+/// representative, which is busy with other levels (the network), and
+/// several members waking every 50 µs for that long took a good part of
+/// the cores the representatives needed when ranks outnumber cores.
 fn wait_for(a: &AtomicU64, want: u64) {
     let mut spins = 0u32;
+    let mut nap = std::time::Duration::from_micros(50);
     while a.load(Ordering::Acquire) < want {
         spins += 1;
         if spins < 200 {
             std::thread::yield_now();
         } else {
-            std::thread::sleep(std::time::Duration::from_micros(50));
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(std::time::Duration::from_millis(1));
         }
     }
 }
