@@ -114,7 +114,8 @@ fn take_posted(q: &mut Queues, dead: u32, all_gone: bool, out: &mut Vec<(Arc<Req
                 .is_some_and(|&w| w == dead)
         };
         if waits_for_dead {
-            out.push((p.req.clone(), p.src));
+            // Under the matching lock (the caller's): a counted reference.
+            out.push((p.arc(), p.src));
         }
         !waits_for_dead
     });
