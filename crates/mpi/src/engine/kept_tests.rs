@@ -70,7 +70,7 @@ fn kept_receives_survive_arrivals_cancels_and_releases_from_many_threads() {
             // sender, one context) they must be received in this order.
             for i in 0..total {
                 e.handle_msg(1, &eager_wire((i % POSTERS) as i32, i as u32, i as u64));
-                if i % 7 == 0 {
+                if i.is_multiple_of(7) {
                     std::thread::yield_now();
                 }
             }
@@ -113,7 +113,7 @@ fn kept_receives_survive_arrivals_cancels_and_releases_from_many_threads() {
                         if r.done() {
                             fates[k] = Fate::Received;
                             statuses[k] = Some(e.finish(r));
-                        } else if next(&mut rng) % 16 == 0 {
+                        } else if next(&mut rng).is_multiple_of(16) {
                             fates[k] = Fate::Released;
                             e.release_recv(r);
                         } else {
