@@ -166,9 +166,12 @@ unsafe fn recv_impl(
         let bf = unsafe { peer_buf(b, count, dt, src) }?;
         let m = mpi()?;
         let cap = bf.bytes();
-        let r = m.irecv(&cm, bf, src, tag)?;
+        // SAFETY: `r` stays on this stack until the wait saw it done; an
+        // unwind before hands it to the engine (`KeptRecv`).
+        let r = unsafe { m.irecv_kept(&cm, bf, src, tag)? };
+        let r = gridwire_mpi::engine::KeptRecv::new(&m.engine, r);
         m.wait(&r);
-        let s = m.engine.finish(r);
+        let s = m.engine.finish(r.into_inner());
         // SAFETY: status output argument (or MPI_STATUS_IGNORE).
         unsafe { put_status(status, &s) };
         match gridwire_mpi::engine::status_error(&s, cap) {
@@ -204,7 +207,10 @@ unsafe fn irecv_impl(
         let cm = comm_ref(c)?;
         // SAFETY: the program keeps the buffer until the request completes (MPI rule).
         let bf = unsafe { peer_buf(b, count, dt, src) }?;
-        let r = mpi()?.irecv(&cm, bf, src, tag)?;
+        // SAFETY: the handle table keeps the request until a Wait or Test
+        // saw it done, or `MPI_Request_free` hands it to the engine (the
+        // only ways a plain request leaves the table).
+        let r = unsafe { mpi()?.irecv_kept(&cm, bf, src, tag)? };
         // SAFETY: checked non-null output argument.
         unsafe { *req = new_req_handle(r, false) };
         Ok(())
@@ -847,12 +853,18 @@ mpi_fn!(fn MPI_Request_free / PMPI_Request_free(req: *mut MPI_Request) -> c_int 
             MPI_REQUEST_NULL => return Err(err(class::REQUEST, "cannot free MPI_REQUEST_NULL")),
             REQUEST_DONE_SEND => {}
             h if handles::is_eager_sent(h) => {}
-            // The operation goes on; the protocol keeps its own reference.
+            // The operation goes on; the protocol keeps its own reference
+            // (a pending receive's, which its queue entry only borrowed,
+            // is handed to the engine).
             _ => {
                 let o = REQS.remove(*h).ok_or_else(|| err(class::REQUEST, format!("invalid request handle {:#x}", *h)))?;
-                if let ReqObj::Generalized(g) = o {
-                    *h = MPI_REQUEST_NULL;
-                    return crate::grequest::release(&g);
+                match o {
+                    ReqObj::Generalized(g) => {
+                        *h = MPI_REQUEST_NULL;
+                        return crate::grequest::release(&g);
+                    }
+                    ReqObj::Plain(r) if !r.done() => mpi()?.engine.release_recv(r),
+                    _ => {}
                 }
             }
         }

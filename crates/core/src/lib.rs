@@ -37,8 +37,8 @@ pub mod sync;
 
 pub use context::{
     Context, JoinSpec, LentTicket, LinkStats, MembershipEvent, MembershipKind, MethodStats,
-    MulticastStartpoint, OwnedRequest, Payload, Placer, Request, RouteId, RouteSpec, Select,
-    TableSource, DEFAULT_ENDPOINT, MULTICAST_FANOUT, NO_TRAFFIC_KEY,
+    MulticastStartpoint, OwnedRequest, Payload, Placer, Request, RoundEnd, RouteId, RouteSpec,
+    Select, TableSource, DEFAULT_ENDPOINT, MULTICAST_FANOUT, NO_TRAFFIC_KEY,
 };
 pub use error::{Error, Result};
 pub use startpoint::Startpoint;

@@ -93,6 +93,35 @@ impl<T> TryLock<T> {
     }
 }
 
+impl<'a, T> TryLockGuard<'a, T> {
+    /// Keeps the lock held past this guard: no release store. Take it back
+    /// with [`TryLock::guard_of_kept`] (which is how it is ever released).
+    /// Why: a holder that keeps a lock across several calls (a handler
+    /// across the messages of one round of progress) without a locked
+    /// instruction per call.
+    pub fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl<T> TryLock<T> {
+    /// A guard for the lock that [`TryLockGuard::keep`] kept.
+    ///
+    /// # Safety
+    /// The lock is held by a kept guard whose holding the caller now takes
+    /// over (so no other guard exists), and the caller is synchronised
+    /// with the thread that kept it (the same thread, or through another
+    /// lock that both held in turn).
+    #[inline]
+    pub unsafe fn guard_of_kept(&self) -> TryLockGuard<'_, T> {
+        debug_assert!(self.locked.load(Ordering::Relaxed), "no kept guard");
+        TryLockGuard {
+            lock: self,
+            _borrow: PhantomData,
+        }
+    }
+}
+
 impl<T: Default> Default for TryLock<T> {
     fn default() -> Self {
         TryLock::new(T::default())

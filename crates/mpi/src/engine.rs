@@ -37,17 +37,25 @@
 //!
 //! Locks: one try-lock over the matching state. It is never held across a
 //! send (a send can drive progress, which runs handlers that take it).
+//! Within one round of progress the `H_MSG` handler keeps it from one
+//! eager message to the next (`handlers.rs`, `hold_for_round`); every other
+//! entry from progress (handlers, placers, the round-end hook) releases it
+//! first.
 
 mod cancel;
 mod handlers;
 #[cfg(test)]
 mod hostile_tests;
+mod kept;
+#[cfg(test)]
+mod kept_tests;
 mod lent;
 mod matching;
 mod peer_failure;
 mod placed;
 mod waiting;
 
+pub use kept::KeptRecv;
 pub use matching::Unexpected;
 use matching::{held_cost, Posted, Queues, Slot, State, DEFAULT_HELD_LIMIT};
 pub use peer_failure::failure_message;
@@ -108,6 +116,12 @@ pub const MAX_PEER_QUEUES: usize = 1024;
 /// reported instead of being held forever.
 pub const MAX_EARLY: u32 = 4096;
 
+/// Eager messages up to this size are copied into a matched receive while
+/// the matching lock is held (see `handlers.rs`): no reference count for
+/// the copy, and other threads wait at most a short copy for the lock.
+/// Larger ones are copied after releasing it.
+const DELIVER_LOCKED_MAX: usize = 4096;
+
 // The envelope: `engine/envelope.rs`.
 mod envelope;
 pub use envelope::Env;
@@ -137,6 +151,13 @@ pub struct Engine {
     /// non-blocking steps (never across a send), and taking it twice per
     /// message (post, arrival) is on every message's path.
     st: TryLock<State>,
+    /// Whether a handler kept `st` locked for the rest of the current round
+    /// of progress (`handlers.rs`: the eager messages of a drained batch
+    /// take the lock once, not once each). Read and written by handlers
+    /// only, which run one thread at a time under the runtime's progress
+    /// lock (that lock orders the rounds of different threads); released
+    /// by the round-end hook or by any other handler or placer first.
+    round_held: AtomicBool,
     /// Spare requests: a try-lock, apart from `st`, so taking and giving
     /// back a request costs one compare-exchange, not a mutex round trip.
     pool: TryLock<Vec<Arc<Req>>>,
@@ -262,6 +283,7 @@ impl Engine {
         let e = Arc::new(Engine {
             ctx,
             st: TryLock::new(State::default()),
+            round_held: AtomicBool::new(false),
             pool: TryLock::new(Vec::new()),
             ready_len: AtomicUsize::new(0),
             lent_len: AtomicUsize::new(0),
@@ -293,7 +315,12 @@ impl Engine {
                     // unregistering waits for running ones, before the
                     // engine's memory is freed: while a handler can run, `at`
                     // is a live `Engine`.
-                    f(unsafe { &*(at as *const Engine) }, c, r)
+                    let e = unsafe { &*(at as *const Engine) };
+                    if id != H_MSG {
+                        // Only `H_MSG` keeps the matching lock across a round.
+                        e.end_round();
+                    }
+                    f(e, c, r)
                 })
                 .expect("handler ids are below the limit");
         };
@@ -306,6 +333,14 @@ impl Engine {
         // Same lifetime argument as the handlers' (unregistered with H_DATA).
         e.ctx
             .register_placer(H_DATA, Arc::new(placed::DataPlacer { at }))
+            .expect("not inside a handler");
+        // Same lifetime argument (unregistered with H_MSG).
+        e.ctx
+            .register_round_end(
+                H_MSG,
+                // SAFETY: as for the handlers above.
+                Arc::new(move |_| unsafe { &*(at as *const Engine) }.end_round()),
+            )
             .expect("not inside a handler");
         e
     }
@@ -848,6 +883,24 @@ impl Engine {
         tag: i32,
         buf: Buf,
     ) -> Result<Arc<Req>> {
+        // SAFETY: not kept (`false`): the queue holds its own reference.
+        unsafe { self.recv_as(ctx, group, src, tag, buf, false) }
+    }
+
+    /// [`Engine::recv`] and [`Engine::recv_kept`].
+    ///
+    /// # Safety
+    /// With `kept`, the contract of [`Engine::recv_kept`].
+    #[inline(always)]
+    unsafe fn recv_as(
+        &self,
+        ctx: u64,
+        group: &Arc<Group>,
+        src: i32,
+        tag: i32,
+        buf: Buf,
+        kept: bool,
+    ) -> Result<Arc<Req>> {
         if !buf.writable() {
             return Err(read_only());
         }
@@ -883,11 +936,11 @@ impl Engine {
                 drop(st);
                 peer_failure::fail_request(&req, src);
             }
-            None => q.posted.push_back(Posted {
-                src,
-                tag,
-                req: req.clone(),
-            }),
+            None if kept => {
+                // SAFETY: the caller's contract (`recv_kept`).
+                q.posted.push_back(unsafe { Posted::kept(src, tag, &req) })
+            }
+            None => q.posted.push_back(Posted::owned(src, tag, req.clone())),
         }
         Ok(req)
     }
@@ -992,7 +1045,9 @@ impl Engine {
         let ctx = req.d.lock().ctx;
         let mut st = self.lock();
         let q = st.queues(ctx);
-        if let Some(i) = q.posted.iter().position(|p| Arc::ptr_eq(&p.req, req)) {
+        if let Some(i) = q.posted.iter().position(|p| p.is(req)) {
+            // A kept entry borrows the caller's `req`; an owned one's count
+            // is not the last (the caller holds `req`).
             q.posted.remove(i);
             drop(st);
             {

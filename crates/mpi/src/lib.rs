@@ -473,12 +473,36 @@ impl Mpi {
         self.engine.recv(comm.key(), &comm.peers, src, tag, buf)
     }
 
+    /// [`Mpi::irecv`] whose pending request the matching queue borrows
+    /// instead of counting a reference (see [`engine::Engine::recv_kept`]).
+    ///
+    /// # Safety
+    /// The caller keeps a reference to the returned request until it is
+    /// done, or hands one to [`engine::Engine::release_recv`].
+    #[inline]
+    pub unsafe fn irecv_kept(&self, comm: &Comm, buf: Buf, src: i32, tag: i32) -> Result<Arc<Req>> {
+        self.check_buf(&buf, "receive buffer")?;
+        Self::check_peer(comm, src, true)?;
+        Self::check_tag(tag, true)?;
+        if src == PROC_NULL {
+            return Ok(Req::new_done(Status::proc_null()));
+        }
+        // SAFETY: forwarded contract.
+        unsafe {
+            self.engine
+                .recv_kept(comm.key(), &comm.peers, src, tag, buf)
+        }
+    }
+
     /// Blocking receive.
     pub fn recv(&self, comm: &Comm, buf: Buf, src: i32, tag: i32) -> Result<Status> {
         let cap = buf.bytes();
-        let r = self.irecv(comm, buf, src, tag)?;
+        // SAFETY: `r` lives on this stack until the wait below saw it done;
+        // should anything unwind before, `Kept` hands it to the engine.
+        let r = unsafe { self.irecv_kept(comm, buf, src, tag)? };
+        let r = engine::KeptRecv::new(&self.engine, r);
         self.wait(&r);
-        let s = self.engine.finish(r);
+        let s = self.engine.finish(r.into_inner());
         match engine::status_error(&s, cap) {
             Some(e) => Err(e),
             None => Ok(s),

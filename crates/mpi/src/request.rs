@@ -250,7 +250,9 @@ impl Buf {
 
     /// Writes packed `data` (at most `bytes()` long) into the buffer; a
     /// read-only buffer is left alone (receives into one are refused before).
-    #[inline]
+    /// Always inlined: on every eager receive's path (`deliver`), where the
+    /// call alone was a third of its 27 instructions.
+    #[inline(always)]
     pub fn unpack(&self, data: &[u8]) {
         if self.writable && self.dt.contig && data.len() <= 64 {
             // A small message into a contiguous buffer (the rate loop's

@@ -107,7 +107,18 @@ unsafe fn wait_taken(
         true
     };
     if !all_done() {
-        m.engine.wait_for(all_done);
+        // The taken requests hold the only references of pending receives
+        // that their queue entries borrow (`Engine::recv_kept`): should the
+        // wait unwind (a bug, which `no_unwind` reports), those not done are
+        // handed to the engine before the array drops them.
+        let waited =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.engine.wait_for(all_done)));
+        if let Err(p) = waited {
+            for r in reqs.iter_mut().filter_map(Option::take) {
+                m.engine.release_recv(r);
+            }
+            std::panic::resume_unwind(p);
+        }
     }
     let mut first_err = false;
     for (i, slot) in reqs.iter_mut().enumerate() {

@@ -135,6 +135,10 @@ pub trait Placer: Send + Sync {
     fn placed(&self, ctx: &Context, src: u32, head: &[u8], dest: method::Destination);
 }
 
+/// A hook run at the end of a round of progress that ran handlers (see
+/// [`Context::register_round_end`]).
+pub type RoundEnd = Arc<dyn Fn(&Context) + Send + Sync>;
+
 /// The id of every context's default endpoint, which exists from the start.
 pub const DEFAULT_ENDPOINT: u32 = 0;
 
@@ -225,6 +229,8 @@ struct ProgressState {
     handlers: Vec<Option<Registered>>,
     /// Placers by handler id (a handful at most; see [`Placer`]).
     placers: Vec<(u32, Arc<dyn Placer>)>,
+    /// Round-end hooks by handler id (see [`Context::register_round_end`]).
+    round_ends: Vec<(u32, RoundEnd)>,
     /// A socket method delivered a message at least once.
     sockets_used: bool,
     /// The next round of progress polls every method thoroughly (see
@@ -442,6 +448,7 @@ impl Context {
                 next_expensive: 0,
                 handlers: Vec::new(),
                 placers: Vec::new(),
+                round_ends: Vec::new(),
                 sockets_used: false,
                 shared_used: false,
                 thorough: false,
@@ -599,6 +606,7 @@ impl Context {
             *h = None;
         }
         st.placers.retain(|(h, _)| *h != id);
+        st.round_ends.retain(|(h, _)| *h != id);
         Ok(())
     }
 
@@ -616,6 +624,27 @@ impl Context {
         let mut st = self.inner.progress.lock();
         st.placers.retain(|(h, _)| *h != id);
         st.placers.push((id, placer));
+        Ok(())
+    }
+
+    /// Registers `hook` to run, inside progress like a handler, at the
+    /// end of every round of progress in which a handler ran (after the
+    /// round's last one); removed with handler `id` by
+    /// [`unregister_handler`](Self::unregister_handler). Why: a handler
+    /// may keep state across the messages of one round (the MPI engine
+    /// keeps its matching lock across a drained batch of messages instead
+    /// of taking it per message) and must know when the batch is over.
+    pub fn register_round_end(&self, id: u32, hook: RoundEnd) -> Result<()> {
+        if IN_HANDLER.with(|c| c.get()) {
+            return Err(Error::BadParam {
+                var: "handler id".into(),
+                value: id.to_string(),
+                reason: "round-end hooks cannot be registered from inside a handler".into(),
+            });
+        }
+        let mut st = self.inner.progress.lock();
+        st.round_ends.retain(|(h, _)| *h != id);
+        st.round_ends.push((id, hook));
         Ok(())
     }
 

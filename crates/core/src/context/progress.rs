@@ -47,8 +47,10 @@ impl Context {
             ctx: self,
             handlers: &st.handlers,
             placers: &st.placers,
+            round_ends: &st.round_ends,
             sequenced: false,
             method: 0,
+            was_in_handler: None,
         };
         let mut n = 0;
         // A thorough round (after a sleep, or now and then while yielding:
@@ -103,6 +105,9 @@ impl Context {
             }
             st.next_expensive = st.iter + st.skip;
         }
+        // Handlers are done for this round (the housekeeping below sends):
+        // dropping the sink puts `IN_HANDLER` back.
+        drop(sink);
         // Acks, broken links, silence (failover.rs): only when there is
         // something to do, and the silence check every 1024 rounds — and,
         // in idle rounds, every `SILENCE_CHECK_GAP`: a blocked wait sleeps
@@ -343,10 +348,48 @@ pub(super) struct Dispatch<'a> {
     pub(super) ctx: &'a Context,
     pub(super) handlers: &'a [Option<Registered>],
     pub(super) placers: &'a [(u32, Arc<dyn Placer>)],
+    /// Hooks run after the round's last handler ([`Context::register_round_end`]).
+    pub(super) round_ends: &'a [(u32, RoundEnd)],
     /// The method being polled sequences its messages (failover.rs).
     pub(super) sequenced: bool,
     /// Index of the method being polled.
     pub(super) method: usize,
+    /// `IN_HANDLER` as it was before this round's first handler set it
+    /// (None: no handler ran yet). Set once per round, not per message:
+    /// the thread-local is a call into the TLS resolver in a shared
+    /// library, twice per message when set and restored around each
+    /// handler. Between the handlers of a round the thread only polls the
+    /// methods, under the progress lock: a link that would block there
+    /// queues instead (what it does inside a handler), which is as right.
+    pub(super) was_in_handler: Option<bool>,
+}
+
+impl Dispatch<'_> {
+    /// Marks this thread as running handlers, once per round.
+    #[inline]
+    fn begin_handler(&mut self) {
+        if self.was_in_handler.is_none() {
+            self.was_in_handler = Some(IN_HANDLER.with(|c| c.replace(true)));
+        }
+    }
+
+    /// Ends the round's handlers: runs the round-end hooks (still as a
+    /// handler) and puts `IN_HANDLER` back as it was before the round's
+    /// first handler. Nothing when no handler ran.
+    pub(super) fn end_handlers(&mut self) {
+        if let Some(was) = self.was_in_handler.take() {
+            for (_, hook) in self.round_ends {
+                hook(self.ctx);
+            }
+            IN_HANDLER.with(|c| c.set(was));
+        }
+    }
+}
+
+impl Drop for Dispatch<'_> {
+    fn drop(&mut self) {
+        self.end_handlers();
+    }
 }
 
 impl Sink for Dispatch<'_> {
@@ -407,7 +450,10 @@ impl Dispatch<'_> {
     /// Counts a message of `src`, runs it if it is for the runtime's own
     /// handlers, and otherwise returns the program's (handler, endpoint)
     /// it is for; `None` when it was dropped or handled here.
-    #[inline]
+    /// Always inlined, as is `deliver_body`: each message of a drained ring
+    /// crosses both, and out of line their register saves and restores
+    /// were a fifth of the runtime's part of a message.
+    #[inline(always)]
     fn route(&mut self, src: u32, msg: &[u8]) -> Option<(u32, u32)> {
         let inner = &self.ctx.inner;
         let Some(peer) = inner.peers.get(src as usize) else {
@@ -460,7 +506,7 @@ impl Dispatch<'_> {
         self.deliver_body(src, handler, endpoint, Body::Slice(payload));
     }
 
-    #[inline]
+    #[inline(always)]
     fn deliver_body(&mut self, src: u32, handler: u32, endpoint: u32, body: Body<'_>) {
         let inner = &self.ctx.inner;
         let known = endpoint == DEFAULT_ENDPOINT
@@ -474,38 +520,35 @@ impl Dispatch<'_> {
         // is refused (it would need the progress lock this thread holds).
         match self.handlers.get(handler as usize).and_then(|h| h.as_ref()) {
             Some(h) if known => {
-                // One TLS access (a call into the resolver in a shared library), not two.
-                IN_HANDLER.with(|c| {
-                    let was = c.replace(true);
-                    match h {
-                        Registered::Borrowing(h) => h(
-                            self.ctx,
-                            Request {
-                                src,
-                                endpoint,
-                                payload: match body {
-                                    Body::Slice(p) => p,
-                                    Body::Buffer(b) => &b[RSR_HEADER..],
+                // The thread-local once per round, not per message.
+                self.begin_handler();
+                match h {
+                    Registered::Borrowing(h) => h(
+                        self.ctx,
+                        Request {
+                            src,
+                            endpoint,
+                            payload: match body {
+                                Body::Slice(p) => p,
+                                Body::Buffer(b) => &b[RSR_HEADER..],
+                            },
+                        },
+                    ),
+                    Registered::Owning(h) => h(
+                        self.ctx,
+                        OwnedRequest {
+                            src,
+                            endpoint,
+                            payload: match body {
+                                Body::Slice(p) => Payload::Borrowed(p),
+                                Body::Buffer(b) => Payload::Owned {
+                                    buf: std::mem::take(b),
+                                    start: RSR_HEADER,
                                 },
                             },
-                        ),
-                        Registered::Owning(h) => h(
-                            self.ctx,
-                            OwnedRequest {
-                                src,
-                                endpoint,
-                                payload: match body {
-                                    Body::Slice(p) => Payload::Borrowed(p),
-                                    Body::Buffer(b) => Payload::Owned {
-                                        buf: std::mem::take(b),
-                                        start: RSR_HEADER,
-                                    },
-                                },
-                            },
-                        ),
-                    }
-                    c.set(was);
-                });
+                        },
+                    ),
+                }
             }
             _ => {
                 inner.dropped.fetch_add(1, Ordering::Relaxed);

@@ -201,6 +201,8 @@ fn link_selection_and_failure_reach_the_event_listener() {
         ctx: &ctx,
         handlers: &[],
         placers: &[],
+        round_ends: &[],
+        was_in_handler: None,
     };
     sink.link_failed(0, "unit test: the peer vanished".into());
     assert!(seen(LinkEventKind::Failed, "self", "peer vanished"));
@@ -282,6 +284,62 @@ fn handlers_may_send_without_blocking() {
         ctx.wait_timeout(Duration::from_secs(10), || refused.load(Ordering::Relaxed)
             == 1)
     );
+}
+
+#[test]
+fn round_end_hooks_run_after_a_rounds_handlers_as_a_handler() {
+    let ctx = singleton(&[]);
+    let handled = Arc::new(AtomicU32::new(0));
+    // Per hook run: the messages handled by then, and whether it ran as a handler.
+    let ends = Arc::new(Mutex::new(Vec::<(u32, bool)>::new()));
+    let h = handled.clone();
+    ctx.register_handler(6, move |_, _| {
+        assert!(IN_HANDLER.with(|c| c.get()), "a handler runs as one");
+        h.fetch_add(1, Ordering::Relaxed);
+    })
+    .unwrap();
+    let (h, e) = (handled.clone(), ends.clone());
+    ctx.register_round_end(
+        6,
+        Arc::new(move |_: &Context| {
+            let inside = IN_HANDLER.with(|c| c.get());
+            e.lock().unwrap().push((h.load(Ordering::Relaxed), inside));
+        }),
+    )
+    .unwrap();
+    // A round without handlers runs no hook.
+    ctx.progress();
+    assert!(ends.lock().unwrap().is_empty());
+    let me = ctx.startpoint(0).unwrap();
+    for i in 0..5u32 {
+        ctx.rsr(&me, 6, &i.to_le_bytes()).unwrap();
+    }
+    assert!(
+        ctx.wait_timeout(Duration::from_secs(10), || handled.load(Ordering::Relaxed)
+            == 5)
+    );
+    let seen = ends.lock().unwrap().clone();
+    assert!(
+        (1..=5).contains(&seen.len()),
+        "one run per round with handlers: {seen:?}"
+    );
+    assert!(seen.iter().all(|&(_, inside)| inside), "{seen:?}");
+    assert_eq!(
+        seen.last().map(|s| s.0),
+        Some(5),
+        "after the round's last handler"
+    );
+    // Outside progress again, the thread is not in a handler.
+    assert!(!IN_HANDLER.with(|c| c.get()));
+    // Unregistering the handler removes its hook.
+    ctx.unregister_handler(6).unwrap();
+    ctx.register_handler(9, |_, _| {}).unwrap();
+    ctx.rsr(&me, 9, b"x").unwrap();
+    let runs = seen.len();
+    for _ in 0..100 {
+        ctx.progress();
+    }
+    assert_eq!(ends.lock().unwrap().len(), runs);
 }
 
 #[test]

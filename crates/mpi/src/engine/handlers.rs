@@ -4,7 +4,8 @@
 
 use super::matching::{held_cost, sender_is, State, Unexpected};
 use super::{
-    deliver, set_envelope, After, Engine, Env, DATA_HDR, EAGER, MAX_EARLY, MAX_PEER_QUEUES, RTS,
+    deliver, set_envelope, After, Engine, Env, DATA_HDR, DELIVER_LOCKED_MAX, EAGER, MAX_EARLY,
+    MAX_PEER_QUEUES, RTS,
 };
 use crate::error::class;
 use crate::request::SendData;
@@ -16,7 +17,43 @@ use std::sync::atomic::Ordering;
 impl Engine {
     #[inline]
     pub(super) fn on_msg(&self, _ctx: &Context, r: Request<'_>) {
-        self.handle_msg(r.src, r.payload);
+        self.handle_msg_as(r.src, r.payload, true);
+    }
+
+    /// The matching lock for an `H_MSG` handler of a round of progress:
+    /// the one an earlier message of the round kept, or taken now.
+    #[inline]
+    fn lock_in_round(&self) -> TryLockGuard<'_, State> {
+        if self.round_held.load(Ordering::Relaxed) {
+            self.round_held.store(false, Ordering::Relaxed);
+            // SAFETY: `round_held` is set only by a handler of this round
+            // (this thread: handlers run under the progress lock) right
+            // after it kept its guard, and cleared by whoever takes it back.
+            unsafe { self.st.guard_of_kept() }
+        } else {
+            self.lock()
+        }
+    }
+
+    /// Keeps the matching lock for the round's next `H_MSG` handler: the
+    /// round-end hook, or any other handler or placer, releases it
+    /// ([`Engine::end_round`]). Other threads wait for it at most the rest
+    /// of one round (the messages the methods had drained).
+    #[inline]
+    fn hold_for_round(&self, st: TryLockGuard<'_, State>) {
+        st.keep();
+        self.round_held.store(true, Ordering::Relaxed);
+    }
+
+    /// Releases the matching lock if a handler of this round kept it.
+    /// Handlers, placers and the round-end hook only (the thread in progress).
+    #[inline]
+    pub(super) fn end_round(&self) {
+        if self.round_held.load(Ordering::Relaxed) {
+            self.round_held.store(false, Ordering::Relaxed);
+            // SAFETY: as in `lock_in_round`; dropping releases the lock.
+            drop(unsafe { self.st.guard_of_kept() });
+        }
     }
 
     /// An `H_MSG` from world rank `from` (the transport's sender). Every
@@ -27,14 +64,28 @@ impl Engine {
     /// the turn within [`MAX_EARLY`].
     #[inline(always)]
     pub(crate) fn handle_msg(&self, from: u32, payload: &[u8]) {
+        self.handle_msg_as(from, payload, false)
+    }
+
+    /// [`Engine::handle_msg`]; `in_round`: called as the `H_MSG` handler
+    /// inside a round of progress, where an eager message delivered on the
+    /// fast path keeps the matching lock for the round's next one.
+    #[inline(always)]
+    fn handle_msg_as(&self, from: u32, payload: &[u8], in_round: bool) {
         let Some((env, env_len)) = Env::decode(payload) else {
+            self.end_round();
             return self.reject(from, "point-to-point", format_args!("malformed envelope"));
         };
         if !self.is_rank(from) || !(0..=TAG_UB).contains(&env.tag) {
+            self.end_round();
             return self.reject_envelope(from, &env);
         }
         let data = &payload[env_len..];
-        let mut st = self.lock();
+        let mut st = if in_round {
+            self.lock_in_round()
+        } else {
+            self.lock()
+        };
         let Some(q) = st.incoming(env.ctx) else {
             drop(st);
             return self.reject(
@@ -57,8 +108,10 @@ impl Engine {
             q.expected.resize(s + 1, 0);
         }
         // The common case first: an eager message in its turn, nothing held
-        // back, and a receive waiting for it. The lock is released before
-        // the copy.
+        // back, and a receive waiting for it. A small message is copied
+        // under the lock (a receive kept by its caller, `Posted`, may be
+        // used only under it; and no reference count is taken); a larger
+        // one after releasing it, from a counted reference.
         if env.kind == EAGER && env.seq == q.expected[s] && q.early.is_empty() {
             // The receive posted first usually matches (a window of
             // receives): look at it before starting a search.
@@ -74,9 +127,22 @@ impl Engine {
                 } else {
                     q.posted.remove(i)
                 };
-                drop(st);
                 let p = p.expect("index from position");
-                deliver(&p.req, &env, data);
+                if data.len() <= DELIVER_LOCKED_MAX {
+                    deliver(p.req(), &env, data);
+                    if in_round {
+                        self.hold_for_round(st);
+                    } else {
+                        drop(st);
+                    }
+                    // An owned entry's reference goes outside the lock
+                    // (or a kept round's).
+                    drop(p);
+                } else {
+                    let req = p.into_arc();
+                    drop(st);
+                    deliver(&req, &env, data);
+                }
                 return;
             }
         }
@@ -252,26 +318,27 @@ impl Engine {
                 .push_back(Unexpected { env, from, data });
             return After::Nothing;
         };
+        // Under the matching lock (`st`): a kept entry may be used here.
         let p = q.posted.remove(i).expect("index from position");
         if env.kind == EAGER {
             match &owned {
-                Some(v) => deliver(&p.req, &env, v),
-                None => deliver(&p.req, &env, data),
+                Some(v) => deliver(p.req(), &env, v),
+                None => deliver(p.req(), &env, data),
             }
             if let Some(v) = owned {
                 st.give_buf(v);
             }
             After::Nothing
         } else if self.can_pull(from, &env) {
-            set_envelope(&p.req, &env);
+            set_envelope(p.req(), &env);
             After::Pull {
-                req: p.req,
+                req: p.into_arc(),
                 from,
                 env,
             }
         } else {
-            set_envelope(&p.req, &env);
-            let rreq = st.rndv_recv.insert(p.req, from, env.size);
+            set_envelope(p.req(), &env);
+            let rreq = st.rndv_recv.insert(p.into_arc(), from, env.size);
             After::Cts {
                 to: from,
                 sreq: env.sreq,

@@ -30,10 +30,127 @@ impl Unexpected {
     }
 }
 
+/// A posted receive in a matching queue.
+///
+/// Its request is held in one of two ways:
+/// - **owned**: the entry holds a reference count of its own (receives the
+///   library posts for itself, and any caller that may drop its reference
+///   while the receive waits);
+/// - **kept** by the caller ([`super::Engine::recv_kept`]): the caller
+///   promises to keep a reference until the request is done or to hand it
+///   over with [`super::Engine::release_recv`], so the entry holds a bare
+///   pointer. Why: a posted receive shared by the C handle table and this
+///   queue cost a clone and a drop of the `Arc`, two locked instructions per
+///   message (of six on the receive path).
+///
+/// Rule for kept entries: the pointer is dereferenced only under the
+/// matching lock, while the entry is in a queue or was taken out under the
+/// same hold of the lock (then [`Posted::into_arc`] gives a counted
+/// reference to use after the lock is released). The caller's reference is
+/// alive all that time: a request that is not done stays referenced, and
+/// `release_recv` looks for the entry under the lock.
 pub(super) struct Posted {
     pub(super) src: i32,
     pub(super) tag: i32,
-    pub(super) req: Arc<Req>,
+    req: std::ptr::NonNull<Req>,
+    /// Whether the entry holds a reference count (see above).
+    owned: bool,
+}
+
+// SAFETY: a `Posted` is an `Arc<Req>` (owned) or a pointer to a request kept
+// alive by another `Arc` (kept); `Req` is `Send + Sync`, so moving the entry
+// (with the matching state) to another thread is as sound as moving an
+// `Arc<Req>`.
+unsafe impl Send for Posted {}
+
+impl Posted {
+    /// An entry with a reference of its own.
+    pub(super) fn owned(src: i32, tag: i32, req: Arc<Req>) -> Posted {
+        let p = Arc::into_raw(req) as *mut Req;
+        Posted {
+            src,
+            tag,
+            // SAFETY: `Arc::into_raw` never gives a null pointer.
+            req: unsafe { std::ptr::NonNull::new_unchecked(p) },
+            owned: true,
+        }
+    }
+
+    /// An entry that borrows `req`.
+    ///
+    /// # Safety
+    /// The caller keeps a reference to `req` alive until the request is
+    /// done, or until it hands one over with `Engine::release_recv` (see
+    /// the type's documentation).
+    pub(super) unsafe fn kept(src: i32, tag: i32, req: &Arc<Req>) -> Posted {
+        Posted {
+            src,
+            tag,
+            req: std::ptr::NonNull::from(&**req),
+            owned: false,
+        }
+    }
+
+    /// The request. Only under the matching lock (see the type's rule).
+    #[inline]
+    pub(super) fn req(&self) -> &Req {
+        // SAFETY: owned: our reference count keeps it; kept: the caller's,
+        // for as long as the entry is reachable under the lock we hold.
+        unsafe { self.req.as_ref() }
+    }
+
+    /// Whether this entry is for `r`.
+    #[inline]
+    pub(super) fn is(&self, r: &Arc<Req>) -> bool {
+        std::ptr::eq(self.req.as_ptr(), Arc::as_ptr(r))
+    }
+
+    /// A counted reference to the request, the entry staying as it is.
+    /// Under the matching lock only.
+    pub(super) fn arc(&self) -> Arc<Req> {
+        // SAFETY: the pointer came from an `Arc` (ours or the caller's,
+        // alive under the lock as the type's rule says): adding a count and
+        // making a new `Arc` of it is what `Arc::clone` does.
+        unsafe {
+            Arc::increment_strong_count(self.req.as_ptr());
+            Arc::from_raw(self.req.as_ptr())
+        }
+    }
+
+    /// The entry as a counted reference (its own when owned, a new one
+    /// when kept). Under the matching lock only.
+    #[inline]
+    pub(super) fn into_arc(self) -> Arc<Req> {
+        let me = std::mem::ManuallyDrop::new(self);
+        if me.owned {
+            // SAFETY: our reference, from `Arc::into_raw`, given back once
+            // (`me` is not dropped).
+            unsafe { Arc::from_raw(me.req.as_ptr()) }
+        } else {
+            me.arc()
+        }
+    }
+
+    /// Takes over the caller's reference `r` to this entry's request (the
+    /// entry is kept): from now on the entry owns it.
+    pub(super) fn adopt(&mut self, r: Arc<Req>) {
+        debug_assert!(self.is(&r), "adopting another request");
+        if self.owned {
+            drop(r);
+        } else {
+            let _ = Arc::into_raw(r);
+            self.owned = true;
+        }
+    }
+}
+
+impl Drop for Posted {
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: our reference, from `Arc::into_raw`, given back once.
+            drop(unsafe { Arc::from_raw(self.req.as_ptr()) });
+        }
+    }
 }
 
 #[derive(Default)]

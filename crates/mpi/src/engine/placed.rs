@@ -35,10 +35,14 @@ impl DataPlacer {
 
 impl Placer for DataPlacer {
     fn place(&self, src: u32, head: &[u8], len: usize) -> Option<Destination> {
+        // Inside progress, like a handler: the matching lock a round's
+        // `H_MSG` handlers kept is released first (`place_data` takes it).
+        self.engine().end_round();
         self.engine().place_data(src, head, len)
     }
 
     fn placed(&self, _ctx: &Context, src: u32, head: &[u8], dest: Destination) {
+        self.engine().end_round();
         self.engine().placed_data(src, head, dest);
     }
 }
