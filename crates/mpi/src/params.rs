@@ -133,7 +133,7 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
     },
     ParamDecl {
         name: "MPI_RMA_PUT_CHOICE",
-        default: "4096",
+        default: "512",
         kind: Kind::UInt {
             min: 0,
             max: 1 << 30,
