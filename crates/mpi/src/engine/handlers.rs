@@ -487,6 +487,21 @@ impl Engine {
             }
             (done, now)
         };
+        self.rndv_piece_counted(rreq, from, &req, done, complete_now);
+    }
+
+    /// After a rendezvous piece was counted (copied by `handle_data` or
+    /// placed by the transport, `placed.rs`): the last one ends the
+    /// receive's slot, and completes the request unless a placement still
+    /// holds its buffer (then the placement's end completes it).
+    pub(super) fn rndv_piece_counted(
+        &self,
+        rreq: u64,
+        from: u32,
+        req: &crate::Req,
+        done: bool,
+        complete_now: bool,
+    ) {
         if done {
             self.lock().rndv_recv.remove(rreq, from);
             if complete_now {

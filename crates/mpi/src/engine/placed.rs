@@ -151,12 +151,7 @@ impl Engine {
             }
             (done, now)
         };
-        if done {
-            self.lock().rndv_recv.remove(rreq, from);
-            if complete_now {
-                req.complete();
-            }
-        }
+        self.rndv_piece_counted(rreq, from, &req, done, complete_now);
     }
 }
 
