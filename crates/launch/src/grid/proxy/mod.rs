@@ -11,7 +11,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -125,8 +125,18 @@ pub fn run() -> i32 {
     let host = hello.host;
     let me = &plan.hosts[host];
     // The binary we run is the one the plan names (the parent started it
-    // by that hash): no need to hash ourselves again.
-    let image = match std::env::current_exe() {
+    // by that hash): no need to hash ourselves again. We name it by
+    // `/proc/self/exe`, not by its path: hosts that share a cache
+    // directory may each store the same version on their first job, and
+    // the last `mv` unlinks the file an earlier proxy runs from — its
+    // path then names nothing, while the magic link still opens and
+    // execs the running image (for the relay and for staging children).
+    let own = Path::new("/proc/self/exe");
+    let image = match own
+        .metadata()
+        .map(|_| own.to_path_buf())
+        .or_else(|_| std::env::current_exe())
+    {
         Ok(path) => ProxyImage {
             path,
             hash: plan.proxy_hash.clone(),
