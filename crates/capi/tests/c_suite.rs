@@ -207,6 +207,24 @@ fn coll() {
     suite("coll", &[], COUNTS);
 }
 
+/// Small collectives through a one-host communicator's shared segment
+/// (tests/mpi/coll_sm.c), and the same program with the segment off
+/// (`GW_MPI_COLL_SM=0`: it then asserts that messages carried them).
+#[test]
+fn coll_sm() {
+    suite("coll_sm", &[], &[1, 2, 3, 4]);
+    let Some((_g, exe)) = serial_compiled("coll_sm", &[]) else {
+        return;
+    };
+    let r = run_env(&exe, 2, 1, &[("GW_MPI_COLL_SM", "0")]);
+    assert!(
+        r.ok && r.stdout.contains("PASS coll_sm") && r.stdout.contains("coll_sm: messages"),
+        "coll_sm with GW_MPI_COLL_SM=0:\n--- stdout\n{}--- stderr\n{}",
+        r.stdout,
+        r.stderr
+    );
+}
+
 /// Intercommunicators between the even and the odd ranks: creation,
 /// point-to-point, merge, dup/split/create and every collective.
 #[test]

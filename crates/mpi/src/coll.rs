@@ -95,6 +95,9 @@ impl Mpi {
         if comm.is_inter() {
             return self.inter_barrier(comm);
         }
+        if let Some(seg) = self.sm_seg(comm, 0)? {
+            return self.sm_barrier(comm, seg);
+        }
         if let Some(plan) = self.hier_plan(comm) {
             return self.hier_barrier(comm, &plan);
         }
@@ -120,6 +123,9 @@ impl Mpi {
             return Ok(());
         }
         let root = root as u32;
+        if let Some(seg) = self.sm_seg(comm, buf.bytes())? {
+            return self.sm_bcast(comm, seg, buf, root);
+        }
         if let Some(plan) = self.hier_plan(comm) {
             return self.hier_bcast(comm, &plan, buf, root);
         }
@@ -156,6 +162,9 @@ impl Mpi {
         self.check_buf(src, "send buffer")?;
         self.check_buf(recv, "receive buffer")?;
         op.check(&src.dt)?;
+        if let Some(seg) = self.sm_seg(comm, crate::coll_sm::reduction_weight(src.bytes()))? {
+            return self.sm_reduce(comm, seg, src, recv, op, None);
+        }
         if let Some(plan) = self.hier_plan(comm) {
             if op.commutative() {
                 return self.hier_allreduce(comm, &plan, src, recv, op);
@@ -601,6 +610,11 @@ impl Mpi {
                 return local_copy(s, &slot(me));
             }
         }
+        if counts.is_none() {
+            if let Some(seg) = self.sm_seg(comm, slot(me).bytes())? {
+                return self.sm_allgather(comm, seg, send, recv);
+            }
+        }
         let right = (me + 1) % n;
         let left = (me + n - 1) % n;
         for k in 0..n - 1 {
@@ -672,6 +686,9 @@ impl Mpi {
         if n == 1 || own.bytes() != own_dst.bytes() {
             // (local_copy's error, before any message moves.)
             return local_copy(&own, &own_dst);
+        }
+        if let Some(seg) = self.sm_seg(comm, own.bytes() * n)? {
+            return self.sm_alltoall(comm, seg, &send, recv);
         }
         for i in 1..n {
             let dst = (me + i) % n;

@@ -49,6 +49,9 @@ impl Mpi {
             self.check_buf(recv, "receive buffer")?;
         }
         op.check(&src.dt)?;
+        if let Some(seg) = self.sm_seg(comm, crate::coll_sm::reduction_weight(src.bytes()))? {
+            return self.sm_reduce(comm, seg, src, recv, op, Some(root as u32));
+        }
         // A non-commutative op goes level by level only where that keeps
         // rank order (`Plan::contiguous`), else flat (rank order at the root).
         if let Some(plan) = self.hier_plan(comm) {

@@ -54,6 +54,9 @@ pub struct Comm {
     /// The levels the hierarchical collectives follow (computed at the first
     /// collective that may use them; None inside: flat).
     pub(crate) hier: std::sync::OnceLock<Option<Arc<crate::coll_hier::Plan>>>,
+    /// The segment of small collectives when all members share one host
+    /// (`coll_sm`; made at the first call that may use it, None inside: messages).
+    pub(crate) sm: std::sync::OnceLock<Option<Arc<crate::coll_sm::SmSeg>>>,
 }
 
 /// The parts of an intercommunicator besides its two groups.
@@ -152,6 +155,7 @@ impl Comm {
             graph: Mutex::new(None),
             bsend: Default::default(),
             hier: Default::default(),
+            sm: Default::default(),
         })
     }
 

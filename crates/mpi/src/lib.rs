@@ -10,6 +10,7 @@ pub mod cma;
 pub mod coll;
 pub mod coll_hier;
 mod coll_reduce;
+mod coll_sm;
 pub mod comm;
 pub mod comm_links;
 pub mod datatype;

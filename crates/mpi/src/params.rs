@@ -95,6 +95,16 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
                Read at the first one; every rank must use the same value.",
     },
     ParamDecl {
+        name: "MPI_COLL_SM",
+        default: "4096",
+        kind: Kind::Size { min: 0, max: 4096 },
+        help: "Collectives (Barrier, Bcast, Reduce, Allreduce, Allgather, Alltoall) of a \
+               communicator whose members all share one host, moving at most this many \
+               bytes per member (reductions: half as many), go through a shared segment \
+               instead of messages (0: never). Read at the first one; every rank must \
+               use the same value.",
+    },
+    ParamDecl {
         name: "MPI_ALLREDUCE_SPLIT",
         default: "65536",
         kind: SIZE,

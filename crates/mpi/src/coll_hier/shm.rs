@@ -172,10 +172,16 @@ fn unlink(name: &str) {
 static SERIAL: AtomicU64 = AtomicU64::new(0);
 
 impl Mpi {
-    /// Makes (or refuses, on every member alike) this host's segment.
-    fn host_seg_setup(&self, comm: &Comm, members: &[u32]) -> Result<Option<Arc<HostSeg>>> {
-        // One slot per member, then the result slot (allreduce).
-        let len = (members.len() + 1) * (HEAD + slot().next_multiple_of(HEAD));
+    /// Makes (or refuses, on every member alike) a segment of `len` bytes
+    /// shared by `members` (ranks of `comm`, all on this host; the first
+    /// creates it): its address here, or None on every member alike. The
+    /// name lives only until every member has mapped it (or failed to).
+    pub(crate) fn shared_segment_setup(
+        &self,
+        comm: &Comm,
+        members: &[u32],
+        len: usize,
+    ) -> Result<Option<usize>> {
         let me = comm.rank;
         if me == members[0] {
             let name = format!(
@@ -201,11 +207,7 @@ impl Mpi {
                 self.c_send(comm, &[all as u8], m)?;
             }
             Ok(match made {
-                Ok(addr) if all => Some(Arc::new(HostSeg {
-                    addr,
-                    len,
-                    gen: AtomicU64::new(0),
-                })),
+                Ok(addr) if all => Some(addr),
                 Ok(addr) => {
                     // SAFETY: mapped just above with this length.
                     unsafe { libc::munmap(addr as *mut libc::c_void, len) };
@@ -224,11 +226,7 @@ impl Mpi {
             let mut verdict = [0u8];
             self.c_recv(comm, &mut verdict, members[0])?;
             Ok(match mapped {
-                Some(addr) if verdict[0] == 1 => Some(Arc::new(HostSeg {
-                    addr,
-                    len,
-                    gen: AtomicU64::new(0),
-                })),
+                Some(addr) if verdict[0] == 1 => Some(addr),
                 Some(addr) => {
                     // SAFETY: mapped just above with this length.
                     unsafe { libc::munmap(addr as *mut libc::c_void, len) };
@@ -237,6 +235,19 @@ impl Mpi {
                 None => None,
             })
         }
+    }
+
+    /// Makes (or refuses, on every member alike) this host's segment.
+    fn host_seg_setup(&self, comm: &Comm, members: &[u32]) -> Result<Option<Arc<HostSeg>>> {
+        // One slot per member, then the result slot (allreduce).
+        let len = (members.len() + 1) * (HEAD + slot().next_multiple_of(HEAD));
+        Ok(self.shared_segment_setup(comm, members, len)?.map(|addr| {
+            Arc::new(HostSeg {
+                addr,
+                len,
+                gen: AtomicU64::new(0),
+            })
+        }))
     }
 
     /// The host's segment if a reduction of `len` bytes with `op` over the

@@ -82,7 +82,7 @@ impl Engine {
     }
 
     /// [`Engine::wait_for`] while helper threads run.
-    pub(super) fn wait_beside_helpers(&self, mut done: impl FnMut() -> bool) {
+    pub(crate) fn wait_beside_helpers(&self, mut done: impl FnMut() -> bool) {
         {
             // A helper thread (nonblocking collective), or a thread waiting
             // while one runs: the messages a helper waits for are often taken

@@ -1,0 +1,207 @@
+/* Small collectives of a communicator on one host, through its shared
+ * segment (crates/mpi/src/coll_sm): every result against values computed
+ * here, over thousands of calls in a row (the segment's two buffers
+ * alternate), with a broadcast root that runs ahead of slow members, roots
+ * that rotate, non-contiguous types, MPI_IN_PLACE, a non-commutative user
+ * op, sizes on both sides of GW_MPI_COLL_SM (4096 bytes by default, 2048
+ * for reductions) and
+ * sub-communicators. On one host, MPI_T's shm message counter says whether
+ * the segment carried 1000 small allreduces (no shm message) or messages did
+ * (GW_MPI_COLL_SM=0). Any rank count, one host or several. */
+#include "check.h"
+#include <string.h>
+#include <unistd.h>
+
+/* 2x2 integer matrices, row-major: inout = in * inout (non-commutative). */
+static void matmul(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    long *a = in, *b = inout;
+    for (int k = 0; k < *len; k++, a += 4, b += 4) {
+        long c[4] = {a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3],
+                     a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3]};
+        memcpy(b, c, sizeof c);
+    }
+}
+
+static void matrix_of(int r, int i, long m[4]) {
+    m[0] = 1; m[1] = (r + i) % 3 + 1; m[2] = r % 2; m[3] = 1 + (i % 2);
+}
+
+static long shm_sent(MPI_T_pvar_session s, MPI_T_pvar_handle h) {
+    unsigned long long v = 0;
+    CHECK(MPI_T_pvar_read(s, h, &v) == MPI_SUCCESS, "pvar read");
+    return (long)v;
+}
+
+/* Every operation on `comm`, `iters` times, checked. */
+static void exercise(MPI_Comm comm, int iters, const char *what) {
+    int rank, n;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &n);
+    for (int i = 0; i < iters; i++) {
+        /* Allreduce: sum and max of ints, in place every third call. */
+        int v[3] = {(rank + 1) * i, rank, -rank * i}, out[3];
+        if (i % 3 == 0) {
+            memcpy(out, v, sizeof v);
+            MPI_Allreduce(MPI_IN_PLACE, out, 3, MPI_INT, MPI_SUM, comm);
+        } else {
+            MPI_Allreduce(v, out, 3, MPI_INT, MPI_SUM, comm);
+        }
+        CHECK(out[0] == n * (n + 1) / 2 * i && out[1] == n * (n - 1) / 2 && out[2] == -(n * (n - 1) / 2) * i,
+              "%s allreduce %d: %d %d %d", what, i, out[0], out[1], out[2]);
+        double d = rank + 0.5 * i, dm;
+        MPI_Allreduce(&d, &dm, 1, MPI_DOUBLE, MPI_MAX, comm);
+        CHECK(dm == n - 1 + 0.5 * i, "%s allreduce max %d: %g", what, i, dm);
+
+        /* Bcast from a rotating root; every 7th call from root 0 while the
+         * others sleep now and then (root 0 runs ahead). */
+        int root = i % 7 == 0 ? 0 : i % n;
+        long b[5];
+        for (int k = 0; k < 5; k++) b[k] = rank == root ? 1000L * i + k : -1;
+        if (i % 7 == 0 && rank != 0 && i % 140 == 0) usleep(2000);
+        MPI_Bcast(b, 5, MPI_LONG, root, comm);
+        for (int k = 0; k < 5; k++) CHECK(b[k] == 1000L * i + k, "%s bcast %d root %d: [%d] %ld", what, i, root, k, b[k]);
+
+        /* Reduce to a rotating root, non-commutative: A0 * A1 * ... */
+        long m[4], got[4] = {0, 0, 0, 0};
+        matrix_of(rank, i, m);
+        MPI_Op mm;
+        MPI_Op_create(matmul, 0, &mm);
+        MPI_Datatype mat;
+        MPI_Type_contiguous(4, MPI_LONG, &mat);
+        MPI_Type_commit(&mat);
+        MPI_Reduce(m, got, 1, mat, mm, root, comm);
+        long want[4] = {1, 0, 0, 1};
+        for (int r = n - 1; r >= 0; r--) { long a[4]; int one = 1; matrix_of(r, i, a); matmul(a, want, &one, NULL); }
+        if (rank == root)
+            for (int k = 0; k < 4; k++) CHECK(got[k] == want[k], "%s reduce matmul %d: [%d] %ld != %ld", what, i, k, got[k], want[k]);
+        long all[4];
+        MPI_Allreduce(m, all, 1, mat, mm, comm);
+        for (int k = 0; k < 4; k++) CHECK(all[k] == want[k], "%s allreduce matmul %d: [%d] %ld != %ld", what, i, k, all[k], want[k]);
+        MPI_Type_free(&mat);
+        MPI_Op_free(&mm);
+
+        /* Allgather: 3 ints each into a strided receive type (gaps stay -1). */
+        int mine[3] = {rank, i, rank * i}, strided[16 * 6];
+        MPI_Datatype vec, every_other;
+        MPI_Type_vector(3, 1, 2, MPI_INT, &vec);
+        MPI_Type_create_resized(vec, 0, 6 * sizeof(int), &every_other);
+        MPI_Type_commit(&every_other);
+        for (int k = 0; k < 6 * n; k++) strided[k] = -1;
+        MPI_Allgather(mine, 3, MPI_INT, strided, 1, every_other, comm);
+        for (int r = 0; r < n; r++) {
+            CHECK(strided[6 * r] == r && strided[6 * r + 2] == i && strided[6 * r + 4] == r * i,
+                  "%s allgather %d from %d", what, i, r);
+            CHECK(strided[6 * r + 1] == -1 && strided[6 * r + 3] == -1 && strided[6 * r + 5] == -1,
+                  "%s allgather %d: a gap was written", what, i);
+        }
+        MPI_Type_free(&every_other);
+        MPI_Type_free(&vec);
+        int ag[16 * 2];
+        ag[2 * rank] = rank * 3; ag[2 * rank + 1] = i;
+        MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ag, 2, MPI_INT, comm);
+        for (int r = 0; r < n; r++) CHECK(ag[2 * r] == r * 3 && ag[2 * r + 1] == i, "%s allgather in place %d", what, i);
+
+        /* Alltoall: 2 ints to each, and in place. */
+        int to[16 * 2], from[16 * 2];
+        for (int r = 0; r < n; r++) { to[2 * r] = rank * 100 + r; to[2 * r + 1] = i; }
+        MPI_Alltoall(to, 2, MPI_INT, from, 2, MPI_INT, comm);
+        for (int r = 0; r < n; r++) CHECK(from[2 * r] == r * 100 + rank && from[2 * r + 1] == i, "%s alltoall %d from %d", what, i, r);
+        MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, to, 2, MPI_INT, comm);
+        for (int r = 0; r < n; r++) CHECK(to[2 * r] == r * 100 + rank, "%s alltoall in place %d from %d", what, i, r);
+
+        if (i % 50 == 0) MPI_Barrier(comm);
+    }
+}
+
+/* Sizes on both sides of the segment's limits (by default 2048 bytes for a
+ * reduction, 4096 for the others): the results agree. */
+static void sizes(MPI_Comm comm) {
+    int rank, n;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &n);
+    static int a[1100], b[1100], all[16 * 520];
+    int counts[] = {1, 63, 64, 65, 511, 512, 513, 1024, 1025};
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        int cnt = counts[c];
+        for (int k = 0; k < cnt; k++) a[k] = rank * 7 + k;
+        MPI_Allreduce(a, b, cnt, MPI_INT, MPI_SUM, comm);
+        for (int k = 0; k < cnt; k++) CHECK(b[k] == 7 * n * (n - 1) / 2 + n * k, "allreduce of %d ints: [%d] = %d", cnt, k, b[k]);
+        for (int k = 0; k < cnt; k++) b[k] = rank == n - 1 ? k * 3 : -5;
+        MPI_Bcast(b, cnt, MPI_INT, n - 1, comm);
+        for (int k = 0; k < cnt; k++) CHECK(b[k] == k * 3, "bcast of %d ints: [%d] = %d", cnt, k, b[k]);
+        if (cnt * n <= 16 * 520 && cnt <= 520) {
+            MPI_Allgather(a, cnt, MPI_INT, all, cnt, MPI_INT, comm);
+            for (int r = 0; r < n; r++)
+                for (int k = 0; k < cnt; k++) CHECK(all[r * cnt + k] == r * 7 + k, "allgather of %d ints", cnt);
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    int rank, n, provided;
+    MPI_Init(&argc, &argv);
+    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    CHECK(n <= 16, "at most 16 ranks");
+
+    exercise(MPI_COMM_WORLD, 1500, "world");
+    sizes(MPI_COMM_WORLD);
+
+    /* Sub-communicators: odd/even halves and a duplicate, interleaved. */
+    MPI_Comm half, dup;
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half);
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    for (int round = 0; round < 3; round++) {
+        exercise(half, 100, "half");
+        exercise(dup, 100, "dup");
+        exercise(MPI_COMM_WORLD, 50, "world again");
+    }
+    MPI_Comm_free(&half);
+    MPI_Comm_free(&dup);
+
+    /* A barrier holds everyone until the last member arrives. */
+    double t0 = MPI_Wtime();
+    if (rank == 0) usleep(30000);
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(n == 1 || MPI_Wtime() - t0 >= 0.025, "the barrier returned %.4f s after a 30 ms late arrival", MPI_Wtime() - t0);
+
+    /* On one host: did the segment carry small allreduces (no shm message)? */
+    MPI_Comm node;
+    int node_size;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &node_size);
+    MPI_Comm_free(&node);
+    if (n > 1 && node_size == n) {
+        const char *env = getenv("GW_MPI_COLL_SM");
+        int on = !(env && strcmp(env, "0") == 0);
+        MPI_T_pvar_session s;
+        MPI_T_pvar_handle h;
+        int idx, cnt;
+        CHECK(MPI_T_pvar_session_create(&s) == MPI_SUCCESS, "session");
+        CHECK(MPI_T_pvar_get_index("gw_shm_sent_msgs", MPI_T_PVAR_CLASS_COUNTER, &idx) == MPI_SUCCESS, "gw_shm_sent_msgs");
+        CHECK(MPI_T_pvar_handle_alloc(s, idx, NULL, &h, &cnt) == MPI_SUCCESS, "handle");
+        CHECK(MPI_T_pvar_start(s, h) == MPI_SUCCESS, "start");
+        int x = rank, y;
+        MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        long before = shm_sent(s, h);
+        for (int i = 0; i < 1000; i++) {
+            x = rank + i;
+            MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+            CHECK(y == n * (n - 1) / 2 + n * i, "allreduce %d", i);
+        }
+        long sent = shm_sent(s, h) - before;
+        if (on)
+            CHECK(sent == 0, "1000 small allreduces on one host sent %ld shm messages (the segment should carry them)", sent);
+        else
+            CHECK(sent >= 1000, "with GW_MPI_COLL_SM=0, 1000 allreduces sent only %ld shm messages", sent);
+        MPI_T_pvar_handle_free(s, &h);
+        MPI_T_pvar_session_free(&s);
+        if (rank == 0) printf("coll_sm: %s, %ld shm messages for 1000 allreduces\n", on ? "segment" : "messages", sent);
+    }
+    MPI_T_finalize();
+    PASS("coll_sm");
+    MPI_Finalize();
+    return 0;
+}
