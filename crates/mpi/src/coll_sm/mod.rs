@@ -30,7 +30,7 @@
 
 mod ops;
 
-use crate::error::Result;
+use crate::error::{class, err, Result};
 use crate::{Comm, Mpi};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -190,35 +190,47 @@ impl Mpi {
         }))
     }
 
-    /// Waits until `a` reaches `want`: a short spin (the other member is
-    /// usually a few hundred nanoseconds behind), then rounds of progress
-    /// with growing naps (a member that is late computes, or shares the
-    /// core with us: spinning would keep it from running).
-    fn sm_wait(&self, a: &AtomicU64, want: u64) {
+    /// Waits until `a`, a word member `m` writes, reaches `want`: a short
+    /// spin (the other member is usually a few hundred nanoseconds behind),
+    /// then rounds of progress with growing naps (a member that is late
+    /// computes, or shares the core with us: spinning would keep it from
+    /// running), until `m` writes it or the runtime declares `m` failed
+    /// for good (then `MPI_ERR_PROC_ABORTED`, as a receive from it gets).
+    fn sm_wait(&self, comm: &Comm, a: &AtomicU64, want: u64, m: usize) -> Result<()> {
         for _ in 0..4096 {
             if a.load(Ordering::Acquire) >= want {
-                return;
+                return Ok(());
             }
             std::hint::spin_loop();
         }
-        self.engine
-            .wait_beside_helpers(|| a.load(Ordering::Acquire) >= want);
+        let mut failed = false;
+        self.engine.wait_beside_helpers(|| {
+            if a.load(Ordering::Acquire) >= want {
+                return true;
+            }
+            failed = self.engine.member_failed(&comm.group, m);
+            failed
+        });
+        if failed {
+            return Err(err(class::PROC_ABORTED, crate::engine::failure_message()));
+        }
+        Ok(())
     }
 
     /// Starts a call on `seg`: its number, once this member may write its
     /// buffer for it (every other member done with the call two before).
-    fn sm_begin(&self, seg: &SmSeg, me: usize) -> u64 {
+    fn sm_begin(&self, comm: &Comm, seg: &SmSeg, me: usize) -> Result<u64> {
         let gen = seg.gen.load(Ordering::Relaxed) + 1;
         seg.gen.store(gen, Ordering::Relaxed);
         if gen >= 3 && seg.others_done.load(Ordering::Relaxed) < gen - 2 {
             let mut least = u64::MAX;
             for m in (0..seg.members).filter(|&m| m != me) {
-                self.sm_wait(seg.done(m), gen - 2);
+                self.sm_wait(comm, seg.done(m), gen - 2, m)?;
                 least = least.min(seg.done(m).load(Ordering::Acquire));
             }
             seg.others_done.store(least, Ordering::Relaxed);
         }
-        gen
+        Ok(gen)
     }
 }
 

@@ -72,10 +72,10 @@ impl Mpi {
     /// `MPI_Barrier`.
     pub(crate) fn sm_barrier(&self, comm: &Comm, seg: &SmSeg) -> Result<()> {
         let me = comm.rank as usize;
-        let gen = self.sm_begin(seg, me);
+        let gen = self.sm_begin(comm, seg, me)?;
         publish(seg, me, gen, &[]);
         for m in (0..seg.members).filter(|&m| m != me) {
-            self.sm_wait(seg.ready(m, gen), gen);
+            self.sm_wait(comm, seg.ready(m, gen), gen, m)?;
         }
         seg.end(me, gen);
         Ok(())
@@ -95,13 +95,13 @@ impl Mpi {
     ) -> Result<()> {
         let me = comm.rank as usize;
         let mut scratch = [0u8; N];
-        let gen = self.sm_begin(seg, me);
+        let gen = self.sm_begin(comm, seg, me)?;
         if me == root {
             put(seg, me, gen, buf, &mut scratch);
             seg.end(me, gen);
             return Ok(());
         }
-        self.sm_wait(seg.ready(root, gen), gen);
+        self.sm_wait(comm, seg.ready(root, gen), gen, root)?;
         let got = get(seg, root, gen, buf, &mut scratch);
         seg.end(me, gen);
         match got {
@@ -146,7 +146,7 @@ impl Mpi {
         if reader {
             src.pack_into(&mut mine[..len]);
         }
-        let gen = self.sm_begin(seg, me);
+        let gen = self.sm_begin(comm, seg, me)?;
         if root.is_none() {
             publish(seg, me, gen, &mine[..len]);
         } else if !reader {
@@ -169,7 +169,7 @@ impl Mpi {
                 }
                 continue;
             }
-            self.sm_wait(seg.ready(m, gen), gen);
+            self.sm_wait(comm, seg.ready(m, gen), gen, m)?;
             let into = if m == last {
                 &mut acc[..len]
             } else {
@@ -229,7 +229,7 @@ impl Mpi {
         let own = block(recv, me, recv.count);
         let len = own.bytes();
         let mut scratch = [0u8; N];
-        let gen = self.sm_begin(seg, me);
+        let gen = self.sm_begin(comm, seg, me)?;
         put(seg, me, gen, send.unwrap_or(&own), &mut scratch);
         if let Some(s) = send {
             if let Some(c) = s.contig() {
@@ -241,7 +241,7 @@ impl Mpi {
         }
         let mut bad = None;
         for m in (0..seg.members).filter(|&m| m != me) {
-            self.sm_wait(seg.ready(m, gen), gen);
+            self.sm_wait(comm, seg.ready(m, gen), gen, m)?;
             match get(seg, m, gen, &block(recv, m, recv.count), &mut scratch) {
                 Some(n) if n == len => {}
                 got => {
@@ -286,12 +286,12 @@ impl Mpi {
         for i in 0..n {
             block(send, i, send.count).pack_into(&mut data[i * b..(i + 1) * b]);
         }
-        let gen = self.sm_begin(seg, me);
+        let gen = self.sm_begin(comm, seg, me)?;
         publish(seg, me, gen, &data[..n * b]);
         block(recv, me, recv.count).unpack(&data[me * b..(me + 1) * b]);
         let mut bad = None;
         for m in (0..n).filter(|&m| m != me) {
-            self.sm_wait(seg.ready(m, gen), gen);
+            self.sm_wait(comm, seg.ready(m, gen), gen, m)?;
             match fetch(seg, m, gen, &mut data[..n * b]) {
                 Some(got) if got == n * b => {
                     block(recv, m, recv.count).unpack(&data[me * b..(me + 1) * b])

@@ -203,6 +203,12 @@ impl Engine {
         self.posted_for_failed_slow(members, src)
     }
 
+    /// Whether comm rank `m` of `group` failed for good: for waits outside
+    /// the matching queues (the small collectives' shared segment).
+    pub(crate) fn member_failed(&self, group: &Group, m: usize) -> bool {
+        i32::try_from(m).is_ok_and(|m| self.posted_for_failed(&group.members, m))
+    }
+
     #[cold]
     #[inline(never)]
     fn posted_for_failed_slow(&self, members: &[u32], src: i32) -> bool {
