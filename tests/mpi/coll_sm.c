@@ -11,6 +11,7 @@
 #include "check.h"
 #include <string.h>
 #include <unistd.h>
+#include <stdlib.h>
 
 /* 2x2 integer matrices, row-major: inout = in * inout (non-commutative). */
 static void matmul(void *in, void *inout, int *len, MPI_Datatype *dt) {
@@ -115,25 +116,57 @@ static void exercise(MPI_Comm comm, int iters, const char *what) {
 }
 
 /* Sizes on both sides of the segment's limits (by default 2048 bytes for a
- * reduction, 4096 for the others): the results agree. */
+ * reduction, 4096 for the others, and 32 KiB for a Bcast or Allgather piece
+ * by piece): the results agree. */
 static void sizes(MPI_Comm comm) {
     int rank, n;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &n);
-    static int a[1100], b[1100], all[16 * 520];
-    int counts[] = {1, 63, 64, 65, 511, 512, 513, 1024, 1025};
+    static int a[8300], b[8300];
+    int counts[] = {1, 63, 64, 65, 511, 512, 513, 1024, 1025, 2047, 2048, 2049, 5000, 8191, 8192, 8193};
     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         int cnt = counts[c];
         for (int k = 0; k < cnt; k++) a[k] = rank * 7 + k;
-        MPI_Allreduce(a, b, cnt, MPI_INT, MPI_SUM, comm);
-        for (int k = 0; k < cnt; k++) CHECK(b[k] == 7 * n * (n - 1) / 2 + n * k, "allreduce of %d ints: [%d] = %d", cnt, k, b[k]);
-        for (int k = 0; k < cnt; k++) b[k] = rank == n - 1 ? k * 3 : -5;
-        MPI_Bcast(b, cnt, MPI_INT, n - 1, comm);
-        for (int k = 0; k < cnt; k++) CHECK(b[k] == k * 3, "bcast of %d ints: [%d] = %d", cnt, k, b[k]);
-        if (cnt * n <= 16 * 520 && cnt <= 520) {
-            MPI_Allgather(a, cnt, MPI_INT, all, cnt, MPI_INT, comm);
+        if (cnt <= 2049) {
+            MPI_Allreduce(a, b, cnt, MPI_INT, MPI_SUM, comm);
+            for (int k = 0; k < cnt; k++) CHECK(b[k] == 7 * n * (n - 1) / 2 + n * k, "allreduce of %d ints: [%d] = %d", cnt, k, b[k]);
+        }
+        for (int rep = 0; rep < 3; rep++) {
+            int root = (n - 1 + rep) % n;
+            for (int k = 0; k < cnt; k++) b[k] = rank == root ? k * 3 + rep : -5;
+            MPI_Bcast(b, cnt, MPI_INT, root, comm);
+            for (int k = 0; k < cnt; k++) CHECK(b[k] == k * 3 + rep, "bcast of %d ints from %d: [%d] = %d", cnt, root, k, b[k]);
+        }
+        int *all = malloc(sizeof(int) * (size_t)n * cnt);
+        for (int k = 0; k < n * cnt; k++) all[k] = -1;
+        MPI_Allgather(a, cnt, MPI_INT, all, cnt, MPI_INT, comm);
+        for (int r = 0; r < n; r++)
+            for (int k = 0; k < cnt; k++) CHECK(all[r * cnt + k] == r * 7 + k, "allgather of %d ints: [%d][%d] = %d", cnt, r, k, all[r * cnt + k]);
+        /* In place, and into a non-contiguous type (pairs of ints, strided). */
+        for (int k = 0; k < n * cnt; k++) all[k] = k / cnt == rank ? 11 * k : -1;
+        MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, cnt, MPI_INT, comm);
+        for (int k = 0; k < n * cnt; k++) CHECK(all[k] == 11 * k, "allgather in place of %d ints: [%d] = %d", cnt, k, all[k]);
+        free(all);
+        if (cnt % 2 == 0) {
+            MPI_Datatype pair, spaced;
+            MPI_Type_vector(2, 1, 2, MPI_INT, &pair);
+            MPI_Type_create_resized(pair, 0, 4 * sizeof(int), &spaced);
+            MPI_Type_commit(&spaced);
+            int *sp = malloc(sizeof(int) * 2 * (size_t)n * cnt);
+            for (int k = 0; k < 2 * n * cnt; k++) sp[k] = -1;
+            MPI_Allgather(a, cnt, MPI_INT, sp, cnt / 2, spaced, comm);
             for (int r = 0; r < n; r++)
-                for (int k = 0; k < cnt; k++) CHECK(all[r * cnt + k] == r * 7 + k, "allgather of %d ints", cnt);
+                for (int k = 0; k < cnt; k++) {
+                    int at = 2 * r * cnt + (k / 2) * 4 + (k % 2) * 2;
+                    CHECK(sp[at] == r * 7 + k && sp[at + 1] == -1, "allgather of %d ints into a strided type: [%d][%d]", cnt, r, k);
+                }
+            /* A strided broadcast too. */
+            for (int k = 0; k < 2 * cnt; k++) sp[k] = rank == 0 ? k : -1;
+            MPI_Bcast(sp, cnt / 2, spaced, 0, comm);
+            for (int k = 0; k < 2 * cnt; k++) CHECK(sp[k] == ((k % 4 == 0 || k % 4 == 2) ? k : (rank == 0 ? k : -1)), "strided bcast of %d ints: [%d] = %d", cnt, k, sp[k]);
+            free(sp);
+            MPI_Type_free(&spaced);
+            MPI_Type_free(&pair);
         }
     }
 }

@@ -126,6 +126,9 @@ impl Mpi {
         if let Some(seg) = self.sm_seg(comm, buf.bytes())? {
             return self.sm_bcast(comm, seg, buf, root);
         }
+        if let Some(seg) = self.sm_seg_pipe(comm, buf.bytes())? {
+            return self.sm_bcast_pipe(comm, seg, buf, root);
+        }
         if let Some(plan) = self.hier_plan(comm) {
             return self.hier_bcast(comm, &plan, buf, root);
         }
@@ -613,6 +616,9 @@ impl Mpi {
         if counts.is_none() {
             if let Some(seg) = self.sm_seg(comm, slot(me).bytes())? {
                 return self.sm_allgather(comm, seg, send, recv);
+            }
+            if let Some(seg) = self.sm_seg_pipe(comm, slot(me).bytes())? {
+                return self.sm_allgather_pipe(comm, seg, send, recv);
             }
         }
         let right = (me + 1) % n;

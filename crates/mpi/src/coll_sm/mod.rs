@@ -29,6 +29,7 @@
 //! into memory another process can write.
 
 mod ops;
+mod pipe;
 
 use crate::error::{class, err, Result};
 use crate::{Comm, Mpi};
@@ -41,6 +42,15 @@ pub const MAX_MEMBERS: u32 = 16;
 /// The largest buffer per member (`GW_MPI_COLL_SM` is clamped to it): the
 /// data passes through stack buffers of this size.
 pub const MAX_BYTES: usize = 4096;
+/// The data bytes of one buffer: also the piece size of the calls larger
+/// than the limit that go through the segment piece by piece (Bcast and
+/// Allgather up to [`PIPE_MAX`]).
+const ROOM: usize = 8192;
+/// The largest Bcast or Allgather (bytes per member) that goes through the
+/// segment piece by piece: up to the shm method's eager limit (32 KiB)
+/// messages cost three copies, beyond it rendezvous moves the data with
+/// one (a single copy between the processes), which pieces do not beat.
+pub const PIPE_MAX: usize = 32768;
 /// A buffer's header: `ready` and the length.
 const HEAD: usize = 16;
 const LINE: usize = 64;
@@ -75,9 +85,6 @@ pub(crate) struct SmSeg {
     members: usize,
     /// Bytes of one buffer, header included (a multiple of [`LINE`]).
     block: usize,
-    /// The most data bytes a call may move per member (`GW_MPI_COLL_SM`
-    /// when the segment was made; every member decides by it alike).
-    cap: usize,
     /// This process's count of calls that used the segment.
     gen: AtomicU64,
     /// The least `done` of the other members last seen (saves reading
@@ -135,9 +142,9 @@ impl SmSeg {
         self.addr + self.buffer(m, gen) + HEAD
     }
 
-    /// The most data bytes a call may move per member.
-    fn capacity(&self) -> usize {
-        self.cap
+    /// The data bytes one buffer holds (at least `GW_MPI_COLL_SM`): a piece.
+    fn room(&self) -> usize {
+        self.block - HEAD
     }
 
     /// Ends a call: member `me` has read all it needed of call `gen`.
@@ -151,11 +158,28 @@ impl Mpi {
     /// use it (made at the first such call; None on every member alike).
     /// Borrowed from the communicator: no reference count touched per call.
     pub(crate) fn sm_seg<'c>(&self, comm: &'c Comm, bytes: usize) -> Result<Option<&'c SmSeg>> {
+        self.sm_seg_if(comm, bytes <= limit())
+    }
+
+    /// The segment for a Bcast or Allgather of `bytes` per member that
+    /// goes through it piece by piece (above the limit, up to [`PIPE_MAX`]).
+    pub(crate) fn sm_seg_pipe<'c>(
+        &self,
+        comm: &'c Comm,
+        bytes: usize,
+    ) -> Result<Option<&'c SmSeg>> {
+        self.sm_seg_if(comm, limit() > 0 && bytes <= PIPE_MAX)
+    }
+
+    fn sm_seg_if<'c>(&self, comm: &'c Comm, fits: bool) -> Result<Option<&'c SmSeg>> {
+        if !fits {
+            return Ok(None);
+        }
         if let Some(s) = comm.sm.get() {
-            return Ok(s.as_deref().filter(|s| bytes <= s.capacity()));
+            return Ok(s.as_deref());
         }
         let cap = limit();
-        if bytes > cap || comm.nbc != 0 || comm.is_inter() {
+        if cap == 0 || comm.nbc != 0 || comm.is_inter() {
             return Ok(None);
         }
         if comm.size < 2 || comm.size > MAX_MEMBERS {
@@ -174,7 +198,7 @@ impl Mpi {
             return Ok(None);
         }
         let members = comm.size as usize;
-        let block = (HEAD + cap).next_multiple_of(LINE);
+        let block = (HEAD + cap.max(ROOM)).next_multiple_of(LINE);
         let len = (members * (LINE + 2 * block)).next_multiple_of(4096);
         let all: Vec<u32> = (0..comm.size).collect();
         Ok(self.shared_segment_setup(comm, &all, len)?.map(|addr| {
@@ -183,7 +207,6 @@ impl Mpi {
                 len,
                 members,
                 block,
-                cap,
                 gen: AtomicU64::new(0),
                 others_done: AtomicU64::new(0),
             })
@@ -245,8 +268,8 @@ fn publish(seg: &SmSeg, me: usize, gen: u64, data: &[u8]) {
 /// # Safety
 /// `src` is readable for `len` bytes and lies outside the segment.
 unsafe fn publish_raw(seg: &SmSeg, me: usize, gen: u64, src: *const u8, len: usize) {
-    assert!(len <= seg.capacity(), "checked by sm_seg");
-    // SAFETY: the buffer lies inside the mapping and holds `capacity()`
+    assert!(len <= seg.room(), "checked by sm_seg");
+    // SAFETY: the buffer lies inside the mapping and holds `room()`
     // bytes (checked above); only this member writes it, and nobody reads
     // it for this call before the release store of `ready` below, nor for
     // the call two before any more (`sm_begin` waited for their `done`).
@@ -264,11 +287,11 @@ unsafe fn publish_raw(seg: &SmSeg, me: usize, gen: u64, src: *const u8, len: usi
 /// reference to it is alive.
 unsafe fn fetch_raw(seg: &SmSeg, m: usize, gen: u64, dst: *mut u8, cap: usize) -> Option<usize> {
     let n = seg.length(m, gen).load(Ordering::Relaxed) as usize;
-    if n > cap || n > seg.capacity() {
+    if n > cap || n > seg.room() {
         return None;
     }
     // SAFETY: `n` bytes of member m's buffer, inside the mapping (checked
-    // against the capacity: the length word is the peer's and not
+    // against its room: the length word is the peer's and not
     // trusted); the writer does not write them again before this member's
     // `done` says this call (the copy may race only with a buggy or
     // hostile peer, and then copies garbage bytes into our own buffer,

@@ -23,7 +23,7 @@ macro_rules! sized {
     };
 }
 
-fn mismatch(what: &str, got: Option<usize>, want: usize) -> MpiError {
+pub(super) fn mismatch(what: &str, got: Option<usize>, want: usize) -> MpiError {
     match got {
         Some(n) => err(
             class::TRUNCATE,
