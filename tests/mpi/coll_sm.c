@@ -3,8 +3,7 @@
  * here, over thousands of calls in a row (the segment's two buffers
  * alternate), with a broadcast root that runs ahead of slow members, roots
  * that rotate, non-contiguous types, MPI_IN_PLACE, a non-commutative user
- * op, sizes on both sides of GW_MPI_COLL_SM (4096 bytes by default, 2048
- * for reductions) and
+ * op, sizes on both sides of the segment's limits and
  * sub-communicators. On one host, MPI_T's shm message counter says whether
  * the segment carried 1000 small allreduces (no shm message) or messages did
  * (GW_MPI_COLL_SM=0). Any rank count, one host or several. */
@@ -115,9 +114,9 @@ static void exercise(MPI_Comm comm, int iters, const char *what) {
     }
 }
 
-/* Sizes on both sides of the segment's limits (by default 2048 bytes for a
- * reduction, 4096 for the others, and 32 KiB for a Bcast or Allgather piece
- * by piece): the results agree. */
+/* Sizes on both sides of the segment's limits (GW_MPI_COLL_SM, 4096 bytes
+ * by default, for a call in one go; 32 KiB for a Bcast, Allgather, Reduce
+ * or Allreduce piece by piece): the results agree. */
 static void sizes(MPI_Comm comm) {
     int rank, n;
     MPI_Comm_rank(comm, &rank);
@@ -127,9 +126,37 @@ static void sizes(MPI_Comm comm) {
     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         int cnt = counts[c];
         for (int k = 0; k < cnt; k++) a[k] = rank * 7 + k;
-        if (cnt <= 2049) {
-            MPI_Allreduce(a, b, cnt, MPI_INT, MPI_SUM, comm);
-            for (int k = 0; k < cnt; k++) CHECK(b[k] == 7 * n * (n - 1) / 2 + n * k, "allreduce of %d ints: [%d] = %d", cnt, k, b[k]);
+        MPI_Allreduce(a, b, cnt, MPI_INT, MPI_SUM, comm);
+        for (int k = 0; k < cnt; k++) CHECK(b[k] == 7 * n * (n - 1) / 2 + n * k, "allreduce of %d ints: [%d] = %d", cnt, k, b[k]);
+        memcpy(b, a, sizeof(int) * cnt);
+        MPI_Allreduce(MPI_IN_PLACE, b, cnt, MPI_INT, MPI_MAX, comm);
+        for (int k = 0; k < cnt; k++) CHECK(b[k] == 7 * (n - 1) + k, "allreduce in place of %d ints: [%d] = %d", cnt, k, b[k]);
+        for (int root = 0; root < n; root += n > 2 ? 2 : 1) {
+            for (int k = 0; k < cnt; k++) b[k] = -3;
+            MPI_Reduce(a, b, cnt, MPI_INT, MPI_SUM, root, comm);
+            if (rank == root)
+                for (int k = 0; k < cnt; k++) CHECK(b[k] == 7 * n * (n - 1) / 2 + n * k, "reduce of %d ints to %d: [%d] = %d", cnt, root, k, b[k]);
+        }
+        /* Non-commutative, many elements (pieces hold whole matrices). */
+        if (cnt % 4 == 0) {
+            int mats = cnt / 4;
+            long *m = malloc(sizeof(long) * 4 * mats), *got = malloc(sizeof(long) * 4 * mats);
+            for (int j = 0; j < mats; j++) matrix_of(rank, j, m + 4 * j);
+            MPI_Op mm;
+            MPI_Op_create(matmul, 0, &mm);
+            MPI_Datatype mat;
+            MPI_Type_contiguous(4, MPI_LONG, &mat);
+            MPI_Type_commit(&mat);
+            MPI_Allreduce(m, got, mats, mat, mm, comm);
+            for (int j = 0; j < mats; j++) {
+                long want[4] = {1, 0, 0, 1};
+                for (int r = n - 1; r >= 0; r--) { long x[4]; int one = 1; matrix_of(r, j, x); matmul(x, want, &one, NULL); }
+                for (int q = 0; q < 4; q++) CHECK(got[4 * j + q] == want[q], "allreduce of %d matrices: [%d][%d] %ld != %ld", mats, j, q, got[4 * j + q], want[q]);
+            }
+            MPI_Type_free(&mat);
+            MPI_Op_free(&mm);
+            free(m);
+            free(got);
         }
         for (int rep = 0; rep < 3; rep++) {
             int root = (n - 1 + rep) % n;

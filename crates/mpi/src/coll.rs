@@ -165,7 +165,7 @@ impl Mpi {
         self.check_buf(src, "send buffer")?;
         self.check_buf(recv, "receive buffer")?;
         op.check(&src.dt)?;
-        if let Some(seg) = self.sm_seg(comm, crate::coll_sm::reduction_weight(src.bytes()))? {
+        if let Some(seg) = self.sm_seg_reduce(comm, src)? {
             return self.sm_reduce(comm, seg, src, recv, op, None);
         }
         if let Some(plan) = self.hier_plan(comm) {

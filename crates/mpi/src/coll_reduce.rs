@@ -49,7 +49,7 @@ impl Mpi {
             self.check_buf(recv, "receive buffer")?;
         }
         op.check(&src.dt)?;
-        if let Some(seg) = self.sm_seg(comm, crate::coll_sm::reduction_weight(src.bytes()))? {
+        if let Some(seg) = self.sm_seg_reduce(comm, src)? {
             return self.sm_reduce(comm, seg, src, recv, op, Some(root as u32));
         }
         // A non-commutative op goes level by level only where that keeps

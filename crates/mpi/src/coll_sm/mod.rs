@@ -30,6 +30,7 @@
 
 mod ops;
 mod pipe;
+mod reduce;
 
 use crate::error::{class, err, Result};
 use crate::{Comm, Mpi};
@@ -66,15 +67,6 @@ pub(crate) fn limit() -> usize {
         }
         v => v as usize,
     }
-}
-
-/// The size a reduction of `bytes` counts as against the limit: twice its
-/// own. A reduction through the segment makes more passes over its data
-/// than one by messages (pack, copy out, combine, unpack); measured on 2
-/// ranks, it wins up to 2 KiB and loses at 4 KiB (Reduce 1.48 µs against
-/// 0.66 µs by messages), where a broadcast still wins (0.42 against 0.68).
-pub(crate) fn reduction_weight(bytes: usize) -> usize {
-    bytes.saturating_mul(2)
 }
 
 /// One communicator's mapped segment.
@@ -169,6 +161,21 @@ impl Mpi {
         bytes: usize,
     ) -> Result<Option<&'c SmSeg>> {
         self.sm_seg_if(comm, limit() > 0 && bytes <= PIPE_MAX)
+    }
+
+    /// The segment for a Reduce or Allreduce of `src` (the same datatype
+    /// and count on every member, as MPI requires): up to [`PIPE_MAX`]
+    /// bytes, piece by piece above a buffer's room, of elements that fit
+    /// in one.
+    pub(crate) fn sm_seg_reduce<'c>(
+        &self,
+        comm: &'c Comm,
+        src: &crate::request::Buf,
+    ) -> Result<Option<&'c SmSeg>> {
+        self.sm_seg_if(
+            comm,
+            limit() > 0 && src.bytes() <= PIPE_MAX && src.dt.size <= ROOM,
+        )
     }
 
     fn sm_seg_if<'c>(&self, comm: &'c Comm, fits: bool) -> Result<Option<&'c SmSeg>> {

@@ -8,7 +8,7 @@ use super::{fetch, fetch_raw, publish, publish_raw, SmSeg, MAX_BYTES};
 use crate::coll::block;
 use crate::error::{class, err, MpiError, Result};
 use crate::request::Buf;
-use crate::{Comm, Mpi, Op};
+use crate::{Comm, Mpi};
 
 /// Calls `$f::<N>` with the least stack buffer size `N` that holds `$len`.
 macro_rules! sized {
@@ -108,99 +108,6 @@ impl Mpi {
             Some(_) => Ok(()),
             None => Err(mismatch("MPI_Bcast", None, buf.bytes())),
         }
-    }
-
-    /// `MPI_Allreduce` (`root` None) or `MPI_Reduce` to `root`: `src`'s
-    /// data combined in rank order into `recv` (at the root only for a
-    /// reduce).
-    pub(crate) fn sm_reduce(
-        &self,
-        comm: &Comm,
-        seg: &SmSeg,
-        src: &Buf,
-        recv: &Buf,
-        op: &Op,
-        root: Option<u32>,
-    ) -> Result<()> {
-        sized!(
-            src.bytes(),
-            self.sm_reduce_n(comm, seg, src, recv, op, root)
-        )
-    }
-
-    fn sm_reduce_n<const N: usize>(
-        &self,
-        comm: &Comm,
-        seg: &SmSeg,
-        src: &Buf,
-        recv: &Buf,
-        op: &Op,
-        root: Option<u32>,
-    ) -> Result<()> {
-        let me = comm.rank as usize;
-        let len = src.bytes();
-        let reader = root.is_none_or(|r| r as usize == me);
-        let mut mine = [0u8; N];
-        // The reader needs its own data packed to combine; the others only
-        // publish it (straight from a contiguous buffer).
-        if reader {
-            src.pack_into(&mut mine[..len]);
-        }
-        let gen = self.sm_begin(comm, seg, me)?;
-        if root.is_none() {
-            publish(seg, me, gen, &mine[..len]);
-        } else if !reader {
-            put(seg, me, gen, src, &mut mine);
-            seg.end(me, gen);
-            return Ok(());
-        }
-        // a0 op (a1 op (... op a(n-1))): from the last member down, with
-        // `apply(in, inout)` computing inout = in op inout.
-        let mut acc = [0u8; N];
-        let mut theirs = [0u8; N];
-        let mut bad = None;
-        let last = seg.members - 1;
-        for m in (0..seg.members).rev() {
-            if m == me {
-                if m == last {
-                    acc[..len].copy_from_slice(&mine[..len]);
-                } else {
-                    op.apply(&src.dt, src.count, &mine[..len], &mut acc[..len]);
-                }
-                continue;
-            }
-            self.sm_wait(comm, seg.ready(m, gen), gen, m)?;
-            let into = if m == last {
-                &mut acc[..len]
-            } else {
-                &mut theirs[..len]
-            };
-            match fetch(seg, m, gen, into) {
-                Some(n) if n == len => {}
-                got => {
-                    bad = Some(got);
-                    break;
-                }
-            }
-            if m != last {
-                op.apply(&src.dt, src.count, &theirs[..len], &mut acc[..len]);
-            }
-        }
-        seg.end(me, gen);
-        if let Some(got) = bad {
-            return Err(mismatch("reduction", got, len));
-        }
-        if recv.bytes() < len {
-            return Err(err(
-                class::TRUNCATE,
-                format!(
-                    "reduction of {len} bytes into a receive buffer of {}",
-                    recv.bytes()
-                ),
-            ));
-        }
-        recv.unpack(&acc[..len]);
-        Ok(())
     }
 
     /// `MPI_Allgather` into `recv` (`recv.count` elements per member) from
