@@ -13,7 +13,8 @@
 //! Eligible (every member decides alike from what all of them know): an
 //! intracommunicator itself (not a nonblocking collective's shadow) of 2 to
 //! [`MAX_MEMBERS`] members on one host, at most `GW_MPI_COLL_SM` bytes per
-//! member and call (0: never). The segment is made at the first eligible
+//! member and call (0: never); Bcast, Allgather, Reduce and Allreduce up to
+//! [`PIPE_MAX`] go through it piece by piece (`pipe.rs`, `reduce.rs`). The segment is made at the first eligible
 //! call (the lowest rank creates it, see [`Mpi::shared_segment_setup`]);
 //! where that fails on any member, the communicator keeps messages.
 //!
@@ -25,8 +26,8 @@
 //! the call that used that buffer last); readers wait until `ready` says
 //! `g`. Reductions combine in rank order on every member alike, so the
 //! result is the same everywhere and non-commutative operations keep MPI's
-//! order. Data passes through stack buffers: no Rust reference ever points
-//! into memory another process can write.
+//! order. Data is copied in and out with raw copies: no Rust reference ever
+//! points into memory another process can write.
 
 mod ops;
 mod pipe;
@@ -44,11 +45,11 @@ pub const MAX_MEMBERS: u32 = 16;
 /// data passes through stack buffers of this size.
 pub const MAX_BYTES: usize = 4096;
 /// The data bytes of one buffer: also the piece size of the calls larger
-/// than the limit that go through the segment piece by piece (Bcast and
-/// Allgather up to [`PIPE_MAX`]).
+/// than the limit that go through the segment piece by piece (up to
+/// [`PIPE_MAX`]).
 const ROOM: usize = 8192;
-/// The largest Bcast or Allgather (bytes per member) that goes through the
-/// segment piece by piece: up to the shm method's eager limit (32 KiB)
+/// The largest Bcast, Allgather, Reduce or Allreduce (bytes per member)
+/// that goes through the segment piece by piece: up to the shm method's eager limit (32 KiB)
 /// messages cost three copies, beyond it rendezvous moves the data with
 /// one (a single copy between the processes), which pieces do not beat.
 pub const PIPE_MAX: usize = 32768;

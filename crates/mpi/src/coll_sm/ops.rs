@@ -1,8 +1,9 @@
-//! The collectives over a communicator's segment (see `mod.rs` for the
-//! protocol). Contiguous user buffers are copied straight to and from the
-//! segment; other layouts and reductions pass through stack buffers of `N`
-//! bytes, sized by the call (64, 512 or [`MAX_BYTES`]: zeroing 12 KiB of
-//! stack would cost more than a small call itself).
+//! The small collectives over a communicator's segment, in one call each
+//! (see `mod.rs` for the protocol; reductions are in `reduce.rs`).
+//! Contiguous user buffers are copied straight to and from the segment;
+//! other layouts pass through stack buffers of `N` bytes, sized by the call
+//! (64, 512 or [`MAX_BYTES`]: zeroing 12 KiB of stack would cost more than
+//! a small call itself).
 
 use super::{fetch, fetch_raw, publish, publish_raw, SmSeg, MAX_BYTES};
 use crate::coll::block;
