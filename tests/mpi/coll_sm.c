@@ -251,9 +251,20 @@ int main(int argc, char **argv) {
             MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
             CHECK(y == n * (n - 1) / 2 + n * i, "allreduce %d", i);
         }
+        /* Pieces: 32 KiB Allreduce, Reduce, Bcast and Allgather. */
+        static int big[8192], big_out[8192 * 16];
+        for (int i = 0; i < 20; i++) {
+            for (int k = 0; k < 8192; k++) big[k] = k + rank + i;
+            MPI_Allreduce(big, big_out, 8192, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+            CHECK(big_out[8191] == n * (8191 + i) + n * (n - 1) / 2, "32 KiB allreduce %d", i);
+            MPI_Reduce(big, big_out, 8192, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+            MPI_Bcast(big, 8192, MPI_INT, i % n, MPI_COMM_WORLD);
+            CHECK(big[17] == 17 + i % n + i, "32 KiB bcast %d", i);
+            MPI_Allgather(big, 8192, MPI_INT, big_out, 8192, MPI_INT, MPI_COMM_WORLD);
+        }
         long sent = shm_sent(s, h) - before;
         if (on)
-            CHECK(sent == 0, "1000 small allreduces on one host sent %ld shm messages (the segment should carry them)", sent);
+            CHECK(sent == 0, "1000 small allreduces and 20 rounds of 32 KiB collectives on one host sent %ld shm messages (the segment should carry them)", sent);
         else
             CHECK(sent >= 1000, "with GW_MPI_COLL_SM=0, 1000 allreduces sent only %ld shm messages", sent);
         MPI_T_pvar_handle_free(s, &h);
