@@ -11,7 +11,9 @@
 # Env: CARGO_TARGET_DIR, GW_BASE_LIB=DIR (another build's libmpi.so, run as
 #      "base" beside the others: before/after in one run), CHUNKS (200),
 #      CH_SMALL/CH_MID/CH_BIG (calls per chunk up to 4 KiB / 64 KiB / above:
-#      100 / 20 / 4), NO_BUILD=1.
+#      100 / 20 / 4), NO_BUILD=1, NP (ranks, default 2; above the core count
+#      the shm runs are not pinned, and tcp runs put NP/2 ranks on each of 2
+#      emulated hosts).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 T=${CARGO_TARGET_DIR:-target}
@@ -31,18 +33,21 @@ fi
 G=$T/release/gwrun
 mpis="gw mpich ompi"
 [ -n "${GW_BASE_LIB:-}" ] && mpis="base gw mpich ompi"
+np=${NP:-2}
+pin=core
+[ "$np" -gt "$(nproc)" ] && pin=none
 run() { # mpi args...
   local x=$1; shift
   case $x-$m in
-    gw-shm | base-shm) "$G" -n 2 --bind-to core --timeout 120 "$W/cl_$x" "$@" ;;
-    gw-tcp | base-tcp) "$G" -n 2 --emulate-hosts 2 --timeout 120 "$W/cl_$x" "$@" ;;
-    mpich-shm) mpiexec.mpich -bind-to core -n 2 "$W/cl_mpich" "$@" ;;
-    mpich-tcp) MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self mpiexec.mpich -n 2 "$W/cl_mpich" "$@" ;;
-    ompi-shm) mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to core -n 2 "$W/cl_ompi" "$@" ;;
-    ompi-tcp) mpirun.openmpi --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self -n 2 "$W/cl_ompi" "$@" ;;
+    gw-shm | base-shm) "$G" -n "$np" --bind-to $pin --timeout 120 "$W/cl_$x" "$@" ;;
+    gw-tcp | base-tcp) "$G" -n "$np" --emulate-hosts 2 --timeout 120 "$W/cl_$x" "$@" ;;
+    mpich-shm) if [ "$pin" = core ]; then mpiexec.mpich -bind-to core -n "$np" "$W/cl_mpich" "$@"; else mpiexec.mpich -n "$np" "$W/cl_mpich" "$@"; fi ;;
+    mpich-tcp) MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self mpiexec.mpich -n "$np" "$W/cl_mpich" "$@" ;;
+    ompi-shm) mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to $pin -n "$np" "$W/cl_ompi" "$@" ;;
+    ompi-tcp) mpirun.openmpi --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self -n "$np" "$W/cl_ompi" "$@" ;;
   esac 2>>"$W/err.txt"
 }
-echo "# bench/mpi-coll-min.sh $m, $(date -u '+%Y-%m-%d %H:%M UTC'), CHUNKS=${CHUNKS:-200}, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# bench/mpi-coll-min.sh $m, $np ranks, $(date -u '+%Y-%m-%d %H:%M UTC'), CHUNKS=${CHUNKS:-200}, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "| %s | size |" "$m"; for x in $mpis; do printf " %s µs |" "$x"; done
 [ -n "${GW_BASE_LIB:-}" ] && printf " gw / better | base / better | gw / base |\n" || printf " gw / better |\n"
 printf "| --- | ---: |"; for x in $mpis; do printf " ---: |"; done
@@ -53,7 +58,7 @@ for w in $whiches; do
     { [ "$w" != B ] && [ "$s" = 0 ]; } && continue
     if [ "$s" -le 4096 ]; then ch=${CH_SMALL:-100}; elif [ "$s" -le 65536 ]; then ch=${CH_MID:-20}; else ch=${CH_BIG:-4}; fi
     declare -A v=()
-    for x in $mpis; do v[$x]=$(timeout 150 bash -c "$(declare -f run); m=$m W=$W G=$G; run $x $ch ${CHUNKS:-200} $s $w" | tail -1); done
+    for x in $mpis; do v[$x]=$(timeout 150 bash -c "$(declare -f run); m=$m W=$W G=$G np=$np pin=$pin; run $x $ch ${CHUNKS:-200} $s $w" | tail -1); done
     printf "| %s | %s |" "$(case $w in a) echo allreduce ;; b) echo bcast ;; t) echo alltoall ;; r) echo reduce ;; g) echo allgather ;; B) echo barrier ;; esac)" "$s"
     for x in $mpis; do printf " %s |" "${v[$x]}"; done
     awk -v g="${v[gw]}" -v b="${v[base]:-}" -v a="${v[mpich]}" -v o="${v[ompi]}" 'BEGIN {
