@@ -123,11 +123,8 @@ impl Mpi {
             return Ok(());
         }
         let root = root as u32;
-        if let Some(seg) = self.sm_seg(comm, buf.bytes())? {
+        if let Some(seg) = self.sm_seg_pieces(comm, buf.bytes())? {
             return self.sm_bcast(comm, seg, buf, root);
-        }
-        if let Some(seg) = self.sm_seg_pipe(comm, buf.bytes())? {
-            return self.sm_bcast_pipe(comm, seg, buf, root);
         }
         if let Some(plan) = self.hier_plan(comm) {
             return self.hier_bcast(comm, &plan, buf, root);
@@ -614,11 +611,8 @@ impl Mpi {
             }
         }
         if counts.is_none() {
-            if let Some(seg) = self.sm_seg(comm, slot(me).bytes())? {
+            if let Some(seg) = self.sm_seg_pieces(comm, slot(me).bytes())? {
                 return self.sm_allgather(comm, seg, send, recv);
-            }
-            if let Some(seg) = self.sm_seg_pipe(comm, slot(me).bytes())? {
-                return self.sm_allgather_pipe(comm, seg, send, recv);
             }
         }
         let right = (me + 1) % n;

@@ -96,13 +96,13 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
     },
     ParamDecl {
         name: "MPI_COLL_SM",
-        default: "4096",
-        kind: Kind::Size { min: 0, max: 4096 },
-        help: "Collectives (Barrier, Bcast, Reduce, Allreduce, Allgather, Alltoall) of a \
-               communicator whose members all share one host, moving at most this many \
-               bytes per member, go through a shared segment instead of messages (Bcast, \
-               Allgather, Reduce and Allreduce up to 32 KiB piece by piece; 0: never). \
-               Read at the first one; every rank must use the same value.",
+        default: "32768",
+        kind: Kind::Size { min: 0, max: 32768 },
+        help: "Collectives (Barrier, Bcast, Reduce, Allreduce, Allgather; Alltoall up to \
+               4096 bytes) of a communicator whose members all share one host, moving at \
+               most this many bytes per member, go through a shared segment instead of \
+               messages (0: never). Read at the first one; every rank must use the same \
+               value.",
     },
     ParamDecl {
         name: "MPI_ALLREDUCE_SPLIT",

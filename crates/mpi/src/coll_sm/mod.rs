@@ -13,8 +13,8 @@
 //! Eligible (every member decides alike from what all of them know): an
 //! intracommunicator itself (not a nonblocking collective's shadow) of 2 to
 //! [`MAX_MEMBERS`] members on one host, at most `GW_MPI_COLL_SM` bytes per
-//! member and call (0: never); Bcast, Allgather, Reduce and Allreduce up to
-//! [`PIPE_MAX`] go through it piece by piece (`pipe.rs`, `reduce.rs`). The segment is made at the first eligible
+//! member and call (32 KiB; 0: never; Alltoall at most [`MAX_BYTES`]);
+//! above a buffer's room, piece by piece (`bcast_gather.rs`, `reduce.rs`). The segment is made at the first eligible
 //! call (the lowest rank creates it, see [`Mpi::shared_segment_setup`]);
 //! where that fails on any member, the communicator keeps messages.
 //!
@@ -29,8 +29,8 @@
 //! order. Data is copied in and out with raw copies: no Rust reference ever
 //! points into memory another process can write.
 
+mod bcast_gather;
 mod ops;
-mod pipe;
 mod reduce;
 
 use crate::error::{class, err, Result};
@@ -41,15 +41,15 @@ use std::sync::Arc;
 /// The most members a segment serves: beyond, every member reading every
 /// other's buffer costs more than a tree of messages.
 pub const MAX_MEMBERS: u32 = 16;
-/// The largest buffer per member (`GW_MPI_COLL_SM` is clamped to it): the
-/// data passes through stack buffers of this size.
+/// The largest Alltoall (bytes per member, all blocks) through the
+/// segment: its blocks pass through stack buffers of this size.
 pub const MAX_BYTES: usize = 4096;
 /// The data bytes of one buffer: also the piece size of the calls larger
 /// than the limit that go through the segment piece by piece (up to
 /// [`PIPE_MAX`]).
 const ROOM: usize = 8192;
-/// The largest Bcast, Allgather, Reduce or Allreduce (bytes per member)
-/// that goes through the segment piece by piece: up to the shm method's eager limit (32 KiB)
+/// The most `GW_MPI_COLL_SM` may say: the largest Bcast, Allgather,
+/// Reduce or Allreduce (bytes per member) through the segment: up to the shm method's eager limit (32 KiB)
 /// messages cost three copies, beyond it rendezvous moves the data with
 /// one (a single copy between the processes), which pieces do not beat.
 pub const PIPE_MAX: usize = 32768;
@@ -61,12 +61,12 @@ const SLOW_YIELD: std::time::Duration = std::time::Duration::from_micros(50);
 const HEAD: usize = 16;
 const LINE: usize = 64;
 
-/// `GW_MPI_COLL_SM`, read once (at most [`MAX_BYTES`]).
+/// `GW_MPI_COLL_SM`, read once (at most [`PIPE_MAX`]).
 pub(crate) fn limit() -> usize {
     static LIMIT: AtomicU64 = AtomicU64::new(u64::MAX);
     match LIMIT.load(Ordering::Relaxed) {
         u64::MAX => {
-            let v = crate::params::num("MPI_COLL_SM").min(MAX_BYTES as u64);
+            let v = crate::params::num("MPI_COLL_SM").min(PIPE_MAX as u64);
             LIMIT.store(v, Ordering::Relaxed);
             v as usize
         }
@@ -151,27 +151,27 @@ impl SmSeg {
 }
 
 impl Mpi {
-    /// The communicator's segment if a call moving `bytes` per member may
+    /// The communicator's segment if a Barrier or an Alltoall moving
+    /// `bytes` per member (in one segment call: at most [`MAX_BYTES`]) may
     /// use it (made at the first such call; None on every member alike).
     /// Borrowed from the communicator: no reference count touched per call.
     pub(crate) fn sm_seg<'c>(&self, comm: &'c Comm, bytes: usize) -> Result<Option<&'c SmSeg>> {
-        self.sm_seg_if(comm, bytes <= limit())
+        self.sm_seg_if(comm, limit() > 0 && bytes <= limit().min(MAX_BYTES))
     }
 
-    /// The segment for a Bcast or Allgather of `bytes` per member that
-    /// goes through it piece by piece (above the limit, up to [`PIPE_MAX`]).
-    pub(crate) fn sm_seg_pipe<'c>(
+    /// The segment for a Bcast or Allgather of `bytes` per member (piece
+    /// by piece above a buffer's room).
+    pub(crate) fn sm_seg_pieces<'c>(
         &self,
         comm: &'c Comm,
         bytes: usize,
     ) -> Result<Option<&'c SmSeg>> {
-        self.sm_seg_if(comm, limit() > 0 && bytes <= PIPE_MAX)
+        self.sm_seg_if(comm, limit() > 0 && bytes <= limit())
     }
 
     /// The segment for a Reduce or Allreduce of `src` (the same datatype
-    /// and count on every member, as MPI requires): up to [`PIPE_MAX`]
-    /// bytes, piece by piece above a buffer's room, of elements that fit
-    /// in one.
+    /// and count on every member, as MPI requires), piece by piece above a
+    /// buffer's room, of elements that fit in one.
     pub(crate) fn sm_seg_reduce<'c>(
         &self,
         comm: &'c Comm,
@@ -179,7 +179,7 @@ impl Mpi {
     ) -> Result<Option<&'c SmSeg>> {
         self.sm_seg_if(
             comm,
-            limit() > 0 && src.bytes() <= PIPE_MAX && src.dt.size <= ROOM,
+            limit() > 0 && src.bytes() <= limit() && src.dt.size <= ROOM,
         )
     }
 
@@ -197,12 +197,12 @@ impl Mpi {
         if comm.size < 2 || comm.size > MAX_MEMBERS {
             return Ok(None);
         }
-        let made = self.sm_setup(comm, cap)?;
+        let made = self.sm_setup(comm)?;
         let _ = comm.sm.set(made);
         Ok(comm.sm.get().and_then(|s| s.as_deref()))
     }
 
-    fn sm_setup(&self, comm: &Comm, cap: usize) -> Result<Option<Arc<SmSeg>>> {
+    fn sm_setup(&self, comm: &Comm) -> Result<Option<Arc<SmSeg>>> {
         // One host: from the placements every rank published at start-up
         // (no messages), so every member answers alike.
         let colours = self.level_colours(comm)?;
@@ -210,7 +210,7 @@ impl Mpi {
             return Ok(None);
         }
         let members = comm.size as usize;
-        let block = (HEAD + cap.max(ROOM)).next_multiple_of(LINE);
+        let block = (HEAD + ROOM).next_multiple_of(LINE);
         let len = (members * (LINE + 2 * block)).next_multiple_of(4096);
         let all: Vec<u32> = (0..comm.size).collect();
         Ok(self.shared_segment_setup(comm, &all, len)?.map(|addr| {
@@ -290,6 +290,34 @@ impl Mpi {
             seg.others_done.store(least, Ordering::Relaxed);
         }
         Ok(gen)
+    }
+}
+
+/// Packed copies of up to this many bytes live on the stack.
+const STACK: usize = 128;
+
+/// Bytes on the stack when few, else on the heap (never zeroed twice).
+pub(super) enum Room {
+    Stack([u8; STACK], usize),
+    Heap(Vec<u8>),
+}
+
+impl Room {
+    pub(super) fn new(len: usize) -> Room {
+        if len == 0 {
+            Room::Heap(Vec::new())
+        } else if len <= STACK {
+            Room::Stack([0u8; STACK], len)
+        } else {
+            Room::Heap(vec![0u8; len])
+        }
+    }
+
+    pub(super) fn bytes(&mut self) -> &mut [u8] {
+        match self {
+            Room::Stack(b, n) => &mut b[..*n],
+            Room::Heap(v) => v,
+        }
     }
 }
 

@@ -14,39 +14,11 @@
 //! process memory: the operation never reads memory another process can
 //! write.
 
-use super::{fetch_raw, publish_raw, SmSeg};
+use super::{fetch_raw, publish_raw, Room, SmSeg};
 use crate::error::{class, err, Result};
 use crate::mem;
 use crate::request::Buf;
 use crate::{Comm, Mpi, Op};
-
-/// Packed copies of up to this many bytes live on the stack.
-const STACK: usize = 128;
-
-/// Bytes on the stack when few, else on the heap (never zeroed twice).
-enum Room {
-    Stack([u8; STACK], usize),
-    Heap(Vec<u8>),
-}
-
-impl Room {
-    fn new(len: usize) -> Room {
-        if len == 0 {
-            Room::Heap(Vec::new())
-        } else if len <= STACK {
-            Room::Stack([0u8; STACK], len)
-        } else {
-            Room::Heap(vec![0u8; len])
-        }
-    }
-
-    fn bytes(&mut self) -> &mut [u8] {
-        match self {
-            Room::Stack(b, n) => &mut b[..*n],
-            Room::Heap(v) => v,
-        }
-    }
-}
 
 impl Mpi {
     /// `MPI_Allreduce` (`root` None) or `MPI_Reduce` to `root` of `src`

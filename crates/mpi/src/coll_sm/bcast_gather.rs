@@ -1,47 +1,38 @@
-//! Bcast and Allgather larger than the small-call limit, up to
-//! [`super::PIPE_MAX`], through the segment piece by piece: one segment call
-//! per piece of `room()` bytes, so a writer fills one of its two buffers
-//! while the readers copy out of the other. Two copies per byte, against
-//! three for an eager message (into the ring, out of it into a temporary,
-//! into the user's buffer).
+//! Bcast and Allgather through the segment, in pieces of a buffer's room
+//! (one piece for a small call): one segment call per piece, so a writer
+//! fills one of its two buffers while the readers copy out of the other.
+//! Contiguous user buffers are read and written where they lie: two
+//! copies per byte, against three for an eager message (into the ring, out
+//! of it into a temporary, into the user's buffer). Other layouts go
+//! through a packed copy (on the stack when small).
 //!
 //! Every member counts the same pieces (the sizes agree), so the calls'
 //! numbers stay in step. A member that finds a piece of the wrong size goes
 //! on taking part in the remaining pieces (the others would wait for it
 //! forever otherwise) and reports the error at the end.
 
-use super::{fetch_raw, publish_raw, SmSeg};
+use super::{fetch_raw, publish_raw, Room, SmSeg};
 use crate::coll::block;
 use crate::error::Result;
 use crate::request::Buf;
 use crate::{Comm, Mpi};
 
 impl Mpi {
-    /// `MPI_Bcast` of `buf` from `root`, piece by piece.
-    pub(crate) fn sm_bcast_pipe(
-        &self,
-        comm: &Comm,
-        seg: &SmSeg,
-        buf: &Buf,
-        root: u32,
-    ) -> Result<()> {
+    /// `MPI_Bcast` of `buf` from `root`.
+    pub(crate) fn sm_bcast(&self, comm: &Comm, seg: &SmSeg, buf: &Buf, root: u32) -> Result<()> {
         let me = comm.rank as usize;
         let root = root as usize;
         let len = buf.bytes();
         // A contiguous buffer is read or written in place; another goes
         // through a packed copy.
         let direct = buf.contig_addr().filter(|_| me == root || buf.writable());
-        let mut packed = Vec::new();
+        let mut packed = Room::new(if direct.is_some() { 0 } else { len });
+        if direct.is_none() && me == root {
+            buf.pack_into(packed.bytes());
+        }
         let base = match direct {
             Some(a) => a,
-            None => {
-                packed = if me == root {
-                    buf.pack()
-                } else {
-                    vec![0u8; len]
-                };
-                packed.as_mut_ptr() as usize
-            }
+            None => packed.bytes().as_mut_ptr() as usize,
         };
         let mut bad = None;
         let mut off = 0;
@@ -68,14 +59,14 @@ impl Mpi {
             return Err(super::ops::mismatch("MPI_Bcast", got, seg.room().min(len)));
         }
         if direct.is_none() && me != root {
-            buf.unpack(&packed);
+            buf.unpack(packed.bytes());
         }
         Ok(())
     }
 
     /// `MPI_Allgather` into `recv` (`recv.count` elements per member) from
-    /// `send`, or from this member's block (`MPI_IN_PLACE`), piece by piece.
-    pub(crate) fn sm_allgather_pipe(
+    /// `send`, or from this member's block (`MPI_IN_PLACE`).
+    pub(crate) fn sm_allgather(
         &self,
         comm: &Comm,
         seg: &SmSeg,
@@ -89,41 +80,31 @@ impl Mpi {
         // Where each member's block goes: the receive buffer's blocks when
         // its type is contiguous, else a packed copy of all of them.
         let direct = recv.writable() && recv.dt.contig;
-        let mut packed = Vec::new();
-        if !direct {
-            packed = vec![0u8; members * len];
-        }
-        let packed_base = packed.as_mut_ptr() as usize;
+        let mut packed = Room::new(if direct { 0 } else { members * len });
+        let packed_base = packed.bytes().as_mut_ptr() as usize;
         let dst = |m: usize| match direct {
             true => block(recv, m, recv.count)
                 .contig_addr()
                 .expect("a contiguous type"),
             false => packed_base + m * len,
         };
-        // This member's data: in place, the send buffer, or packed.
-        let mine_packed;
-        let src = match send {
-            None => match own.contig_addr() {
-                Some(a) => a,
-                None => {
-                    mine_packed = own.pack();
-                    mine_packed.as_ptr() as usize
-                }
-            },
-            Some(s) => {
-                match s.contig() {
-                    Some(c) => own.unpack(c),
-                    None => own.unpack(&s.pack()),
-                }
-                match own.contig_addr() {
-                    Some(a) => a,
-                    None => {
-                        mine_packed = own.pack();
-                        mine_packed.as_ptr() as usize
-                    }
-                }
+        // This member's data, from the send buffer or (in place) its
+        // block: where it lies if contiguous, else packed.
+        let from = send.unwrap_or(&own);
+        let mut mine = Room::new(if from.contig_addr().is_some() { 0 } else { len });
+        let src = match from.contig_addr() {
+            Some(a) => a,
+            None => {
+                from.pack_into(mine.bytes());
+                mine.bytes().as_ptr() as usize
             }
         };
+        if let Some(s) = send {
+            match s.contig() {
+                Some(c) => own.unpack(c),
+                None => own.unpack(mine.bytes()),
+            }
+        }
         let mut bad = None;
         let mut off = 0;
         while off < len {
@@ -154,7 +135,7 @@ impl Mpi {
         }
         if !direct {
             for m in (0..members).filter(|&m| m != me) {
-                block(recv, m, recv.count).unpack(&packed[m * len..(m + 1) * len]);
+                block(recv, m, recv.count).unpack(&packed.bytes()[m * len..(m + 1) * len]);
             }
         }
         Ok(())
