@@ -184,8 +184,22 @@ impl Mpi {
     ) -> Result<Option<usize>> {
         let me = comm.rank;
         if me == members[0] {
+            // Under the job's id (gwrun removes `/dev/shm/gw-<job id>*`
+            // after a job, even a killed one: a rank killed between create
+            // and unlink leaves nothing behind), when it is a plain name.
+            let job = self.ctx().job_id();
+            let job = if !job.is_empty()
+                && job.len() <= 16
+                && job
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                format!("{job}-")
+            } else {
+                String::new()
+            };
             let name = format!(
-                "/gw-coll-{}-{}",
+                "/gw-{job}coll-{}-{}",
                 crate::cma::my_pid(),
                 SERIAL.fetch_add(1, Ordering::Relaxed)
             );
@@ -220,7 +234,9 @@ impl Mpi {
             let n = self.c_recv(comm, &mut name, members[0])?;
             let mapped = std::str::from_utf8(&name[..n])
                 .ok()
-                .filter(|s| n > 0 && s.starts_with("/gw-coll-") && !s[1..].contains('/'))
+                .filter(|s| {
+                    n > 0 && s.starts_with("/gw-") && s.contains("coll-") && !s[1..].contains('/')
+                })
                 .and_then(|s| map(s, len, false).ok());
             self.c_send(comm, &[mapped.is_some() as u8], members[0])?;
             let mut verdict = [0u8];
