@@ -384,10 +384,20 @@ impl Mpi {
         for &m in &list[1..] {
             let i = slot_of(m);
             wait_for(seg.ready(i), gen);
+            // Copied out first: the operation never reads memory another
+            // process can write (a buggy or hostile member could change it
+            // under a Rust reference).
+            let theirs = &mut tmp[..acc.len()];
             // SAFETY: member m wrote this call's data (`ready` = gen, read
-            // with Acquire) and writes nothing more until `consumed` says
-            // so, below: the slice is stable while it lives.
-            let theirs = unsafe { std::slice::from_raw_parts(seg.data(i) as *const u8, acc.len()) };
+            // with Acquire) into its slot, which holds at least `acc.len()`
+            // bytes (`eligible`); `theirs` is our own memory of that length.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    seg.data(i) as *const u8,
+                    theirs.as_mut_ptr(),
+                    acc.len(),
+                )
+            };
             op.apply(dt, count, theirs, acc);
             seg.consumed(i).store(gen, Ordering::Release);
         }
