@@ -179,6 +179,73 @@ impl Plan {
         }
         Levels { host, site, wan }
     }
+
+    /// The root's site's leader when it is not the root itself (and there
+    /// is more than one site): the member that stands for the root across
+    /// the wide area in [`Plan::leader_lists`].
+    pub fn wan_stand_in(&self, root: u32) -> Option<u32> {
+        if stand_in_off() {
+            return None;
+        }
+        let leader = self.site_leader[self.site[root as usize] as usize];
+        (leader != root && self.sites() > 1).then_some(leader)
+    }
+
+    /// The lists of a broadcast (`bcast`) or a reduction rooted at `root`
+    /// whose wide-area level is always among the site leaders: where the
+    /// root is not its site's leader, that leader stands in for it across
+    /// the wide area ([`Plan::wan_stand_in`]) and one message within the
+    /// site hands the data over (root → leader for a broadcast, leader →
+    /// root for a reduction: the caller sends it).
+    ///
+    /// Why not the root itself, as [`Plan::lists`] does: the wide-area
+    /// connections between site leaders carry every barrier, allreduce and
+    /// root-0 operation, so they stay warm; a connection from a remote
+    /// leader to some other root carries only that root's operations, and a
+    /// stock TCP sender restarts from its initial window (10 segments, 14
+    /// KiB) after an idle spell longer than its retransmission timeout
+    /// (≥ 200 ms): a 64 KiB Reduce to the last rank then takes 2 more round
+    /// trips than the same to rank 0 (docs/benchmarks.md, issue 14 part 5).
+    /// The hand-off costs one message inside the root's site.
+    ///
+    /// For a broadcast the leader receives only the hand-off: it is taken
+    /// out of every list it would otherwise receive in (the trees reshape
+    /// around it alike on every member). For a reduction the host and site
+    /// levels stay [`Plan::lists`]'s (the leader contributes its own data
+    /// through them) and the leader combines only what comes across the
+    /// wide area before handing it over.
+    pub fn leader_lists(&self, root: u32, me: u32, bcast: bool) -> Levels {
+        let mut lv = self.lists(root, me);
+        let Some(leader) = self.wan_stand_in(root) else {
+            return lv;
+        };
+        if bcast {
+            for list in [&mut lv.host, &mut lv.site] {
+                if list.first() != Some(&leader) {
+                    list.retain(|&r| r != leader);
+                }
+            }
+        }
+        let my_site = self.site[me as usize];
+        lv.wan = Vec::new();
+        if me == self.site_leader[my_site as usize] {
+            let root_site = self.site[root as usize];
+            lv.wan.push(leader);
+            lv.wan.extend(
+                (0..self.sites())
+                    .filter(|&s| s != root_site as usize)
+                    .map(|s| self.site_leader[s]),
+            );
+        }
+        lv
+    }
+}
+
+/// Temporary A/B switch (`GW_HIER4_ROOT_WAN=1`: the root itself across the
+/// wide area, as before part 5), read once; removed after the measurement.
+fn stand_in_off() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OFF.get_or_init(|| std::env::var("GW_HIER4_ROOT_WAN").is_ok_and(|v| v == "1"))
 }
 
 /// The ranks one member exchanges with at each level of one collective (see

@@ -83,3 +83,58 @@ fn contiguous_only_when_hosts_and_sites_are_consecutive() {
     let sites = Plan::new(&[[0, 0], [1, 1], [0, 2]]).expect("three hosts");
     assert!(!sites.contiguous());
 }
+
+#[test]
+fn the_wide_area_level_is_always_among_the_site_leaders() {
+    let p = plan();
+    // Site leaders: 0 (site 0) and 3 (site 1).
+    for root in 0..6u32 {
+        for me in 0..6u32 {
+            for bcast in [false, true] {
+                let l = p.leader_lists(root, me, bcast);
+                assert!(
+                    l.wan.iter().all(|&r| r == 0 || r == 3),
+                    "root {root}, rank {me}: {:?}",
+                    l.wan
+                );
+                assert_eq!(!l.wan.is_empty(), me == 0 || me == 3);
+            }
+        }
+    }
+    // Root 4 (site 1, not its leader): rank 3 stands in for it.
+    assert_eq!(p.wan_stand_in(4), Some(3));
+    assert_eq!(p.wan_stand_in(3), None);
+    assert_eq!(p.wan_stand_in(2), Some(0));
+    // A broadcast takes it out of its host's tree (it gets the hand-off).
+    let l = p.leader_lists(4, 3, true);
+    assert_eq!((l.host, l.site, l.wan), (vec![4, 5], vec![], vec![3, 0]));
+    // Root 1 (site 0, host 1): leader 0 on another host still feeds its own.
+    let l = p.leader_lists(1, 0, true);
+    assert_eq!((l.host, l.site, l.wan), (vec![0, 2], vec![1], vec![0, 3]));
+    // A reduction keeps the leader in its host's tree (its own data).
+    let l = p.leader_lists(4, 3, false);
+    assert_eq!((l.host, l.wan), (vec![4, 3, 5], vec![3, 0]));
+}
+
+#[test]
+fn with_a_stand_in_every_rank_but_the_root_receives_once() {
+    // The broadcast's lists plus the hand-off root -> stand-in.
+    let p = plan();
+    for root in 0..6u32 {
+        let mut got = [0u32; 6];
+        for me in 0..6u32 {
+            let l = p.leader_lists(root, me, true);
+            for list in [&l.host, &l.site, &l.wan] {
+                if list.len() > 1 && list[0] != me && list.contains(&me) {
+                    got[me as usize] += 1;
+                }
+            }
+        }
+        if let Some(s) = p.wan_stand_in(root) {
+            got[s as usize] += 1;
+        }
+        for (r, &g) in got.iter().enumerate() {
+            assert_eq!(g, u32::from(r as u32 != root), "root {root}, rank {r}");
+        }
+    }
+}
