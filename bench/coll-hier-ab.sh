@@ -6,8 +6,9 @@
 # one-way WAN delay, site-by-site placement, hosts on reno (as
 # bench/coll-hier.sh), gridwire with GW_SPIN_US=0 and GW_ENCRYPT=never.
 #
-#   COLLHAB_A / COLLHAB_B   VAR=VALUE words of each variant (default: B sets
-#                           nothing, A sets GW_HIER4_ROOT_WAN=1)
+#   COLLHAB_A / COLLHAB_B   VAR=VALUE words of each variant (default: none;
+#                           part 5 of issue 14 used a temporary switch of
+#                           commit 2dfe8ff, GW_HIER4_ROOT_WAN=1, for A)
 #   COLLHAB_ENV             words for both (e.g. COLL_OPS=reduce,bcast
 #                           COLL_MARGIN_MS=250)
 #   COLLHAB_ITERS (15), COLLHAB_MAXBYTES (65536), COLLHAB_TCP_TUNING (0)
@@ -25,7 +26,7 @@ DELAY=${COLLHAB_DELAY:-10}
 ITERS=${COLLHAB_ITERS:-15}
 MAXB=${COLLHAB_MAXBYTES:-65536}
 ROUNDS=${COLLHAB_ROUNDS:-2}
-A=${COLLHAB_A-GW_HIER4_ROOT_WAN=1}
+A=${COLLHAB_A-}
 B=${COLLHAB_B-}
 TUNING=()
 [ "${COLLHAB_TCP_TUNING:-0}" = 1 ] && TUNING=(--tcp-tuning)

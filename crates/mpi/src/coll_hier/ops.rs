@@ -23,20 +23,11 @@ impl Mpi {
         self.list_bcast(comm, &lv.host, &mut [])
     }
 
-    /// Broadcast: the root's site leader (the root itself, or the root hands
-    /// the data to it first) sends to the leader of every remote site, each
-    /// site's leader or root to one representative per host of its site,
-    /// each host's to its other members; segment by segment for large data.
+    /// Broadcast: the root sends to one representative per remote site, each
+    /// site's representative to one per host of its site, each host's to its
+    /// other members; segment by segment for large data.
     pub(crate) fn hier_bcast(&self, comm: &Comm, plan: &Plan, buf: &Buf, root: u32) -> Result<()> {
-        let lv = plan.leader_lists(root, comm.rank, true);
-        // Where the root is not its site's leader, it hands each segment to
-        // the leader first, which sends it across the wide area
-        // (`Plan::leader_lists`).
-        let stand_in = plan.wan_stand_in(root);
-        let handoff: &[u32] = match stand_in {
-            Some(l) if comm.rank == root || comm.rank == l => &[root, l],
-            _ => &[],
-        };
+        let lv = plan.lists(root, comm.rank);
         let len = buf.bytes();
         let contig = buf.contig_addr();
         let mut packed = Vec::new();
@@ -63,8 +54,7 @@ impl Mpi {
             // SAFETY: every request in `sends` is waited for below, before
             // `data` (the user's buffer or `packed`) is touched again.
             res = unsafe {
-                self.wan_bcast_start(comm, handoff, chunk, &mut sends)
-                    .and_then(|_| self.wan_bcast_start(comm, &lv.wan, chunk, &mut sends))
+                self.wan_bcast_start(comm, &lv.wan, chunk, &mut sends)
                     .and_then(|_| self.list_bcast_start(comm, &lv.site, chunk, &mut sends))
                     .and_then(|_| self.list_bcast_start(comm, &lv.host, chunk, &mut sends))
             };
@@ -85,9 +75,7 @@ impl Mpi {
 
     /// Reduce with a commutative `op`: within each host to its
     /// representative, within each site to its representative, then across
-    /// the sites to the root's site leader (one message from each remote
-    /// site), which is the root or hands the remote sites' part to it
-    /// (`Plan::leader_lists`).
+    /// the sites to the root (one message from each remote site).
     pub(crate) fn hier_reduce(
         &self,
         comm: &Comm,
@@ -97,32 +85,18 @@ impl Mpi {
         op: &Op,
         root: u32,
     ) -> Result<()> {
-        let lv = plan.leader_lists(root, comm.rank, false);
+        let lv = plan.lists(root, comm.rank);
         let (dt, count) = (&src.dt, src.count);
         let mut acc = self.scratch_take(src.bytes());
         src.pack_into(&mut acc);
         let mut tmp = self.scratch_take(acc.len());
         let seg = segment_len(acc.len(), dt.size);
-        let stand_in = plan.wan_stand_in(root);
         let res = if seg < acc.len() {
             self.pipelined_reduce(comm, plan, root, dt, count, op, &mut acc, &mut tmp, seg)
         } else {
             self.host_reduce(comm, plan, &lv.host, dt, count, op, &mut acc, &mut tmp)
                 .and_then(|_| self.list_reduce(comm, &lv.site, dt, count, op, &mut acc, &mut tmp))
-                .and_then(|_| match stand_in {
-                    // The leader standing in for the root combines what the
-                    // other sites send and hands it to the root.
-                    Some(l) if comm.rank == l => {
-                        self.wan_reduce_for(comm, &lv.wan, root, dt, count, op, acc.len())
-                    }
-                    Some(l) if comm.rank == root => {
-                        // SAFETY: `tmp` outlives the wait.
-                        unsafe { self.irecv_handoff(comm, &mut tmp, l) }
-                            .and_then(|q| self.wait_all_internal([q]))
-                            .map(|_| op.apply(dt, count, &tmp, &mut acc))
-                    }
-                    _ => self.wan_reduce(comm, &lv.wan, dt, count, op, &mut acc),
-                })
+                .and_then(|_| self.wan_reduce(comm, &lv.wan, dt, count, op, &mut acc))
         };
         if res.is_ok() && comm.rank == root {
             recv.unpack(&acc);

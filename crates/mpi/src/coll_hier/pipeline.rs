@@ -13,11 +13,9 @@
 //!
 //! Reduce: the host level combines the whole vector once (in the host's
 //! shared segment where it fits), then each piece is reduced within the
-//! site, and each site's representative starts sending it to the root's
-//! site leader at once and goes on with the next; that leader posted every
-//! piece's receive beforehand and, if it is the root, combines at the end,
-//! else combines each piece once every site's copy is in and sends it on
-//! to the root (`Plan::leader_lists`). Allreduce: the representatives
+//! site, and each site's representative starts sending it to the root at
+//! once and goes on with the next; the root posted every piece's receive
+//! beforehand and combines at the end. Allreduce: the representatives
 //! exchange each piece all-to-all as soon as their site has reduced it,
 //! spread each result piece down the site as soon as all sites' copies of
 //! it are in, and the host level takes the whole result once at the end.
@@ -106,16 +104,9 @@ impl Mpi {
         let _ = self.wait_all_internal(sends);
     }
 
-    /// Reduce of `acc` (packed, `count` elements of `dt`) into `root`, by
-    /// the levels of `plan.leader_lists(root, ..)`, piece by piece (pieces
-    /// of `seg` bytes, more than one). `tmp` is scratch of `acc`'s length.
-    ///
-    /// Each remote site's leader sends a piece across the wide area as soon
-    /// as its site has reduced it. Where the root leads its site it posted
-    /// every remote piece's receive beforehand and combines at the end;
-    /// where its site's leader stands in for it, the leader posts them,
-    /// combines each piece as soon as every remote site's copy is in and
-    /// sends it on to the root, which posted those receives beforehand.
+    /// Reduce of `acc` (packed, `count` elements of `dt`) into the root of
+    /// `plan.lists(root, ..)`, piece by piece (pieces of `seg` bytes, more
+    /// than one). `tmp` is scratch of `acc`'s length.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn pipelined_reduce(
         &self,
@@ -129,54 +120,32 @@ impl Mpi {
         tmp: &mut [u8],
         seg: usize,
     ) -> Result<()> {
-        let lv = plan.leader_lists(root, comm.rank, false);
+        let lv = plan.lists(root, comm.rank);
         let parts = pieces(acc.len(), seg);
         let elems = |r: &Range<usize>| (r.end - r.start) / dt.size.max(1);
         let wan_at = index_of(&lv.wan, comm.rank);
-        let stand_in = plan.wan_stand_in(root);
-        let relay = stand_in == Some(comm.rank);
-        // Whom this rank takes pieces from: the root, the stand-in or every
-        // remote site's leader; the stand-in, every remote site's leader.
-        let only;
-        let from: &[u32] = match stand_in {
-            Some(l) if comm.rank == root => {
-                only = [l];
-                &only
-            }
-            _ if wan_at == Some(0) => &lv.wan[1..],
-            _ => &[],
-        };
-        // Per sender its copy of the whole vector; per piece its receives,
-        // all posted up front.
-        let mut theirs: Vec<Vec<u8>> = vec![vec![0u8; acc.len()]; from.len()];
-        let mut recvs: Vec<Vec<Arc<Req>>> = vec![Vec::new(); parts.len()];
-        let give_up = |s: Vec<Arc<Req>>, r: Vec<Vec<Arc<Req>>>| {
-            self.drain(s, r.into_iter().flatten().collect());
-        };
-        let to_root = stand_in.is_some() && comm.rank == root;
-        for (buf, &m) in theirs.iter_mut().zip(from) {
-            for (r, q) in parts.iter().zip(recvs.iter_mut()) {
-                // SAFETY: `theirs` outlives every request: they are
-                // waited for (or given up, `drain`) before it goes.
-                let posted = unsafe {
-                    if to_root {
-                        self.irecv_handoff(comm, &mut buf[r.clone()], m)
-                    } else {
-                        self.c_irecv(comm, &mut buf[r.clone()], m)
-                    }
-                };
-                match posted {
-                    Ok(x) => q.push(x),
-                    Err(e) => {
-                        give_up(Vec::new(), recvs);
-                        return Err(e);
+        // The root: every piece of every remote site, posted up front.
+        let mut theirs: Vec<Vec<u8>> = Vec::new();
+        let mut recvs = Vec::new();
+        if wan_at == Some(0) {
+            theirs = vec![vec![0u8; acc.len()]; lv.wan.len() - 1];
+            for (buf, &m) in theirs.iter_mut().zip(&lv.wan[1..]) {
+                for r in &parts {
+                    // SAFETY: `theirs` outlives every request: they are
+                    // waited for (or given up, `drain`) before it goes.
+                    match unsafe { self.c_irecv(comm, &mut buf[r.clone()], m) } {
+                        Ok(q) => recvs.push(q),
+                        Err(e) => {
+                            self.drain(Vec::new(), recvs);
+                            return Err(e);
+                        }
                     }
                 }
             }
         }
         // The host level once, on the whole vector (see the module's comment).
         if let Err(e) = self.host_reduce(comm, plan, &lv.host, dt, count, op, acc, tmp) {
-            give_up(Vec::new(), recvs);
+            self.drain(Vec::new(), recvs);
             return Err(e);
         }
         let mut sends = Vec::new();
@@ -194,43 +163,13 @@ impl Mpi {
             match step {
                 Ok(q) => sends.extend(q),
                 Err(e) => {
-                    give_up(sends, recvs);
+                    self.drain(sends, recvs);
                     return Err(e);
                 }
             }
-        }
-        if relay {
-            // Each piece on to the root as soon as every remote copy is in,
-            // combined in list order into the first sender's copy.
-            let mut pending = recvs.into_iter();
-            for r in &parts {
-                let q = pending.next().unwrap_or_default();
-                if let Err(e) = self.wait_all_internal(q) {
-                    give_up(sends, pending.collect());
-                    return Err(e);
-                }
-                let n = elems(r);
-                let Some((first, rest)) = theirs.split_first_mut() else {
-                    break;
-                };
-                for t in rest.iter_mut() {
-                    op.apply(dt, n, &first[r.clone()], &mut t[r.clone()]);
-                    first[r.clone()].copy_from_slice(&t[r.clone()]);
-                }
-                // SAFETY: this piece of `theirs` is not written again (the
-                // next pieces are others) before the wait below.
-                match unsafe { self.isend_handoff(comm, &first[r.clone()], root) } {
-                    Ok(q) => sends.extend(q),
-                    Err(e) => {
-                        give_up(sends, pending.collect());
-                        return Err(e);
-                    }
-                }
-            }
-            return self.wait_all_internal(sends);
         }
         self.wait_all_internal(sends)?;
-        self.wait_all_internal(recvs.into_iter().flatten())?;
+        self.wait_all_internal(recvs)?;
         // In list order, as the unsegmented reduction combines.
         for mut t in theirs {
             op.apply(dt, acc.len() / dt.size.max(1), acc, &mut t);

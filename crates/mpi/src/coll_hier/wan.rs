@@ -8,65 +8,15 @@
 
 use super::tree::index_of;
 use crate::error::Result;
-use crate::request::{Buf, DtRef};
+use crate::request::DtRef;
 use crate::{Comm, Mpi, Op, Req};
 use std::sync::Arc;
-
-/// Tag of the hand-off from a reduction's stand-in to its root
-/// (`Plan::leader_lists`) on the collective context: the root posts those
-/// receives before its own site's levels run, and the stand-in also sends
-/// it its own data through them (tag 0): a tag of their own keeps the two
-/// apart. No other collective uses it.
-const HANDOFF_TAG: i32 = 0x4846;
 
 /// Allreduce exchanges whole vectors all-to-all up to this many bytes (S − 1
 /// copies per leader instead of log₂ S); larger ones use recursive doubling.
 const ALL_TO_ALL_MAX: usize = 64 * 1024;
 
 impl Mpi {
-    /// Starts sending a reduction's hand-off `data` to its root.
-    ///
-    /// # Safety
-    /// As [`Mpi::c_isend`].
-    pub(super) unsafe fn isend_handoff(
-        &self,
-        comm: &Comm,
-        data: &[u8],
-        root: u32,
-    ) -> Result<Option<Arc<Req>>> {
-        // SAFETY: forwarded from this function's contract.
-        let b = unsafe { Buf::bytes_of(data, &self.byte) };
-        self.send_on(
-            comm,
-            true,
-            &b,
-            root as i32,
-            HANDOFF_TAG,
-            crate::Mode::Standard,
-        )
-    }
-
-    /// Posts the receive of a reduction's hand-off from its stand-in.
-    ///
-    /// # Safety
-    /// As [`Mpi::c_irecv`].
-    pub(super) unsafe fn irecv_handoff(
-        &self,
-        comm: &Comm,
-        out: &mut [u8],
-        stand_in: u32,
-    ) -> Result<Arc<Req>> {
-        // SAFETY: forwarded from this function's contract.
-        let b = unsafe { Buf::bytes_of_mut(out, &self.byte) };
-        self.engine.recv(
-            comm.key() + 1,
-            &comm.peers,
-            stand_in as i32,
-            HANDOFF_TAG,
-            b,
-        )
-    }
-
     /// Broadcast from `list[0]` straight to every other member, leaving the
     /// sends in flight in `sends` (see [`Mpi::list_bcast_start`]).
     ///
@@ -117,35 +67,6 @@ impl Mpi {
             }
             Some(_) => self.c_send(comm, acc, list[0]),
         }
-    }
-
-    /// The part of the leader standing in for `root` (`list[0]`, see
-    /// `Plan::leader_lists`) in an unsegmented reduction: receives the other
-    /// members' `len` bytes at once, combines them in list order (not with
-    /// its own data, which went to the root through its site) and sends the
-    /// result to `root`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn wan_reduce_for(
-        &self,
-        comm: &Comm,
-        list: &[u32],
-        root: u32,
-        dt: &DtRef,
-        count: usize,
-        op: &Op,
-        len: usize,
-    ) -> Result<()> {
-        let mut parts = self.recv_all(comm, list.get(1..).unwrap_or(&[]), len)?.into_iter();
-        let Some(mut res) = parts.next() else {
-            return Ok(());
-        };
-        for mut p in parts {
-            op.apply(dt, count, &res, &mut p);
-            res = p;
-        }
-        // SAFETY: `res` outlives the wait.
-        let r = unsafe { self.isend_handoff(comm, &res, root) }?;
-        self.wait_all_internal(r)
     }
 
     /// Allreduce among the members of `list`: up to [`ALL_TO_ALL_MAX`]
