@@ -22,9 +22,14 @@
  * CLOCK_REALTIME of one kernel (gw-testbed's hosts are namespaces of one
  * machine), or hosts synchronized far better than the delays measured. The
  * margin is 2 x the slowest rank's time to receive that broadcast,
- * measured at start-up (+ 2 ms); a call where some rank got T after T is
- * not counted, the margin doubled, and the count of such calls said on
- * stderr. The same for every MPI.
+ * measured at start-up (+ 2 ms; at least COLL_MARGIN_MS if set); a call
+ * where some rank got T after T is not counted, the margin doubled, and the
+ * count of such calls said on stderr; every call started in time shrinks it
+ * by a fifth again, down to the measured one. (It used to only grow: one
+ * loaded moment left every later call hundreds of ms of idle time, longer
+ * than TCP's retransmission timeout, after which a stock sender restarts
+ * from its initial window: the later rows then measured that restart.) The
+ * same for every MPI.
  *
  *   coll_lat LABEL [ITERS] [info|plain] [MAXBYTES]
  *
@@ -69,8 +74,9 @@ static void sleep_until(double t) {
     while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
 }
 
-/* Seconds between rank 0 and the others starting a call together. */
-static double margin;
+/* Seconds between rank 0 and the others starting a call together, and
+ * the measured one it shrinks back to. */
+static double margin, base_margin;
 
 /* The barrier and the start-time broadcast before a timed call; returns
  * the agreed start T, having slept until it, and whether T came too late. */
@@ -98,6 +104,9 @@ static void measure_margin(MPI_Comm c, int rank) {
         if (max > worst) worst = max;
     }
     margin = 2 * worst + 0.002;
+    const char *floor_ms = getenv("COLL_MARGIN_MS");
+    if (floor_ms && atof(floor_ms) / 1e3 > margin) margin = atof(floor_ms) / 1e3;
+    base_margin = margin;
 }
 
 static int cmp(const void *x, const void *y) {
@@ -141,6 +150,7 @@ static void run(MPI_Comm c, const char *label, int iters, int warm) {
                 int root = ri ? size - 1 : 0;
                 double *t = malloc(iters * sizeof(double)), *worst = malloc(iters * sizeof(double));
                 int dropped = 0;
+                double widest = margin;
                 for (int i = 0; i < warm + iters;) {
                     int late, any_late;
                     double t0 = agreed_start(c, rank, &late);
@@ -150,6 +160,7 @@ static void run(MPI_Comm c, const char *label, int iters, int warm) {
                     if (any_late) {
                         /* Some rank started late: not this call's time. */
                         margin *= 2;
+                        if (margin > widest) widest = margin;
                         if (++dropped > 2 * (warm + iters)) {
                             if (rank == 0) fprintf(stderr, "coll_lat: %s %d: ranks keep starting late\n", ops[o], bytes);
                             MPI_Abort(c, 1);
@@ -158,6 +169,8 @@ static void run(MPI_Comm c, const char *label, int iters, int warm) {
                     }
                     if (i >= warm) t[i - warm] = spent;
                     i++;
+                    margin *= 0.8;
+                    if (margin < base_margin) margin = base_margin;
                 }
                 /* Per call the slowest rank; the median over the calls (the
                  * machine may be shared: a mean would carry its hiccups). */
@@ -166,7 +179,7 @@ static void run(MPI_Comm c, const char *label, int iters, int warm) {
                     qsort(worst, iters, sizeof(double), cmp);
                     printf("coll %s %d %d %s %.1f\n", ops[o], !strcmp(ops[o], "barrier") ? 0 : bytes, root, label, worst[iters / 2]);
                     fflush(stdout);
-                    if (dropped) fprintf(stderr, "coll_lat: %s %d root %d %s: %d calls started late, not counted (margin now %.0f ms)\n", ops[o], bytes, root, label, dropped, margin * 1e3);
+                    if (dropped) fprintf(stderr, "coll_lat: %s %d root %d %s: %d calls started late, not counted (margin up to %.0f ms, now %.0f, measured %.0f)\n", ops[o], bytes, root, label, dropped, widest * 1e3, margin * 1e3, base_margin * 1e3);
                 }
                 free(t);
                 free(worst);
