@@ -81,6 +81,15 @@ impl Engine {
         });
     }
 
+    /// One round of progress as a wait's loop makes it (no clock read, no
+    /// thorough round): for waits outside the engine (the collectives'
+    /// shared segment). Returns the messages delivered.
+    #[inline]
+    pub(crate) fn progress_round(&self) -> usize {
+        self.push_ready();
+        self.ctx.progress()
+    }
+
     /// [`Engine::wait_for`] while helper threads run.
     pub(crate) fn wait_beside_helpers(&self, mut done: impl FnMut() -> bool) {
         {
