@@ -43,6 +43,8 @@ int main(int argc, char **argv) {
     MPI_Comm comm;
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    /* Where an implementation raises a completion's error on the world. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     const int sizes[] = {0, 1, 64, 2047, 2048, 2049, 4095, 4096, 4097, 8192, 16384,
                          32767, 32768, 32769, 65535, 65536, 65537, 100000};
     const int nsizes = (int)(sizeof sizes / sizeof sizes[0]);
@@ -97,20 +99,6 @@ int main(int argc, char **argv) {
                 expect(x, n, seed + 3, "X", n);
                 untouched(x, n, n + GUARD, "X", n);
                 free(a); free(t); free(x); free(m1); free(u); free(m2);
-            } else {
-                    CHECK(rc == MPI_SUCCESS, "T of 0 bytes: rc %d", rc);
-                }
-                CHECK(MPI_Wait(&r[2], &st) == MPI_SUCCESS, "W of %d bytes", n);
-                MPI_Get_count(&st, MPI_BYTE, &cnt);
-                CHECK(cnt == n && st.MPI_TAG == 4, "W of %d: count %d tag %d", n, cnt, st.MPI_TAG);
-                expect(w, n, seed + 3, "W", n);
-                untouched(w, n, n + GUARD, "W", n);
-                CHECK(MPI_Wait(&r[3], &st) == MPI_SUCCESS, "M1 of %d bytes", n);
-                expect(m1, n, seed + 4, "M1 (non-overtaking)", n);
-                untouched(m1, n, n + GUARD, "M1", n);
-                CHECK(MPI_Recv(m2, n, MPI_BYTE, 0, 5, comm, &st) == MPI_SUCCESS, "M2 of %d bytes", n);
-                expect(m2, n, seed + 5, "M2 (non-overtaking)", n);
-                free(a); free(t); free(w); free(m1); free(u); free(m2);
             } else {
                 unsigned char *m[6];
                 for (int j = 0; j < 6; j++) m[j] = filled(n, seed + j);
