@@ -190,6 +190,46 @@ fn p2p() {
     suite("p2p", &[], COUNTS);
 }
 
+/// Eager messages placed into posted receives (shared memory), unexpected
+/// and truncated ones interleaved, around every size threshold.
+#[test]
+fn eager_place() {
+    suite("eager_place", &[], &[2, 3]);
+}
+
+/// The same with every shared-memory placement and fragment setting the
+/// path can take: medium messages as back-to-back fragments from 4 KiB
+/// (each fragment copied into the receive), placement off, and
+/// rendezvous data through the ring (no single copy: `H_DATA` pieces
+/// placed fragment by fragment); also `p2p` and `basic` with fragments.
+#[test]
+fn eager_place_settings() {
+    if !have_cc() {
+        return skip("no C compiler (cc or GWCC_CC)");
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let settings: [&[(&str, &str)]; 3] = [
+        &[("GW_SHM_PIPELINE_MIN", "4k")],
+        &[("GW_SHM_PLACE_MIN", "1g"), ("GW_SHM_PIPELINE_MIN", "1g")],
+        &[("GW_MPI_NO_CMA", "1"), ("GW_SHM_PIPELINE_MIN", "4k")],
+    ];
+    let exes: Vec<_> = ["eager_place", "p2p", "basic"]
+        .into_iter()
+        .map(|name| (name, compile(name, &[])))
+        .collect();
+    for env in settings {
+        for (name, exe) in &exes {
+            let r = run_env(exe, 2, 1, env);
+            assert!(
+                r.ok && r.stdout.contains(&format!("PASS {name}")),
+                "{name} with {env:?}:\n{}\n{}",
+                r.stdout,
+                r.stderr
+            );
+        }
+    }
+}
+
 /// A first message is seen by a program that probes between blocks of work
 /// (tests/mpi/probe_pace.c: HPL's ring broadcasts).
 #[test]

@@ -14,6 +14,10 @@
 //! - `H_FIN` — receiver → sender: sender request id: the receiver copied the
 //!   data itself (single copy within a host, see [`crate::cma`]).
 //!
+//! An eager message a transport holds whole in shared memory is matched
+//! there (`placed.rs`, `EagerPlacer`): a posted receive that takes it names
+//! its buffer, and the transport copies the data from its ring into it.
+//!
 //! Within a host the `RTS` also carries the sender's pid and the address of
 //! its (contiguous or packed) data; the receiver of a matched `RTS` copies it
 //! with `process_vm_readv` straight into the receive buffer and answers
@@ -333,6 +337,10 @@ impl Engine {
         // Same lifetime argument as the handlers' (unregistered with H_DATA).
         e.ctx
             .register_placer(H_DATA, Arc::new(placed::DataPlacer { at }))
+            .expect("not inside a handler");
+        // Same lifetime argument (unregistered with H_MSG).
+        e.ctx
+            .register_placer(H_MSG, Arc::new(placed::EagerPlacer { at }))
             .expect("not inside a handler");
         // Same lifetime argument (unregistered with H_MSG).
         e.ctx

@@ -129,6 +129,15 @@ pub trait Placer: Send + Sync {
     /// deliver it to the handler as usual. A destination's `at` counts
     /// from the start of the payload.
     fn place(&self, src: u32, head: &[u8], len: usize) -> Option<method::Destination>;
+    /// [`place`](Self::place) for a request the transport holds whole
+    /// already or gets in fragments nothing else from `src` comes between
+    /// (`method::Sink::place_whole`): the destination is filled and handed
+    /// to [`placed`](Self::placed) before anything else from `src` is
+    /// delivered, and abandoned only with a link that failed for good, so
+    /// the request may be taken as arrived now. Default: as `place`.
+    fn place_whole(&self, src: u32, head: &[u8], len: usize) -> Option<method::Destination> {
+        self.place(src, head, len)
+    }
     /// The payload arrived whole: `head` is its first `dest.at` bytes and
     /// the rest is at `dest.dst`. Runs instead of the handler, like it
     /// inside progress.

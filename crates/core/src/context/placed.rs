@@ -18,12 +18,15 @@ use crate::method::Destination;
 use crate::reliable;
 
 impl Dispatch<'_> {
-    /// [`Sink::place`]: the placer of the request's handler decides.
+    /// [`Sink::place`] and [`Sink::place_whole`]: the placer of the
+    /// request's handler decides.
+    /// `whole`: [`Sink::place_whole`] (the placer's `place_whole`).
     pub(super) fn place_request(
         &mut self,
         src: u32,
         head: &[u8],
         len: usize,
+        whole: bool,
     ) -> Option<Destination> {
         if self.placers.is_empty() {
             return None;
@@ -45,7 +48,12 @@ impl Dispatch<'_> {
         }
         let (_, placer) = self.placers.iter().find(|(h, _)| *h == handler)?;
         let skip = at + RSR_HEADER;
-        let mut dest = placer.place(src, &head[skip..], len.checked_sub(skip)?)?;
+        let (head, len) = (&head[skip..], len.checked_sub(skip)?);
+        let mut dest = if whole {
+            placer.place_whole(src, head, len)?
+        } else {
+            placer.place(src, head, len)?
+        };
         dest.at = dest.at.checked_add(skip)?;
         Some(dest)
     }

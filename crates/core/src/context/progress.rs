@@ -425,7 +425,11 @@ impl Sink for Dispatch<'_> {
     }
 
     fn place(&mut self, src: u32, head: &[u8], len: usize) -> Option<method::Destination> {
-        self.place_request(src, head, len)
+        self.place_request(src, head, len, false)
+    }
+
+    fn place_whole(&mut self, src: u32, head: &[u8], len: usize) -> Option<method::Destination> {
+        self.place_request(src, head, len, true)
     }
 
     fn deliver_placed(&mut self, src: u32, head: &[u8], dest: method::Destination) {

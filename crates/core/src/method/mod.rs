@@ -132,8 +132,23 @@ pub trait Sink {
     fn place(&mut self, _src: u32, _head: &[u8], _len: usize) -> Option<Destination> {
         None
     }
-    /// The message [`place`](Self::place) placed arrived whole: `head` is
-    /// its first `placement.at` bytes, the rest is at `placement.dst`.
+    /// [`place`](Self::place) for a message of `len` bytes (large enough
+    /// for the copy saved to outweigh asking: the method's choice, e.g.
+    /// `GW_SHM_PLACE_MIN`) that the method holds whole already, or gets in
+    /// fragments that nothing else from `src` can come between (a
+    /// shared-memory ring): the method fills a destination given here and
+    /// hands it back by [`deliver_placed`](Self::deliver_placed) before it
+    /// delivers anything else from `src`, and drops it (abandons it) only
+    /// when the link from `src` fails for good (garbage: the peer is
+    /// failed; no other link resends the message). So the sink may take
+    /// the message as arrived when it names the destination (MPI: match an
+    /// eager message against a posted receive). Default: none.
+    fn place_whole(&mut self, _src: u32, _head: &[u8], _len: usize) -> Option<Destination> {
+        None
+    }
+    /// The message [`place`](Self::place) or [`place_whole`](Self::place_whole)
+    /// placed arrived whole: `head` is its first `placement.at` bytes, the
+    /// rest is at `placement.dst`.
     fn deliver_placed(&mut self, _src: u32, _head: &[u8], _placement: Destination) {}
     /// The link from `src` broke (peer died or sent garbage). The context records it.
     fn link_failed(&mut self, src: u32, reason: String);

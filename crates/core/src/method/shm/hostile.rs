@@ -166,6 +166,9 @@ pub fn run(data: &[u8]) -> Option<(usize, bool)> {
         cfg: Config {
             cap,
             eager_max: ring::max_payload(cap),
+            // Offered to a sink that declines (`place_whole`'s default).
+            place_min: 2048,
+            pipe_min: usize::MAX,
             cma_min: usize::MAX,
             chunk: (cap / 4).saturating_sub(64).max(1),
             cma: true,
@@ -189,6 +192,7 @@ pub fn run(data: &[u8]) -> Option<(usize, bool)> {
         buf: Vec::new(),
         eager: Vec::new(),
         expect: None,
+        placing: None,
         failed: false,
         _conn: None,
         seg,

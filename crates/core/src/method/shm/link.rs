@@ -251,6 +251,62 @@ impl ShmLink {
         }
     }
 
+    /// A medium message (`pipe_min..=eager_max` bytes) as a few fragments
+    /// (`FIRST`, `MORE`…) pushed one after another without letting go of
+    /// the producer, so the receiver copies each (straight into a matched
+    /// receive: `Sink::place_whole`) while we write the next: the two
+    /// copies overlap instead of following each other. `Ok(false)`, nothing
+    /// sent: not now (another message owns the producer, a backlog, the
+    /// ring has no room for all of it, or too many iovecs); the caller
+    /// sends it as one record. No allocation.
+    fn try_pipelined(&self, iov: &[IoSlice<'_>], total: usize) -> Result<bool> {
+        if iov.len() > PIPE_IOV {
+            return Ok(false);
+        }
+        let frag = pipe_fragment(total);
+        let hdr = (total as u64).to_le_bytes();
+        let lens = (0..total.div_ceil(frag))
+            .map(|i| (total - i * frag).min(frag) + if i == 0 { hdr.len() } else { 0 });
+        let mut g = self.lock();
+        if g.busy || !g.backlog.is_empty() {
+            return Ok(false);
+        }
+        match g.prod.has_room_for(lens.clone()) {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            Err(e) => return Err(self.corrupt(e)),
+        }
+        let mut parts = [IoSlice::new(&[]); PIPE_IOV + 1];
+        let mut off = 0;
+        while off < total {
+            let len = frag.min(total - off);
+            let first = off == 0;
+            let mut k = 0;
+            if first {
+                parts[0] = IoSlice::new(&hdr);
+                k = 1;
+            }
+            k += sub_iov_into(iov, off, len, &mut parts[k..]);
+            let tag = if first { TAG_FIRST } else { TAG_MORE };
+            match g.prod.try_push(tag, &parts[..k]) {
+                Ok(true) => {}
+                // Room for all was checked, and only we produce.
+                Ok(false) => return Err(self.fail("the ring lost room it had")),
+                Err(e) => return Err(self.corrupt(e)),
+            }
+            if first {
+                // A receiver asleep starts on the first fragment.
+                self.wake();
+            }
+            off += len;
+        }
+        g.eager_msgs += 1;
+        g.eager_bytes += total as u64;
+        drop(g);
+        self.wake();
+        Ok(true)
+    }
+
     /// Decides how a large message goes. May drive progress once (to learn
     /// whether we may wait, before exposing the caller's buffer to the peer).
     fn plan(&self, iov: &[IoSlice<'_>], waiter: &dyn Waiter) -> Result<Plan> {
@@ -547,6 +603,9 @@ impl Link for ShmLink {
         self.check()?;
         let total = iov_len(iov);
         if total <= self.shared.cfg.eager_max {
+            if total >= self.shared.cfg.pipe_min && self.try_pipelined(iov, total)? {
+                return Ok(());
+            }
             return self.send_eager(iov, total, waiter);
         }
         match self.plan(iov, waiter)? {
@@ -602,6 +661,43 @@ fn concat(iov: &[IoSlice<'_>], from: usize) -> Vec<u8> {
         skip = 0;
     }
     v
+}
+
+/// Most iovecs of a message sent pipelined (a runtime header, an MPI
+/// envelope and the data, and then some).
+const PIPE_IOV: usize = 6;
+
+/// Fragment size of a pipelined message of `total` bytes: about a quarter,
+/// so that the receiver's copy of one overlaps the sender's of the next,
+/// but no smaller than 4 KiB, where a record's own costs start to show.
+fn pipe_fragment(total: usize) -> usize {
+    (total / 4).next_multiple_of(64).max(4096)
+}
+
+/// Fills `out` with the slices covering bytes `[off, off+len)` of `iov`;
+/// returns how many. `out` must have room (`iov.len()` slices always do).
+fn sub_iov_into<'a>(
+    iov: &'a [IoSlice<'_>],
+    mut off: usize,
+    mut len: usize,
+    out: &mut [IoSlice<'a>],
+) -> usize {
+    let mut k = 0;
+    for s in iov {
+        if len == 0 {
+            break;
+        }
+        if off >= s.len() {
+            off -= s.len();
+            continue;
+        }
+        let take = (s.len() - off).min(len);
+        out[k] = IoSlice::new(&s[off..off + take]);
+        k += 1;
+        len -= take;
+        off = 0;
+    }
+    k
 }
 
 /// Appends to `out` the slices covering bytes `[off, off+len)` of `iov`.

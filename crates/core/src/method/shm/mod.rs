@@ -34,7 +34,7 @@
 //! listening socket per context: mind `ulimit -n` with hundreds of ranks per host.
 //!
 //! **Parameters.** See [`PARAMS`]: `SHM_RING_SIZE`, `SHM_EAGER_MAX`,
-//! `SHM_CMA_MIN`, `SHM_CMA`, `SHM_MAX_MSG`.
+//! `SHM_PLACE_MIN`, `SHM_PIPELINE_MIN`, `SHM_CMA_MIN`, `SHM_CMA`, `SHM_MAX_MSG`.
 
 mod cma;
 mod doorbell;
@@ -51,7 +51,7 @@ use self::layout::*;
 use self::link::ShmLink;
 use self::ring::Consumer;
 use self::segment::Segment;
-use super::{Cost, JobInfo, Link, Method, MethodEnv, MethodInfo, PollClass, Sink};
+use super::{Cost, JobInfo, Link, Method, MethodEnv, MethodInfo, PollClass, Sink, PLACE_HEAD};
 use crate::error::{Error, Result};
 use crate::params::{Kind, ParamDecl};
 use crate::sync::TryLock;
@@ -76,6 +76,23 @@ pub const PARAMS: &[ParamDecl] = &[
                go as ring fragments, or by single copy from SHM_CMA_MIN on. Capped at half the ring. \
                64k (the fragment size): a 32 KiB MPI message as one record took 4.5 us one way, as \
                fragments reassembled by the receiver (a third copy) 5.2 us.",
+    },
+    ParamDecl {
+        name: "SHM_PLACE_MIN",
+        default: "2k",
+        kind: Kind::Size { min: 64, max: 1 << 40 },
+        help: "Smallest message record offered to the receiver's placement: an MPI eager message that \
+               a posted receive matches is copied from the ring straight into the receive buffer \
+               (one copy on the receiving side instead of two). Below it the copy saved costs less \
+               than the matching and bookkeeping of a placement. Above SHM_EAGER_MAX: never.",
+    },
+    ParamDecl {
+        name: "SHM_PIPELINE_MIN",
+        default: "1g",
+        kind: Kind::Size { min: 64, max: 1 << 40 },
+        help: "Smallest message record (up to SHM_EAGER_MAX) sent as a few fragments pushed one after \
+               another, so that the receiver copies each while the sender writes the next, \
+               instead of as one record. Above SHM_EAGER_MAX: never.",
     },
     ParamDecl {
         name: "SHM_CMA_MIN",
@@ -140,6 +157,12 @@ pub(crate) struct Config {
     /// Ring data bytes (power of two).
     pub cap: usize,
     pub eager_max: usize,
+    /// Eager records of at least this many bytes are offered to
+    /// [`Sink::place_whole`] (`SHM_PLACE_MIN`).
+    pub place_min: usize,
+    /// Records of at least this many bytes (up to `eager_max`) go as
+    /// fragments pushed back to back (`SHM_PIPELINE_MIN`, see `link.rs`).
+    pub pipe_min: usize,
     /// Messages of at least this many bytes go by single copy when the pair allows it.
     pub cma_min: usize,
     /// Data bytes per fragment.
@@ -239,6 +262,15 @@ impl Desc {
     }
 }
 
+/// A fragmented message placed by the sink ([`Sink::place_whole`]).
+struct Placing {
+    dest: super::Destination,
+    /// The message's first bytes (handed back with it: `dest.at` of them).
+    head: [u8; PLACE_HEAD],
+    /// Bytes of the message arrived so far.
+    got: usize,
+}
+
 /// One incoming ring (from context `src`).
 struct Incoming {
     src: u32,
@@ -253,6 +285,10 @@ struct Incoming {
     /// largest eager record seen, then is reused: no allocation per message.
     eager: Vec<u8>,
     expect: Option<usize>,
+    /// The fragmented message being received straight where the sink
+    /// placed it (instead of into `buf`); dropped (abandoned) with the
+    /// link if it fails before the last fragment.
+    placing: Option<Placing>,
     failed: bool,
     /// Our end of the sender's connection, open while we consume: its
     /// closing (we died, or dropped the pair) is the sender's notice.
@@ -282,6 +318,7 @@ impl Incoming {
             buf,
             eager,
             expect,
+            placing,
             ..
         } = self;
         let src = *src;
@@ -305,9 +342,14 @@ impl Incoming {
             }
             match tag {
                 TAG_EAGER => {
-                    eager.clear();
-                    rec.append_to(0, eager);
-                    sink.deliver_buf(src, eager);
+                    // A large one straight where the sink wants it, if it
+                    // says (MPI: a posted receive matches): one copy on
+                    // this side instead of two.
+                    if rec.len() < shared.cfg.place_min || !place_record(src, &rec, sink) {
+                        eager.clear();
+                        rec.append_to(0, eager);
+                        sink.deliver_buf(src, eager);
+                    }
                     n += 1;
                 }
                 TAG_RNDV => match rndv_copy(*pid, &rec, buf, shared) {
@@ -340,13 +382,18 @@ impl Incoming {
                             break;
                         }
                         let total = total as usize;
-                        shared.lend(buf, total);
-                        // What the peer announced only bounds the message:
-                        // beyond `KEEP_RBUF` the buffer grows with the bytes
-                        // that arrive. Up to it, room for all at once: a
-                        // buffer an owning handler kept is gone, and growing
-                        // its successor by doubling would copy it again.
-                        buf.reserve(total.min(KEEP_RBUF.max(shared.cfg.chunk)));
+                        if total >= shared.cfg.place_min {
+                            *placing = place_first(src, &rec, total, sink);
+                        }
+                        if placing.is_none() {
+                            shared.lend(buf, total);
+                            // What the peer announced only bounds the message:
+                            // beyond `KEEP_RBUF` the buffer grows with the bytes
+                            // that arrive. Up to it, room for all at once: a
+                            // buffer an owning handler kept is gone, and growing
+                            // its successor by doubling would copy it again.
+                            buf.reserve(total.min(KEEP_RBUF.max(shared.cfg.chunk)));
+                        }
                         *expect = Some(total);
                         8
                     } else {
@@ -357,6 +404,42 @@ impl Incoming {
                         0
                     };
                     let total = expect.unwrap_or_default();
+                    if let Some(p) = placing {
+                        let more = rec.len() - from;
+                        if p.got + more > total {
+                            err = Some("fragments exceed the announced length".into());
+                            break;
+                        }
+                        // The fragment holds message bytes [got, got + more);
+                        // the placed part starts at `dest.at` (the head
+                        // before it is in `p.head`).
+                        let start = p.got.max(p.dest.at);
+                        if start < p.got + more {
+                            // SAFETY: `dest.dst..+dest.len` is writable memory
+                            // nothing else touches until the placement is handed
+                            // back (`Destination`'s contract), not in our ring;
+                            // message byte `start` goes to `dst + start - at`,
+                            // and `got + more <= total = at + len` keeps the
+                            // copy inside it. The source range is checked inside.
+                            let copied = unsafe {
+                                rec.copy_to_raw(
+                                    from + (start - p.got),
+                                    (p.dest.dst + (start - p.dest.at)) as *mut u8,
+                                    p.got + more - start,
+                                )
+                            };
+                            debug_assert!(copied, "inside the record");
+                        }
+                        p.got += more;
+                        if p.got == total {
+                            *expect = None;
+                            let p = placing.take().expect("placing");
+                            sink.deliver_placed(src, &p.head[..p.dest.at], p.dest);
+                            n += 1;
+                        }
+                        cons.pop();
+                        continue;
+                    }
                     if buf.len() + (rec.len() - from) > total {
                         err = Some("fragments exceed the announced length".into());
                         break;
@@ -378,12 +461,76 @@ impl Incoming {
         }
         if let Some(reason) = err {
             self.failed = true;
+            // A message placed half way is abandoned (its placer fails it).
+            self.placing = None;
             // Tell the sender: it must not wait for us any more.
             self.rx().closed.store(1, Ordering::Release);
             sink.link_failed(src, format!("shm: rank {src} sent bad data: {reason}"));
         }
         n
     }
+}
+
+/// Offers eager record `rec` from `src` to the sink's placement
+/// ([`Sink::place_whole`]); when the sink names a destination, copies the
+/// payload there from the ring and delivers it placed. Returns whether it
+/// did (else the record is still to be delivered as usual).
+fn place_record(src: u32, rec: &ring::Record<'_>, sink: &mut dyn Sink) -> bool {
+    let len = rec.len();
+    let mut head = [0u8; PLACE_HEAD];
+    let shown = len.min(PLACE_HEAD);
+    rec.copy_to(0, &mut head[..shown]);
+    let Some(dest) = sink.place_whole(src, &head[..shown], len) else {
+        return false;
+    };
+    let fits = dest.at <= shown && dest.at.checked_add(dest.len) == Some(len);
+    debug_assert!(
+        fits,
+        "a placement of {}+{} bytes for a record of {len}",
+        dest.at, dest.len
+    );
+    if !fits {
+        // Not the message shown: a placer's bug. Its destination is given
+        // back (dropped: abandoned) and the record delivered as usual.
+        return false;
+    }
+    // SAFETY: `dest.dst..+dest.len` is writable memory nothing else touches
+    // until the placement is handed back (`Destination`'s contract), and it
+    // is not in our ring (the sink's own memory); the source range lies in
+    // the record (checked inside).
+    let copied = unsafe { rec.copy_to_raw(dest.at, dest.dst as *mut u8, dest.len) };
+    debug_assert!(copied, "range checked above");
+    sink.deliver_placed(src, &head[..dest.at], dest);
+    true
+}
+
+/// Offers the fragmented message of `total` bytes whose first fragment
+/// (`FIRST {total, data}`) is `rec` to the sink's placement (the caller
+/// copies each fragment, this one too, where the sink said). The first
+/// fragment must hold the head the sink is shown.
+fn place_first(
+    src: u32,
+    rec: &ring::Record<'_>,
+    total: usize,
+    sink: &mut dyn Sink,
+) -> Option<Placing> {
+    let mut head = [0u8; PLACE_HEAD];
+    let shown = total.min(PLACE_HEAD);
+    let here = rec.len().checked_sub(8)?;
+    if here < shown || here > total || !rec.copy_to(8, &mut head[..shown]) {
+        return None;
+    }
+    let dest = sink.place_whole(src, &head[..shown], total)?;
+    let fits = dest.at <= shown && dest.at.checked_add(dest.len) == Some(total);
+    debug_assert!(
+        fits,
+        "a placement of {}+{} bytes for a message of {total}",
+        dest.at, dest.len
+    );
+    if !fits {
+        return None;
+    }
+    Some(Placing { dest, head, got: 0 })
 }
 
 /// Largest rendezvous record: `{token, total, n}` and `n` ranges.
@@ -544,6 +691,8 @@ impl Shm {
                 cfg: Config {
                     cap,
                     eager_max,
+                    place_min: params.num("SHM_PLACE_MIN") as usize,
+                    pipe_min: params.num("SHM_PIPELINE_MIN") as usize,
                     cma_min,
                     chunk,
                     cma,
@@ -730,6 +879,7 @@ impl Shm {
             buf: Vec::new(),
             eager: Vec::new(),
             expect: None,
+            placing: None,
             failed: false,
             _conn: Some(conn),
             seg,

@@ -284,6 +284,33 @@ impl Producer {
         Ok(true)
     }
 
+    /// Whether records of payloads `lens` fit the ring now, pushed one
+    /// after another (wherever the ring wraps). Reloads the tail only when
+    /// the cached one says no.
+    pub fn has_room_for(
+        &mut self,
+        lens: impl Iterator<Item = usize> + Clone,
+    ) -> Result<bool, Corrupt> {
+        if self.corrupt {
+            return Err(self.corrupt_error(self.cached_tail));
+        }
+        // Each record with its header and padding, and one wrap marker's
+        // waste: less than the largest record.
+        let mut need = 0u64;
+        let mut largest = 0u64;
+        for len in lens {
+            let total = align((REC_HDR + len) as u64);
+            need += total;
+            largest = largest.max(total);
+        }
+        need += largest;
+        if self.cap - (self.head - self.cached_tail) >= need {
+            return Ok(true);
+        }
+        self.reload_tail()?;
+        Ok(self.cap - (self.head - self.cached_tail) >= need)
+    }
+
     /// Whether the consumer has taken every record (reloads the tail; a
     /// consumer that published garbage has not).
     #[cfg(test)]
@@ -364,6 +391,25 @@ impl Record<'_> {
         // one): we then copy whatever bytes it wrote, and nothing depends on
         // them having any particular value.
         unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(from), dst.as_mut_ptr(), dst.len()) };
+        true
+    }
+
+    /// Copies payload bytes `[from, from + n)` to `dst`; `false` (nothing
+    /// copied) when that range is not inside the payload. For a
+    /// destination that is not ours to borrow as a slice (a receive buffer
+    /// a placement named: `method::Destination`).
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of `n` bytes and does not overlap the ring.
+    pub unsafe fn copy_to_raw(&self, from: usize, dst: *mut u8, n: usize) -> bool {
+        if from > self.len || n > self.len - from {
+            return false;
+        }
+        // SAFETY: the source range lies inside the payload (checked above),
+        // mapped as long as the consumer this record borrows; the
+        // destination is the caller's (contract). A producer writing the
+        // source meanwhile changes only which bytes arrive, as in `copy_to`.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(from), dst, n) };
         true
     }
 

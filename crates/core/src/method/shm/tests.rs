@@ -1180,3 +1180,5 @@ fn release_peer_drops_both_rings() {
     drop(link);
     finish(a, b, &id);
 }
+
+mod place;
