@@ -70,7 +70,15 @@ pub(super) unsafe fn put_get(
             // SAFETY: as above; `t` is predefined; `ocount` elements of it
             // are the `n` bytes (`same_sides`).
             unsafe {
-                m.fast_request_put_get(win, put, rank, disp as i64, addr as usize, ocount as usize, t)
+                m.fast_request_put_get(
+                    win,
+                    put,
+                    rank,
+                    disp as i64,
+                    addr as usize,
+                    ocount as usize,
+                    t,
+                )
             }
         })
     })

@@ -100,7 +100,8 @@ impl Mpi {
         let layout = wire::encode_one_piece(disp, dt.true_lb, n);
         // SAFETY: the caller's contract: `count` elements of the predefined
         // `dt` at `addr`, valid until the operation completes.
-        let result = (!put).then(|| unsafe { Buf::new(addr, count, crate::request::DtRef::borrowed(dt)) });
+        let result =
+            (!put).then(|| unsafe { Buf::new(addr, count, crate::request::DtRef::borrowed(dt)) });
         let id = self.rma.expect_answer(w, r, result, None);
         let h = Header {
             kind: if put { wire::PUT } else { wire::GET },
@@ -114,7 +115,11 @@ impl Mpi {
         let sent = if put {
             // SAFETY: the caller's contract: `n` readable bytes at `addr`.
             let data = unsafe { crate::mem::slice(addr.wrapping_add_signed(dt.true_lb), n) };
-            self.rma_send(w, r, &[IoSlice::new(&h), IoSlice::new(&layout), IoSlice::new(data)])
+            self.rma_send(
+                w,
+                r,
+                &[IoSlice::new(&h), IoSlice::new(&layout), IoSlice::new(data)],
+            )
         } else {
             self.rma_send(w, r, &[IoSlice::new(&h), IoSlice::new(&layout)])
         };
@@ -123,7 +128,10 @@ impl Mpi {
             self.rma.forget(id);
             if counted {
                 let calls = &sc.calls[ri];
-                calls.store(calls.load(Ordering::Relaxed).saturating_sub(1), Ordering::Relaxed);
+                calls.store(
+                    calls.load(Ordering::Relaxed).saturating_sub(1),
+                    Ordering::Relaxed,
+                );
             }
             return false;
         }
@@ -224,7 +232,15 @@ impl Mpi {
         } else {
             // SAFETY: the caller's contract: `n` readable bytes at `data`.
             let operand = unsafe { crate::mem::slice(data.wrapping_add_signed(dt.true_lb), n) };
-            self.rma_send(w, r, &[IoSlice::new(&h), IoSlice::new(&layout), IoSlice::new(operand)])
+            self.rma_send(
+                w,
+                r,
+                &[
+                    IoSlice::new(&h),
+                    IoSlice::new(&layout),
+                    IoSlice::new(operand),
+                ],
+            )
         };
         if sent.is_err() {
             self.rma.forget(id);

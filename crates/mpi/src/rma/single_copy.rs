@@ -440,8 +440,8 @@ fn prefers_request(w: &Win, rank: usize, len: usize) -> bool {
 /// copy (the caller takes the general path).
 pub(super) fn goes_as_request(w: &Win, rank: usize, len: usize) -> bool {
     let sc = &w.single_copy;
-    let reached = matches!(sc.pid.get(rank), Some(&p) if p != 0)
-        && !sc.refused[rank].load(Ordering::Relaxed);
+    let reached =
+        matches!(sc.pid.get(rank), Some(&p) if p != 0) && !sc.refused[rank].load(Ordering::Relaxed);
     !reached || prefers_request(w, rank, len)
 }
 
@@ -452,8 +452,8 @@ pub(super) fn goes_as_request(w: &Win, rank: usize, len: usize) -> bool {
 pub(super) fn accumulate_goes_as_request(w: &Win, rank: usize) -> bool {
     let sc = &w.single_copy;
     let lock = sc.locks.get(rank).copied().unwrap_or(0);
-    let reached = matches!(sc.pid.get(rank), Some(&p) if p != 0)
-        && !sc.refused[rank].load(Ordering::Relaxed);
+    let reached =
+        matches!(sc.pid.get(rank), Some(&p) if p != 0) && !sc.refused[rank].load(Ordering::Relaxed);
     lock == 0
         || !reached
         || w.outstanding[rank].load(Ordering::Acquire) != 0

@@ -192,11 +192,24 @@ impl Rma {
                     // SAFETY: as for the get.
                     unsafe { mem::read(at, old) };
                 } else {
-                    let result = if fetches { old.as_mut_ptr() } else { std::ptr::null_mut() };
+                    let result = if fetches {
+                        old.as_mut_ptr()
+                    } else {
+                        std::ptr::null_mut()
+                    };
                     // SAFETY: `at` as for the put, readable and writable for
                     // `len` bytes; `data` and `old` hold `len` bytes; the
                     // lock is held. False changes nothing.
-                    if !unsafe { super::acc_kernels::apply(&op, basic, len, data.as_ptr(), at as *mut u8, result) } {
+                    if !unsafe {
+                        super::acc_kernels::apply(
+                            &op,
+                            basic,
+                            len,
+                            data.as_ptr(),
+                            at as *mut u8,
+                            result,
+                        )
+                    } {
                         return false;
                     }
                 }

@@ -199,7 +199,8 @@ pub fn encode_one_piece(disp: i64, off: isize, len: usize) -> [u8; ONE_PIECE] {
 /// None for any other layout (and for one that is cut short or does not
 /// fit the address space): [`Layout::decode`] reads and judges those.
 pub fn decode_one_piece(b: &[u8]) -> Option<(i64, isize, usize, &[u8])> {
-    let u64_at = |i: usize| -> Option<u64> { Some(u64::from_le_bytes(b.get(i..i + 8)?.try_into().ok()?)) };
+    let u64_at =
+        |i: usize| -> Option<u64> { Some(u64::from_le_bytes(b.get(i..i + 8)?.try_into().ok()?)) };
     if u64_at(8)? != 1 || u64_at(24)? != 1 {
         return None;
     }
