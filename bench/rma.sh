@@ -98,12 +98,14 @@ echo "\"tcp\": one-sided operations cross TCP for all three: gridwire on two emu
 echo "Ratios are gridwire / peer: below 1 is better for times, above 1 for bandwidths. Goal (issue 15): ≤ 1× the better peer's latency, ≥ 1× its bandwidth."
 echo
 for f in $FLAVOURS; do
-  for k in putlock getlock putfence getfence acclock foplock; do
+  for k in putlock getlock putfence getfence putpscw getpscw acclock foplock; do
     case $k in
       putlock) what="MPI_Put + MPI_Win_flush in a lock epoch, µs per op" ;;
       getlock) what="MPI_Get + MPI_Win_flush in a lock epoch, µs per op" ;;
       putfence) what="MPI_Put between fences, µs per op" ;;
       getfence) what="MPI_Get between fences, µs per op" ;;
+      putpscw) what="MPI_Put in a post/start/complete/wait epoch, µs per op" ;;
+      getpscw) what="MPI_Get in a post/start/complete/wait epoch, µs per op" ;;
       acclock) what="MPI_Accumulate (MPI_SUM, doubles) + flush, µs per op" ;;
       foplock) what="MPI_Fetch_and_op (MPI_SUM, one long) + flush, µs per op" ;;
     esac

@@ -11,6 +11,10 @@
  *   getlock   MPI_Get + MPI_Win_flush likewise, µs per op
  *   putfence  MPI_Put between two MPI_Win_fence (both ranks fence), µs per op
  *   getfence  MPI_Get likewise, µs per op
+ *   putpscw   MPI_Put in a generalized active-target epoch: the origin's
+ *             MPI_Win_start / put / MPI_Win_complete against the target's
+ *             MPI_Win_post / MPI_Win_wait, µs per op
+ *   getpscw   MPI_Get likewise, µs per op
  *   acclock   MPI_Accumulate (MPI_SUM of doubles) + flush, µs per op
  *   foplock   MPI_Fetch_and_op (MPI_SUM of one long) + flush, µs per op
  *   putbw     64 MPI_Put then one flush (lock epoch), MB/s (10^6 B/s)
@@ -102,6 +106,30 @@ static double fence_loop(long n, int iters, int get) {
 }
 static double putfence(long n, int iters) { return fence_loop(n, iters, 0); }
 static double getfence(long n, int iters) { return fence_loop(n, iters, 1); }
+
+/* Post-start-complete-wait: each round one exposure epoch at the target
+ * and one access epoch at the origin (the groups are the other rank). */
+static MPI_Group peer;
+static double pscw_loop(long n, int iters, int get) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++) {
+        if (rank == 0) {
+            MPI_Win_start(peer, 0, win);
+            if (get) MPI_Get(rbuf, (int)n, MPI_CHAR, 1, tbase, (int)n, MPI_CHAR, win);
+            else MPI_Put(obuf, (int)n, MPI_CHAR, 1, tbase, (int)n, MPI_CHAR, win);
+            MPI_Win_complete(win);
+        } else {
+            MPI_Win_post(peer, 0, win);
+            MPI_Win_wait(win);
+        }
+    }
+    double t = MPI_Wtime() - t0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    return t;
+}
+static double putpscw(long n, int iters) { return pscw_loop(n, iters, 0); }
+static double getpscw(long n, int iters) { return pscw_loop(n, iters, 1); }
 
 static double bw_loop(long n, int iters, int get) {
     MPI_Barrier(MPI_COMM_WORLD);
@@ -200,6 +228,8 @@ static void run(const char *flavour) {
     lat("getlock", flavour, getlock, lat_sizes, NELEM(lat_sizes));
     lat("putfence", flavour, putfence, lat_sizes, NELEM(lat_sizes));
     lat("getfence", flavour, getfence, lat_sizes, NELEM(lat_sizes));
+    lat("putpscw", flavour, putpscw, lat_sizes, NELEM(lat_sizes));
+    lat("getpscw", flavour, getpscw, lat_sizes, NELEM(lat_sizes));
     lat("acclock", flavour, acclock, acc_sizes, NELEM(acc_sizes));
     long eight[] = {8};
     lat("foplock", flavour, foplock, eight, 1);
@@ -225,11 +255,17 @@ int main(int argc, char **argv) {
     rbuf = malloc(MAXSZ);
     memset(obuf, 1, MAXSZ);
     memset(obuf, 0, 8); /* fetch-and-op adds a long of 0 in the timed loop */
+    MPI_Group world;
+    int other = 1 - rank;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, 1, &other, &peer);
+    MPI_Group_free(&world);
     const char *all[] = {"allocate", "create", "dynamic"};
     if (argc > 1)
         for (int i = 1; i < argc; i++) run(argv[i]);
     else
         for (int i = 0; i < 3; i++) run(all[i]);
+    MPI_Group_free(&peer);
     free(obuf);
     free(rbuf);
     MPI_Finalize();

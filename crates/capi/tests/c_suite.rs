@@ -520,6 +520,34 @@ fn rma_single_copy() {
     }
 }
 
+/// Large gets from every rank to every other at once, some as `MPI_Rget`,
+/// one into a strided buffer and one into a larger one, every byte checked
+/// (and the bytes around each get's part of the buffer): over tcp their
+/// answers are read straight into the result buffer, and the program checks
+/// that some were (`gw_mpi_rma_placed_answers`); on shared memory the same
+/// gets by loads and stores, single copies or requests (see
+/// tests/mpi/rma_large_get.c).
+#[test]
+fn rma_large_get() {
+    let Some((_g, exe)) = serial_compiled("rma_large_get", &[]) else {
+        return;
+    };
+    let cases: &[(&str, &str, u32, u32)] = &[
+        // (expect placed answers, GW_METHODS, ranks, hosts)
+        ("1", "", 2, 2),
+        ("1", "", 4, 2),
+        ("1", "self,tcp", 2, 1),
+        ("0", "", 3, 1),
+    ];
+    for &(expect, methods, n, hosts) in cases {
+        let mut env = vec![("GW_TEST_EXPECT_PLACED", expect)];
+        if !methods.is_empty() {
+            env.push(("GW_METHODS", methods));
+        }
+        must_pass(&exe, "rma_large_get", n, hosts, &env);
+    }
+}
+
 /// Dynamic windows whose attached regions change between epochs: origins
 /// see every attach and detach (a put to detached memory is refused and
 /// changes nothing, one to newly attached memory lands), by single copies

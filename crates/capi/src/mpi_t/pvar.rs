@@ -34,6 +34,8 @@ pub(crate) enum Source {
     /// Bound to a communicator: its unexpected messages.
     CommUnexpected,
     HeldLimit,
+    /// One-sided get answers the transport read straight into the result buffer.
+    RmaPlacedAnswers,
 }
 
 pub(crate) struct Pvar {
@@ -187,6 +189,14 @@ fn static_table() -> Vec<Pvar> {
         Source::HeldLimit,
         "The limit of held unexpected bytes in force (GW_MPI_UNEXPECTED_LIMIT)".into(),
     ));
+    v.push(Pvar::new(
+        "gw_mpi_rma_placed_answers".into(),
+        CLASS_COUNTER,
+        "gw_mpi",
+        Source::RmaPlacedAnswers,
+        "Answers of one-sided gets (and fetching operations) that a stream method (tcp) read straight into the result buffer"
+            .into(),
+    ));
     v
 }
 
@@ -284,6 +294,7 @@ fn sample(src: &Source, count: usize, bound: u32) -> Vec<u64> {
         Source::HeldBytesMax => vec![m.engine.held_bytes_max() as u64],
         Source::CommUnexpected => vec![m.engine.unexpected_count(bound) as u64],
         Source::HeldLimit => vec![m.engine.held_limit() as u64],
+        Source::RmaPlacedAnswers => vec![m.rma.placed_answers()],
     }
 }
 

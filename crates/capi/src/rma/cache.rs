@@ -89,7 +89,7 @@ pub(crate) fn with_win<R>(h: MPI_Win, f: impl FnOnce(&WinObj) -> Result<R>) -> R
 /// handle up: the fast path (`super::fast`) then takes the general path,
 /// whose [`with_win`] fills the cache or reports the bad handle.
 #[inline(always)]
-pub(crate) fn peek<R>(h: MPI_Win, f: impl FnOnce(&Win) -> R) -> Option<R> {
+pub(crate) fn peek<R>(h: MPI_Win, f: impl FnOnce(&Arc<Win>) -> R) -> Option<R> {
     let frees = WIN_FREES.load(Ordering::Acquire);
     CACHE
         .try_with(|c| {

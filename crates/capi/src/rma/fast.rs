@@ -53,18 +53,34 @@ pub(super) unsafe fn put_get(
     tdt: MPI_Datatype,
     w: MPI_Win,
 ) -> bool {
-    let Some((_, n)) = same_sides(ocount, odt, tcount, tdt) else {
+    let Some((t, n)) = same_sides(ocount, odt, tcount, tdt) else {
         return false;
     };
     cache::peek(w, |win| {
         // SAFETY: the caller's contract for `addr`, `n` bytes of it.
-        unsafe {
+        let done = unsafe {
             if put {
                 win.fast_put(rank, disp as i64, addr as *const u8, n)
             } else {
                 win.fast_get(rank, disp as i64, addr as *mut u8, n)
             }
-        }
+        };
+        // Not mapped here: as one request, when that is what it would be.
+        done || handles::mpi().is_ok_and(|m| {
+            // SAFETY: as above; `t` is predefined; `ocount` elements of it
+            // are the `n` bytes (`same_sides`).
+            unsafe {
+                m.fast_request_put_get(
+                    win,
+                    put,
+                    rank,
+                    disp as i64,
+                    addr as usize,
+                    ocount as usize,
+                    t,
+                )
+            }
+        })
     })
     .unwrap_or(false)
 }
@@ -110,7 +126,7 @@ pub(super) unsafe fn accumulate(
     }
     cache::peek(w, |win| {
         // SAFETY: the caller's contract for the buffers; `t` is predefined.
-        unsafe {
+        let done = unsafe {
             win.fast_accumulate(
                 rank,
                 disp as i64,
@@ -120,7 +136,23 @@ pub(super) unsafe fn accumulate(
                 oaddr as *const u8,
                 raddr as *mut u8,
             )
-        }
+        };
+        // Not mapped here: as one request, when that is what it would be.
+        done || handles::mpi().is_ok_and(|m| {
+            // SAFETY: as above.
+            unsafe {
+                m.fast_request_accumulate(
+                    win,
+                    rank,
+                    disp as i64,
+                    t,
+                    tcount as usize,
+                    o,
+                    oaddr as usize,
+                    raddr as usize,
+                )
+            }
+        })
     })
     .unwrap_or(false)
 }

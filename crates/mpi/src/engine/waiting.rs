@@ -22,18 +22,26 @@ impl Engine {
     }
 
     /// [`Engine::wait_for`] saying in the windows' lock segments that this
-    /// process polls (`rma/polling.rs`): a stamp at the start, every 16th
-    /// round, and 0 at the end.
+    /// process polls (`rma/polling.rs`): a stamp at the start, again every
+    /// 16th round once the last one is [`REFRESH_TICKS`] old, and 0 at the end.
     #[inline(never)]
     pub(super) fn wait_for_stamping(&self, mut done: impl FnMut() -> bool) {
-        use crate::rma::polling::{now, STAMPS};
+        use crate::rma::polling::{now, REFRESH_TICKS, STAMPS};
         let stamps = &STAMPS;
-        stamps.stamp(now());
+        let mut last = now();
+        stamps.stamp(last);
         let mut rounds = 0u32;
         self.wait_for_plain(|| {
             rounds = rounds.wrapping_add(1);
             if rounds.is_multiple_of(16) {
-                stamps.stamp(now());
+                // Not on every 16th round (about every microsecond): each
+                // store takes the line from the origins that read the stamp
+                // on every operation, a cache miss each.
+                let t = now();
+                if t.wrapping_sub(last) >= REFRESH_TICKS {
+                    stamps.stamp(t);
+                    last = t;
+                }
             }
             done()
         });

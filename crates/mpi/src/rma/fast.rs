@@ -49,6 +49,13 @@ pub(crate) struct FastTarget {
     acc_lock: usize,
 }
 
+impl FastTarget {
+    /// Whether the target's memory is mapped here (loads and stores).
+    pub(crate) fn mapped(&self) -> bool {
+        self.base != 0
+    }
+}
+
 /// The records of a window's `n` ranks, from what the window knows of them.
 pub(crate) fn targets(
     direct: &[usize],

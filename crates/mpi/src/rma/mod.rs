@@ -34,7 +34,10 @@ mod access;
 mod batch;
 mod direct;
 mod fast;
+mod fast_request;
+mod lent_answers;
 pub mod ops;
+mod placed;
 pub(crate) mod polling;
 mod progress_thread;
 mod segment;
@@ -74,6 +77,34 @@ const MODE_ALL: i32 = MODE_NOCHECK | MODE_NOPRECEDE | MODE_NOPUT | MODE_NOSTORE 
 /// How many refused messages are reported on stderr (the rest are counted).
 const REPORTED_REJECTS: u64 = 8;
 
+/// The hash of the pending operations' ids and the windows' ids: one
+/// multiply (Fibonacci hashing) instead of SipHash's rounds, on every
+/// request and answer. Sound against a hostile peer: keys are only
+/// inserted by this process (sequential operation ids, agreed window ids);
+/// a peer's id is only looked up, which cannot grow a bucket.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8)) ^ b as u64;
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = n as u64;
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// A map keyed by ids, hashed by [`IdHasher`].
+pub(crate) type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
+
 /// An operation the origin waits an answer for.
 struct Pending {
     win: Arc<Win>,
@@ -85,16 +116,26 @@ struct Pending {
     result: Option<Buf>,
     /// The request of `MPI_Rget` and the like.
     req: Option<Arc<Req>>,
+    /// The transport is writing the answer's data straight into `result`
+    /// ([`placed`]): the operation completes when that ends.
+    placing: bool,
+    /// The answer came whole (on another link) while it was being placed:
+    /// the operation completes when the placement ends or is abandoned.
+    answered_while_placing: bool,
 }
 
 /// The one-sided state of one process: its windows, by id, and the
 /// operations waiting for an answer.
 #[derive(Default)]
 pub struct Rma {
-    pub(crate) wins: RwLock<HashMap<u32, Arc<Win>>>,
-    pending: Mutex<HashMap<u64, Pending>>,
+    pub(crate) wins: RwLock<IdMap<u32, Arc<Win>>>,
+    pending: Mutex<IdMap<u64, Pending>>,
     next_op: AtomicU64,
     rejected: AtomicU64,
+    /// Answers the transport read straight into their result buffer ([`placed`]).
+    placed_answers: AtomicU64,
+    /// Large get answers lent to the runtime ([`lent_answers`]).
+    lent_answers: Mutex<lent_answers::LentAnswers>,
     /// Predefined datatypes by basic type, for applying operations at the target.
     basics: Mutex<HashMap<Basic, Arc<Datatype>>>,
     /// Runs this process's progress while it has windows.
@@ -113,6 +154,14 @@ impl Rma {
             }
         })
         .expect("handler ids are below the limit");
+        // Large get answers over stream methods land in the result buffer.
+        ctx.register_placer(
+            H_RMA,
+            Arc::new(placed::AnswerPlacer {
+                rma: Arc::downgrade(&r),
+            }),
+        )
+        .expect("not inside a handler");
         r
     }
 
@@ -124,6 +173,13 @@ impl Rma {
     /// Stops the progress thread (the last window was freed, or finalize).
     pub(crate) fn stop_progress_thread(&self) {
         self.progress_thread.stop();
+        // No handler answers any more from this thread: what is lent is copied.
+        self.settle_lent_answers();
+    }
+
+    /// Answers placed by the transport so far (an `MPI_T` counter).
+    pub fn placed_answers(&self) -> u64 {
+        self.placed_answers.load(Ordering::Relaxed)
     }
 
     /// Messages refused so far because they broke the protocol.
@@ -175,7 +231,21 @@ impl Rma {
     fn on_answer(&self, ctx: &Context, from: u32, h: &wire::Header, data: &[u8]) {
         let p = {
             let mut pend = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            match pend.get(&h.op_id) {
+            match pend.get_mut(&h.op_id) {
+                Some(p) if p.target == from && p.win.id == h.win && p.placing => {
+                    // This copy overtook the one being placed (another
+                    // link): its data is written now, and the operation
+                    // completes when the placement lets go of the buffer.
+                    if h.arg == 0 {
+                        if let Some(buf) = &p.result {
+                            if data.len() <= buf.bytes() {
+                                buf.unpack(data);
+                            }
+                        }
+                    }
+                    p.answered_while_placing = true;
+                    return;
+                }
                 Some(p) if p.target == from && p.win.id == h.win => pend.remove(&h.op_id),
                 _ => None,
             }
@@ -187,25 +257,36 @@ impl Rma {
                 format_args!("it answers operation {} it was not asked", h.op_id),
             );
         };
-        if h.arg != 0 {
+        if h.arg == 0 {
+            if let Some(buf) = &p.result {
+                if data.len() as u64 > buf.bytes() as u64 {
+                    self.reject(ctx, from, format_args!("its answer is longer than asked"));
+                } else {
+                    buf.unpack(data);
+                }
+            }
+        }
+        self.finish(p, h.arg);
+    }
+
+    /// Completes answered operation `p` (its data, if any, is in place):
+    /// notes a target's refusal (`status`, an error class) for the next
+    /// synchronization, completes its request and counts it answered.
+    fn finish(&self, p: Pending, status: u8) {
+        let status = status as i32;
+        if status != 0 {
             p.win.note_error(err(
-                h.arg as i32,
+                status,
                 format!(
                     "rank {} of the window refused an operation: {}",
                     p.target_rank,
-                    class::describe(h.arg as i32)
+                    class::describe(status)
                 ),
             ));
-        } else if let Some(buf) = &p.result {
-            if data.len() as u64 > buf.bytes() as u64 {
-                self.reject(ctx, from, format_args!("its answer is longer than asked"));
-            } else {
-                buf.unpack(data);
-            }
         }
         if let Some(r) = &p.req {
-            if h.arg != 0 {
-                r.d.lock().status.error = h.arg as i32;
+            if status != 0 {
+                r.d.lock().status.error = status;
             }
             r.complete();
         }
@@ -233,6 +314,8 @@ impl Rma {
                     target_rank,
                     result,
                     req,
+                    placing: false,
+                    answered_while_placing: false,
                 },
             );
         id

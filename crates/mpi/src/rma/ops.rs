@@ -173,15 +173,20 @@ impl Mpi {
         if by_single_copy {
             return Ok(done());
         }
-        let layout = Layout::of(t.disp, t.count, t.dt).encode();
-        let mut data = o
-            .data
-            .filter(|_| sent_bytes.is_some())
-            .map(Buf::pack)
-            .unwrap_or_default();
-        if let Some(c) = o.compare {
-            data.extend_from_slice(&c.pack());
-        }
+        // A contiguous target type is one piece: its layout is built on
+        // the stack (the same bytes `Layout::encode` gives).
+        let (one_piece, general_layout);
+        let layout: &[u8] = if t.dt.contig {
+            one_piece = wire::encode_one_piece(t.disp, t.dt.true_lb, tbytes);
+            &one_piece
+        } else {
+            general_layout = Layout::of(t.disp, t.count, t.dt).encode();
+            &general_layout
+        };
+        // Contiguous origin data goes from the user's buffer itself.
+        let mut packed = (Vec::new(), Vec::new());
+        let data = super::direct::operand(o.data.filter(|_| sent_bytes.is_some()), &mut packed.0);
+        let compare = super::direct::operand(o.compare, &mut packed.1);
         let wire_kind = match kind {
             Kind::Put => wire::PUT,
             Kind::Get => wire::GET,
@@ -201,8 +206,21 @@ impl Mpi {
             op_id: id,
         }
         .encode();
-        let parts = [IoSlice::new(&h), IoSlice::new(&layout), IoSlice::new(&data)];
-        if let Err(e) = self.rma_send(w, rank, &parts) {
+        let parts = [
+            IoSlice::new(&h),
+            IoSlice::new(layout),
+            IoSlice::new(data),
+            IoSlice::new(compare),
+        ];
+        // No empty part (a get has no data, only a compare-and-swap a compare).
+        let n_parts = if !compare.is_empty() {
+            4
+        } else if !data.is_empty() {
+            3
+        } else {
+            2
+        };
+        if let Err(e) = self.rma_send(w, rank, &parts[..n_parts]) {
             self.rma.forget(id);
             return Err(e);
         }

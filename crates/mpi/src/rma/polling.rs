@@ -10,8 +10,9 @@
 //!
 //! Each member says so in the window's lock segment: next to its
 //! accumulate lock word (same cache line, at [`STAMP_OFFSET`]) it stores
-//! the time stamp counter when it enters a blocking wait, every 16th round
-//! of that wait, and 0 when it leaves. An origin that reads a stamp fresher
+//! the time stamp counter when it enters a blocking wait, on every 16th
+//! round of that wait once its stamp is [`REFRESH_TICKS`] old, and 0 when
+//! it leaves. An origin that reads a stamp fresher
 //! than [`FRESH_TICKS`] sends a request; anything else (0, stale because
 //! the wait went to sleep, or another architecture, where stamps stay 0)
 //! gives single copies. Both paths are correct at any time (the target's
@@ -30,6 +31,11 @@ pub(crate) const STAMP_OFFSET: usize = 8;
 /// keeps it polling); one that went to sleep in its wait (milliseconds of
 /// idleness first) stops stamping and is found stale soon after.
 const FRESH_TICKS: u64 = 1_200_000;
+
+/// A polling member writes its stamp again once it is this old (about 30
+/// µs): far inside [`FRESH_TICKS`], and rare enough that origins reading
+/// the stamp on every operation mostly find the line in their cache.
+pub(crate) const REFRESH_TICKS: u64 = FRESH_TICKS / 16;
 
 /// The time stamp counter: invariant and synchronized across cores on
 /// every x86-64 CPU of the last fifteen years; 0 elsewhere (no stamps).

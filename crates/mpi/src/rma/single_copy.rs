@@ -417,6 +417,50 @@ pub(super) fn accumulate(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) ->
     true
 }
 
+/// Whether a contiguous put or get of `len` bytes to window rank `rank`
+/// goes as a request although the member may be reached by single copies
+/// (see [`put_or_get`]): one is unanswered, or the member polls.
+fn prefers_request(w: &Win, rank: usize, len: usize) -> bool {
+    if w.outstanding[rank].load(Ordering::Acquire) != 0 {
+        return true;
+    }
+    let sc = &w.single_copy;
+    match sc.locks.get(rank) {
+        Some(&lock) if lock != 0 && len <= sc.request_max => {
+            // SAFETY: a lock word of this window's lock segment, mapped while it exists.
+            w.access.fence_only(rank as u32) || unsafe { super::polling::polls(lock) }
+        }
+        _ => false,
+    }
+}
+
+/// Whether [`put_or_get`] sends a contiguous put or get of `len` bytes to
+/// window rank `rank` as a request without trying a copy: it prefers one,
+/// or the member is not reached by single copies at all. False: it may
+/// copy (the caller takes the general path).
+pub(super) fn goes_as_request(w: &Win, rank: usize, len: usize) -> bool {
+    let sc = &w.single_copy;
+    let reached =
+        matches!(sc.pid.get(rank), Some(&p) if p != 0) && !sc.refused[rank].load(Ordering::Relaxed);
+    !reached || prefers_request(w, rank, len)
+}
+
+/// Whether [`accumulate`] sends an accumulate with a contiguous target
+/// type to window rank `rank` as a request without trying single copies
+/// (no lock word, one unanswered, the member polls, or it is not reached
+/// by single copies). False: it may copy (the caller takes the general path).
+pub(super) fn accumulate_goes_as_request(w: &Win, rank: usize) -> bool {
+    let sc = &w.single_copy;
+    let lock = sc.locks.get(rank).copied().unwrap_or(0);
+    let reached =
+        matches!(sc.pid.get(rank), Some(&p) if p != 0) && !sc.refused[rank].load(Ordering::Relaxed);
+    lock == 0
+        || !reached
+        || w.outstanding[rank].load(Ordering::Acquire) != 0
+        // SAFETY: a lock word of this window's lock segment, mapped while it exists.
+        || (sc.choose_by_polling && unsafe { super::polling::polls(lock) })
+}
+
 /// Does put or get `kind` by one single copy if window rank `t.rank` is
 /// reached so; false = send it to the target. The caller checked the epoch,
 /// buffers, signatures and (for windows other than dynamic ones) the range.
@@ -434,15 +478,8 @@ pub(super) fn put_or_get(w: &Win, kind: Kind, o: &Origin<'_>, t: &Target<'_>) ->
     // While a request to it is unanswered (an earlier choice, a derived
     // type), this one follows it on the same ordered link: the target then
     // sees this origin's operations in program order, as before.
-    if w.outstanding[rank].load(Ordering::Acquire) != 0 {
+    if prefers_request(w, rank, len) {
         return false;
-    }
-    if len <= w.single_copy.request_max && w.single_copy.locks.get(rank).is_some_and(|&l| l != 0) {
-        let lock = w.single_copy.locks[rank];
-        // SAFETY: a lock word of this window's lock segment, mapped while it exists.
-        if w.access.fence_only(rank as u32) || unsafe { super::polling::polls(lock) } {
-            return false;
-        }
     }
     let Some((pid, remote)) = remote_of(w, t, len) else {
         return false;

@@ -18,6 +18,10 @@ use std::sync::Arc;
 /// Why a target refuses an operation: the class it answers, and the text it logs.
 type Refusal = (i32, String);
 
+/// Gets (and fetching accumulates) up to this many bytes are answered
+/// from the stack ([`Rma::apply_one_piece`]).
+const STACK_ANSWER: usize = 256;
+
 impl Rma {
     pub(super) fn on_target(&self, ctx: &Context, from: u32, h: &Header, rest: &[u8]) {
         let Some(win) = self.win(h.win) else {
@@ -39,11 +43,15 @@ impl Rma {
         };
         match h.kind {
             wire::PUT | wire::GET | wire::ACC | wire::GET_ACC | wire::CAS => {
+                let key = crate::comm_links::traffic_key(win.comm.ctx as u64);
+                if self.apply_one_piece(ctx, &win, from, h, rest, key) {
+                    return;
+                }
                 match self.apply(&win, h, rest) {
-                    Ok(old) => self.answer(ctx, from, h, 0, &old),
+                    Ok(old) => self.answer_owned(ctx, from, h, old, key),
                     Err((c, why)) => {
                         self.reject(ctx, from, format_args!("{why}"));
-                        self.answer(ctx, from, h, c, &[]);
+                        self.answer_keyed(ctx, from, h, c, &[], key);
                     }
                 }
             }
@@ -71,6 +79,24 @@ impl Rma {
     /// Sends the answer to operation `h` of `to`. A failed send means the
     /// origin is gone: nothing more to do here.
     pub(super) fn answer(&self, ctx: &Context, to: u32, h: &Header, status: i32, data: &[u8]) {
+        // On the window's communicator's route, as the request came.
+        let key = self.win(h.win).map_or(gridwire_core::NO_TRAFFIC_KEY, |w| {
+            crate::comm_links::traffic_key(w.comm.ctx as u64)
+        });
+        self.answer_keyed(ctx, to, h, status, data, key);
+    }
+
+    /// [`Rma::answer`] on traffic key `key` (the window's, which the
+    /// caller has at hand: no second look-up of the window).
+    pub(super) fn answer_keyed(
+        &self,
+        ctx: &Context,
+        to: u32,
+        h: &Header,
+        status: i32,
+        data: &[u8],
+        key: u32,
+    ) {
         let hdr = Header {
             kind: wire::ANSWER,
             op: 0,
@@ -80,10 +106,6 @@ impl Rma {
             op_id: h.op_id,
         }
         .encode();
-        // On the window's communicator's route, as the request came.
-        let key = self.win(h.win).map_or(gridwire_core::NO_TRAFFIC_KEY, |w| {
-            crate::comm_links::traffic_key(w.comm.ctx as u64)
-        });
         if let Ok(sp) = ctx.startpoint(to) {
             // No empty part: one part when there is no data.
             let _ = if data.is_empty() {
@@ -92,6 +114,115 @@ impl Rma {
                 ctx.rsr_v_keyed(&sp, H_RMA, &[IoSlice::new(&hdr), IoSlice::new(data)], key)
             };
         }
+    }
+
+    /// The common request, applied and answered without allocating (a
+    /// small one) and without building a [`Layout`]: a put, get,
+    /// accumulate or get-accumulate whose layout is one piece (every
+    /// contiguous target datatype) lying inside the window, accumulates
+    /// only with an operation and type [`super::acc_kernels`] applies in
+    /// place. False: nothing was done or answered, [`Rma::apply`] judges
+    /// the request (and refuses it, if it must, with the class it gives).
+    fn apply_one_piece(
+        &self,
+        ctx: &Context,
+        win: &Win,
+        from: u32,
+        h: &Header,
+        rest: &[u8],
+        key: u32,
+    ) -> bool {
+        let Some((disp, off, len, data)) = wire::decode_one_piece(rest) else {
+            return false;
+        };
+        if len == 0 {
+            return false;
+        }
+        // As `walk` computes the piece's place (one element, one block).
+        let start = if win.flavor == super::Flavor::Dynamic {
+            Some(disp as i128)
+        } else {
+            (disp as i128).checked_mul(win.disp_unit as i128)
+        };
+        let Some(at) = start.and_then(|s| win.local_range(s + off as i128, len)) else {
+            return false;
+        };
+        let fetches = matches!(h.kind, wire::GET | wire::GET_ACC);
+        if fetches && len as u64 > wire::MAX_GET_BYTES {
+            return false;
+        }
+        let (mut stack, mut heap) = ([0u8; STACK_ANSWER], Vec::new());
+        let old: &mut [u8] = if !fetches {
+            &mut []
+        } else if len <= STACK_ANSWER {
+            &mut stack[..len]
+        } else {
+            heap.resize(len, 0);
+            heap.as_mut_slice()
+        };
+        match h.kind {
+            wire::PUT if data.len() == len => {
+                // SAFETY: `local_range` checked `at .. at + len` to lie in
+                // the window's memory, mapped while it is in the table.
+                unsafe { mem::write(at, data) };
+            }
+            // SAFETY: as for the put.
+            wire::GET if data.is_empty() => unsafe { mem::read(at, old) },
+            wire::ACC | wire::GET_ACC => {
+                let (Some(op), Some(basic)) = (wire::op_of(h.op), wire::basic_of(h.basic)) else {
+                    return false;
+                };
+                let no_op = matches!(op, crate::op::Op::NoOp);
+                // Get-accumulate of MPI_NO_OP carries no operand; a plain
+                // accumulate of it (which changes nothing) is the general path's.
+                let operand_ok = if no_op {
+                    h.kind == wire::GET_ACC && data.is_empty()
+                } else {
+                    data.len() == len
+                };
+                if !operand_ok {
+                    return false;
+                }
+                // The same lock word as `apply` and the origins of this host.
+                let _held = (win.own_acc_lock != 0)
+                    // SAFETY: the lock word of this window's segment, mapped
+                    // while the window is in the table.
+                    .then(|| unsafe { super::direct::AccLock::take(win.own_acc_lock) });
+                if no_op {
+                    // SAFETY: as for the get.
+                    unsafe { mem::read(at, old) };
+                } else {
+                    let result = if fetches {
+                        old.as_mut_ptr()
+                    } else {
+                        std::ptr::null_mut()
+                    };
+                    // SAFETY: `at` as for the put, readable and writable for
+                    // `len` bytes; `data` and `old` hold `len` bytes; the
+                    // lock is held. False changes nothing.
+                    if !unsafe {
+                        super::acc_kernels::apply(
+                            &op,
+                            basic,
+                            len,
+                            data.as_ptr(),
+                            at as *mut u8,
+                            result,
+                        )
+                    } {
+                        return false;
+                    }
+                }
+            }
+            _ => return false,
+        }
+        if fetches && len > STACK_ANSWER {
+            // Ours: lent to the runtime when large (`lent_answers`).
+            self.answer_owned(ctx, from, h, heap, key);
+        } else {
+            self.answer_keyed(ctx, from, h, 0, old, key);
+        }
+        true
     }
 
     /// Applies a data operation; returns the data to answer with (the old

@@ -177,6 +177,38 @@ impl Layout {
     }
 }
 
+/// Bytes of the layout of one piece ([`encode_one_piece`]).
+pub const ONE_PIECE: usize = LAYOUT_FIXED + 16;
+
+/// The layout of an access that is one piece (`len` bytes at block offset
+/// `off` of the element at `disp`): what [`Layout::of`] encodes for every
+/// contiguous target datatype, byte for byte, built on the stack.
+pub fn encode_one_piece(disp: i64, off: isize, len: usize) -> [u8; ONE_PIECE] {
+    let mut v = [0u8; ONE_PIECE];
+    v[..8].copy_from_slice(&disp.to_le_bytes());
+    v[8..16].copy_from_slice(&1u64.to_le_bytes());
+    v[16..24].copy_from_slice(&(len as i64).to_le_bytes());
+    v[24..32].copy_from_slice(&1u64.to_le_bytes());
+    v[32..40].copy_from_slice(&(off as i64).to_le_bytes());
+    v[40..48].copy_from_slice(&(len as u64).to_le_bytes());
+    v
+}
+
+/// A layout of one element of one block, read without allocating:
+/// (displacement, block offset, block length, the rest of the message).
+/// None for any other layout (and for one that is cut short or does not
+/// fit the address space): [`Layout::decode`] reads and judges those.
+pub fn decode_one_piece(b: &[u8]) -> Option<(i64, isize, usize, &[u8])> {
+    let u64_at =
+        |i: usize| -> Option<u64> { Some(u64::from_le_bytes(b.get(i..i + 8)?.try_into().ok()?)) };
+    if u64_at(8)? != 1 || u64_at(24)? != 1 {
+        return None;
+    }
+    let off = isize::try_from(u64_at(32)? as i64).ok()?;
+    let len = isize::try_from(u64_at(40)?).ok()? as usize;
+    Some((u64_at(0)? as i64, off, len, b.get(ONE_PIECE..)?))
+}
+
 const OPS: [Op; 14] = [
     Op::Sum,
     Op::Min,
@@ -285,6 +317,39 @@ mod tests {
         }
         assert_eq!(op_of(0).map(|_| ()), None);
         assert_eq!(basic_of(200), None);
+    }
+
+    #[test]
+    fn one_piece_layouts_are_the_general_encoding() {
+        for (disp, off, len) in [(0i64, 0isize, 8usize), (-5, 3, 4096), (i64::MAX, -8, 1)] {
+            let general = Layout {
+                disp,
+                count: 1,
+                extent: len as i64,
+                blocks: vec![Block { off, len }],
+            };
+            let mut w = encode_one_piece(disp, off, len).to_vec();
+            assert_eq!(w, general.encode());
+            w.extend_from_slice(b"xy");
+            assert_eq!(decode_one_piece(&w), Some((disp, off, len, &b"xy"[..])));
+            let (back, rest) = Layout::decode(&w).unwrap();
+            assert_eq!((back, rest), (general, &b"xy"[..]));
+        }
+        // Two blocks, two elements, or cut short: not one piece.
+        let two = Layout {
+            disp: 0,
+            count: 1,
+            extent: 16,
+            blocks: vec![Block { off: 0, len: 4 }, Block { off: 8, len: 4 }],
+        };
+        assert_eq!(decode_one_piece(&two.encode()), None);
+        let mut many = encode_one_piece(0, 0, 8);
+        many[8..16].copy_from_slice(&2u64.to_le_bytes());
+        assert_eq!(decode_one_piece(&many), None);
+        assert_eq!(decode_one_piece(&encode_one_piece(0, 0, 8)[..40]), None);
+        let mut huge = encode_one_piece(0, 0, 8);
+        huge[40..48].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(decode_one_piece(&huge), None);
     }
 
     #[test]

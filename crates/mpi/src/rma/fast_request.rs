@@ -1,0 +1,251 @@
+//! The lean path of `MPI_Put` and `MPI_Get` that go as requests: windows
+//! over the program's memory (`MPI_Win_create`, dynamic) to a target that
+//! polls inside MPI, and any window's members on other hosts.
+//!
+//! A small put or get to a created window on one host is a round trip of
+//! the shared-memory rings, about 150 ns; the general path
+//! ([`super::ops`]) took some 1200 instructions around it (the C layer's
+//! buffers and look-ups, then every check and choice of `rma_op`), which
+//! made a put + flush 1.3–1.4× MPICH's time. Here, for the common case —
+//! one predefined contiguous datatype and the same count on both sides —
+//! the checks the general path makes for that case are made from the
+//! window's per-rank state, and the request is built on the stack and sent.
+//!
+//! Why this cannot change a result or an error: as [`super::fast`], it
+//! answers `false` for anything it does not recognise as a correct call
+//! that the general path would send as this very request — no epoch, a rank
+//! or an access outside the window, puts or gets deferred or to be deferred
+//! (`super::batch`), a target reached by single copies that the general
+//! path would copy to — and the caller then runs the general path, which
+//! checks again and reports errors as before. It counts the call for the
+//! deferral decision exactly when the general path would have.
+
+use super::fast::FastTarget;
+use super::wire::{self, Header};
+use super::Win;
+use crate::datatype::Datatype;
+use crate::request::Buf;
+use crate::Mpi;
+use std::io::IoSlice;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+impl Mpi {
+    /// `MPI_Put` (`put`: from `addr`) or `MPI_Get` (into `addr`) of `n` (>
+    /// 0) bytes, `count` elements of the predefined contiguous type `dt` on
+    /// both sides, to displacement `disp` of window rank `rank`, as one
+    /// request. False: not done, run the general path.
+    ///
+    /// # Safety
+    /// `addr .. addr + n` is the call's origin (put, readable) or result
+    /// (get, writable) buffer, valid as MPI requires (until the
+    /// synchronization that completes the operation); `dt` is predefined.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn fast_request_put_get(
+        &self,
+        w: &Arc<Win>,
+        put: bool,
+        rank: i32,
+        disp: i64,
+        addr: usize,
+        count: usize,
+        dt: &'static Datatype,
+    ) -> bool {
+        let n = count.wrapping_mul(dt.size);
+        let Ok(r) = u32::try_from(rank) else {
+            return false;
+        };
+        let ri = r as usize;
+        // Loads and stores (the fast path proper) are not requests.
+        if n == 0 || addr == 0 || !dt.contig || w.fast.get(ri).is_none_or(FastTarget::mapped) {
+            return false;
+        }
+        if !w.access.may_access(r) || w.error_pending() {
+            return false;
+        }
+        if w.flavor != super::Flavor::Dynamic {
+            // As `check_range`, for one contiguous piece.
+            let Some(rem) = w.remote.get(ri) else {
+                return false;
+            };
+            let fits = u64::try_from(disp)
+                .ok()
+                .and_then(|d| d.checked_mul(rem.disp_unit))
+                .and_then(|s| s.checked_add(dt.true_lb as u64))
+                .and_then(|s| s.checked_add(n as u64))
+                .is_some_and(|end| end <= rem.size && dt.true_lb >= 0);
+            if !fits {
+                return false;
+            }
+        }
+        let sc = &w.single_copy;
+        let counted = sc.defer && ri < sc.batches.len();
+        if counted
+            && (sc.held[ri].load(Ordering::Acquire) || sc.batching[ri].load(Ordering::Relaxed))
+        {
+            // Something is deferred, or this one would be: `batch`'s.
+            return false;
+        }
+        if !super::single_copy::goes_as_request(w, ri, n) {
+            return false;
+        }
+        if counted {
+            // As `rma_defer` counts (a load and a store, see there).
+            let calls = &sc.calls[ri];
+            calls.store(
+                calls.load(Ordering::Relaxed).saturating_add(1),
+                Ordering::Relaxed,
+            );
+        }
+        let layout = wire::encode_one_piece(disp, dt.true_lb, n);
+        // SAFETY: the caller's contract: `count` elements of the predefined
+        // `dt` at `addr`, valid until the operation completes.
+        let result =
+            (!put).then(|| unsafe { Buf::new(addr, count, crate::request::DtRef::borrowed(dt)) });
+        let id = self.rma.expect_answer(w, r, result, None);
+        let h = Header {
+            kind: if put { wire::PUT } else { wire::GET },
+            op: 0,
+            basic: dt.basic.map_or(0, wire::basic_code),
+            arg: 0,
+            win: w.id,
+            op_id: id,
+        }
+        .encode();
+        let sent = if put {
+            // SAFETY: the caller's contract: `n` readable bytes at `addr`.
+            let data = unsafe { crate::mem::slice(addr.wrapping_add_signed(dt.true_lb), n) };
+            self.rma_send(
+                w,
+                r,
+                &[IoSlice::new(&h), IoSlice::new(&layout), IoSlice::new(data)],
+            )
+        } else {
+            self.rma_send(w, r, &[IoSlice::new(&h), IoSlice::new(&layout)])
+        };
+        if sent.is_err() {
+            // The general path sends it again and reports the error.
+            self.rma.forget(id);
+            if counted {
+                let calls = &sc.calls[ri];
+                calls.store(
+                    calls.load(Ordering::Relaxed).saturating_sub(1),
+                    Ordering::Relaxed,
+                );
+            }
+            return false;
+        }
+        true
+    }
+}
+
+impl Mpi {
+    /// `MPI_Accumulate` (`result` 0) or `MPI_Get_accumulate` /
+    /// `MPI_Fetch_and_op` (`result` the result buffer's address) of `count`
+    /// elements of the predefined contiguous type `dt` on every side, with
+    /// predefined operation `op` (`data` 0 only for `MPI_NO_OP`), as one
+    /// request, when the general path would send it so. False: not done,
+    /// run the general path.
+    ///
+    /// # Safety
+    /// `data` (unless 0) and `result` (unless 0) are the call's buffers of
+    /// `count` elements of `dt`, valid as MPI requires; `dt` is predefined.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn fast_request_accumulate(
+        &self,
+        w: &Arc<Win>,
+        rank: i32,
+        disp: i64,
+        dt: &'static Datatype,
+        count: usize,
+        op: &crate::op::Op,
+        data: usize,
+        result: usize,
+    ) -> bool {
+        use crate::op::Op;
+        let n = count.wrapping_mul(dt.size);
+        let Ok(r) = u32::try_from(rank) else {
+            return false;
+        };
+        let ri = r as usize;
+        let no_op = matches!(op, Op::NoOp);
+        if n == 0
+            || !dt.contig
+            || dt.basic.is_none()
+            || matches!(op, Op::User { .. })
+            || (data == 0 && !no_op)
+            // A plain accumulate of MPI_NO_OP: the general path's.
+            || (no_op && result == 0)
+            || op.check(dt).is_err()
+            || ri >= w.outstanding.len()
+        {
+            return false;
+        }
+        if !w.access.may_access(r) || w.error_pending() {
+            return false;
+        }
+        if super::direct::applies(w, super::ops::Kind::Accumulate, r) {
+            return false;
+        }
+        if w.flavor != super::Flavor::Dynamic {
+            let Some(rem) = w.remote.get(ri) else {
+                return false;
+            };
+            let fits = u64::try_from(disp)
+                .ok()
+                .and_then(|d| d.checked_mul(rem.disp_unit))
+                .and_then(|s| s.checked_add(dt.true_lb as u64))
+                .and_then(|s| s.checked_add(n as u64))
+                .is_some_and(|end| end <= rem.size && dt.true_lb >= 0);
+            if !fits {
+                return false;
+            }
+        }
+        let sc = &w.single_copy;
+        // Deferred puts and gets go first (the general path issues them).
+        if sc.held.get(ri).is_some_and(|h| h.load(Ordering::Acquire)) {
+            return false;
+        }
+        if !super::single_copy::accumulate_goes_as_request(w, ri) {
+            return false;
+        }
+        let Ok(code) = wire::op_code(op) else {
+            return false;
+        };
+        let layout = wire::encode_one_piece(disp, dt.true_lb, n);
+        // SAFETY: the caller's contract for `result`.
+        let res = (result != 0)
+            .then(|| unsafe { Buf::new(result, count, crate::request::DtRef::borrowed(dt)) });
+        let fetches = res.is_some();
+        let id = self.rma.expect_answer(w, r, res, None);
+        let h = Header {
+            kind: if fetches { wire::GET_ACC } else { wire::ACC },
+            op: code,
+            basic: dt.basic.map_or(0, wire::basic_code),
+            arg: 0,
+            win: w.id,
+            op_id: id,
+        }
+        .encode();
+        let sent = if no_op {
+            self.rma_send(w, r, &[IoSlice::new(&h), IoSlice::new(&layout)])
+        } else {
+            // SAFETY: the caller's contract: `n` readable bytes at `data`.
+            let operand = unsafe { crate::mem::slice(data.wrapping_add_signed(dt.true_lb), n) };
+            self.rma_send(
+                w,
+                r,
+                &[
+                    IoSlice::new(&h),
+                    IoSlice::new(&layout),
+                    IoSlice::new(operand),
+                ],
+            )
+        };
+        if sent.is_err() {
+            self.rma.forget(id);
+            return false;
+        }
+        true
+    }
+}
