@@ -677,7 +677,7 @@ mod tests {
         assert_eq!(parse_max(" 512M ").unwrap(), 512 << 20);
         assert_eq!(parse_max("2G").unwrap(), 2 << 30);
         assert_eq!(parse_max("2GiB").unwrap(), 2 << 30);
-        assert_eq!(parse_max("1g").unwrap(), 1 << 40);
+        assert_eq!(parse_max("1t").unwrap(), 1 << 40);
         assert_eq!(parse_max("10k").unwrap(), 10 << 10);
         for bad in [
             "",
