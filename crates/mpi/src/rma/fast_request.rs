@@ -63,20 +63,8 @@ impl Mpi {
         if !w.access.may_access(r) || w.error_pending() {
             return false;
         }
-        if w.flavor != super::Flavor::Dynamic {
-            // As `check_range`, for one contiguous piece.
-            let Some(rem) = w.remote.get(ri) else {
-                return false;
-            };
-            let fits = u64::try_from(disp)
-                .ok()
-                .and_then(|d| d.checked_mul(rem.disp_unit))
-                .and_then(|s| s.checked_add(dt.true_lb as u64))
-                .and_then(|s| s.checked_add(n as u64))
-                .is_some_and(|end| end <= rem.size && dt.true_lb >= 0);
-            if !fits {
-                return false;
-            }
+        if !fits_target(w, ri, disp, dt, n) {
+            return false;
         }
         let sc = &w.single_copy;
         let counted = sc.defer && ri < sc.batches.len();
@@ -187,19 +175,8 @@ impl Mpi {
         if super::direct::applies(w, super::ops::Kind::Accumulate, r) {
             return false;
         }
-        if w.flavor != super::Flavor::Dynamic {
-            let Some(rem) = w.remote.get(ri) else {
-                return false;
-            };
-            let fits = u64::try_from(disp)
-                .ok()
-                .and_then(|d| d.checked_mul(rem.disp_unit))
-                .and_then(|s| s.checked_add(dt.true_lb as u64))
-                .and_then(|s| s.checked_add(n as u64))
-                .is_some_and(|end| end <= rem.size && dt.true_lb >= 0);
-            if !fits {
-                return false;
-            }
+        if !fits_target(w, ri, disp, dt, n) {
+            return false;
         }
         let sc = &w.single_copy;
         // Deferred puts and gets go first (the general path issues them).
@@ -248,4 +225,22 @@ impl Mpi {
         }
         true
     }
+}
+
+/// Whether `n` bytes of `dt` at displacement `disp` lie inside rank `ri`'s
+/// window (as `check_range`, for one contiguous piece); a dynamic window's
+/// regions are checked at the target.
+fn fits_target(w: &Win, ri: usize, disp: i64, dt: &Datatype, n: usize) -> bool {
+    if w.flavor == super::Flavor::Dynamic {
+        return true;
+    }
+    let Some(rem) = w.remote.get(ri) else {
+        return false;
+    };
+    u64::try_from(disp)
+        .ok()
+        .and_then(|d| d.checked_mul(rem.disp_unit))
+        .and_then(|s| s.checked_add(dt.true_lb as u64))
+        .and_then(|s| s.checked_add(n as u64))
+        .is_some_and(|end| end <= rem.size && dt.true_lb >= 0)
 }
