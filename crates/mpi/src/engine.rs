@@ -1101,6 +1101,7 @@ fn deliver(req: &Req, env: &Env, data: &[u8]) {
             source: env.src,
             tag: env.tag,
             error: 0,
+            comm_ctx: 0,
             bytes: n,
             cancelled: false,
         };

@@ -24,6 +24,7 @@ impl Unexpected {
             source: self.env.src,
             tag: self.env.tag,
             error: 0,
+            comm_ctx: 0,
             bytes: self.env.size as usize,
             cancelled: false,
         }
