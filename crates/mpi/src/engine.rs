@@ -483,6 +483,12 @@ impl Engine {
 
     /// The status of a finished request, which is then recycled if nobody
     /// else holds it (one lock of the request for both).
+    /// How long a blocking call polls without yielding (zero when there
+    /// are more ranks than cores: then waits yield at once).
+    pub(crate) fn spin_budget(&self) -> Duration {
+        self.spin
+    }
+
     pub fn finish(&self, r: Arc<Req>) -> Status {
         // The sole holder: read and reset without the request's lock.
         let Some(s) = r.take_status_and_reset_sole() else {
