@@ -259,6 +259,7 @@ impl Mpi {
     /// the segment rings no descriptor.
     fn sm_wait(&self, comm: &Comm, a: &AtomicU64, want: u64, m: usize) -> Result<()> {
         use crate::rma::polling::{now, REFRESH_TICKS, STAMPS};
+        use gridwire_core::context::spin_guard;
         let arrived = || a.load(Ordering::Acquire) >= want;
         if arrived() {
             return Ok(());
@@ -284,12 +285,15 @@ impl Mpi {
             // round made a put + flush to a target in a barrier 2.0 µs
             // instead of 0.5); with more ranks than cores, a yield every
             // 64th round for [`YIELD_FOR`] of idleness.
+            // Spins held (a spin was descheduled lately: the core is
+            // shared, see `gridwire_core::context::spin_guard`): yields.
             let budget = self.engine.spin_budget();
-            let (yielding, idle_for) = if budget.is_zero() {
+            let (mut yielding, mut idle_for) = if budget.is_zero() || spin_guard::held() {
                 (true, YIELD_FOR)
             } else {
                 (false, budget)
             };
+            let mut read: Option<std::time::Instant> = None;
             let mut start = std::time::Instant::now();
             let mut rounds = 0u32;
             let mut delivered = false;
@@ -316,11 +320,16 @@ impl Mpi {
                 if yielding {
                     std::thread::yield_now();
                     after = std::time::Instant::now();
+                } else if spin_guard::descheduled(read, before) {
+                    yielding = true;
+                    idle_for = YIELD_FOR;
                 }
+                read = Some(after);
                 if delivered {
                     // Traffic for this process: the idleness counts from here.
                     start = after;
                     delivered = false;
+                    read = None;
                 }
                 if after - before >= SLOW_YIELD || after - start >= idle_for {
                     break 'spin false;
