@@ -19,7 +19,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Two clock reads of a spin this far apart: the thread was descheduled.
-pub const DESCHEDULED_GAP: Duration = Duration::from_micros(500);
+/// Below the scheduler's time slice when two busy threads share a core
+/// (EEVDF's base slice is 0.75 ms × (1 + log2 of the cores), 1.5 ms here),
+/// above the short stops a quiet machine's spin meets (interrupts, a
+/// hypervisor's steal): a false alarm costs 100 ms of yields, a fraction
+/// of a microsecond per message.
+pub const DESCHEDULED_GAP: Duration = Duration::from_millis(1);
 /// How long spins are held after a spin was descheduled.
 pub const HOLD: Duration = Duration::from_millis(100);
 
