@@ -29,6 +29,7 @@ mod ordered;
 mod packets;
 mod pipeline;
 mod shm;
+mod stripes;
 mod tree;
 mod wan;
 
