@@ -84,19 +84,6 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
                Read at the first one.",
     },
     ParamDecl {
-        name: "MPI_COLL_STRIPE_MAX",
-        default: "65536",
-        kind: Kind::Size {
-            min: 0,
-            max: 1 << 40,
-        },
-        help: "Hierarchical Allreduce (commutative op) of more than 8 KiB and at most this many \
-               bytes, where every site has 2 hosts or more, splits the vector among each site's \
-               host leaders, each exchanging its stripe across the wide area (0: never; then \
-               the site leaders exchange it in pieces). Read at the first one; every rank must \
-               use the same value.",
-    },
-    ParamDecl {
         name: "MPI_COLL_SHM",
         default: "65536",
         kind: Kind::Size {

@@ -29,7 +29,6 @@ mod ordered;
 mod packets;
 mod pipeline;
 mod shm;
-mod stripes;
 mod tree;
 mod wan;
 

@@ -3,7 +3,6 @@
 //! these once they have chosen the hierarchical algorithm.
 
 use super::pipeline::{allreduce_segment, segment_len};
-use super::stripes::allreduce_stripes;
 use super::Plan;
 use crate::error::Result;
 use crate::mem;
@@ -110,8 +109,7 @@ impl Mpi {
     /// Allreduce with a commutative `op`: reduce within hosts and sites to
     /// the site leaders, which exchange their partial results all-to-all
     /// (one wide-area latency; recursive doubling above 64 KiB, `wan.rs`),
-    /// broadcast back down; above 8 KiB striped among the host leaders
-    /// (`stripes.rs`) or piece by piece (`pipeline.rs`).
+    /// broadcast back down.
     pub(crate) fn hier_allreduce(
         &self,
         comm: &Comm,
@@ -125,18 +123,8 @@ impl Mpi {
         let mut acc = self.scratch_take(src.bytes());
         src.pack_into(&mut acc);
         let mut tmp = self.scratch_take(acc.len());
-        // Above 8 KiB: striped among each site's host leaders where every
-        // site has 2 hosts or more (`stripes.rs`), else piece by piece
-        // among the site leaders (`pipeline.rs`).
-        let piecewise = allreduce_stripes(plan, acc.len(), count)
-            .map(|k| (k, 0))
-            .or_else(|| allreduce_segment(acc.len(), dt.size).map(|seg| (0, seg)));
-        if let Some((k, seg)) = piecewise {
-            let res = if k > 0 {
-                self.striped_allreduce(comm, plan, dt, count, op, &mut acc, &mut tmp, k)
-            } else {
-                self.pipelined_allreduce(comm, plan, dt, count, op, &mut acc, &mut tmp, seg)
-            };
+        if let Some(seg) = allreduce_segment(acc.len(), dt.size) {
+            let res = self.pipelined_allreduce(comm, plan, dt, count, op, &mut acc, &mut tmp, seg);
             if res.is_ok() {
                 recv.unpack(&acc);
             }

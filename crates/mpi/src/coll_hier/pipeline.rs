@@ -44,7 +44,7 @@ use std::sync::Arc;
 /// Pieces a message is cut into when it is large enough.
 const PIPELINE_DEPTH: usize = 4;
 /// Smallest piece (see the module's comment).
-pub(super) const MIN_SEGMENT: usize = 8 * 1024;
+const MIN_SEGMENT: usize = 8 * 1024;
 /// Allreduce pipelines its all-to-all exchange up to this many bytes; larger
 /// ones (each representative would send S − 1 copies of them across the
 /// wide area) use recursive doubling, unsegmented.
@@ -97,7 +97,7 @@ fn pieces(len: usize, seg: usize) -> Vec<Range<usize>> {
 impl Mpi {
     /// Waits for `sends` and gives up `recvs` (cancelled, or waited for if
     /// already matched): for an error path, before the buffers go.
-    pub(super) fn drain(&self, sends: Vec<Arc<Req>>, recvs: Vec<Arc<Req>>) {
+    fn drain(&self, sends: Vec<Arc<Req>>, recvs: Vec<Arc<Req>>) {
         for r in &recvs {
             self.abandon_recv(r);
         }
