@@ -291,7 +291,10 @@ fn only_honest_large_puts_are_placed() {
         let placer = super::placed::AnswerPlacer {
             rma: Arc::downgrade(&f.rma),
         };
-        let base = f.win.base.max(f.win.attached.lock().unwrap().first().map_or(0, |a| a.0));
+        let base = f
+            .win
+            .base
+            .max(f.win.attached.lock().unwrap().first().map_or(0, |a| a.0));
         // Dynamic windows' displacements are addresses; the others' count units of 4.
         let disp = |off: usize| -> i64 {
             if flavor == Flavor::Dynamic {
@@ -315,11 +318,15 @@ fn only_honest_large_puts_are_placed() {
             v
         };
         let h = head(f.win.id, disp(4), 0, 8);
-        let d = placer.place(1, &h, h.len() + 8).expect("an honest put is placed");
+        let d = placer
+            .place(1, &h, h.len() + 8)
+            .expect("an honest put is placed");
         assert_eq!((d.at, d.dst, d.len), (h.len(), base + 4, 8));
         // The transport writes the data there, then hands the placement back.
         // SAFETY: the destination lies in the window's 16 bytes (checked above).
-        unsafe { std::ptr::copy_nonoverlapping([1u8, 2, 3, 4, 5, 6, 7, 8].as_ptr(), d.dst as *mut u8, 8) };
+        unsafe {
+            std::ptr::copy_nonoverlapping([1u8, 2, 3, 4, 5, 6, 7, 8].as_ptr(), d.dst as *mut u8, 8)
+        };
         placer.placed(&f.ctx, 1, &h, d);
         assert_eq!(&f.window()[4..12], &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert!(f.guards_intact());
@@ -352,7 +359,10 @@ fn only_honest_large_puts_are_placed() {
             (1, get, h.len()),
         ];
         for (i, (from, head, len)) in refused.into_iter().enumerate() {
-            assert!(placer.place(from, &head, len).is_none(), "{flavor:?} case {i} placed");
+            assert!(
+                placer.place(from, &head, len).is_none(),
+                "{flavor:?} case {i} placed"
+            );
         }
         assert!(f.guards_intact());
         assert_eq!(f.rma.placed_puts(), 1);

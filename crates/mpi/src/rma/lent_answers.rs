@@ -68,10 +68,12 @@ impl LentAnswers {
         });
         self.bytes -= freed;
         while self.bytes > LENT_MAX {
-            let Some((t, _, len)) = self.lent.pop_front() else {
+            // (`data` is bound: the buffer must outlive the settling copy.)
+            let Some((t, data, len)) = self.lent.pop_front() else {
                 break;
             };
             ctx.settle_lent(&t);
+            drop(data);
             self.bytes -= len;
         }
     }

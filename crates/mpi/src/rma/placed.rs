@@ -92,7 +92,13 @@ impl Rma {
     /// (header included): the window's memory, when the layout is one
     /// piece inside it and the data exactly that long. None: delivered
     /// whole to the handler, which judges it.
-    pub(super) fn place_put(&self, src: u32, h: &wire::Header, rest: &[u8], len: usize) -> Option<Destination> {
+    pub(super) fn place_put(
+        &self,
+        src: u32,
+        h: &wire::Header,
+        rest: &[u8],
+        len: usize,
+    ) -> Option<Destination> {
         let (disp, off, piece, _) = wire::decode_one_piece(rest)?;
         let at = wire::HEADER + wire::ONE_PIECE;
         if piece == 0 || len.checked_sub(at)? != piece {
