@@ -535,21 +535,25 @@ fn rma_large_get() {
         return;
     };
     let cases: &[(&str, &str, &str, u32, u32)] = &[
-        // (expect placed answers, GW_METHODS, GW_MPI_RMA_GETS_IN_FLIGHT, ranks, hosts)
+        // (expect placed answers, GW_METHODS, GW_MPI_RMA_GETS_IN_FLIGHT
+        // or GW_MPI_RMA_LARGE_GETS, ranks, hosts)
         ("1", "", "8m", 2, 2),
         ("1", "", "8m", 4, 2),
         // One large get in flight per target at a time: every later one
         // is held and sent when the one before completes.
         ("1", "", "1", 2, 2),
         ("1", "", "0", 2, 2),
+        // Answers copied out of the window, not lent from it.
+        ("1", "", "large_gets=0", 4, 2),
         ("1", "self,tcp", "8m", 2, 1),
         ("0", "", "8m", 3, 1),
     ];
     for &(expect, methods, in_flight, n, hosts) in cases {
-        let mut env = vec![
-            ("GW_TEST_EXPECT_PLACED", expect),
-            ("GW_MPI_RMA_GETS_IN_FLIGHT", in_flight),
-        ];
+        let mut env = vec![("GW_TEST_EXPECT_PLACED", expect)];
+        match in_flight.strip_prefix("large_gets=") {
+            Some(v) => env.push(("GW_MPI_RMA_LARGE_GETS", v)),
+            None => env.push(("GW_MPI_RMA_GETS_IN_FLIGHT", in_flight)),
+        }
         if !methods.is_empty() {
             env.push(("GW_METHODS", methods));
         }
