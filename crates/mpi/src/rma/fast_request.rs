@@ -75,9 +75,15 @@ impl Mpi {
         let sc = &w.single_copy;
         let counted = sc.defer && ri < sc.batches.len();
         if counted
-            && (sc.held[ri].load(Ordering::Acquire) || sc.batching[ri].load(Ordering::Relaxed))
+            && (sc.held[ri].load(Ordering::Acquire)
+                || (sc.batching[ri].load(Ordering::Relaxed)
+                    && super::single_copy::reached(w, ri)))
         {
-            // Something is deferred, or this one would be: `batch`'s.
+            // Something is deferred, or this one would be: `batch`'s. (A
+            // member not reached by single copies never defers: every put
+            // and get to another host took the general path once a flush
+            // had completed more than one, and missed what this path does
+            // for large ones.)
             return false;
         }
         if !super::single_copy::goes_as_request(w, ri, n) {
