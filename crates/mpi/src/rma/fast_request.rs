@@ -76,8 +76,7 @@ impl Mpi {
         let counted = sc.defer && ri < sc.batches.len();
         if counted
             && (sc.held[ri].load(Ordering::Acquire)
-                || (sc.batching[ri].load(Ordering::Relaxed)
-                    && super::single_copy::reached(w, ri)))
+                || (sc.batching[ri].load(Ordering::Relaxed) && super::single_copy::reached(w, ri)))
         {
             // Something is deferred, or this one would be: `batch`'s. (A
             // member not reached by single copies never defers: every put
