@@ -257,21 +257,13 @@ impl Mpi {
         if stamping {
             crate::rma::polling::STAMPS.stamp(crate::rma::polling::now());
         }
-        let mut start = std::time::Instant::now();
+        let start = std::time::Instant::now();
         let mut rounds = 0u32;
         let spun = loop {
             if arrived() {
                 break true;
             }
-            if self.engine.progress_round() > 0 {
-                // Serving others (one-sided requests while a target waits
-                // here for the origins): keep polling, as the engine's
-                // waits do after a round that delivered. Napping after
-                // 100 µs whatever came made every small put to a created
-                // window waiting in a barrier a single copy (its stamp
-                // went to 0): 2.3 µs per put + flush instead of 0.6–0.9.
-                start = std::time::Instant::now();
-            }
+            self.engine.progress_round();
             rounds += 1;
             if !rounds.is_multiple_of(64) {
                 continue;
