@@ -10,7 +10,9 @@
 #      OSU_MS (milliseconds per size, default 60), FLAVOURS (default
 #      "allocate create dynamic"), CARGO_TARGET_DIR.
 #      CONFIGS (default: every one of gw-shm gw-tcp mpich-shm mpich-tcp
-#      ompi-shm ompi-tcp that can run here).
+#      ompi-shm ompi-tcp that can run here), OSU_ONLY (default all rows:
+#      the rows of osu_rma to run, e.g. "putbw getbw"; tables of the
+#      others are left out).
 # "tcp" means one-sided operations really cross TCP, for every
 # implementation (checked by hand, docs/benchmarks.md "a fair tcp column"):
 # gridwire's two ranks run on two emulated hosts; MPICH (ch4:ucx) with
@@ -79,6 +81,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) pri
 human() { awk -v s="$1" 'BEGIN { if (s >= 1048576) printf "%d MiB", s / 1048576; else if (s >= 1024) printf "%d KiB", s / 1024; else printf "%d B", s }'; }
 table() { # name
   local k=$1 s
+  grep -q " $k " "$med" || return 0
   echo "| size | gridwire shm | MPICH shm | Open MPI shm | gw/MPICH | gw/Open MPI | gridwire tcp | MPICH tcp | Open MPI tcp | gw/MPICH | gw/Open MPI |"
   echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
   for s in $(awk -v k="$k" '$2==k {print $3}' "$med" | sort -n -u); do
@@ -92,7 +95,7 @@ table() { # name
 
 echo "### One-sided (osu-style), $start"
 echo
-echo "Command: \`bench/rma.sh\` (RUNS=$RUNS, OSU_MS=$OSU_MS; also run by \`make bench\`). Machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(uname -sr); load average before the run: $load."
+echo "Command: \`bench/rma.sh\` (RUNS=$RUNS, OSU_MS=$OSU_MS, FLAVOURS=\"$FLAVOURS\"${OSU_ONLY:+, OSU_ONLY=\"$OSU_ONLY\"}; also run by \`make bench\`). Machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(uname -sr); load average before the run: $load."
 echo "Each figure is the median of $RUNS runs of \`bench/mpi/osu_rma.c\` (2 ranks: rank 0 the origin, rank 1 the target), the runs of all configurations interleaved ($configs)."
 echo "\"tcp\": one-sided operations cross TCP for all three: gridwire on two emulated hosts (\`gwrun -n 2 --emulate-hosts 2\`), MPICH with \`MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self\`, Open MPI with \`--mca pml ob1 --mca btl tcp,self --mca osc pt2pt\` (its default osc/sm maps one node's windows whatever the btl)."
 echo "Ratios are gridwire / peer: below 1 is better for times, above 1 for bandwidths. Goal (issue 15): ≤ 1× the better peer's latency, ≥ 1× its bandwidth."
@@ -109,11 +112,13 @@ for f in $FLAVOURS; do
       acclock) what="MPI_Accumulate (MPI_SUM, doubles) + flush, µs per op" ;;
       foplock) what="MPI_Fetch_and_op (MPI_SUM, one long) + flush, µs per op" ;;
     esac
+    grep -q " $k-$f " "$med" || continue
     echo "#### $what — window from \`MPI_Win_$( [ "$f" = dynamic ] && echo create_dynamic || echo "$f")\`"
     echo
     table "$k-$f"
   done
   for k in putbw getbw; do
+    grep -q " $k-$f " "$med" || continue
     echo "#### $( [ $k = putbw ] && echo MPI_Put || echo MPI_Get ) bandwidth (64 ops per flush, MB/s) — window from \`MPI_Win_$( [ "$f" = dynamic ] && echo create_dynamic || echo "$f")\`"
     echo
     table "$k-$f"

@@ -19,6 +19,7 @@
  *   foplock   MPI_Fetch_and_op (MPI_SUM of one long) + flush, µs per op
  *   putbw     64 MPI_Put then one flush (lock epoch), MB/s (10^6 B/s)
  *   getbw     64 MPI_Get then one flush, MB/s
+ * OSU_ONLY="NAME..." (optional) runs only the named rows (e.g. "putbw getbw").
  * Iteration counts as in osu.c: doubling warm-up rounds until one takes a
  * tenth of OSU_MS (default 60 ms), then the count that fills it. Results
  * are checked once per window (a put's bytes arrive, a get returns the
@@ -37,6 +38,16 @@ static char *tmem; /* the target's window memory */
 static MPI_Win win;
 static MPI_Aint tbase; /* displacement of the target memory (dynamic: its address) */
 static double budget = 0.06;
+static const char *only; /* OSU_ONLY: the rows to run, NULL for all */
+
+/* Whether row NAME is to run (OSU_ONLY unset, or NAME one of its words). */
+static int wanted(const char *name) {
+    if (!only) return 1;
+    size_t n = strlen(name);
+    for (const char *p = only; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == only || p[-1] == ' ') && (p[n] == 0 || p[n] == ' ')) return 1;
+    return 0;
+}
 
 static const long lat_sizes[] = {8, 64, 512, 4096, 32768, 262144, 1048576};
 static const long acc_sizes[] = {8, 64, 512, 4096, 32768};
@@ -153,6 +164,7 @@ static double putbw(long n, int iters) { return bw_loop(n, iters, 0); }
 static double getbw(long n, int iters) { return bw_loop(n, iters, 1); }
 
 static void lat(const char *name, const char *flavour, bench_fn f, const long *sizes, int ns) {
+    if (!wanted(name)) return;
     for (int s = 0; s < ns; s++) {
         int iters = calibrate(f, sizes[s], 10, 1000000);
         double t = f(sizes[s], iters);
@@ -161,6 +173,7 @@ static void lat(const char *name, const char *flavour, bench_fn f, const long *s
 }
 
 static void bw(const char *name, const char *flavour, bench_fn f) {
+    if (!wanted(name)) return;
     for (int s = 0; s < NELEM(bw_sizes); s++) {
         long n = bw_sizes[s];
         int iters = calibrate(f, n, 2, 100000);
@@ -251,6 +264,8 @@ int main(int argc, char **argv) {
     }
     const char *ms = getenv("OSU_MS");
     if (ms && atof(ms) > 0) budget = atof(ms) / 1000.0;
+    only = getenv("OSU_ONLY");
+    if (only && !*only) only = NULL;
     obuf = malloc(MAXSZ);
     rbuf = malloc(MAXSZ);
     memset(obuf, 1, MAXSZ);

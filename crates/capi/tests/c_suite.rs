@@ -541,25 +541,71 @@ fn rma_single_copy() {
 /// answers are read straight into the result buffer, and the program checks
 /// that some were (`gw_mpi_rma_placed_answers`); on shared memory the same
 /// gets by loads and stores, single copies or requests (see
-/// tests/mpi/rma_large_get.c).
+/// tests/mpi/rma_large_get.c). Large gets are paced (at most
+/// `GW_MPI_RMA_GETS_IN_FLIGHT` bytes of answers asked of a target at a
+/// time): also with one at a time, and with no bound.
 #[test]
 fn rma_large_get() {
     let Some((_g, exe)) = serial_compiled("rma_large_get", &[]) else {
         return;
     };
-    let cases: &[(&str, &str, u32, u32)] = &[
-        // (expect placed answers, GW_METHODS, ranks, hosts)
-        ("1", "", 2, 2),
-        ("1", "", 4, 2),
-        ("1", "self,tcp", 2, 1),
-        ("0", "", 3, 1),
+    let cases: &[(&str, &str, &str, u32, u32)] = &[
+        // (expect placed answers, GW_METHODS, GW_MPI_RMA_GETS_IN_FLIGHT
+        // or GW_MPI_RMA_LARGE_GETS, ranks, hosts)
+        ("1", "", "8m", 2, 2),
+        ("1", "", "8m", 4, 2),
+        // One large get in flight per target at a time: every later one
+        // is held and sent when the one before completes.
+        ("1", "", "1", 2, 2),
+        ("1", "", "0", 2, 2),
+        // Answers copied out of the window, not lent from it.
+        ("1", "", "large_gets=0", 4, 2),
+        ("1", "self,tcp", "8m", 2, 1),
+        ("0", "", "8m", 3, 1),
     ];
-    for &(expect, methods, n, hosts) in cases {
+    for &(expect, methods, in_flight, n, hosts) in cases {
         let mut env = vec![("GW_TEST_EXPECT_PLACED", expect)];
+        match in_flight.strip_prefix("large_gets=") {
+            Some(v) => env.push(("GW_MPI_RMA_LARGE_GETS", v)),
+            None => env.push(("GW_MPI_RMA_GETS_IN_FLIGHT", in_flight)),
+        }
         if !methods.is_empty() {
             env.push(("GW_METHODS", methods));
         }
         must_pass(&exe, "rma_large_get", n, hosts, &env);
+    }
+}
+
+/// Large puts from every rank to every other at once, in lock_all and
+/// exclusive epochs, with strided origin and target types among them, the
+/// origin buffers overwritten right after the flush, every byte of every
+/// window checked (guard bytes included): over tcp their data is read
+/// straight into the window and the origin buffers are lent, and the
+/// program checks that some puts were placed (`gw_mpi_rma_placed_puts`);
+/// with `GW_MPI_RMA_LARGE_PUTS=0` the same puts are copied (see
+/// tests/mpi/rma_large_put.c).
+#[test]
+fn rma_large_put() {
+    let Some((_g, exe)) = serial_compiled("rma_large_put", &[]) else {
+        return;
+    };
+    let cases: &[(&str, &str, &str, u32, u32)] = &[
+        // (expect placed puts, GW_METHODS, GW_MPI_RMA_LARGE_PUTS, ranks, hosts)
+        ("1", "", "1", 2, 2),
+        ("1", "", "1", 4, 2),
+        ("1", "self,tcp", "1", 2, 1),
+        ("0", "", "0", 2, 2),
+        ("0", "", "1", 3, 1),
+    ];
+    for &(expect, methods, large, n, hosts) in cases {
+        let mut env = vec![
+            ("GW_TEST_EXPECT_PLACED", expect),
+            ("GW_MPI_RMA_LARGE_PUTS", large),
+        ];
+        if !methods.is_empty() {
+            env.push(("GW_METHODS", methods));
+        }
+        must_pass(&exe, "rma_large_put", n, hosts, &env);
     }
 }
 

@@ -155,6 +155,37 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
                = always single copies. Read when a window is created.",
     },
     ParamDecl {
+        name: "MPI_RMA_LARGE_PUTS",
+        default: "1",
+        kind: Kind::Bool,
+        help: "Puts of at least 64 KiB sent as requests to a member on another host lend their \
+               origin buffer to the runtime (which keeps its address, not a copy, until the \
+               target acknowledged it), and the target's tcp reads a put of at least 32 KiB \
+               straight into the window's memory. 0 = both copied as any request. Read when a \
+               window is created.",
+    },
+    ParamDecl {
+        name: "MPI_RMA_LARGE_GETS",
+        default: "1",
+        kind: Kind::Bool,
+        help: "Answers of gets of at least 64 KiB to a member on another host are lent to the \
+               runtime from the window's memory itself (no copy at the target but the kernel's; \
+               what is still lent is copied when a window is freed or a region detached). 0 = \
+               copied out of the window first. Read when a window is created.",
+    },
+    ParamDecl {
+        name: "MPI_RMA_GETS_IN_FLIGHT",
+        default: "8m",
+        kind: Kind::Size {
+            min: 0,
+            max: 1 << 40,
+        },
+        help: "Gets of at least 64 KiB sent as requests ask at most this many bytes of answers of \
+               one target at a time (one more when none is in flight); the others are sent as \
+               earlier ones complete, so a target never queues more than this for the origin. 0 = \
+               no bound. Read when a window is created.",
+    },
+    ParamDecl {
         name: "MPI_RMA_PROGRESS",
         default: "thread",
         kind: Kind::Choice(&["thread", "none"]),

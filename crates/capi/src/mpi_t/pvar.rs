@@ -36,6 +36,7 @@ pub(crate) enum Source {
     HeldLimit,
     /// One-sided get answers the transport read straight into the result buffer.
     RmaPlacedAnswers,
+    RmaPlacedPuts,
 }
 
 pub(crate) struct Pvar {
@@ -197,6 +198,14 @@ fn static_table() -> Vec<Pvar> {
         "Answers of one-sided gets (and fetching operations) that a stream method (tcp) read straight into the result buffer"
             .into(),
     ));
+    v.push(Pvar::new(
+        "gw_mpi_rma_placed_puts".into(),
+        CLASS_COUNTER,
+        "gw_mpi",
+        Source::RmaPlacedPuts,
+        "One-sided puts that a stream method (tcp) read straight into this process's window memory"
+            .into(),
+    ));
     v
 }
 
@@ -295,6 +304,7 @@ fn sample(src: &Source, count: usize, bound: u32) -> Vec<u64> {
         Source::CommUnexpected => vec![m.engine.unexpected_count(bound) as u64],
         Source::HeldLimit => vec![m.engine.held_limit() as u64],
         Source::RmaPlacedAnswers => vec![m.rma.placed_answers()],
+        Source::RmaPlacedPuts => vec![m.rma.placed_puts()],
     }
 }
 

@@ -410,13 +410,16 @@ impl Context {
     }
 
     /// Copies whatever is still lent up to message `seq` (see
-    /// `Context::rsr_v_lent`).
+    /// `Context::rsr_v_lent`). What the peer acknowledged already is let go
+    /// of first, not copied: a lender that settles as soon as its message
+    /// was answered (whose answer carried the ack) copies nothing.
     pub(super) fn settle_lent_seq(&self, s: &Sequenced, seq: u64) {
-        s.send
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let mut g = s.send.lock().unwrap_or_else(|e| e.into_inner());
+        // A bad ack is the next send's to report (it fails the link).
+        let _ = g
             .sender
-            .settle(seq);
+            .ack(s.peer_acked.load(Ordering::Acquire), Instant::now());
+        g.sender.settle(seq);
     }
 
     /// A route with no link to `rank` yet must have a candidate for it:

@@ -106,8 +106,10 @@ pub struct Destination {
 }
 
 /// The most bytes of a message's start a method shows [`Sink::place`]
-/// (and keeps as the head of a placed message).
-pub const PLACE_HEAD: usize = 64;
+/// (and keeps as the head of a placed message). 128: a one-sided put's
+/// headers (sequencing 16, request 8, MPI's 16 and its one-piece layout 48)
+/// must all be shown for its data to be placed in the window.
+pub const PLACE_HEAD: usize = 128;
 
 /// Messages from this size on are offered to [`Sink::place`].
 pub const PLACE_MIN: usize = 32 << 10;

@@ -30,6 +30,12 @@ use std::io::IoSlice;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// Puts of at least this many bytes lend their origin buffer to the
+/// runtime (`Win::large_puts`): between hosts it keeps every message until
+/// the peer acknowledged it, and the copy it took of a large put cost as
+/// much as the kernel's own (as for get answers, `super::lent_answers`).
+const LEND_PUT_MIN: usize = 64 << 10;
+
 impl Mpi {
     /// `MPI_Put` (`put`: from `addr`) or `MPI_Get` (into `addr`) of `n` (>
     /// 0) bytes, `count` elements of the predefined contiguous type `dt` on
@@ -69,9 +75,14 @@ impl Mpi {
         let sc = &w.single_copy;
         let counted = sc.defer && ri < sc.batches.len();
         if counted
-            && (sc.held[ri].load(Ordering::Acquire) || sc.batching[ri].load(Ordering::Relaxed))
+            && (sc.held[ri].load(Ordering::Acquire)
+                || (sc.batching[ri].load(Ordering::Relaxed) && super::single_copy::reached(w, ri)))
         {
-            // Something is deferred, or this one would be: `batch`'s.
+            // Something is deferred, or this one would be: `batch`'s. (A
+            // member not reached by single copies never defers: every put
+            // and get to another host took the general path once a flush
+            // had completed more than one, and missed what this path does
+            // for large ones.)
             return false;
         }
         if !super::single_copy::goes_as_request(w, ri, n) {
@@ -103,11 +114,44 @@ impl Mpi {
         let sent = if put {
             // SAFETY: the caller's contract: `n` readable bytes at `addr`.
             let data = unsafe { crate::mem::slice(addr.wrapping_add_signed(dt.true_lb), n) };
-            self.rma_send(
-                w,
-                r,
-                &[IoSlice::new(&h), IoSlice::new(&layout), IoSlice::new(data)],
-            )
+            let parts = [IoSlice::new(&h), IoSlice::new(&layout), IoSlice::new(data)];
+            if n >= LEND_PUT_MIN && w.large_puts {
+                // SAFETY: MPI leaves the origin buffer unchanged until the
+                // synchronization that completes the put, which waits for
+                // its answer; the answer settles the loan (`Rma::on_answer`,
+                // or `note_lent` here if it came first).
+                match unsafe { self.rma_send_lent(w, r, &parts) } {
+                    Ok(Some(t)) => {
+                        self.rma.note_lent(self.ctx(), id, t);
+                        Ok(())
+                    }
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            } else {
+                self.rma_send(w, r, &parts)
+            }
+        } else if n >= super::paced_gets::PACE_MIN {
+            self.rma.mark_paced(id, n);
+            let g = super::paced_gets::HeldGet {
+                win: w.clone(),
+                world: w.comm.world_of(r),
+                id,
+                bytes: n,
+                header: h,
+                layout,
+            };
+            match self.rma.pace_get(self.ctx(), g, w.gets_in_flight) {
+                // Held: sent when an earlier one completes.
+                None => Ok(()),
+                Some(g) => {
+                    let sent = self.rma_send(w, r, &[IoSlice::new(&h), IoSlice::new(&layout)]);
+                    if sent.is_err() {
+                        self.rma.paced_get_done(g.world, n, w.gets_in_flight);
+                    }
+                    sent
+                }
+            }
         } else {
             self.rma_send(w, r, &[IoSlice::new(&h), IoSlice::new(&layout)])
         };

@@ -277,3 +277,94 @@ fn random_messages_never_escape_the_window() {
         assert!(f.guards_intact(), "a message wrote outside the window");
     }
 }
+
+/// Large puts read by a stream method straight into the window
+/// (`placed.rs`): only a one-piece put from a member, lying inside the
+/// window (or an attached region), with exactly its piece's data, gets a
+/// destination, and that is its place in the window; the rest is left to
+/// the handler, which judges it.
+#[test]
+fn only_honest_large_puts_are_placed() {
+    use gridwire_core::Placer;
+    for flavor in [Flavor::Create, Flavor::Dynamic] {
+        let f = Fixture::new(flavor);
+        let placer = super::placed::AnswerPlacer {
+            rma: Arc::downgrade(&f.rma),
+        };
+        let base = f
+            .win
+            .base
+            .max(f.win.attached.lock().unwrap().first().map_or(0, |a| a.0));
+        // Dynamic windows' displacements are addresses; the others' count units of 4.
+        let disp = |off: usize| -> i64 {
+            if flavor == Flavor::Dynamic {
+                (base + off) as i64
+            } else {
+                (off / 4) as i64
+            }
+        };
+        let head = |win: u32, d: i64, off: isize, n: usize| -> Vec<u8> {
+            let mut v = Header {
+                kind: wire::PUT,
+                op: 0,
+                basic: 0,
+                arg: 0,
+                win,
+                op_id: 1,
+            }
+            .encode()
+            .to_vec();
+            v.extend_from_slice(&wire::encode_one_piece(d, off, n));
+            v
+        };
+        let h = head(f.win.id, disp(4), 0, 8);
+        let d = placer
+            .place(1, &h, h.len() + 8)
+            .expect("an honest put is placed");
+        assert_eq!((d.at, d.dst, d.len), (h.len(), base + 4, 8));
+        // The transport writes the data there, then hands the placement back.
+        // SAFETY: the destination lies in the window's 16 bytes (checked above).
+        unsafe {
+            std::ptr::copy_nonoverlapping([1u8, 2, 3, 4, 5, 6, 7, 8].as_ptr(), d.dst as *mut u8, 8)
+        };
+        placer.placed(&f.ctx, 1, &h, d);
+        assert_eq!(&f.window()[4..12], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert!(f.guards_intact());
+        assert_eq!(f.rma.placed_puts(), 1);
+        let mut two_blocks = Header {
+            kind: wire::PUT,
+            op: 0,
+            basic: 0,
+            arg: 0,
+            win: f.win.id,
+            op_id: 1,
+        }
+        .encode()
+        .to_vec();
+        two_blocks.extend_from_slice(&bytes(disp(0), 1, 8, &[(0, 4), (4, 4)]).encode());
+        let mut get = h.clone();
+        get[0] = wire::GET;
+        let refused: Vec<(u32, Vec<u8>, usize)> = vec![
+            // Data longer, or shorter, than the piece.
+            (1, h.clone(), h.len() + 9),
+            (1, h.clone(), h.len() + 7),
+            // Past the end, before the start.
+            (1, head(f.win.id, disp(12), 0, 8), h.len() + 8),
+            (1, head(f.win.id, disp(0), -4, 8), h.len() + 8),
+            // A sender that is not a member, a window this process lacks.
+            (7, h.clone(), h.len() + 8),
+            (1, head(999, disp(4), 0, 8), h.len() + 8),
+            // Not one piece; not a put.
+            (1, two_blocks.clone(), two_blocks.len() + 8),
+            (1, get, h.len()),
+        ];
+        for (i, (from, head, len)) in refused.into_iter().enumerate() {
+            assert!(
+                placer.place(from, &head, len).is_none(),
+                "{flavor:?} case {i} placed"
+            );
+        }
+        assert!(f.guards_intact());
+        assert_eq!(f.rma.placed_puts(), 1);
+    }
+}

@@ -28,11 +28,21 @@ pub(super) const LEND_MIN: usize = 64 << 10;
 /// Most bytes lent at once; beyond, the oldest are settled.
 const LENT_MAX: usize = 64 << 20;
 
-/// The answers lent and not yet let go of by the runtime.
+/// Buffers of answers the runtime let go of, kept for the next answers:
+/// at most this many …
+const SPARE_KEEP: usize = 4;
+/// … of at most this many bytes each.
+const SPARE_MAX: usize = 4 << 20;
+
+/// The answers lent and not yet let go of by the runtime: the ticket,
+/// the buffer (empty when the answer was lent from the window itself, see
+/// [`super::Rma::answer_from_window`]) and the answer's length.
 #[derive(Default)]
 pub(super) struct LentAnswers {
-    lent: VecDeque<(LentTicket, Vec<u8>)>,
+    lent: VecDeque<(LentTicket, Vec<u8>, usize)>,
     bytes: usize,
+    /// Buffers of released answers, reused by [`super::Rma::answer_from`].
+    spare: Vec<Vec<u8>>,
     /// The context they were lent to (for settling them when dropped).
     ctx: Option<Context>,
 }
@@ -45,20 +55,26 @@ impl LentAnswers {
             return;
         }
         let mut freed = 0;
-        self.lent.retain(|(t, data)| {
+        let spare = &mut self.spare;
+        self.lent.retain_mut(|(t, data, len)| {
             let keep = !ctx.lent_released(t);
             if !keep {
-                freed += data.len();
+                freed += *len;
+                if spare.len() < SPARE_KEEP && (1..=SPARE_MAX).contains(&data.capacity()) {
+                    spare.push(std::mem::take(data));
+                }
             }
             keep
         });
         self.bytes -= freed;
         while self.bytes > LENT_MAX {
-            let Some((t, data)) = self.lent.pop_front() else {
+            // (`data` is bound: the buffer must outlive the settling copy.)
+            let Some((t, data, len)) = self.lent.pop_front() else {
                 break;
             };
             ctx.settle_lent(&t);
-            self.bytes -= data.len();
+            drop(data);
+            self.bytes -= len;
         }
     }
 
@@ -68,7 +84,7 @@ impl LentAnswers {
         let Some(ctx) = self.ctx.clone() else {
             return;
         };
-        for (t, _data) in self.lent.drain(..) {
+        for (t, _data, _) in self.lent.drain(..) {
             ctx.settle_lent(&t);
         }
         self.bytes = 0;
@@ -124,19 +140,114 @@ impl super::Rma {
             )
         };
         match sent {
-            Ok(Some(t)) => {
-                let mut l = self.lent_answers();
-                l.bytes += data.len();
-                l.lent.push_back((t, data));
-                if l.ctx.is_none() {
-                    l.ctx = Some(ctx.clone());
-                }
-            }
+            Ok(Some(t)) => self.keep_lent(ctx, t, data),
             // Nothing kept by address (another link): free now.
             Ok(None) => {}
             // A failed send may have kept it: the runtime copies it now.
             Err(_) => ctx.settle_lent(&LentTicket::all(to)),
         }
+    }
+
+    /// Keeps lent answer `t` (its buffer `data`, or `len` bytes of the
+    /// window when `data` is empty) until the runtime lets go of it.
+    fn keep_lent(&self, ctx: &Context, t: LentTicket, data: Vec<u8>) {
+        self.keep_lent_len(ctx, t, data.len(), data);
+    }
+
+    fn keep_lent_len(&self, ctx: &Context, t: LentTicket, len: usize, data: Vec<u8>) {
+        let mut l = self.lent_answers();
+        l.bytes += len;
+        l.lent.push_back((t, data, len));
+        if l.ctx.is_none() {
+            l.ctx = Some(ctx.clone());
+        }
+    }
+
+    /// Answers get `h` of `to` (successfully) with the `len` (at least
+    /// [`LEND_MIN`]) bytes of this process's window memory at `at`, lent to
+    /// the runtime from the window itself: no copy on the target's core
+    /// besides the kernel's. Returns false (nothing sent) when it cannot.
+    ///
+    /// Sound because the lent bytes stay mapped and MPI keeps them
+    /// unchanged while they are read: the runtime reads them while it
+    /// sends the answer (the origin's synchronization waits for all of it,
+    /// and until then the program may not change them: a conflicting
+    /// access) and, kept for failover, only to send them again to an origin
+    /// that did not get them whole (and so has not synchronized either);
+    /// anything still lent is settled (copied) before a window is freed or
+    /// a region detached (`Mpi::win_free`, `Mpi::win_detach`), more than
+    /// [`LENT_MAX`] bytes are lent, or the process finalizes. The view of
+    /// the window as a slice only reaches the kernel and `memcpy`.
+    ///
+    /// # Safety
+    /// `at .. at + len` lies in a window's memory (checked by the caller).
+    pub(super) unsafe fn answer_from_window(
+        &self,
+        ctx: &Context,
+        to: u32,
+        h: &wire::Header,
+        at: usize,
+        len: usize,
+        key: u32,
+    ) -> bool {
+        let hdr = wire::Header {
+            kind: wire::ANSWER,
+            op: 0,
+            basic: 0,
+            arg: 0,
+            win: h.win,
+            op_id: h.op_id,
+        }
+        .encode();
+        let Ok(sp) = ctx.startpoint(to) else {
+            return false;
+        };
+        self.lent_answers().reap(ctx);
+        // SAFETY: the caller's contract; see the doc above for how long.
+        let data = unsafe { crate::mem::slice(at, len) };
+        // SAFETY: as above: the bytes stay mapped and unchanged until the
+        // ticket is released or settled.
+        let sent = unsafe {
+            ctx.rsr_v_lent(
+                &sp,
+                H_RMA,
+                &[IoSlice::new(&hdr), IoSlice::new(data)],
+                key,
+                false,
+            )
+        };
+        match sent {
+            Ok(Some(t)) => self.keep_lent_len(ctx, t, len, Vec::new()),
+            Ok(None) => {}
+            Err(_) => ctx.settle_lent(&LentTicket::all(to)),
+        }
+        true
+    }
+
+    /// A buffer holding a copy of the `len` bytes at `at`: one of the
+    /// released answers' buffers when one is large enough, else a new one;
+    /// never zeroed first (the copy writes every byte).
+    ///
+    /// # Safety
+    /// `at .. at + len` is readable memory (the window's).
+    pub(super) unsafe fn answer_from(&self, at: usize, len: usize) -> Vec<u8> {
+        // (Smaller answers are not lent, so their buffers never come back.)
+        let reused = (len >= LEND_MIN).then(|| {
+            let mut l = self.lent_answers();
+            let i = l.spare.iter().position(|b| b.capacity() >= len);
+            i.map(|i| l.spare.swap_remove(i))
+        });
+        let mut buf = reused.flatten().unwrap_or_default();
+        buf.clear();
+        buf.reserve_exact(len);
+        // SAFETY: `buf` has room for `len` bytes, which the copy writes
+        // (the caller's contract for the source; a distinct buffer, so no
+        // overlap) before `set_len` makes them its contents.
+        unsafe {
+            std::ptr::copy_nonoverlapping(at as *const u8, buf.as_mut_ptr(), len);
+            buf.set_len(len);
+        }
+        buf
     }
 
     fn lent_answers(&self) -> std::sync::MutexGuard<'_, LentAnswers> {

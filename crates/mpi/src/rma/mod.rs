@@ -37,6 +37,7 @@ mod fast;
 mod fast_request;
 mod lent_answers;
 pub mod ops;
+mod paced_gets;
 mod placed;
 pub(crate) mod polling;
 mod progress_thread;
@@ -122,6 +123,14 @@ struct Pending {
     /// The answer came whole (on another link) while it was being placed:
     /// the operation completes when the placement ends or is abandoned.
     answered_while_placing: bool,
+    /// A put whose origin buffer is lent to the runtime
+    /// ([`Mpi::fast_request_put_get`]): settled before the operation
+    /// completes, so the program may reuse its buffer after the
+    /// synchronization.
+    lent: Option<gridwire_core::LentTicket>,
+    /// A paced get ([`paced_gets`]): its answer's bytes, no longer in
+    /// flight when it completes (0: not paced).
+    paced: usize,
 }
 
 /// The one-sided state of one process: its windows, by id, and the
@@ -134,8 +143,12 @@ pub struct Rma {
     rejected: AtomicU64,
     /// Answers the transport read straight into their result buffer ([`placed`]).
     placed_answers: AtomicU64,
+    /// Puts the transport read straight into the window ([`placed`]).
+    placed_puts: AtomicU64,
     /// Large get answers lent to the runtime ([`lent_answers`]).
     lent_answers: Mutex<lent_answers::LentAnswers>,
+    /// Large gets asked a few at a time per target ([`paced_gets`]).
+    paced: Mutex<paced_gets::PacedGets>,
     /// Predefined datatypes by basic type, for applying operations at the target.
     basics: Mutex<HashMap<Basic, Arc<Datatype>>>,
     /// Runs this process's progress while it has windows.
@@ -180,6 +193,12 @@ impl Rma {
     /// Answers placed by the transport so far (an `MPI_T` counter).
     pub fn placed_answers(&self) -> u64 {
         self.placed_answers.load(Ordering::Relaxed)
+    }
+
+    /// Puts placed in this process's windows by the transport so far (an
+    /// `MPI_T` counter).
+    pub fn placed_puts(&self) -> u64 {
+        self.placed_puts.load(Ordering::Relaxed)
     }
 
     /// Messages refused so far because they broke the protocol.
@@ -257,6 +276,11 @@ impl Rma {
                 format_args!("it answers operation {} it was not asked", h.op_id),
             );
         };
+        if let Some(t) = &p.lent {
+            // The answer carried the peer's ack of the put: this lets go
+            // of the buffer's address without copying (see `settle_lent`).
+            settle_lent_put(ctx, t);
+        }
         if h.arg == 0 {
             if let Some(buf) = &p.result {
                 if data.len() as u64 > buf.bytes() as u64 {
@@ -273,6 +297,9 @@ impl Rma {
     /// notes a target's refusal (`status`, an error class) for the next
     /// synchronization, completes its request and counts it answered.
     fn finish(&self, p: Pending, status: u8) {
+        if p.paced > 0 {
+            self.paced_get_done(p.target, p.paced, p.win.gets_in_flight);
+        }
         let status = status as i32;
         if status != 0 {
             p.win.note_error(err(
@@ -316,9 +343,42 @@ impl Rma {
                     req,
                     placing: false,
                     answered_while_placing: false,
+                    lent: None,
+                    paced: 0,
                 },
             );
         id
+    }
+
+    /// Notes that operation `id`'s origin buffer was lent as `t`; if it
+    /// was answered meanwhile (by another thread's progress), settles it
+    /// now, before the call returns.
+    fn note_lent(&self, ctx: &Context, id: u64, t: gridwire_core::LentTicket) {
+        let answered = {
+            let mut pend = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            match pend.get_mut(&id) {
+                Some(p) => {
+                    p.lent = Some(t);
+                    false
+                }
+                None => true,
+            }
+        };
+        if answered {
+            settle_lent_put(ctx, &t);
+        }
+    }
+
+    /// Marks operation `id` a paced get of `bytes` ([`paced_gets`]).
+    fn mark_paced(&self, id: u64, bytes: usize) {
+        if let Some(p) = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&id)
+        {
+            p.paced = bytes;
+        }
     }
 
     /// Forgets an operation whose request could not be sent.
@@ -331,6 +391,14 @@ impl Rma {
         {
             p.win.answered(p.target_rank);
         }
+    }
+}
+
+/// Copies (or, acknowledged, lets go of) what the runtime still holds of
+/// lent put `t`: the origin buffer is the program's again.
+fn settle_lent_put(ctx: &Context, t: &gridwire_core::LentTicket) {
+    if !ctx.lent_released(t) {
+        ctx.settle_lent(t);
     }
 }
 

@@ -238,6 +238,36 @@ impl Mpi {
     }
 }
 
+impl Mpi {
+    /// [`Mpi::rma_send`] lending the last part to the runtime
+    /// (`Context::rsr_v_lent`): `Some(ticket)` when it keeps the part's
+    /// address (a peer on another host), to be settled before the part's
+    /// memory changes; a failed send settled everything lent to the peer.
+    ///
+    /// # Safety
+    /// The last part's bytes stay valid and unchanged until the ticket is
+    /// released or settled.
+    pub(crate) unsafe fn rma_send_lent(
+        &self,
+        w: &Win,
+        rank: u32,
+        parts: &[IoSlice<'_>],
+    ) -> Result<Option<gridwire_core::LentTicket>> {
+        let ctx = self.ctx();
+        let world = w.comm.world_of(rank);
+        let sp = ctx.startpoint(world)?;
+        let key = crate::comm_links::traffic_key(w.comm.ctx as u64);
+        // SAFETY: the caller's contract.
+        match unsafe { ctx.rsr_v_lent(&sp, H_RMA, parts, key, false) } {
+            Ok(t) => Ok(t),
+            Err(e) => {
+                ctx.settle_lent(&gridwire_core::LentTicket::all(world));
+                Err(e.into())
+            }
+        }
+    }
+}
+
 /// The origin's own check that the access lies in the target's window (the
 /// target checks again: this one gives the error at the call).
 fn check_range(w: &Win, rank: u32, disp: i64, count: usize, dt: &Datatype) -> Result<()> {

@@ -18,12 +18,29 @@
 //! placement ends or is abandoned ([`AnswerGuard`]'s `Drop`). An abandoned
 //! placement (its connection closed mid-answer) leaves the operation
 //! pending, and the answer, sent again on another link, completes it.
+//!
+//! Large puts, the other way: a put of one piece (every contiguous target
+//! type) of at least `PLACE_MIN` bytes arriving on a stream method is read
+//! by the transport straight into the target's window memory instead of
+//! into the connection's buffer and copied from there by the handler
+//! ([`Rma::place_put`]); it is answered when the placement ends. The
+//! target judges the put from its headers exactly as
+//! `Rma::apply_one_piece` does (window, membership, the piece inside the
+//! window or an attached region, the data as long as the piece) before a
+//! byte is placed; anything else is delivered whole and judged by the
+//! handler as before. Sound for the same reason as the put itself: the
+//! window's memory is written only through raw pointers, and MPI forbids
+//! the program any conflicting access to those bytes until the origin's
+//! synchronization, which waits for the answer sent at the end. An
+//! abandoned placement (the connection closed mid-put) leaves some of the
+//! put's bytes written and no answer: the put, sent again on another
+//! link, writes the same bytes whole and is answered then.
 
-use super::{wire, Pending, Rma};
+use super::{wire, Pending, Rma, Win};
 use gridwire_core::method::Destination;
 use gridwire_core::{Context, Placer};
 use std::sync::atomic::Ordering;
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 
 /// The `H_RMA` placer of a process's one-sided state.
 pub(super) struct AnswerPlacer {
@@ -64,10 +81,54 @@ impl Drop for AnswerGuard {
     }
 }
 
+/// A put being placed: its window, kept alive until it is answered.
+struct PutGuard {
+    _win: Arc<Win>,
+}
+
+impl Rma {
+    /// Where the data of put `h` from `src` (world rank) goes, `rest` its
+    /// layout and the start of its data, `len` the request's whole length
+    /// (header included): the window's memory, when the layout is one
+    /// piece inside it and the data exactly that long. None: delivered
+    /// whole to the handler, which judges it.
+    pub(super) fn place_put(
+        &self,
+        src: u32,
+        h: &wire::Header,
+        rest: &[u8],
+        len: usize,
+    ) -> Option<Destination> {
+        let (disp, off, piece, _) = wire::decode_one_piece(rest)?;
+        let at = wire::HEADER + wire::ONE_PIECE;
+        if piece == 0 || len.checked_sub(at)? != piece {
+            return None;
+        }
+        let win = self.win(h.win).filter(|w| w.large_puts)?;
+        win.comm.group.rank_of(src)?;
+        // As `apply_one_piece` computes the piece's place.
+        let start = if win.flavor == super::Flavor::Dynamic {
+            Some(disp as i128)
+        } else {
+            (disp as i128).checked_mul(win.disp_unit as i128)
+        };
+        let dst = start.and_then(|s| win.local_range(s + off as i128, piece))?;
+        Some(Destination {
+            at,
+            dst,
+            len: piece,
+            guard: Box::new(PutGuard { _win: win }),
+        })
+    }
+}
+
 impl Placer for AnswerPlacer {
     fn place(&self, src: u32, head: &[u8], len: usize) -> Option<Destination> {
         let rma = self.rma.upgrade()?;
-        let (h, _) = wire::Header::decode(head)?;
+        let (h, rest) = wire::Header::decode(head)?;
+        if h.kind == wire::PUT {
+            return rma.place_put(src, &h, rest, len);
+        }
         // Only a successful answer carries data to place.
         if h.kind != wire::ANSWER || h.arg != 0 {
             return None;
@@ -98,7 +159,16 @@ impl Placer for AnswerPlacer {
         })
     }
 
-    fn placed(&self, _ctx: &Context, _src: u32, _head: &[u8], dest: Destination) {
+    fn placed(&self, ctx: &Context, src: u32, head: &[u8], dest: Destination) {
+        if dest.guard.is::<PutGuard>() {
+            // A put's data is in the window: answer it (on the window's
+            // route, as the handler does).
+            let (Some(rma), Some((h, _))) = (self.rma.upgrade(), wire::Header::decode(head)) else {
+                return;
+            };
+            rma.placed_puts.fetch_add(1, Ordering::Relaxed);
+            return rma.answer(ctx, src, &h, 0, &[]);
+        }
         let Ok(mut guard) = dest.guard.downcast::<AnswerGuard>() else {
             return;
         };

@@ -439,10 +439,16 @@ fn prefers_request(w: &Win, rank: usize, len: usize) -> bool {
 /// or the member is not reached by single copies at all. False: it may
 /// copy (the caller takes the general path).
 pub(super) fn goes_as_request(w: &Win, rank: usize, len: usize) -> bool {
+    !reached(w, rank) || prefers_request(w, rank, len)
+}
+
+/// Whether window rank `rank` is reached by single copies (a member of
+/// this host that the kernel has not refused): only then are puts and
+/// gets to it ever deferred ([`super::batch`]).
+#[inline]
+pub(super) fn reached(w: &Win, rank: usize) -> bool {
     let sc = &w.single_copy;
-    let reached =
-        matches!(sc.pid.get(rank), Some(&p) if p != 0) && !sc.refused[rank].load(Ordering::Relaxed);
-    !reached || prefers_request(w, rank, len)
+    matches!(sc.pid.get(rank), Some(&p) if p != 0) && !sc.refused[rank].load(Ordering::Relaxed)
 }
 
 /// Whether [`accumulate`] sends an accumulate with a contiguous target

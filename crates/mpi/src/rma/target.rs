@@ -151,11 +151,31 @@ impl Rma {
         if fetches && len as u64 > wire::MAX_GET_BYTES {
             return false;
         }
+        if fetches
+            && h.kind == wire::GET
+            && data.is_empty()
+            && len >= super::lent_answers::LEND_MIN
+            && win.lend_window
+        {
+            // SAFETY: `local_range` checked `at .. at + len` to lie in the
+            // window's memory.
+            return unsafe { self.answer_from_window(ctx, from, h, at, len, key) };
+        }
         let (mut stack, mut heap) = ([0u8; STACK_ANSWER], Vec::new());
+        // A large get's answer is copied out of the window into a buffer
+        // of earlier answers (`lent_answers`), not zeroed first: a fresh
+        // buffer of MiBs faults in every page, and zeroing it is a
+        // second pass over it.
+        let read_whole = fetches && len > STACK_ANSWER && h.kind == wire::GET && data.is_empty();
         let old: &mut [u8] = if !fetches {
             &mut []
         } else if len <= STACK_ANSWER {
             &mut stack[..len]
+        } else if read_whole {
+            // SAFETY: as for the put below: `at .. at + len` lies in the
+            // window's memory.
+            heap = unsafe { self.answer_from(at, len) };
+            heap.as_mut_slice()
         } else {
             heap.resize(len, 0);
             heap.as_mut_slice()
@@ -166,6 +186,7 @@ impl Rma {
                 // the window's memory, mapped while it is in the table.
                 unsafe { mem::write(at, data) };
             }
+            wire::GET if read_whole => {}
             // SAFETY: as for the put.
             wire::GET if data.is_empty() => unsafe { mem::read(at, old) },
             wire::ACC | wire::GET_ACC => {

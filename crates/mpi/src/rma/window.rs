@@ -130,6 +130,17 @@ pub struct Win {
     attach_table: Option<Box<AttachTable>>,
     /// Per window rank: puts and gets by one kernel copy ([`super::single_copy`]).
     pub(crate) single_copy: SingleCopy,
+    /// Large puts as requests lend their origin buffer to the runtime and
+    /// are placed in the target's memory by a stream method
+    /// (`GW_MPI_RMA_LARGE_PUTS`; see `super::placed`).
+    pub(crate) large_puts: bool,
+    /// Answer bytes of large gets asked of one target at a time
+    /// (`GW_MPI_RMA_GETS_IN_FLIGHT`, 0 = no bound; see `super::paced_gets`).
+    pub(crate) gets_in_flight: usize,
+    /// Large get answers to another host are lent to the runtime from the
+    /// window's memory itself (`GW_MPI_RMA_LARGE_GETS`; see
+    /// `super::lent_answers`).
+    pub(crate) lend_window: bool,
     /// Operations sent to each window rank and not answered yet.
     pub(crate) outstanding: Box<[AtomicU32]>,
     /// `MPI_Win_post` messages received from each window rank and not yet used by a start.
@@ -285,6 +296,10 @@ impl Win {
             attached: Mutex::new(Vec::new()),
             attach_table,
             single_copy,
+            large_puts: crate::params::flag("MPI_RMA_LARGE_PUTS"),
+            gets_in_flight: usize::try_from(crate::params::num("MPI_RMA_GETS_IN_FLIGHT"))
+                .unwrap_or(usize::MAX),
+            lend_window: crate::params::flag("MPI_RMA_LARGE_GETS"),
             outstanding: counters(),
             posts: counters(),
             completes: counters(),
@@ -532,6 +547,10 @@ impl Mpi {
                 if let Some(t) = &w.attach_table {
                     super::single_copy::publish_regions(t, w.own_acc_lock, &a);
                 }
+                drop(a);
+                // The program may free the region now: what the runtime
+                // still holds of answers lent from it is copied first.
+                self.rma().settle_lent_answers();
                 Ok(())
             }
             None => Err(err(
@@ -731,6 +750,11 @@ impl Mpi {
             .is_empty();
         if last {
             self.rma().stop_progress_thread();
+        } else {
+            // The program may free the window's memory now: what the
+            // runtime still holds of answers lent from it is copied first
+            // (`stop_progress_thread` does it for the last window).
+            self.rma().settle_lent_answers();
         }
         let _ = H_RMA;
         w.take_error()
