@@ -226,17 +226,19 @@ fn a_sender_failing_mid_copy_fails_the_receive() {
     let src = pattern(n, 1);
     let mut out = vec![0u8; n];
     let recv = matched_recv(&e, &mut out, 0, n);
-    let rreq = e.begin_assisted(&recv, 1, &rts_of(&src, 7), out.as_ptr() as usize, n);
-    e.copy_own_part(rreq, 1);
+    // Rank 2 (the failure reasons are process-wide: the peer failure
+    // tests expect their own for rank 1, and the same one for rank 2).
+    let rreq = e.begin_assisted(&recv, 2, &rts_of(&src, 7), out.as_ptr() as usize, n);
+    e.copy_own_part(rreq, 2);
     e.poke();
     assert!(!recv.done(), "done without the sender's part");
     e.ctx
-        .peer_departed(1, "rank 1 died")
-        .expect("rank 1 is a peer");
+        .peer_departed(2, "rank 2 died")
+        .expect("rank 2 is a peer");
     e.poke();
     assert!(recv.done(), "the receive still waits for a failed sender");
     assert_eq!(recv.status().error, class::PROC_ABORTED);
-    e.handle_assisted(1, &answer(rreq, 1));
+    e.handle_assisted(2, &answer(rreq, 1));
     assert_eq!(recv.status().error, class::PROC_ABORTED);
     assert_eq!(e.rejected(), 1);
 }
