@@ -161,14 +161,15 @@ impl Engine {
     /// With `GW_MPI_DEBUG`, says so at the first two-part copy of the process.
     fn say_first_assist(&self, from: u32, n: usize) {
         static LOOKED: AtomicBool = AtomicBool::new(false);
-        if !LOOKED.load(Ordering::Relaxed) && !LOOKED.swap(true, Ordering::Relaxed) {
-            if crate::params::flag("MPI_DEBUG") {
-                gridwire_core::say!(
-                    "gridwire mpi: rank {}: a single copy of {n} bytes from {from} made with the sender's help (from {} bytes)",
-                    self.ctx.rank(),
-                    self.assist_from(from)
-                );
-            }
+        if !LOOKED.load(Ordering::Relaxed)
+            && !LOOKED.swap(true, Ordering::Relaxed)
+            && crate::params::flag("MPI_DEBUG")
+        {
+            gridwire_core::say!(
+                "gridwire mpi: rank {}: a single copy of {n} bytes from {from} made with the sender's help (from {} bytes)",
+                self.ctx.rank(),
+                self.assist_from(from)
+            );
         }
     }
 
