@@ -152,6 +152,18 @@ pub fn run(name: &str, comm: Handle, f: impl FnOnce() -> Result<()>) -> c_int {
     }
 }
 
+/// [`run`] for the calls that complete requests (`MPI_Wait`, `MPI_Test`,
+/// ...): the communicator to report an error on is known only once the
+/// failed request is (`f` sets it; `MPI_COMM_WORLD` until then).
+#[inline]
+pub fn run_on_request(name: &str, f: impl FnOnce(&mut Handle) -> Result<()>) -> c_int {
+    let mut comm = MPI_COMM_WORLD;
+    match f(&mut comm) {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => fail(name, comm, e),
+    }
+}
+
 /// The body of every declared-but-unsupported function.
 pub fn unsupported(name: &str) -> c_int {
     fail(

@@ -115,6 +115,7 @@ fn status_of(st: &MPI_Status, rc: c_int) -> Status {
         source: st.MPI_SOURCE,
         tag: st.MPI_TAG,
         error: rc,
+        comm_ctx: 0,
         bytes: bytes as usize,
         cancelled: st.internal[2] != 0,
     }

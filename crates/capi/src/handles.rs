@@ -133,6 +133,16 @@ impl<T: Clone> Table<T> {
             .collect()
     }
 
+    /// The handle of the first live object for which `pick` holds (a scan:
+    /// for error paths, not for calls on the way of a message).
+    pub fn find(&self, pick: impl Fn(&T) -> bool) -> Option<Handle> {
+        let t = self.inner.lock();
+        t.slots.iter().enumerate().find_map(|(i, s)| {
+            let o = s.obj.as_ref()?;
+            pick(o).then_some(((s.gen as usize) << 32) | (i + BASE))
+        })
+    }
+
     /// [`Table::remove_unless`] of the handles in `hs` for which `pick`
     /// holds, under one lock; the others give None.
     pub fn remove_each_unless(
@@ -381,6 +391,27 @@ fn comm_ref_other(h: MPI_Comm) -> Result<CommRef> {
             )
         }),
     }
+}
+
+/// The communicator whose handler reports the error of a completed request
+/// (`Status::comm_ctx`, the request's communicator's context): the
+/// standard raises an error of `MPI_Wait` and its kin on the communicator of
+/// the request. `MPI_COMM_WORLD` when the status names none, or the
+/// communicator has been freed since.
+pub fn comm_of_status(s: &gridwire_mpi::Status) -> MPI_Comm {
+    let ctx = s.comm_ctx;
+    let Ok(m) = mpi() else {
+        return MPI_COMM_WORLD;
+    };
+    if ctx == 0 || ctx == m.world.ctx {
+        return MPI_COMM_WORLD;
+    }
+    if ctx == m.self_comm.ctx {
+        return MPI_COMM_SELF;
+    }
+    COMMS
+        .find(|c| c.ctx == ctx && c.nbc == 0)
+        .unwrap_or(MPI_COMM_WORLD)
 }
 
 pub fn new_comm(c: Arc<Comm>) -> MPI_Comm {

@@ -1,7 +1,7 @@
 //! Point-to-point: sends, receives, probes, requests.
 
 use crate::abi::*;
-use crate::errors::run;
+use crate::errors::{run, run_on_request};
 use crate::handles::{
     self, buf, comm, comm_ref, mpi, peer_buf, PKind, Persistent, ReqObj, MSGS, REQS,
 };
@@ -564,8 +564,17 @@ fn error_of(s: &Status) -> Result<()> {
     }
 }
 
+/// [`error_of`], and the error to be reported on the request's
+/// communicator (`on`: see [`run_on_request`]).
+fn error_of_request(s: &Status, on: &mut MPI_Comm) -> Result<()> {
+    if s.error != 0 {
+        *on = crate::handles::comm_of_status(s);
+    }
+    error_of(s)
+}
+
 mpi_fn!(fn MPI_Wait / PMPI_Wait(req: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    run("MPI_Wait", MPI_COMM_WORLD, || {
+    run_on_request("MPI_Wait", |on| {
         if req.is_null() {
             return Err(err(class::REQUEST, "request pointer is NULL"));
         }
@@ -578,12 +587,12 @@ mpi_fn!(fn MPI_Wait / PMPI_Wait(req: *mut MPI_Request, status: *mut MPI_Status) 
         let s = finish(h, a);
         // SAFETY: status output argument.
         unsafe { put_status(status, &s) };
-        error_of(&s)
+        error_of_request(&s, on)
     })
 });
 
 mpi_fn!(fn MPI_Test / PMPI_Test(req: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    run("MPI_Test", MPI_COMM_WORLD, || {
+    run_on_request("MPI_Test", |on| {
         if req.is_null() {
             return Err(err(class::REQUEST, "request pointer is NULL"));
         }
@@ -601,7 +610,7 @@ mpi_fn!(fn MPI_Test / PMPI_Test(req: *mut MPI_Request, flag: *mut c_int, status:
             let s = finish(h, a);
             // SAFETY: status output argument.
             unsafe { put_status(status, &s) };
-            return error_of(&s);
+            return error_of_request(&s, on);
         }
         Ok(())
     })
@@ -647,7 +656,7 @@ unsafe fn wait_many(
     outcount: *mut c_int,
     indices: *mut c_int,
 ) -> c_int {
-    run(name, MPI_COMM_WORLD, || {
+    run_on_request(name, |on| {
         if n < 0 {
             return Err(err(class::COUNT, format!("count {n} is negative")));
         }
@@ -656,7 +665,7 @@ unsafe fn wait_many(
         let m = mpi()?;
         if matches!(mode, Many::All) && block {
             // SAFETY: forwarded contract of the statuses array.
-            if let Some(done) = unsafe { waitall::wait_all_plain(m, hs, statuses) } {
+            if let Some(done) = unsafe { waitall::wait_all_plain(m, hs, statuses, on) } {
                 return done;
             }
         }
@@ -732,7 +741,7 @@ unsafe fn wait_many(
                     for ((i, a), t) in acts.into_iter().enumerate().zip(taken) {
                         let s = finish_with(&mut hs[i], a, || t, Some(&mut spare));
                         if s.error != 0 && first_err.is_none() {
-                            first_err = Some(s.error);
+                            first_err = Some(crate::handles::comm_of_status(&s));
                         }
                         set_status(i, &s);
                     }
@@ -751,7 +760,7 @@ unsafe fn wait_many(
                             put(flag, 1);
                             put_status(statuses, &s);
                         }
-                        error_of(&s)?;
+                        error_of_request(&s, on)?;
                     }
                     None => {
                         let none_live = !live.iter().any(|&l| l);
@@ -778,7 +787,7 @@ unsafe fn wait_many(
                         let a = std::mem::replace(&mut acts[i], Active::Empty);
                         let s = finish(&mut hs[i], a);
                         if s.error != 0 && first_err.is_none() {
-                            first_err = Some(s.error);
+                            first_err = Some(crate::handles::comm_of_status(&s));
                         }
                         // SAFETY: `indices` and `statuses` hold `n` entries.
                         unsafe {
@@ -796,10 +805,13 @@ unsafe fn wait_many(
         }
         match first_err {
             None => Ok(()),
-            Some(_) => Err(err(
-                class::IN_STATUS,
-                "a request failed; see the MPI_ERROR fields of the statuses",
-            )),
+            Some(c) => {
+                *on = c;
+                Err(err(
+                    class::IN_STATUS,
+                    "a request failed; see the MPI_ERROR fields of the statuses",
+                ))
+            }
         }
     })
 }

@@ -190,6 +190,21 @@ fn p2p() {
     suite("p2p", &[], COUNTS);
 }
 
+/// Members thousands of nonblocking collectives ahead of a sleeping one
+/// (the root of MPI_Ibcast, the non-roots of MPI_Ireduce): nothing lost.
+#[test]
+fn nbc_runahead() {
+    suite("nbc_runahead", &[], &[2, 3]);
+}
+
+/// An error found when a request completes (a truncated receive, eager
+/// and rendezvous) is raised on the request's communicator by every wait
+/// and test call, not on the world's fatal handler.
+#[test]
+fn request_errors() {
+    suite("request_errors", &[], &[2]);
+}
+
 /// Eager messages placed into posted receives (shared memory), unexpected
 /// and truncated ones interleaved, around every size threshold.
 #[test]

@@ -119,6 +119,16 @@ const DENSE_CTX: usize = 1 << 16;
 /// that names contexts that do not exist.
 pub const MAX_PEER_QUEUES: usize = 1024;
 
+/// [`MAX_PEER_QUEUES`] for the instances of nonblocking collectives
+/// (context keys above 2^32), counted apart: an honest member may run
+/// ahead of a slow one by as many instances as it likes (a root's
+/// `MPI_Ibcast` completes as soon as it is sent), and a loop of 2000
+/// `MPI_Ibcast` + `MPI_Wait` at the root of 2 ranks on a loaded machine
+/// went past 1024, lost a message and hung. A queue a peer made costs about
+/// 200 bytes here (boxed, in a map), so this bound holds a hostile peer to
+/// about 50 MiB, beside `GW_MPI_UNEXPECTED_LIMIT` for the messages.
+pub const MAX_PEER_NBC_QUEUES: usize = 1 << 18;
+
 /// How far ahead of the next expected sequence number (per context and
 /// sender) an envelope may be, and how many early envelopes a queue holds.
 /// Envelopes of one pair travel one link in order, so honest ones are at
@@ -507,6 +517,12 @@ impl Engine {
 
     /// The status of a finished request, which is then recycled if nobody
     /// else holds it (one lock of the request for both).
+    /// How long a blocking call polls without yielding (zero when there
+    /// are more ranks than cores: then waits yield at once).
+    pub(crate) fn spin_budget(&self) -> Duration {
+        self.spin
+    }
+
     pub fn finish(&self, r: Arc<Req>) -> Status {
         // The sole holder: read and reset without the request's lock.
         let Some(s) = r.take_status_and_reset_sole() else {
@@ -1069,7 +1085,7 @@ impl Engine {
             if let Some(q) = st.sparse.remove(&key) {
                 st.held = st.held.saturating_sub(q.held());
                 if q.peer_made {
-                    st.peer_queues -= 1;
+                    st.peer_nbc_queues -= 1;
                 }
             }
         }
@@ -1128,6 +1144,7 @@ fn deliver(req: &Req, env: &Env, data: &[u8]) {
             source: env.src,
             tag: env.tag,
             error: 0,
+            comm_ctx: 0,
             bytes: n,
             cancelled: false,
         };

@@ -14,6 +14,11 @@ pub struct Status {
     pub source: i32,
     pub tag: i32,
     pub error: i32,
+    /// With `error` set: the point-to-point context of the request's
+    /// communicator (`Comm::ctx`), so that the C layer reports the error on
+    /// that communicator's handler; 0 when unknown (a send completed eagerly,
+    /// a request of a nonblocking collective's private copy).
+    pub comm_ctx: u32,
     pub bytes: usize,
     pub cancelled: bool,
 }
@@ -26,6 +31,7 @@ impl Default for Status {
             source: crate::ANY_SOURCE,
             tag: crate::ANY_TAG,
             error: 0,
+            comm_ctx: 0,
             bytes: 0,
             cancelled: false,
         }
@@ -372,6 +378,18 @@ impl Default for ReqData {
 }
 
 impl ReqData {
+    /// The status as the program sees it: an error names the request's
+    /// communicator (see [`Status::comm_ctx`]). Only the error path pays for
+    /// it (one branch on a value just loaded).
+    #[inline]
+    pub fn reported_status(&self) -> Status {
+        let mut s = self.status;
+        if s.error != 0 && self.ctx >> 32 == 0 {
+            s.comm_ctx = self.ctx as u32;
+        }
+        s
+    }
+
     /// Back to [`ReqData::default`]. A finished eager receive (the common
     /// case: a message-rate window) only set its buffer, context and
     /// status: those are reset field by field, and the rest (rendezvous and
@@ -457,7 +475,7 @@ impl Req {
     #[inline]
     pub fn take_status_and_reset_sole(self: &Arc<Self>) -> Option<Status> {
         let s = self.with_sole(|d| {
-            let s = d.status;
+            let s = d.reported_status();
             d.reset();
             s
         })?;
@@ -468,7 +486,7 @@ impl Req {
     /// The status, and the request emptied for reuse, under one lock.
     pub fn take_status_and_reset(&self) -> Status {
         let mut d = self.d.lock();
-        let s = d.status;
+        let s = d.reported_status();
         d.reset();
         drop(d);
         self.done.store(false, Ordering::Relaxed);
@@ -510,7 +528,7 @@ impl Req {
     }
 
     pub fn status(&self) -> Status {
-        self.d.lock().status
+        self.d.lock().reported_status()
     }
 }
 

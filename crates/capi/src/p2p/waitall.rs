@@ -40,6 +40,7 @@ pub(super) unsafe fn wait_all_plain(
     m: &'static Mpi,
     hs: &mut [MPI_Request],
     statuses: *mut MPI_Status,
+    on: &mut MPI_Comm,
 ) -> Option<Result<()>> {
     let set_status = |i: usize, s: &Status| {
         if !statuses.is_null() {
@@ -58,12 +59,12 @@ pub(super) unsafe fn wait_all_plain(
     if hs.len() <= ON_STACK {
         let mut reqs: [Option<Arc<Req>>; ON_STACK] = [const { None }; ON_STACK];
         // SAFETY: forwarded contract.
-        unsafe { wait_taken(m, hs, &mut reqs[..hs.len()], set_status) }
+        unsafe { wait_taken(m, hs, &mut reqs[..hs.len()], set_status, on) }
     } else {
         let mut reqs: Vec<Option<Arc<Req>>> = Vec::new();
         reqs.resize_with(hs.len(), || None);
         // SAFETY: forwarded contract.
-        unsafe { wait_taken(m, hs, &mut reqs, set_status) }
+        unsafe { wait_taken(m, hs, &mut reqs, set_status, on) }
     }
 }
 
@@ -74,6 +75,7 @@ unsafe fn wait_taken(
     hs: &mut [MPI_Request],
     reqs: &mut [Option<Arc<Req>>],
     set_status: impl Fn(usize, &Status),
+    on: &mut MPI_Comm,
 ) -> Option<Result<()>> {
     let taken = REQS.take_each_if(
         hs,
@@ -134,7 +136,11 @@ unsafe fn wait_taken(
                 }
             },
         };
-        first_err |= s.error != 0;
+        if s.error != 0 && !first_err {
+            // Reported on the first failed request's communicator.
+            first_err = true;
+            *on = handles::comm_of_status(&s);
+        }
         set_status(i, &s);
     }
     m.engine.give_back_slots(reqs);

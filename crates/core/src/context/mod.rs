@@ -40,6 +40,7 @@ mod progress;
 mod routes;
 mod select;
 mod setup;
+pub mod spin_guard;
 mod stats;
 #[cfg(test)]
 mod tests;

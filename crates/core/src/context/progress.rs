@@ -190,7 +190,10 @@ impl Context {
         // When every rank has a core, keep it for up to `spin` of idleness
         // (as other MPIs do): latency then does not depend on the scheduler.
         let mut idle_start: Option<std::time::Instant> = None;
-        let mut spinning = !self.inner.spin.is_zero();
+        // Not while spins are held (a spin found itself descheduled lately:
+        // see `spin_guard`).
+        let mut spinning = !self.inner.spin.is_zero() && !super::spin_guard::held();
+        let mut spin_read: Option<std::time::Instant> = None;
         let mut yield_start: Option<std::time::Instant> = None;
         let mut yielding = true;
         let mut checked = false;
@@ -211,6 +214,7 @@ impl Context {
             if self.progress() > 0 {
                 idle = 0;
                 idle_start = None;
+                spin_read = None;
                 yield_start = None;
                 yielding = true;
                 continue;
@@ -219,11 +223,15 @@ impl Context {
             if spinning {
                 // Reading the clock costs more than a poll: only now and then.
                 if idle.is_multiple_of(256) {
-                    let start = *idle_start.get_or_insert_with(std::time::Instant::now);
-                    if start.elapsed() >= self.inner.spin {
+                    let now = std::time::Instant::now();
+                    let start = *idle_start.get_or_insert(now);
+                    if super::spin_guard::descheduled(spin_read, now)
+                        || now.saturating_duration_since(start) >= self.inner.spin
+                    {
                         spinning = false;
                         idle = 0;
                     }
+                    spin_read = Some(now);
                 }
                 // No pause instruction here: this branch runs only while every
                 // rank has a core (nobody to yield the pipeline to), and a

@@ -53,7 +53,7 @@ const ROOM: usize = 8192;
 /// messages cost three copies, beyond it rendezvous moves the data with
 /// one (a single copy between the processes), which pieces do not beat.
 pub const PIPE_MAX: usize = 32768;
-/// How long [`Mpi::sm_wait`] yields before it naps.
+/// How long [`Mpi::sm_wait`] yields without a message delivered before it naps.
 const YIELD_FOR: std::time::Duration = std::time::Duration::from_micros(100);
 /// A yield that took this long ran another process's time slice.
 const SLOW_YIELD: std::time::Duration = std::time::Duration::from_micros(50);
@@ -230,60 +230,123 @@ impl Mpi {
     /// as a receive from it gets). In three phases:
     /// - a short spin (well under a microsecond): the other member is
     ///   usually a few hundred nanoseconds behind;
-    /// - rounds of progress, with a `sched_yield` every 64th, for up to
-    ///   [`YIELD_FOR`]: what we wait for may need progress here (a fence
-    ///   waits in a barrier while the other side's one-sided requests need
-    ///   this process: a progress round only every 16th yield made a fence
-    ///   15 µs instead of 1), and the member we wait for may need this core
-    ///   (more ranks than cores); a spin of 4096 pauses here made a 4-rank
-    ///   Allreduce on 2 cores take 119 µs instead of 25 by messages;
+    /// - rounds of progress, with a `sched_yield` every 64th, until
+    ///   [`YIELD_FOR`] has passed without a message delivered: what we wait
+    ///   for may need progress here (a fence waits in a barrier while the
+    ///   other side's one-sided requests need this process: a progress
+    ///   round only every 16th yield made a fence 15 µs instead of 1; an
+    ///   origin's requests through a whole lock epoch to a target waiting
+    ///   in a barrier keep coming, and a nap between them made each wait
+    ///   for a wake-up: 8-byte accumulate + flush 4 µs instead of 0.5), and
+    ///   the member we wait for may need this core (more ranks than cores);
+    ///   a spin of 4096 pauses here made a 4-rank Allreduce on 2 cores take
+    ///   119 µs instead of 25 by messages;
     /// - naps growing from 10 µs to 1 ms with progress between them, at
     ///   once if a yield took long (another process ran its time slice: the
     ///   machine is oversubscribed, and yielding again would only spin).
+    ///
+    /// While windows exist the first two phases say in the windows' lock
+    /// segments that this process polls (as the engine's waits do,
+    /// `rma/polling.rs`): an origin then sends its one-sided requests for
+    /// this progress to serve instead of waking the progress thread. The
+    /// stamp goes first, before the spin: an origin leaving the last fence
+    /// finds it fresh only if it is written before the origin's next fence
+    /// sends its puts (stamped after the spin, a fence's put took 2.5 µs
+    /// instead of 0.5).
+    ///
+    /// Not the engine's own wait: past its spin it sleeps in `poll` on the
+    /// methods' descriptors for up to 1-20 ms, and a member's store into
+    /// the segment rings no descriptor.
     fn sm_wait(&self, comm: &Comm, a: &AtomicU64, want: u64, m: usize) -> Result<()> {
+        use crate::rma::polling::{now, REFRESH_TICKS, STAMPS};
+        use gridwire_core::context::spin_guard;
         let arrived = || a.load(Ordering::Acquire) >= want;
-        for _ in 0..64 {
-            if arrived() {
-                return Ok(());
-            }
-            std::hint::spin_loop();
+        if arrived() {
+            return Ok(());
         }
-        // While windows exist, say in their lock segments that this
-        // process polls (as the engine's waits do, `rma/polling.rs`): an
-        // origin then sends its one-sided requests for this progress to
-        // serve instead of waking the progress thread (without it, puts
-        // to a rank waiting here took 2.4 µs instead of 0.9).
-        let stamping = crate::rma::polling::STAMPS.any();
+        let stamping = STAMPS.any();
+        let mut stamped = 0;
         if stamping {
-            crate::rma::polling::STAMPS.stamp(crate::rma::polling::now());
+            stamped = now();
+            STAMPS.stamp(stamped);
         }
-        let start = std::time::Instant::now();
-        let mut rounds = 0u32;
-        let spun = loop {
-            if arrived() {
-                break true;
+        let spun = 'spin: {
+            // Not while windows exist: 64 pauses take microseconds, which
+            // a one-sided request waiting for this progress (a fence's put)
+            // would wait on top (a fence's put took 2.5 µs instead of 0.5).
+            for _ in 0..if stamping { 0 } else { 64 } {
+                if arrived() {
+                    break 'spin true;
+                }
+                std::hint::spin_loop();
             }
-            self.engine.progress_round();
-            rounds += 1;
-            if !rounds.is_multiple_of(64) {
-                continue;
-            }
-            if stamping {
-                crate::rma::polling::STAMPS.stamp(crate::rma::polling::now());
-            }
-            let before = std::time::Instant::now();
-            std::thread::yield_now();
-            let after = std::time::Instant::now();
-            if after - before >= SLOW_YIELD || after - start >= YIELD_FOR {
-                break false;
+            // With a core each, rounds without yields for the engine's
+            // spin of idleness (as its waits poll; a yield every 64th
+            // round made a put + flush to a target in a barrier 2.0 µs
+            // instead of 0.5); with more ranks than cores, a yield every
+            // 64th round for [`YIELD_FOR`] of idleness.
+            // Spins held (a spin was descheduled lately: the core is
+            // shared, see `gridwire_core::context::spin_guard`): yields.
+            let budget = self.engine.spin_budget();
+            let (mut yielding, mut idle_for) = if budget.is_zero() || spin_guard::held() {
+                (true, YIELD_FOR)
+            } else {
+                (false, budget)
+            };
+            let mut read: Option<std::time::Instant> = None;
+            let mut start = std::time::Instant::now();
+            let mut rounds = 0u32;
+            let mut delivered = false;
+            loop {
+                if arrived() {
+                    break 'spin true;
+                }
+                delivered |= self.engine.progress_round() > 0;
+                rounds = rounds.wrapping_add(1);
+                if !rounds.is_multiple_of(64) {
+                    continue;
+                }
+                if stamping {
+                    // Only once the last is old: each store takes the line
+                    // from the origins that read it on every operation.
+                    let t = now();
+                    if t.wrapping_sub(stamped) >= REFRESH_TICKS {
+                        STAMPS.stamp(t);
+                        stamped = t;
+                    }
+                }
+                let before = std::time::Instant::now();
+                let mut after = before;
+                if yielding {
+                    std::thread::yield_now();
+                    after = std::time::Instant::now();
+                } else if spin_guard::descheduled(read, before) {
+                    yielding = true;
+                    idle_for = YIELD_FOR;
+                }
+                read = Some(after);
+                if delivered {
+                    // Traffic for this process: the idleness counts from here.
+                    start = after;
+                    delivered = false;
+                    read = None;
+                }
+                if after - before >= SLOW_YIELD || after - start >= idle_for {
+                    break 'spin false;
+                }
             }
         };
         if stamping {
-            crate::rma::polling::STAMPS.stamp(0);
+            STAMPS.stamp(0);
         }
         if spun {
             return Ok(());
         }
+        self.sm_nap(comm, &arrived, m)
+    }
+
+    /// The last phase of [`Mpi::sm_wait`]: naps with progress between them.
+    fn sm_nap(&self, comm: &Comm, arrived: &impl Fn() -> bool, m: usize) -> Result<()> {
         let mut failed = false;
         self.engine.wait_beside_helpers(|| {
             if arrived() {

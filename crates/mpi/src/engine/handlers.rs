@@ -5,7 +5,7 @@
 use super::matching::{held_cost, sender_is, State, Unexpected};
 use super::{
     deliver, set_envelope, After, Engine, Env, DATA_HDR, DELIVER_LOCKED_MAX, EAGER, MAX_EARLY,
-    MAX_PEER_QUEUES, RTS,
+    MAX_PEER_NBC_QUEUES, MAX_PEER_QUEUES, RTS,
 };
 use crate::error::class;
 use crate::request::SendData;
@@ -92,8 +92,9 @@ impl Engine {
                 from,
                 "point-to-point",
                 format_args!(
-                    "communicator context {:#x} is unknown here and {MAX_PEER_QUEUES} unknown ones hold messages already",
-                    env.ctx
+                    "communicator context {:#x} is unknown here and {} unknown ones hold messages already",
+                    env.ctx,
+                    if env.ctx >> 32 == 0 { MAX_PEER_QUEUES } else { MAX_PEER_NBC_QUEUES }
                 ),
             );
         };

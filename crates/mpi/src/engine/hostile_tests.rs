@@ -91,6 +91,27 @@ fn queues_peers_create_for_unknown_contexts_are_bounded() {
 }
 
 #[test]
+fn nonblocking_collective_instances_a_peer_runs_ahead_on_are_counted_apart() {
+    let e = engine_of_job(3);
+    // A root 3000 instances of MPI_Ibcast ahead of this member: each
+    // instance's key is the communicator's context with the instance
+    // number above bit 32.
+    for i in 1..=3000u64 {
+        e.handle_msg(1, &eager(4 | i << 32, 1, 0, 0, b"x"));
+    }
+    assert_eq!(e.rejected(), 0, "an honest run-ahead lost messages");
+    // They do not use up the bound of communicator contexts.
+    for c in 0..MAX_PEER_QUEUES as u64 {
+        e.handle_msg(1, &eager(1000 + 2 * c, 1, 0, 0, b""));
+    }
+    assert_eq!(e.rejected(), 0);
+    e.handle_msg(1, &eager(999_999, 1, 0, 0, b""));
+    assert_eq!(e.rejected(), 1);
+    // A queue a peer made costs what MAX_PEER_NBC_QUEUES's bound assumes.
+    assert!(std::mem::size_of::<super::matching::Queues>() <= 200);
+}
+
+#[test]
 fn an_envelope_whose_source_is_not_its_sender_is_refused() {
     let e = engine_of_job(3);
     let g = world(3);

@@ -3,7 +3,7 @@
 //! what a peer's messages make it hold finite.
 
 use super::assist::{AssistOut, AssistRecv};
-use super::{Engine, Env, DENSE_CTX, MAX_PEER_QUEUES};
+use super::{Engine, Env, DENSE_CTX, MAX_PEER_NBC_QUEUES, MAX_PEER_QUEUES};
 use crate::group::Group;
 use crate::request::{Req, Status};
 use std::collections::VecDeque;
@@ -25,6 +25,7 @@ impl Unexpected {
             source: self.env.src,
             tag: self.env.tag,
             error: 0,
+            comm_ctx: 0,
             bytes: self.env.size as usize,
             cancelled: false,
         }
@@ -313,8 +314,11 @@ pub(super) struct State {
     /// The other queues: context ids from [`DENSE_CTX`] up and
     /// nonblocking-collective instances (keys above 2^32, removed when they finish).
     pub(super) sparse: std::collections::HashMap<u64, Box<Queues>>,
-    /// Queues that exist only because a peer's message created them.
+    /// Queues that exist only because a peer's message created them: of
+    /// communicators, and of nonblocking-collective instances (keys above
+    /// 2^32; see [`MAX_PEER_NBC_QUEUES`]).
     pub(super) peer_queues: usize,
+    pub(super) peer_nbc_queues: usize,
     /// Bytes of messages held in unexpected and early queues (see [`held_cost`]).
     pub(super) held: usize,
     /// The most `held` has been (the MPI_T high-water mark).
@@ -388,10 +392,14 @@ impl State {
     #[inline(never)]
     pub(super) fn incoming_slow(&mut self, ctx: u64) -> Option<&mut Queues> {
         if !self.has_queues(ctx) {
-            if self.peer_queues >= MAX_PEER_QUEUES {
+            let (count, max) = match ctx >> 32 {
+                0 => (&mut self.peer_queues, MAX_PEER_QUEUES),
+                _ => (&mut self.peer_nbc_queues, MAX_PEER_NBC_QUEUES),
+            };
+            if *count >= max {
                 return None;
             }
-            self.peer_queues += 1;
+            *count += 1;
             self.queues(ctx).peer_made = true;
         }
         Some(self.queues(ctx))
@@ -427,7 +435,10 @@ impl State {
             eng.report_forged(&bad);
         }
         if was_peer_made {
-            self.peer_queues -= 1;
+            match ctx >> 32 {
+                0 => self.peer_queues -= 1,
+                _ => self.peer_nbc_queues -= 1,
+            }
         }
         self.queues(ctx)
     }

@@ -124,6 +124,7 @@ fn placed_eager(dest: Destination) {
             source,
             tag,
             error: 0,
+            comm_ctx: 0,
             bytes,
             cancelled: false,
         }

@@ -3,6 +3,7 @@
 //! rendezvous data whose receiver became ready.
 
 use super::*;
+use gridwire_core::context::spin_guard;
 
 impl Engine {
     /// Called at the start of a helper thread: while it runs, waits (its
@@ -54,10 +55,11 @@ impl Engine {
         if self.helpers.load(Ordering::Acquire) > 0 {
             return self.wait_beside_helpers(done);
         }
-        if !self.spin.is_zero() {
+        if !self.spin.is_zero() && !spin_guard::held() {
             // The clock is read only after 256 idle polls: most waits of a
             // small message end sooner, and a clock read costs more than a poll.
             let mut start: Option<Instant> = None;
+            let mut read: Option<Instant> = None;
             let mut idle = 0u32;
             loop {
                 self.push_ready();
@@ -66,6 +68,7 @@ impl Engine {
                 }
                 if self.ctx.progress() > 0 {
                     idle = 0;
+                    read = None;
                     continue;
                 }
                 idle += 1;
@@ -77,9 +80,16 @@ impl Engine {
                     if self.helpers.load(Ordering::Acquire) > 0 {
                         return self.wait_beside_helpers(done);
                     }
-                    if start.get_or_insert_with(Instant::now).elapsed() >= self.spin {
+                    // Descheduled since the last read: the core is shared
+                    // with another busy process (see `spin_guard`), and
+                    // the runtime's wait yields it at once.
+                    let now = Instant::now();
+                    if spin_guard::descheduled(read, now)
+                        || now.saturating_duration_since(*start.get_or_insert(now)) >= self.spin
+                    {
                         break;
                     }
+                    read = Some(now);
                 }
             }
         }
