@@ -245,6 +245,54 @@ fn eager_place_settings() {
     }
 }
 
+/// Large messages within a host copied by both processes at once
+/// (`engine/assist.rs`), at misaligned addresses, in windows, both ways,
+/// truncated, noncontiguous and unexpected; on two hosts through the
+/// runtime.
+#[test]
+fn cma_assist() {
+    suite("cma_assist", &[], &[2, 3]);
+}
+
+/// The same program with every message above 4 KiB a two-part copy (the
+/// smallest parts), and with the sender's help off; with `GW_MPI_DEBUG`
+/// the receiver says when it first asks for help, which must happen on
+/// one host (else the test above proved nothing about the path).
+#[test]
+fn cma_assist_settings() {
+    let Some((_g, exe)) = serial_compiled("cma_assist", &[]) else {
+        return;
+    };
+    let settings: [&[(&str, &str)]; 2] = [
+        &[
+            ("GW_MPI_EAGER_SHM", "4096"),
+            ("GW_MPI_CMA_ASSIST_MIN", "4097"),
+            ("GW_MPI_DEBUG", "1"),
+        ],
+        &[("GW_MPI_CMA_ASSIST_MIN", "1g"), ("GW_MPI_DEBUG", "1")],
+    ];
+    for (i, env) in settings.iter().enumerate() {
+        let r = run_env(&exe, 2, 1, env);
+        assert!(
+            r.ok && r.stdout.contains("PASS cma_assist"),
+            "cma_assist with {env:?}:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        if r.stderr.contains("single copy from") && r.stderr.contains("refused") {
+            return skip("process_vm_readv is not permitted between the ranks here");
+        }
+        let helped = r.stderr.contains("made with the sender's help");
+        assert_eq!(
+            helped,
+            i == 0,
+            "with {env:?} the two-part copy was {}used:\n{}",
+            if helped { "" } else { "not " },
+            r.stderr
+        );
+    }
+}
+
 /// A first message is seen by a program that probes between blocks of work
 /// (tests/mpi/probe_pace.c: HPL's ring broadcasts).
 #[test]

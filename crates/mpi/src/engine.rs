@@ -13,6 +13,8 @@
 //!   of them, so the receiver copies each piece while it is still in cache).
 //! - `H_FIN` — receiver → sender: sender request id: the receiver copied the
 //!   data itself (single copy within a host, see [`crate::cma`]).
+//! - `H_ASSIST`, `H_ASSISTED` — a large single copy made by both processes,
+//!   each copying a part (`engine/assist.rs`).
 //!
 //! An eager message a transport holds whole in shared memory is matched
 //! there (`placed.rs`, `EagerPlacer`): a posted receive that takes it names
@@ -46,6 +48,9 @@
 //! entry from progress (handlers, placers, the round-end hook) releases it
 //! first.
 
+mod assist;
+#[cfg(test)]
+mod assist_tests;
 mod cancel;
 mod handlers;
 #[cfg(test)]
@@ -59,6 +64,7 @@ mod peer_failure;
 mod placed;
 mod waiting;
 
+pub use assist::{H_ASSIST, H_ASSISTED};
 pub use kept::KeptRecv;
 pub use matching::Unexpected;
 use matching::{held_cost, Posted, Queues, Slot, State, DEFAULT_HELD_LIMIT};
@@ -183,6 +189,10 @@ pub struct Engine {
     eager: Vec<AtomicUsize>,
     /// Per world rank: 0 = single copy untried or working, 1 = not permitted.
     no_cma: Vec<AtomicBool>,
+    /// Per world rank: from what size a single copy from it is made with
+    /// its help (`engine/assist.rs`: `ASSIST_UNPROVEN` until a whole one
+    /// worked, `ASSIST_NEVER` once it declined).
+    assist: Vec<AtomicUsize>,
     /// Whether the peer is on this host (reached by shared memory): 0 unknown, 1 yes, 2 no.
     same_host: Vec<AtomicU8>,
     /// Per world rank: the process id its first single-copy `RTS` named (0 =
@@ -239,7 +249,16 @@ const REPORTED_REJECTS: u64 = 8;
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        for id in [H_MSG, H_CTS, H_DATA, H_FIN, H_CANCEL, H_CANCEL_ACK] {
+        for id in [
+            H_MSG,
+            H_CTS,
+            H_DATA,
+            H_FIN,
+            H_CANCEL,
+            H_CANCEL_ACK,
+            H_ASSIST,
+            H_ASSISTED,
+        ] {
             // Fails only inside a handler, which holds no `Arc<Engine>` to drop.
             let _ = self.ctx.unregister_handler(id);
         }
@@ -304,6 +323,9 @@ impl Engine {
             eager: (0..n).map(|_| AtomicUsize::new(0)).collect(),
             spin,
             no_cma: (0..n).map(|_| AtomicBool::new(no_cma)).collect(),
+            assist: (0..n)
+                .map(|_| AtomicUsize::new(assist::ASSIST_UNPROVEN))
+                .collect(),
             same_host: (0..n).map(|_| AtomicU8::new(0)).collect(),
             peer_pid: (0..n).map(|_| AtomicU32::new(0)).collect(),
             helpers: AtomicUsize::new(0),
@@ -344,6 +366,8 @@ impl Engine {
         reg(H_FIN, Engine::on_fin);
         reg(H_CANCEL, Engine::on_cancel);
         reg(H_CANCEL_ACK, Engine::on_cancel_ack);
+        reg(H_ASSIST, Engine::on_assist);
+        reg(H_ASSISTED, Engine::on_assisted);
         // Same lifetime argument as the handlers' (unregistered with H_DATA).
         e.ctx
             .register_placer(H_DATA, Arc::new(placed::DataPlacer { at }))
@@ -664,7 +688,21 @@ impl Engine {
                 unsafe { crate::cma::read(env.pid, env.addr, dst, n) }
             }
         };
-        let res = match buf.as_ref().and_then(|b| b.contig_addr()) {
+        let contig = buf.as_ref().and_then(|b| b.contig_addr());
+        // A large message into a contiguous receive that takes it whole,
+        // from a peer read from before: copied with its help (`assist.rs`).
+        if let Some(dst) = contig {
+            if !local
+                && n as u64 == env.size
+                && n >= 2
+                && self.assist_from(from) != assist::ASSIST_UNPROVEN
+                && n >= self.assist_from(from)
+                && self.pull_assisted(&req, from, &env, dst, n)
+            {
+                return;
+            }
+        }
+        let res = match contig {
             // The receive buffer of this pending request, `cap >= n` bytes.
             Some(dst) => read(dst),
             None => {
@@ -692,6 +730,9 @@ impl Engine {
             }
             return;
         }
+        if !local && n > 0 {
+            self.assist_proven(from);
+        }
         {
             let mut d = req.d.lock();
             d.status.bytes = n;
@@ -700,21 +741,7 @@ impl Engine {
             }
         }
         req.complete();
-        // On the communicator's route, like the message it completes.
-        if let Err(e) = self.ctx.rsr_keyed(
-            &Startpoint {
-                ctx: from,
-                endpoint: 0,
-            },
-            H_FIN,
-            &env.sreq.to_le_bytes(),
-            crate::comm_links::traffic_key(env.ctx),
-        ) {
-            gridwire_core::say!(
-                "gridwire mpi: rank {}: rendezvous completion to {from} failed: {e}",
-                self.ctx.rank()
-            );
-        }
+        self.send_fin(from, env.sreq, env.ctx);
     }
 
     /// Declares whether the program may call MPI from several threads at

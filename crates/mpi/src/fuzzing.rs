@@ -106,7 +106,7 @@ fn pick(sel: u8, known: &[u64], raw: u64) -> u64 {
 }
 
 /// Fuzz target: incoming `H_MSG` (eager and rendezvous envelopes), `H_CTS`,
-/// `H_DATA`, `H_FIN`, `H_CANCEL` and `H_CANCEL_ACK` messages from peers of a 3-rank job, with posted
+/// `H_DATA`, `H_FIN`, `H_CANCEL`, `H_CANCEL_ACK`, `H_ASSIST` and `H_ASSISTED` messages from peers of a 3-rank job, with posted
 /// receives, probes and rendezvous sends in between. Never panics; the
 /// engine's state stays within [`bound`] of the input's size.
 pub fn engine_messages(data: &[u8]) {
@@ -245,13 +245,17 @@ pub fn engine_messages(data: &[u8]) {
             8 => {
                 let n = input.byte().unwrap_or(0) as usize;
                 let raw = input.bytes(n);
-                match sel % 6 {
+                // (A copy request is answered without a copy here: no
+                // peer of this self-only context is on this host.)
+                match sel % 8 {
                     0 => engine.handle_msg(from, raw),
                     1 => engine.handle_cts(from, raw),
                     2 => engine.handle_data(from, raw),
                     3 => engine.handle_fin(from, raw),
                     4 => engine.handle_cancel(from, raw),
-                    _ => engine.handle_cancel_ack(from, raw),
+                    5 => engine.handle_cancel_ack(from, raw),
+                    6 => engine.handle_assist(from, raw),
+                    _ => engine.handle_assisted(from, raw),
                 }
             }
             // What became ready goes out (to peers that cannot be reached).

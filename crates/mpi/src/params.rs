@@ -53,6 +53,15 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
                Read at MPI_Init.",
     },
     ParamDecl {
+        name: "MPI_CMA_ASSIST_MIN",
+        default: "65536",
+        kind: SIZE,
+        help: "From this size a single copy within a host is made by both processes: the \
+               receiver asks the sender to copy the back part with process_vm_writev while it \
+               copies the front part (1g: the receiver copies alone). Read once per peer, at \
+               its first single copy.",
+    },
+    ParamDecl {
         name: "MPI_DEBUG",
         default: "0",
         kind: Kind::Bool,

@@ -424,6 +424,8 @@ impl Engine {
             .lock()
             .rndv_recv
             .get(rreq, from)
+            // A receive copied in two parts takes no pieces (`assist.rs`).
+            .filter(|s| s.assist.is_none())
             .map(|s| (s.req.clone(), s.size));
         let Some((req, size)) = slot else {
             return self.reject(

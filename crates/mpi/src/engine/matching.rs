@@ -2,6 +2,7 @@
 //! context, sequence numbers, the rendezvous slabs, and the bounds that keep
 //! what a peer's messages make it hold finite.
 
+use super::assist::{AssistOut, AssistRecv};
 use super::{Engine, Env, DENSE_CTX, MAX_PEER_NBC_QUEUES, MAX_PEER_QUEUES};
 use crate::group::Group;
 use crate::request::{Req, Status};
@@ -226,6 +227,8 @@ pub(super) struct Slot {
     pub(super) peer: u32,
     /// Receives: the size the sender announced (every `H_DATA` must agree).
     pub(super) size: u64,
+    /// Receives copied in two parts with the sender's help (`assist.rs`).
+    pub(super) assist: Option<AssistRecv>,
 }
 
 /// A slab of requests waiting for a rendezvous step, by id. The ids go on
@@ -240,7 +243,32 @@ pub(super) struct Slab {
 
 impl Slab {
     pub(super) fn insert(&mut self, req: Arc<Req>, peer: u32, size: u64) -> u64 {
-        let slot = Some(Slot { req, peer, size });
+        self.insert_slot(Slot {
+            req,
+            peer,
+            size,
+            assist: None,
+        })
+    }
+
+    /// [`Slab::insert`] for a receive copied with the sender's help.
+    pub(super) fn insert_assisted(
+        &mut self,
+        req: Arc<Req>,
+        peer: u32,
+        size: u64,
+        a: AssistRecv,
+    ) -> u64 {
+        self.insert_slot(Slot {
+            req,
+            peer,
+            size,
+            assist: Some(a),
+        })
+    }
+
+    fn insert_slot(&mut self, slot: Slot) -> u64 {
+        let slot = Some(slot);
         match self.free.pop() {
             Some(i) => {
                 self.items[i] = slot;
@@ -257,6 +285,16 @@ impl Slab {
     pub(super) fn get(&self, id: u64, peer: u32) -> Option<&Slot> {
         let slot = self.items.get(usize::try_from(id).ok()?)?.as_ref()?;
         (slot.peer == peer).then_some(slot)
+    }
+
+    /// The two-part copy state of receive `id` if it waits for `peer` and
+    /// is copied with its help.
+    pub(super) fn assisted_mut(&mut self, id: u64, peer: u32) -> Option<&mut AssistRecv> {
+        let slot = self.items.get_mut(usize::try_from(id).ok()?)?.as_mut()?;
+        if slot.peer != peer {
+            return None;
+        }
+        slot.assist.as_mut()
     }
 
     /// Takes request `id` out if it waits for `peer`.
@@ -294,6 +332,10 @@ pub(super) struct State {
     pub(super) lent: VecDeque<(Arc<Req>, gridwire_core::LentTicket, std::time::Instant)>,
     /// Matched single-copy rendezvous receives to copy: (request, sender, envelope).
     pub(super) pulls: VecDeque<(Arc<Req>, u32, Env)>,
+    /// Parts of our sends that their receivers asked us to copy (`assist.rs`).
+    pub(super) assists_out: VecDeque<AssistOut>,
+    /// Assisted receives whose sender declined its part: (receiver request id, sender).
+    pub(super) assist_rest: VecDeque<(u64, u32)>,
     /// Spare buffers for unexpected eager data.
     pub(super) pool: Vec<Vec<u8>>,
     /// Spare requests, reset, that no one else holds (see `Engine::give_back`).

@@ -188,7 +188,10 @@ impl Engine {
         let req = {
             let st = self.lock();
             let slot = st.rndv_recv.get(rreq, from)?;
-            if total != slot.size || off.checked_add(data_len as u64)? > total {
+            if slot.assist.is_some()
+                || total != slot.size
+                || off.checked_add(data_len as u64)? > total
+            {
                 return None;
             }
             slot.req.clone()

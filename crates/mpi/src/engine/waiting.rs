@@ -200,19 +200,40 @@ impl Engine {
     #[inline(never)]
     pub(super) fn push_ready_now(&self) {
         while self.ready_len.load(Ordering::Acquire) > 0 {
-            let (item, pull) = {
+            // Parts of our sends a receiver waits for come first (it copies
+            // its own part meanwhile), then the parts declined to us,
+            // then our single copies, then data cleared to go.
+            let (item, pull, assist, rest) = {
                 let mut st = self.lock();
-                let pull = st.pulls.pop_front();
-                let it = if pull.is_none() {
+                let assist = st.assists_out.pop_front();
+                let rest = if assist.is_none() {
+                    st.assist_rest.pop_front()
+                } else {
+                    None
+                };
+                let pull = if assist.is_none() && rest.is_none() {
+                    st.pulls.pop_front()
+                } else {
+                    None
+                };
+                let it = if assist.is_none() && rest.is_none() && pull.is_none() {
                     st.ready.pop_front()
                 } else {
                     None
                 };
-                if it.is_some() || pull.is_some() {
+                if it.is_some() || pull.is_some() || assist.is_some() || rest.is_some() {
                     self.ready_len.fetch_sub(1, Ordering::AcqRel);
                 }
-                (it, pull)
+                (it, pull, assist, rest)
             };
+            if let Some(a) = assist {
+                self.copy_assist(a);
+                continue;
+            }
+            if let Some((rreq, from)) = rest {
+                self.copy_rest(rreq, from);
+                continue;
+            }
             if let Some((req, from, env)) = pull {
                 self.pull(req, from, env);
                 continue;
