@@ -112,15 +112,7 @@ impl super::Rma {
         if data.len() < LEND_MIN {
             return self.answer_keyed(ctx, to, h, 0, &data, key);
         }
-        let hdr = wire::Header {
-            kind: wire::ANSWER,
-            op: 0,
-            basic: 0,
-            arg: 0,
-            win: h.win,
-            op_id: h.op_id,
-        }
-        .encode();
+        let hdr = h.answer(0).encode();
         let Ok(sp) = ctx.startpoint(to) else {
             return;
         };
@@ -190,15 +182,7 @@ impl super::Rma {
         len: usize,
         key: u32,
     ) -> bool {
-        let hdr = wire::Header {
-            kind: wire::ANSWER,
-            op: 0,
-            basic: 0,
-            arg: 0,
-            win: h.win,
-            op_id: h.op_id,
-        }
-        .encode();
+        let hdr = h.answer(0).encode();
         let Ok(sp) = ctx.startpoint(to) else {
             return false;
         };

@@ -97,15 +97,7 @@ impl Rma {
         data: &[u8],
         key: u32,
     ) {
-        let hdr = Header {
-            kind: wire::ANSWER,
-            op: 0,
-            basic: 0,
-            arg: status.clamp(0, 255) as u8,
-            win: h.win,
-            op_id: h.op_id,
-        }
-        .encode();
+        let hdr = h.answer(status.clamp(0, 255) as u8).encode();
         if let Ok(sp) = ctx.startpoint(to) {
             // No empty part: one part when there is no data.
             let _ = if data.is_empty() {

@@ -47,6 +47,19 @@ pub struct Header {
 }
 
 impl Header {
+    /// The header of the `ANSWER` to operation `self`, with error class
+    /// `status` (0: success).
+    pub fn answer(&self, status: u8) -> Header {
+        Header {
+            kind: ANSWER,
+            op: 0,
+            basic: 0,
+            arg: status,
+            win: self.win,
+            op_id: self.op_id,
+        }
+    }
+
     pub fn encode(&self) -> [u8; HEADER] {
         let mut b = [0u8; HEADER];
         b[0] = self.kind;
