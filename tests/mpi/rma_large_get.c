@@ -16,6 +16,7 @@
  * (MPI_T) must have grown on every rank (the ranks' other host is reached
  * by tcp); 0 or unset: not checked (shared memory, or another MPI). */
 #include "check.h"
+#include "pvar_counter.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -31,42 +32,6 @@ static unsigned char pattern(int rank, int round, size_t off) {
 /* Size and target offset of get i (bytes). */
 static size_t get_len(int i) { return i == 0 ? 1048576 + 3 : (size_t)(32768 + i * 61441); }
 static size_t get_off(int i) { return (size_t)i * 131071 + 5; }
-
-#ifdef GRIDWIRE_MPI
-static MPI_T_pvar_session s;
-static MPI_T_pvar_handle h;
-static int ready;
-#endif
-
-static long long placed_answers(void) {
-#ifdef GRIDWIRE_MPI
-    if (!ready) {
-        int idx, count, provided;
-        CHECK(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS, "MPI_T_init_thread");
-        CHECK(MPI_T_pvar_get_index("gw_mpi_rma_placed_answers", MPI_T_PVAR_CLASS_COUNTER, &idx) == MPI_SUCCESS,
-              "no gw_mpi_rma_placed_answers");
-        CHECK(MPI_T_pvar_session_create(&s) == MPI_SUCCESS, "session");
-        CHECK(MPI_T_pvar_handle_alloc(s, idx, NULL, &h, &count) == MPI_SUCCESS, "handle");
-        CHECK(MPI_T_pvar_start(s, h) == MPI_SUCCESS, "start");
-        ready = 1;
-    }
-    unsigned long long v = 0;
-    CHECK(MPI_T_pvar_read(s, h, &v) == MPI_SUCCESS, "read");
-    return (long long)v;
-#else
-    return 0;
-#endif
-}
-
-static void placed_done(void) {
-#ifdef GRIDWIRE_MPI
-    if (ready) {
-        MPI_T_pvar_handle_free(s, &h);
-        MPI_T_pvar_session_free(&s);
-        MPI_T_finalize();
-    }
-#endif
-}
 
 static void one_window(const char *flavour, int rank, int size, int expect_placed) {
     unsigned char *mem;
@@ -95,7 +60,7 @@ static void one_window(const char *flavour, int rank, int size, int expect_place
     MPI_Type_vector(64, 1024, 2048, MPI_BYTE, &strided);
     MPI_Type_commit(&strided);
     unsigned char *sbuf = malloc(64 * 2048);
-    long long placed_before = placed_answers();
+    long long placed_before = gw_counter("gw_mpi_rma_placed_answers");
     for (int round = 0; round < ROUNDS; round++) {
         for (size_t o = 0; o < WIN_BYTES; o++) mem[o] = pattern(rank, round, o);
         memset(out, 0xEE, per_target * (size_t)size);
@@ -148,7 +113,7 @@ static void one_window(const char *flavour, int rank, int size, int expect_place
         /* Nobody refills its memory while another still gets from it. */
         MPI_Barrier(MPI_COMM_WORLD);
     }
-    long long placed = placed_answers() - placed_before;
+    long long placed = gw_counter("gw_mpi_rma_placed_answers") - placed_before;
     if (expect_placed && size > 1)
         CHECK(placed > 0, "%s: no get answer was placed (%lld)", flavour, placed);
     if (rank == 0) printf("%s: %d rounds checked, %lld answers placed on rank 0\n", flavour, ROUNDS, placed);
@@ -171,7 +136,7 @@ int main(int argc, char **argv) {
     one_window("create", rank, size, expect_placed);
     one_window("dynamic", rank, size, expect_placed);
     one_window("allocate", rank, size, expect_placed);
-    placed_done();
+    gw_counter_done();
     PASS("rma_large_get");
     MPI_Finalize();
     return 0;

@@ -21,6 +21,7 @@
  * (MPI_T) must have grown on every rank (the ranks' other host is reached
  * by tcp); 0 or unset: not checked (shared memory, or another MPI). */
 #include "check.h"
+#include "pvar_counter.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -48,42 +49,6 @@ static size_t piece_off(int i) { return offs[i]; }
 #define STRIDED_OFF (piece_off(PIECES) + 64)
 #define STRIDED_BLOCKS 64
 #define STRIDED_BLOCK 1024
-
-#ifdef GRIDWIRE_MPI
-static MPI_T_pvar_session s;
-static MPI_T_pvar_handle h;
-static int ready;
-#endif
-
-static long long placed_puts(void) {
-#ifdef GRIDWIRE_MPI
-    if (!ready) {
-        int idx, count, provided;
-        CHECK(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS, "MPI_T_init_thread");
-        CHECK(MPI_T_pvar_get_index("gw_mpi_rma_placed_puts", MPI_T_PVAR_CLASS_COUNTER, &idx) == MPI_SUCCESS,
-              "no gw_mpi_rma_placed_puts");
-        CHECK(MPI_T_pvar_session_create(&s) == MPI_SUCCESS, "session");
-        CHECK(MPI_T_pvar_handle_alloc(s, idx, NULL, &h, &count) == MPI_SUCCESS, "handle");
-        CHECK(MPI_T_pvar_start(s, h) == MPI_SUCCESS, "start");
-        ready = 1;
-    }
-    unsigned long long v = 0;
-    CHECK(MPI_T_pvar_read(s, h, &v) == MPI_SUCCESS, "read");
-    return (long long)v;
-#else
-    return 0;
-#endif
-}
-
-static void placed_done(void) {
-#ifdef GRIDWIRE_MPI
-    if (ready) {
-        MPI_T_pvar_handle_free(s, &h);
-        MPI_T_pvar_session_free(&s);
-        MPI_T_finalize();
-    }
-#endif
-}
 
 /* What byte `off` of origin `o`'s part of `t`'s window must hold after
  * round `round` (GUARD where nothing was put). */
@@ -135,7 +100,7 @@ static void one_window(const char *flavour, int exclusive, int rank, int size, i
     MPI_Type_commit(&ostrided);
     MPI_Type_vector(STRIDED_BLOCKS, STRIDED_BLOCK, 2 * STRIDED_BLOCK, MPI_BYTE, &tstrided);
     MPI_Type_commit(&tstrided);
-    long long placed_before = placed_puts();
+    long long placed_before = gw_counter("gw_mpi_rma_placed_puts");
     for (int round = 0; round < ROUNDS; round++) {
         memset(mem, GUARD, win_bytes);
         for (int t = 0; t < size; t++) {
@@ -199,7 +164,7 @@ static void one_window(const char *flavour, int exclusive, int rank, int size, i
         }
         MPI_Barrier(MPI_COMM_WORLD);
     }
-    long long placed = placed_puts() - placed_before;
+    long long placed = gw_counter("gw_mpi_rma_placed_puts") - placed_before;
     if (expect_placed && size > 1) CHECK(placed > 0, "%s: no put was placed (%lld)", flavour, placed);
     if (rank == 0)
         printf("%s%s: %d rounds checked, %lld puts placed on rank 0\n", flavour, exclusive ? " (exclusive)" : "",
@@ -227,7 +192,7 @@ int main(int argc, char **argv) {
     one_window("dynamic", 0, rank, size, expect_placed);
     one_window("allocate", 0, rank, size, expect_placed);
     one_window("create", 1, rank, size, expect_placed);
-    placed_done();
+    gw_counter_done();
     PASS("rma_large_put");
     MPI_Finalize();
     return 0;
