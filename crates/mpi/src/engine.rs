@@ -695,8 +695,7 @@ impl Engine {
             if !local
                 && n as u64 == env.size
                 && n >= 2
-                && self.assist_from(from) != assist::ASSIST_UNPROVEN
-                && n >= self.assist_from(from)
+                && self.assist_wanted(from, n)
                 && self.pull_assisted(&req, from, &env, dst, n)
             {
                 return;

@@ -191,6 +191,41 @@ fn both_parts_are_copied_byte_exact_and_complete_once() {
     assert_eq!(e.rejected(), 5);
 }
 
+/// Help is asked of a proven peer for a message from the threshold on,
+/// but not while a rendezvous send of ours to that peer is unfinished
+/// (both directions at once: that peer is busy copying ours).
+#[test]
+fn help_is_not_asked_of_a_peer_copying_our_send() {
+    let Some(e) = engine() else { return };
+    let min = e.assist_from(1);
+    assert_eq!(min, ASSIST_UNPROVEN);
+    assert!(
+        !e.assist_wanted(1, 1 << 20),
+        "asked before the pair is proven"
+    );
+    e.assist_proven(1);
+    let min = e.assist_from(1);
+    assert!(e.assist_wanted(1, min));
+    assert!(!e.assist_wanted(1, min - 1));
+    let data = pattern(min, 3);
+    // SAFETY: `data` outlives the send request (finished below).
+    let (send, sreq) = e.stage_send(1, unsafe { Buf::bytes_of(&data, &byte()) });
+    assert!(
+        !e.assist_wanted(1, min),
+        "asked while our send to 1 is open"
+    );
+    // SAFETY: as above.
+    let (other, oreq) = e.stage_send(2, unsafe { Buf::bytes_of(&data, &byte()) });
+    e.handle_fin(1, &sreq.to_le_bytes());
+    assert!(send.done());
+    assert!(
+        e.assist_wanted(1, min),
+        "an open send to another peer stopped it"
+    );
+    e.handle_fin(2, &oreq.to_le_bytes());
+    assert!(other.done());
+}
+
 /// A sender that declines (answers 0): the receiver copies that part
 /// itself, the content is whole, and that peer is asked no more.
 #[test]

@@ -251,6 +251,12 @@ impl Slab {
         })
     }
 
+    /// Whether a slot waits on `peer` (for sends: a rendezvous send to
+    /// `peer` not yet finished, so `peer` has a copy of ours to make).
+    pub(super) fn waits_on(&self, peer: u32) -> bool {
+        self.items.iter().flatten().any(|s| s.peer == peer)
+    }
+
     /// [`Slab::insert`] for a receive copied with the sender's help.
     pub(super) fn insert_assisted(
         &mut self,
