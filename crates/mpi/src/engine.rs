@@ -288,7 +288,7 @@ fn spin_budget(size: u32) -> Duration {
     } else {
         env_num("MPI_LOCALNRANKS").unwrap_or(size)
     };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let cores = gridwire_core::context::spin_guard::cores_for_ranks();
     if local <= cores {
         Duration::from_millis(2)
     } else {

@@ -162,7 +162,7 @@ pub(super) fn spin_budget(params: &Params, size: u32) -> Result<Duration> {
     } else {
         size
     };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let cores = super::spin_guard::cores_for_ranks();
     Ok(if local <= cores {
         Duration::from_millis(2)
     } else {
