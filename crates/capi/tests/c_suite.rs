@@ -657,6 +657,33 @@ fn rma_large_put() {
     }
 }
 
+/// Post/start/complete/wait epochs between every pair of ranks whose
+/// puts (8 B to 1 MiB), accumulates and gets must all have landed when
+/// `MPI_Win_wait` returns, checked byte by byte right then: over tcp and
+/// udp between 2 hosts, over shared memory, and with large gets held by
+/// the origin's pacing when it completes (see tests/mpi/rma_pscw.c).
+#[test]
+fn rma_pscw() {
+    let Some((_g, exe)) = serial_compiled("rma_pscw", &[]) else {
+        return;
+    };
+    let cases: &[(&str, &str, u32, u32)] = &[
+        // (GW_METHODS, GW_MPI_RMA_GETS_IN_FLIGHT, ranks, hosts)
+        ("", "8m", 2, 2),
+        ("", "64k", 3, 2),
+        ("self,udp", "64k", 2, 2),
+        ("", "8m", 3, 1),
+        ("self,tcp", "64k", 2, 1),
+    ];
+    for &(methods, in_flight, n, hosts) in cases {
+        let mut env = vec![("GW_MPI_RMA_GETS_IN_FLIGHT", in_flight)];
+        if !methods.is_empty() {
+            env.push(("GW_METHODS", methods));
+        }
+        must_pass(&exe, "rma_pscw", n, hosts, &env);
+    }
+}
+
 /// Dynamic windows whose attached regions change between epochs: origins
 /// see every attach and detach (a put to detached memory is refused and
 /// changes nothing, one to newly attached memory lands), by single copies

@@ -76,6 +76,18 @@ impl Rma {
         None
     }
 
+    /// Whether paced gets to `world` are unanswered: held (not sent yet),
+    /// or in flight. In flight counts too: a thread that completes one
+    /// takes the next held get out of the queue and sends it after
+    /// releasing the lock, and such a get is in flight (counted) but no
+    /// longer held while it is being sent.
+    pub(super) fn paced_gets_pending(&self, world: u32) -> bool {
+        let p = self.paced.lock().unwrap_or_else(|e| e.into_inner());
+        p.targets
+            .get(&world)
+            .is_some_and(|t| t.in_flight > 0 || !t.held.is_empty())
+    }
+
     /// A paced get of `bytes` to `world` was not sent after all (its send
     /// failed), or completed: no longer in flight; sends the held gets to
     /// that target that now fit.

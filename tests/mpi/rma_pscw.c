@@ -1,0 +1,164 @@
+/* Post/start/complete/wait epochs whose data must all be in the target's
+ * memory when MPI_Win_wait returns, checked byte by byte right then.
+ *
+ * gridwire sends MPI_Win_complete's message to a target right behind the
+ * epoch's operations, before their answers are in (the target applies
+ * each operation as it arrives, in order): this program is what would
+ * see a target end its exposure epoch before a put or accumulate landed.
+ *
+ * Odd ranks are origins, even ranks targets (a target then waits for
+ * nothing but the origins' completions, and rewrites part of its window
+ * right after MPI_Win_wait, while an origin may still wait for its
+ * answers). In each round an origin puts pieces of 8 B to 1 MiB + 3
+ * bytes into its own part of each target's window (odd sizes and offsets,
+ * a guard byte after each), adds its rank + 1 to an integer counter of
+ * each target with MPI_Accumulate (MPI_SUM), and gets a 256 KiB region
+ * that the target rewrites between its epochs, in two gets (large gets
+ * are paced: GW_MPI_RMA_GETS_IN_FLIGHT bounds how many bytes of them are
+ * asked at once, so some are held by the origin when it completes). After
+ * MPI_Win_wait the target checks its whole window: every origin's pieces
+ * with this round's pattern, the guard bytes, and the counter (the sum of
+ * the origins' contributions over the rounds so far). After
+ * MPI_Win_complete the origin checks the gets. Rounds repeat on a window
+ * of MPI_Win_create and one of MPI_Win_allocate. */
+#include "check.h"
+#include <stdint.h>
+#include <string.h>
+
+#define PIECES 6
+#define ROUNDS 8
+#define GUARD 0xA5
+#define STABLE (256 << 10)
+
+static const size_t piece_len[PIECES] = {8, 100, 32769, 300001, 1048579, 3};
+static size_t offs[PIECES + 1]; /* each piece's offset in an origin's part */
+
+static int rank, size;
+
+static unsigned char pattern(int origin, int target, int round, size_t off) {
+    uint32_t x = (uint32_t)off * 2654435761u ^ (uint32_t)(origin * 40503 + target * 7919 + round * 977);
+    return (unsigned char)(x >> 13);
+}
+
+/* The region a target rewrites after each exposure epoch: a get that
+ * reached it after MPI_Win_wait returned would read the next round's. */
+static unsigned char stable_byte(int target, int round, size_t off) {
+    return (unsigned char)((off * 31 + (size_t)target * 101 + (size_t)round * 59) >> 3);
+}
+
+/* Window layout: [counter: 8 bytes][stable: STABLE][one part per rank]. */
+static size_t part_len(void) { return offs[PIECES] + 16; }
+static size_t part_at(int origin) { return 8 + STABLE + (size_t)origin * part_len(); }
+static size_t win_len(void) { return part_at(size); }
+
+static int is_origin(int r) { return r % 2 == 1; }
+
+static void check_window(const unsigned char *mem, int round, long long counter_want, const char *kind) {
+    long long counter;
+    memcpy(&counter, mem, sizeof counter);
+    CHECK(counter == counter_want, "%s round %d: counter %lld, want %lld", kind, round, counter, counter_want);
+    for (int o = 0; o < size; o++) {
+        const unsigned char *part = mem + part_at(o);
+        int i = 0;
+        for (size_t off = 0; off < part_len(); off++) {
+            while (i < PIECES && off >= offs[i] + piece_len[i]) i++;
+            int in_piece = i < PIECES && off >= offs[i];
+            unsigned char want = (is_origin(o) && in_piece) ? pattern(o, rank, round, off) : GUARD;
+            if (part[off] != want) {
+                CHECK(0, "%s round %d: origin %d's part, byte %zu (piece %d): %d, want %d", kind, round, o,
+                      off, in_piece ? i : -1, part[off], want);
+            }
+        }
+    }
+}
+
+/* Odd ranks are origins, even ranks targets: a target's MPI_Win_wait
+ * returns as soon as the origins' completions arrive (it waits for
+ * nothing else), and it then checks and rewrites its window while an
+ * origin may still be waiting for the answers of its epoch. */
+static void rounds(const char *kind, MPI_Win w, unsigned char *mem) {
+    MPI_Group world, peers;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int npeers = 0;
+    int *peer = malloc(sizeof(int) * (size_t)size);
+    CHECK(peer, "malloc");
+    for (int r = 0; r < size; r++)
+        if (is_origin(r) != is_origin(rank)) peer[npeers++] = r;
+    MPI_Group_incl(world, npeers, peer, &peers);
+    size_t plen = part_len();
+    unsigned char *src = malloc(plen * (size_t)npeers + 1), *got = malloc(STABLE * (size_t)npeers + 1);
+    CHECK(src && got, "malloc");
+    /* Before the first exposure: counter 0, the stable region, guards. */
+    memset(mem, 0, 8);
+    for (size_t k = 0; k < STABLE; k++) mem[8 + k] = stable_byte(rank, 0, k);
+    memset(mem + part_at(0), GUARD, (size_t)size * plen);
+    MPI_Barrier(MPI_COMM_WORLD);
+    long long contributions = 0; /* of every origin, per round */
+    for (int o = 0; o < size; o++)
+        if (is_origin(o)) contributions += o + 1;
+    for (int round = 0; round < ROUNDS; round++) {
+        if (!is_origin(rank)) {
+            MPI_Win_post(peers, 0, w);
+            MPI_Win_wait(w);
+            /* Outside any exposure epoch: the next round's region, at once
+             * (a get still on its way would read it). */
+            for (size_t k = 0; k < STABLE; k++) mem[8 + k] = stable_byte(rank, round + 1, k);
+            check_window(mem, round, contributions * (round + 1), kind);
+            continue;
+        }
+        MPI_Win_start(peers, 0, w);
+        for (int j = 0; j < npeers; j++) {
+            int t = peer[j];
+            unsigned char *from = src + (size_t)j * plen, *into = got + (size_t)j * STABLE;
+            for (size_t off = 0; off < plen; off++) from[off] = pattern(rank, t, round, off);
+            for (int i = 0; i < PIECES; i++) {
+                MPI_Put(from + offs[i], (int)piece_len[i], MPI_BYTE, t, (MPI_Aint)(part_at(rank) + offs[i]),
+                        (int)piece_len[i], MPI_BYTE, w);
+            }
+            long long one = rank + 1;
+            MPI_Accumulate(&one, 1, MPI_LONG_LONG, t, 0, 1, MPI_LONG_LONG, MPI_SUM, w);
+            /* Two large gets: with a small GW_MPI_RMA_GETS_IN_FLIGHT the
+             * second is held by the origin until the first is answered. */
+            memset(into, 0, STABLE);
+            MPI_Get(into, STABLE / 2, MPI_BYTE, t, 8, STABLE / 2, MPI_BYTE, w);
+            MPI_Get(into + STABLE / 2, STABLE / 2, MPI_BYTE, t, 8 + STABLE / 2, STABLE / 2, MPI_BYTE, w);
+        }
+        MPI_Win_complete(w);
+        for (int j = 0; j < npeers; j++) {
+            const unsigned char *into = got + (size_t)j * STABLE;
+            for (size_t k = 0; k < STABLE; k++)
+                CHECK(into[k] == stable_byte(peer[j], round, k), "%s round %d: get from %d, byte %zu: %d", kind,
+                      round, peer[j], k, into[k]);
+        }
+    }
+    free(src);
+    free(got);
+    free(peer);
+    MPI_Group_free(&peers);
+    MPI_Group_free(&world);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    offs[0] = 7;
+    for (int i = 0; i < PIECES; i++) offs[i + 1] = offs[i] + piece_len[i] + 1;
+
+    unsigned char *mem = malloc(win_len());
+    CHECK(mem, "malloc");
+    MPI_Win w;
+    MPI_Win_create(mem, (MPI_Aint)win_len(), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &w);
+    rounds("created", w, mem);
+    MPI_Win_free(&w);
+    free(mem);
+
+    unsigned char *amem = NULL;
+    MPI_Win_allocate((MPI_Aint)win_len(), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &amem, &w);
+    rounds("allocated", w, amem);
+    MPI_Win_free(&w);
+
+    PASS("rma_pscw");
+    MPI_Finalize();
+    return 0;
+}
