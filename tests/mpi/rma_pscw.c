@@ -12,10 +12,13 @@
  * answers). In each round an origin puts pieces of 8 B to 1 MiB + 3
  * bytes into its own part of each target's window (odd sizes and offsets,
  * a guard byte after each), adds its rank + 1 to an integer counter of
- * each target with MPI_Accumulate (MPI_SUM), and gets a 256 KiB region
+ * each target with MPI_Accumulate (MPI_SUM), and gets a 1 MiB region
  * that the target rewrites between its epochs, in two gets (large gets
  * are paced: GW_MPI_RMA_GETS_IN_FLIGHT bounds how many bytes of them are
- * asked at once, so some are held by the origin when it completes). After
+ * asked at once, so some are held by the origin when it completes), and
+ * once more into a strided origin type (not paced; across hosts the
+ * target answers it from its window's memory, which the runtime reads
+ * while it sends: the origin's completion must not pass it). After
  * MPI_Win_wait the target checks its whole window: every origin's pieces
  * with this round's pattern, the guard bytes, and the counter (the sum of
  * the origins' contributions over the rounds so far). After
@@ -28,7 +31,8 @@
 #define PIECES 6
 #define ROUNDS 8
 #define GUARD 0xA5
-#define STABLE (256 << 10)
+#define STABLE (1 << 20)
+#define BLOCK 1024 /* the strided get: blocks of BLOCK bytes, 2 * BLOCK apart */
 
 static const size_t piece_len[PIECES] = {8, 100, 32769, 300001, 1048579, 3};
 static size_t offs[PIECES + 1]; /* each piece's offset in an origin's part */
@@ -87,7 +91,11 @@ static void rounds(const char *kind, MPI_Win w, unsigned char *mem) {
     MPI_Group_incl(world, npeers, peer, &peers);
     size_t plen = part_len();
     unsigned char *src = malloc(plen * (size_t)npeers + 1), *got = malloc(STABLE * (size_t)npeers + 1);
-    CHECK(src && got, "malloc");
+    unsigned char *strided = malloc(2 * STABLE * (size_t)npeers + 1);
+    CHECK(src && got && strided, "malloc");
+    MPI_Datatype every_other;
+    MPI_Type_vector(STABLE / BLOCK, BLOCK, 2 * BLOCK, MPI_BYTE, &every_other);
+    MPI_Type_commit(&every_other);
     /* Before the first exposure: counter 0, the stable region, guards. */
     memset(mem, 0, 8);
     for (size_t k = 0; k < STABLE; k++) mem[8 + k] = stable_byte(rank, 0, k);
@@ -122,6 +130,9 @@ static void rounds(const char *kind, MPI_Win w, unsigned char *mem) {
             memset(into, 0, STABLE);
             MPI_Get(into, STABLE / 2, MPI_BYTE, t, 8, STABLE / 2, MPI_BYTE, w);
             MPI_Get(into + STABLE / 2, STABLE / 2, MPI_BYTE, t, 8 + STABLE / 2, STABLE / 2, MPI_BYTE, w);
+            unsigned char *spread = strided + (size_t)j * 2 * STABLE;
+            memset(spread, 0, 2 * STABLE);
+            MPI_Get(spread, 1, every_other, t, 8, STABLE, MPI_BYTE, w);
         }
         MPI_Win_complete(w);
         for (int j = 0; j < npeers; j++) {
@@ -129,10 +140,19 @@ static void rounds(const char *kind, MPI_Win w, unsigned char *mem) {
             for (size_t k = 0; k < STABLE; k++)
                 CHECK(into[k] == stable_byte(peer[j], round, k), "%s round %d: get from %d, byte %zu: %d", kind,
                       round, peer[j], k, into[k]);
+            const unsigned char *spread = strided + (size_t)j * 2 * STABLE;
+            for (size_t k = 0; k < 2 * STABLE; k++) {
+                size_t block = k / (2 * BLOCK), in = k % (2 * BLOCK);
+                unsigned char want = in < BLOCK ? stable_byte(peer[j], round, block * BLOCK + in) : 0;
+                CHECK(spread[k] == want, "%s round %d: strided get from %d, byte %zu: %d, want %d", kind, round,
+                      peer[j], k, spread[k], want);
+            }
         }
     }
+    MPI_Type_free(&every_other);
     free(src);
     free(got);
+    free(strided);
     free(peer);
     MPI_Group_free(&peers);
     MPI_Group_free(&world);

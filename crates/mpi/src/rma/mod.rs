@@ -381,6 +381,26 @@ impl Rma {
         }
     }
 
+    /// Whether a get of at least [`lent_answers::LEND_MIN`] bytes to world
+    /// rank `world` is unanswered: its target may answer it from the
+    /// window's memory itself, lent to the runtime
+    /// ([`Rma::answer_from_window`]), which reads the window until the
+    /// answer is sent whole. A message that ends the epoch must then not
+    /// pass the answer: the target could change its window while the
+    /// runtime still reads it.
+    pub(super) fn large_gets_unanswered(&self, world: u32) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .any(|p| {
+                p.target == world
+                    && p.result
+                        .as_ref()
+                        .is_some_and(|b| b.bytes() >= lent_answers::LEND_MIN)
+            })
+    }
+
     /// Forgets an operation whose request could not be sent.
     fn forget(&self, id: u64) {
         if let Some(p) = self

@@ -30,6 +30,24 @@ impl Mpi {
         }
     }
 
+    /// Before a synchronization message to window rank `r` that ends an
+    /// epoch (complete, unlock) and is sent right behind the epoch's
+    /// operations: waits for `r`'s answers only while large gets are
+    /// unanswered there. Those paced by this origin (`paced_gets`) may
+    /// not be sent yet, or be sent at any moment by another thread (the
+    /// one that took the previous one's answer), so the message could
+    /// pass them; and the target may answer any get of 64 KiB or more
+    /// from its window's memory, lent to the runtime
+    /// (`Rma::answer_from_window`), which must have sent it whole before
+    /// the target's epoch ends and the program may change that memory. A
+    /// round trip is small beside such gets.
+    fn answers_before_sync(&self, w: &Win, r: u32) {
+        let world = w.comm.world_of(r);
+        if self.rma.paced_gets_pending(world) || self.rma.large_gets_unanswered(world) {
+            self.wait_answers(w, Some(r));
+        }
+    }
+
     fn control(&self, w: &Arc<Win>, rank: u32, kind: u8, arg: u8, answered: bool) -> Result<()> {
         let op_id = if answered {
             self.rma.expect_answer(w, rank, None, None)
@@ -161,9 +179,12 @@ impl Mpi {
         }
         let r = rank as u32;
         let issued = self.rma_issue_deferred(w, Some(r), true);
-        self.wait_answers(w, Some(r));
         let nocheck = w.epoch.lock().unwrap_or_else(|e| e.into_inner()).locked[rank as usize]
             == LOCKED_NOCHECK;
+        // The unlock goes right behind the epoch's operations, as
+        // `win_complete`'s message does (see there); its answer comes
+        // after every operation was applied.
+        self.answers_before_sync(w, r);
         let sent = if nocheck {
             Ok(())
         } else {
@@ -210,14 +231,15 @@ impl Mpi {
             return Err(sync_err("MPI_Win_unlock_all without MPI_Win_lock_all"));
         }
         let mut res = self.rma_issue_deferred(w, None, true);
-        self.wait_answers(w, None);
         if !w
             .epoch
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .lock_all_nocheck
         {
+            // Right behind the operations, as in `win_unlock`.
             for r in 0..w.comm.size {
+                self.answers_before_sync(w, r);
                 res = res.and(self.control(w, r, wire::UNLOCK, 0, true));
             }
         }
@@ -341,20 +363,14 @@ impl Mpi {
         // it counts the COMPLETE every put and accumulate is in its
         // memory and every get answered. Waiting for the answers first
         // put a round trip more on each epoch (PSCW over tcp was
-        // 1.4-2.8x the better peer). Large gets paced by the origin
-        // (`paced_gets`) may not be sent yet, or be sent by another
-        // thread (the one that took the previous one's answer) at any
-        // moment: while any is unanswered for a target, its answers come
-        // first, as before (a round trip is small beside such gets). The
-        // answers are still waited for
+        // 1.4-2.8x the better peer), except behind paced gets
+        // (`answers_before_sync`). The answers are still waited for
         // before returning (local completion: results in, lent buffers
         // settled, errors noted).
         let mut res = Ok(());
         for &r in &ranks {
             res = res.and(self.rma_issue_deferred(w, Some(r), true));
-            if self.rma.paced_gets_pending(w.comm.world_of(r)) {
-                self.wait_answers(w, Some(r));
-            }
+            self.answers_before_sync(w, r);
             res = res.and(self.control(w, r, wire::COMPLETE, 0, false));
         }
         for &r in &ranks {
