@@ -13,7 +13,8 @@
  * bytes into its own part of each target's window (odd sizes and offsets,
  * a guard byte after each), adds its rank + 1 to an integer counter of
  * each target with MPI_Accumulate (MPI_SUM), and gets a 1 MiB region
- * that the target rewrites between its epochs, in two gets (large gets
+ * that the target rewrites between its epochs: in gets of 257 B to 64 KiB
+ * - 1 (answered from the target's window memory), then two (large gets
  * are paced: GW_MPI_RMA_GETS_IN_FLIGHT bounds how many bytes of them are
  * asked at once, so some are held by the origin when it completes), and
  * once more into a strided origin type (not paced; across hosts the
@@ -35,6 +36,8 @@
 #define BLOCK 1024 /* the strided get: blocks of BLOCK bytes, 2 * BLOCK apart */
 
 static const size_t piece_len[PIECES] = {8, 100, 32769, 300001, 1048579, 3};
+#define MEDIUM 5
+static const size_t medium_len[MEDIUM] = {257, 4096, 8191, 40000, 65535};
 static size_t offs[PIECES + 1]; /* each piece's offset in an origin's part */
 
 static int rank, size;
@@ -125,11 +128,23 @@ static void rounds(const char *kind, MPI_Win w, unsigned char *mem) {
             }
             long long one = rank + 1;
             MPI_Accumulate(&one, 1, MPI_LONG_LONG, t, 0, 1, MPI_LONG_LONG, MPI_SUM, w);
-            /* Two large gets: with a small GW_MPI_RMA_GETS_IN_FLIGHT the
-             * second is held by the origin until the first is answered. */
+            /* First gets of medium sizes (a target answers those of 257 B
+             * to 64 KiB - 1 straight from its window's memory: read while
+             * it sends, before it handles this origin's completion), then
+             * two large ones over the rest: with a small
+             * GW_MPI_RMA_GETS_IN_FLIGHT the second is held by the origin
+             * until the first is answered. */
             memset(into, 0, STABLE);
-            MPI_Get(into, STABLE / 2, MPI_BYTE, t, 8, STABLE / 2, MPI_BYTE, w);
-            MPI_Get(into + STABLE / 2, STABLE / 2, MPI_BYTE, t, 8 + STABLE / 2, STABLE / 2, MPI_BYTE, w);
+            size_t at = 0;
+            for (int i = 0; i < MEDIUM; i++) {
+                MPI_Get(into + at, (int)medium_len[i], MPI_BYTE, t, (MPI_Aint)(8 + at), (int)medium_len[i], MPI_BYTE,
+                        w);
+                at += medium_len[i];
+            }
+            size_t half = (STABLE - at) / 2;
+            MPI_Get(into + at, (int)half, MPI_BYTE, t, (MPI_Aint)(8 + at), (int)half, MPI_BYTE, w);
+            MPI_Get(into + at + half, (int)(STABLE - at - half), MPI_BYTE, t, (MPI_Aint)(8 + at + half),
+                    (int)(STABLE - at - half), MPI_BYTE, w);
             unsigned char *spread = strided + (size_t)j * 2 * STABLE;
             memset(spread, 0, 2 * STABLE);
             MPI_Get(spread, 1, every_other, t, 8, STABLE, MPI_BYTE, w);

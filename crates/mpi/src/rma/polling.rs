@@ -8,8 +8,9 @@
 //! polls, a progress-thread slice — up to milliseconds — when it computes
 //! or sleeps). So the request wins only while the target polls.
 //!
-//! Each member says so in the window's lock segment: next to its
-//! accumulate lock word (same cache line, at [`STAMP_OFFSET`]) it stores
+//! Each member says so in the window's lock segment: after its
+//! accumulate lock word (on the next cache line, at [`STAMP_OFFSET`]:
+//! [`super::segment::LOCK_STRIDE`]) it stores
 //! the time stamp counter when it enters a blocking wait, on every 16th
 //! round of that wait once its stamp is [`REFRESH_TICKS`] old, and 0 when
 //! it leaves. An origin that reads a stamp fresher
@@ -21,8 +22,10 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::RwLock;
 
-/// Bytes from a member's accumulate lock word to its polling stamp.
-pub(crate) const STAMP_OFFSET: usize = 8;
+/// Bytes from a member's accumulate lock word to its polling stamp: the
+/// start of the cache line after the lock word's, which the lock word
+/// then has alone (see [`super::segment::LOCK_STRIDE`]).
+pub(crate) const STAMP_OFFSET: usize = super::segment::SHARED_ALIGN;
 
 /// A stamp this much older than now means the member stopped polling
 /// (about 0.5 ms at 2.3 GHz). A polling member stamps every microsecond or
@@ -56,10 +59,10 @@ pub(crate) fn now() -> u64 {
 ///
 /// # Safety
 /// `lock` is a lock word of a window's lock segment, mapped while the
-/// window exists (its line has room for the stamp).
+/// window exists (with the member's [`super::segment::LOCK_STRIDE`] bytes).
 #[inline]
 pub(crate) unsafe fn polls(lock: usize) -> bool {
-    // SAFETY: the caller's contract; 8-aligned (the word starts a cache line).
+    // SAFETY: the caller's contract; 8-aligned (the stamp starts a cache line).
     let stamp = unsafe { &*((lock + STAMP_OFFSET) as *const AtomicU64) }.load(Ordering::Relaxed);
     stamp != 0 && now().wrapping_sub(stamp) < FRESH_TICKS
 }
@@ -120,13 +123,13 @@ impl PollStamps {
 mod tests {
     use super::*;
 
-    /// A lock word's cache line, as in a window's lock segment.
+    /// A member's lock word's lines, as in a window's lock segment.
     #[repr(C, align(64))]
-    struct Line([u64; 8]);
+    struct Line([u64; 16]);
 
     #[test]
     fn a_fresh_stamp_says_polling_and_an_old_or_cleared_one_does_not() {
-        let line = Line([0; 8]);
+        let line = Line([0; 16]);
         let lock = &line as *const Line as usize;
         let stamp = |v: u64| {
             unsafe { &*((lock + STAMP_OFFSET) as *const AtomicU64) }.store(v, Ordering::Relaxed)
@@ -143,8 +146,28 @@ mod tests {
     }
 
     #[test]
+    fn the_lock_word_has_its_cache_line_alone() {
+        use crate::rma::segment::{LOCK_STRIDE, SHARED_ALIGN};
+        use crate::rma::single_copy::GEN_OFFSET;
+        let line = |off: usize| off / SHARED_ALIGN;
+        // The lock word is 4 bytes at offset 0; the stamp and the attach
+        // generation (8 bytes each) are written by the member itself.
+        for (what, off) in [("stamp", STAMP_OFFSET), ("generation", GEN_OFFSET)] {
+            assert_ne!(line(off), line(0), "the {what} shares the lock word's line");
+            assert_eq!(line(off), line(off + 7), "the {what} straddles two lines");
+            assert!(
+                off + 8 <= LOCK_STRIDE,
+                "the {what} is past the member's bytes"
+            );
+            assert_eq!(off % 8, 0, "the {what} is not 8-aligned");
+        }
+        assert_ne!(STAMP_OFFSET, GEN_OFFSET);
+        assert_eq!(LOCK_STRIDE % SHARED_ALIGN, 0);
+    }
+
+    #[test]
     fn registered_words_are_stamped_until_removed() {
-        let line = Line([0; 8]);
+        let line = Line([0; 16]);
         let lock = &line as *const Line as usize;
         let word =
             || unsafe { &*((lock + STAMP_OFFSET) as *const AtomicU64) }.load(Ordering::Relaxed);

@@ -18,6 +18,16 @@ use crate::Mpi;
 /// Every segment's pieces start on this boundary (a cache line).
 pub(crate) const SHARED_ALIGN: usize = 64;
 
+/// Bytes of a segment per member before the members' memory: its
+/// accumulate lock word alone on the first cache line, and on the second
+/// the words its owner writes while it waits or attaches memory (the
+/// polling stamp, [`super::polling::STAMP_OFFSET`], and the attach
+/// generation, [`super::single_copy::GEN_OFFSET`]). On one line, every
+/// stamp the target wrote took the line from an origin spinning on or
+/// holding the lock word, and every lock an origin took took it from the
+/// target's next stamp (false sharing between two processes' writes).
+pub(crate) const LOCK_STRIDE: usize = 2 * SHARED_ALIGN;
+
 /// One host's segment as this process maps it.
 pub(crate) struct HostSegment {
     /// The mapping's address and length (unmapped with the window).
@@ -27,7 +37,8 @@ pub(crate) struct HostSegment {
     pub bases: Vec<usize>,
     /// Per window rank: its accumulate lock in this mapping (0 = not on this
     /// host): a 32-bit word, 0 free, 1 held, that whoever applies an
-    /// accumulate to that member's memory holds (see [`super::direct`]).
+    /// accumulate to that member's memory holds (see [`super::direct`]);
+    /// [`LOCK_STRIDE`] bytes are that member's from there.
     pub locks: Vec<usize>,
 }
 
@@ -64,14 +75,14 @@ impl Mpi {
         let me = c.rank as usize;
         let members: Vec<usize> = (0..n).filter(|&r| rec(r)[..64] == mine[..64]).collect();
         let leader = members[0];
-        // First one accumulate lock per member (a cache line each), then
+        // First one accumulate lock per member ([`LOCK_STRIDE`] each), then
         // each member's piece rounded up to the alignment, in rank order.
         let mut locks = vec![None; n];
         for (i, &m) in members.iter().enumerate() {
-            locks[m] = Some(i * SHARED_ALIGN);
+            locks[m] = Some(i * LOCK_STRIDE);
         }
         let mut offsets = vec![None; n];
-        let mut total: u64 = (members.len() * SHARED_ALIGN) as u64;
+        let mut total: u64 = (members.len() * LOCK_STRIDE) as u64;
         for &m in &members {
             offsets[m] = Some(total);
             let sz = u64::from_le_bytes(rec(m)[69..77].try_into().unwrap());

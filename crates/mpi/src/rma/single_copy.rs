@@ -52,16 +52,19 @@ const TABLE_WORDS: usize = 1 + 2 * TABLE_REGIONS;
 /// segment) to the generation of its [`AttachTable`]: bumped to odd before
 /// the owner rewrites the table and to even after, so an origin knows
 /// without a system call whether the table it read still holds.
-pub(crate) const GEN_OFFSET: usize = 16;
+/// On the line after the lock word's, beside the polling stamp (see
+/// [`super::segment::LOCK_STRIDE`]).
+pub(crate) const GEN_OFFSET: usize = super::polling::STAMP_OFFSET + 8;
 
 /// The generation word of the member whose lock word is at `lock`.
 ///
 /// # Safety
 /// `lock` is a lock word of a window's lock segment, mapped for `'a`.
 unsafe fn generation<'a>(lock: usize) -> &'a AtomicU64 {
-    // SAFETY: the caller's contract; the line starts at `lock` (64-byte
-    // aligned), so the word is 8-aligned and inside it. Shared with other
-    // processes: every access is atomic.
+    // SAFETY: the caller's contract; `lock` is 64-byte aligned and the
+    // member's `LOCK_STRIDE` bytes from it are mapped, so the word is
+    // 8-aligned and inside them. Shared with other processes: every
+    // access is atomic.
     unsafe { AtomicU64::from_ptr((lock + GEN_OFFSET) as *mut u64) }
 }
 

@@ -153,6 +153,28 @@ impl Rma {
             // window's memory.
             return unsafe { self.answer_from_window(ctx, from, h, at, len, key) };
         }
+        if fetches
+            && h.kind == wire::GET
+            && data.is_empty()
+            && len > STACK_ANSWER
+            && len < super::lent_answers::LEND_MIN
+        {
+            // A get below the size that is lent: answered straight from the
+            // window, without copying it into a buffer first (and without
+            // allocating one). The send returns only once the runtime may
+            // let go of the bytes (`Link::send`: what the kernel or ring
+            // does not take within the call is copied and queued), so they
+            // are read here, inside this handler, as the copy was: nothing
+            // is lent, and the target's epoch cannot end before (its end is
+            // a message behind this one on the same link, `answers_before_sync`).
+            // SAFETY: `local_range` checked `at .. at + len` to lie in the
+            // window's memory, mapped while the window is in the table; the
+            // view reaches only the send's copy and the kernel (as in
+            // `answer_from_window`).
+            let window = unsafe { mem::slice(at, len) };
+            self.answer_keyed(ctx, from, h, 0, window, key);
+            return true;
+        }
         let (mut stack, mut heap) = ([0u8; STACK_ANSWER], Vec::new());
         // A large get's answer is copied out of the window into a buffer
         // of earlier answers (`lent_answers`), not zeroed first: a fresh
