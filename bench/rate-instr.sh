@@ -46,6 +46,8 @@ for m in $MPIS; do
   esac
 done
 
+# rate_count.c reads RATE_THREAD (RI_THREAD was documented but never passed on).
+export RATE_THREAD=${RI_THREAD:-single}
 CG="valgrind --tool=callgrind --dump-instr=yes --dump-line=no --callgrind-out-file=%q{RI_OUT}/cg.%p"
 # run MPI SIZE: one job, each rank under callgrind, profiles in a fresh directory
 run() {
@@ -58,8 +60,8 @@ run() {
     gw.tcp) GW_MPI_LIBDIR=$LIB "$GWRUN" -n 2 --emulate-hosts 2 --timeout 900 $CG "$W/rc_gw" "${args[@]}" ;;
     mpich.shm) mpiexec.mpich -bind-to core -n 2 $CG "$W/rc_mpich" "${args[@]}" ;;
     mpich.tcp) MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self mpiexec.mpich -n 2 $CG "$W/rc_mpich" "${args[@]}" ;;
-    ompi.shm) mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to core -x RI_OUT -n 2 $CG "$W/rc_ompi" "${args[@]}" ;;
-    ompi.tcp) mpirun.openmpi --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self -x RI_OUT -n 2 $CG "$W/rc_ompi" "${args[@]}" ;;
+    ompi.shm) mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to core -x RI_OUT -x RATE_THREAD -n 2 $CG "$W/rc_ompi" "${args[@]}" ;;
+    ompi.tcp) mpirun.openmpi --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self -x RI_OUT -x RATE_THREAD -n 2 $CG "$W/rc_ompi" "${args[@]}" ;;
   esac >"$d/out" 2>"$d/err" || { echo "bench/rate-instr.sh: $m $METHOD $s B failed (see $d/err)" >&2; return 1; }
 }
 # count DIR: "role total locked isend irecv waitall" per rank, from the

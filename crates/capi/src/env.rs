@@ -20,6 +20,12 @@ fn init(required: c_int) -> gridwire_mpi::Result<c_int> {
     }
     let m = Mpi::init()?;
     m.engine.set_threaded(required >= MPI_THREAD_MULTIPLE);
+    // SAFETY: below MPI_THREAD_MULTIPLE the program orders its MPI calls
+    // (one thread at a time, each after the previous one), and only MPI
+    // calls of the program use the request table: the library's own threads
+    // (RMA progress, nonblocking collectives) live in gridwire-mpi, which
+    // never sees C handles. No other thread uses it during MPI_Init.
+    unsafe { handles::REQS.set_serial(required < MPI_THREAD_MULTIPLE) };
     if MPI.set(m).is_err() {
         return Err(err(class::OTHER, "MPI_Init was called twice at once"));
     }

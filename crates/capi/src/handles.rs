@@ -6,9 +6,11 @@
 //! object.
 
 use crate::abi::*;
-use gridwire_core::sync::TryLock;
+use gridwire_core::sync::{TryLock, TryLockGuard};
 use gridwire_mpi::engine::Unexpected;
 use gridwire_mpi::{class, err, Basic, Comm, Datatype, Group, MpiError, Op, Req, Result};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 const BASE: usize = 0x1000;
@@ -26,6 +28,35 @@ struct Slot<T> {
 /// handle of `MPI_Irecv` + `MPI_Wait`, a visible part of a small message.)
 pub struct Table<T> {
     inner: TryLock<Slots<T>>,
+    /// Set by [`Table::set_serial`]: the slots are reached without the lock.
+    serial: AtomicBool,
+}
+
+/// Access to a table's slots: under its lock, or (serial mode) without it.
+enum Access<'a, T> {
+    Locked(TryLockGuard<'a, Slots<T>>),
+    Serial(&'a mut Slots<T>),
+}
+
+impl<T> Deref for Access<'_, T> {
+    type Target = Slots<T>;
+    #[inline]
+    fn deref(&self) -> &Slots<T> {
+        match self {
+            Access::Locked(g) => g,
+            Access::Serial(s) => s,
+        }
+    }
+}
+
+impl<T> DerefMut for Access<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Slots<T> {
+        match self {
+            Access::Locked(g) => &mut *g,
+            Access::Serial(s) => s,
+        }
+    }
 }
 
 struct Slots<T> {
@@ -46,12 +77,41 @@ impl<T: Clone> Table<T> {
                 slots: Vec::new(),
                 free: Vec::new(),
             }),
+            serial: AtomicBool::new(false),
+        }
+    }
+
+    /// Serial mode: every operation reaches the slots without the lock's
+    /// compare-exchange. Why: the request table is crossed twice per small
+    /// message (`MPI_Irecv`/`MPI_Isend` insert, `MPI_Wait*` remove), one
+    /// locked instruction each, a visible part of the message rate.
+    ///
+    /// # Safety
+    /// From the call on, until `set_serial(false)`, no two threads may use
+    /// the table at once, and each use must happen-after the previous one
+    /// (a program below `MPI_THREAD_MULTIPLE` orders its MPI calls itself;
+    /// no thread of the library itself may touch the table). Called while
+    /// no other thread uses the table.
+    pub unsafe fn set_serial(&self, yes: bool) {
+        self.serial.store(yes, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn access(&self) -> Access<'_, T> {
+        if self.serial.load(Ordering::Relaxed) {
+            // SAFETY: `set_serial`'s contract: only one thread uses the
+            // table at a time, ordered with the previous user by the
+            // program; no `Access` outlives the table operation that took
+            // it and none of these operations calls back into the table.
+            Access::Serial(unsafe { self.inner.get_unshared() })
+        } else {
+            Access::Locked(self.inner.lock())
         }
     }
 
     #[inline]
     pub fn insert(&self, obj: T) -> Handle {
-        let mut t = self.inner.lock();
+        let mut t = self.access();
         let idx = match t.free.pop() {
             Some(i) => i as usize,
             None => {
@@ -73,7 +133,7 @@ impl<T: Clone> Table<T> {
 
     pub fn get(&self, h: Handle) -> Option<T> {
         let (i, g) = Self::index(h)?;
-        let t = self.inner.lock();
+        let t = self.access();
         let s = t.slots.get(i)?;
         if s.gen != g {
             return None;
@@ -87,7 +147,7 @@ impl<T: Clone> Table<T> {
             return false;
         };
         let old = {
-            let mut t = self.inner.lock();
+            let mut t = self.access();
             match t.slots.get_mut(i) {
                 Some(s) if s.gen == g && s.obj.is_some() => s.obj.replace(obj),
                 _ => return false,
@@ -102,7 +162,7 @@ impl<T: Clone> Table<T> {
     /// then the handle stays live and a clone is returned.
     pub fn remove_unless(&self, h: Handle, keep: impl FnOnce(&T) -> bool) -> Option<T> {
         let (i, g) = Self::index(h)?;
-        let mut t = self.inner.lock();
+        let mut t = self.access();
         let s = t.slots.get_mut(i)?;
         if s.gen != g {
             return None;
@@ -120,7 +180,7 @@ impl<T: Clone> Table<T> {
     /// array of `MPI_Waitall`: one compare-exchange per call instead of one
     /// per handle). Predefined handles give None, as with `get`.
     pub fn get_each(&self, hs: &[Handle]) -> Vec<Option<T>> {
-        let t = self.inner.lock();
+        let t = self.access();
         hs.iter()
             .map(|&h| {
                 let (i, g) = Self::index(h)?;
@@ -136,7 +196,7 @@ impl<T: Clone> Table<T> {
     /// The handle of the first live object for which `pick` holds (a scan:
     /// for error paths, not for calls on the way of a message).
     pub fn find(&self, pick: impl Fn(&T) -> bool) -> Option<Handle> {
-        let t = self.inner.lock();
+        let t = self.access();
         t.slots.iter().enumerate().find_map(|(i, s)| {
             let o = s.obj.as_ref()?;
             pick(o).then_some(((s.gen as usize) << 32) | (i + BASE))
@@ -151,7 +211,7 @@ impl<T: Clone> Table<T> {
         mut pick: impl FnMut(usize) -> bool,
         keep: impl Fn(&T) -> bool,
     ) -> Vec<Option<T>> {
-        let mut t = self.inner.lock();
+        let mut t = self.access();
         let mut out = Vec::with_capacity(hs.len());
         for (k, &h) in hs.iter().enumerate() {
             let got = (|| {
@@ -190,7 +250,7 @@ impl<T: Clone> Table<T> {
         takeable: impl Fn(&T) -> bool,
         mut put: impl FnMut(usize, T),
     ) -> std::result::Result<(), (usize, bool)> {
-        let mut t = self.inner.lock();
+        let mut t = self.access();
         for (k, &h) in hs.iter().enumerate() {
             if !pick(k) {
                 continue;
@@ -226,7 +286,7 @@ impl<T: Clone> Table<T> {
 
     pub fn remove(&self, h: Handle) -> Option<T> {
         let (i, g) = Self::index(h)?;
-        let mut t = self.inner.lock();
+        let mut t = self.access();
         let s = t.slots.get_mut(i)?;
         if s.gen != g {
             return None;
@@ -254,7 +314,7 @@ impl<T: Clone> Table<T> {
         if v < BASE {
             return v;
         }
-        let t = self.inner.lock();
+        let t = self.access();
         match t.slots.get(v - BASE) {
             Some(s) => ((s.gen as usize) << 32) | v,
             None => v,
@@ -805,6 +865,30 @@ pub fn _unused(_: MpiError) {}
 mod tests {
     use super::*;
     use gridwire_mpi::isend::Sent;
+
+    #[test]
+    fn a_serial_table_keeps_generations_and_can_go_back_to_locking() {
+        let t: Table<u8> = Table::new();
+        // SAFETY: this table is local to this thread.
+        unsafe { t.set_serial(true) };
+        let a = t.insert(1);
+        assert_eq!(t.get(a), Some(1));
+        assert_eq!(t.remove(a), Some(1));
+        // The slot is reused under a new generation: the stale handle is refused.
+        let b = t.insert(2);
+        assert_ne!(a, b);
+        assert_eq!(t.get(a), None);
+        assert_eq!(t.remove(a), None);
+        // SAFETY: as above.
+        unsafe { t.set_serial(false) };
+        assert_eq!(t.get(b), Some(2));
+        assert!(
+            t.inner.try_lock().is_some(),
+            "serial use left the lock free"
+        );
+        assert_eq!(t.remove(b), Some(2));
+        assert_eq!(t.get(b), None);
+    }
 
     #[test]
     fn take_each_if_moves_all_or_nothing() {
