@@ -888,6 +888,27 @@ fn sleeping_waits_over_tcp() {
     }
 }
 
+/// Idle waits give the core back (tests/mpi/idle_wait.c: every rank pinned
+/// to one CPU, rank 0 computes, the others wait in receives, barriers and
+/// broadcasts; each waiter's CPU time must stay under a quarter of rank 0's
+/// work). With `GW_SPIN_US=0` the MPI layer's waits follow the runtime's
+/// (before, a host of 2 ranks on 2 cores spun 2 ms per MPI wait whatever
+/// `GW_SPIN_US` said); over 2 emulated hosts too (waits sleep on sockets);
+/// on a machine of at most 3 cores, 4 ranks also with the automatic rule.
+#[test]
+fn idle_waits_give_the_core_back() {
+    let Some((_g, exe)) = serial_compiled("idle_wait", &[]) else {
+        return;
+    };
+    let no_spin = [("GW_SPIN_US", "0")];
+    must_pass(&exe, "idle_wait", 2, 1, &no_spin);
+    must_pass(&exe, "idle_wait", 4, 1, &no_spin);
+    must_pass(&exe, "idle_wait", 3, 2, &no_spin);
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 4 {
+        must_pass(&exe, "idle_wait", 4, 1, &[]);
+    }
+}
+
 /// The default error handler aborts the job with a message naming the
 /// function, the error class and the rank.
 #[test]

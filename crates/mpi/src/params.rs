@@ -42,8 +42,9 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
         name: "MPI_SPIN_US",
         default: "auto",
         kind: Kind::Text,
-        help: "Microseconds a blocking MPI call polls before yielding. `auto` = 2000 when every \
-               rank on this machine has a core, else 0. Read at MPI_Init.",
+        help: "Microseconds a blocking MPI call polls before yielding. `auto` = the runtime's \
+               GW_SPIN_US (whose `auto` is 2000 when every rank on this machine has a core, \
+               else 0). Read at MPI_Init.",
     },
     ParamDecl {
         name: "MPI_NO_CMA",

@@ -516,6 +516,13 @@ impl Context {
             .to_string()
     }
 
+    /// How long an idle wait keeps its core before it yields (`GW_SPIN_US`,
+    /// its `auto` rule applied): the MPI layer's waits follow it too unless
+    /// `GW_MPI_SPIN_US` says otherwise.
+    pub fn spin_budget(&self) -> std::time::Duration {
+        self.inner.spin
+    }
+
     /// Number of contexts that started together with this one (its world:
     /// ids [`world_first`](Self::world_first)`..+size`).
     pub fn size(&self) -> u32 {
