@@ -19,7 +19,16 @@
  * counted (a dump of their own, after 8 windows of warm-up).
  *
  * RATE_THREAD=multiple: MPI_Init_thread(MPI_THREAD_MULTIPLE) instead of
- * MPI_Init, to count the thread-safe path. */
+ * MPI_Init, to count the thread-safe path.
+ *
+ * RATE_LOOP=latency: the one-way half of osu's latency ping-pong instead,
+ * one message a turn: the receiver posts MPI_Irecv and polls it POLLS (8)
+ * times with MPI_Test while nothing has come (what its MPI_Recv spins on),
+ * says so; the sender makes one blocking MPI_Send and says so; the receiver
+ * then calls MPI_Wait (the message is there). WINDOWS counts messages.
+ * Per message: the sender's MPI_Send, the receiver's MPI_Irecv + MPI_Wait,
+ * and one empty MPI_Test (the cost of a poll that finds nothing, which sets
+ * how soon a spinning receiver sees a message). */
 #include <errno.h>
 #include <fcntl.h>
 #include <mpi.h>
@@ -78,6 +87,26 @@ static void window(int rank, long n, char *sbuf, char *rbuf) {
     }
 }
 
+#define POLLS 8
+
+/* RATE_LOOP=latency: one message a turn (see the top). */
+static void one_way(int rank, long n, char *sbuf, char *rbuf) {
+    MPI_Request req;
+    if (rank == 1) {
+        int flag = 0;
+        MPI_Irecv(rbuf, (int)n, MPI_CHAR, 0, 10, MPI_COMM_WORLD, &req);
+        for (int k = 0; k < POLLS; k++) MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+        if (flag) { fprintf(stderr, "rate_count: a receive completed before its send\n"); MPI_Abort(MPI_COMM_WORLD, 1); }
+        say();  /* posted */
+        hear(); /* sent */
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+    } else if (rank == 0) {
+        hear();
+        MPI_Send(sbuf, (int)n, MPI_CHAR, 1, 10, MPI_COMM_WORLD);
+        say();
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: rate_count SIZE WINDOWS SYNCDIR\n");
@@ -115,9 +144,11 @@ int main(int argc, char **argv) {
     }
     /* at least 4 bytes: the ack */
     char *sbuf = calloc(1, (size_t)(n < 4 ? 4 : n)), *rbuf = calloc(1, (size_t)(n < 4 ? 4 : n));
-    for (int i = 0; i < 8; i++) window(rank, n, sbuf, rbuf); /* warm-up: pools, caches */
+    const char *loop = getenv("RATE_LOOP");
+    void (*turn)(int, long, char *, char *) = loop && strcmp(loop, "latency") == 0 ? one_way : window;
+    for (int i = 0; i < 8; i++) turn(rank, n, sbuf, rbuf); /* warm-up: pools, caches */
     CALLGRIND_ZERO_STATS;
-    for (long i = 0; i < windows; i++) window(rank, n, sbuf, rbuf);
+    for (long i = 0; i < windows; i++) turn(rank, n, sbuf, rbuf);
     CALLGRIND_DUMP_STATS_AT("measured windows");
     MPI_Barrier(MPI_COMM_WORLD);
     free(sbuf);
