@@ -113,6 +113,17 @@ mpi_fn!(fn MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(b: *mut Void, coun
     }
 });
 
+/// (done, status) of a request: the status is read only once it is done
+/// (a pending receive's status is written without the request's lock by
+/// the thread that matches it; `Req::done`'s Acquire orders us after).
+fn peek_req(r: &gridwire_mpi::Req) -> (bool, gridwire_mpi::Status) {
+    if r.done() {
+        (true, r.status())
+    } else {
+        (false, gridwire_mpi::Status::empty())
+    }
+}
+
 /// Status of one request without completing it: (done, status).
 fn peek(h: MPI_Request) -> gridwire_mpi::Result<(bool, gridwire_mpi::Status)> {
     match h {
@@ -120,9 +131,9 @@ fn peek(h: MPI_Request) -> gridwire_mpi::Result<(bool, gridwire_mpi::Status)> {
         REQUEST_DONE_SEND => Ok((true, gridwire_mpi::Status::default())),
         _ if crate::handles::is_eager_sent(h) => Ok((true, gridwire_mpi::Status::default())),
         _ => match REQS.get(h) {
-            Some(ReqObj::Plain(r)) => Ok((r.done(), r.status())),
+            Some(ReqObj::Plain(r)) => Ok(peek_req(&r)),
             Some(ReqObj::Persistent(p)) => match p.lock().unwrap().active.clone() {
-                Some(r) => Ok((r.done(), r.status())),
+                Some(r) => Ok(peek_req(&r)),
                 None => Ok((true, gridwire_mpi::Status::empty())),
             },
             Some(ReqObj::Generalized(g)) => Ok(match g.req.done() {

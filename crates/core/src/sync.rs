@@ -71,6 +71,14 @@ impl<T> TryLock<T> {
         }
     }
 
+    /// A raw pointer to the value, for a caller whose exclusive access
+    /// comes from another lock than this one (see the users' comments);
+    /// dereferencing it is the caller's `unsafe` (as `Mutex::data_ptr`).
+    #[inline]
+    pub fn as_ptr(&self) -> *mut T {
+        self.value.get()
+    }
+
     pub fn get_mut(&mut self) -> &mut T {
         self.value.get_mut()
     }

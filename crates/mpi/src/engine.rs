@@ -1084,10 +1084,21 @@ impl Engine {
         }
     }
 
+    /// Whether `req` is a receive. Under the matching lock: a posted
+    /// receive's data is written without the request's lock by whoever
+    /// matches it under this one (`deliver_matched`).
+    pub fn is_recv(&self, req: &Req) -> bool {
+        let _st = self.lock();
+        req.d.lock().is_recv
+    }
+
     /// Cancels a posted receive that has not matched. Returns whether it was cancelled.
     pub fn cancel_recv(&self, req: &Arc<Req>) -> bool {
-        let ctx = req.d.lock().ctx;
         let mut st = self.lock();
+        // Under the matching lock: a posted receive's data is written
+        // without the request's lock by whoever matches it under this one
+        // (`deliver_matched`).
+        let ctx = req.d.lock().ctx;
         let q = st.queues(ctx);
         if let Some(i) = q.posted.iter().position(|p| p.is(req)) {
             // A kept entry borrows the caller's `req`; an owned one's count
@@ -1144,6 +1155,48 @@ fn deliver(req: &Req, env: &Env, data: &[u8]) {
         if data.len() > cap {
             d.status.error = class::TRUNCATE;
         }
+    }
+    req.complete();
+}
+
+/// [`deliver`] without the request's lock, for the receive that the
+/// matching lock's holder has just taken out of its posted queue (the
+/// `H_MSG` fast path). Why: the request's lock was the last locked
+/// instruction of a small message's delivery besides the matching lock.
+///
+/// Why no lock is needed: a posted receive's data (its buffer and status)
+/// is written only by the thread that takes it out of the queue under the
+/// matching lock, and read by others only (a) under the matching lock
+/// (`Engine::cancel_recv`, `Engine::release_recv`, `Engine::is_recv`, the
+/// placers and handlers), which the caller holds now, or (b) after an
+/// Acquire of `Req::done` (waits, tests, `MPI_Request_get_status`), which
+/// the Release store of `complete` below orders after these writes.
+///
+/// # Safety
+/// The caller holds the matching lock and has just removed `req` from
+/// its posted queue (so no other thread delivers to it, and no thread
+/// holds a reference into its data: see above).
+#[inline(always)]
+unsafe fn deliver_matched(req: &Req, env: &Env, data: &[u8]) {
+    let d = req.d.as_ptr();
+    // SAFETY: per the contract and the rule above, this thread alone
+    // reaches the request's data until `complete`; only its fields are
+    // borrowed (the buffer shared, the status written), never the whole.
+    unsafe {
+        let recv = &(*d).recv;
+        let cap = recv.as_ref().map_or(0, |b| b.bytes());
+        let n = data.len().min(cap);
+        if let Some(b) = recv {
+            b.unpack(&data[..n]);
+        }
+        (*d).status = Status {
+            source: env.src,
+            tag: env.tag,
+            error: if data.len() > cap { class::TRUNCATE } else { 0 },
+            comm_ctx: 0,
+            bytes: n,
+            cancelled: false,
+        };
     }
     req.complete();
 }

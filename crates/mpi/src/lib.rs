@@ -608,7 +608,7 @@ impl Mpi {
     }
 
     pub fn cancel(&self, r: &Arc<Req>) {
-        let is_recv = r.d.lock().is_recv;
+        let is_recv = self.engine.is_recv(r);
         if is_recv && !r.done() {
             self.engine.cancel_recv(r);
         } else if !is_recv && !r.done() {

@@ -4,8 +4,8 @@
 
 use super::matching::{held_cost, sender_is, State, Unexpected};
 use super::{
-    deliver, set_envelope, After, Engine, Env, DATA_HDR, DELIVER_LOCKED_MAX, EAGER, MAX_EARLY,
-    MAX_PEER_NBC_QUEUES, MAX_PEER_QUEUES, RTS,
+    deliver, deliver_matched, set_envelope, After, Engine, Env, DATA_HDR, DELIVER_LOCKED_MAX,
+    EAGER, MAX_EARLY, MAX_PEER_NBC_QUEUES, MAX_PEER_QUEUES, RTS,
 };
 use crate::error::class;
 use crate::request::SendData;
@@ -130,7 +130,9 @@ impl Engine {
                 };
                 let p = p.expect("index from position");
                 if data.len() <= DELIVER_LOCKED_MAX {
-                    deliver(p.req(), &env, data);
+                    // SAFETY: under the matching lock (`st`), `p` just
+                    // taken out of its posted queue.
+                    unsafe { deliver_matched(p.req(), &env, data) };
                     if in_round {
                         self.hold_for_round(st);
                     } else {
@@ -322,9 +324,11 @@ impl Engine {
         // Under the matching lock (`st`): a kept entry may be used here.
         let p = q.posted.remove(i).expect("index from position");
         if env.kind == EAGER {
+            // SAFETY: under the matching lock (`st`), `p` just taken out
+            // of its posted queue.
             match &owned {
-                Some(v) => deliver(p.req(), &env, v),
-                None => deliver(p.req(), &env, data),
+                Some(v) => unsafe { deliver_matched(p.req(), &env, v) },
+                None => unsafe { deliver_matched(p.req(), &env, data) },
             }
             if let Some(v) = owned {
                 st.give_buf(v);

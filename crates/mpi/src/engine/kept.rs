@@ -41,8 +41,9 @@ impl Engine {
         if req.done() {
             return;
         }
-        let ctx = req.d.lock().ctx;
         let mut st = self.lock();
+        // Under the matching lock (see `deliver_matched`).
+        let ctx = req.d.lock().ctx;
         if !st.has_queues(ctx) {
             return;
         }
