@@ -500,6 +500,13 @@ fn active_of(h: MPI_Request, look: impl FnOnce() -> Option<ReqObj>) -> Result<Ac
     }
 }
 
+/// Whether `h` is a live plain (not persistent, not generalized) request
+/// that is not done, looked at without cloning it.
+#[inline]
+fn plain_pending(h: MPI_Request) -> bool {
+    REQS.with(h, |o| matches!(o, ReqObj::Plain(r) if !r.done())) == Some(true)
+}
+
 fn is_done(a: &Active) -> bool {
     match a {
         Active::Req(r) => r.done(),
@@ -598,6 +605,17 @@ mpi_fn!(fn MPI_Test / PMPI_Test(req: *mut MPI_Request, flag: *mut c_int, status:
         }
         // SAFETY: checked non-null in/out argument.
         let h = unsafe { &mut *req };
+        // A plain request still pending (the common case of a test loop):
+        // look without taking a reference, poke, look again; only a
+        // request found done is taken out below.
+        if plain_pending(*h) {
+            mpi()?.poke();
+            if plain_pending(*h) {
+                // SAFETY: output argument.
+                unsafe { put(flag, 0) };
+                return Ok(());
+            }
+        }
         let mut a = active(*h)?;
         if !is_done(&a) {
             mpi()?.poke();
