@@ -322,7 +322,7 @@ mpi_fn!(fn MPI_Probe / PMPI_Probe(src: c_int, tag: c_int, c: MPI_Comm, status: *
 
 mpi_fn!(fn MPI_Iprobe / PMPI_Iprobe(src: c_int, tag: c_int, c: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     run("MPI_Iprobe", c, || {
-        let s = mpi()?.iprobe(&*comm(c)?, src, tag)?;
+        let s = mpi()?.iprobe(&*comm_ref(c)?, src, tag)?;
         // SAFETY: output arguments.
         unsafe {
             put(flag, s.is_some() as c_int);
@@ -345,7 +345,7 @@ unsafe fn mprobe_impl(
     block: bool,
 ) -> c_int {
     run(name, c, || {
-        let got = mpi()?.improbe(&*comm(c)?, src, tag, block)?;
+        let got = mpi()?.improbe(&*comm_ref(c)?, src, tag, block)?;
         // SAFETY: output arguments.
         unsafe {
             put(flag, got.is_some() as c_int);
