@@ -1,6 +1,8 @@
 //! The lean path of `MPI_Put` and `MPI_Get` that go as requests: windows
 //! over the program's memory (`MPI_Win_create`, dynamic) to a target that
-//! polls inside MPI, and any window's members on other hosts.
+//! polls inside MPI, and any window's members on other hosts; and of those
+//! (and of accumulates) that go by single copies to a member of this host
+//! that does not poll, where the copy is made here, not by the general path.
 //!
 //! A small put or get to a created window on one host is a round trip of
 //! the shared-memory rings, about 150 ns; the general path
@@ -86,7 +88,22 @@ impl Mpi {
             return false;
         }
         if !super::single_copy::goes_as_request(w, ri, n) {
-            return false;
+            // A single copy (a member of this host not polling inside MPI,
+            // or a put or get above `GW_MPI_RMA_PUT_CHOICE`): the copy
+            // itself, not the general path around it. Not deferred (the
+            // check above), so counted as `rma_defer` counts it.
+            // SAFETY: the caller's contract for `addr .. addr + n`.
+            if !unsafe { super::single_copy::fast_put_or_get(w, r, put, disp, dt, addr, n) } {
+                return false;
+            }
+            if counted {
+                let calls = &sc.calls[ri];
+                calls.store(
+                    calls.load(Ordering::Relaxed).saturating_add(1),
+                    Ordering::Relaxed,
+                );
+            }
+            return true;
         }
         if counted {
             // As `rma_defer` counts (a load and a store, see there).
@@ -101,7 +118,13 @@ impl Mpi {
         // `dt` at `addr`, valid until the operation completes.
         let result =
             (!put).then(|| unsafe { Buf::new(addr, count, crate::request::DtRef::borrowed(dt)) });
-        let id = self.rma.expect_answer(w, r, result, None);
+        // A small put in a start epoch asks for no answer (op id 0): see
+        // `unanswered_put`. Everything else is counted until answered.
+        let id = if put && unanswered_put(w, r, n) {
+            0
+        } else {
+            self.rma.expect_answer(w, r, result, None)
+        };
         let h = Header {
             kind: if put { wire::PUT } else { wire::GET },
             op: 0,
@@ -157,7 +180,9 @@ impl Mpi {
         };
         if sent.is_err() {
             // The general path sends it again and reports the error.
-            self.rma.forget(id);
+            if id != 0 {
+                self.rma.forget(id);
+            }
             if counted {
                 let calls = &sc.calls[ri];
                 calls.store(
@@ -228,7 +253,35 @@ impl Mpi {
             return false;
         }
         if !super::single_copy::accumulate_goes_as_request(w, ri) {
-            return false;
+            // By single copies under the target's lock word: the general
+            // path's `single_copy::accumulate` itself, without the ~1000
+            // instructions of buffers and checks around it.
+            use super::ops::{Kind, Origin, Target};
+            use crate::request::DtRef;
+            // SAFETY: the caller's contract for `data` and `result`.
+            let operand =
+                (data != 0).then(|| unsafe { Buf::new(data, count, DtRef::borrowed(dt)) });
+            let o = Origin {
+                data: operand.as_ref(),
+                compare: None,
+                // SAFETY: as above.
+                result: (result != 0)
+                    .then(|| unsafe { Buf::new(result, count, DtRef::borrowed(dt)) }),
+                op: Some(op),
+            };
+            let t = Target {
+                rank,
+                disp,
+                count,
+                dt,
+            };
+            let kind = if result != 0 {
+                Kind::GetAccumulate
+            } else {
+                Kind::Accumulate
+            };
+            // False: nothing was changed; the general path judges it again.
+            return super::single_copy::accumulate(w, kind, &o, &t);
         }
         let Ok(code) = wire::op_code(op) else {
             return false;
@@ -269,6 +322,36 @@ impl Mpi {
         }
         true
     }
+}
+
+/// Puts below this many bytes may go without an answer
+/// ([`unanswered_put`]): larger ones may be placed by the transport
+/// (`super::placed`, answered when the placement ends) or lend their
+/// buffer (settled by the answer).
+const UNANSWERED_PUT_MAX: usize = 32 << 10;
+
+/// Whether a put of `n` bytes to window rank `r`, checked by the caller,
+/// may go without an answer (op id 0; the target answers only a refusal,
+/// which the window notes for its next synchronization). Only in a start
+/// epoch to `r` alone (no fence or lock epoch to it): that epoch ends with
+/// `MPI_Win_complete`, whose COMPLETE goes right behind the put on the same
+/// ordered route (`win_complete`), and the target's `MPI_Win_wait` returns
+/// only once it handled the COMPLETE, so after the put is in its memory —
+/// the put's answer told nobody anything. The origin's part is done when
+/// the send returns (the runtime copied what it did not hand over), which
+/// is all `MPI_Win_complete` must wait for. So each epoch over tcp sends
+/// one message fewer, and the target no longer sends an answer before it
+/// can post the next epoch. Not to a member reached by single copies or
+/// loads and stores (a later copy could overtake the request, which an
+/// unanswered count would have held back: `single_copy::prefers_request`),
+/// nor on dynamic windows (only the target checks their range, and its
+/// refusal must reach this epoch's `MPI_Win_complete`).
+#[inline]
+fn unanswered_put(w: &Win, r: u32, n: usize) -> bool {
+    n < UNANSWERED_PUT_MAX
+        && w.flavor != super::Flavor::Dynamic
+        && w.access.start_only(r)
+        && !super::single_copy::reached(w, r as usize)
 }
 
 /// Whether `n` bytes of `dt` at displacement `disp` lie inside rank `ri`'s

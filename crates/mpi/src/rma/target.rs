@@ -97,6 +97,11 @@ impl Rma {
         data: &[u8],
         key: u32,
     ) {
+        if h.op_id == 0 && status == 0 {
+            // An operation sent without an answer (a small put in a start
+            // epoch, `Mpi::fast_request_put_get`): only a refusal is told.
+            return;
+        }
         let hdr = h.answer(status.clamp(0, 255) as u8).encode();
         if let Ok(sp) = ctx.startpoint(to) {
             // No empty part: one part when there is no data.
