@@ -105,6 +105,10 @@ impl Mpi {
             }
             return true;
         }
+        // A put held for this epoch's complete goes before this operation.
+        if self.send_held_put(w, r, false).is_err() {
+            return false;
+        }
         if counted {
             // As `rma_defer` counts (a load and a store, see there).
             let calls = &sc.calls[ri];
@@ -118,13 +122,32 @@ impl Mpi {
         // `dt` at `addr`, valid until the operation completes.
         let result =
             (!put).then(|| unsafe { Buf::new(addr, count, crate::request::DtRef::borrowed(dt)) });
-        // A small put in a start epoch asks for no answer (op id 0): see
-        // `unanswered_put`. Everything else is counted until answered.
-        let id = if put && unanswered_put(w, r, n) {
-            0
-        } else {
-            self.rma.expect_answer(w, r, result, None)
-        };
+        if put && unanswered_put(w, r, n) {
+            // A small put in a start epoch asks for no answer (op id 0, see
+            // `unanswered_put`) and is held until the next operation to
+            // this target or the epoch's `MPI_Win_complete`, which sends it
+            // with the complete as one message ([`HeldPut`]).
+            let h = Header {
+                kind: wire::PUT,
+                op: 0,
+                basic: dt.basic.map_or(0, wire::basic_code),
+                arg: 0,
+                win: w.id,
+                op_id: 0,
+            }
+            .encode();
+            let mut slot = w.held_put[ri].lock().unwrap_or_else(|e| e.into_inner());
+            *slot = Some(HeldPut {
+                header: h,
+                layout,
+                data: addr.wrapping_add_signed(dt.true_lb),
+                len: n,
+            });
+            w.put_held[ri].store(true, Ordering::Release);
+            return true;
+        }
+        // Everything else is counted until answered.
+        let id = self.rma.expect_answer(w, r, result, None);
         let h = Header {
             kind: if put { wire::PUT } else { wire::GET },
             op: 0,
@@ -180,9 +203,7 @@ impl Mpi {
         };
         if sent.is_err() {
             // The general path sends it again and reports the error.
-            if id != 0 {
-                self.rma.forget(id);
-            }
+            self.rma.forget(id);
             if counted {
                 let calls = &sc.calls[ri];
                 calls.store(
@@ -250,6 +271,10 @@ impl Mpi {
         let sc = &w.single_copy;
         // Deferred puts and gets go first (the general path issues them).
         if sc.held.get(ri).is_some_and(|h| h.load(Ordering::Acquire)) {
+            return false;
+        }
+        // So does a put held for the epoch's complete.
+        if self.send_held_put(w, r, false).is_err() {
             return false;
         }
         if !super::single_copy::accumulate_goes_as_request(w, ri) {
@@ -321,6 +346,71 @@ impl Mpi {
             return false;
         }
         true
+    }
+}
+
+/// The last put of a start epoch to a target reached by requests only
+/// ([`unanswered_put`]), held until the next operation to that target or
+/// the epoch's `MPI_Win_complete`, which sends it with [`wire::THEN_COMPLETE`]
+/// in its header's `arg`: the target applies the put and counts the
+/// complete, one message where there were two (an epoch of one small put
+/// over tcp was post, put, complete; now post and put-with-complete: one
+/// round trip). The origin buffer is read when it is sent: MPI leaves it
+/// unchanged until the synchronization that ends the epoch.
+pub(crate) struct HeldPut {
+    header: [u8; wire::HEADER],
+    layout: [u8; wire::ONE_PIECE],
+    /// The origin bytes' address and length.
+    data: usize,
+    len: usize,
+}
+
+impl Mpi {
+    /// Sends the put held for window rank `r` ([`HeldPut`]), if any; with
+    /// `complete`, as the epoch's complete too. Whether one was sent. A
+    /// failed send is noted on the window (its next synchronization
+    /// reports it) and returned.
+    pub(crate) fn send_held_put(
+        &self,
+        w: &Win,
+        r: u32,
+        complete: bool,
+    ) -> crate::error::Result<bool> {
+        let ri = r as usize;
+        if !w
+            .put_held
+            .get(ri)
+            .is_some_and(|f| f.load(Ordering::Acquire))
+        {
+            return Ok(false);
+        }
+        let held = {
+            let mut slot = w.held_put[ri].lock().unwrap_or_else(|e| e.into_inner());
+            w.put_held[ri].store(false, Ordering::Release);
+            slot.take()
+        };
+        let Some(mut p) = held else {
+            return Ok(false);
+        };
+        if complete {
+            p.header[3] = wire::THEN_COMPLETE;
+        }
+        // SAFETY: the put's origin buffer, `len` bytes, unchanged until
+        // the synchronization that ends the epoch (MPI's contract), which
+        // is this call or a later one.
+        let data = unsafe { crate::mem::slice(p.data, p.len) };
+        let parts = [
+            IoSlice::new(&p.header),
+            IoSlice::new(&p.layout),
+            IoSlice::new(data),
+        ];
+        match self.rma_send(w, r, &parts) {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                w.note_error(e.clone());
+                Err(e)
+            }
+        }
     }
 }
 

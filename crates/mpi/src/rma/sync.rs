@@ -371,7 +371,16 @@ impl Mpi {
         for &r in &ranks {
             res = res.and(self.rma_issue_deferred(w, Some(r), true));
             self.answers_before_sync(w, r);
-            res = res.and(self.control(w, r, wire::COMPLETE, 0, false));
+            // A put held for this complete carries it (one message).
+            match self.send_held_put(w, r, true) {
+                Ok(true) => {}
+                Ok(false) => res = res.and(self.control(w, r, wire::COMPLETE, 0, false)),
+                // Noted on the window; the complete still goes.
+                Err(e) => {
+                    res = res.and(Err(e));
+                    let _ = self.control(w, r, wire::COMPLETE, 0, false);
+                }
+            }
         }
         for &r in &ranks {
             self.wait_answers(w, Some(r));

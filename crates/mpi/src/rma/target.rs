@@ -44,15 +44,24 @@ impl Rma {
         match h.kind {
             wire::PUT | wire::GET | wire::ACC | wire::GET_ACC | wire::CAS => {
                 let key = crate::comm_links::traffic_key(win.comm.ctx as u64);
-                if self.apply_one_piece(ctx, &win, from, h, rest, key) {
-                    return;
-                }
-                match self.apply(&win, h, rest) {
-                    Ok(old) => self.answer_owned(ctx, from, h, old, key),
-                    Err((c, why)) => {
-                        self.reject(ctx, from, format_args!("{why}"));
-                        self.answer_keyed(ctx, from, h, c, &[], key);
+                if !self.apply_one_piece(ctx, &win, from, h, rest, key) {
+                    match self.apply(&win, h, rest) {
+                        Ok(old) => self.answer_owned(ctx, from, h, old, key),
+                        Err((c, why)) => {
+                            self.reject(ctx, from, format_args!("{why}"));
+                            self.answer_keyed(ctx, from, h, c, &[], key);
+                        }
                     }
+                }
+                if h.kind == wire::PUT && h.arg == wire::THEN_COMPLETE {
+                    // The origin's `MPI_Win_complete` rode on its last put
+                    // (`fast_request::HeldPut`): counted after the put, as
+                    // a COMPLETE behind it would be.
+                    let _ = win.completes[from_rank as usize].fetch_update(
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                        |v| v.checked_add(1),
+                    );
                 }
             }
             wire::LOCK => self.on_lock(ctx, &win, from, h),
