@@ -29,7 +29,11 @@
  * Then small epochs: EPOCHS epochs of one 8-byte put (the epoch number)
  * from each origin to each target, the target checking every one after
  * MPI_Win_wait, then as many of two puts and an accumulate (which must
- * send the held put before it) checked likewise. With
+ * send the held put before it) checked likewise, then epochs of gets of
+ * values the target wrote before posting: one 8-byte get alone (held to
+ * carry the complete), and one of BIG bytes followed by one of 8 (the
+ * large get's answer is waited for before the complete, which must not
+ * wait for the small one held behind it), checked after MPI_Win_complete. With
  * GW_TEST_EXPECT_EPOCH_MSGS set (gridwire, 2 ranks on 2 hosts over tcp),
  * each rank counts the tcp messages it sent during the one-put epochs
  * (MPI_T counter gw_tcp_sent_msgs): one per epoch each way (post; the
@@ -188,12 +192,13 @@ static void rounds(const char *kind, MPI_Win w, unsigned char *mem) {
 
 /* The small epochs of the header, on a created window of 64 bytes per
  * origin (2 longs: the put's, the second put's; 1 long: the sum). */
+#define BIG (96 << 10)
 static void small_epochs(void) {
-    long *mem = calloc((size_t)size * 4, sizeof(long));
-    CHECK(mem, "calloc");
+    size_t nl = (size_t)size * 4 + BIG / sizeof(long);
+    long *mem = calloc(nl, sizeof(long)), *big = malloc(BIG * (size_t)size);
+    CHECK(mem && big, "calloc");
     MPI_Win w;
-    MPI_Win_create(mem, (MPI_Aint)((size_t)size * 4 * sizeof(long)), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD,
-                   &w);
+    MPI_Win_create(mem, (MPI_Aint)(nl * sizeof(long)), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &w);
     MPI_Group world, peers;
     MPI_Comm_group(MPI_COMM_WORLD, &world);
     int npeers = 0;
@@ -202,7 +207,8 @@ static void small_epochs(void) {
     for (int r = 0; r < size; r++)
         if (is_origin(r) != is_origin(rank)) peer[npeers++] = r;
     MPI_Group_incl(world, npeers, peer, &peers);
-    int count_msgs = getenv("GW_TEST_EXPECT_EPOCH_MSGS") != NULL;
+    const char *expect = getenv("GW_TEST_EXPECT_EPOCH_MSGS");
+    int count_msgs = expect && *expect;
     for (int pass = 0; pass < 2; pass++) {
         long long before = count_msgs && pass == 0 ? gw_counter("gw_tcp_sent_msgs") : 0;
         for (long e = 1; e <= EPOCHS; e++) {
@@ -240,7 +246,41 @@ static void small_epochs(void) {
                   EPOCHS);
         }
     }
+    long *got = malloc(sizeof(long) * (size_t)npeers);
+    CHECK(got, "malloc");
+    for (int pass = 0; pass < 2; pass++) {
+        for (long e = 1; e <= EPOCHS / 4; e++) {
+            if (is_origin(rank)) {
+                MPI_Win_start(peers, 0, w);
+                for (int i = 0; i < npeers; i++) {
+                    long *b = big + (size_t)i * (BIG / sizeof(long));
+                    got[i] = -1;
+                    if (pass == 1) {
+                        b[0] = b[BIG / sizeof(long) - 1] = 0;
+                        MPI_Get(b, BIG, MPI_BYTE, peer[i], size * 4, BIG, MPI_BYTE, w);
+                    }
+                    MPI_Get(&got[i], 1, MPI_LONG, peer[i], 4 * rank + 3, 1, MPI_LONG, w);
+                }
+                MPI_Win_complete(w);
+                for (int i = 0; i < npeers; i++) {
+                    long *b = big + (size_t)i * (BIG / sizeof(long));
+                    CHECK(got[i] == e * 7 + peer[i], "get pass %d epoch %ld from %d: %ld", pass, e, peer[i], got[i]);
+                    if (pass == 1)
+                        CHECK(b[0] == e && b[BIG / sizeof(long) - 1] == -e, "large get epoch %ld from %d: %ld %ld", e,
+                              peer[i], b[0], b[BIG / sizeof(long) - 1]);
+                }
+            } else {
+                for (int i = 0; i < npeers; i++) mem[4 * peer[i] + 3] = e * 7 + rank;
+                mem[size * 4] = e;
+                mem[nl - 1] = -e;
+                MPI_Win_post(peers, 0, w);
+                MPI_Win_wait(w);
+            }
+        }
+    }
+    free(got);
     gw_counter_done();
+    free(big);
     MPI_Group_free(&peers);
     MPI_Group_free(&world);
     free(peer);

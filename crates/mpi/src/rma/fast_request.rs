@@ -157,6 +157,19 @@ impl Mpi {
             op_id: id,
         }
         .encode();
+        if !put && held_get(w, r, n) {
+            // Held as a small put is (its answer is waited for by
+            // `MPI_Win_complete`, which sends it with the complete).
+            let mut slot = w.held_put[ri].lock().unwrap_or_else(|e| e.into_inner());
+            *slot = Some(HeldPut {
+                header: h,
+                layout,
+                data: 0,
+                len: 0,
+            });
+            w.put_held[ri].store(true, Ordering::Release);
+            return true;
+        }
         let sent = if put {
             // SAFETY: the caller's contract: `n` readable bytes at `addr`.
             let data = unsafe { crate::mem::slice(addr.wrapping_add_signed(dt.true_lb), n) };
@@ -350,7 +363,8 @@ impl Mpi {
 }
 
 /// The last put of a start epoch to a target reached by requests only
-/// ([`unanswered_put`]), held until the next operation to that target or
+/// ([`unanswered_put`]), or its last small get ([`held_get`]: registered
+/// for its answer, no data), held until the next operation to that target or
 /// the epoch's `MPI_Win_complete`, which sends it with [`wire::THEN_COMPLETE`]
 /// in its header's `arg`: the target applies the put and counts the
 /// complete, one message where there were two (an epoch of one small put
@@ -395,18 +409,29 @@ impl Mpi {
         if complete {
             p.header[3] = wire::THEN_COMPLETE;
         }
-        // SAFETY: the put's origin buffer, `len` bytes, unchanged until
-        // the synchronization that ends the epoch (MPI's contract), which
-        // is this call or a later one.
-        let data = unsafe { crate::mem::slice(p.data, p.len) };
-        let parts = [
-            IoSlice::new(&p.header),
-            IoSlice::new(&p.layout),
-            IoSlice::new(data),
-        ];
-        match self.rma_send(w, r, &parts) {
+        let sent = if p.len == 0 {
+            // A get: no data.
+            self.rma_send(w, r, &[IoSlice::new(&p.header), IoSlice::new(&p.layout)])
+        } else {
+            // SAFETY: the put's origin buffer, `len` bytes, unchanged until
+            // the synchronization that ends the epoch (MPI's contract),
+            // which is this call or a later one.
+            let data = unsafe { crate::mem::slice(p.data, p.len) };
+            let parts = [
+                IoSlice::new(&p.header),
+                IoSlice::new(&p.layout),
+                IoSlice::new(data),
+            ];
+            self.rma_send(w, r, &parts)
+        };
+        match sent {
             Ok(()) => Ok(true),
             Err(e) => {
+                // A get waits for its answer: not any more.
+                let id = u64::from_le_bytes(p.header[8..16].try_into().unwrap_or([0; 8]));
+                if id != 0 {
+                    self.rma.forget(id);
+                }
                 w.note_error(e.clone());
                 Err(e)
             }
@@ -440,6 +465,20 @@ const UNANSWERED_PUT_MAX: usize = 32 << 10;
 fn unanswered_put(w: &Win, r: u32, n: usize) -> bool {
     n < UNANSWERED_PUT_MAX
         && w.flavor != super::Flavor::Dynamic
+        && w.access.start_only(r)
+        && !super::single_copy::reached(w, r as usize)
+}
+
+/// Whether a get of `n` bytes to window rank `r` (registered for its
+/// answer) is held to carry the epoch's complete ([`HeldPut`]): in a start
+/// epoch to `r` alone, to a member reached by requests only, and below the
+/// size whose gets are paced (`super::paced_gets`; `MPI_Win_complete`
+/// waits for those answers before its complete, `answers_before_sync`).
+/// The target answers it in its handler, reading the window there, before
+/// it counts the complete (as it handled a COMPLETE behind it).
+#[inline]
+fn held_get(w: &Win, r: u32, n: usize) -> bool {
+    n < super::paced_gets::PACE_MIN
         && w.access.start_only(r)
         && !super::single_copy::reached(w, r as usize)
 }

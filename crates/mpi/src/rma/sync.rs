@@ -44,6 +44,10 @@ impl Mpi {
     fn answers_before_sync(&self, w: &Win, r: u32) {
         let world = w.comm.world_of(r);
         if self.rma.paced_gets_pending(world) || self.rma.large_gets_unanswered(world) {
+            // A get held to carry the complete (`fast_request::HeldPut`)
+            // is among the answers waited for: it goes now, alone (a
+            // failed send is noted on the window and forgotten).
+            let _ = self.send_held_put(w, r, false);
             self.wait_answers(w, Some(r));
         }
     }

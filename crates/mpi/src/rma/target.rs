@@ -53,10 +53,10 @@ impl Rma {
                         }
                     }
                 }
-                if h.kind == wire::PUT && h.arg == wire::THEN_COMPLETE {
+                if matches!(h.kind, wire::PUT | wire::GET) && h.arg == wire::THEN_COMPLETE {
                     // The origin's `MPI_Win_complete` rode on its last put
-                    // (`fast_request::HeldPut`): counted after the put, as
-                    // a COMPLETE behind it would be.
+                    // or get (`fast_request::HeldPut`): counted after it was
+                    // applied and answered, as a COMPLETE behind it would be.
                     let _ = win.completes[from_rank as usize].fetch_update(
                         Ordering::AcqRel,
                         Ordering::Acquire,
