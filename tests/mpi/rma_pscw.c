@@ -24,8 +24,23 @@
  * with this round's pattern, the guard bytes, and the counter (the sum of
  * the origins' contributions over the rounds so far). After
  * MPI_Win_complete the origin checks the gets. Rounds repeat on a window
- * of MPI_Win_create and one of MPI_Win_allocate. */
+ * of MPI_Win_create and one of MPI_Win_allocate.
+ *
+ * Then small epochs: EPOCHS epochs of one 8-byte put (the epoch number)
+ * from each origin to each target, the target checking every one after
+ * MPI_Win_wait, then as many of two puts and an accumulate (which must
+ * send the held put before it) checked likewise, then epochs of gets of
+ * values the target wrote before posting: one 8-byte get alone (held to
+ * carry the complete), and one of BIG bytes followed by one of 8 (the
+ * large get's answer is waited for before the complete, which must not
+ * wait for the small one held behind it), checked after MPI_Win_complete. With
+ * GW_TEST_EXPECT_EPOCH_MSGS set (gridwire, 2 ranks on 2 hosts over tcp),
+ * each rank counts the tcp messages it sent during the one-put epochs
+ * (MPI_T counter gw_tcp_sent_msgs): one per epoch each way (post; the
+ * put carrying the complete), checked as at most 1.25 per epoch (it was
+ * 2: post and the put's answer; put and complete). */
 #include "check.h"
+#include "pvar_counter.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -173,6 +188,106 @@ static void rounds(const char *kind, MPI_Win w, unsigned char *mem) {
     MPI_Group_free(&world);
 }
 
+#define EPOCHS 200
+
+/* The small epochs of the header, on a created window of 64 bytes per
+ * origin (2 longs: the put's, the second put's; 1 long: the sum). */
+#define BIG (96 << 10)
+static void small_epochs(void) {
+    size_t nl = (size_t)size * 4 + BIG / sizeof(long);
+    long *mem = calloc(nl, sizeof(long)), *big = malloc(BIG * (size_t)size);
+    CHECK(mem && big, "calloc");
+    MPI_Win w;
+    MPI_Win_create(mem, (MPI_Aint)(nl * sizeof(long)), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &w);
+    MPI_Group world, peers;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int npeers = 0;
+    int *peer = malloc(sizeof(int) * (size_t)size);
+    CHECK(peer, "malloc");
+    for (int r = 0; r < size; r++)
+        if (is_origin(r) != is_origin(rank)) peer[npeers++] = r;
+    MPI_Group_incl(world, npeers, peer, &peers);
+    const char *expect = getenv("GW_TEST_EXPECT_EPOCH_MSGS");
+    int count_msgs = expect && *expect;
+    for (int pass = 0; pass < 2; pass++) {
+        long long before = count_msgs && pass == 0 ? gw_counter("gw_tcp_sent_msgs") : 0;
+        for (long e = 1; e <= EPOCHS; e++) {
+            if (is_origin(rank)) {
+                long v = e * 1000 + rank, v2 = -e, one = 1;
+                MPI_Win_start(peers, 0, w);
+                for (int i = 0; i < npeers; i++) {
+                    MPI_Put(&v, 1, MPI_LONG, peer[i], 4 * rank, 1, MPI_LONG, w);
+                    if (pass == 1) {
+                        MPI_Put(&v2, 1, MPI_LONG, peer[i], 4 * rank + 1, 1, MPI_LONG, w);
+                        MPI_Accumulate(&one, 1, MPI_LONG, peer[i], 4 * rank + 2, 1, MPI_LONG, MPI_SUM, w);
+                    }
+                }
+                MPI_Win_complete(w);
+            } else {
+                MPI_Win_post(peers, 0, w);
+                MPI_Win_wait(w);
+                for (int i = 0; i < npeers; i++) {
+                    int o = peer[i];
+                    CHECK(mem[4 * o] == e * 1000 + o, "pass %d epoch %ld: origin %d's put holds %ld", pass, e, o,
+                          mem[4 * o]);
+                    if (pass == 1) {
+                        CHECK(mem[4 * o + 1] == -e, "epoch %ld: origin %d's second put holds %ld", e, o,
+                              mem[4 * o + 1]);
+                        CHECK(mem[4 * o + 2] == e, "epoch %ld: origin %d's sum is %ld", e, o, mem[4 * o + 2]);
+                    }
+                }
+            }
+        }
+        if (count_msgs && pass == 0) {
+            long long sent = gw_counter("gw_tcp_sent_msgs") - before;
+            CHECK(sent * 4 <= EPOCHS * 5, "rank %d sent %lld tcp messages in %d one-put epochs (at most %d)", rank,
+                  sent, EPOCHS, EPOCHS * 5 / 4);
+            CHECK(sent >= EPOCHS, "rank %d sent %lld tcp messages in %d epochs: not over tcp?", rank, sent,
+                  EPOCHS);
+        }
+    }
+    long *got = malloc(sizeof(long) * (size_t)npeers);
+    CHECK(got, "malloc");
+    for (int pass = 0; pass < 2; pass++) {
+        for (long e = 1; e <= EPOCHS / 4; e++) {
+            if (is_origin(rank)) {
+                MPI_Win_start(peers, 0, w);
+                for (int i = 0; i < npeers; i++) {
+                    long *b = big + (size_t)i * (BIG / sizeof(long));
+                    got[i] = -1;
+                    if (pass == 1) {
+                        b[0] = b[BIG / sizeof(long) - 1] = 0;
+                        MPI_Get(b, BIG, MPI_BYTE, peer[i], size * 4, BIG, MPI_BYTE, w);
+                    }
+                    MPI_Get(&got[i], 1, MPI_LONG, peer[i], 4 * rank + 3, 1, MPI_LONG, w);
+                }
+                MPI_Win_complete(w);
+                for (int i = 0; i < npeers; i++) {
+                    long *b = big + (size_t)i * (BIG / sizeof(long));
+                    CHECK(got[i] == e * 7 + peer[i], "get pass %d epoch %ld from %d: %ld", pass, e, peer[i], got[i]);
+                    if (pass == 1)
+                        CHECK(b[0] == e && b[BIG / sizeof(long) - 1] == -e, "large get epoch %ld from %d: %ld %ld", e,
+                              peer[i], b[0], b[BIG / sizeof(long) - 1]);
+                }
+            } else {
+                for (int i = 0; i < npeers; i++) mem[4 * peer[i] + 3] = e * 7 + rank;
+                mem[size * 4] = e;
+                mem[nl - 1] = -e;
+                MPI_Win_post(peers, 0, w);
+                MPI_Win_wait(w);
+            }
+        }
+    }
+    free(got);
+    gw_counter_done();
+    free(big);
+    MPI_Group_free(&peers);
+    MPI_Group_free(&world);
+    free(peer);
+    MPI_Win_free(&w);
+    free(mem);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -192,6 +307,8 @@ int main(int argc, char **argv) {
     MPI_Win_allocate((MPI_Aint)win_len(), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &amem, &w);
     rounds("allocated", w, amem);
     MPI_Win_free(&w);
+
+    small_epochs();
 
     PASS("rma_pscw");
     MPI_Finalize();

@@ -115,6 +115,15 @@ impl Access {
     pub(crate) fn fence_only(&self, rank: u32) -> bool {
         self.rank_bits(rank) == FENCE
     }
+
+    /// Whether `rank` is reached in a start epoch only (in the group of
+    /// `MPI_Win_start`; no fence epoch, no lock epoch to it): the epoch
+    /// ends with `MPI_Win_complete`, whose COMPLETE goes behind every
+    /// operation on the same ordered route.
+    #[inline(always)]
+    pub(crate) fn start_only(&self, rank: u32) -> bool {
+        self.rank_bits(rank) == STARTED
+    }
 }
 
 /// The bits every rank shares in `e`: fence, lock-all.
@@ -157,8 +166,12 @@ mod tests {
             "a start group is active, not passive"
         );
         assert!(!a.may_access(1));
-        e.started = None;
+        assert!(a.start_only(2) && !a.start_only(1) && !a.start_only(0));
+        // A start group after a fence that left an epoch open: not start only.
         e.fence = true;
+        a.mirror(&e);
+        assert!(a.may_access(2) && !a.start_only(2));
+        e.started = None;
         a.mirror(&e);
         assert!((0..3).all(|r| a.may_access(r) && !a.passive(r)));
         assert!(!a.any_passive(), "a fence is no passive epoch");

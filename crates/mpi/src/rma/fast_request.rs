@@ -1,6 +1,8 @@
 //! The lean path of `MPI_Put` and `MPI_Get` that go as requests: windows
 //! over the program's memory (`MPI_Win_create`, dynamic) to a target that
-//! polls inside MPI, and any window's members on other hosts.
+//! polls inside MPI, and any window's members on other hosts; and of those
+//! (and of accumulates) that go by single copies to a member of this host
+//! that does not poll, where the copy is made here, not by the general path.
 //!
 //! A small put or get to a created window on one host is a round trip of
 //! the shared-memory rings, about 150 ns; the general path
@@ -86,6 +88,25 @@ impl Mpi {
             return false;
         }
         if !super::single_copy::goes_as_request(w, ri, n) {
+            // A single copy (a member of this host not polling inside MPI,
+            // or a put or get above `GW_MPI_RMA_PUT_CHOICE`): the copy
+            // itself, not the general path around it. Not deferred (the
+            // check above), so counted as `rma_defer` counts it.
+            // SAFETY: the caller's contract for `addr .. addr + n`.
+            if !unsafe { super::single_copy::fast_put_or_get(w, r, put, disp, dt, addr, n) } {
+                return false;
+            }
+            if counted {
+                let calls = &sc.calls[ri];
+                calls.store(
+                    calls.load(Ordering::Relaxed).saturating_add(1),
+                    Ordering::Relaxed,
+                );
+            }
+            return true;
+        }
+        // A put held for this epoch's complete goes before this operation.
+        if self.send_held_put(w, r, false).is_err() {
             return false;
         }
         if counted {
@@ -101,6 +122,31 @@ impl Mpi {
         // `dt` at `addr`, valid until the operation completes.
         let result =
             (!put).then(|| unsafe { Buf::new(addr, count, crate::request::DtRef::borrowed(dt)) });
+        if put && unanswered_put(w, r, n) {
+            // A small put in a start epoch asks for no answer (op id 0, see
+            // `unanswered_put`) and is held until the next operation to
+            // this target or the epoch's `MPI_Win_complete`, which sends it
+            // with the complete as one message ([`HeldPut`]).
+            let h = Header {
+                kind: wire::PUT,
+                op: 0,
+                basic: dt.basic.map_or(0, wire::basic_code),
+                arg: 0,
+                win: w.id,
+                op_id: 0,
+            }
+            .encode();
+            let mut slot = w.held_put[ri].lock().unwrap_or_else(|e| e.into_inner());
+            *slot = Some(HeldPut {
+                header: h,
+                layout,
+                data: addr.wrapping_add_signed(dt.true_lb),
+                len: n,
+            });
+            w.put_held[ri].store(true, Ordering::Release);
+            return true;
+        }
+        // Everything else is counted until answered.
         let id = self.rma.expect_answer(w, r, result, None);
         let h = Header {
             kind: if put { wire::PUT } else { wire::GET },
@@ -111,6 +157,19 @@ impl Mpi {
             op_id: id,
         }
         .encode();
+        if !put && held_get(w, r, n) {
+            // Held as a small put is (its answer is waited for by
+            // `MPI_Win_complete`, which sends it with the complete).
+            let mut slot = w.held_put[ri].lock().unwrap_or_else(|e| e.into_inner());
+            *slot = Some(HeldPut {
+                header: h,
+                layout,
+                data: 0,
+                len: 0,
+            });
+            w.put_held[ri].store(true, Ordering::Release);
+            return true;
+        }
         let sent = if put {
             // SAFETY: the caller's contract: `n` readable bytes at `addr`.
             let data = unsafe { crate::mem::slice(addr.wrapping_add_signed(dt.true_lb), n) };
@@ -227,8 +286,40 @@ impl Mpi {
         if sc.held.get(ri).is_some_and(|h| h.load(Ordering::Acquire)) {
             return false;
         }
-        if !super::single_copy::accumulate_goes_as_request(w, ri) {
+        // So does a put held for the epoch's complete.
+        if self.send_held_put(w, r, false).is_err() {
             return false;
+        }
+        if !super::single_copy::accumulate_goes_as_request(w, ri) {
+            // By single copies under the target's lock word: the general
+            // path's `single_copy::accumulate` itself, without the ~1000
+            // instructions of buffers and checks around it.
+            use super::ops::{Kind, Origin, Target};
+            use crate::request::DtRef;
+            // SAFETY: the caller's contract for `data` and `result`.
+            let operand =
+                (data != 0).then(|| unsafe { Buf::new(data, count, DtRef::borrowed(dt)) });
+            let o = Origin {
+                data: operand.as_ref(),
+                compare: None,
+                // SAFETY: as above.
+                result: (result != 0)
+                    .then(|| unsafe { Buf::new(result, count, DtRef::borrowed(dt)) }),
+                op: Some(op),
+            };
+            let t = Target {
+                rank,
+                disp,
+                count,
+                dt,
+            };
+            let kind = if result != 0 {
+                Kind::GetAccumulate
+            } else {
+                Kind::Accumulate
+            };
+            // False: nothing was changed; the general path judges it again.
+            return super::single_copy::accumulate(w, kind, &o, &t);
         }
         let Ok(code) = wire::op_code(op) else {
             return false;
@@ -269,6 +360,127 @@ impl Mpi {
         }
         true
     }
+}
+
+/// The last put of a start epoch to a target reached by requests only
+/// ([`unanswered_put`]), or its last small get ([`held_get`]: registered
+/// for its answer, no data), held until the next operation to that target or
+/// the epoch's `MPI_Win_complete`, which sends it with [`wire::THEN_COMPLETE`]
+/// in its header's `arg`: the target applies the put and counts the
+/// complete, one message where there were two (an epoch of one small put
+/// over tcp was post, put, complete; now post and put-with-complete: one
+/// round trip). The origin buffer is read when it is sent: MPI leaves it
+/// unchanged until the synchronization that ends the epoch.
+pub(crate) struct HeldPut {
+    header: [u8; wire::HEADER],
+    layout: [u8; wire::ONE_PIECE],
+    /// The origin bytes' address and length.
+    data: usize,
+    len: usize,
+}
+
+impl Mpi {
+    /// Sends the put held for window rank `r` ([`HeldPut`]), if any; with
+    /// `complete`, as the epoch's complete too. Whether one was sent. A
+    /// failed send is noted on the window (its next synchronization
+    /// reports it) and returned.
+    pub(crate) fn send_held_put(
+        &self,
+        w: &Win,
+        r: u32,
+        complete: bool,
+    ) -> crate::error::Result<bool> {
+        let ri = r as usize;
+        if !w
+            .put_held
+            .get(ri)
+            .is_some_and(|f| f.load(Ordering::Acquire))
+        {
+            return Ok(false);
+        }
+        let held = {
+            let mut slot = w.held_put[ri].lock().unwrap_or_else(|e| e.into_inner());
+            w.put_held[ri].store(false, Ordering::Release);
+            slot.take()
+        };
+        let Some(mut p) = held else {
+            return Ok(false);
+        };
+        if complete {
+            p.header[3] = wire::THEN_COMPLETE;
+        }
+        let sent = if p.len == 0 {
+            // A get: no data.
+            self.rma_send(w, r, &[IoSlice::new(&p.header), IoSlice::new(&p.layout)])
+        } else {
+            // SAFETY: the put's origin buffer, `len` bytes, unchanged until
+            // the synchronization that ends the epoch (MPI's contract),
+            // which is this call or a later one.
+            let data = unsafe { crate::mem::slice(p.data, p.len) };
+            let parts = [
+                IoSlice::new(&p.header),
+                IoSlice::new(&p.layout),
+                IoSlice::new(data),
+            ];
+            self.rma_send(w, r, &parts)
+        };
+        match sent {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                // A get waits for its answer: not any more.
+                let id = u64::from_le_bytes(p.header[8..16].try_into().unwrap_or([0; 8]));
+                if id != 0 {
+                    self.rma.forget(id);
+                }
+                w.note_error(e.clone());
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Puts below this many bytes may go without an answer
+/// ([`unanswered_put`]): larger ones may be placed by the transport
+/// (`super::placed`, answered when the placement ends) or lend their
+/// buffer (settled by the answer).
+const UNANSWERED_PUT_MAX: usize = 32 << 10;
+
+/// Whether a put of `n` bytes to window rank `r`, checked by the caller,
+/// may go without an answer (op id 0; the target answers only a refusal,
+/// which the window notes for its next synchronization). Only in a start
+/// epoch to `r` alone (no fence or lock epoch to it): that epoch ends with
+/// `MPI_Win_complete`, whose COMPLETE goes right behind the put on the same
+/// ordered route (`win_complete`), and the target's `MPI_Win_wait` returns
+/// only once it handled the COMPLETE, so after the put is in its memory —
+/// the put's answer told nobody anything. The origin's part is done when
+/// the send returns (the runtime copied what it did not hand over), which
+/// is all `MPI_Win_complete` must wait for. So each epoch over tcp sends
+/// one message fewer, and the target no longer sends an answer before it
+/// can post the next epoch. Not to a member reached by single copies or
+/// loads and stores (a later copy could overtake the request, which an
+/// unanswered count would have held back: `single_copy::prefers_request`),
+/// nor on dynamic windows (only the target checks their range, and its
+/// refusal must reach this epoch's `MPI_Win_complete`).
+#[inline]
+fn unanswered_put(w: &Win, r: u32, n: usize) -> bool {
+    n < UNANSWERED_PUT_MAX
+        && w.flavor != super::Flavor::Dynamic
+        && w.access.start_only(r)
+        && !super::single_copy::reached(w, r as usize)
+}
+
+/// Whether a get of `n` bytes to window rank `r` (registered for its
+/// answer) is held to carry the epoch's complete ([`HeldPut`]): in a start
+/// epoch to `r` alone, to a member reached by requests only, and below the
+/// size whose gets are paced (`super::paced_gets`; `MPI_Win_complete`
+/// waits for those answers before its complete, `answers_before_sync`).
+/// The target answers it in its handler, reading the window there, before
+/// it counts the complete (as it handled a COMPLETE behind it).
+#[inline]
+fn held_get(w: &Win, r: u32, n: usize) -> bool {
+    n < super::paced_gets::PACE_MIN
+        && w.access.start_only(r)
+        && !super::single_copy::reached(w, r as usize)
 }
 
 /// Whether `n` bytes of `dt` at displacement `disp` lie inside rank `ri`'s

@@ -248,6 +248,26 @@ impl Rma {
 
     /// An answer to one of our operations.
     fn on_answer(&self, ctx: &Context, from: u32, h: &wire::Header, data: &[u8]) {
+        if h.op_id == 0 {
+            // The refusal of an operation sent without an answer (op id 0:
+            // a small put in a start epoch): noted for the window's next
+            // synchronization. A success is never answered.
+            if h.arg != 0 {
+                if let Some(w) = self
+                    .win(h.win)
+                    .filter(|w| w.comm.group.rank_of(from).is_some())
+                {
+                    w.note_error(err(
+                        h.arg as i32,
+                        format!(
+                            "process {from} refused a put: {}",
+                            class::describe(h.arg as i32)
+                        ),
+                    ));
+                }
+            }
+            return;
+        }
         let p = {
             let mut pend = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             match pend.get_mut(&h.op_id) {

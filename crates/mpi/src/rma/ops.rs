@@ -66,6 +66,8 @@ impl Mpi {
             ));
         }
         let rank = t.rank as u32;
+        // A put held for a start epoch's complete goes before this one.
+        self.send_held_put(w, rank, false)?;
         // The lock-free mirror of the epoch (see `super::access`).
         if !w.access.may_access(rank) {
             return Err(err(

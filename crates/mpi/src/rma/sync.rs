@@ -44,6 +44,10 @@ impl Mpi {
     fn answers_before_sync(&self, w: &Win, r: u32) {
         let world = w.comm.world_of(r);
         if self.rma.paced_gets_pending(world) || self.rma.large_gets_unanswered(world) {
+            // A get held to carry the complete (`fast_request::HeldPut`)
+            // is among the answers waited for: it goes now, alone (a
+            // failed send is noted on the window and forgotten).
+            let _ = self.send_held_put(w, r, false);
             self.wait_answers(w, Some(r));
         }
     }
@@ -371,7 +375,16 @@ impl Mpi {
         for &r in &ranks {
             res = res.and(self.rma_issue_deferred(w, Some(r), true));
             self.answers_before_sync(w, r);
-            res = res.and(self.control(w, r, wire::COMPLETE, 0, false));
+            // A put held for this complete carries it (one message).
+            match self.send_held_put(w, r, true) {
+                Ok(true) => {}
+                Ok(false) => res = res.and(self.control(w, r, wire::COMPLETE, 0, false)),
+                // Noted on the window; the complete still goes.
+                Err(e) => {
+                    res = res.and(Err(e));
+                    let _ = self.control(w, r, wire::COMPLETE, 0, false);
+                }
+            }
         }
         for &r in &ranks {
             self.wait_answers(w, Some(r));

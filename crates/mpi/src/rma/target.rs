@@ -44,15 +44,24 @@ impl Rma {
         match h.kind {
             wire::PUT | wire::GET | wire::ACC | wire::GET_ACC | wire::CAS => {
                 let key = crate::comm_links::traffic_key(win.comm.ctx as u64);
-                if self.apply_one_piece(ctx, &win, from, h, rest, key) {
-                    return;
-                }
-                match self.apply(&win, h, rest) {
-                    Ok(old) => self.answer_owned(ctx, from, h, old, key),
-                    Err((c, why)) => {
-                        self.reject(ctx, from, format_args!("{why}"));
-                        self.answer_keyed(ctx, from, h, c, &[], key);
+                if !self.apply_one_piece(ctx, &win, from, h, rest, key) {
+                    match self.apply(&win, h, rest) {
+                        Ok(old) => self.answer_owned(ctx, from, h, old, key),
+                        Err((c, why)) => {
+                            self.reject(ctx, from, format_args!("{why}"));
+                            self.answer_keyed(ctx, from, h, c, &[], key);
+                        }
                     }
+                }
+                if matches!(h.kind, wire::PUT | wire::GET) && h.arg == wire::THEN_COMPLETE {
+                    // The origin's `MPI_Win_complete` rode on its last put
+                    // or get (`fast_request::HeldPut`): counted after it was
+                    // applied and answered, as a COMPLETE behind it would be.
+                    let _ = win.completes[from_rank as usize].fetch_update(
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                        |v| v.checked_add(1),
+                    );
                 }
             }
             wire::LOCK => self.on_lock(ctx, &win, from, h),
@@ -97,6 +106,11 @@ impl Rma {
         data: &[u8],
         key: u32,
     ) {
+        if h.op_id == 0 && status == 0 {
+            // An operation sent without an answer (a small put in a start
+            // epoch, `Mpi::fast_request_put_get`): only a refusal is told.
+            return;
+        }
         let hdr = h.answer(status.clamp(0, 255) as u8).encode();
         if let Ok(sp) = ctx.startpoint(to) {
             // No empty part: one part when there is no data.

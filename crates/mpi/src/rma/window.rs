@@ -147,6 +147,11 @@ pub struct Win {
     pub(crate) posts: Box<[AtomicU32]>,
     /// `MPI_Win_complete` messages received from each window rank and not yet used by a wait.
     pub(crate) completes: Box<[AtomicU32]>,
+    /// Per window rank: the last put of a start epoch, held to travel
+    /// with the epoch's complete (`super::fast_request::HeldPut`), and
+    /// whether one is (read without the lock by every call to that rank).
+    pub(crate) held_put: Box<[Mutex<Option<super::fast_request::HeldPut>>]>,
+    pub(crate) put_held: Box<[AtomicBool]>,
     pub(crate) locks: Mutex<TargetLocks>,
     pub(crate) epoch: Mutex<Epoch>,
     /// The first error a target answered, reported by the next synchronization.
@@ -303,6 +308,8 @@ impl Win {
             outstanding: counters(),
             posts: counters(),
             completes: counters(),
+            held_put: (0..n).map(|_| Mutex::new(None)).collect(),
+            put_held: (0..n).map(|_| AtomicBool::new(false)).collect(),
             locks: Mutex::new(TargetLocks::default()),
             epoch: Mutex::new(Epoch {
                 locked: vec![0; n],

@@ -23,6 +23,10 @@ pub const UNLOCK: u8 = 7;
 pub const POST: u8 = 8;
 pub const COMPLETE: u8 = 9;
 pub const ANSWER: u8 = 10;
+/// A `PUT`'s or `GET`'s `arg` when the sender's `MPI_Win_complete` rides
+/// on it: the target applies (and answers) it, then counts the complete
+/// (`fast_request::HeldPut`).
+pub const THEN_COMPLETE: u8 = 1;
 
 pub const HEADER: usize = 16;
 const LAYOUT_FIXED: usize = 32;
