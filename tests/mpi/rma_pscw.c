@@ -94,19 +94,29 @@ static void check_window(const unsigned char *mem, int round, long long counter_
     }
 }
 
+/* The ranks on the other side (origins for a target, targets for an
+ * origin): their world ranks (the caller frees them) and their group. */
+static int *other_side(int *npeers, MPI_Group *peers) {
+    MPI_Group world;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int *peer = malloc(sizeof(int) * (size_t)size);
+    CHECK(peer, "malloc");
+    *npeers = 0;
+    for (int r = 0; r < size; r++)
+        if (is_origin(r) != is_origin(rank)) peer[(*npeers)++] = r;
+    MPI_Group_incl(world, *npeers, peer, peers);
+    MPI_Group_free(&world);
+    return peer;
+}
+
 /* Odd ranks are origins, even ranks targets: a target's MPI_Win_wait
  * returns as soon as the origins' completions arrive (it waits for
  * nothing else), and it then checks and rewrites its window while an
  * origin may still be waiting for the answers of its epoch. */
 static void rounds(const char *kind, MPI_Win w, unsigned char *mem) {
-    MPI_Group world, peers;
-    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group peers;
     int npeers = 0;
-    int *peer = malloc(sizeof(int) * (size_t)size);
-    CHECK(peer, "malloc");
-    for (int r = 0; r < size; r++)
-        if (is_origin(r) != is_origin(rank)) peer[npeers++] = r;
-    MPI_Group_incl(world, npeers, peer, &peers);
+    int *peer = other_side(&npeers, &peers);
     size_t plen = part_len();
     unsigned char *src = malloc(plen * (size_t)npeers + 1), *got = malloc(STABLE * (size_t)npeers + 1);
     unsigned char *strided = malloc(2 * STABLE * (size_t)npeers + 1);
@@ -185,7 +195,6 @@ static void rounds(const char *kind, MPI_Win w, unsigned char *mem) {
     free(strided);
     free(peer);
     MPI_Group_free(&peers);
-    MPI_Group_free(&world);
 }
 
 #define EPOCHS 200
@@ -199,14 +208,9 @@ static void small_epochs(void) {
     CHECK(mem && big, "calloc");
     MPI_Win w;
     MPI_Win_create(mem, (MPI_Aint)(nl * sizeof(long)), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &w);
-    MPI_Group world, peers;
-    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group peers;
     int npeers = 0;
-    int *peer = malloc(sizeof(int) * (size_t)size);
-    CHECK(peer, "malloc");
-    for (int r = 0; r < size; r++)
-        if (is_origin(r) != is_origin(rank)) peer[npeers++] = r;
-    MPI_Group_incl(world, npeers, peer, &peers);
+    int *peer = other_side(&npeers, &peers);
     const char *expect = getenv("GW_TEST_EXPECT_EPOCH_MSGS");
     int count_msgs = expect && *expect;
     for (int pass = 0; pass < 2; pass++) {
@@ -282,7 +286,6 @@ static void small_epochs(void) {
     gw_counter_done();
     free(big);
     MPI_Group_free(&peers);
-    MPI_Group_free(&world);
     free(peer);
     MPI_Win_free(&w);
     free(mem);

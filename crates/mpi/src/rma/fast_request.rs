@@ -97,11 +97,7 @@ impl Mpi {
                 return false;
             }
             if counted {
-                let calls = &sc.calls[ri];
-                calls.store(
-                    calls.load(Ordering::Relaxed).saturating_add(1),
-                    Ordering::Relaxed,
-                );
+                count_call(&sc.calls[ri], true);
             }
             return true;
         }
@@ -110,12 +106,7 @@ impl Mpi {
             return false;
         }
         if counted {
-            // As `rma_defer` counts (a load and a store, see there).
-            let calls = &sc.calls[ri];
-            calls.store(
-                calls.load(Ordering::Relaxed).saturating_add(1),
-                Ordering::Relaxed,
-            );
+            count_call(&sc.calls[ri], true);
         }
         let layout = wire::encode_one_piece(disp, dt.true_lb, n);
         // SAFETY: the caller's contract: `count` elements of the predefined
@@ -218,11 +209,7 @@ impl Mpi {
             // The general path sends it again and reports the error.
             self.rma.forget(id);
             if counted {
-                let calls = &sc.calls[ri];
-                calls.store(
-                    calls.load(Ordering::Relaxed).saturating_sub(1),
-                    Ordering::Relaxed,
-                );
+                count_call(&sc.calls[ri], false);
             }
             return false;
         }
@@ -499,4 +486,21 @@ fn fits_target(w: &Win, ri: usize, disp: i64, dt: &Datatype, n: usize) -> bool {
         .and_then(|s| s.checked_add(dt.true_lb as u64))
         .and_then(|s| s.checked_add(n as u64))
         .is_some_and(|end| end <= rem.size && dt.true_lb >= 0)
+}
+
+/// One more (`up`) or one fewer operation in a target's count, as
+/// `rma_defer` counts (`batch.rs`): a load and a store, no locked
+/// instruction; a count lost between threads only changes whether the
+/// next operations are batched.
+#[inline]
+fn count_call(calls: &std::sync::atomic::AtomicU32, up: bool) {
+    let n = calls.load(Ordering::Relaxed);
+    calls.store(
+        if up {
+            n.saturating_add(1)
+        } else {
+            n.saturating_sub(1)
+        },
+        Ordering::Relaxed,
+    );
 }
