@@ -153,7 +153,7 @@ pub const MPI_PARAMS: &[ParamDecl] = &[
     },
     ParamDecl {
         name: "MPI_RMA_PUT_CHOICE",
-        default: "512",
+        default: "8192",
         kind: Kind::UInt {
             min: 0,
             max: 1 << 30,
